@@ -1,0 +1,6 @@
+"""drafter-operator: speculative-decoding LLM serving on Kubernetes, declared, measured and reversible."""
+
+__version__ = "0.1.0"
+
+API_GROUP = "drafter.dev"
+API_VERSION = "v1alpha1"

@@ -1,0 +1,80 @@
+"""The `drafter-operator` command: one entry point, one subcommand per job.
+
+Subcommand implementations live in their own modules and are imported lazily, so `drafter-operator
+emulate` does not pay for kopf and `drafter-operator cluster` does not pay for the emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
+    from drafter_operator.testbed import cli as testbed_cli
+
+    testbed_cli.register(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="drafter-operator",
+        description="Speculative-decoding LLM serving on Kubernetes.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = subparsers.add_parser("run", help="run the operator against the current kubeconfig")
+    run.add_argument("--namespace", "-n", action="append", default=[],
+                     help="watch only this namespace (repeatable); default: all namespaces")
+    run.add_argument("--metrics-port", type=int, default=8080,
+                     help="port of the operator's own /metrics (0 disables)")
+    run.add_argument("--verbose", action="store_true")
+    run.set_defaults(handler=_run_operator)
+
+    crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
+    crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
+    crds.add_argument("--docs", default="docs/api.md", help="where to write the API reference ('' to skip)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk are out of date")
+    crds.set_defaults(handler=_generate_crds)
+
+    emulate = subparsers.add_parser(
+        "emulate", add_help=False,
+        help="serve an engine emulator from a vLLM or SGLang command line (emulate vllm serve ... | emulate sglang ...)",
+    )
+    emulate.set_defaults(handler=_emulate)
+
+    _add_cluster_commands(subparsers)
+    return parser
+
+
+def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator.controllers import runner
+
+    return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose)
+
+
+def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator.api import generate
+
+    return generate.main(output_dir=args.output_dir, docs_path=args.docs or None, check=args.check)
+
+
+def _emulate(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator.emulator import server
+
+    return server.main(extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # `emulate` passes everything after it verbatim: the engine's own flags are not ours to parse here.
+    if argv and argv[0] == "emulate":
+        args, extra = parser.parse_args(argv[:1]), argv[1:]
+    else:
+        args, extra = parser.parse_args(argv), []
+    return int(args.handler(args, extra) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

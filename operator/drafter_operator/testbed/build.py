@@ -1,0 +1,239 @@
+"""Build the local cluster's binaries from pinned Go modules and Debian's prometheus package.
+
+Everything lands in a versioned cache directory outside the repository (see versions.py) and is
+reused: a warm machine skips every step. Each step stops with a message that names the step and the
+fix, because a 20-minute build that dies with a bare Go error teaches nobody anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+
+from drafter_operator.testbed.versions import PINS, Pins, bin_dir, toolchain_dir
+
+console = Console(stderr=True)
+
+MIN_GO = (1, 26)  # kwok v0.8 and etcd v3.6.16 both declare go 1.26
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message names the step and the fix."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    outputs: tuple[str, ...]
+    run: Callable[[Pins, Path], None]
+
+
+def _go_env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOWORK": "off"})
+    return env
+
+
+def check_go() -> str:
+    go = shutil.which("go")
+    if not go:
+        raise BuildError(
+            "step 'toolchain': no `go` on PATH. Fix: install Go >= %d.%d (https://go.dev/dl or your "
+            "package manager) and re-run `drafter-operator cluster up`." % MIN_GO
+        )
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    match = re.match(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < MIN_GO:
+        raise BuildError(
+            f"step 'toolchain': found {out or 'an unknown Go'}, need >= go{MIN_GO[0]}.{MIN_GO[1]}. "
+            "Fix: upgrade Go, or export GOTOOLCHAIN=go1.26.8 to let Go fetch it through the module proxy."
+        )
+    return out
+
+
+def _run(step: str, cmd: list[str], cwd: Path, env: dict[str, str], fix: str, progress_total: int = 0) -> None:
+    """Run a command, showing the package it is compiling; on failure raise with the log tail."""
+    log_lines: list[str] = []
+    started = time.monotonic()
+    with console.status(f"[bold]{step}[/]: starting") as status:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            log_lines.append(line)
+            done = len(log_lines)
+            of = f"/{progress_total}" if progress_total else ""
+            status.update(f"[bold]{step}[/]: {done}{of} packages, {time.monotonic() - started:.0f}s  {line[-70:]}")
+        code = proc.wait()
+    if code != 0:
+        tail = "\n".join(log_lines[-25:])
+        raise BuildError(f"step '{step}' failed (exit {code}): {' '.join(cmd[:4])} ...\n{tail}\nFix: {fix}")
+    console.print(f"[green]✓[/] {step} ({time.monotonic() - started:.0f}s)")
+
+
+def _module_dir(module: str, version: str, env: dict[str, str], cwd: Path) -> Path:
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(
+            f"step 'download {module}@{version}' failed: {proc.stderr.strip() or proc.stdout.strip()}\n"
+            "Fix: check that the Go module proxy is reachable (GOPROXY) and the version exists."
+        )
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def staging_replaces(kubernetes_go_mod: str, staging_version: str) -> list[str]:
+    """`replace` lines that point each `k8s.io/<staging>` module at its published version.
+
+    k8s.io/kubernetes replaces its staging modules with local paths (./staging/src/...), which a
+    module consumer cannot follow; the list is derived from that version's own go.mod, not by hand.
+    """
+    modules = re.findall(r"^\s*(k8s\.io/\S+)\s+=>\s+\./staging/\S+", kubernetes_go_mod, flags=re.M)
+    return [f"\t{m} => {m} {staging_version}" for m in sorted(set(modules))]
+
+
+def version_ldflags(pins: Pins) -> str:
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={pins.kubernetes}",
+            f"-X {pkg}.gitMajor=1",
+            f"-X {pkg}.gitMinor={pins.kubernetes_minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
+
+
+def _wrapper_module(work: Path, name: str, go_line: str, require: str, replaces: list[str], imports: list[str]) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    replace_block = "replace (\n" + "\n".join(replaces) + "\n)\n" if replaces else ""
+    (work / "go.mod").write_text(f"module {name}\n\ngo {go_line}\n\nrequire {require}\n\n{replace_block}")
+    (work / "tools.go").write_text(
+        "//go:build tools\n\npackage tools\n\nimport (\n" + "".join(f'\t_ "{i}"\n' for i in imports) + ")\n"
+    )
+
+
+def build_kubernetes(pins: Pins, out: Path) -> None:
+    work = toolchain_dir(pins) / "src" / "kubernetes"
+    env = _go_env(work)
+    work.mkdir(parents=True, exist_ok=True)
+    source = _module_dir("k8s.io/kubernetes", pins.kubernetes, env, work)
+    go_mod = (source / "go.mod").read_text()
+    go_line = re.search(r"^go (\S+)", go_mod, flags=re.M)[1]
+    replaces = staging_replaces(go_mod, pins.staging_version)
+    if not replaces:
+        raise BuildError(f"step 'kubernetes wrapper': no staging replaces found in {source}/go.mod; "
+                         "Fix: the pinned version's layout changed, pin another k8s.io/kubernetes version.")
+    packages = [f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]
+    _wrapper_module(work, "drafter.dev/build/kubernetes", go_line, f"k8s.io/kubernetes {pins.kubernetes}", replaces, packages)
+    _run("kubernetes: resolve modules", ["go", "mod", "tidy"], work, env,
+         "check network access to the Go module proxy; delete the cache dir to retry from scratch")
+    _run(f"kubernetes {pins.kubernetes}: compile {', '.join(KUBE_COMMANDS)}",
+         ["go", "build", "-v", "-trimpath", "-ldflags", version_ldflags(pins), "-o", str(out) + "/", *packages],
+         work, env, "read the compiler error above; a newer Kubernetes may need a newer Go (GOTOOLCHAIN)",
+         progress_total=2300)
+
+
+def build_etcd(pins: Pins, out: Path) -> None:
+    work = toolchain_dir(pins) / "src" / "etcd"
+    env = _go_env(work)
+    work.mkdir(parents=True, exist_ok=True)
+    source = _module_dir("go.etcd.io/etcd/server/v3", pins.etcd, env, work)
+    go_line = re.search(r"^go (\S+)", (source / "go.mod").read_text(), flags=re.M)[1]
+    # etcd's server module replaces its siblings with ../api etc.; point them at the same release.
+    siblings = ["go.etcd.io/etcd/api/v3", "go.etcd.io/etcd/client/pkg/v3", "go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3"]
+    replaces = [f"\t{m} => {m} {pins.etcd}" for m in siblings]
+    _wrapper_module(work, "drafter.dev/build/etcd", go_line, f"go.etcd.io/etcd/server/v3 {pins.etcd}", replaces,
+                    ["go.etcd.io/etcd/server/v3"])
+    _run("etcd: resolve modules", ["go", "mod", "tidy"], work, env, "check network access to the Go module proxy")
+    _run(f"etcd {pins.etcd}: compile", ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o",
+         str(out / "etcd"), "go.etcd.io/etcd/server/v3"], work, env,
+         "read the compiler error above; if etcd cannot be built, pin another 3.6 patch release")
+
+
+def _go_install(step: str, package: str, out: Path, ldflags: str = "-s -w") -> None:
+    env = dict(os.environ, CGO_ENABLED="0", GOBIN=str(out), GOFLAGS="", GOWORK="off")
+    _run(step, ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, package], out, env,
+         "check network access to the Go module proxy and the Go version")
+
+
+def build_kwok(pins: Pins, out: Path) -> None:
+    _go_install(f"kwok {pins.kwok}", f"sigs.k8s.io/kwok/cmd/kwok@{pins.kwok}", out)
+    # kwok needs stage definitions; ship the upstream "fast" node and pod stages next to the binary.
+    env = dict(os.environ, GOFLAGS="", GOWORK="off")
+    source = _module_dir("sigs.k8s.io/kwok", pins.kwok, env, out)
+    stages = toolchain_dir(pins) / "kwok-stages"
+    stages.mkdir(parents=True, exist_ok=True)
+    for rel in ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+                "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"):
+        shutil.copyfile(source / "kustomize" / "stage" / rel, stages / Path(rel).name)
+
+
+def build_helm(pins: Pins, out: Path) -> None:
+    _go_install(f"helm {pins.helm}", f"helm.sh/helm/v3/cmd/helm@{pins.helm}", out,
+                ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={pins.helm}")
+
+
+def fetch_prometheus(pins: Pins, out: Path) -> None:
+    """Extract prometheus and promtool from Debian's package, without installing its services."""
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
+        raise BuildError("step 'prometheus': needs apt-get and dpkg-deb (Debian/Ubuntu). Fix: put prometheus "
+                         f"and promtool binaries into {out} by hand, then re-run.")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["apt-get", "download", pins.prometheus_deb]
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0:  # an empty or stale package list: refresh once
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        debs = list(Path(tmp).glob("*.deb"))
+        if proc.returncode != 0 or not debs:
+            raise BuildError(f"step 'prometheus': `apt-get download {pins.prometheus_deb}` failed: "
+                             f"{proc.stderr.strip()[-400:]}\nFix: run `apt-get update` as root, then re-run.")
+        subprocess.run(["dpkg-deb", "-x", str(debs[0]), f"{tmp}/x"], check=True)
+        for name in ("prometheus", "promtool"):
+            shutil.copy2(f"{tmp}/x/usr/bin/{name}", out / name)
+    console.print("[green]✓[/] prometheus + promtool (Debian package)")
+
+
+STEPS = (
+    Step("etcd", ("etcd",), build_etcd),
+    Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
+    Step("kwok", ("kwok",), build_kwok),
+    Step("helm", ("helm",), build_helm),
+    Step("prometheus", ("prometheus", "promtool"), fetch_prometheus),
+)
+
+
+def missing_steps(pins: Pins = PINS) -> list[Step]:
+    out = bin_dir(pins)
+    return [s for s in STEPS if not all((out / o).is_file() for o in s.outputs)]
+
+
+def ensure_binaries(pins: Pins = PINS) -> Path:
+    """Build whatever is missing; return the bin directory. Cheap when everything is cached."""
+    out = bin_dir(pins)
+    todo = missing_steps(pins)
+    if not todo:
+        return out
+    check_go()
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"Building the local cluster toolchain into {toolchain_dir(pins)} "
+                  f"({', '.join(s.name for s in todo)}); a cold build takes 15-30 minutes on 2 cores.")
+    for step in todo:
+        step.run(pins, out)
+        missing = [o for o in step.outputs if not (out / o).is_file()]
+        if missing:
+            raise BuildError(f"step '{step.name}' finished but did not produce {missing} in {out}")
+    return out

@@ -1,0 +1,99 @@
+"""`drafter-operator cluster up|down|status|env|add-nodes`: the embedded local cluster from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT, GPU_PRODUCTS, KWOK, PROCESS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cluster = subparsers.add_parser("cluster", help="the embedded local Kubernetes cluster (127.0.0.1 only)")
+    verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    up = verbs.add_parser("up", help="build (once, cached) and start the local cluster; reuses a running one")
+    up.add_argument("--gpu-nodes", type=int, default=2, help="number of 8-GPU nodes (default 2)")
+    up.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu allocatable per node (default 8)")
+    up.add_argument("--gpu-product", default=DEFAULT_GPU_PRODUCT, choices=sorted(GPU_PRODUCTS),
+                    help=f"GPU product label (default {DEFAULT_GPU_PRODUCT})")
+    up.add_argument("--gpu-runtime", default=KWOK, choices=(KWOK, PROCESS),
+                    help="kwok: pods only pretend to run (scale tests); process: the local runner really "
+                         "starts them (engine pods become emulator processes)")
+    up.add_argument("--port-base", type=int, default=None, help="first of 7 consecutive ports on 127.0.0.1")
+    up.set_defaults(cluster_handler=_up)
+
+    down = verbs.add_parser("down", help="stop every process the local cluster started")
+    down.add_argument("--wipe", action="store_true", help="also delete its state (etcd data, certificates)")
+    down.set_defaults(cluster_handler=_down)
+
+    status = verbs.add_parser("status", help="components, pids, memory and health as JSON")
+    status.set_defaults(cluster_handler=_status)
+
+    env = verbs.add_parser("env", help="print `export KUBECONFIG=...` for the local cluster")
+    env.set_defaults(cluster_handler=_env)
+
+    add = verbs.add_parser("add-nodes", help="register more nodes on the running local cluster")
+    add.add_argument("--count", type=int, default=1)
+    add.add_argument("--runtime", default=KWOK, choices=(KWOK, PROCESS))
+    add.add_argument("--gpus", type=int, default=8)
+    add.add_argument("--gpu-product", default=DEFAULT_GPU_PRODUCT, choices=sorted(GPU_PRODUCTS))
+    add.add_argument("--name-prefix", default=None, help="node name prefix (default gpu-<runtime>-extra)")
+    add.set_defaults(cluster_handler=_add_nodes)
+
+    cluster.set_defaults(handler=lambda args, extra: args.cluster_handler(args))
+
+
+def _up(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+    from drafter_operator.testbed.build import BuildError
+
+    topology = cluster.Topology(gpu_nodes=args.gpu_nodes, gpu_runtime=args.gpu_runtime,
+                                gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product)
+    try:
+        record = cluster.up(topology, port_base=args.port_base or cluster.DEFAULT_PORT_BASE)
+    except (BuildError, cluster.ClusterError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"export KUBECONFIG={record['kubeconfig']}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    stopped = cluster.down(wipe=args.wipe)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + ("; state wiped" if args.wipe else ""))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    report = cluster.status()
+    print(json.dumps(report, indent=2))
+    return 0 if report["healthy"] else 3
+
+
+def _env(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    layout = cluster.Layout()
+    if not layout.kubeconfig.exists():
+        print("error: no local cluster state; run `drafter-operator cluster up` first", file=sys.stderr)
+        return 1
+    print(f"export KUBECONFIG={layout.kubeconfig}")
+    return 0
+
+
+def _add_nodes(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    try:
+        names = cluster.add_nodes(args.count, args.runtime, args.gpus, args.gpu_product, args.name_prefix)
+    except cluster.ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(names))
+    return 0

@@ -1,0 +1,440 @@
+"""Lifecycle of the embedded local cluster: `up`, `down`, `status`, `env`.
+
+Order follows envtest and local-up-cluster: etcd -> kube-apiserver -> nodes -> controller manager and
+scheduler -> kwok and the local process runner. Every component listens on 127.0.0.1 only, on ports
+derived from one base port, and is recorded by pid file so `down` stops exactly what `up` started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from drafter_operator.testbed import certs, processes
+from drafter_operator.testbed.build import ensure_binaries
+from drafter_operator.testbed.nodes import KWOK, PROCESS, RUNTIME_LABEL, NodeSpec, default_topology, node_manifest
+from drafter_operator.testbed.versions import PINS, bin_dir, state_root, toolchain_dir
+
+console = Console(stderr=True)
+
+DEFAULT_PORT_BASE = 16440
+# A loopback service range: ClusterIPs then never point at a real network (see docs/testbed.md).
+SERVICE_CIDR = "127.96.0.0/16"
+KWOK_FALLBACK_CIDR = "127.11.255.0/24"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner")
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Ports:
+    base: int = DEFAULT_PORT_BASE
+
+    @property
+    def etcd(self) -> int:
+        return self.base
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 1
+
+    @property
+    def apiserver(self) -> int:
+        return self.base + 2
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 3
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 4
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 5
+
+    @property
+    def kwok_node(self) -> int:
+        return self.base + 6
+
+    def all(self) -> dict[str, int]:
+        return {n: getattr(self, n) for n in ("etcd", "etcd_peer", "apiserver", "controller_manager",
+                                                "scheduler", "kwok", "kwok_node")}
+
+
+@dataclass
+class Topology:
+    gpu_nodes: int = 2
+    gpu_runtime: str = KWOK
+    gpus_per_node: int = 8
+    gpu_product: str = "NVIDIA-B200"
+    cpu_nodes: int = 1
+
+    def nodes(self) -> list[NodeSpec]:
+        return default_topology(self.gpu_nodes, self.gpu_runtime, self.gpus_per_node, self.gpu_product, self.cpu_nodes)
+
+
+@dataclass
+class Layout:
+    """Files of one local cluster under its state directory."""
+
+    root: Path = field(default_factory=state_root)
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "cluster.json"
+
+    def component_kubeconfig(self, stem: str) -> Path:
+        return self.root / f"kubeconfig.{stem}"
+
+
+def kubeconfig_dict(server: str, pki: Path, user: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "drafter-local", "cluster": {"server": server,
+                                                            "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": user, "user": {"client-certificate": str(pki / f"{user}.crt"),
+                                          "client-key": str(pki / f"{user}.key")}}],
+        "contexts": [{"name": "drafter-local", "context": {"cluster": "drafter-local", "user": user}}],
+        "current-context": "drafter-local",
+    }
+
+
+def _write_kubeconfigs(layout: Layout, ports: Ports) -> None:
+    server = f"https://127.0.0.1:{ports.apiserver}"
+    layout.kubeconfig.write_text(yaml.safe_dump(kubeconfig_dict(server, layout.pki, "admin")))
+    layout.kubeconfig.chmod(0o600)
+    for client in certs.CLIENTS:
+        path = layout.component_kubeconfig(client.file_stem)
+        path.write_text(yaml.safe_dump(kubeconfig_dict(server, layout.pki, client.file_stem)))
+        path.chmod(0o600)
+
+
+def _wait(what: str, probe, timeout: float, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while time.monotonic() < deadline:
+        try:
+            if probe():
+                return
+        except Exception as exc:  # noqa: BLE001 - any failure just means "not yet"
+            last_error = str(exc)
+        time.sleep(0.2)
+    tail = ""
+    if log and log.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    raise ClusterError(f"{what} did not become ready within {timeout:.0f}s ({last_error}).\n{tail}\n"
+                       f"Fix: read {log} for the cause; `drafter-operator cluster down` cleans up.")
+
+
+def _https_ok(url: str, layout: Layout) -> bool:
+    ctx = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+    ctx.load_cert_chain(str(layout.pki / "admin.crt"), str(layout.pki / "admin.key"))
+    with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+        return resp.status == 200
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return resp.status == 200
+
+
+def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, list[str]]:
+    pki = layout.pki
+    kc = layout.component_kubeconfig
+    return {
+        "etcd": [
+            str(bins / "etcd"), "--name", "local", "--data-dir", str(layout.etcd_data),
+            "--listen-client-urls", f"http://127.0.0.1:{ports.etcd}",
+            "--advertise-client-urls", f"http://127.0.0.1:{ports.etcd}",
+            "--listen-peer-urls", f"http://127.0.0.1:{ports.etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{ports.etcd_peer}",
+            "--initial-cluster", f"local=http://127.0.0.1:{ports.etcd_peer}",
+            "--listen-metrics-urls", "",  # no extra listener
+            "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
+        ],
+        "kube-apiserver": [
+            str(bins / "kube-apiserver"),
+            "--etcd-servers", f"http://127.0.0.1:{ports.etcd}",
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--secure-port", str(ports.apiserver),
+            "--tls-cert-file", str(pki / "apiserver.crt"), "--tls-private-key-file", str(pki / "apiserver.key"),
+            "--client-ca-file", str(pki / "ca.crt"),
+            "--authorization-mode", "RBAC",
+            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file", str(pki / "sa.pub"),
+            "--service-account-signing-key-file", str(pki / "sa.key"),
+            "--allow-privileged=true",
+            # With a loopback advertise address the endpoint reconciler must be off (testbed.md).
+            "--endpoint-reconciler-type", "none",
+            "--profiling=false", "--v", "1",
+        ],
+        "kube-controller-manager": [
+            str(bins / "kube-controller-manager"),
+            "--kubeconfig", str(kc("controller-manager")),
+            "--authentication-kubeconfig", str(kc("controller-manager")),
+            "--authorization-kubeconfig", str(kc("controller-manager")),
+            "--service-account-private-key-file", str(pki / "sa.key"),
+            "--root-ca-file", str(pki / "ca.crt"),
+            "--cluster-signing-cert-file", str(pki / "ca.crt"), "--cluster-signing-key-file", str(pki / "ca.key"),
+            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--use-service-account-credentials", "--leader-elect=false",
+            "--bind-address", "127.0.0.1", "--secure-port", str(ports.controller_manager),
+            # Pods on a node that stops heartbeating are evicted quickly: the local runner's nodes die
+            # with it, and tests should not wait five minutes to see that.
+            "--node-monitor-grace-period", "40s",
+            "--profiling=false", "--v", "1",
+        ],
+        "kube-scheduler": [
+            str(bins / "kube-scheduler"),
+            "--kubeconfig", str(kc("scheduler")),
+            "--authentication-kubeconfig", str(kc("scheduler")), "--authorization-kubeconfig", str(kc("scheduler")),
+            "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(ports.scheduler),
+            "--profiling=false", "--v", "1",
+        ],
+        "kwok": [
+            str(bins / "kwok"), "--kubeconfig", str(kc("kwok")),
+            "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={RUNTIME_LABEL}={KWOK}",
+            "--server-address", f"127.0.0.1:{ports.kwok}", "--node-ip", "127.0.0.1",
+            "--node-port", str(ports.kwok_node), "--cidr", KWOK_FALLBACK_CIDR,
+            "-c", str(_kwok_config(layout)),
+        ],
+        "runner": [
+            sys.executable, "-m", "drafter_operator.testbed.runner",
+            "--kubeconfig", str(kc("runner")), "--state-dir", str(layout.root),
+        ],
+    }
+
+
+def _kwok_config(layout: Layout) -> Path:
+    """kwok's stages: the upstream fast node/pod stages, with node heartbeats through leases."""
+    stages_dir = toolchain_dir(PINS) / "kwok-stages"
+    out = layout.root / "kwok.yaml"
+    docs = [p.read_text() for p in sorted(stages_dir.glob("*.yaml"))]
+    out.write_text("\n---\n".join(docs))
+    return out
+
+
+def read_record(layout: Layout) -> dict | None:
+    try:
+        return json.loads(layout.record.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running_components(layout: Layout) -> dict[str, int]:
+    return {name: pid for name in COMPONENTS if (pid := processes.running_pid(name, layout.run))}
+
+
+def is_up(layout: Layout) -> bool:
+    record = read_record(layout)
+    if not record or "kube-apiserver" not in running_components(layout):
+        return False
+    try:
+        return _https_ok(f"https://127.0.0.1:{record['ports']['apiserver']}/readyz", layout)
+    except (OSError, urllib.error.URLError, ssl.SSLError):
+        return False
+
+
+def _kubectl(layout: Layout, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(bin_dir() / "kubectl"), "--kubeconfig", str(layout.kubeconfig), *args],
+                          input=input, capture_output=True, text=True)
+
+
+def _kubectl_ok(layout: Layout, *args: str, input: str | None = None) -> str:
+    proc = _kubectl(layout, *args, input=input)
+    if proc.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def cluster_id(layout: Layout) -> str:
+    """The kube-system namespace's UID: unique per etcd data dir, so per local cluster."""
+    return _kubectl_ok(layout, "get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}").strip()
+
+
+def apply_nodes(layout: Layout, nodes: list[NodeSpec], identity: str) -> None:
+    manifests = [node_manifest(n, identity) for n in nodes]
+    _kubectl_ok(layout, "apply", "--server-side", "--force-conflicts", "--field-manager", "drafter-local",
+                "-f", "-", input=yaml.safe_dump_all(manifests))
+    # Creating a Node ignores the status we sent; capacity and allocatable go through the status
+    # subresource (kwok and the runner keep conditions fresh afterwards).
+    for manifest in manifests:
+        status = {"status": {k: manifest["status"][k] for k in ("capacity", "allocatable", "addresses", "nodeInfo")}}
+        _kubectl_ok(layout, "patch", "node", manifest["metadata"]["name"], "--subresource", "status",
+                    "--type", "merge", "-p", json.dumps(status))
+
+
+def _nodes_ready(layout: Layout, names: list[str]) -> bool:
+    out = _kubectl(layout, "get", "nodes", "-o", "json")
+    if out.returncode != 0:
+        return False
+    ready = {
+        item["metadata"]["name"]
+        for item in json.loads(out.stdout)["items"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in item.get("status", {}).get("conditions", []))
+    }
+    return set(names) <= ready
+
+
+def _check_ports_free(ports: Ports) -> None:
+    busy = {name: port for name, port in ports.all().items() if processes.port_in_use(port)}
+    if busy:
+        listing = ", ".join(f"{n}={p}" for n, p in busy.items())
+        raise ClusterError(f"ports already in use on 127.0.0.1: {listing}. Fix: stop whatever listens there, "
+                           f"or choose another range with `drafter-operator cluster up --port-base N`.")
+
+
+def up(topology: Topology | None = None, port_base: int = DEFAULT_PORT_BASE, layout: Layout | None = None) -> dict:
+    """Bring the local cluster up (or reuse the running one); return its record."""
+    layout = layout or Layout()
+    topology = topology or Topology()
+    if is_up(layout):
+        record = read_record(layout)
+        console.print(f"[yellow]A local cluster is already running[/] (apiserver 127.0.0.1:"
+                      f"{record['ports']['apiserver']}, state {layout.root}); reusing it.")
+        return record
+    leftovers = running_components(layout)
+    if leftovers:
+        console.print(f"Stopping leftovers of an unhealthy local cluster: {', '.join(leftovers)}")
+        down(layout=layout)
+    started = time.monotonic()
+    bins = ensure_binaries()
+    ports = Ports(port_base)
+    _check_ports_free(ports)
+    try:
+        return _start(layout, topology, ports, bins, port_base, started)
+    except BaseException:
+        # Never leave half a cluster behind: stop whatever this attempt started, keep state for the logs.
+        down(layout=layout)
+        raise
+
+
+def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_base: int, started: float) -> dict:
+    layout.root.mkdir(parents=True, exist_ok=True)
+    certs.ensure_pki(layout.pki)
+    _write_kubeconfigs(layout, ports)
+    commands = component_commands(layout, ports, bins)
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)  # components use their own kubeconfigs, never a user's
+
+    def start(name: str) -> None:
+        processes.start(name, commands[name], layout.run, layout.logs, env=env)
+
+    with console.status("starting etcd"):
+        start("etcd")
+        _wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"), 30, layout.logs / "etcd.log")
+    with console.status("starting kube-apiserver"):
+        start("kube-apiserver")
+        _wait("kube-apiserver", lambda: _https_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", layout), 90,
+              layout.logs / "kube-apiserver.log")
+    identity = cluster_id(layout)
+    record = {"ports": ports.all(), "port_base": port_base, "pins": asdict(PINS), "cluster_id": identity,
+              "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root)}
+    layout.record.write_text(json.dumps(record, indent=2))
+    nodes = topology.nodes()
+    with console.status(f"registering {len(nodes)} nodes, starting controllers, kwok and the process runner"):
+        apply_nodes(layout, nodes, identity)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok", "runner"):
+            start(name)
+        _wait("all nodes Ready", lambda: _nodes_ready(layout, [n.name for n in nodes]), 60, layout.logs / "kwok.log")
+        _wait("default service account", lambda: _kubectl(layout, "get", "serviceaccount", "default").returncode == 0,
+              60, layout.logs / "kube-controller-manager.log")
+    record["up_seconds"] = round(time.monotonic() - started, 2)
+    layout.record.write_text(json.dumps(record, indent=2))
+    console.print(f"[green]Local cluster up[/] in {record['up_seconds']}s: {len(nodes)} nodes "
+                  f"({topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime}).\n"
+                  f"  export KUBECONFIG={layout.kubeconfig}")
+    return record
+
+
+def down(wipe: bool = False, layout: Layout | None = None) -> list[str]:
+    layout = layout or Layout()
+    stopped = []
+    # Reverse start order: the runner first (it stops its pods' processes), etcd last.
+    for name in reversed(COMPONENTS):
+        if processes.stop(name, layout.run, timeout=15 if name == "runner" else 10):
+            stopped.append(name)
+    if wipe and layout.root.exists():
+        shutil.rmtree(layout.root)
+    return stopped
+
+
+def status(layout: Layout | None = None) -> dict:
+    layout = layout or Layout()
+    record = read_record(layout) or {}
+    running = running_components(layout)
+    return {
+        "state_dir": str(layout.root),
+        "kubeconfig": str(layout.kubeconfig) if layout.kubeconfig.exists() else None,
+        "healthy": is_up(layout),
+        "components": {name: {"pid": running.get(name), "rss_mib": round(processes.rss_kib(running[name]) / 1024, 1)
+                              if name in running else None} for name in COMPONENTS},
+        "ports": record.get("ports"),
+        "cluster_id": record.get("cluster_id"),
+    }
+
+
+def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None = None,
+              layout: Layout | None = None) -> list[str]:
+    """Register `count` more nodes on the running cluster; returns their names once Ready."""
+    from drafter_operator.testbed.nodes import pod_cidr
+
+    layout = layout or Layout()
+    record = read_record(layout)
+    if not record or not is_up(layout):
+        raise ClusterError("no local cluster is running. Fix: `drafter-operator cluster up` first.")
+    existing = json.loads(_kubectl_ok(layout, "get", "nodes", "-o", "json"))["items"]
+    names = {n["metadata"]["name"] for n in existing}
+    second = pod_cidr(runtime, 0).split(".")[1]
+    used = {int(n["spec"]["podCIDR"].split(".")[2]) for n in existing
+            if n.get("spec", {}).get("podCIDR", "").startswith(f"127.{second}.")}
+    prefix = name_prefix or f"gpu-{runtime}-extra"
+    specs = []
+    for _ in range(count):
+        index = next(i for i in range(256) if i not in used)
+        used.add(index)
+        name = next(f"{prefix}-{i}" for i in range(10_000) if f"{prefix}-{i}" not in names)
+        names.add(name)
+        specs.append(NodeSpec(name=name, runtime=runtime, pod_cidr=pod_cidr(runtime, index), gpus=gpus,
+                              gpu_product=gpu_product, cpu="224" if gpus else "32", memory="2Ti" if gpus else "128Gi"))
+    apply_nodes(layout, specs, record["cluster_id"])
+    _wait("new nodes Ready", lambda: _nodes_ready(layout, [s.name for s in specs]), 60)
+    return [s.name for s in specs]

@@ -1,0 +1,114 @@
+"""Pure builders for the local cluster's Node objects.
+
+Two kinds of node share the cluster: kwok nodes (scheduling and scale only: kwok pretends their pods
+run) and process nodes, whose pods the local process runner really starts on this host. The runtime is
+a label, so kwok and the runner each manage exactly their own nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RUNTIME_LABEL = "drafter.dev/node-runtime"
+CLUSTER_ANNOTATION = "drafter.dev/local-cluster-id"
+KWOK = "kwok"
+PROCESS = "process"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Memory per GPU in MiB as NVIDIA's GPU feature discovery reports it, and the compute capability.
+GPU_PRODUCTS: dict[str, dict[str, str]] = {
+    "NVIDIA-B200": {"memory": "183359", "family": "blackwell", "compute.major": "10", "compute.minor": "0"},
+    "NVIDIA-GB200": {"memory": "189471", "family": "blackwell", "compute.major": "10", "compute.minor": "0"},
+    "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition": {
+        "memory": "97887", "family": "blackwell", "compute.major": "12", "compute.minor": "0"},
+    "NVIDIA-H200": {"memory": "143771", "family": "hopper", "compute.major": "9", "compute.minor": "0"},
+    "NVIDIA-H100-80GB-HBM3": {"memory": "81559", "family": "hopper", "compute.major": "9", "compute.minor": "0"},
+}
+DEFAULT_GPU_PRODUCT = "NVIDIA-B200"
+
+# GKE-style taint: GPU nodes only take pods that tolerate it, so CPU work never squats on GPUs.
+GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    runtime: str  # KWOK or PROCESS
+    pod_cidr: str  # always inside 127.0.0.0/8: a pod IP must never point at a real network
+    gpus: int = 0
+    gpu_product: str = DEFAULT_GPU_PRODUCT
+    cpu: str = "32"
+    memory: str = "128Gi"
+    max_pods: int = 110
+
+
+def gpu_labels(product: str, count: int) -> dict[str, str]:
+    """The labels NVIDIA GPU feature discovery puts on a node with `count` GPUs of `product`."""
+    if product not in GPU_PRODUCTS:
+        raise ValueError(f"unknown GPU product {product!r}; choose one of {sorted(GPU_PRODUCTS)}")
+    facts = GPU_PRODUCTS[product]
+    return {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(count),
+        "nvidia.com/gpu.memory": facts["memory"],
+        "nvidia.com/gpu.family": facts["family"],
+        "nvidia.com/gpu.compute.major": facts["compute.major"],
+        "nvidia.com/gpu.compute.minor": facts["compute.minor"],
+        "nvidia.com/gpu.deploy.device-plugin": "true",
+        "nvidia.com/mig.capable": "false",
+    }
+
+
+def node_manifest(spec: NodeSpec, cluster_id: str) -> dict:
+    if spec.runtime not in (KWOK, PROCESS):
+        raise ValueError(f"node runtime must be {KWOK!r} or {PROCESS!r}, not {spec.runtime!r}")
+    labels = {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": f"local-{spec.runtime}-{spec.gpus}gpu" if spec.gpus else f"local-{spec.runtime}-cpu",
+        RUNTIME_LABEL: spec.runtime,
+    }
+    annotations = {CLUSTER_ANNOTATION: cluster_id, "node.alpha.kubernetes.io/ttl": "0"}
+    if spec.runtime == KWOK:
+        annotations["kwok.x-k8s.io/node"] = "fake"
+    resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.max_pods), "ephemeral-storage": "1Ti"}
+    taints = []
+    if spec.gpus:
+        labels.update(gpu_labels(spec.gpu_product, spec.gpus))
+        resources[GPU_RESOURCE] = str(spec.gpus)
+        taints.append(dict(GPU_TAINT))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
+        "spec": {"podCIDR": spec.pod_cidr, "podCIDRs": [spec.pod_cidr], "taints": taints},
+        "status": {
+            "capacity": resources,
+            "allocatable": dict(resources),
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": spec.name}],
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "local",
+                         "containerRuntimeVersion": f"drafter-{spec.runtime}://local"},
+        },
+    }
+
+
+def pod_cidr(runtime: str, index: int) -> str:
+    """Distinct loopback /24 per node: 127.10.<i>.0/24 for process nodes, 127.11.<i>.0/24 for kwok."""
+    if not 0 <= index < 256:
+        raise ValueError(f"node index {index} out of range 0..255")
+    second = 10 if runtime == PROCESS else 11
+    return f"127.{second}.{index}.0/24"
+
+
+def default_topology(gpu_nodes: int, gpu_runtime: str, gpus_per_node: int, gpu_product: str,
+                     cpu_nodes: int = 1) -> list[NodeSpec]:
+    nodes = [NodeSpec(name=f"local-cpu-{i}", runtime=PROCESS, pod_cidr=pod_cidr(PROCESS, i)) for i in range(cpu_nodes)]
+    offset = cpu_nodes if gpu_runtime == PROCESS else 0
+    nodes += [
+        NodeSpec(name=f"gpu-{gpu_runtime}-{i}", runtime=gpu_runtime, pod_cidr=pod_cidr(gpu_runtime, offset + i),
+                 gpus=gpus_per_node, gpu_product=gpu_product, cpu="224", memory="2Ti")
+        for i in range(gpu_nodes)
+    ]
+    return nodes

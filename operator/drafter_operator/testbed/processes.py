@@ -1,0 +1,99 @@
+"""Start, find and stop the local cluster's long-running processes by pid file.
+
+A pid file records the pid and the process's start time from /proc, so a recycled pid is never
+mistaken for ours (and never killed).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def start(name: str, argv: list[str], run_dir: Path, log_dir: Path, env: dict[str, str] | None = None) -> int:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"{name}.log", "ab")
+    # A new session: the component outlives the `cluster up` command and is not hit by its Ctrl-C.
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True, close_fds=True)
+    log.close()
+    (run_dir / f"{name}.pid").write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
+    return proc.pid
+
+
+def running_pid(name: str, run_dir: Path) -> int | None:
+    """The pid of our `name` process if it is still the same process we started, else None."""
+    try:
+        pid_text, started = (run_dir / f"{name}.pid").read_text().split()
+    except (OSError, ValueError):
+        return None
+    pid = int(pid_text)
+    state = _proc_state(pid)
+    if state is None or state == "Z" or _start_time(pid) != started:
+        return None
+    return pid
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def stop(name: str, run_dir: Path, timeout: float = 10.0) -> bool:
+    """SIGTERM the process group, SIGKILL after `timeout`; True if something was stopped."""
+    pid = running_pid(name, run_dir)
+    (run_dir / f"{name}.pid").unlink(missing_ok=True)
+    if pid is None:
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _proc_state(pid)
+        if state is None or state == "Z":
+            return True
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of one process in KiB (0 if gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

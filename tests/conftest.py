@@ -1,0 +1,96 @@
+"""Shared pytest fixtures: one real cluster per test session, one fresh namespace per test.
+
+The cluster is the embedded local one (`drafter-operator cluster up`, reused when already running), or
+the cluster `KUBECONFIG` points at when DRAFTER_TEST_USE_KUBECONFIG=1. Tests that need pods to really
+run (the local process runner) skip on a foreign cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from drafter_operator.testbed import cluster as local_cluster
+from drafter_operator.testbed.versions import bin_dir
+
+
+@dataclass
+class Cluster:
+    kubeconfig: str
+    local: bool  # the embedded cluster with a process runner (pods really run)
+    bin_dir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": self.kubeconfig, "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, capture_output=True,
+                              text=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc
+
+    def get_json(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def api_client(self):
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=self.kubeconfig)
+
+    def wait_for(self, what: str, predicate, timeout: float = 60, interval: float = 0.5):
+        """Poll `predicate` until it returns something truthy; fail with `what` on timeout."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+    def add_nodes(self, count: int, runtime: str, gpus: int = 8, prefix: str | None = None) -> list[str]:
+        if not self.local:
+            pytest.skip("adding nodes needs the embedded local cluster")
+        from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT
+
+        return local_cluster.add_nodes(count, runtime, gpus, DEFAULT_GPU_PRODUCT, prefix)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    if os.environ.get("DRAFTER_TEST_USE_KUBECONFIG") == "1" and os.environ.get("KUBECONFIG"):
+        yield Cluster(kubeconfig=os.environ["KUBECONFIG"], local=False, bin_dir=bin_dir())
+        return
+    layout = local_cluster.Layout()
+    was_running = local_cluster.is_up(layout)
+    local_cluster.up(layout=layout)
+    yield Cluster(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir())
+    if not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
+        local_cluster.down(layout=layout)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.wait_for("the namespace's default service account",
+                     lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def local_cluster_only(cluster: Cluster) -> Cluster:
+    if not cluster.local:
+        pytest.skip("needs the embedded local cluster (pods must really run on the process runner)")
+    return cluster

@@ -1,0 +1,235 @@
+"""The embedded local cluster behaves like a real one where the operator depends on it (issue 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def _apply(cluster, namespace: str, *manifests: dict) -> None:
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+
+
+def _pod(name: str, command: list[str], **spec) -> dict:
+    container = {"name": "main", "image": "python:3.11", "command": command}
+    container.update(spec.pop("container", {}))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"restartPolicy": "Never", "nodeSelector": {"drafter.dev/node-runtime": "process"},
+                     "containers": [container], **spec}}
+
+
+def _gpu_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"tolerations": GPU_TOLERATION, "containers": [
+                {"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
+                 "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+
+
+def _condition(obj: dict, kind: str) -> dict | None:
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def _free_gpu_nodes(cluster) -> list[str]:
+    """Nodes with 8 allocatable GPUs and no GPU pod bound to them (other tests may still be cleaning up)."""
+    nodes = cluster.get_json("nodes")["items"]
+    pods = cluster.get_json("pods", "-A")["items"]
+    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") not in ("Succeeded", "Failed")
+            and any("nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}) for c in p["spec"]["containers"])}
+    return [n["metadata"]["name"] for n in nodes
+            if n["status"].get("allocatable", {}).get("nvidia.com/gpu") == "8" and n["metadata"]["name"] not in busy]
+
+
+def test_gpu_deployment_is_scheduled_on_a_fake_gpu_node_and_becomes_ready(cluster, namespace):
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "engine"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "engine"}},
+                 "template": {"metadata": {"labels": {"app": "engine"}}, "spec": {
+                     "tolerations": GPU_TOLERATION,
+                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-B200", "drafter.dev/node-runtime": "kwok"},
+                     "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
+                                     "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}},
+    }
+    _apply(cluster, namespace, deployment)
+    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/engine", "--timeout=60s")
+    pod = cluster.get_json("-n", namespace, "pods", "-l", "app=engine")["items"][0]
+    node = cluster.get_json("node", pod["spec"]["nodeName"])
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-B200"
+    assert node["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
+    assert _condition(pod, "Ready")["status"] == "True"
+
+
+def test_gpu_pod_beyond_capacity_stays_pending_unschedulable(cluster, namespace):
+    free = cluster.wait_for("every GPU node to be free", lambda: len(_free_gpu_nodes(cluster)) >= 2 and
+                            _free_gpu_nodes(cluster), timeout=90)
+    total = len(cluster.get_json("nodes", "-l", "nvidia.com/gpu.present=true")["items"])
+    assert len(free) == total, "another test still holds GPUs"
+    names = [f"gpu-{i}" for i in range(total + 1)]
+    _apply(cluster, namespace, *(_gpu_pod(n) for n in names))
+
+    def placement():
+        pods = cluster.get_json("-n", namespace, "pods")["items"]
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        unschedulable = [p for p in pods if (_condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable"]
+        return (bound, unschedulable) if len(bound) == total and len(unschedulable) == 1 else None
+
+    bound, (pending,) = cluster.wait_for("all but one GPU pod bound", placement, timeout=60)
+    assert len({p["spec"]["nodeName"] for p in bound}) == total  # one 8-GPU pod per node
+    assert pending["status"]["phase"] == "Pending"
+    assert "Insufficient nvidia.com/gpu" in _condition(pending, "PodScheduled")["message"]
+
+
+def test_job_on_the_process_node_really_runs_and_reports_its_termination_message(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    script = "import os; open('/dev/termination-log', 'w').write('ran on ' + os.environ['HOSTNAME'] + ' ip ' + os.environ['MY_IP'])"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "hello"},
+           "spec": {"backoffLimit": 0, "template": {"spec": {
+               "restartPolicy": "Never", "nodeSelector": {"drafter.dev/node-runtime": "process"},
+               "containers": [{"name": "main", "image": "python:3.11", "command": ["python3", "-c", script],
+                               "env": [{"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}}}}
+    _apply(cluster, namespace, job)
+    cluster.kubectl("-n", namespace, "wait", "--for=condition=Complete", "job/hello", "--timeout=60s")
+    pod = cluster.get_json("-n", namespace, "pods", "-l", "job-name=hello")["items"][0]
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert pod["status"]["phase"] == "Succeeded"
+    assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
+    assert terminated["message"] == f"ran on {pod['metadata']['name']} ip {pod['status']['podIP']}"
+    assert pod["status"]["podIP"].startswith("127.")
+
+
+def test_failing_command_marks_the_pod_failed_with_its_message(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    script = "import sys; open('/dev/termination-log', 'w').write('drafter not found'); sys.exit(3)"
+    _apply(cluster, namespace, _pod("fails", ["python3", "-c", script]))
+    pod = cluster.wait_for("the pod to fail", lambda: (p := cluster.get_json("-n", namespace, "pod", "fails"))
+                           ["status"].get("phase") == "Failed" and p)
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated == {**terminated, "exitCode": 3, "reason": "Error", "message": "drafter not found"}
+
+
+def test_fallback_to_logs_on_error_reports_the_log_tail(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    pod = _pod("logs", ["python3", "-c", "import sys; print('loading shard 17 failed'); sys.exit(1)"],
+               container={"terminationMessagePolicy": "FallbackToLogsOnError"})
+    _apply(cluster, namespace, pod)
+    status = cluster.wait_for("the pod to fail", lambda: (p := cluster.get_json("-n", namespace, "pod", "logs"))
+                              ["status"].get("phase") == "Failed" and p["status"])
+    assert "loading shard 17 failed" in status["containerStatuses"][0]["state"]["terminated"]["message"]
+
+
+SERVER = textwrap.dedent("""
+    import http.server, os, time
+    time.sleep(float(os.environ['DELAY']))
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = ('hello from ' + os.environ['POD_NAME']).encode()
+            self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *args):
+            pass
+    http.server.ThreadingHTTPServer((os.environ['POD_IP'], 8080), Handler).serve_forever()
+""")
+
+
+def _server_pod(name: str, delay: float) -> dict:
+    return _pod(name, ["python3", "-c", SERVER], container={
+        "env": [{"name": "DELAY", "value": str(delay)},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1, "failureThreshold": 1}})
+
+
+def test_readiness_follows_the_http_probe_of_the_pods_own_process(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    _apply(cluster, namespace, _server_pod("web", delay=4))
+    running = cluster.wait_for("the process to start", lambda: (p := cluster.get_json("-n", namespace, "pod", "web"))
+                               ["status"].get("phase") == "Running" and p)
+    assert _condition(running, "Ready")["status"] == "False"  # the process sleeps before it listens
+    ready = cluster.wait_for("readiness", lambda: (p := cluster.get_json("-n", namespace, "pod", "web")) and
+                             (_condition(p, "Ready") or {}).get("status") == "True" and p, timeout=30)
+    started = ready["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    ready_at = _condition(ready, "Ready")["lastTransitionTime"]
+    assert ready_at > started  # RFC 3339 in UTC compares as text; became ready only after the delay
+    with urllib.request.urlopen(f"http://{ready['status']['podIP']}:8080/", timeout=5) as resp:
+        assert resp.read() == b"hello from web"
+
+
+def test_service_cluster_ip_forwards_to_ready_pods_only(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}}
+    ready_pod, slow_pod = _server_pod("web", delay=0), _server_pod("web-slow", delay=600)
+    slow_pod["metadata"]["labels"] = {"app": "web"}
+    _apply(cluster, namespace, service, ready_pod, slow_pod)
+    ip = cluster.get_json("-n", namespace, "service", "web")["spec"]["clusterIP"]
+    assert ip.startswith("127.")
+
+    def fetch():
+        try:
+            with urllib.request.urlopen(f"http://{ip}:80/", timeout=2) as resp:
+                return resp.read()
+        except OSError:
+            return None
+
+    assert cluster.wait_for("the Service to answer", fetch, timeout=30) == b"hello from web"
+    # The unready pod never receives traffic: ten requests in a row all reach the ready one.
+    assert {fetch() for _ in range(10)} == {b"hello from web"}
+
+
+def test_crd_and_custom_object_apply_and_server_side_validation_rejects_bad_objects(cluster, namespace):
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.testbed.drafter.dev"},
+        "spec": {"group": "testbed.drafter.dev", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
+                         "size": {"type": "integer", "minimum": 1, "maximum": 16}}}}}}}]},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.testbed.drafter.dev", "--timeout=30s")
+    good = {"apiVersion": "testbed.drafter.dev/v1", "kind": "Widget", "metadata": {"name": "ok"}, "spec": {"size": 5}}
+    cluster.wait_for("the new API to be served", lambda: cluster.kubectl(
+        "-n", namespace, "apply", "-f", "-", input=json.dumps(good), check=False).returncode == 0, timeout=30)
+    assert cluster.get_json("-n", namespace, "widget", "ok")["spec"] == {"size": 5}
+    bad = {**good, "metadata": {"name": "bad"}, "spec": {"size": 17}}
+    proc = cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert proc.returncode != 0
+    assert "spec.size" in proc.stderr and "less than or equal to 16" in proc.stderr
+
+
+def test_runner_refuses_a_cluster_that_is_not_its_own(local_cluster_only, tmp_path):
+    from drafter_operator.testbed.cluster import Layout
+
+    layout = Layout()
+    record = json.loads(layout.record.read_text())
+    (tmp_path / "cluster.json").write_text(json.dumps({**record, "cluster_id": "not-this-cluster"}))
+    proc = subprocess.run([sys.executable, "-m", "drafter_operator.testbed.runner", "--kubeconfig",
+                           str(layout.component_kubeconfig("runner")), "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "refusing to run pods for a cluster that is not ours" in proc.stderr
+
+
+def test_second_cluster_up_reuses_the_running_cluster(local_cluster_only):
+    from drafter_operator.testbed import cluster as local
+
+    before = local.status()
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "drafter_operator.cli", "cluster", "up"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "already running" in proc.stderr
+    assert time.monotonic() - started < 30
+    assert local.status()["components"] == before["components"]  # same pids: nothing restarted
