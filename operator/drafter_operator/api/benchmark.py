@@ -1,0 +1,262 @@
+"""DrafterBenchmark: a measured run of prompts against a serving, with acceptance and speedup."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from drafter_operator.api.common import (
+    CONDITIONS_SCHEMA_EXTRA,
+    ApiModel,
+    Baseline,
+    Condition,
+    ConfigMapKeyReference,
+    Duration,
+    Gate,
+    LocalObjectReference,
+    Rule,
+    StatusModel,
+    Url,
+    cel_duration_range,
+    duration_ok,
+)
+from drafter_operator.api.kind import KindModel
+
+TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
+
+
+class PromptsSpec(ApiModel):
+    """Where the prompts come from: exactly one of inline or configMap."""
+
+    rules = (
+        Rule(
+            cel="has(self.inline) != has(self.configMap)",
+            message="spec.prompts needs exactly one of inline (a list of prompts) or configMap (a ConfigMap key)",
+            check=lambda p: (p.inline is None) != (p.config_map is None),
+        ),
+    )
+
+    inline: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=65536)]], Field(min_length=1, max_length=1000)] | None = None
+    """The prompts themselves."""
+    config_map: ConfigMapKeyReference | None = None
+    """A ConfigMap key holding the prompts (one per line, or a JSON list of strings)."""
+
+
+class DrafterBenchmarkSpec(ApiModel):
+    """Desired benchmark run."""
+
+    rules = (
+        Rule(
+            cel="has(self.servingRef) != has(self.endpoint)",
+            message="spec needs exactly one of servingRef (a DrafterServing in this namespace) or endpoint (an OpenAI-compatible base URL)",
+            check=lambda s: (s.serving_ref is None) != (s.endpoint is None),
+        ),
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
+            message="spec.numPrompts exceeds the number of spec.prompts.inline prompts: add prompts or lower numPrompts",
+            check=lambda s: s.prompts is None or s.prompts.inline is None or len(s.prompts.inline) >= s.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="self.concurrency <= self.numPrompts",
+            message="spec.concurrency cannot exceed spec.numPrompts (the extra streams would have nothing to send): lower concurrency or add prompts",
+            check=lambda s: s.concurrency <= s.num_prompts,
+            field_path=".concurrency",
+        ),
+        Rule(
+            cel=(
+                "!has(self.baseline) || !has(self.baseline.servingRef) || !has(self.servingRef) "
+                "|| self.baseline.servingRef.name != self.servingRef.name"
+            ),
+            message="spec.baseline.servingRef must name a different DrafterServing than spec.servingRef (a no-speculation one)",
+            check=lambda s: s.baseline is None or s.baseline.serving_ref is None or s.serving_ref is None
+            or s.baseline.serving_ref.name != s.serving_ref.name,
+            field_path=".baseline.servingRef.name",
+        ),
+        Rule(
+            cel="!has(self.gate) || !has(self.gate.minSpeedup) || has(self.baseline)",
+            message="spec.gate.minSpeedup needs spec.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
+            check=lambda s: s.gate is None or s.gate.min_speedup is None or s.baseline is not None,
+            field_path=".baseline",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel=cel_duration_range("self.timeout", "1m", "24h"),
+            message='spec.timeout must be between 1m and 24h, e.g. "30m"',
+            check=lambda s: duration_ok(s.timeout, "1m", "24h"),
+            field_path=".timeout",
+        ),
+    )
+
+    serving_ref: LocalObjectReference | None = None
+    """The DrafterServing to benchmark (its pods' /metrics give acceptance)."""
+    endpoint: Url | None = None
+    """Or an OpenAI-compatible base URL outside the operator's control, e.g. http://my-vllm.serving.svc:8000 (its /metrics is read too)."""
+    model: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    """Model name sent in requests; default: the first entry of /v1/models."""
+    prompts: PromptsSpec | None = None
+    """Prompts to send; default: the operator's built-in set of long-form prompts."""
+    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 5
+    """Prompts per repetition."""
+    max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
+    """Tokens generated per prompt (ignore_eos, so every prompt yields exactly this many)."""
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    """Concurrent streams; 1 measures single-stream decode speed."""
+    temperature: Annotated[str, StringConstraints(pattern=TEMPERATURE_PATTERN, max_length=5)] = "0"
+    """Sampling temperature as a decimal string between "0" and "2"; "0" (greedy) makes runs comparable."""
+    repetitions: Annotated[int, Field(ge=1, le=100)] = 1
+    """How many times the prompt set is run; results are totals over all repetitions."""
+    baseline: Baseline | None = None
+    """What the speedup is measured against; no speedup is reported without one."""
+    gate: Gate | None = None
+    """Thresholds for a Passed / Failed verdict."""
+    timeout: Duration = "30m"
+    """Deadline of the benchmark Job."""
+
+
+class PromptResult(StatusModel):
+    """One prompt of the run."""
+
+    index: int
+    """Position in the prompt set (0-based), per repetition in order."""
+    prompt_tokens: int | None = None
+    """Prompt length in tokens."""
+    completion_tokens: int
+    """Tokens generated."""
+    seconds: float
+    """Wall time of the stream."""
+    tokens_per_second: float
+    """Decode throughput of this prompt."""
+    ttft_seconds: float | None = None
+    """Time to first token."""
+
+
+class BenchmarkResult(StatusModel):
+    """What the benchmark measured (copied from the Job's termination message)."""
+
+    prompts: list[PromptResult] | None = None
+    """Per-prompt results."""
+    total_tokens: int | None = None
+    """Tokens generated over the run."""
+    total_seconds: float | None = None
+    """Wall time of the run."""
+    tokens_per_second: float | None = None
+    """Output throughput: total tokens / total seconds."""
+    ms_per_token: float | None = None
+    """Mean time per output token in milliseconds."""
+    ttft_seconds: float | None = None
+    """Mean time to first token."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens over the run (deltas of the engine's counters)."""
+    acceptance_length: float | None = None
+    """Mean acceptance length over the run (tokens per verification step)."""
+    draft_tokens: int | None = None
+    """Tokens drafted over the run."""
+    accepted_tokens: int | None = None
+    """Draft tokens accepted over the run."""
+    baseline_tokens_per_second: float | None = None
+    """The baseline's throughput under the same settings."""
+    speedup: float | None = None
+    """tokensPerSecond / baselineTokensPerSecond."""
+    verdict: Literal["Passed", "Failed"] | None = None
+    """Against spec.gate, when set."""
+    verdict_message: str | None = None
+    """Which threshold failed, with the numbers."""
+
+
+class DrafterBenchmarkStatus(StatusModel):
+    """Observed state of a DrafterBenchmark."""
+
+    observed_generation: int | None = None
+    """The metadata.generation the status reflects."""
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
+    """Complete (the run finished and a result is recorded) and GatePassed."""
+    state: Literal["Pending", "Running", "Succeeded", "Failed"] | None = None
+    """One-word summary for kubectl get; the conditions carry the details."""
+    drafter: str | None = None
+    """The drafter of the benchmarked serving at run time, e.g. "eagle3" or "none"."""
+    job_name: str | None = None
+    """The Job running the benchmark."""
+    start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the run started."""
+    completion_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the run finished."""
+    result: BenchmarkResult | None = None
+    """What was measured."""
+
+
+class DrafterBenchmark(KindModel):
+    """A measured benchmark run: tokens per second, acceptance and speedup against a baseline."""
+
+    kind_name: ClassVar[str] = "DrafterBenchmark"
+    plural: ClassVar[str] = "drafterbenchmarks"
+    singular: ClassVar[str] = "drafterbenchmark"
+    short_names: ClassVar[tuple[str, ...]] = ("dbench",)
+    printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"name": "Serving", "type": "string", "jsonPath": ".spec.servingRef.name"},
+        {"name": "Drafter", "type": "string", "jsonPath": ".status.drafter"},
+        {"name": "Tok/s", "type": "number", "jsonPath": ".status.result.tokensPerSecond"},
+        {"name": "Speedup", "type": "number", "jsonPath": ".status.result.speedup"},
+        {"name": "Acceptance", "type": "number", "jsonPath": ".status.result.acceptanceRate"},
+        {"name": "Status", "type": "string", "jsonPath": ".status.state"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+
+    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    """drafter.dev/v1alpha1"""
+    kind: Literal["DrafterBenchmark"] = "DrafterBenchmark"
+    """DrafterBenchmark"""
+    spec: DrafterBenchmarkSpec
+    """Desired run."""
+    status: DrafterBenchmarkStatus | None = None
+    """Observed state, written by the operator."""
+
+
+# What benchmark_problems() checks, for docs/api.md (one line per check).
+BENCHMARK_OPERATOR_CHECKS: tuple[str, ...] = (
+    "spec.servingRef names an existing DrafterServing.",
+    "spec.baseline.servingRef names an existing DrafterServing.",
+    "the baseline DrafterServing has drafter.method none.",
+    "the baseline DrafterServing serves the same target model as the benchmarked one.",
+    "spec.maxTokens fits the serving's target.maxModelLen.",
+    "spec.gate.minAcceptanceRate is only used against a speculating serving.",
+)
+
+
+def benchmark_problems(spec: DrafterBenchmarkSpec, *, serving: Any = None, baseline_serving: Any = None) -> list[str]:
+    """Problems the apiserver cannot detect (they need other objects), each naming the field and the fix.
+
+    `serving` and `baseline_serving` are the DrafterServingSpec objects that spec.servingRef and
+    spec.baseline.servingRef name, or None when the caller could not find them.
+    """
+    problems: list[str] = []
+    if spec.serving_ref is not None and serving is None:
+        problems.append(f"spec.servingRef: DrafterServing {spec.serving_ref.name!r} not found in this namespace: create it or fix the name")
+    baseline_ref = spec.baseline.serving_ref if spec.baseline else None
+    if baseline_ref is not None:
+        if baseline_serving is None:
+            problems.append(f"spec.baseline.servingRef: DrafterServing {baseline_ref.name!r} not found in this namespace: create it or fix the name")
+        else:
+            if baseline_serving.drafter.method != "none":
+                problems.append(
+                    f"spec.baseline.servingRef: DrafterServing {baseline_ref.name!r} speculates (drafter.method "
+                    f"{baseline_serving.drafter.method}): a baseline must have drafter.method none"
+                )
+            if serving is not None and baseline_serving.target.model != serving.target.model:
+                problems.append(
+                    f"spec.baseline.servingRef: DrafterServing {baseline_ref.name!r} serves {baseline_serving.target.model!r} "
+                    f"but the benchmarked serving serves {serving.target.model!r}: a speedup needs the same target model"
+                )
+    if serving is not None:
+        max_len = serving.target.max_model_len
+        if max_len is not None and spec.max_tokens >= max_len:
+            problems.append(
+                f"spec.maxTokens {spec.max_tokens} does not fit the serving's target.maxModelLen {max_len}: lower maxTokens"
+            )
+        if spec.gate is not None and spec.gate.min_acceptance_rate is not None and serving.drafter.method == "none":
+            problems.append(
+                "spec.gate.minAcceptanceRate: the benchmarked serving has drafter.method none, so there is no acceptance "
+                "rate: remove the threshold or benchmark a speculating serving"
+            )
+    return problems

@@ -1,0 +1,403 @@
+"""Types shared by the three kinds: the model base class, validated string types, and the rule mechanism.
+
+Conventions (see docs/api.md):
+- JSON field names are camelCase (pydantic alias generator); Python attributes are snake_case and both
+  are accepted on input (`populate_by_name`).
+- No floats in `spec`: thresholds are decimal strings validated by pattern ("0.5"), durations are
+  strings like "45m" or "1h30m", sizes are Kubernetes quantities ("64Gi"). `status` may use floats.
+- Every cross-field rule is declared once as a `Rule`: its CEL expression becomes an
+  `x-kubernetes-validations` entry in the generated CRD (the apiserver enforces it at `kubectl apply`)
+  and its Python predicate runs in the model's validator, so `Model.model_validate()` rejects exactly
+  what the apiserver rejects, with the same message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+from drafter_operator import API_GROUP, API_VERSION
+
+GROUP = API_GROUP
+VERSION = API_VERSION
+API_VERSION_STRING = f"{GROUP}/{VERSION}"
+
+# ---------------------------------------------------------------------------------------------------
+# Rules: one declaration, two enforcers (the apiserver through CEL, the models through Python).
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A validation rule on one object of the schema.
+
+    `cel` is evaluated by the apiserver with `self` bound to the object the rule is attached to;
+    `check` is the same rule in Python, called with the model instance (True = valid). `field_path`
+    (relative, e.g. ".timeout") makes the apiserver report the error on that child field; `reason` is
+    one of FieldValueInvalid (default), FieldValueForbidden, FieldValueRequired.
+    """
+
+    cel: str
+    message: str
+    check: Callable[[Any], bool]
+    field_path: str | None = None
+    reason: str | None = None
+
+    def to_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.cel, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def _schema_extra(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    """Adds a model's rules as x-kubernetes-validations, and `default: {}` for object fields whose
+    default is the empty object (so the apiserver applies the nested defaults, as pydantic does)."""
+    rules = getattr(cls, "rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+    for name, field in cls.model_fields.items():
+        factory = field.default_factory
+        if isinstance(factory, type) and issubclass(factory, BaseModel):
+            alias = field.alias or name
+            schema.setdefault("properties", {}).setdefault(alias, {})["default"] = {}
+
+
+class ApiModel(BaseModel):
+    """Base of every spec model: camelCase JSON, unknown fields refused, rules enforced."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        json_schema_extra=_schema_extra,
+    )
+
+    # Cross-field rules of this object; emitted as x-kubernetes-validations on the object's schema.
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _enforce_rules(self) -> Any:
+        failed = [rule.message for rule in type(self).rules if not rule.check(self)]
+        if failed:
+            raise ValueError("; ".join(failed))
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The object as the apiserver stores it: camelCase keys, unset optional fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class StatusModel(BaseModel):
+    """Base of status models: written by the operator, read leniently (unknown fields ignored, so an
+    older operator can read a newer status)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        use_attribute_docstrings=True,
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Validated string types. Every string gets a maxLength: it bounds the cost of CEL rules that read it.
+
+DURATION_PATTERN = r"^([0-9]{1,5}(ms|s|m|h)){1,4}$"
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_RE = re.compile(DURATION_PATTERN)
+_DURATION_PART_RE = re.compile(r"([0-9]+)(ms|s|m|h)")
+
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN, max_length=24)]
+"""A duration such as "30s", "5m", "45m", "1h30m" (units ms, s, m, h)."""
+
+RATIO_PATTERN = r"^(0(\.[0-9]{1,4})?|1(\.0{1,4})?)$"
+Ratio = Annotated[str, StringConstraints(pattern=RATIO_PATTERN, max_length=6)]
+"""A decimal between 0 and 1 written as a string, e.g. "0.5" (at most 4 decimals)."""
+
+DECIMAL_PATTERN = r"^[0-9]{1,6}(\.[0-9]{1,4})?$"
+Decimal = Annotated[str, StringConstraints(pattern=DECIMAL_PATTERN, max_length=11)]
+"""A non-negative decimal written as a string, e.g. "1.5" (at most 6 digits before the point, 4 after)."""
+
+QUANTITY_PATTERN = r"^[0-9]{1,12}(\.[0-9]{1,6})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN, max_length=24)]
+"""A Kubernetes quantity such as "64Gi" or "2Ti"."""
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+ObjectName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
+"""The name of an object in the same namespace (lowercase DNS subdomain)."""
+
+ResourceName = Annotated[str, StringConstraints(pattern=DNS1035_LABEL_PATTERN, min_length=1, max_length=52)]
+"""The name of a drafter.dev object in the same namespace."""
+
+MODEL_PATTERN = r"^[^\s-][^\s]*$"
+ModelRef = Annotated[str, StringConstraints(pattern=MODEL_PATTERN, min_length=1, max_length=512)]
+"""A model: an absolute path inside the pod (usually under the model volume) or a hub id "org/name"."""
+
+ABS_PATH_PATTERN = r"^/[^\s]*$"
+AbsPath = Annotated[str, StringConstraints(pattern=ABS_PATH_PATTERN, min_length=1, max_length=512)]
+"""An absolute path inside the pod."""
+
+IMAGE_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$"
+Image = Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, min_length=1, max_length=512)]
+"""A container image reference, e.g. "vllm/vllm-openai:v0.33.0"."""
+
+URL_PATTERN = r"^https?://[^\s]+$"
+Url = Annotated[str, StringConstraints(pattern=URL_PATTERN, max_length=2048)]
+"""An http:// or https:// URL."""
+
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+"""A label value (at most 63 characters: alphanumerics, '-', '_', '.')."""
+
+Engine = Literal["vllm", "sglang"]
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parsing helpers (pure; used by the operator, the benchmark client and the rules' Python side).
+
+
+def parse_duration(value: str) -> float:
+    """Seconds in a duration string: "45m" -> 2700.0, "1h30m" -> 5400.0, "250ms" -> 0.25.
+
+    Raises ValueError for anything the CRD pattern would refuse.
+    """
+    if not isinstance(value, str) or not _DURATION_RE.match(value):
+        raise ValueError(f"invalid duration {value!r}: use a number with a unit ms, s, m or h, e.g. '45m' or '1h30m'")
+    return sum(int(number) * _DURATION_UNITS[unit] for number, unit in _DURATION_PART_RE.findall(value))
+
+
+def format_duration(seconds: float) -> str:
+    """The inverse of parse_duration for whole seconds: 2700 -> "45m", 5400 -> "1h30m", 0 -> "0s"."""
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return out or "0s"
+
+
+def parse_decimal(value: str) -> float:
+    """The number in a decimal string such as "0.5" (thresholds are strings in spec)."""
+    return float(value)
+
+
+def duration_ok(value: str | None, minimum: str | None = None, maximum: str | None = None) -> bool:
+    """Python side of a duration range rule; a malformed value passes here (its pattern fails instead)."""
+    if value is None or not _DURATION_RE.match(value):
+        return True
+    seconds = parse_duration(value)
+    if minimum is not None and seconds < parse_duration(minimum):
+        return False
+    if maximum is not None and seconds > parse_duration(maximum):
+        return False
+    return True
+
+
+def cel_duration_range(path: str, minimum: str | None, maximum: str | None) -> str:
+    """CEL for "path is a duration within [minimum, maximum]", guarded like duration_ok."""
+    checks = []
+    if minimum is not None:
+        checks.append(f"duration({path}) >= duration('{minimum}')")
+    if maximum is not None:
+        checks.append(f"duration({path}) <= duration('{maximum}')")
+    field = path.rsplit(".", 1)
+    presence = f"!has({path}) || " if len(field) == 2 else ""
+    return f"{presence}!{path}.matches(r'{DURATION_PATTERN}') || ({' && '.join(checks)})"
+
+
+def decimal_ok(value: str | None, pattern: str, minimum: float | None = None, maximum: float | None = None,
+               exclusive_minimum: bool = False) -> bool:
+    """Python side of a decimal range rule; a malformed value passes here (its pattern fails instead)."""
+    if value is None or not re.match(pattern, value):
+        return True
+    number = float(value)
+    if minimum is not None and (number <= minimum if exclusive_minimum else number < minimum):
+        return False
+    if maximum is not None and number > maximum:
+        return False
+    return True
+
+
+def cel_decimal_range(path: str, pattern: str, minimum: float | None = None, maximum: float | None = None,
+                      exclusive_minimum: bool = False) -> str:
+    checks = []
+    if minimum is not None:
+        checks.append(f"double({path}) {'>' if exclusive_minimum else '>='} {minimum!r}")
+    if maximum is not None:
+        checks.append(f"double({path}) <= {maximum!r}")
+    return f"!has({path}) || !{path}.matches(r'{pattern}') || ({' && '.join(checks)})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small shared objects.
+
+
+class LocalObjectReference(ApiModel):
+    """A reference to an object in the same namespace."""
+
+    name: ResourceName
+    """Name of the object."""
+
+
+class ConfigMapKeyReference(ApiModel):
+    """A key of a ConfigMap in the same namespace."""
+
+    name: ObjectName
+    """Name of the ConfigMap."""
+    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)] = "prompts"
+    """Key in the ConfigMap whose value holds the prompts, one per line or as a JSON list of strings."""
+
+
+class Toleration(ApiModel):
+    """A toleration for a node taint (same meaning as in a Pod spec)."""
+
+    rules = (
+        Rule(
+            cel="self.operator != 'Exists' || !has(self.value)",
+            message="tolerations[].value must be empty when operator is Exists: remove value or use operator Equal",
+            check=lambda t: t.operator != "Exists" or t.value is None,
+            field_path=".value",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            message="tolerations[].tolerationSeconds applies only to effect NoExecute: set effect: NoExecute or remove tolerationSeconds",
+            check=lambda t: t.toleration_seconds is None or t.effect == "NoExecute",
+            field_path=".tolerationSeconds",
+        ),
+    )
+
+    key: Annotated[str, StringConstraints(max_length=317)] | None = None
+    """Taint key to tolerate; empty with operator Exists tolerates every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    """Equal (key and value must match) or Exists (any value)."""
+    value: LabelValue | None = None
+    """Taint value to match with operator Equal."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to match; empty matches all effects."""
+    toleration_seconds: Annotated[int, Field(ge=0, le=31536000)] | None = None
+    """With effect NoExecute: how long the pod stays bound after the taint appears."""
+
+
+class Placement(ApiModel):
+    """Where the pods may run: the GPU product, node labels and tolerations."""
+
+    rules = (
+        Rule(
+            cel="!has(self.gpuProduct) || !has(self.nodeSelector) || !('nvidia.com/gpu.product' in self.nodeSelector)",
+            message="placement.gpuProduct and placement.nodeSelector['nvidia.com/gpu.product'] set the same label: keep only one",
+            check=lambda p: p.gpu_product is None or not p.node_selector or "nvidia.com/gpu.product" not in p.node_selector,
+            field_path=".gpuProduct",
+        ),
+    )
+
+    gpu_product: Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, min_length=1, max_length=63)] | None = None
+    """Required value of the node label nvidia.com/gpu.product, e.g. "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"."""
+    node_selector: Annotated[dict[str, LabelValue], Field(max_length=32)] | None = None
+    """Node labels the pods require (label key -> value)."""
+    tolerations: Annotated[list[Toleration], Field(max_length=32)] | None = None
+    """Taints the pods tolerate, e.g. the nvidia.com/gpu NoSchedule taint of GPU nodes."""
+
+
+class Gate(ApiModel):
+    """Thresholds a benchmark must meet; at least one is required."""
+
+    rules = (
+        Rule(
+            cel="has(self.minSpeedup) || has(self.minAcceptanceRate) || has(self.minTokensPerSecond)",
+            message="gate needs a threshold: set minSpeedup, minAcceptanceRate or minTokensPerSecond",
+            check=lambda g: g.min_speedup is not None or g.min_acceptance_rate is not None or g.min_tokens_per_second is not None,
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel=cel_decimal_range("self.minSpeedup", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            message='gate.minSpeedup must be above 0, e.g. "1.2" (20% faster than the baseline)',
+            check=lambda g: decimal_ok(g.min_speedup, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            field_path=".minSpeedup",
+        ),
+        Rule(
+            cel=cel_decimal_range("self.minTokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            message='gate.minTokensPerSecond must be above 0, e.g. "100"',
+            check=lambda g: decimal_ok(g.min_tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            field_path=".minTokensPerSecond",
+        ),
+    )
+
+    min_speedup: Decimal | None = None
+    """Lowest acceptable speedup against the baseline, e.g. "1.2"; needs a baseline."""
+    min_acceptance_rate: Ratio | None = None
+    """Lowest acceptable acceptance rate (accepted / drafted tokens over the run), e.g. "0.5"."""
+    min_tokens_per_second: Decimal | None = None
+    """Lowest acceptable single-stream decode throughput in tokens per second, e.g. "100"."""
+
+
+class Baseline(ApiModel):
+    """What a speedup is measured against: a no-speculation DrafterServing, or a recorded throughput."""
+
+    rules = (
+        Rule(
+            cel="has(self.servingRef) != has(self.tokensPerSecond)",
+            message="baseline needs exactly one of servingRef (a no-speculation DrafterServing) or tokensPerSecond (a recorded figure)",
+            check=lambda b: (b.serving_ref is None) != (b.tokens_per_second is None),
+        ),
+        Rule(
+            cel=cel_decimal_range("self.tokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            message='baseline.tokensPerSecond must be above 0, e.g. "82.5"',
+            check=lambda b: decimal_ok(b.tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
+            field_path=".tokensPerSecond",
+        ),
+    )
+
+    serving_ref: LocalObjectReference | None = None
+    """A DrafterServing with drafter.method none, benchmarked under the same settings."""
+    tokens_per_second: Decimal | None = None
+    """A recorded no-speculation throughput in tokens per second, e.g. "82.5"."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Status building blocks.
+
+
+class Condition(StatusModel):
+    """A Kubernetes condition."""
+
+    type: str
+    """Condition type in PascalCase, e.g. Ready."""
+    status: Literal["True", "False", "Unknown"]
+    """True, False or Unknown."""
+    reason: str | None = None
+    """One CamelCase word saying why."""
+    message: str | None = None
+    """Details for people."""
+    last_transition_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When status last changed (RFC 3339)."""
+    observed_generation: int | None = None
+    """The metadata.generation this condition was computed from."""
+
+
+def condition(conditions: list[Condition] | None, type_: str) -> Condition | None:
+    """The condition of a type, if present."""
+    for item in conditions or []:
+        if item.type == type_:
+            return item
+    return None
+
+
+CONDITIONS_SCHEMA_EXTRA: dict[str, Any] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}

@@ -1,0 +1,689 @@
+"""DrafterServing: a target model served by vLLM or SGLang with (or without) a speculative drafter."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from drafter_operator.api.common import (
+    CONDITIONS_SCHEMA_EXTRA,
+    DECIMAL_PATTERN,
+    LABEL_VALUE_PATTERN,
+    RATIO_PATTERN,
+    ApiModel,
+    Baseline,
+    Condition,
+    Decimal,
+    Duration,
+    Engine,
+    Gate,
+    Image,
+    ModelRef,
+    ObjectName,
+    Placement,
+    Quantity,
+    Ratio,
+    Rule,
+    StatusModel,
+    Url,
+    cel_decimal_range,
+    cel_duration_range,
+    decimal_ok,
+    duration_ok,
+)
+from drafter_operator.api.kind import KindModel
+
+DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
+DRAFTER_METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none")
+# Methods that load a separate drafter checkpoint (drafter.model required).
+METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
+# Methods for which vLLM needs num_speculative_tokens (MTP reads it from the model's config).
+METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "ngram")
+
+# Flags the operator renders itself from spec fields (or must control: host, port, metrics). extraArgs
+# may not set them, in either "--flag value" or "--flag=value" form. Every flag starting with
+# OPERATOR_OWNED_PREFIX (all of SGLang's speculative flags, vLLM's --speculative-config) is owned too.
+OPERATOR_OWNED_FLAGS: tuple[str, ...] = (
+    "--model", "--model-path", "--host", "--port",
+    "--tensor-parallel-size", "--tp-size", "--tp", "-tp",
+    "--max-model-len", "--context-length",
+    "--gpu-memory-utilization", "--mem-fraction-static",
+    "--trust-remote-code", "--tool-call-parser", "--reasoning-parser",
+    "--enable-metrics", "-sc",
+)
+OPERATOR_OWNED_PREFIX = "--speculative"
+
+
+def owned_flag(arg: str) -> bool:
+    """True when an extraArgs item sets a flag the operator owns."""
+    return arg.split("=")[0] in OPERATOR_OWNED_FLAGS or arg.startswith(OPERATOR_OWNED_PREFIX)
+
+
+_OWNED_LIST_CEL = "[" + ", ".join(f"'{flag}'" for flag in OPERATOR_OWNED_FLAGS) + "]"
+_OWNED_CEL = f"(a.split('=')[0] in {_OWNED_LIST_CEL} || a.startsWith('{OPERATOR_OWNED_PREFIX}'))"
+
+MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9._-]+)+$"
+_SYSTEM_PATH_PATTERN = r"^/(dev|proc|sys)(/|$)"
+
+ParserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", min_length=1, max_length=64)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# spec
+
+
+class TargetSpec(ApiModel):
+    """The model being served and how the engine loads it."""
+
+    rules = (
+        Rule(
+            cel=f"!has(self.extraArgs) || !self.extraArgs.exists(a, {_OWNED_CEL})",
+            message=(
+                "spec.target.extraArgs must not set flags the operator renders from spec fields (--model, --host, --port, "
+                "--tensor-parallel-size, --max-model-len, --gpu-memory-utilization, --trust-remote-code, parsers, "
+                "--enable-metrics, --speculative-*): use the matching spec field instead"
+            ),
+            check=lambda t: not any(owned_flag(a) for a in t.extra_args or []),
+            field_path=".extraArgs",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=cel_decimal_range("self.gpuMemoryUtilization", RATIO_PATTERN, minimum=0.0, exclusive_minimum=True),
+            message='spec.target.gpuMemoryUtilization must be above 0 and at most 1, e.g. "0.9"',
+            check=lambda t: decimal_ok(t.gpu_memory_utilization, RATIO_PATTERN, minimum=0.0, exclusive_minimum=True),
+            field_path=".gpuMemoryUtilization",
+        ),
+    )
+
+    model: ModelRef
+    """The target model: an absolute path on the model volume (e.g. /models/Kimi-K2.5) or a hub id ("org/name")."""
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 8
+    """GPUs one model instance is sharded over (vLLM --tensor-parallel-size, SGLang --tp-size); must divide resources.gpusPerReplica."""
+    max_model_len: Annotated[int, Field(ge=128, le=16777216)] | None = None
+    """Context length in tokens (vLLM --max-model-len, SGLang --context-length); engine default when unset."""
+    gpu_memory_utilization: Ratio | None = None
+    """Fraction of GPU memory the engine may use, e.g. "0.95" (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static)."""
+    trust_remote_code: bool = False
+    """Run the model repository's own Python code (needed by Kimi and other custom architectures)."""
+    tool_call_parser: ParserName | None = None
+    """Tool-call parser name, e.g. kimi_k2 (--tool-call-parser; vLLM also gets --enable-auto-tool-choice)."""
+    reasoning_parser: ParserName | None = None
+    """Reasoning parser name, e.g. kimi_k2 (--reasoning-parser)."""
+    extra_args: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=256)]], Field(max_length=64)] | None = None
+    """Extra engine flags appended verbatim, one argument per item (["--max-num-seqs", "8"]); flags the operator owns are refused."""
+
+
+class DrafterSpec(ApiModel):
+    """The speculative drafter. method none serves without speculation: the baseline every speedup is measured against."""
+
+    rules = (
+        Rule(
+            cel=(
+                "self.method != 'none' || (!has(self.model) && !has(self.numSpeculativeTokens) && !has(self.numSteps) "
+                "&& !has(self.eagleTopk) && !has(self.numDraftTokens))"
+            ),
+            message=(
+                "spec.drafter.method none serves without speculation: remove drafter.model, numSpeculativeTokens, "
+                "numSteps, eagleTopk and numDraftTokens, or choose a method"
+            ),
+            check=lambda d: d.method != "none" or all(
+                v is None for v in (d.model, d.num_speculative_tokens, d.num_steps, d.eagle_topk, d.num_draft_tokens)
+            ),
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="!(self.method in ['eagle3', 'eagle', 'draftModel']) || has(self.model)",
+            message=(
+                "spec.drafter.model is required for methods eagle3, eagle and draftModel: set it to the drafter "
+                "checkpoint (a path on the model volume or a hub id)"
+            ),
+            check=lambda d: d.method not in METHODS_WITH_MODEL or d.model is not None,
+            field_path=".model",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel="self.method != 'ngram' || !has(self.model)",
+            message="spec.drafter.model must be empty for method ngram (n-gram speculation drafts from the prompt): remove it",
+            check=lambda d: d.method != "ngram" or d.model is None,
+            field_path=".model",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "!has(self.eagleTopk) || self.eagleTopk != 1 || !has(self.numSteps) || !has(self.numDraftTokens) "
+                "|| self.numDraftTokens == self.numSteps + 1"
+            ),
+            message=(
+                "spec.drafter.numDraftTokens must equal numSteps + 1 when eagleTopk is 1 (SGLang would silently "
+                "change it): e.g. numSteps 3, eagleTopk 1, numDraftTokens 4"
+            ),
+            check=lambda d: d.eagle_topk != 1 or d.num_steps is None or d.num_draft_tokens is None
+            or d.num_draft_tokens == d.num_steps + 1,
+            field_path=".numDraftTokens",
+        ),
+    )
+
+    method: DrafterMethod
+    """eagle3, eagle, mtp (the target's own multi-token-prediction layers), ngram (prompt lookup), draftModel (a small LLM), or none."""
+    model: ModelRef | None = None
+    """The drafter checkpoint: a path on the model volume or a hub id. Required for eagle3, eagle and draftModel."""
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = None
+    """vLLM only: tokens drafted per step (num_speculative_tokens), e.g. 5. Required on vLLM except for mtp."""
+    num_steps: Annotated[int, Field(ge=1, le=32)] | None = None
+    """SGLang only: draft steps per verification (--speculative-num-steps), e.g. 3; engine default when unset."""
+    eagle_topk: Annotated[int, Field(ge=1, le=64)] | None = None
+    """SGLang only: branching factor of the draft tree (--speculative-eagle-topk), e.g. 1."""
+    num_draft_tokens: Annotated[int, Field(ge=1, le=256)] | None = None
+    """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1."""
+    allow_known_bad: bool = True
+    """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""
+
+
+class ResourcesSpec(ApiModel):
+    """Resources of one replica."""
+
+    gpus_per_replica: Annotated[int, Field(ge=1, le=64)] = 8
+    """nvidia.com/gpu per replica (one engine pod)."""
+
+
+class StorageSpec(ApiModel):
+    """Volumes of the engine pods."""
+
+    rules = (
+        Rule(
+            cel=f"!self.mountPath.matches(r'{_SYSTEM_PATH_PATTERN}')",
+            message="spec.storage.mountPath must not be under /dev, /proc or /sys (the operator mounts /dev/shm itself): use e.g. /models",
+            check=lambda s: not re.match(_SYSTEM_PATH_PATTERN, s.mount_path),
+            field_path=".mountPath",
+        ),
+    )
+
+    model_claim: ObjectName | None = None
+    """PersistentVolumeClaim holding the target and drafter checkpoints, mounted read-only at mountPath."""
+    mount_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/models"
+    """Where the model volume is mounted in the engine pods."""
+    shm_size: Quantity | None = None
+    """Size limit of the in-memory /dev/shm volume (NCCL needs a large one with tensor parallelism), e.g. "64Gi"."""
+
+
+class StartupSpec(ApiModel):
+    """How long a revision may take to start."""
+
+    rules = (
+        Rule(
+            cel=cel_duration_range("self.timeout", "1m", "48h"),
+            message='spec.startup.timeout must be between 1m and 48h, e.g. "45m" (loading a 1T-parameter model takes about 30 minutes)',
+            check=lambda s: duration_ok(s.timeout, "1m", "48h"),
+            field_path=".timeout",
+        ),
+    )
+
+    timeout: Duration = "45m"
+    """How long the model may take to load before the revision is marked failed (sizes the startupProbe)."""
+
+
+class SwapGate(Gate):
+    """A benchmark the new revision must pass before traffic moves to it; on failure the old revision stays."""
+
+    rules = Gate.rules + (
+        Rule(
+            cel="!has(self.minSpeedup) || has(self.baseline)",
+            message="spec.swap.gate.minSpeedup needs spec.swap.gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
+            check=lambda g: g.min_speedup is None or g.baseline is not None,
+            field_path=".baseline",
+            reason="FieldValueRequired",
+        ),
+    )
+
+    baseline: Baseline | None = None
+    """What the speedup is measured against."""
+    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 5
+    """Prompts in the gate benchmark."""
+    max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
+    """Tokens generated per prompt in the gate benchmark."""
+
+
+class SwapSpec(ApiModel):
+    """How a new revision (a changed engine, target or drafter) replaces the running one."""
+
+    rules = (
+        Rule(
+            cel="!has(self.gate) || self.strategy == 'BlueGreen'",
+            message=(
+                "spec.swap.gate needs spec.swap.strategy BlueGreen (with Recreate the old revision is gone before the "
+                "gate runs): set strategy: BlueGreen or remove the gate"
+            ),
+            check=lambda s: s.gate is None or s.strategy == "BlueGreen",
+            field_path=".gate",
+        ),
+    )
+
+    strategy: Literal["Recreate", "BlueGreen"] = "Recreate"
+    """Recreate stops the old revision first (no extra GPUs, downtime); BlueGreen starts the new one beside it and switches traffic when it is ready (needs the capacity)."""
+    gate: SwapGate | None = None
+    """Optional benchmark the new revision must pass (BlueGreen only)."""
+
+
+class AcceptanceSpec(ApiModel):
+    """Live acceptance monitoring: when the drafter's acceptance stays below threshold, the serving becomes Degraded."""
+
+    rules = (
+        Rule(
+            cel="has(self.minAcceptanceRate) || has(self.minAcceptanceLength)",
+            message="spec.acceptance needs a threshold: set minAcceptanceRate (e.g. \"0.5\") or minAcceptanceLength (e.g. \"2.0\")",
+            check=lambda a: a.min_acceptance_rate is not None or a.min_acceptance_length is not None,
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel=cel_decimal_range("self.minAcceptanceLength", DECIMAL_PATTERN, minimum=1.0),
+            message='spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0"',
+            check=lambda a: decimal_ok(a.min_acceptance_length, DECIMAL_PATTERN, minimum=1.0),
+            field_path=".minAcceptanceLength",
+        ),
+        Rule(
+            cel=cel_duration_range("self.window", "30s", "24h"),
+            message='spec.acceptance.window must be between 30s and 24h, e.g. "5m"',
+            check=lambda a: duration_ok(a.window, "30s", "24h"),
+            field_path=".window",
+        ),
+        Rule(
+            cel=cel_duration_range("self.__for__", "0s", "24h"),  # `for` is a CEL keyword, escaped
+            message='spec.acceptance.for must be at most 24h, e.g. "10m"',
+            check=lambda a: duration_ok(a.for_, "0s", "24h"),
+            field_path=".for",
+        ),
+        Rule(
+            cel="self.source != 'prometheus' || has(self.prometheusUrl)",
+            message="spec.acceptance.prometheusUrl is required with source prometheus: set it (e.g. http://prometheus.monitoring:9090) or use source engine",
+            check=lambda a: a.source != "prometheus" or a.prometheus_url is not None,
+            field_path=".prometheusUrl",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel="self.source == 'prometheus' || !has(self.prometheusUrl)",
+            message="spec.acceptance.prometheusUrl is only used with source prometheus: set source: prometheus or remove prometheusUrl",
+            check=lambda a: a.source == "prometheus" or a.prometheus_url is None,
+            field_path=".prometheusUrl",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    min_acceptance_rate: Ratio | None = None
+    """Lowest acceptable acceptance rate (accepted / drafted tokens over the window), e.g. "0.5"."""
+    min_acceptance_length: Decimal | None = None
+    """Lowest acceptable mean acceptance length (tokens per verification step, bonus token included), e.g. "2.0"."""
+    window: Duration = "5m"
+    """Window the rate and length are computed over (deltas of the engine's counters)."""
+    min_draft_tokens: Annotated[int, Field(ge=0, le=1000000000)] = 1000
+    """No verdict while fewer tokens than this were drafted in the window (too little data)."""
+    for_: Duration = Field(default="5m", alias="for")
+    """How long acceptance must stay below threshold before the serving is Degraded."""
+    source: Literal["engine", "prometheus"] = "engine"
+    """engine scrapes the engine pods' /metrics directly; prometheus queries prometheusUrl."""
+    prometheus_url: Url | None = None
+    """Prometheus base URL for source prometheus."""
+    on_degraded: Literal["Alert", "Rollback", "DisableSpeculation"] = "Alert"
+    """Alert (condition, event and metric only), Rollback (to the last good drafter) or DisableSpeculation (serve with method none)."""
+
+
+def _under(path: str | None, mount: str) -> bool:
+    return path is None or not path.startswith("/") or path.startswith(mount + "/")
+
+
+class DrafterServingSpec(ApiModel):
+    """Desired state of a DrafterServing."""
+
+    rules = (
+        Rule(
+            cel="self.resources.gpusPerReplica % self.target.tensorParallelSize == 0",
+            message=(
+                "spec.target.tensorParallelSize must divide spec.resources.gpusPerReplica (default 8): e.g. "
+                "tensorParallelSize 8 with gpusPerReplica 8"
+            ),
+            check=lambda s: s.resources.gpus_per_replica % s.target.tensor_parallel_size == 0,
+            field_path=".target.tensorParallelSize",
+        ),
+        Rule(
+            cel="self.engine != 'vllm' || (!has(self.drafter.numSteps) && !has(self.drafter.eagleTopk) && !has(self.drafter.numDraftTokens))",
+            message=(
+                "spec.drafter.numSteps, eagleTopk and numDraftTokens are SGLang settings: with engine vllm use "
+                "spec.drafter.numSpeculativeTokens instead"
+            ),
+            check=lambda s: s.engine != "vllm"
+            or (s.drafter.num_steps is None and s.drafter.eagle_topk is None and s.drafter.num_draft_tokens is None),
+            field_path=".drafter",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="self.engine != 'sglang' || !has(self.drafter.numSpeculativeTokens)",
+            message=(
+                "spec.drafter.numSpeculativeTokens is a vLLM setting: with engine sglang use numSteps, eagleTopk "
+                "and numDraftTokens instead"
+            ),
+            check=lambda s: s.engine != "sglang" or s.drafter.num_speculative_tokens is None,
+            field_path=".drafter.numSpeculativeTokens",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "self.engine != 'vllm' || !(self.drafter.method in ['eagle3', 'eagle', 'draftModel', 'ngram']) "
+                "|| has(self.drafter.numSpeculativeTokens)"
+            ),
+            message=(
+                "spec.drafter.numSpeculativeTokens is required with engine vllm and methods eagle3, eagle, "
+                "draftModel and ngram: set the tokens drafted per step (1-16, e.g. 5)"
+            ),
+            check=lambda s: s.engine != "vllm" or s.drafter.method not in METHODS_NEEDING_K_ON_VLLM
+            or s.drafter.num_speculative_tokens is not None,
+            field_path=".drafter",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel="self.drafter.method == 'mtp' || !has(self.drafter.model) || self.drafter.model != self.target.model",
+            message="spec.drafter.model must differ from spec.target.model: point it at the drafter checkpoint",
+            check=lambda s: s.drafter.method == "mtp" or s.drafter.model is None or s.drafter.model != s.target.model,
+            field_path=".drafter.model",
+        ),
+        Rule(
+            cel="!has(self.acceptance) || self.drafter.method != 'none'",
+            message=(
+                "spec.acceptance needs speculation but spec.drafter.method is none: remove spec.acceptance or "
+                "choose a drafter method"
+            ),
+            check=lambda s: s.acceptance is None or s.drafter.method != "none",
+            field_path=".acceptance",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "!has(self.acceptance) || !has(self.acceptance.minAcceptanceLength) "
+                f"|| !self.acceptance.minAcceptanceLength.matches(r'{DECIMAL_PATTERN}') "
+                "|| (has(self.drafter.numSpeculativeTokens) "
+                "? double(self.acceptance.minAcceptanceLength) <= double(self.drafter.numSpeculativeTokens + 1) "
+                ": (!has(self.drafter.numSteps) || double(self.acceptance.minAcceptanceLength) <= double(self.drafter.numSteps + 1)))"
+            ),
+            message=(
+                "spec.acceptance.minAcceptanceLength cannot exceed the tokens one step can yield "
+                "(numSpeculativeTokens + 1 on vLLM, numSteps + 1 on SGLang): lower it or draft more tokens"
+            ),
+            check=lambda s: _min_length_ok(s),
+            field_path=".acceptance.minAcceptanceLength",
+        ),
+        Rule(
+            cel="!has(self.swap.gate) || !has(self.swap.gate.minAcceptanceRate) || self.drafter.method != 'none'",
+            message=(
+                "spec.swap.gate.minAcceptanceRate needs speculation but spec.drafter.method is none: remove it or "
+                "gate on minSpeedup / minTokensPerSecond"
+            ),
+            check=lambda s: s.swap.gate is None or s.swap.gate.min_acceptance_rate is None or s.drafter.method != "none",
+            field_path=".swap.gate.minAcceptanceRate",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel=(
+                "!has(self.storage) || !has(self.storage.modelClaim) || !self.target.model.startsWith('/') "
+                "|| self.target.model.startsWith(self.storage.mountPath + '/')"
+            ),
+            message=(
+                "spec.target.model is an absolute path outside spec.storage.mountPath, so it is not on the model "
+                "volume: use a path under mountPath (e.g. /models/Kimi-K2.5) or change mountPath"
+            ),
+            check=lambda s: s.storage is None or s.storage.model_claim is None
+            or _under(s.target.model, s.storage.mount_path),
+            field_path=".target.model",
+        ),
+        Rule(
+            cel=(
+                "!has(self.storage) || !has(self.storage.modelClaim) || !has(self.drafter.model) "
+                "|| !self.drafter.model.startsWith('/') || self.drafter.model.startsWith(self.storage.mountPath + '/')"
+            ),
+            message=(
+                "spec.drafter.model is an absolute path outside spec.storage.mountPath, so it is not on the model "
+                "volume: use a path under mountPath (e.g. /models/drafters/kimi-eagle3) or a hub id"
+            ),
+            check=lambda s: s.storage is None or s.storage.model_claim is None
+            or _under(s.drafter.model, s.storage.mount_path),
+            field_path=".drafter.model",
+        ),
+    )
+
+    engine: Engine
+    """Serving engine: vllm or sglang."""
+    image: Image | None = None
+    """Engine container image; defaults per engine from the operator's configuration."""
+    target: TargetSpec
+    """The model being served."""
+    drafter: DrafterSpec
+    """The speculative drafter ({method: none} for plain serving)."""
+    replicas: Annotated[int, Field(ge=0, le=64)] = 1
+    """Engine pods of the active revision (0 stops serving but keeps the object)."""
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    """Resources of one replica."""
+    placement: Placement | None = None
+    """Where the engine pods may run."""
+    storage: StorageSpec | None = None
+    """Model volume and /dev/shm."""
+    startup: StartupSpec = Field(default_factory=StartupSpec)
+    """How long a revision may take to load."""
+    swap: SwapSpec = Field(default_factory=SwapSpec)
+    """How a new revision replaces the running one."""
+    acceptance: AcceptanceSpec | None = None
+    """Live acceptance monitoring (needs a drafter)."""
+
+
+def _min_length_ok(s: DrafterServingSpec) -> bool:
+    if s.acceptance is None or s.acceptance.min_acceptance_length is None:
+        return True
+    if not re.match(DECIMAL_PATTERN, s.acceptance.min_acceptance_length):
+        return True
+    value = float(s.acceptance.min_acceptance_length)
+    if s.drafter.num_speculative_tokens is not None:
+        return value <= s.drafter.num_speculative_tokens + 1
+    if s.drafter.num_steps is not None:
+        return value <= s.drafter.num_steps + 1
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# status
+
+
+class RevisionStatus(StatusModel):
+    """One immutable configuration (engine + target + drafter) the serving has run."""
+
+    name: str
+    """Revision name: a hash of the engine, target and drafter configuration."""
+    drafter: str | None = None
+    """The drafter of this revision, e.g. "eagle3:/models/drafters/kimi-eagle3" or "none"."""
+    engine: str | None = None
+    """The engine of this revision."""
+    since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When this revision was created."""
+    good: bool | None = None
+    """Whether this revision became Ready and was not Degraded: a Rollback target."""
+
+
+class AcceptanceStatus(StatusModel):
+    """Acceptance over the last complete window."""
+
+    rate: float | None = None
+    """Accepted / drafted tokens."""
+    mean_length: float | None = None
+    """Mean acceptance length: tokens per verification step, bonus token included."""
+    draft_tokens: int | None = None
+    """Tokens drafted in the window."""
+    window_end: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """End of the window."""
+
+
+class LastBenchmarkStatus(StatusModel):
+    """The latest DrafterBenchmark of this serving."""
+
+    name: str | None = None
+    """Name of the DrafterBenchmark."""
+    tokens_per_second: float | None = None
+    """Single-stream decode throughput it measured."""
+    speedup: float | None = None
+    """Speedup against its baseline."""
+
+
+class EndpointStatus(StatusModel):
+    """Where clients reach the serving."""
+
+    host: str | None = None
+    """Service DNS name."""
+    port: int | None = None
+    """Service port."""
+    url: str | None = None
+    """OpenAI-compatible base URL, e.g. http://kimi.default.svc:8000/v1."""
+
+
+class DrafterServingStatus(StatusModel):
+    """Observed state of a DrafterServing."""
+
+    observed_generation: int | None = None
+    """The metadata.generation the status reflects."""
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
+    """Ready, Progressing, Degraded, DrafterCompatible."""
+    active_revision: str | None = None
+    """Revision the Service points at."""
+    previous_revision: str | None = None
+    """Revision that served before the active one."""
+    revisions: list[RevisionStatus] | None = None
+    """Revisions known to the serving, newest last."""
+    acceptance: AcceptanceStatus | None = None
+    """Acceptance over the last window."""
+    last_benchmark: LastBenchmarkStatus | None = None
+    """Latest benchmark of this serving."""
+    endpoint: EndpointStatus | None = None
+    """Where clients reach the serving."""
+
+
+class DrafterServing(KindModel):
+    """A target model served by vLLM or SGLang with a speculative drafter (or none, as a baseline)."""
+
+    kind_name: ClassVar[str] = "DrafterServing"
+    plural: ClassVar[str] = "drafterservings"
+    singular: ClassVar[str] = "drafterserving"
+    short_names: ClassVar[tuple[str, ...]] = ("dsv",)
+    printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"name": "Engine", "type": "string", "jsonPath": ".spec.engine"},
+        {"name": "Drafter", "type": "string", "jsonPath": ".spec.drafter.method"},
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Acceptance", "type": "number", "jsonPath": ".status.acceptance.rate"},
+        {"name": "Speedup", "type": "number", "jsonPath": ".status.lastBenchmark.speedup"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Revision", "type": "string", "jsonPath": ".status.activeRevision", "priority": 1},
+        {"name": "TP", "type": "integer", "jsonPath": ".spec.target.tensorParallelSize", "priority": 1},
+    )
+
+    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    """drafter.dev/v1alpha1"""
+    kind: Literal["DrafterServing"] = "DrafterServing"
+    """DrafterServing"""
+    spec: DrafterServingSpec
+    """Desired state."""
+    status: DrafterServingStatus | None = None
+    """Observed state, written by the operator."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the operator checks and the apiserver cannot (filed as a condition by the controller).
+
+# A few well-known flags of one engine that the other does not have: a likely copy-paste mistake.
+_ENGINE_ONLY_FLAGS: dict[str, tuple[str, ...]] = {
+    "vllm": ("--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager", "--enable-chunked-prefill",
+             "--enable-prefix-caching", "--no-enable-prefix-caching", "--pipeline-parallel-size",
+             "--distributed-executor-backend", "--enable-expert-parallel", "--compilation-config"),
+    "sglang": ("--max-running-requests", "--cuda-graph-max-bs", "--chunked-prefill-size", "--disable-radix-cache",
+               "--attention-backend", "--mem-fraction-static", "--ep-size", "--dp-size", "--enable-dp-attention",
+               "--disable-cuda-graph", "--schedule-policy"),
+}
+_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_KEY_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def image_repository(image: str) -> str:
+    """The repository part of an image reference (no tag, no digest)."""
+    name = image.split("@")[0]
+    head, _, last = name.rpartition("/")
+    last = last.split(":")[0]
+    return f"{head}/{last}" if head else last
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why a label key is invalid, or None."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return "has more than one '/'"
+    if prefix and (len(prefix) > 253 or not _LABEL_KEY_PREFIX.match(prefix)):
+        return "has an invalid prefix (a lowercase DNS subdomain of at most 253 characters)"
+    if not name or len(name) > 63 or not _LABEL_KEY_NAME.match(name):
+        return "has an invalid name (at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric)"
+    return None
+
+
+# What serving_problems() checks, for docs/api.md (one line per check).
+SERVING_OPERATOR_CHECKS: tuple[str, ...] = (
+    "spec.target.extraArgs starts with a --flag (a leading value would be taken as the model or a stray argument).",
+    "spec.target.extraArgs has no item holding a flag and its value separated by a space (split them into two items).",
+    "spec.target.extraArgs sets no flag twice.",
+    "spec.target.extraArgs has no well-known flag of the other engine (e.g. --max-running-requests with vllm).",
+    "spec.image is not named after the other engine (e.g. an sglang image with engine vllm).",
+    "spec.placement.nodeSelector keys are valid label keys.",
+    "spec.resources.gpusPerReplica fits on one node (multi-node replicas are not supported yet).",
+)
+
+
+def serving_problems(spec: DrafterServingSpec, *, gpus_per_node: int | None = None) -> list[str]:
+    """Problems the apiserver cannot detect, each naming the field and the fix. Empty means valid.
+
+    `gpus_per_node` (the GPU count of the nodes the serving may use, when the caller knows it) enables
+    the capacity checks. The apiserver has already enforced everything in the CRD schema.
+    """
+    problems: list[str] = []
+    target = spec.target
+
+    # extraArgs: shape of the argument list.
+    args = target.extra_args or []
+    seen: dict[str, int] = {}
+    other = "sglang" if spec.engine == "vllm" else "vllm"
+    for index, arg in enumerate(args):
+        where = f"spec.target.extraArgs[{index}]"
+        if index == 0 and not arg.startswith("-"):
+            problems.append(f"{where} {arg!r} is not a flag: extraArgs must start with a --flag (values follow their flag)")
+        if arg.startswith("--") and " " in arg.split("=")[0]:
+            problems.append(f"{where} {arg!r} holds a flag and its value in one item: split it into two items")
+            continue
+        if not arg.startswith("--"):
+            continue
+        flag = arg.split("=")[0]
+        if flag in seen:
+            problems.append(f"{where} repeats {flag} (first at extraArgs[{seen[flag]}]): keep one")
+        else:
+            seen[flag] = index
+        if flag in _ENGINE_ONLY_FLAGS[other] and flag not in _ENGINE_ONLY_FLAGS[spec.engine]:
+            problems.append(f"{where} {flag} is a {other} flag but spec.engine is {spec.engine}: remove it or find the {spec.engine} equivalent")
+
+    # image vs engine: an image named after the other engine is almost certainly a mistake.
+    if spec.image:
+        repository = image_repository(spec.image).lower()
+        if other in repository and spec.engine not in repository:
+            problems.append(f"spec.image {spec.image!r} looks like a {other} image but spec.engine is {spec.engine}: fix one of them")
+
+    # node selector keys (values are checked by the schema).
+    for key in (spec.placement.node_selector or {}) if spec.placement else {}:
+        reason = label_key_problem(key)
+        if reason:
+            problems.append(f"spec.placement.nodeSelector key {key!r} {reason}: use a valid label key such as nvidia.com/gpu.product")
+
+    # capacity: one replica is one pod on one node.
+    if gpus_per_node is not None:
+        if spec.resources.gpus_per_replica > gpus_per_node:
+            problems.append(
+                f"spec.resources.gpusPerReplica {spec.resources.gpus_per_replica} exceeds the {gpus_per_node} GPUs of one node: "
+                "multi-node replicas are not supported yet; lower gpusPerReplica and tensorParallelSize"
+            )
+    return problems

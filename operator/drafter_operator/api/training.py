@@ -1,0 +1,367 @@
+"""DrafterTraining: train (or fine-tune) an EAGLE-3 drafter for a target, stage by stage."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints
+
+from drafter_operator.api.common import (
+    CONDITIONS_SCHEMA_EXTRA,
+    AbsPath,
+    ApiModel,
+    Condition,
+    Engine,
+    Gate,
+    Image,
+    LocalObjectReference,
+    ModelRef,
+    ObjectName,
+    Placement,
+    Quantity,
+    Rule,
+    StatusModel,
+    cel_decimal_range,
+    decimal_ok,
+)
+from drafter_operator.api.kind import KindModel
+from drafter_operator.api.serving import MOUNT_PATH_PATTERN
+
+STAGES: tuple[str, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
+LEARNING_RATE_PATTERN = r"^[0-9](\.[0-9]{1,6})?([eE]-?[0-9]{1,2})?$"
+
+
+def _unique(values: list[int]) -> list[int]:
+    if len(set(values)) != len(values):
+        duplicate = next(v for v in values if values.count(v) > 1)
+        raise ValueError(f"Duplicate value: {duplicate}")
+    return values
+
+
+class TrainingTarget(ApiModel):
+    """The target model the drafter is trained for."""
+
+    model: ModelRef
+    """The target: an absolute path on the model volume or a hub id."""
+    architecture: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", max_length=128)] | None = None
+    """The target's architecture as in its config.json, e.g. DeepseekV3ForCausalLM (checked against the model when set)."""
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 8
+    """GPUs the target is sharded over while generating data and extracting hidden states."""
+
+
+class TrainingStorage(ApiModel):
+    """The model volume: holds the target, the base drafter and receives the trained drafter."""
+
+    model_claim: ObjectName
+    """PersistentVolumeClaim with the target (and base drafter); the trained drafter is written to it."""
+    mount_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/models"
+    """Where the volume is mounted in the stage pods."""
+
+
+class GenerationSpec(ApiModel):
+    """Regenerate the dataset's answers with the target itself, so the drafter learns the target's distribution."""
+
+    engine: Engine = "sglang"
+    """Engine that serves the target during generation."""
+    image: Image | None = None
+    """Engine image; defaults per engine from the operator's configuration."""
+
+
+class DataSpec(ApiModel):
+    """Training data."""
+
+    dataset: ModelRef
+    """Prompt dataset: a path on the model volume (JSONL conversations) or a hub dataset id, e.g. "sharegpt"."""
+    num_samples: Annotated[int, Field(ge=1, le=100000000)]
+    """Samples to use, e.g. 10000."""
+    max_tokens: Annotated[int, Field(ge=1, le=131072)] = 2048
+    """Longest generated answer in tokens."""
+    generation: GenerationSpec | None = None
+    """Regenerate answers with the target (recommended); unset uses the dataset's answers as they are."""
+
+
+class HiddenStatesStorage(ApiModel):
+    """Volume for the extracted hidden states (large: the seed needed 828 GB for 10k samples)."""
+
+    rules = (
+        Rule(
+            cel="has(self.claimName) || has(self.size)",
+            message="spec.hiddenStates.storage needs claimName (an existing PersistentVolumeClaim) or size (the operator creates one), e.g. size: 1Ti",
+            check=lambda s: s.claim_name is not None or s.size is not None,
+            reason="FieldValueRequired",
+        ),
+    )
+
+    claim_name: ObjectName | None = None
+    """An existing PersistentVolumeClaim to use."""
+    size: Quantity | None = None
+    """Size of the claim the operator creates when claimName is unset, e.g. "1Ti"."""
+    storage_class_name: ObjectName | None = None
+    """StorageClass of the claim the operator creates."""
+
+
+class HiddenStatesSpec(ApiModel):
+    """Offline extraction of the target's hidden states the EAGLE-3 drafter learns from."""
+
+    rules = (
+        Rule(
+            cel="!has(self.layers) || self.layers.isSorted()",
+            message="spec.hiddenStates.layers must be in ascending order (low, middle, high), e.g. [2, 30, 58]",
+            check=lambda h: h.layers is None or list(h.layers) == sorted(h.layers),
+            field_path=".layers",
+        ),
+    )
+
+    layers: Annotated[
+        list[Annotated[int, Field(ge=0, le=1023)]],
+        Field(min_length=3, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(_unique),
+    ] | None = None
+    """The three target layers (low, middle, high) whose hidden states EAGLE-3 fuses, e.g. [2, 30, 58]; default: the framework's choice."""
+    storage: HiddenStatesStorage
+    """Where the hidden states are written."""
+
+
+class TrainSpec(ApiModel):
+    """Training hyper-parameters."""
+
+    rules = (
+        Rule(
+            cel=cel_decimal_range("self.learningRate", LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
+            message='spec.train.learningRate must be above 0 and at most 1, e.g. "1e-4"',
+            check=lambda t: decimal_ok(t.learning_rate, LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
+            field_path=".learningRate",
+        ),
+    )
+
+    epochs: Annotated[int, Field(ge=1, le=100)] = 5
+    """Passes over the data."""
+    learning_rate: Annotated[str, StringConstraints(pattern=LEARNING_RATE_PATTERN, max_length=16)] = "1e-4"
+    """Learning rate as a decimal string, e.g. "1e-4" or "0.0001"."""
+    batch_size: Annotated[int, Field(ge=1, le=1024)] = 1
+    """Batch size per GPU."""
+    max_length: Annotated[int, Field(ge=128, le=131072)] = 2048
+    """Longest training sequence in tokens (prompt and answer)."""
+
+
+class OutputSpec(ApiModel):
+    """Where the trained drafter goes."""
+
+    path: AbsPath
+    """Directory on the model volume (under storage.mountPath) for the exported drafter checkpoint."""
+
+
+class PromoteSpec(ApiModel):
+    """Benchmark the new drafter on a serving and swap it in only if it beats the current one."""
+
+    serving_ref: LocalObjectReference
+    """The DrafterServing to promote the drafter into (same target model)."""
+    gate: Gate | None = None
+    """Extra thresholds the new drafter must meet besides beating the current one."""
+
+
+class TrainingResources(ApiModel):
+    """Resources of each stage pod."""
+
+    gpus: Annotated[int, Field(ge=1, le=64)] = 8
+    """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
+
+
+def _under(path: str, mount: str) -> bool:
+    return not path.startswith("/") or path.startswith(mount + "/")
+
+
+class DrafterTrainingSpec(ApiModel):
+    """Desired training run."""
+
+    rules = (
+        Rule(
+            cel="self.resources.gpus % self.target.tensorParallelSize == 0",
+            message="spec.target.tensorParallelSize must divide spec.resources.gpus (default 8): e.g. 8 and 8",
+            check=lambda s: s.resources.gpus % s.target.tensor_parallel_size == 0,
+            field_path=".target.tensorParallelSize",
+        ),
+        Rule(
+            cel="self.output.path.startsWith(self.storage.mountPath + '/')",
+            message=(
+                "spec.output.path must be under spec.storage.mountPath (the drafter is written to the model volume, "
+                "where servings load it): e.g. /models/drafters/kimi-k25-eagle3"
+            ),
+            check=lambda s: s.output.path.startswith(s.storage.mount_path + "/"),
+            field_path=".output.path",
+        ),
+        Rule(
+            cel="!self.target.model.startsWith('/') || self.target.model.startsWith(self.storage.mountPath + '/')",
+            message="spec.target.model is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
+            check=lambda s: _under(s.target.model, s.storage.mount_path),
+            field_path=".target.model",
+        ),
+        Rule(
+            cel="!has(self.baseDrafter) || !self.baseDrafter.startsWith('/') || self.baseDrafter.startsWith(self.storage.mountPath + '/')",
+            message="spec.baseDrafter is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
+            check=lambda s: s.base_drafter is None or _under(s.base_drafter, s.storage.mount_path),
+            field_path=".baseDrafter",
+        ),
+        Rule(
+            cel="self.output.path != self.target.model && (!has(self.baseDrafter) || self.output.path != self.baseDrafter)",
+            message="spec.output.path must not overwrite spec.target.model or spec.baseDrafter: choose a new directory",
+            check=lambda s: s.output.path != s.target.model and s.output.path != s.base_drafter,
+            field_path=".output.path",
+        ),
+    )
+
+    target: TrainingTarget
+    """The target model."""
+    base_drafter: ModelRef | None = None
+    """A drafter checkpoint to fine-tune from (path or hub id), e.g. AQ-MedAI/Kimi-K2-Instruct-eagle3; unset trains from scratch."""
+    framework: Literal["specforge", "speculators"] = "specforge"
+    """Training framework: specforge (SGLang's) or speculators (vLLM's)."""
+    image: Image | None = None
+    """Trainer image; defaults from the operator's configuration."""
+    storage: TrainingStorage
+    """The model volume."""
+    data: DataSpec
+    """Training data."""
+    hidden_states: HiddenStatesSpec
+    """Hidden-state extraction."""
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    """Hyper-parameters."""
+    output: OutputSpec
+    """Where the drafter goes."""
+    promote: PromoteSpec | None = None
+    """Optional: benchmark and swap the new drafter into a serving."""
+    resources: TrainingResources = Field(default_factory=TrainingResources)
+    """Resources of each stage pod."""
+    placement: Placement | None = None
+    """Where the stage pods may run."""
+
+
+class TrainingProgress(StatusModel):
+    """How far the current stage is."""
+
+    samples_done: int | None = None
+    """Samples generated or extracted so far."""
+    samples_total: int | None = None
+    """Samples to generate or extract."""
+    epoch: int | None = None
+    """Current training epoch (1-based)."""
+    epochs: int | None = None
+    """Training epochs in total."""
+    percent: float | None = None
+    """Overall progress of the current stage, 0-100."""
+    summary: str | None = None
+    """Short text for kubectl get, e.g. "6200/10000 samples" or "epoch 3/5"."""
+
+
+class Artifact(StatusModel):
+    """Something a stage produced."""
+
+    stage: str
+    """The stage that produced it."""
+    path: str
+    """Where it is."""
+    size_bytes: int | None = None
+    """Its size."""
+
+
+class EvaluationResult(StatusModel):
+    """The new drafter's benchmark."""
+
+    benchmark: str | None = None
+    """Name of the DrafterBenchmark."""
+    tokens_per_second: float | None = None
+    """Throughput with the new drafter."""
+    speedup: float | None = None
+    """Speedup against the baseline."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens."""
+    acceptance_length: float | None = None
+    """Mean acceptance length."""
+    current_tokens_per_second: float | None = None
+    """Throughput of the serving's current drafter under the same settings."""
+
+
+class DrafterTrainingStatus(StatusModel):
+    """Observed state of a DrafterTraining."""
+
+    observed_generation: int | None = None
+    """The metadata.generation the status reflects."""
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
+    """One per stage (Generated, Extracted, Trained, Exported, Evaluated, Promoted), plus Ready."""
+    stage: Literal["Pending", "Generate", "Extract", "Train", "Export", "Evaluate", "Promote", "Succeeded", "Failed"] | None = None
+    """The stage running now (or the final outcome)."""
+    job_name: str | None = None
+    """The Job of the current stage."""
+    progress: TrainingProgress | None = None
+    """Progress of the current stage."""
+    artifacts: list[Artifact] | None = None
+    """What the stages produced."""
+    evaluation: EvaluationResult | None = None
+    """The new drafter's benchmark."""
+    promoted: bool | None = None
+    """Whether the drafter was swapped into promote.servingRef."""
+
+
+class DrafterTraining(KindModel):
+    """Train or fine-tune an EAGLE-3 drafter: generate -> extract -> train -> export -> evaluate -> promote."""
+
+    kind_name: ClassVar[str] = "DrafterTraining"
+    plural: ClassVar[str] = "draftertrainings"
+    singular: ClassVar[str] = "draftertraining"
+    short_names: ClassVar[tuple[str, ...]] = ("dtrain",)
+    printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"name": "Stage", "type": "string", "jsonPath": ".status.stage"},
+        {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+
+    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    """drafter.dev/v1alpha1"""
+    kind: Literal["DrafterTraining"] = "DrafterTraining"
+    """DrafterTraining"""
+    spec: DrafterTrainingSpec
+    """Desired training run."""
+    status: DrafterTrainingStatus | None = None
+    """Observed state, written by the operator."""
+
+
+# What training_problems() checks, for docs/api.md (one line per check).
+TRAINING_OPERATOR_CHECKS: tuple[str, ...] = (
+    "spec.promote.servingRef names an existing DrafterServing.",
+    "the promote DrafterServing serves spec.target.model.",
+    "spec.hiddenStates.layers lie inside the target's layers (from its config.json).",
+    "spec.data.maxTokens is below spec.train.maxLength (answers would be cut in training).",
+)
+
+
+def training_problems(spec: DrafterTrainingSpec, *, serving: Any = None, num_target_layers: int | None = None) -> list[str]:
+    """Problems the apiserver cannot detect, each naming the field and the fix.
+
+    `serving` is the DrafterServingSpec that spec.promote.servingRef names (None when not found);
+    `num_target_layers` is the target's num_hidden_layers from its config.json, when known.
+    """
+    problems: list[str] = []
+    if spec.promote is not None:
+        if serving is None:
+            problems.append(
+                f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} not found in this namespace: "
+                "create it or fix the name"
+            )
+        elif serving.target.model != spec.target.model:
+            problems.append(
+                f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} serves {serving.target.model!r}, "
+                f"not spec.target.model {spec.target.model!r}: a drafter only fits the target it was trained for"
+            )
+    if num_target_layers is not None and spec.hidden_states.layers:
+        outside = [layer for layer in spec.hidden_states.layers if layer >= num_target_layers]
+        if outside:
+            problems.append(
+                f"spec.hiddenStates.layers {outside} lie outside the target's {num_target_layers} layers "
+                f"(0-{num_target_layers - 1}): choose layers below {num_target_layers}"
+            )
+    if spec.data.max_tokens >= spec.train.max_length:
+        problems.append(
+            f"spec.data.maxTokens {spec.data.max_tokens} is not below spec.train.maxLength {spec.train.max_length}: "
+            "generated answers would be cut in training; raise train.maxLength or lower data.maxTokens"
+        )
+    return problems
