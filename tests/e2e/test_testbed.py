@@ -233,3 +233,15 @@ def test_second_cluster_up_reuses_the_running_cluster(local_cluster_only):
     assert "already running" in proc.stderr
     assert time.monotonic() - started < 30
     assert local.status()["components"] == before["components"]  # same pids: nothing restarted
+
+
+def test_nothing_the_local_cluster_started_listens_beyond_loopback(local_cluster_only):
+    from drafter_operator.testbed import cluster as local
+
+    pids = {str(c["pid"]) for c in local.status()["components"].values() if c["pid"]}
+    lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    ours = [line for line in lines if any(f"pid={pid}," in line for pid in pids)]
+    assert ours, "expected the control plane's listeners in `ss` output"
+    for line in ours:
+        local_address = line.split()[3]
+        assert local_address.startswith("127.") or local_address.startswith("[::ffff:127."), line

@@ -32,7 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(cluster_handler=_status)
 
     env = verbs.add_parser("env", help="print `export KUBECONFIG=...` for the local cluster")
+    env.add_argument("--bin-dir", action="store_true", help="print the directory of kubectl, helm, promtool instead")
     env.set_defaults(cluster_handler=_env)
+
+    build = verbs.add_parser("build", help="build the pinned toolchain into the cache (no-op when cached)")
+    build.set_defaults(cluster_handler=_build)
 
     add = verbs.add_parser("add-nodes", help="register more nodes on the running local cluster")
     add.add_argument("--count", type=int, default=1)
@@ -52,7 +56,7 @@ def _up(args: argparse.Namespace) -> int:
     topology = cluster.Topology(gpu_nodes=args.gpu_nodes, gpu_runtime=args.gpu_runtime,
                                 gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product)
     try:
-        record = cluster.up(topology, port_base=args.port_base or cluster.DEFAULT_PORT_BASE)
+        record = cluster.up(topology, port_base=args.port_base or cluster.default_port_base())
     except (BuildError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -76,8 +80,24 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 3
 
 
+def _build(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed.build import BuildError, ensure_binaries
+
+    try:
+        print(ensure_binaries())
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _env(args: argparse.Namespace) -> int:
     from drafter_operator.testbed import cluster
+    from drafter_operator.testbed.versions import bin_dir
+
+    if args.bin_dir:
+        print(bin_dir())
+        return 0
 
     layout = cluster.Layout()
     if not layout.kubeconfig.exists():

@@ -36,6 +36,10 @@ KWOK_FALLBACK_CIDR = "127.11.255.0/24"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner")
 
 
+def default_port_base() -> int:
+    return int(os.environ.get("DRAFTER_PORT_BASE", DEFAULT_PORT_BASE))
+
+
 class ClusterError(RuntimeError):
     pass
 
@@ -322,9 +326,10 @@ def _check_ports_free(ports: Ports) -> None:
                            f"or choose another range with `drafter-operator cluster up --port-base N`.")
 
 
-def up(topology: Topology | None = None, port_base: int = DEFAULT_PORT_BASE, layout: Layout | None = None) -> dict:
+def up(topology: Topology | None = None, port_base: int | None = None, layout: Layout | None = None) -> dict:
     """Bring the local cluster up (or reuse the running one); return its record."""
     layout = layout or Layout()
+    port_base = port_base or default_port_base()
     topology = topology or Topology()
     if is_up(layout):
         record = read_record(layout)

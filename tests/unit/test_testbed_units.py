@@ -1,0 +1,176 @@
+"""Pure pieces of the local cluster: build derivations, node builders, the runner's launch plans."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drafter_operator.testbed import build, launch, nodes
+from drafter_operator.testbed.cluster import Ports, kubeconfig_dict
+from drafter_operator.testbed.versions import Pins
+
+KUBERNETES_GO_MOD = """module k8s.io/kubernetes
+
+go 1.25.0
+
+require (
+\tk8s.io/api v0.0.0
+\tk8s.io/client-go v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tk8s.io/kubectl => ./staging/src/k8s.io/kubectl
+)
+"""
+
+
+def test_staging_replaces_are_derived_from_the_go_mod():
+    lines = build.staging_replaces(KUBERNETES_GO_MOD, "v0.35.4")
+    assert lines == ["\tk8s.io/api => k8s.io/api v0.35.4", "\tk8s.io/client-go => k8s.io/client-go v0.35.4",
+                     "\tk8s.io/kubectl => k8s.io/kubectl v0.35.4"]
+
+
+def test_version_ldflags_set_both_version_packages():
+    flags = build.version_ldflags(Pins(kubernetes="v1.35.4"))
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        assert f"-X {pkg}.gitVersion=v1.35.4" in flags
+        assert f"-X {pkg}.gitMinor=35" in flags
+
+
+def test_pins_derive_the_staging_version_and_a_distinct_cache_key():
+    assert Pins(kubernetes="v1.36.3").staging_version == "v0.36.3"
+    assert Pins(kubernetes="v1.36.3").key != Pins().key
+
+
+def test_check_go_names_the_step_and_the_fix(monkeypatch):
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    with pytest.raises(build.BuildError, match="step 'toolchain'.*Fix: install Go"):
+        build.check_go()
+
+
+def test_gpu_node_carries_allocatable_gpus_blackwell_labels_and_the_gpu_taint():
+    spec = nodes.NodeSpec(name="gpu-0", runtime=nodes.KWOK, pod_cidr="127.11.0.0/24", gpus=8)
+    node = nodes.node_manifest(spec, "cluster-uid")
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    labels = node["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-B200"
+    assert labels["nvidia.com/gpu.count"] == "8"
+    assert labels["nvidia.com/gpu.family"] == "blackwell"
+    assert labels[nodes.RUNTIME_LABEL] == nodes.KWOK
+    assert node["metadata"]["annotations"][nodes.CLUSTER_ANNOTATION] == "cluster-uid"
+    assert node["spec"]["taints"] == [nodes.GPU_TAINT]
+
+
+def test_cpu_node_has_no_gpu_and_no_taint():
+    node = nodes.node_manifest(nodes.NodeSpec(name="cpu", runtime=nodes.PROCESS, pod_cidr="127.10.0.0/24"), "id")
+    assert "nvidia.com/gpu" not in node["status"]["allocatable"]
+    assert node["spec"]["taints"] == []
+
+
+def test_unknown_gpu_product_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="NVIDIA-B200"):
+        nodes.gpu_labels("NVIDIA-Z9", 8)
+
+
+@given(st.sampled_from([nodes.KWOK, nodes.PROCESS]), st.integers(0, 255))
+def test_pod_cidrs_are_loopback_and_distinct_per_runtime(runtime, index):
+    cidr = ipaddress.ip_network(nodes.pod_cidr(runtime, index))
+    assert cidr.is_loopback
+    other = nodes.KWOK if runtime == nodes.PROCESS else nodes.PROCESS
+    assert not cidr.overlaps(ipaddress.ip_network(nodes.pod_cidr(other, index)))
+
+
+def test_default_topology_gives_distinct_names_and_cidrs():
+    specs = nodes.default_topology(3, nodes.PROCESS, 8, "NVIDIA-H200")
+    assert len({s.name for s in specs}) == len(specs) == 4
+    assert len({s.pod_cidr for s in specs}) == 4
+
+
+def test_ports_are_consecutive_and_distinct():
+    ports = Ports(20000).all()
+    assert sorted(ports.values()) == list(range(20000, 20007))
+
+
+def test_kubeconfig_points_at_loopback_with_client_certs(tmp_path):
+    config = kubeconfig_dict("https://127.0.0.1:16442", tmp_path, "admin")
+    assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:16442"
+    assert config["users"][0]["user"]["client-key"] == str(tmp_path / "admin.key")
+
+
+@pytest.mark.parametrize("image,repo", [
+    ("vllm/vllm-openai:v0.33.0", "vllm/vllm-openai"),
+    ("docker.io/vllm/vllm-openai:latest", "vllm/vllm-openai"),
+    ("registry.local:5000/team/drafter-operator@sha256:abc", "team/drafter-operator"),
+    ("lmsysorg/sglang", "lmsysorg/sglang"),
+])
+def test_image_repository(image, repo):
+    assert launch.image_repository(image) == repo
+
+
+def test_engine_entrypoints_become_the_emulator_with_the_same_flags():
+    py = "/venv/bin/python"
+    vllm = launch.host_argv(["vllm", "serve", "/models/k", "--port", "8000"], python=py)
+    assert vllm == [py, "-m", "drafter_operator.cli", "emulate", "vllm", "serve", "/models/k", "--port", "8000"]
+    sgl = launch.host_argv(["python3", "-m", "sglang.launch_server", "--model-path", "m"], python=py)
+    assert sgl[:4] == [py, "-m", "drafter_operator.cli", "emulate"] and sgl[4:] == [
+        "python3", "-m", "sglang.launch_server", "--model-path", "m"]
+    assert launch.host_argv(["python3", "-c", "print(1)"], python=py) == [py, "-c", "print(1)"]
+    assert launch.host_argv(["drafter-operator", "bench"], python=py) == [py, "-m", "drafter_operator.cli", "bench"]
+
+
+def test_unknown_commands_are_refused_not_guessed():
+    with pytest.raises(launch.LaunchError, match="not available on the local process runner"):
+        launch.host_argv(["nvidia-smi"])
+
+
+def test_vllm_image_without_command_uses_its_entrypoint():
+    container = {"name": "engine", "image": "vllm/vllm-openai:v0.33.0", "args": ["/m", "--port", "8000"]}
+    assert launch.container_argv(container) == ["vllm", "serve", "/m", "--port", "8000"]
+    with pytest.raises(launch.LaunchError, match="set `command`"):
+        launch.container_argv({"name": "x", "image": "busybox"})
+
+
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "a"}},
+       "spec": {"nodeName": "n", "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}},
+                                             {"name": "models", "persistentVolumeClaim": {"claimName": "weights"}}]}}
+
+
+def test_plan_remaps_termination_path_and_mounts_into_the_pods_own_directory(tmp_path):
+    container = {"name": "main", "image": "python:3.11",
+                 "command": ["python3", "-c", "open('/dev/termination-log','w'); open('/dev/shm/x','w')"],
+                 "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "models", "mountPath": "/models"}],
+                 "env": [{"name": "MODEL", "value": "/models/kimi"},
+                         {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                         {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                         {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]}
+    pod_dir = tmp_path / "pod"
+    paths = launch.volume_host_paths(POD, pod_dir, tmp_path / "state")
+    plan = launch.plan(POD, container, "127.10.0.9", pod_dir, 16442, lambda kind, ns, name: {"k": "v"},
+                       paths, python=sys.executable)
+    script = plan.argv[2]
+    assert str(pod_dir / "main.termination-log") in script and str(pod_dir / "volumes" / "shm" / "x") in script
+    assert plan.env["MODEL"] == str(tmp_path / "state" / "claims" / "ns" / "weights" / "kimi")
+    assert plan.env["IP"] == plan.env["DRAFTER_EMULATOR_HOST"] == "127.10.0.9"
+    assert plan.env["APP"] == "a" and plan.env["CFG"] == "v"
+    assert plan.env["KUBERNETES_SERVICE_PORT"] == "16442"
+
+
+def test_missing_config_key_is_an_error_naming_the_variable(tmp_path):
+    container = {"name": "m", "command": ["true"],
+                 "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "absent"}}}]}
+    with pytest.raises(launch.LaunchError, match="env X"):
+        launch.plan(POD, container, "127.10.0.2", tmp_path, 1, lambda *a: {}, {})
+
+
+@given(st.lists(st.sampled_from(["/a/b", "/a", "x", "y"]), max_size=12))
+def test_remap_maps_every_occurrence_longest_prefix_first(segments):
+    mapping = {"/a": "/X", "/a/b": "/Y"}
+    expected = "".join({"/a/b": "/Y", "/a": "/X"}.get(s, s) for s in segments)
+    assert launch.remap("".join(segments), mapping) == expected
