@@ -1,0 +1,121 @@
+"""The emulator's acceptance profile: which per-token acceptance a drafter gets, per engine.
+
+Format and lookup rules are documented at the top of ``data/emulator-profiles.yaml``, the packaged
+default; ``DRAFTER_EMULATOR_PROFILE`` points at a replacement in the same format.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from drafter_operator.engines import speedup
+
+ENGINES = ("vllm", "sglang")
+PACKAGED_PROFILE = "emulator-profiles.yaml"
+
+
+class ProfileError(ValueError):
+    """The profile file is malformed."""
+
+
+@dataclass(frozen=True)
+class DrafterEntry:
+    name: str
+    patterns: tuple[str, ...]
+    acceptance: dict[str, float]
+    description: str = ""
+
+    def matches(self, key: str) -> bool:
+        candidates = {key.lower(), key.rstrip("/").rsplit("/", 1)[-1].lower()}
+        return any(fnmatch.fnmatchcase(c, p.lower()) for p in self.patterns for c in candidates)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The outcome of a lookup: the acceptance and where it came from."""
+
+    acceptance: float
+    source: str  # "profile:<entry name>" or "profile:default"
+
+
+@dataclass(frozen=True)
+class Profile:
+    target_step_ms: float
+    draft_cost: float
+    default: dict[str, float]
+    drafters: tuple[DrafterEntry, ...]
+    origin: str
+
+    def lookup(self, engine: str, drafter_key: str) -> Lookup:
+        for entry in self.drafters:
+            if entry.matches(drafter_key) and engine in entry.acceptance:
+                return Lookup(entry.acceptance[engine], f"profile:{entry.name}")
+        return Lookup(self.default[engine], "profile:default")
+
+
+def _probability(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ProfileError(f"{where}: an acceptance must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _per_engine(where: str, value: object, required: bool) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ProfileError(f"{where}: expected a mapping of engine -> acceptance")
+    unknown = set(value) - set(ENGINES)
+    if unknown:
+        raise ProfileError(f"{where}: unknown engine(s) {sorted(unknown)} (engines: {', '.join(ENGINES)})")
+    if required and set(value) != set(ENGINES):
+        raise ProfileError(f"{where}: needs an acceptance for every engine ({', '.join(ENGINES)})")
+    return {engine: _probability(f"{where}.{engine}", a) for engine, a in value.items()}
+
+
+def parse_profile(document: object, origin: str) -> Profile:
+    if not isinstance(document, dict):
+        raise ProfileError(f"{origin}: expected a mapping at the top level")
+    calibration = document.get("calibration") or {}
+    if not isinstance(calibration, dict):
+        raise ProfileError(f"{origin}: 'calibration' must be a mapping")
+    target_step_ms = float(calibration.get("targetStepMs", speedup.DEFAULT_TARGET_STEP_MS))
+    draft_cost = float(calibration.get("draftCost", speedup.DEFAULT_DRAFT_COST))
+    if target_step_ms <= 0 or draft_cost < 0:
+        raise ProfileError(f"{origin}: calibration needs targetStepMs > 0 and draftCost >= 0")
+    default = _per_engine(f"{origin}: default", document.get("default"), required=True)
+    entries = []
+    for i, raw in enumerate(document.get("drafters") or []):
+        where = f"{origin}: drafters[{i}]"
+        if not isinstance(raw, dict) or "name" not in raw or "acceptance" not in raw:
+            raise ProfileError(f"{where}: needs 'name' and 'acceptance'")
+        patterns = raw.get("match") or [raw["name"]]
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        entries.append(DrafterEntry(
+            name=str(raw["name"]),
+            patterns=tuple(str(p) for p in patterns),
+            acceptance=_per_engine(f"{where}.acceptance", raw["acceptance"], required=False),
+            description=str(raw.get("description", "")),
+        ))
+    return Profile(target_step_ms, draft_cost, default, tuple(entries), origin)
+
+
+def load_profile(path: str | Path | None = None) -> Profile:
+    """The profile at ``path``, or the packaged default."""
+    if path:
+        origin = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(f"cannot read the emulator profile {origin}: {exc}") from exc
+    else:
+        origin = f"drafter_operator/data/{PACKAGED_PROFILE}"
+        text = resources.files("drafter_operator").joinpath("data", PACKAGED_PROFILE).read_text(encoding="utf-8")
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{origin}: not valid YAML: {exc}") from exc
+    return parse_profile(document, origin)

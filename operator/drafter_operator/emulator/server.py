@@ -1,0 +1,315 @@
+"""``drafter-operator emulate``: serve a vLLM or SGLang emulator from the engine's own command line.
+
+    drafter-operator emulate vllm serve /models/kimi-k2.5 --port 8000 \\
+        --speculative-config '{"method":"eagle3","model":"/models/kimi-k2.5-eagle3","num_speculative_tokens":5}'
+    drafter-operator emulate python3 -m sglang.launch_server --model-path /models/kimi-k2.5 \\
+        --enable-metrics --speculative-algorithm EAGLE3 --speculative-draft-model-path D ...
+
+HTTP API (aiohttp), per engine:
+- both: ``GET /health`` (200 when up, 503 while "loading" or when startup is set to fail),
+  ``GET /v1/models``, ``POST /v1/completions``, ``POST /v1/chat/completions`` (``stream: true`` gives
+  SSE ``data: {...}`` chunks, one per engine step, then ``data: [DONE]``;
+  ``stream_options.include_usage`` adds a usage chunk), ``GET /metrics`` (SGLang: only with
+  ``--enable-metrics``);
+- vLLM: ``GET /version``;
+- SGLang: ``GET /health_generate`` (a one-token generation: 503 while starting), ``/ready``,
+  ``/model_info``, ``/server_info`` (``internal_states[0].avg_spec_accept_length``) and the older
+  ``/get_model_info``, ``/get_server_info``;
+- control (emulator only): ``POST /emulator/acceptance`` ``{"acceptance": 0.2}`` sets the running
+  drafter's per-token acceptance; ``GET /emulator/state`` returns configuration, model prediction and
+  lifetime counts.
+
+Environment (see ``emulator/model.py``): ``DRAFTER_EMULATOR_HOST``, ``_STARTUP_SECONDS``,
+``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_BATCH_SLOWDOWN``.
+Exit status: 0 after SIGTERM/SIGINT, 2 for a bad command line or environment, 1 when the port
+cannot be bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from drafter_operator.emulator.cmdline import USAGE, CommandLineError, EngineConfig, parse_command_line
+from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
+from drafter_operator.emulator.exporters import SglangExporter
+from drafter_operator.emulator.model import Pacer, Settings
+from drafter_operator.emulator.openai import SSE_DONE, RequestError, ResponseBuilder, parse_request, sse
+from drafter_operator.emulator.profiles import ProfileError, load_profile
+from drafter_operator.engines import sglang as sglang_engine
+from drafter_operator.engines import vllm as vllm_engine
+
+
+def _error(message: str, status: int, kind: str) -> web.Response:
+    return web.json_response(RequestError(message, status, kind).body(), status=status)
+
+
+class EmulatorApp:
+    """The aiohttp routes of one emulated engine."""
+
+    def __init__(self, engine: EmulatedEngine) -> None:
+        self.engine = engine
+        self.config: EngineConfig = engine.config
+        self.created = int(time.time())
+
+    def build(self) -> web.Application:
+        app = web.Application()
+        cfg = self.config
+        routes = [
+            web.get(vllm_engine.HEALTH_PATH, self.health),
+            web.get(vllm_engine.MODELS_PATH, self.models),
+            web.post(vllm_engine.COMPLETIONS_PATH, self.completions),
+            web.post(vllm_engine.CHAT_COMPLETIONS_PATH, self.chat_completions),
+            web.post("/emulator/acceptance", self.set_acceptance),
+            web.get("/emulator/state", self.state),
+        ]
+        if cfg.engine == "vllm" or cfg.enable_metrics:
+            routes.append(web.get(vllm_engine.METRICS_PATH, self.metrics))
+        if cfg.engine == "vllm":
+            routes.append(web.get("/version", self.version))
+        else:
+            routes += [
+                web.get(sglang_engine.READINESS_PATH, self.health_generate),
+                web.get("/ready", self.health),
+                web.get(sglang_engine.MODEL_INFO_PATH, self.model_info),
+                web.get(sglang_engine.LEGACY_MODEL_INFO_PATH, self.model_info),
+                web.get(sglang_engine.SERVER_INFO_PATH, self.server_info),
+                web.get(sglang_engine.LEGACY_SERVER_INFO_PATH, self.server_info),
+            ]
+        app.add_routes(routes)
+        return app
+
+    # ------------------------------------------------------------------------------------ health
+
+    def _not_ready(self) -> web.Response | None:
+        if self.engine.ready:
+            return None
+        return _error(f"the engine is {self.engine.status}", 503, "ServiceUnavailableError")
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.engine.ready else 503)
+
+    async def health_generate(self, request: web.Request) -> web.Response:
+        if not self.engine.ready:
+            return web.Response(status=503)
+        # A one-token generation: one prefill on the modelled clock, kept out of the metrics.
+        await Pacer(self.engine.settings.time_scale).advance(self.engine.decoder.prefill_seconds())
+        return web.Response(status=200)
+
+    # ------------------------------------------------------------------------------------- info
+
+    async def models(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        names = cfg.served_model_names or (cfg.model,)
+        data = [{"id": name, "object": "model", "created": self.created, "owned_by": cfg.engine,
+                 "root": cfg.model, "parent": None, "max_model_len": cfg.context_length} for name in names]
+        return web.json_response({"object": "list", "data": data})
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": ENGINE_VERSIONS[self.config.engine]})
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        return web.json_response({
+            "model_path": cfg.model, "tokenizer_path": cfg.model, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default",
+            "has_image_understanding": False, "has_audio_understanding": False,
+        })
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        cfg, spec = self.config, self.config.speculation
+        exporter = self.engine.exporter
+        internal = {"avg_spec_accept_length": None, "last_gen_throughput": 0.0}
+        if isinstance(exporter, SglangExporter):
+            internal = {"avg_spec_accept_length": exporter.avg_spec_accept_length if spec else None,
+                        "last_gen_throughput": exporter.last_gen_throughput}
+        return web.json_response({
+            "model_path": cfg.model, "tokenizer_path": cfg.model, "served_model_name": cfg.model_name,
+            "host": cfg.host, "port": cfg.port, "tp_size": cfg.tensor_parallel_size,
+            "context_length": cfg.max_model_len, "mem_fraction_static": cfg.memory_fraction,
+            "trust_remote_code": cfg.trust_remote_code, "enable_metrics": cfg.enable_metrics,
+            "tool_call_parser": cfg.tool_call_parser, "reasoning_parser": cfg.reasoning_parser,
+            "speculative_algorithm": spec.method if spec else None,
+            "speculative_draft_model_path": spec.draft_model if spec else None,
+            "speculative_num_steps": spec.num_speculative_tokens if spec else None,
+            "speculative_eagle_topk": spec.eagle_topk if spec else None,
+            "speculative_num_draft_tokens": spec.num_draft_tokens if spec else None,
+            "internal_states": [internal],
+            "version": ENGINE_VERSIONS[cfg.engine],
+        })
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.engine.exporter.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    # ---------------------------------------------------------------------------------- control
+
+    async def state(self, request: web.Request) -> web.Response:
+        return web.json_response(self.engine.state())
+
+    async def set_acceptance(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            acceptance = body["acceptance"]
+            if self.config.speculation is None:
+                return _error("this server runs without speculation", 409, "ConflictError")
+            self.engine.set_acceptance(acceptance)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return _error(f'expected {{"acceptance": <number in [0, 1]>}}: {exc}', 400, "BadRequestError")
+        return web.json_response(self.engine.state())
+
+    # ------------------------------------------------------------------------------- generation
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        not_ready = self._not_ready()
+        if not_ready is not None:
+            return not_ready
+        cfg = self.config
+        try:
+            body = await request.json()
+        except json.JSONDecodeError as exc:
+            return _error(f"the request body is not JSON: {exc}", 400, "BadRequestError")
+        try:
+            req = parse_request(body, chat=chat, served_names=cfg.served_model_names or (cfg.model,),
+                                context_length=cfg.context_length, strict_model=cfg.engine == "vllm")
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+        builder = ResponseBuilder(req, req.model)
+        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream)
+
+        if not req.stream:
+            tokens: list[str] = []
+            async with contextlib.aclosing(steps) as generation:
+                async for step in generation:
+                    tokens.extend(step)
+            return web.json_response(builder.full_response(tokens))
+
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        try:
+            async with contextlib.aclosing(steps) as generation:
+                if chat:
+                    await response.write(sse(builder.role_chunk()))
+                emitted = 0
+                async for step in generation:
+                    emitted += len(step)
+                    await response.write(sse(builder.text_chunk(step, last=emitted >= req.max_tokens)))
+            if req.include_usage:
+                await response.write(sse(builder.usage_chunk()))
+            await response.write(SSE_DONE)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away; the generator was closed and counted the request as aborted
+        return response
+
+
+class EmulatorServer:
+    """One emulator on a TCP socket; ``port`` is the bound port (pass 0 for a free one)."""
+
+    def __init__(self, engine: EmulatedEngine, host: str, port: int) -> None:
+        self.engine = engine
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(EmulatorApp(self.engine).build(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def build_engine(argv: list[str], env: dict[str, str] | os._Environ) -> EmulatedEngine:
+    """Parse the command line and environment into an engine (raises like ``main`` reports)."""
+    config = parse_command_line(argv)
+    settings = Settings.from_env(env)
+    profile = load_profile(settings.profile_path)
+    return EmulatedEngine(config, settings, profile)
+
+
+def bind_host(engine: EmulatedEngine) -> str:
+    return engine.settings.host or engine.config.host
+
+
+def _describe(engine: EmulatedEngine, url: str) -> str:
+    cfg, spec = engine.config, engine.config.speculation
+    p = engine.decoder.prediction()
+    if spec is None:
+        speculation = "no speculation"
+    else:
+        speculation = (f"{spec.method} drafter={spec.drafter_key} k={spec.num_speculative_tokens} "
+                       f"a={engine.decoder.acceptance:.3f} ({engine.acceptance_source}): "
+                       f"rate {p.acceptance_rate:.1%}, length {p.mean_acceptance_length:.2f}, {p.speedup:.2f}x")
+    return (f"drafter-operator emulate: {cfg.engine} ({cfg.entrypoint}) serving {cfg.model_name} on {url}; "
+            f"{speculation}; {p.tokens_per_second:.1f} tok/s single stream; time scale {engine.settings.time_scale}; "
+            f"startup {'fails' if engine.settings.fail_startup else f'{engine.settings.startup_seconds:g}s'}")
+
+
+async def _serve(engine: EmulatedEngine) -> int:
+    server = EmulatorServer(engine, bind_host(engine), engine.config.port)
+    try:
+        await server.start()
+    except OSError as exc:
+        print(f"drafter-operator emulate: cannot listen on {server.host}:{server.port}: {exc}", file=sys.stderr)
+        return 1
+    print(_describe(engine, server.url), file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``drafter-operator emulate <engine command line>``."""
+    try:
+        engine = build_engine(list(argv), os.environ)
+    except CommandLineError as exc:
+        print(f"{USAGE}\ndrafter-operator emulate: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # argparse: --help (0) or a bad flag (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    except (ValueError, ProfileError) as exc:
+        print(f"drafter-operator emulate: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(engine))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,101 @@
+"""SGLang: ports, endpoints, exact metric names, and parsing of its ``/metrics``.
+
+Facts from ../shared/reference/engines.md (SGLang 0.5.23, ``sglang/srt/observability/
+metrics_collector.py``). Sections: 1. endpoints and ports; 2. metric names; 3. parsing ``/metrics``.
+Command rendering (``python -m sglang.launch_server ... --speculative-*``) belongs in this module
+too, in its own section. Remember ``/metrics`` exists only with ``--enable-metrics``.
+"""
+
+from __future__ import annotations
+
+from drafter_operator.engines.metrics import (
+    SpecDecodeCounters,
+    mean_samples,
+    parse_samples,
+    sum_samples,
+)
+
+ENGINE = "sglang"
+
+# --------------------------------------------------------------------------------------------------
+# 1. Endpoints and ports
+# --------------------------------------------------------------------------------------------------
+
+DEFAULT_PORT = 30000
+HEALTH_PATH = "/health"
+#: Runs a one-token generation: 503 while the model loads, so this is what readiness should hit.
+READINESS_PATH = "/health_generate"
+METRICS_PATH = "/metrics"
+MODEL_INFO_PATH = "/model_info"
+SERVER_INFO_PATH = "/server_info"
+#: Older builds only serve these two.
+LEGACY_MODEL_INFO_PATH = "/get_model_info"
+LEGACY_SERVER_INFO_PATH = "/get_server_info"
+MODELS_PATH = "/v1/models"
+COMPLETIONS_PATH = "/v1/completions"
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+
+# --------------------------------------------------------------------------------------------------
+# 2. Metric names, as exposed
+# --------------------------------------------------------------------------------------------------
+
+LABEL_MODEL_NAME = "model_name"
+LABEL_ENGINE_TYPE = "engine_type"
+LABEL_TP_RANK = "tp_rank"
+LABEL_PP_RANK = "pp_rank"
+LABEL_MOE_EP_RANK = "moe_ep_rank"
+LABEL_IS_STREAMING = "is_streaming"
+#: Labels of the scheduler's gauges; the tokenizer's counters carry model_name and engine_type only.
+SCHEDULER_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE_TYPE, LABEL_TP_RANK, LABEL_PP_RANK, LABEL_MOE_EP_RANK)
+TOKENIZER_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE_TYPE)
+#: engine_type of a server that does prefill and decode itself (no PD disaggregation).
+ENGINE_TYPE_UNIFIED = "unified"
+
+# Scheduler gauges (interval values, "mostrecent").
+SPEC_ACCEPT_LENGTH = "sglang:spec_accept_length"
+SPEC_ACCEPT_RATE = "sglang:spec_accept_rate"
+SPEC_NUM_STEPS = "sglang:spec_num_steps"
+SPEC_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
+NUM_RUNNING_REQS = "sglang:num_running_reqs"
+NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+GEN_THROUGHPUT = "sglang:gen_throughput"
+TOKEN_USAGE = "sglang:token_usage"
+CACHE_HIT_RATE = "sglang:cache_hit_rate"
+# Tokenizer counters, incremented when a request finishes.
+PROMPT_TOKENS = "sglang:prompt_tokens_total"            # + is_streaming
+GENERATION_TOKENS = "sglang:generation_tokens_total"    # + is_streaming
+SPEC_VERIFY_CALLS = "sglang:spec_verify_calls_total"
+NUM_REQUESTS = "sglang:num_requests_total"              # + is_streaming
+NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
+# Tokenizer histograms (family names).
+TIME_TO_FIRST_TOKEN_SECONDS = "sglang:time_to_first_token_seconds"    # + is_streaming
+INTER_TOKEN_LATENCY_SECONDS = "sglang:inter_token_latency_seconds"
+E2E_REQUEST_LATENCY_SECONDS = "sglang:e2e_request_latency_seconds"    # + is_streaming
+
+# --------------------------------------------------------------------------------------------------
+# 3. Parsing /metrics
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecDecodeCounters:
+    """Spec-decode counters and gauges from an SGLang ``/metrics`` text.
+
+    Counters are summed over ``is_streaming`` (and any other split); gauges are averaged over the
+    series present (one per scheduler rank that logs; several with data parallelism).
+    ``speculative`` is True when ``sglang:spec_num_steps`` is positive or verify calls were counted.
+    """
+    samples = parse_samples(text)
+    labels = {LABEL_MODEL_NAME: model_name}
+    verify_calls = sum_samples(samples, SPEC_VERIFY_CALLS, labels)
+    num_steps = mean_samples(samples, SPEC_NUM_STEPS, labels)
+    return SpecDecodeCounters(
+        engine="sglang",
+        speculative=bool(num_steps) or bool(verify_calls),
+        drafts=verify_calls,
+        generation_tokens=sum_samples(samples, GENERATION_TOKENS, labels),
+        prompt_tokens=sum_samples(samples, PROMPT_TOKENS, labels),
+        accept_length_gauge=mean_samples(samples, SPEC_ACCEPT_LENGTH, labels),
+        accept_rate_gauge=mean_samples(samples, SPEC_ACCEPT_RATE, labels),
+        num_steps_gauge=num_steps,
+        num_draft_tokens_gauge=mean_samples(samples, SPEC_NUM_DRAFT_TOKENS, labels),
+    )

@@ -1,0 +1,160 @@
+"""The emulator accepts the engines' real command lines and refuses what their parsers refuse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from drafter_operator.emulator import server
+from drafter_operator.emulator.cmdline import CommandLineError, parse_command_line
+from drafter_operator.emulator.model import Settings
+from drafter_operator.emulator.profiles import ProfileError, load_profile, parse_profile
+
+SEED_SPEC = json.dumps({"method": "eagle3", "model": "/models/kimi-k2.5-eagle3", "num_speculative_tokens": 5})
+SEED_VLLM = [
+    "vllm", "serve", "/models/kimi-k2.5-int4", "--tensor-parallel-size", "8", "--max-model-len", "32768",
+    "--gpu-memory-utilization", "0.95", "--trust-remote-code", "--tool-call-parser", "kimi_k2",
+    "--reasoning-parser", "kimi_k2", "--enable-auto-tool-choice", "--port", "8000",
+    "--speculative-config", SEED_SPEC,
+]
+SGLANG = [
+    "python3", "-m", "sglang.launch_server", "--model-path", "/models/kimi-k2.5-int4", "--tp-size", "8",
+    "--host", "0.0.0.0", "--port", "30000", "--trust-remote-code", "--enable-metrics",
+    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "AQ-MedAI/Kimi-K2-Instruct-eagle3",
+    "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+]
+
+
+def test_seed_vllm_command_line():
+    c = parse_command_line(SEED_VLLM)
+    assert c.engine == "vllm" and c.model == "/models/kimi-k2.5-int4" and c.model_name == c.model
+    assert (c.tensor_parallel_size, c.max_model_len, c.memory_fraction, c.port) == (8, 32768, 0.95, 8000)
+    assert c.trust_remote_code and c.enable_auto_tool_choice
+    assert c.tool_call_parser == c.reasoning_parser == "kimi_k2"
+    assert c.host == "0.0.0.0" and c.enable_metrics
+    spec = c.speculation
+    assert spec is not None and spec.method == "eagle3" and spec.num_speculative_tokens == 5
+    assert spec.drafter_key == "/models/kimi-k2.5-eagle3" and c.k == 5
+
+
+def test_vllm_variants():
+    old = parse_command_line(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
+                              "--served-model-name", "kimi", "alias", "-tp", "2", "--max_model_len=4096"])
+    assert old.model == "m" and old.served_model_names == ("kimi", "alias") and old.model_name == "kimi"
+    assert old.tensor_parallel_size == 2 and old.max_model_len == 4096 and old.speculation is None
+    assert old.port == 8000
+    short = parse_command_line(["vllm", "serve", "m", "-sc", '{"method":"ngram","num_speculative_tokens":3,'
+                                                          '"prompt_lookup_max":4}'])
+    assert short.speculation.drafter_key == "ngram" and short.speculation.options == {"prompt_lookup_max": 4}
+    inferred = parse_command_line(["vllm", "serve", "--model", "m", "--speculative-config",
+                                   '{"model":"x/Some-EAGLE3-drafter","num_speculative_tokens":2}'])
+    assert inferred.speculation.method == "eagle3"
+
+
+def test_sglang_command_line_and_shorthand():
+    c = parse_command_line(SGLANG)
+    assert c.engine == "sglang" and c.tensor_parallel_size == 8 and c.enable_metrics and c.port == 30000
+    spec = c.speculation
+    assert (spec.method, spec.num_speculative_tokens, spec.eagle_topk, spec.num_draft_tokens) == ("EAGLE3", 3, 1, 4)
+    assert spec.draft_model == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+    short = parse_command_line(["sglang", "serve", "--model-path", "m", "--tensor-parallel-size", "2",
+                                "--context-length", "8192", "--mem-fraction-static", "0.9",
+                                "--speculative-algorithm", "EAGLE", "--speculative-draft-model", "d",
+                                "--served-model-name", "kimi"])
+    assert short.tensor_parallel_size == 2 and short.max_model_len == 8192 and short.memory_fraction == 0.9
+    assert short.speculation.num_speculative_tokens == 3 and short.speculation.num_draft_tokens == 4
+    assert short.model_name == "kimi" and not short.enable_metrics and short.host == "127.0.0.1"
+    plain = parse_command_line(["/usr/bin/python3.11", "-m", "sglang.launch_server", "--model-path", "m"])
+    assert plain.speculation is None and plain.port == 30000
+
+
+def test_real_flags_we_do_not_model_are_recorded_and_ignored():
+    c = parse_command_line([*SEED_VLLM, "--enforce-eager", "--max-num-seqs", "8", "--no-enable-prefix-caching",
+                            "--kv-cache-dtype", "fp8"])
+    assert c.ignored == {"--enforce-eager": True, "--max-num-seqs": "8", "--enable-prefix-caching": False,
+                         "--kv-cache-dtype": "fp8"}
+    s = parse_command_line([*SGLANG, "--disable-cuda-graph", "--chunked-prefill-size", "4096"])
+    assert s.ignored == {"--disable-cuda-graph": True, "--chunked-prefill-size": "4096"}
+
+
+@pytest.mark.parametrize("argv", [
+    [*SEED_VLLM, "--no-such-flag"],
+    [*SEED_VLLM[:-1], "{not json"],
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"eagle3","model":"d","num_speculative_tokens":0}'],
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"bogus","model":"d","num_speculative_tokens":2}'],
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"eagle3","num_speculative_tokens":2}'],
+    ["vllm", "serve", "m", "--speculative-config",
+     '{"method":"eagle3","model":"d","num_speculative_tokens":2,"tensor_parallel_size":8}'],
+    ["vllm", "serve", "m", "--port", "eighty"],
+    ["vllm", "serve", "--max-model"],  # no abbreviations
+    ["vllm", "serve"],  # no model
+    [*SGLANG, "--speculative-num-steps"],
+    [*SGLANG, "--no-such-flag"],
+    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "eagle3"],
+    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3"],
+    ["python3", "-m", "sglang.launch_server", "--tp-size", "8"],  # no model
+    ["sglang", "--model-path", "m", "--speculative-num-steps", "3"],  # no algorithm
+])
+def test_bad_command_lines_exit_2(argv, capsys):
+    assert server.main(argv) == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["vllm", "bench", "serve"], ["python", "-m", "other.module"], ["tgi", "serve"], []])
+def test_unknown_programs(argv, capsys):
+    with pytest.raises(CommandLineError):
+        parse_command_line(argv)
+    assert server.main(argv) == 2
+
+
+def test_help_exits_0(capsys):
+    assert server.main(["vllm", "serve", "--help"]) == 0
+    assert "--speculative-config" in capsys.readouterr().out
+
+
+def test_settings_from_env_and_bind_host():
+    s = Settings.from_env({"DRAFTER_EMULATOR_HOST": "127.0.1.5", "DRAFTER_EMULATOR_STARTUP_SECONDS": "2.5",
+                           "DRAFTER_EMULATOR_FAIL_STARTUP": "1", "DRAFTER_EMULATOR_TIME_SCALE": "0.1",
+                           "DRAFTER_EMULATOR_SEED": "42", "DRAFTER_EMULATOR_ACCEPTANCE": "0.2"})
+    assert (s.host, s.startup_seconds, s.fail_startup, s.time_scale, s.seed, s.acceptance) == \
+        ("127.0.1.5", 2.5, True, 0.1, 42, 0.2)
+    assert Settings.from_env({}) == Settings()
+    engine = server.build_engine(SEED_VLLM, {"DRAFTER_EMULATOR_HOST": "127.0.1.5"})
+    assert server.bind_host(engine) == "127.0.1.5"
+    assert server.bind_host(server.build_engine(SEED_VLLM, {})) == "0.0.0.0"
+    for bad in ({"DRAFTER_EMULATOR_TIME_SCALE": "fast"}, {"DRAFTER_EMULATOR_ACCEPTANCE": "1.5"},
+                {"DRAFTER_EMULATOR_FAIL_STARTUP": "maybe"}, {"DRAFTER_EMULATOR_SEED": "x"}):
+        with pytest.raises(ValueError):
+            Settings.from_env(bad)
+
+
+def test_packaged_profile_lookup():
+    p = load_profile()
+    assert p.target_step_ms == 12.12 and p.draft_cost == 0.33
+    assert p.lookup("vllm", "/models/kimi-k2.5-eagle3").acceptance == 0.432
+    assert p.lookup("vllm", "/models/Kimi-K2.5-EAGLE3/").source == "profile:seed-kimi-k2.5-eagle3"
+    assert p.lookup("sglang", "AQ-MedAI/Kimi-K2-Instruct-eagle3").acceptance == 0.89
+    assert p.lookup("sglang", "/mnt/models/kimi-k2-instruct-eagle3").acceptance == 0.89
+    assert p.lookup("vllm", "ngram").acceptance == 0.3
+    assert p.lookup("vllm", "something/else").source == "profile:default"
+
+
+def test_profile_override_and_errors(tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text("default: {vllm: 0.5, sglang: 0.6}\ndrafters:\n- {name: x, match: '*x*', acceptance: {vllm: 0.1}}\n")
+    p = load_profile(path)
+    assert p.lookup("vllm", "/a/x-drafter").acceptance == 0.1
+    assert p.lookup("sglang", "/a/x-drafter").acceptance == 0.6  # no sglang figure: default
+    engine = server.build_engine(SEED_VLLM, {"DRAFTER_EMULATOR_PROFILE": str(path)})
+    assert engine.decoder.acceptance == 0.5 and engine.acceptance_source == "profile:default"
+    for bad in ({"default": {"vllm": 0.5}}, {"default": {"vllm": 2, "sglang": 0.5}},
+                {"default": {"vllm": 0.5, "sglang": 0.5, "tgi": 0.1}}, ["not", "a", "mapping"]):
+        with pytest.raises(ProfileError):
+            parse_profile(bad, "test")
+
+
+def test_bad_profile_path_exits_2(monkeypatch, capsys):
+    monkeypatch.setenv("DRAFTER_EMULATOR_PROFILE", "/nonexistent/profile.yaml")
+    assert server.main(SEED_VLLM) == 2
+    assert "profile" in capsys.readouterr().err
