@@ -256,6 +256,49 @@ def test_client_disconnect_counts_an_abort():
     assert 'finished_reason="abort",model_name="/models/kimi-k2.5-int4"} 1.0' in text
 
 
+def test_concurrent_streams_run_independently():
+    async def scenario():
+        async with emulator(vllm_argv()) as (_, engine, s):
+            before = await scrape(s, "vllm")
+
+            async def one(n: int) -> int:
+                body = {"prompt": "x", "max_tokens": n, "stream": True, "stream_options": {"include_usage": True}}
+                async with s.post("/v1/completions", json=body) as r:
+                    return (await read_sse(r))[-1]["usage"]["completion_tokens"]
+
+            done = await asyncio.gather(*(one(n) for n in (30, 60, 90)))
+            return done, m.window(before, await scrape(s, "vllm")), engine.running, engine.totals
+
+    done, w, running, totals = run(scenario())
+    assert done == [30, 60, 90] and running == 0 and totals.requests == 3
+    assert w.generation_tokens == 180 and w.drafts == totals.verification_steps
+    assert 180 <= 3 + w.drafts + w.accepted_tokens <= 180 + 3 * 5
+
+
+def test_batch_slowdown_is_off_by_default_and_linear_when_set():
+    import random
+
+    from drafter_operator.emulator.model import Decoder
+
+    plain = Decoder(5, 0.5, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(0))
+    assert plain.step_seconds(1) == plain.step_seconds(8) == pytest.approx(0.01212 * 2.65)
+    slow = Decoder(0, 0.0, target_step_ms=10.0, draft_cost=0.33, rng=random.Random(0), batch_slowdown=0.1)
+    assert slow.step_seconds(1) == pytest.approx(0.010) and slow.step_seconds(4) == pytest.approx(0.013)
+
+
+def test_acceptance_draws_are_unbiased():
+    import random
+
+    from drafter_operator.emulator.model import Decoder
+    from drafter_operator.engines import speedup
+
+    d = Decoder(5, 0.432, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(3))
+    n = 100_000
+    mean = sum(d.draw_accepted() for _ in range(n)) / n
+    # E[accepted] = a + ... + a^k; sd of one draw ~1.1, so 5 standard errors is ~0.017
+    assert mean == pytest.approx(speedup.mean_acceptance_length(0.432, 5) - 1, abs=0.02)
+
+
 # ------------------------------------------------------------------------------------------ startup
 
 def test_health_is_503_while_loading_then_200():

@@ -197,3 +197,36 @@ def test_sglang_exporter_round_trip():
     w = m.window(before, after)
     assert w.mean_acceptance_length == pytest.approx(12 / 4)
     assert e.avg_spec_accept_length == pytest.approx(11 / 4)
+
+
+def test_emulator_vllm_spec_decode_exposition_matches_the_real_sample():
+    """Same HELP, TYPE and series (names and labels) as vLLM 0.33.0's SpecDecodingProm; values aside."""
+    def shape(text: str) -> set[str]:
+        return {line if line.startswith("#") else line.rsplit(" ", 1)[0]
+                for line in text.splitlines() if "vllm:spec_decode" in line}
+
+    emulated = VllmExporter("/models/kimi-k2.5-int4", 5).render().decode()
+    assert shape(emulated) == shape(sample_text())
+
+
+def test_emulator_metric_types():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def types(text: str) -> dict[str, str]:
+        return {f.name: f.type for f in text_string_to_metric_families(text)}
+
+    v = types(VllmExporter("m", 3).render().decode())
+    assert v["vllm:spec_decode_num_drafts"] == v["vllm:generation_tokens"] == v["vllm:request_success"] == "counter"
+    assert v[vllm.NUM_REQUESTS_RUNNING] == v[vllm.NUM_REQUESTS_WAITING] == v[vllm.KV_CACHE_USAGE_PERC] == "gauge"
+    for name in (vllm.TIME_TO_FIRST_TOKEN_SECONDS, vllm.INTER_TOKEN_LATENCY_SECONDS, vllm.E2E_REQUEST_LATENCY_SECONDS):
+        assert v[name] == "histogram"
+    s = types(SglangExporter("m", 3, 4).render().decode())
+    for name in (sglang.SPEC_ACCEPT_LENGTH, sglang.SPEC_ACCEPT_RATE, sglang.SPEC_NUM_STEPS, sglang.SPEC_NUM_DRAFT_TOKENS,
+                 sglang.NUM_RUNNING_REQS, sglang.NUM_QUEUE_REQS, sglang.GEN_THROUGHPUT, sglang.TOKEN_USAGE,
+                 sglang.CACHE_HIT_RATE):
+        assert s[name] == "gauge", name
+    for name in (sglang.PROMPT_TOKENS, sglang.GENERATION_TOKENS, sglang.SPEC_VERIFY_CALLS, sglang.NUM_REQUESTS):
+        assert s[name.removesuffix("_total")] == "counter", name
+    for name in (sglang.TIME_TO_FIRST_TOKEN_SECONDS, sglang.INTER_TOKEN_LATENCY_SECONDS,
+                 sglang.E2E_REQUEST_LATENCY_SECONDS):
+        assert s[name] == "histogram"

@@ -104,16 +104,14 @@ class EmulatedEngine:
     def _words(self, n: int) -> list[str]:
         return [" " + self.text_rng.choice(VOCABULARY) for _ in range(n)]
 
-    async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool,
-                       pace: bool = True) -> AsyncIterator[list[str]]:
+    async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool) -> AsyncIterator[list[str]]:
         """Yield the tokens of each engine step (prefill first) on the modelled clock.
 
-        ``pace=False`` skips the sleeps (a health probe's one-token generation). Closing the
-        generator early counts the request as aborted.
+        Closing the generator early counts the request as aborted.
         """
         decoder, exporter = self.decoder, self.exporter
         arrival = time.monotonic()
-        pacer = Pacer(self.settings.time_scale if pace else 0.0)
+        pacer = Pacer(self.settings.time_scale)
         emitted = steps = 0
         finished = False
         self._load_changed(+1, prompt_tokens)
