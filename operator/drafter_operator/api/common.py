@@ -368,6 +368,27 @@ class Baseline(ApiModel):
     """A recorded no-speculation throughput in tokens per second, e.g. "82.5"."""
 
 
+class BenchmarkGate(Gate):
+    """A benchmark a new revision or drafter must pass before it takes traffic; on failure nothing changes."""
+
+    rules = Gate.rules + (
+        Rule(
+            cel="!has(self.minSpeedup) || has(self.baseline)",
+            message="gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
+            check=lambda g: g.min_speedup is None or g.baseline is not None,
+            field_path=".baseline",
+            reason="FieldValueRequired",
+        ),
+    )
+
+    baseline: Baseline | None = None
+    """What the speedup is measured against."""
+    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 5
+    """Prompts in the gate benchmark."""
+    max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
+    """Tokens generated per prompt in the gate benchmark."""
+
+
 # ---------------------------------------------------------------------------------------------------
 # Status building blocks.
 

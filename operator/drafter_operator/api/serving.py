@@ -13,12 +13,11 @@ from drafter_operator.api.common import (
     LABEL_VALUE_PATTERN,
     RATIO_PATTERN,
     ApiModel,
-    Baseline,
+    BenchmarkGate,
     Condition,
     Decimal,
     Duration,
     Engine,
-    Gate,
     Image,
     ModelRef,
     ObjectName,
@@ -224,27 +223,6 @@ class StartupSpec(ApiModel):
     """How long the model may take to load before the revision is marked failed (sizes the startupProbe)."""
 
 
-class SwapGate(Gate):
-    """A benchmark the new revision must pass before traffic moves to it; on failure the old revision stays."""
-
-    rules = Gate.rules + (
-        Rule(
-            cel="!has(self.minSpeedup) || has(self.baseline)",
-            message="spec.swap.gate.minSpeedup needs spec.swap.gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
-            check=lambda g: g.min_speedup is None or g.baseline is not None,
-            field_path=".baseline",
-            reason="FieldValueRequired",
-        ),
-    )
-
-    baseline: Baseline | None = None
-    """What the speedup is measured against."""
-    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 5
-    """Prompts in the gate benchmark."""
-    max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
-    """Tokens generated per prompt in the gate benchmark."""
-
-
 class SwapSpec(ApiModel):
     """How a new revision (a changed engine, target or drafter) replaces the running one."""
 
@@ -262,7 +240,7 @@ class SwapSpec(ApiModel):
 
     strategy: Literal["Recreate", "BlueGreen"] = "Recreate"
     """Recreate stops the old revision first (no extra GPUs, downtime); BlueGreen starts the new one beside it and switches traffic when it is ready (needs the capacity)."""
-    gate: SwapGate | None = None
+    gate: BenchmarkGate | None = None
     """Optional benchmark the new revision must pass (BlueGreen only)."""
 
 

@@ -10,9 +10,9 @@ from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
     AbsPath,
     ApiModel,
+    BenchmarkGate,
     Condition,
     Engine,
-    Gate,
     Image,
     LocalObjectReference,
     ModelRef,
@@ -156,8 +156,8 @@ class PromoteSpec(ApiModel):
 
     serving_ref: LocalObjectReference
     """The DrafterServing to promote the drafter into (same target model)."""
-    gate: Gate | None = None
-    """Extra thresholds the new drafter must meet besides beating the current one."""
+    gate: BenchmarkGate | None = None
+    """The benchmark the new drafter must pass (besides beating the current drafter) before it is swapped in."""
 
 
 class TrainingResources(ApiModel):
