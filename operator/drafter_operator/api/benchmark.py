@@ -32,7 +32,7 @@ class PromptsSpec(ApiModel):
     rules = (
         Rule(
             cel="has(self.inline) != has(self.configMap)",
-            message="spec.prompts needs exactly one of inline (a list of prompts) or configMap (a ConfigMap key)",
+            message="spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
             check=lambda p: (p.inline is None) != (p.config_map is None),
         ),
     )
@@ -49,7 +49,7 @@ class DrafterBenchmarkSpec(ApiModel):
     rules = (
         Rule(
             cel="has(self.servingRef) != has(self.endpoint)",
-            message="spec needs exactly one of servingRef (a DrafterServing in this namespace) or endpoint (an OpenAI-compatible base URL)",
+            message="spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
             check=lambda s: (s.serving_ref is None) != (s.endpoint is None),
         ),
         Rule(
@@ -69,7 +69,7 @@ class DrafterBenchmarkSpec(ApiModel):
                 "!has(self.baseline) || !has(self.baseline.servingRef) || !has(self.servingRef) "
                 "|| self.baseline.servingRef.name != self.servingRef.name"
             ),
-            message="spec.baseline.servingRef must name a different DrafterServing than spec.servingRef (a no-speculation one)",
+            message="spec.baseline.servingRef must name a different DrafterServing than spec.servingRef: point it at a no-speculation serving of the same target",
             check=lambda s: s.baseline is None or s.baseline.serving_ref is None or s.serving_ref is None
             or s.baseline.serving_ref.name != s.serving_ref.name,
             field_path=".baseline.servingRef.name",

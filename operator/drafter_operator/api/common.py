@@ -319,7 +319,7 @@ class Gate(ApiModel):
     rules = (
         Rule(
             cel="has(self.minSpeedup) || has(self.minAcceptanceRate) || has(self.minTokensPerSecond)",
-            message="gate needs a threshold: set minSpeedup, minAcceptanceRate or minTokensPerSecond",
+            message="gate needs a threshold: set gate.minSpeedup, gate.minAcceptanceRate or gate.minTokensPerSecond",
             check=lambda g: g.min_speedup is not None or g.min_acceptance_rate is not None or g.min_tokens_per_second is not None,
             reason="FieldValueRequired",
         ),
@@ -351,7 +351,7 @@ class Baseline(ApiModel):
     rules = (
         Rule(
             cel="has(self.servingRef) != has(self.tokensPerSecond)",
-            message="baseline needs exactly one of servingRef (a no-speculation DrafterServing) or tokensPerSecond (a recorded figure)",
+            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing) or baseline.tokensPerSecond (a recorded figure)",
             check=lambda b: (b.serving_ref is None) != (b.tokens_per_second is None),
         ),
         Rule(

@@ -1,0 +1,219 @@
+"""Model behaviour: parsing helpers, examples, kopf bodies, statuses and the operator-side checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from drafter_operator.api import (
+    DrafterBenchmark,
+    DrafterServing,
+    DrafterServingSpec,
+    DrafterTraining,
+    benchmark_problems,
+    condition,
+    format_duration,
+    owned_flag,
+    parse_duration,
+    parse_object,
+    serving_problems,
+    training_problems,
+)
+from drafter_operator.api.benchmark import DrafterBenchmarkSpec
+from drafter_operator.api.serving import image_repository, label_key_problem
+from drafter_operator.api.training import DrafterTrainingSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def _examples() -> dict[str, object]:
+    out = {}
+    for path in EXAMPLES:
+        for doc in yaml.safe_load_all(path.read_text()):
+            obj = parse_object(doc)
+            out[obj.name] = obj
+    return out
+
+
+# --- durations ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("45m", 2700), ("30s", 30), ("1h30m", 5400), ("250ms", 0.25), ("2h", 7200), ("0s", 0), ("1h1m1s", 3661),
+])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "45", "45 m", "1.5h", "-5m", "2d", "m", "45M", "1h 30m", "123456s"])
+def test_parse_duration_refuses_what_the_crd_refuses(text):
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@given(st.integers(0, 99999 * 60))
+def test_format_duration_round_trips(seconds):
+    text = format_duration(seconds)
+    assert parse_duration(text) == seconds
+
+
+# --- examples ----------------------------------------------------------------------------------------
+
+
+def test_examples_exist_for_every_kind_and_validate():
+    objs = _examples()
+    kinds = sorted(type(o).__name__ for o in objs.values())
+    assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterTraining"]
+
+
+def test_seed_example_matches_the_issue():
+    seed = _examples()["kimi-k25-vllm-eagle3"].spec
+    assert (seed.engine, seed.target.tensor_parallel_size, seed.target.max_model_len) == ("vllm", 8, 32768)
+    assert seed.target.gpu_memory_utilization == "0.95"
+    assert (seed.target.tool_call_parser, seed.target.reasoning_parser) == ("kimi_k2", "kimi_k2")
+    assert (seed.drafter.method, seed.drafter.num_speculative_tokens) == ("eagle3", 5)
+    sglang = _examples()["kimi-k25-sglang-eagle3"].spec
+    assert sglang.drafter.model == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+    assert (sglang.drafter.num_steps, sglang.drafter.eagle_topk, sglang.drafter.num_draft_tokens) == (3, 1, 4)
+    assert _examples()["kimi-k25-baseline"].spec.drafter.method == "none"
+    bench = _examples()["kimi-k25-vllm-eagle3-5x512"].spec
+    assert (bench.num_prompts, bench.max_tokens, bench.baseline.serving_ref.name) == (5, 512, "kimi-k25-baseline")
+    train = _examples()["kimi-k25-eagle3-ft"].spec
+    assert (train.data.num_samples, train.hidden_states.layers, train.train.epochs) == (10000, [2, 30, 58], 5)
+    assert train.base_drafter == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+
+
+def test_examples_pass_the_operator_checks_together():
+    objs = _examples()
+    servings = {name: o.spec for name, o in objs.items() if isinstance(o, DrafterServing)}
+    for name, obj in objs.items():
+        if isinstance(obj, DrafterServing):
+            assert serving_problems(obj.spec, gpus_per_node=8) == [], name
+        elif isinstance(obj, DrafterBenchmark):
+            assert benchmark_problems(obj.spec, serving=servings[obj.spec.serving_ref.name],
+                                      baseline_serving=servings[obj.spec.baseline.serving_ref.name]) == []
+        elif isinstance(obj, DrafterTraining):
+            assert training_problems(obj.spec, serving=servings[obj.spec.promote.serving_ref.name], num_target_layers=61) == []
+        # the references between the examples resolve
+    assert {"kimi-k25-baseline", "kimi-k25-vllm-eagle3", "kimi-k25-sglang-eagle3"} <= set(servings)
+
+
+# --- parsing objects as the operator gets them -----------------------------------------------------------
+
+
+def test_kopf_body_with_full_metadata_and_status_parses():
+    body = {
+        "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
+        "metadata": {"name": "kimi", "namespace": "llm", "uid": "1234", "generation": 3, "resourceVersion": "77",
+                     "managedFields": [{"manager": "kubectl"}], "annotations": {"kopf.zalando.org/last-handled-configuration": "{}"}},
+        "spec": {"engine": "sglang", "target": {"model": "moonshotai/Kimi-K2.5"}, "drafter": {"method": "none"}},
+        "status": {"observedGeneration": 3, "kopf": {"progress": {}},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "Serving", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                   "acceptance": {"rate": 0.15, "meanLength": 1.75, "draftTokens": 7530, "futureField": 1}},
+    }
+    obj = DrafterServing.model_validate(body)
+    assert (obj.name, obj.namespace, obj.spec.resources.gpus_per_replica) == ("kimi", "llm", 8)
+    assert condition(obj.status.conditions, "Ready").status == "True"
+    assert condition(obj.status.conditions, "Degraded") is None
+    assert obj.status.acceptance.rate == 0.15
+
+
+def test_spec_refuses_unknown_fields_by_name():
+    with pytest.raises(ValidationError) as info:
+        DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "m/x"}, "drafter": {"method": "none", "k": 5}})
+    assert info.value.errors()[0]["loc"] == ("drafter", "k")
+
+
+def test_snake_case_names_are_accepted_and_json_is_camel_case():
+    spec = DrafterServingSpec(engine="vllm", target={"model": "m/x", "tensor_parallel_size": 4},
+                              drafter={"method": "ngram", "num_speculative_tokens": 3}, acceptance={"min_acceptance_rate": "0.3", "for_": "1m"})
+    data = spec.to_json()
+    assert data["target"]["tensorParallelSize"] == 4
+    assert data["drafter"]["numSpeculativeTokens"] == 3
+    assert data["acceptance"]["for"] == "1m"
+    assert "maxModelLen" not in data["target"]  # unset optional fields are left out
+
+
+def test_parse_object_dispatches_on_kind():
+    with pytest.raises(KeyError):
+        parse_object({"kind": "Deployment"})
+
+
+# --- operator-side checks --------------------------------------------------------------------------------
+
+
+def _serving(**over) -> DrafterServingSpec:
+    spec = {"engine": "vllm", "target": {"model": "/models/Kimi-K2.5"},
+            "drafter": {"method": "eagle3", "model": "/models/d", "numSpeculativeTokens": 5}}
+    spec.update(over)
+    return DrafterServingSpec.model_validate(spec)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["8", "--max-num-seqs"], "extraArgs[0] '8' is not a flag"),
+    (["--max-num-seqs 8"], "split it into two items"),
+    (["--max-num-seqs", "8", "--max-num-seqs=4"], "repeats --max-num-seqs"),
+    (["--max-running-requests", "8"], "--max-running-requests is a sglang flag but spec.engine is vllm"),
+])
+def test_serving_problems_on_extra_args(args, fragment):
+    problems = serving_problems(_serving(target={"model": "/models/Kimi-K2.5", "extraArgs": args}))
+    assert any(fragment in p for p in problems), problems
+
+
+def test_serving_problems_image_node_selector_and_capacity():
+    assert serving_problems(_serving(image="lmsysorg/sglang:v0.5.23")) == [
+        "spec.image 'lmsysorg/sglang:v0.5.23' looks like a sglang image but spec.engine is vllm: fix one of them"]
+    assert serving_problems(_serving(image="vllm/vllm-openai:v0.33.0")) == []
+    bad_key = serving_problems(_serving(placement={"nodeSelector": {"a/b/c": "x", "-bad": "y", "ok.example.com/fine": "z"}}))
+    assert len(bad_key) == 2 and all("spec.placement.nodeSelector key" in p for p in bad_key)
+    big = _serving(resources={"gpusPerReplica": 16}, target={"model": "/models/K", "tensorParallelSize": 16})
+    assert serving_problems(big) == []
+    assert "exceeds the 8 GPUs of one node" in serving_problems(big, gpus_per_node=8)[0]
+
+
+def test_image_repository_and_label_keys():
+    assert image_repository("registry:5000/vllm/vllm-openai:v1@sha256:abc") == "registry:5000/vllm/vllm-openai"
+    assert image_repository("sglang") == "sglang"
+    assert label_key_problem("nvidia.com/gpu.product") is None
+    assert label_key_problem("node-role") is None
+    assert label_key_problem("UPPER.example.com/x") is not None
+    assert label_key_problem("x" * 64) is not None
+
+
+def test_owned_flags():
+    assert owned_flag("--port") and owned_flag("--port=8000") and owned_flag("--speculative-eagle-topk")
+    assert owned_flag("-tp") and owned_flag("-sc")
+    assert not owned_flag("--portal") and not owned_flag("--max-num-seqs") and not owned_flag("8000")
+
+
+def test_benchmark_problems_need_the_referenced_servings():
+    spec = DrafterBenchmarkSpec.model_validate({"servingRef": {"name": "fast"}, "baseline": {"servingRef": {"name": "base"}},
+                                               "maxTokens": 4096, "gate": {"minAcceptanceRate": "0.5", "minSpeedup": "1.1"}})
+    missing = benchmark_problems(spec)
+    assert len(missing) == 2 and "'fast' not found" in missing[0] and "'base' not found" in missing[1]
+    fast = _serving(target={"model": "/models/K", "maxModelLen": 4096}, drafter={"method": "none"})
+    base = _serving(target={"model": "/models/Other"}, drafter={"method": "ngram", "numSpeculativeTokens": 3})
+    problems = benchmark_problems(spec, serving=fast, baseline_serving=base)
+    assert [p.split(":")[0] for p in problems] == ["spec.baseline.servingRef"] * 2 + ["spec.maxTokens 4096 does not fit the serving's target.maxModelLen 4096", "spec.gate.minAcceptanceRate"]
+    assert "must have drafter.method none" in problems[0] and "same target model" in problems[1]
+
+
+def test_training_problems():
+    spec = DrafterTrainingSpec.model_validate({
+        "target": {"model": "/models/K"}, "storage": {"modelClaim": "models"},
+        "data": {"dataset": "sharegpt/x", "numSamples": 10, "maxTokens": 4096},
+        "hiddenStates": {"layers": [2, 30, 61], "storage": {"size": "1Ti"}},
+        "output": {"path": "/models/drafters/new"}, "promote": {"servingRef": {"name": "kimi"}},
+    })
+    problems = training_problems(spec, num_target_layers=61)
+    assert "'kimi' not found" in problems[0]
+    assert "spec.hiddenStates.layers [61] lie outside the target's 61 layers" in problems[1]
+    assert "spec.data.maxTokens 4096 is not below spec.train.maxLength 2048" in problems[2]
+    other = _serving(target={"model": "/models/Other"})
+    assert "a drafter only fits the target it was trained for" in training_problems(spec, serving=other)[0]
