@@ -68,16 +68,17 @@ def free_port() -> int:
 
 
 def cases(requests: int) -> list[Case]:
+    """The three cases; request counts are chosen so that each takes about as long as the seed case."""
     spec = json.dumps({"method": "eagle3", "model": SEED_DRAFTER, "num_speculative_tokens": 5})
     out = [
-        Case("vLLM, no speculation", "vllm", ["vllm", "serve", TARGET], max(requests - 2, 2), 0, None),
+        Case("vLLM, no speculation", "vllm", ["vllm", "serve", TARGET], max(requests - 1, 2), 0, None),
         Case("vLLM, seed drafter (eagle3, k=5)", "vllm",
-             ["vllm", "serve", TARGET, "--speculative-config", spec], requests - 1, 5, SEED_DRAFTER),
+             ["vllm", "serve", TARGET, "--speculative-config", spec], requests, 5, SEED_DRAFTER),
         Case("SGLang, public drafter (EAGLE3, 3 steps)", "sglang",
              ["python3", "-m", "sglang.launch_server", "--model-path", TARGET, "--enable-metrics",
               "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", PUBLIC_DRAFTER,
               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
-             requests, 3, PUBLIC_DRAFTER),
+             requests * 5 // 2, 3, PUBLIC_DRAFTER),
     ]
     for case in out:
         case.port = free_port()
@@ -218,8 +219,8 @@ async def main_async(args: argparse.Namespace) -> list[Case]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=512, help="max_tokens per request")
-    parser.add_argument("--requests", type=int, default=5,
-                        help="requests for the SGLang case (vLLM seed: one fewer, baseline: two fewer)")
+    parser.add_argument("--requests", type=int, default=4,
+                        help="requests of the vLLM seed-drafter case (baseline: one fewer, SGLang: 2.5x as many)")
     parser.add_argument("--seed", type=int, default=0,
                         help="DRAFTER_EMULATOR_SEED of the first emulator (the others get seed+1, seed+2)")
     parser.add_argument("--json", help="also write the results here")
