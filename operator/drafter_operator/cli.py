@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="watch only this namespace (repeatable); default: all namespaces")
     run.add_argument("--metrics-port", type=int, default=8080,
                      help="port of the operator's own /metrics (0 disables)")
+    run.add_argument("--metrics-host", default="0.0.0.0", help="address of the operator's /metrics listener")
     run.add_argument("--verbose", action="store_true")
     run.set_defaults(handler=_run_operator)
 
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.controllers import runner
 
-    return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose)
+    return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose,
+                      metrics_host=args.metrics_host)
 
 
 def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:

@@ -99,3 +99,45 @@ def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecD
         num_steps_gauge=num_steps,
         num_draft_tokens_gauge=mean_samples(samples, SPEC_NUM_DRAFT_TOKENS, labels),
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. Command rendering
+# --------------------------------------------------------------------------------------------------
+
+# spec.drafter.method -> --speculative-algorithm (NEXTN is SGLang's name for MTP heads).
+SPECULATIVE_ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM",
+                          "draftModel": "STANDALONE"}
+
+
+def speculative_flags(drafter) -> list[str]:
+    if drafter.method == "none":
+        return []
+    flags = ["--speculative-algorithm", SPECULATIVE_ALGORITHMS[drafter.method]]
+    if drafter.model:
+        flags += ["--speculative-draft-model-path", drafter.model]
+    for flag, value in (("--speculative-num-steps", drafter.num_steps),
+                        ("--speculative-eagle-topk", drafter.eagle_topk),
+                        ("--speculative-num-draft-tokens", drafter.num_draft_tokens)):
+        if value is not None:
+            flags += [flag, str(value)]
+    return flags
+
+
+def render_command(spec) -> list[str]:
+    """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on."""
+    target = spec.target
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", target.model, "--host", "0.0.0.0",
+            "--port", str(DEFAULT_PORT), "--tp-size", str(target.tensor_parallel_size)]
+    if target.max_model_len is not None:
+        argv += ["--context-length", str(target.max_model_len)]
+    if target.gpu_memory_utilization is not None:
+        argv += ["--mem-fraction-static", target.gpu_memory_utilization]
+    if target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if target.tool_call_parser:
+        argv += ["--tool-call-parser", target.tool_call_parser]
+    if target.reasoning_parser:
+        argv += ["--reasoning-parser", target.reasoning_parser]
+    argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
+    return argv + speculative_flags(spec.drafter) + list(target.extra_args or [])

@@ -8,6 +8,8 @@ section.
 
 from __future__ import annotations
 
+import json
+
 from drafter_operator.engines.metrics import (
     SpecDecodeCounters,
     parse_samples,
@@ -99,3 +101,45 @@ def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecD
         generation_tokens=sum_samples(samples, GENERATION_TOKENS, labels),
         prompt_tokens=sum_samples(samples, PROMPT_TOKENS, labels),
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. Command rendering
+# --------------------------------------------------------------------------------------------------
+
+# spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model).
+SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram",
+                       "draftModel": "draft_model"}
+
+
+def speculative_config(drafter) -> dict | None:
+    """The `--speculative-config` JSON object for a DrafterSpec, or None for method none."""
+    if drafter.method == "none":
+        return None
+    config: dict = {"method": SPECULATIVE_METHODS[drafter.method]}
+    if drafter.model:
+        config["model"] = drafter.model
+    if drafter.num_speculative_tokens is not None:
+        config["num_speculative_tokens"] = drafter.num_speculative_tokens
+    return config
+
+
+def render_command(spec) -> list[str]:
+    """`vllm serve` argv for a DrafterServingSpec (the image's entrypoint plus every flag we own)."""
+    target = spec.target
+    argv = ["vllm", "serve", target.model, "--host", "0.0.0.0", "--port", str(DEFAULT_PORT),
+            "--tensor-parallel-size", str(target.tensor_parallel_size)]
+    if target.max_model_len is not None:
+        argv += ["--max-model-len", str(target.max_model_len)]
+    if target.gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", target.gpu_memory_utilization]
+    if target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if target.tool_call_parser:
+        argv += ["--tool-call-parser", target.tool_call_parser, "--enable-auto-tool-choice"]
+    if target.reasoning_parser:
+        argv += ["--reasoning-parser", target.reasoning_parser]
+    config = speculative_config(spec.drafter)
+    if config is not None:
+        argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+    return argv + list(target.extra_args or [])

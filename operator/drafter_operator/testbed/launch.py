@@ -25,6 +25,10 @@ IMAGE_ENTRYPOINTS = {
     "drafter-operator": ["drafter-operator"],
 }
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
+# Optional ConfigMap in a pod's namespace that tunes the engine emulator for the pods there (tests and
+# demos): DRAFTER_EMULATOR_* keys become env vars, `profile.yaml` becomes DRAFTER_EMULATOR_PROFILE.
+EMULATOR_CONFIGMAP = "drafter-emulator"
+EMULATOR_ENV_PREFIX = "DRAFTER_EMULATOR_"
 
 
 class LaunchError(ValueError):
@@ -65,6 +69,10 @@ def container_argv(container: dict) -> list[str]:
                               "known entrypoint and the pod sets no `command`; set `command` explicitly")
         command = list(entry)
     return command + args
+
+
+def is_emulated(argv: list[str]) -> bool:
+    return len(argv) >= 4 and argv[1:4] == ["-m", "drafter_operator.cli", "emulate"]
 
 
 def host_argv(argv: list[str], python: str = sys.executable) -> list[str]:
@@ -186,8 +194,15 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         if mount.get("subPath"):
             host_dir = Path(host_dir) / mount["subPath"]
         path_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
-    argv = [remap(a, path_map) for a in host_argv(container_argv(container), python)]
+    argv = host_argv(container_argv(container), python)
+    emulated = is_emulated(argv)
+    if not emulated:
+        # The emulator reads no files: it keeps the container's paths, so the model name it serves and
+        # labels its metrics with is the one clients send (/models/Kimi-K2.5), as on a real cluster.
+        argv = [remap(a, path_map) for a in argv]
     env = {k: remap(v, path_map) for k, v in container_env(pod, container, pod_ip, lookup).items()}
+    if emulated:
+        env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))
     base_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(pod_dir),
@@ -204,6 +219,16 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
     cwd = remap(working_dir, path_map) if working_dir else str(pod_dir)
     return LaunchPlan(container=name, argv=argv, env={**base_env, **env}, cwd=cwd,
                       log_path=pod_dir / f"{name}.log", termination_path=termination, path_map=path_map)
+
+
+def emulator_env(settings: dict[str, str], pod_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in settings.items() if k.startswith(EMULATOR_ENV_PREFIX)}
+    if "profile.yaml" in settings:
+        profile = pod_dir / "emulator-profile.yaml"
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        profile.write_text(settings["profile.yaml"])
+        env[EMULATOR_ENV_PREFIX + "PROFILE"] = str(profile)
+    return env
 
 
 def describe(plan_: LaunchPlan) -> str:

@@ -1,0 +1,29 @@
+"""Kubernetes conditions: keep lastTransitionTime unless the status really changed."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable, Protocol
+
+
+class VerdictLike(Protocol):
+    status: str
+    reason: str
+    message: str
+
+
+def merge(current: list[dict] | None, updates: Iterable[tuple[str, VerdictLike | None]], generation: int | None,
+          now: dt.datetime) -> list[dict]:
+    """Apply (type, verdict) updates to a condition list; None leaves that condition untouched."""
+    by_type = {c["type"]: dict(c) for c in current or []}
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for kind, verdict in updates:
+        if verdict is None:
+            continue
+        old = by_type.get(kind)
+        since = old["lastTransitionTime"] if old and old.get("status") == verdict.status and \
+            old.get("lastTransitionTime") else stamp
+        by_type[kind] = {"type": kind, "status": verdict.status, "reason": verdict.reason,
+                         "message": verdict.message, "lastTransitionTime": since, "observedGeneration": generation}
+    order = ["Ready", "Progressing", "Degraded", "DrafterCompatible"]
+    return sorted(by_type.values(), key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]))

@@ -1,0 +1,56 @@
+"""Thin kopf handlers: each hands the object to its reconciler.
+
+Handlers are synchronous on purpose: kopf runs them in its thread pool, so the (blocking) kubernetes
+REST client never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import kopf
+
+from drafter_operator.controllers.serving import ServingReconciler
+from drafter_operator.kube import Kube, load_api_client
+from drafter_operator.monitoring import operator_metrics
+
+GROUP, VERSION = "drafter.dev", "v1alpha1"
+RECONCILE_SECONDS = float(os.environ.get("DRAFTER_RECONCILE_SECONDS", "2"))
+
+_state: dict[str, object] = {}
+
+
+def reconciler() -> ServingReconciler:
+    if "serving" not in _state:
+        kube = Kube(load_api_client())
+        operator_metrics.track_api_requests(kube)
+        _state["serving"] = ServingReconciler(kube)
+    return _state["serving"]  # type: ignore[return-value]
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_) -> None:
+    # Progress and diff-base in annotations: status stays ours (and the printer columns clean).
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="drafter.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="drafter.dev")
+    settings.posting.level = logging.WARNING  # our own Events carry the story; kopf posts only its warnings
+    settings.watching.server_timeout = 270  # re-open watches before silent network drops can stall them
+    settings.watching.client_timeout = 300
+    settings.execution.max_workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
+
+
+def _event_sink(body):
+    return lambda kind, reason, message: kopf.event(body, type=kind, reason=reason, message=message[:1024])
+
+
+@kopf.on.resume(GROUP, VERSION, "drafterservings")
+@kopf.on.create(GROUP, VERSION, "drafterservings")
+@kopf.on.update(GROUP, VERSION, "drafterservings", field="spec")
+def serving_changed(body: kopf.Body, **_) -> None:
+    reconciler().reconcile(dict(body), _event_sink(body))
+
+
+@kopf.timer(GROUP, VERSION, "drafterservings", interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
+def serving_timer(body: kopf.Body, **_) -> None:
+    reconciler().reconcile(dict(body), _event_sink(body))

@@ -1,0 +1,203 @@
+"""The swap state machine as a pure function: observed revisions in, the next actions out.
+
+The Service's selector is the single pointer to the active revision: it moves only once the new
+revision is Ready (both strategies), so a restarted operator reads where traffic goes from the cluster
+itself and finishes any swap without a duplicate revision. Deployment names are the revision hashes,
+so creating one twice is a no-op.
+
+- Recreate: scale the active revision to zero (kept, for rollback), start the new one once the old
+  pods are gone, switch when Ready, then delete the old one. No extra GPUs, downtime meanwhile.
+- BlueGreen: start the new revision beside the active one, switch when Ready, then delete the old one.
+- A new revision that is not Ready within `spec.startup.timeout` is marked failed and removed; the
+  active revision keeps (or, with Recreate, resumes) serving. A failed revision is not retried until
+  the spec changes to another revision.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RevisionObservation:
+    """One revision's Deployment as observed in the cluster."""
+
+    name: str
+    replicas: int
+    ready: int
+    pods: int
+    created: dt.datetime
+    unschedulable: str | None = None  # the scheduler's message when a pod cannot be placed
+
+
+@dataclass(frozen=True)
+class SwapInput:
+    desired: str
+    strategy: str  # "Recreate" | "BlueGreen"
+    replicas: int
+    startup_timeout: dt.timedelta
+    active: str | None  # where the Service points (or status.activeRevision before a Service exists)
+    failed: frozenset[str]
+    revisions: dict[str, RevisionObservation]
+    now: dt.datetime
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+
+
+@dataclass
+class SwapPlan:
+    scale: dict[str, int] = field(default_factory=dict)  # ensure these Deployments exist with these replicas
+    delete: list[str] = field(default_factory=list)
+    service_revision: str | None = None
+    active: str | None = None
+    switched_from: str | None = None  # set when traffic moved in this step
+    mark_good: str | None = None
+    mark_failed: str | None = None
+    ready: Verdict | None = None
+    progressing: Verdict | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+
+
+def is_ready(observed: RevisionObservation | None, replicas: int) -> bool:
+    if observed is None:
+        return False
+    return observed.ready >= replicas and (replicas == 0 or observed.ready >= 1)
+
+
+def timed_out(observed: RevisionObservation | None, replicas: int, inp: SwapInput) -> bool:
+    return observed is not None and not is_ready(observed, replicas) and \
+        inp.now - observed.created > inp.startup_timeout
+
+
+def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: int) -> Verdict:
+    if replicas == 0:
+        return Verdict("False", "ScaledToZero", f"spec.replicas is 0: revision {name} runs no engine pods")
+    if is_ready(observed, replicas):
+        return Verdict("True", "EngineReady", f"revision {name}: {observed.ready}/{replicas} engine pods Ready")
+    ready = observed.ready if observed else 0
+    if observed and observed.unschedulable:
+        return Verdict("False", "Unschedulable", f"revision {name}: {ready}/{replicas} Ready; "
+                                                   f"scheduler: {observed.unschedulable}")
+    return Verdict("False", "EngineStarting", f"revision {name}: {ready}/{replicas} engine pods Ready")
+
+
+def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
+    observed = inp.revisions.get(active)
+    plan.scale[active] = inp.replicas
+    plan.service_revision = plan.active = active
+    plan.delete += [name for name in inp.revisions if name != active]
+    plan.ready = _ready_verdict(active, observed, inp.replicas)
+    if is_ready(observed, inp.replicas) and inp.replicas > 0:
+        plan.mark_good = active
+    return plan
+
+
+def plan_swap(inp: SwapInput) -> SwapPlan:
+    plan = SwapPlan()
+    desired, active = inp.desired, inp.active
+    timeout_text = _format(inp.startup_timeout)
+
+    if active is None:
+        # First revision: nothing to protect, traffic points at it from the start.
+        observed = inp.revisions.get(desired)
+        _steady(inp, plan, desired)
+        if desired in inp.failed or timed_out(observed, inp.replicas, inp):
+            if desired not in inp.failed:
+                plan.mark_failed = desired
+                plan.events.append(("Warning", "RevisionFailed",
+                                    f"revision {desired} not Ready within spec.startup.timeout {timeout_text}"))
+            plan.progressing = Verdict("False", "RevisionFailed",
+                                       f"revision {desired} did not become Ready within {timeout_text}; "
+                                       "there is no earlier revision to fall back to")
+            plan.mark_good = None
+        elif is_ready(observed, inp.replicas):
+            plan.progressing = Verdict("False", "RevisionActive", f"revision {desired} is serving")
+        else:
+            plan.progressing = Verdict("True", "RevisionStarting", f"starting revision {desired}")
+        return plan
+
+    if desired == active:
+        _steady(inp, plan, active)
+        plan.progressing = Verdict("False", "RevisionActive", f"revision {active} is serving")
+        return plan
+
+    if desired in inp.failed:
+        _steady(inp, plan, active)
+        plan.progressing = Verdict("False", "RevisionFailed",
+                                   f"revision {desired} did not become Ready within {timeout_text}; revision "
+                                   f"{active} keeps serving. Change the spec to try another revision.")
+        return plan
+
+    new = inp.revisions.get(desired)
+    old = inp.revisions.get(active)
+    plan.service_revision = plan.active = active
+    plan.delete += [name for name in inp.revisions if name not in (active, desired)]
+
+    if timed_out(new, inp.replicas, inp):
+        plan.mark_failed = desired
+        plan.delete.append(desired)
+        plan.scale[active] = inp.replicas
+        plan.ready = _ready_verdict(active, old, inp.replicas)
+        plan.progressing = Verdict("False", "RevisionFailed",
+                                   f"revision {desired} did not become Ready within {timeout_text}; rolled back "
+                                   f"to revision {active}")
+        plan.events.append(("Warning", "RevisionFailed",
+                            f"revision {desired} not Ready within spec.startup.timeout {timeout_text}; "
+                            f"revision {active} keeps serving"))
+        return plan
+
+    if is_ready(new, inp.replicas):
+        plan.scale[desired] = inp.replicas
+        plan.service_revision = plan.active = desired
+        plan.switched_from = active
+        plan.mark_good = desired if inp.replicas > 0 else None
+        plan.delete.append(active)
+        plan.ready = _ready_verdict(desired, new, inp.replicas)
+        plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
+        plan.events.append(("Normal", "Switched", f"traffic moved from revision {active} to {desired} ({inp.strategy})"))
+        return plan
+
+    if inp.strategy == "BlueGreen":
+        plan.scale[active] = inp.replicas
+        plan.scale[desired] = inp.replicas
+        plan.ready = _ready_verdict(active, old, inp.replicas)
+        if new is not None and new.unschedulable:
+            plan.progressing = Verdict(
+                "True", "InsufficientCapacity",
+                f"BlueGreen needs {inp.replicas} more engine pod(s) beside revision {active} but the scheduler "
+                f"cannot place revision {desired}: {new.unschedulable}. Free GPUs, or use swap.strategy Recreate; "
+                f"the swap is abandoned after {timeout_text}.")
+        else:
+            plan.progressing = Verdict("True", "RevisionStarting",
+                                       f"starting revision {desired} beside revision {active} (BlueGreen)")
+        return plan
+
+    # Recreate: the old revision stops first; its Deployment stays at zero until the new one is Ready.
+    plan.scale[active] = 0
+    plan.ready = Verdict("False", "Recreating", f"revision {active} stopped to make room for revision {desired}")
+    if new is None and old is not None and old.pods > 0:
+        plan.progressing = Verdict("True", "StoppingOldRevision",
+                                   f"waiting for the {old.pods} pod(s) of revision {active} to stop (Recreate)")
+        return plan
+    plan.scale[desired] = inp.replicas
+    if new is not None and new.unschedulable:
+        plan.progressing = Verdict("True", "Unschedulable",
+                                   f"revision {desired} cannot be scheduled: {new.unschedulable}")
+    else:
+        plan.progressing = Verdict("True", "RevisionStarting", f"starting revision {desired} (Recreate)")
+    return plan
+
+
+def _format(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"

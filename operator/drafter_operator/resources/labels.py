@@ -1,0 +1,25 @@
+"""Labels and names shared by everything the operator creates for a DrafterServing."""
+
+from __future__ import annotations
+
+SERVING_LABEL = "drafter.dev/serving"
+REVISION_LABEL = "drafter.dev/revision"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "drafter-operator"}
+
+
+def serving_labels(serving: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "drafter-engine", "app.kubernetes.io/instance": serving,
+            **MANAGED_BY, SERVING_LABEL: serving}
+
+
+def revision_labels(serving: str, revision: str) -> dict[str, str]:
+    return {**serving_labels(serving), "app.kubernetes.io/component": "engine", REVISION_LABEL: revision}
+
+
+def revision_selector(serving: str, revision: str) -> dict[str, str]:
+    """The minimal selector of one revision's pods (immutable on a Deployment, so keep it small)."""
+    return {SERVING_LABEL: serving, REVISION_LABEL: revision}
+
+
+def deployment_name(serving: str, revision: str) -> str:
+    return f"{serving}-{revision}"

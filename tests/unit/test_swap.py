@@ -1,0 +1,120 @@
+"""The swap state machine (pure): every step of Recreate and BlueGreen, timeouts, restarts."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drafter_operator.controllers.swap import RevisionObservation, SwapInput, plan_swap
+
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+TIMEOUT = dt.timedelta(minutes=45)
+
+
+def rev(name: str, ready: int = 0, replicas: int = 1, pods: int | None = None, age_min: float = 1,
+        unschedulable: str | None = None) -> RevisionObservation:
+    return RevisionObservation(name=name, replicas=replicas, ready=ready, pods=replicas if pods is None else pods,
+                               created=T0 - dt.timedelta(minutes=age_min), unschedulable=unschedulable)
+
+
+def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1) -> SwapInput:
+    return SwapInput(desired=desired, strategy=strategy, replicas=replicas, startup_timeout=TIMEOUT, active=active,
+                     failed=frozenset(failed), revisions={r.name: r for r in revisions}, now=T0)
+
+
+def test_first_revision_points_traffic_at_itself_and_becomes_ready():
+    starting = plan_swap(inp(active=None, revisions=[]))
+    assert starting.scale == {"new": 1} and starting.service_revision == "new"
+    assert starting.ready.status == "False" and starting.progressing.reason == "RevisionStarting"
+    ready = plan_swap(inp(active=None, revisions=[rev("new", ready=1)]))
+    assert ready.ready.status == "True" and ready.mark_good == "new"
+
+
+def test_bluegreen_keeps_traffic_on_the_old_revision_until_the_new_one_is_ready():
+    plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", ready=0)]))
+    assert plan.scale == {"old": 1, "new": 1}
+    assert plan.service_revision == "old" and plan.delete == []
+    assert plan.ready.status == "True"  # still serving
+    assert plan.progressing.status == "True"
+
+
+def test_bluegreen_switches_then_deletes_the_old_revision():
+    plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", ready=1)]))
+    assert plan.service_revision == plan.active == "new"
+    assert plan.switched_from == "old" and plan.delete == ["old"] and plan.mark_good == "new"
+    assert ("Normal", "Switched", "traffic moved from revision old to new (BlueGreen)") in plan.events
+
+
+def test_bluegreen_without_capacity_says_so():
+    plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", unschedulable="0/2 nodes are available: "
+                                                             "2 Insufficient nvidia.com/gpu.")]))
+    assert plan.progressing.reason == "InsufficientCapacity"
+    assert "Insufficient nvidia.com/gpu" in plan.progressing.message and "Recreate" in plan.progressing.message
+    assert plan.service_revision == "old"
+
+
+def test_recreate_stops_the_old_revision_first_and_waits_for_its_pods():
+    plan = plan_swap(inp(strategy="Recreate", revisions=[rev("old", ready=1, pods=1)]))
+    assert plan.scale == {"old": 0} and "new" not in plan.scale
+    assert plan.progressing.reason == "StoppingOldRevision"
+    plan = plan_swap(inp(strategy="Recreate", revisions=[rev("old", ready=0, replicas=0, pods=0)]))
+    assert plan.scale == {"old": 0, "new": 1}
+    assert plan.service_revision == "old"  # traffic moves only once the new revision is Ready
+
+
+def test_recreate_switches_when_ready_and_deletes_the_old_deployment():
+    plan = plan_swap(inp(strategy="Recreate", revisions=[rev("old", replicas=0, pods=0), rev("new", ready=1)]))
+    assert plan.service_revision == "new" and plan.delete == ["old"]
+
+
+def test_recreate_timeout_rolls_back_to_the_old_revision():
+    plan = plan_swap(inp(strategy="Recreate", revisions=[rev("old", replicas=0, pods=0),
+                                                          rev("new", ready=0, age_min=46)]))
+    assert plan.mark_failed == "new" and "new" in plan.delete
+    assert plan.scale == {"old": 1} and plan.service_revision == "old"
+    assert plan.progressing.reason == "RevisionFailed"
+    assert plan.events[0][:2] == ("Warning", "RevisionFailed")
+
+
+def test_bluegreen_timeout_abandons_the_new_revision():
+    plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", age_min=45.5)]))
+    assert plan.mark_failed == "new" and plan.delete == ["new"] and plan.service_revision == "old"
+
+
+def test_a_failed_revision_is_not_retried_until_the_spec_changes():
+    plan = plan_swap(inp(failed={"new"}, revisions=[rev("old", ready=1)]))
+    assert "new" not in plan.scale and plan.service_revision == "old"
+    assert plan.progressing.reason == "RevisionFailed" and plan.ready.status == "True"
+
+
+def test_stale_revisions_are_deleted_in_steady_state():
+    plan = plan_swap(inp(desired="old", revisions=[rev("old", ready=1), rev("abandoned")]))
+    assert plan.delete == ["abandoned"] and plan.scale == {"old": 1}
+
+
+def test_scaled_to_zero_is_not_ready_but_not_progressing():
+    plan = plan_swap(inp(desired="old", replicas=0, revisions=[rev("old", replicas=0, pods=0)]))
+    assert plan.ready.reason == "ScaledToZero" and plan.progressing.status == "False"
+
+
+revisions_st = st.lists(st.builds(rev, name=st.sampled_from(["old", "new", "x"]), ready=st.integers(0, 2),
+                                  replicas=st.integers(0, 2), pods=st.integers(0, 2), age_min=st.floats(0, 100)),
+                        unique_by=lambda r: r.name, max_size=3)
+
+
+@given(revisions_st, st.sampled_from(["Recreate", "BlueGreen"]), st.sampled_from([None, "old", "new"]),
+       st.integers(0, 2), st.sets(st.sampled_from(["old", "new", "x"])))
+def test_invariants(revisions, strategy, active, replicas, failed):
+    plan = plan_swap(inp(active=active, strategy=strategy, revisions=revisions, replicas=replicas, failed=failed))
+    # Traffic always points somewhere once there is a revision, never at a deleted one.
+    assert plan.service_revision is not None
+    assert plan.service_revision not in plan.delete
+    # Nothing is both kept and deleted, and the desired revision is never deleted unless it failed.
+    assert not set(plan.scale) & set(plan.delete)
+    assert "new" not in plan.delete or plan.mark_failed == "new" or "new" in failed or active == "new"
+    # Traffic moves only to a Ready revision.
+    if plan.switched_from:
+        target = {r.name: r for r in revisions}[plan.service_revision]
+        assert target.ready >= replicas
