@@ -50,6 +50,8 @@ def test_vllm_variants():
     inferred = parse_command_line(["vllm", "serve", "--model", "m", "--speculative-config",
                                    '{"model":"x/Some-EAGLE3-drafter","num_speculative_tokens":2}'])
     assert inferred.speculation.method == "eagle3"
+    mtp = parse_command_line(["vllm", "serve", "m", "--speculative-config", '{"method":"deepseek_mtp"}'])
+    assert mtp.speculation.method == "mtp" and mtp.k == 1 and mtp.speculation.drafter_key == "mtp"
 
 
 def test_sglang_command_line_and_shorthand():
@@ -134,6 +136,10 @@ def test_packaged_profile_lookup():
     assert p.target_step_ms == 12.12 and p.draft_cost == 0.33
     assert p.lookup("vllm", "/models/kimi-k2.5-eagle3").acceptance == 0.432
     assert p.lookup("vllm", "/models/Kimi-K2.5-EAGLE3/").source == "profile:seed-kimi-k2.5-eagle3"
+    # the seed example's path, also after the process runner remaps the volume, and its fine-tuned successor
+    for path in ("/models/drafters/kimi-k25-eagle3", "/tmp/pods/ns/p/volumes/models/drafters/kimi-k25-eagle3",
+                 "/models/drafters/kimi-k25-eagle3-ft"):
+        assert p.lookup("vllm", path).source == "profile:seed-kimi-k2.5-eagle3", path
     assert p.lookup("sglang", "AQ-MedAI/Kimi-K2-Instruct-eagle3").acceptance == 0.89
     assert p.lookup("sglang", "/mnt/models/kimi-k2-instruct-eagle3").acceptance == 0.89
     assert p.lookup("vllm", "ngram").acceptance == 0.3

@@ -39,6 +39,8 @@ VLLM_SPECULATIVE_METHODS = frozenset({
 })
 #: Methods that work without a drafter model.
 VLLM_METHODS_WITHOUT_MODEL = frozenset({"ngram", "ngram_gpu", "suffix", "mtp", "extract_hidden_states"})
+#: num_speculative_tokens of an MTP config that leaves it out (n_predict of DeepSeek-V3-style targets).
+VLLM_MTP_DEFAULT_TOKENS = 1
 #: SGLang --speculative-algorithm builtins (0.5.23).
 SGLANG_SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
@@ -251,6 +253,9 @@ def _vllm_speculation(parser: argparse.ArgumentParser, spec: dict[str, object] |
     if model is None and method not in VLLM_METHODS_WITHOUT_MODEL:
         parser.error(f"--speculative-config: method {method!r} needs a 'model'")
     k = spec.pop("num_speculative_tokens", None)
+    if k is None and method == "mtp":
+        # vLLM reads n_predict from the target's config (DeepSeek-V3/Kimi: one MTP layer).
+        k = VLLM_MTP_DEFAULT_TOKENS
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         parser.error("--speculative-config: 'num_speculative_tokens' must be an integer > 0")
     return SpeculationConfig(method=method, draft_model=model, num_speculative_tokens=k, options=spec)
