@@ -301,3 +301,98 @@ def test_kubectl_explain_shows_the_field_docs(cluster, crds):
     assert re.search(r"method\s+<string>\s+-required-", text)
     enum_text = cluster.kubectl("explain", "drafterserving.spec.drafter.method").stdout
     assert "eagle3" in enum_text and "draftModel" in enum_text
+
+
+# --- exhaustive boundary grids: every arithmetic rule, on both sides of its edge ---------------------------------
+
+
+def _serving(**over) -> dict:
+    spec = {"engine": "vllm", "target": {"model": "/models/T"}, "drafter": {"method": "ngram", "numSpeculativeTokens": 5}}
+    spec.update(over)
+    return spec
+
+
+def _training(**over) -> dict:
+    spec = {"target": {"model": "/models/T"}, "storage": {"modelClaim": "models"},
+            "data": {"dataset": "d/x", "numSamples": 1}, "hiddenStates": {"storage": {"size": "1Ti"}},
+            "output": {"path": "/models/out"}}
+    spec.update(over)
+    return spec
+
+
+def _boundary_cases() -> list[tuple[str, dict]]:
+    cases: list[tuple[str, dict]] = []
+    for tp in range(1, 9):
+        for gpus in range(1, 10):
+            cases.append(("DrafterServing", _serving(target={"model": "/models/T", "tensorParallelSize": tp},
+                                                     resources={"gpusPerReplica": gpus})))
+            cases.append(("DrafterTraining", _training(target={"model": "/models/T", "tensorParallelSize": tp},
+                                                       resources={"gpus": gpus})))
+    for timeout in ["0s", "59s", "60s", "1m", "61s", "47h59m59s", "48h", "48h1s", "2880m", "2881m", "172800s", "172801s", "250ms"]:
+        cases.append(("DrafterServing", _serving(startup={"timeout": timeout})))
+        cases.append(("DrafterBenchmark", {"servingRef": {"name": "s"}, "timeout": timeout}))
+    for window in ["29s", "30s", "24h", "24h1s", "1440m", "1441m", "29999ms", "30000ms"]:
+        cases.append(("DrafterServing", _serving(acceptance={"minAcceptanceRate": "0.5", "window": window, "for": window})))
+    for ratio in ["0", "0.0", "0.0001", "0.5", "1", "1.0", "1.0001", "1.5"]:
+        cases.append(("DrafterServing", _serving(target={"model": "/models/T", "gpuMemoryUtilization": ratio})))
+        cases.append(("DrafterServing", _serving(acceptance={"minAcceptanceRate": ratio})))
+    for k in (1, 5, 16):
+        for length in ["0.99", "1", "1.0", "2", "5.99", "6", "6.0", "6.01", "17", "17.0001", "17.5"]:
+            cases.append(("DrafterServing", _serving(drafter={"method": "ngram", "numSpeculativeTokens": k},
+                                                     acceptance={"minAcceptanceLength": length})))
+    for steps in range(1, 4):
+        for topk in (1, 2):
+            for draft in range(1, 6):
+                cases.append(("DrafterServing", _serving(engine="sglang", drafter={
+                    "method": "eagle3", "model": "org/d", "numSteps": steps, "eagleTopk": topk, "numDraftTokens": draft},
+                    acceptance={"minAcceptanceLength": "3.5"})))
+    for engine in ("vllm", "sglang"):
+        for method in ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none"):
+            for model in (None, "org/d", "/models/T"):
+                for k in (None, 4):
+                    drafter = {"method": method, **({"model": model} if model else {}), **({"numSpeculativeTokens": k} if k else {})}
+                    cases.append(("DrafterServing", _serving(engine=engine, drafter=drafter)))
+    for speedup in ["0", "0.0", "0.01", "1", "1.2"]:
+        for baseline in (None, {"tokensPerSecond": "82.5"}, {"tokensPerSecond": "0"}, {"servingRef": {"name": "b"}, "tokensPerSecond": "1"}):
+            gate = {"minSpeedup": speedup, **({"baseline": baseline} if baseline else {})}
+            cases.append(("DrafterServing", _serving(swap={"strategy": "BlueGreen", "gate": gate})))
+    for rate in ["0", "1e-4", "5E-6", "1", "1.0", "1.1", "1e1", "9e-9", "0.0"]:
+        cases.append(("DrafterTraining", _training(train={"learningRate": rate})))
+    for prompts in range(1, 5):
+        for concurrency in range(1, 5):
+            for inline in (None, 2):
+                spec = {"servingRef": {"name": "s"}, "numPrompts": prompts, "concurrency": concurrency}
+                if inline:
+                    spec["prompts"] = {"inline": ["a"] * inline}
+                cases.append(("DrafterBenchmark", spec))
+    for layers in ([2, 30, 58], [30, 2, 58], [2, 58, 30], [0, 1, 1023], [5, 5, 6]):
+        cases.append(("DrafterTraining", _training(hiddenStates={"layers": layers, "storage": {"size": "1Ti"}})))
+    return cases
+
+
+def test_models_and_apiserver_agree_at_every_boundary(cluster, crds, namespace):
+    from kubernetes.client.exceptions import ApiException
+    from pydantic import ValidationError
+
+    api = _custom_api(cluster)
+    models = {"DrafterServing": DrafterServingSpec, "DrafterBenchmark": DrafterBenchmarkSpec, "DrafterTraining": DrafterTrainingSpec}
+    plurals = {k.kind_name: k.plural for k in KINDS}
+    disagreements, outcomes = [], {True: 0, False: 0}
+    for kind, spec in _boundary_cases():
+        try:
+            models[kind].model_validate(spec)
+            model_says = True
+        except ValidationError:
+            model_says = False
+        try:
+            api.create_namespaced_custom_object(GROUP, VERSION, namespace, plurals[kind],
+                                                _object(kind, f"edge-{uuid.uuid4().hex[:10]}", spec), dry_run="All")
+            server_says, detail = True, ""
+        except ApiException as error:
+            assert error.status == 422, error.body
+            server_says, detail = False, json.loads(error.body).get("message", "")
+        outcomes[server_says] += 1
+        if model_says != server_says:
+            disagreements.append(f"{kind} {json.dumps(spec)}: models {model_says}, apiserver {server_says} {detail}")
+    assert not disagreements, "\n".join(disagreements)
+    assert outcomes[True] > 50 and outcomes[False] > 50, outcomes
