@@ -99,7 +99,7 @@ def _all_messages() -> list[str]:
 
 
 def test_catalogue_cases_are_otherwise_valid():
-    """Each case breaks one thing: with its manifest name fixed it still fails only for its own reason."""
+    """Each case breaks exactly one thing, so its expected message is the only error."""
     for path in CATALOGUE:
         field, _, manifest = _case(path)
         with pytest.raises(ValidationError) as info:
