@@ -89,7 +89,7 @@ def namespace(cluster: Cluster) -> str:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def local_cluster_only(cluster: Cluster) -> Cluster:
     if not cluster.local:
         pytest.skip("needs the embedded local cluster (pods must really run on the process runner)")

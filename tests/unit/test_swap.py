@@ -19,9 +19,11 @@ def rev(name: str, ready: int = 0, replicas: int = 1, pods: int | None = None, a
                                created=T0 - dt.timedelta(minutes=age_min), unschedulable=unschedulable)
 
 
-def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1) -> SwapInput:
+def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1, previous=None,
+        switched_ago: float | None = None) -> SwapInput:
     return SwapInput(desired=desired, strategy=strategy, replicas=replicas, startup_timeout=TIMEOUT, active=active,
-                     failed=frozenset(failed), revisions={r.name: r for r in revisions}, now=T0)
+                     failed=frozenset(failed), revisions={r.name: r for r in revisions}, now=T0, previous=previous,
+                     switched_at=None if switched_ago is None else T0 - dt.timedelta(seconds=switched_ago))
 
 
 def test_first_revision_points_traffic_at_itself_and_becomes_ready():
@@ -40,11 +42,16 @@ def test_bluegreen_keeps_traffic_on_the_old_revision_until_the_new_one_is_ready(
     assert plan.progressing.status == "True"
 
 
-def test_bluegreen_switches_then_deletes_the_old_revision():
+def test_bluegreen_switches_then_deletes_the_old_revision_once_drained():
     plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", ready=1)]))
     assert plan.service_revision == plan.active == "new"
-    assert plan.switched_from == "old" and plan.delete == ["old"] and plan.mark_good == "new"
+    assert plan.switched_from == "old" and plan.delete == [] and plan.mark_good == "new"
     assert ("Normal", "Switched", "traffic moved from revision old to new (BlueGreen)") in plan.events
+    both = [rev("old", ready=1), rev("new", ready=1)]
+    draining = plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=5))
+    assert draining.delete == [] and draining.service_revision == "new"
+    drained = plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=16))
+    assert drained.delete == ["old"]
 
 
 def test_bluegreen_without_capacity_says_so():
@@ -66,7 +73,7 @@ def test_recreate_stops_the_old_revision_first_and_waits_for_its_pods():
 
 def test_recreate_switches_when_ready_and_deletes_the_old_deployment():
     plan = plan_swap(inp(strategy="Recreate", revisions=[rev("old", replicas=0, pods=0), rev("new", ready=1)]))
-    assert plan.service_revision == "new" and plan.delete == ["old"]
+    assert plan.service_revision == "new" and plan.switched_from == "old"
 
 
 def test_recreate_timeout_rolls_back_to_the_old_revision():

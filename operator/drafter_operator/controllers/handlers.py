@@ -6,6 +6,7 @@ REST client never stalls the event loop.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 
@@ -17,6 +18,8 @@ from drafter_operator.monitoring import operator_metrics
 
 GROUP, VERSION = "drafter.dev", "v1alpha1"
 RECONCILE_SECONDS = float(os.environ.get("DRAFTER_RECONCILE_SECONDS", "2"))
+# How long an old revision keeps running after traffic left it (connections in flight finish).
+DRAIN_SECONDS = float(os.environ.get("DRAFTER_DRAIN_SECONDS", "15"))
 
 _state: dict[str, object] = {}
 
@@ -25,7 +28,7 @@ def reconciler() -> ServingReconciler:
     if "serving" not in _state:
         kube = Kube(load_api_client())
         operator_metrics.track_api_requests(kube)
-        _state["serving"] = ServingReconciler(kube)
+        _state["serving"] = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
     return _state["serving"]  # type: ignore[return-value]
 
 

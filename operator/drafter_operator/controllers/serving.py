@@ -22,7 +22,14 @@ from drafter_operator.controllers.revisions import drafter_summary, revision_has
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, plan_swap
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, serving_service
+from drafter_operator.resources.engine import (
+    PREVIOUS_REVISION_ANNOTATION,
+    SWITCHED_AT_ANNOTATION,
+    engine_deployment,
+    engine_pod_spec,
+    service_revision,
+    serving_service,
+)
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL, deployment_name
 
 log = logging.getLogger("drafter.serving")
@@ -83,6 +90,7 @@ class ServingReconciler:
     kube: Kube
     default_images: dict[str, str] = field(default_factory=lambda: dict(engines.DEFAULT_IMAGES))
     clock: Callable[[], dt.datetime] = now_utc
+    drain: dt.timedelta = dt.timedelta(seconds=15)
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,6 +132,8 @@ class ServingReconciler:
         if active is not None and active not in observed.revisions and active != desired:
             active = None  # its Deployment is gone: nothing left to protect or fall back to
         failed = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good") is False)
+        switch_record = ((observed.service or {}).get("metadata") or {}).get("annotations") or {}
+        switched_at = switch_record.get(SWITCHED_AT_ANNOTATION)
 
         if blocked and active is None:
             plan = SwapPlan(ready=Verdict("False", "KnownBadCombination", compatible.message),
@@ -132,7 +142,9 @@ class ServingReconciler:
             plan = plan_swap(SwapInput(
                 desired=active if blocked else desired, strategy=spec.swap.strategy, replicas=spec.replicas,
                 startup_timeout=dt.timedelta(seconds=parse_duration(spec.startup.timeout)), active=active,
-                failed=failed, revisions=observed.revisions, now=now))
+                failed=failed, revisions=observed.revisions, now=now,
+                previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
+                switched_at=parse_time(switched_at) if switched_at else None, drain=self.drain))
 
         revisions = _updated_revisions(status.get("revisions") or [], desired, spec, now, plan)
         if plan.mark_failed or plan.mark_good:
@@ -151,7 +163,10 @@ class ServingReconciler:
                 self._scale(namespace, observed.deployments[revision], replicas)
 
         if plan.service_revision:
-            self._ensure_service(body, serving_service(serving, plan.service_revision, engine.DEFAULT_PORT),
+            record = {k: v for k, v in switch_record.items() if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
+            if plan.switched_from:
+                record = {PREVIOUS_REVISION_ANNOTATION: plan.switched_from, SWITCHED_AT_ANNOTATION: iso(now)}
+            self._ensure_service(body, serving_service(serving, plan.service_revision, engine.DEFAULT_PORT, record),
                                  observed.service)
 
         new_status = {
@@ -203,10 +218,14 @@ class ServingReconciler:
         namespace = manifest["metadata"]["namespace"]
         if existing is None:
             self.kube.create(object_path("v1", "services", namespace), manifest)
-        elif existing["spec"].get("selector") != manifest["spec"]["selector"] or \
-                [p.get("port") for p in existing["spec"].get("ports", [])] != [p["port"] for p in manifest["spec"]["ports"]]:
-            self.kube.patch(object_path("v1", "services", namespace, manifest["metadata"]["name"]),
-                            {"spec": {"selector": manifest["spec"]["selector"], "ports": manifest["spec"]["ports"]}})
+        else:
+            annotations = existing["metadata"].get("annotations") or {}
+            if existing["spec"].get("selector") != manifest["spec"]["selector"] or \
+                    [p.get("port") for p in existing["spec"].get("ports", [])] != [p["port"] for p in manifest["spec"]["ports"]] \
+                    or any(annotations.get(k) != v for k, v in manifest["metadata"]["annotations"].items()):
+                self.kube.patch(object_path("v1", "services", namespace, manifest["metadata"]["name"]), {
+                    "metadata": {"annotations": manifest["metadata"]["annotations"]},
+                    "spec": {"selector": manifest["spec"]["selector"], "ports": manifest["spec"]["ports"]}})
 
     def _patch_status(self, namespace: str, name: str, status: dict) -> None:
         if status:

@@ -8,6 +8,8 @@ so creating one twice is a no-op.
 - Recreate: scale the active revision to zero (kept, for rollback), start the new one once the old
   pods are gone, switch when Ready, then delete the old one. No extra GPUs, downtime meanwhile.
 - BlueGreen: start the new revision beside the active one, switch when Ready, then delete the old one.
+- After a switch the old revision drains for `drain` (default 15 s) before it is deleted: proxies
+  and load balancers need a moment to stop sending it new connections, and requests in flight finish.
 - A new revision that is not Ready within `spec.startup.timeout` is marked failed and removed; the
   active revision keeps (or, with Recreate, resumes) serving. A failed revision is not retried until
   the spec changes to another revision.
@@ -41,6 +43,9 @@ class SwapInput:
     failed: frozenset[str]
     revisions: dict[str, RevisionObservation]
     now: dt.datetime
+    previous: str | None = None  # the revision traffic left at the last switch
+    switched_at: dt.datetime | None = None
+    drain: dt.timedelta = dt.timedelta(seconds=15)
 
 
 @dataclass(frozen=True)
@@ -87,11 +92,15 @@ def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: in
     return Verdict("False", "EngineStarting", f"revision {name}: {ready}/{replicas} engine pods Ready")
 
 
+def draining(inp: SwapInput, name: str) -> bool:
+    return name == inp.previous and inp.switched_at is not None and inp.now - inp.switched_at < inp.drain
+
+
 def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
     observed = inp.revisions.get(active)
     plan.scale[active] = inp.replicas
     plan.service_revision = plan.active = active
-    plan.delete += [name for name in inp.revisions if name != active]
+    plan.delete += [name for name in inp.revisions if name != active and not draining(inp, name)]
     plan.ready = _ready_verdict(active, observed, inp.replicas)
     if is_ready(observed, inp.replicas) and inp.replicas > 0:
         plan.mark_good = active
@@ -155,9 +164,8 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
     if is_ready(new, inp.replicas):
         plan.scale[desired] = inp.replicas
         plan.service_revision = plan.active = desired
-        plan.switched_from = active
+        plan.switched_from = active  # deleted once drained (see _steady)
         plan.mark_good = desired if inp.replicas > 0 else None
-        plan.delete.append(active)
         plan.ready = _ready_verdict(desired, new, inp.replicas)
         plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
         plan.events.append(("Normal", "Switched", f"traffic moved from revision {active} to {desired} ({inp.strategy})"))

@@ -92,12 +92,19 @@ def engine_deployment(serving: DrafterServing, revision: str, replicas: int, pod
     }
 
 
-def serving_service(serving: DrafterServing, active_revision: str, port: int) -> dict:
+# Recorded on the Service with the pointer itself, so a restarted operator knows what is draining.
+PREVIOUS_REVISION_ANNOTATION = "drafter.dev/previous-revision"
+SWITCHED_AT_ANNOTATION = "drafter.dev/switched-at"
+
+
+def serving_service(serving: DrafterServing, active_revision: str, port: int,
+                    annotations: dict[str, str] | None = None) -> dict:
     name = serving.name
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": serving.namespace, "labels": serving_labels(name)},
+        "metadata": {"name": name, "namespace": serving.namespace, "labels": serving_labels(name),
+                     "annotations": dict(annotations or {})},
         "spec": {
             "type": "ClusterIP",
             "selector": revision_selector(name, active_revision),

@@ -1,0 +1,97 @@
+"""End-to-end fixtures: the CRDs installed, the operator running, GPU nodes whose pods really run."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+# A GPU product only the test's own process nodes carry, so engine pods land where the emulator runs.
+E2E_GPU_PRODUCT = "NVIDIA-H200"
+
+
+@pytest.fixture(scope="session")
+def crds(cluster):
+    for path in sorted(glob.glob(str(REPO / "crds" / "*.yaml"))):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", path)
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev",
+                    "crd/drafterbenchmarks.drafter.dev", "crd/draftertrainings.drafter.dev")
+    return True
+
+
+class OperatorProcess:
+    """`drafter-operator run` as a subprocess against the test cluster (stop/start for restart tests)."""
+
+    def __init__(self, cluster, log_path: Path):
+        self.cluster, self.log_path, self.proc = cluster, log_path, None
+
+    def start(self) -> None:
+        env = {**self.cluster.env, "DRAFTER_RECONCILE_SECONDS": "1", "PYTHONUNBUFFERED": "1"}
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
+                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def operator(cluster, crds, tmp_path_factory):
+    handle = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    handle.start()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_nodes(local_cluster_only):
+    """Two 8-GPU nodes run by the local process runner (engine pods become emulator processes)."""
+    cluster = local_cluster_only
+    existing = [n["metadata"]["name"] for n in cluster.get_json(
+        "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]]
+    if len(existing) < 2:
+        from drafter_operator.testbed import cluster as local
+
+        existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, "e2e-gpu")
+    return existing
+
+
+@pytest.fixture
+def model_volume(cluster, namespace):
+    """A pre-bound PersistentVolume + claim `models` (no provisioner runs on the local cluster)."""
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-models"},
+          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany", "ReadWriteOnce"],
+                   "hostPath": {"path": f"/tmp/drafter-e2e/{namespace}"}, "storageClassName": "",
+                   "claimRef": {"namespace": namespace, "name": "models"}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "models", "namespace": namespace},
+           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"{namespace}-models",
+                    "resources": {"requests": {"storage": "1Ti"}}}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([pv, pvc]))
+    yield "models"
+    cluster.kubectl("delete", "pv", f"{namespace}-models", "--wait=false", check=False)
+
+
+def emulator_settings(cluster, namespace: str, **env: str) -> None:
+    """Tune the engine emulator for the pods of one namespace (see testbed/launch.py)."""
+    data = {f"DRAFTER_EMULATOR_{k.upper()}": v for k, v in env.items()}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "drafter-emulator", "namespace": namespace},
+          "data": data}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))

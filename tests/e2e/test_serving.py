@@ -1,0 +1,299 @@
+"""DrafterServing end to end: engine pods really run (as the emulator) on GPU nodes of the local cluster."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import E2E_GPU_PRODUCT, emulator_settings
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())
+
+
+def seed_serving(name: str = "kimi", gpu_product: str = E2E_GPU_PRODUCT, **spec_changes) -> dict:
+    """The seed example, placed on the test's process GPU nodes."""
+    serving = copy.deepcopy(SEED)
+    serving["metadata"] = {"name": name}
+    serving["spec"]["placement"] = {"gpuProduct": gpu_product, "nodeSelector": {"drafter.dev/node-runtime": "process"}}
+    serving["spec"].update(spec_changes)
+    return serving
+
+
+def apply(cluster, namespace: str, obj: dict) -> None:
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump(obj))
+
+
+def serving_status(cluster, namespace: str, name: str) -> dict:
+    return cluster.get_json("-n", namespace, "drafterserving", name).get("status") or {}
+
+
+def condition(status: dict, kind: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def wait_ready(cluster, namespace: str, name: str, revision: str | None = None, timeout: float = 90) -> dict:
+    def ready():
+        status = serving_status(cluster, namespace, name)
+        ok = condition(status, "Ready").get("status") == "True" and (
+            revision is None or status.get("activeRevision") == revision)
+        return ok and status
+    return cluster.wait_for(f"DrafterServing {name} Ready", ready, timeout=timeout)
+
+
+def deployments(cluster, namespace: str, name: str) -> dict[str, dict]:
+    items = cluster.get_json("-n", namespace, "deployments", "-l", f"drafter.dev/serving={name}")["items"]
+    return {d["metadata"]["labels"]["drafter.dev/revision"]: d for d in items
+            if not d["metadata"].get("deletionTimestamp")}
+
+
+def service_ip(cluster, namespace: str, name: str) -> str:
+    return cluster.get_json("-n", namespace, "service", name)["spec"]["clusterIP"]
+
+
+def stream_completion(ip: str, port: int, model: str, max_tokens: int, timeout: float = 30) -> list[dict]:
+    body = json.dumps({"model": model, "prompt": "Explain speculative decoding.", "max_tokens": max_tokens,
+                       "stream": True, "temperature": 0}).encode()
+    request = urllib.request.Request(f"http://{ip}:{port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    chunks = []
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        for raw in resp:
+            line = raw.decode().strip()
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                return chunks
+            chunks.append(json.loads(line[len("data: "):]))
+    raise AssertionError("stream ended without data: [DONE]")
+
+
+class ClientLoop(threading.Thread):
+    """Sends completions through the Service back to back and counts failures (bounded in time)."""
+
+    def __init__(self, ip: str, port: int, model: str, limit_seconds: float = 240):
+        super().__init__(daemon=True)
+        self.ip, self.port, self.model, self.limit = ip, port, model, limit_seconds
+        self.stop_event = threading.Event()
+        self.ok, self.failures = 0, []
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.limit
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            try:
+                chunks = stream_completion(self.ip, self.port, self.model, max_tokens=8, timeout=20)
+                assert sum(len(c["choices"][0]["text"]) > 0 for c in chunks) >= 1
+                self.ok += 1
+            except (OSError, AssertionError, urllib.error.URLError, ValueError) as exc:
+                self.failures.append(repr(exc))
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+
+
+@pytest.fixture
+def serving_env(cluster, namespace, operator, engine_nodes, model_volume):
+    # Ten times faster than real time: same token counts and ratios, shorter tests.
+    emulator_settings(cluster, namespace, time_scale="0.1")
+    return cluster, namespace
+
+
+def test_seed_example_serves_through_its_service(serving_env):
+    cluster, namespace = serving_env
+    apply(cluster, namespace, seed_serving())
+    status = wait_ready(cluster, namespace, "kimi")
+    revision = status["activeRevision"]
+    (deployment,) = deployments(cluster, namespace, "kimi").values()
+    assert deployment["metadata"]["name"] == f"kimi-{revision}"
+    assert deployment["metadata"]["ownerReferences"][0]["kind"] == "DrafterServing"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:3] == ["vllm", "serve", "/models/Kimi-K2.5"]
+    assert json.loads(container["command"][container["command"].index("--speculative-config") + 1]) == {
+        "method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "num_speculative_tokens": 5}
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 45 * 60
+    pod = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/revision={revision}")["items"][0]
+    node = cluster.get_json("node", pod["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == E2E_GPU_PRODUCT
+    assert status["endpoint"] == {"host": f"kimi.{namespace}.svc.cluster.local", "port": 8000,
+                                  "url": f"http://kimi.{namespace}.svc.cluster.local:8000/v1"}
+    assert status["observedGeneration"] == 1
+    # The seed combination is a known-bad one: a warning, not a block.
+    assert condition(status, "DrafterCompatible")["status"] == "False"
+    assert condition(status, "DrafterCompatible")["reason"] == "KnownBadCombination"
+    events = cluster.get_json("-n", namespace, "events", "--field-selector", "involvedObject.name=kimi")["items"]
+    assert any(e["reason"] == "KnownBadCombination" for e in events)
+
+    chunks = stream_completion(service_ip(cluster, namespace, "kimi"), 8000, "/models/Kimi-K2.5", max_tokens=24)
+    assert len(chunks) >= 2  # tokens arrive over several SSE events
+    assert sum(c["choices"][0].get("finish_reason") is not None for c in chunks) == 1
+
+
+def test_bluegreen_swap_moves_traffic_only_when_ready_and_drops_no_request(serving_env):
+    cluster, namespace = serving_env
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="6")
+    serving = seed_serving(swap={"strategy": "BlueGreen"})
+    apply(cluster, namespace, serving)
+    old = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    loop = ClientLoop(service_ip(cluster, namespace, "kimi"), 8000, "/models/Kimi-K2.5")
+    loop.start()
+    try:
+        serving["spec"]["drafter"]["model"] = "/models/drafters/emulator-good-drafter"
+        apply(cluster, namespace, serving)
+        revisions = cluster.wait_for("a second revision", lambda: len(d := deployments(
+            cluster, namespace, "kimi")) == 2 and d, timeout=30)
+        new = next(r for r in revisions if r != old)
+        # While the new revision loads, the Service keeps pointing at the old one.
+        selector = cluster.get_json("-n", namespace, "service", "kimi")["spec"]["selector"]
+        assert selector["drafter.dev/revision"] == old
+        status = wait_ready(cluster, namespace, "kimi", revision=new, timeout=90)
+        cluster.wait_for("the old revision to be removed", lambda: list(deployments(
+            cluster, namespace, "kimi")) == [new], timeout=30)
+        time.sleep(2)  # requests keep flowing against the new revision alone
+    finally:
+        loop.stop()
+    assert loop.failures == [] and loop.ok > 10
+    assert status["previousRevision"] == old
+    assert [r["name"] for r in status["revisions"]] == [old, new]
+    reasons = [e["reason"] for e in cluster.get_json("-n", namespace, "events")["items"]]
+    assert "Switched" in reasons
+
+
+@pytest.fixture(scope="session")
+def single_node_product(local_cluster_only):
+    """A GPU product exactly one (process) node carries: a cluster with one free 8-GPU node."""
+    cluster = local_cluster_only
+    product = "NVIDIA-GB200"
+    nodes = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]
+    if not nodes:
+        from drafter_operator.testbed import cluster as local
+
+        local.add_nodes(1, "process", 8, product, "e2e-single")
+    return product
+
+
+def test_recreate_swaps_on_a_single_gpu_node_and_bluegreen_reports_missing_capacity(serving_env, single_node_product):
+    cluster, namespace = serving_env
+    serving = seed_serving(gpu_product=single_node_product, swap={"strategy": "Recreate"})
+    apply(cluster, namespace, serving)
+    old = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    serving["spec"]["drafter"]["model"] = "/models/drafters/emulator-good-drafter"
+    apply(cluster, namespace, serving)
+    seen_both_running = []
+
+    def swapped():
+        pods = cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/serving=kimi")["items"]
+        running = {p["metadata"]["labels"]["drafter.dev/revision"] for p in pods if p["status"].get("phase") == "Running"
+                   and not p["metadata"].get("deletionTimestamp")}
+        seen_both_running.append(len(running) > 1)
+        status = serving_status(cluster, namespace, "kimi")
+        return status.get("activeRevision") not in (None, old) and condition(status, "Ready").get("status") == "True"
+
+    cluster.wait_for("the Recreate swap", swapped, timeout=90)
+    assert not any(seen_both_running)  # never two 8-GPU engines on the single node
+    new = serving_status(cluster, namespace, "kimi")["activeRevision"]
+    cluster.wait_for("only the new revision", lambda: list(deployments(cluster, namespace, "kimi")) == [new])
+
+    # The same change as BlueGreen cannot fit beside the running revision: a condition says why.
+    serving["spec"]["swap"] = {"strategy": "BlueGreen"}
+    serving["spec"]["drafter"]["model"] = "/models/drafters/kimi-k25-eagle3-v2"
+    apply(cluster, namespace, serving)
+    progressing = cluster.wait_for("InsufficientCapacity", lambda: (c := condition(serving_status(
+        cluster, namespace, "kimi"), "Progressing")).get("reason") == "InsufficientCapacity" and c, timeout=60)
+    assert "Insufficient nvidia.com/gpu" in progressing["message"]
+    status = serving_status(cluster, namespace, "kimi")
+    assert status["activeRevision"] == new and condition(status, "Ready")["status"] == "True"
+
+
+def test_revision_that_never_becomes_ready_is_rolled_back_after_the_startup_limit(serving_env):
+    cluster, namespace = serving_env
+    serving = seed_serving(swap={"strategy": "BlueGreen"}, startup={"timeout": "1m"})
+    apply(cluster, namespace, serving)
+    old = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    emulator_settings(cluster, namespace, time_scale="0.1", fail_startup="1")  # engines started from now on hang
+    serving["spec"]["drafter"]["model"] = "/models/drafters/broken-drafter"
+    apply(cluster, namespace, serving)
+    new = cluster.wait_for("the new revision", lambda: next(
+        (r for r in deployments(cluster, namespace, "kimi") if r != old), None), timeout=30)
+    failed = cluster.wait_for("the rollback", lambda: (c := condition(serving_status(
+        cluster, namespace, "kimi"), "Progressing")).get("reason") == "RevisionFailed" and c, timeout=120)
+    assert new in failed["message"] and old in failed["message"]
+    status = serving_status(cluster, namespace, "kimi")
+    assert status["activeRevision"] == old and condition(status, "Ready")["status"] == "True"
+    assert next(r for r in status["revisions"] if r["name"] == new)["good"] is False
+    cluster.wait_for("the failed revision's Deployment to go", lambda: list(deployments(
+        cluster, namespace, "kimi")) == [old])
+    time.sleep(3)  # and it is not retried
+    assert list(deployments(cluster, namespace, "kimi")) == [old]
+    reasons = [e["reason"] for e in cluster.get_json("-n", namespace, "events")["items"]]
+    assert "RevisionFailed" in reasons
+
+
+def test_changing_only_replicas_does_not_create_a_revision(serving_env):
+    cluster, namespace = serving_env
+    serving = seed_serving()
+    apply(cluster, namespace, serving)
+    revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    serving["spec"]["replicas"] = 2
+    apply(cluster, namespace, serving)
+    cluster.wait_for("two ready replicas", lambda: deployments(cluster, namespace, "kimi").get(revision, {}).get(
+        "status", {}).get("readyReplicas") == 2, timeout=60)
+    assert list(deployments(cluster, namespace, "kimi")) == [revision]
+    assert serving_status(cluster, namespace, "kimi")["activeRevision"] == revision
+
+
+def test_deleting_the_serving_removes_everything(serving_env):
+    cluster, namespace = serving_env
+    apply(cluster, namespace, seed_serving())
+    wait_ready(cluster, namespace, "kimi")
+    cluster.kubectl("-n", namespace, "delete", "drafterserving", "kimi", "--wait=true", "--timeout=60s")
+
+    def gone():
+        left = [kind for kind in ("deployments", "services", "pods", "replicasets")
+                if cluster.get_json("-n", namespace, kind, "-l", "drafter.dev/serving=kimi")["items"]]
+        return not left or None
+    cluster.wait_for("children garbage-collected", gone, timeout=60)
+
+
+def test_restarting_the_operator_mid_swap_finishes_it_without_duplicates(serving_env, operator):
+    cluster, namespace = serving_env
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="8")
+    serving = seed_serving(swap={"strategy": "BlueGreen"})
+    apply(cluster, namespace, serving)
+    old = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    serving["spec"]["drafter"]["model"] = "/models/drafters/emulator-good-drafter"
+    apply(cluster, namespace, serving)
+    new = cluster.wait_for("the new revision", lambda: next(
+        (r for r in deployments(cluster, namespace, "kimi") if r != old), None), timeout=30)
+    uid = deployments(cluster, namespace, "kimi")[new]["metadata"]["uid"]
+    operator.stop()  # mid-swap: the new revision is still loading
+    assert condition(serving_status(cluster, namespace, "kimi"), "Ready")["status"] == "True"
+    operator.start()
+    wait_ready(cluster, namespace, "kimi", revision=new, timeout=90)
+    final = cluster.wait_for("only the new revision", lambda: (d := deployments(
+        cluster, namespace, "kimi")) and list(d) == [new] and d, timeout=30)
+    assert final[new]["metadata"]["uid"] == uid  # the same Deployment: nothing was recreated
+    assert [r["name"] for r in serving_status(cluster, namespace, "kimi")["revisions"]] == [old, new]
+
+
+def test_invalid_spec_is_reported_as_a_condition_and_creates_nothing(serving_env):
+    cluster, namespace = serving_env
+    serving = seed_serving()
+    serving["spec"]["target"]["extraArgs"] = ["--max-running-requests", "8"]  # an SGLang flag on vLLM
+    apply(cluster, namespace, serving)
+    ready = cluster.wait_for("InvalidSpec", lambda: (c := condition(serving_status(
+        cluster, namespace, "kimi"), "Ready")).get("reason") == "InvalidSpec" and c, timeout=30)
+    assert "spec.target.extraArgs[0]" in ready["message"] and "--max-running-requests" in ready["message"]
+    assert deployments(cluster, namespace, "kimi") == {}
