@@ -1,0 +1,177 @@
+"""Golden command lines (engines.md) and the pure builders of a revision's Deployment and Service."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_operator import engines
+from drafter_operator.api import DrafterServing, DrafterServingSpec
+from drafter_operator.controllers import compatibility
+from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.resources.engine import (
+    GPU_TOLERATION,
+    engine_deployment,
+    engine_pod_spec,
+    serving_service,
+    startup_failure_threshold,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str) -> DrafterServing:
+    return DrafterServing.model_validate(yaml.safe_load((EXAMPLES / name).read_text()))
+
+
+def spec(engine: str, drafter: dict, **target) -> DrafterServingSpec:
+    return DrafterServingSpec.model_validate({"engine": engine, "target": {"model": "/models/Kimi-K2.5", **target},
+                                              "drafter": drafter})
+
+
+def test_seed_vllm_command_matches_engines_md():
+    argv = engines.vllm.render_command(example("serving-vllm-kimi-k25-eagle3.yaml").spec)
+    assert argv == [
+        "vllm", "serve", "/models/Kimi-K2.5", "--host", "0.0.0.0", "--port", "8000",
+        "--tensor-parallel-size", "8", "--max-model-len", "32768", "--gpu-memory-utilization", "0.95",
+        "--trust-remote-code", "--tool-call-parser", "kimi_k2", "--enable-auto-tool-choice",
+        "--reasoning-parser", "kimi_k2",
+        "--speculative-config", '{"method":"eagle3","model":"/models/drafters/kimi-k25-eagle3","num_speculative_tokens":5}',
+    ]
+
+
+def test_sglang_public_drafter_command_matches_engines_md():
+    argv = engines.sglang.render_command(example("serving-sglang-kimi-k25-eagle3.yaml").spec)
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    joined = " ".join(argv)
+    for fragment in ("--model-path /models/Kimi-K2.5", "--tp-size 8", "--trust-remote-code", "--enable-metrics",
+                     "--speculative-algorithm EAGLE3", "--speculative-draft-model-path AQ-MedAI/Kimi-K2-Instruct-eagle3",
+                     "--speculative-num-steps 3", "--speculative-eagle-topk 1", "--speculative-num-draft-tokens 4",
+                     "--port 30000"):
+        assert fragment in joined
+
+
+def test_baseline_renders_no_speculation_flags():
+    argv = engines.vllm.render_command(example("serving-baseline.yaml").spec)
+    assert not any(a.startswith("--speculative") for a in argv)
+    sgl = engines.sglang.render_command(spec("sglang", {"method": "none"}))
+    assert not any(a.startswith("--speculative") for a in sgl) and "--enable-metrics" in sgl
+
+
+@pytest.mark.parametrize("method,model,vllm_method,sglang_algorithm", [
+    ("eagle3", "/models/d", "eagle3", "EAGLE3"),
+    ("eagle", "/models/d", "eagle", "EAGLE"),
+    ("draftModel", "/models/small", "draft_model", "STANDALONE"),
+    ("ngram", None, "ngram", "NGRAM"),
+    ("mtp", None, "mtp", "NEXTN"),
+])
+def test_every_method_on_both_engines(method, model, vllm_method, sglang_algorithm):
+    drafter = {"method": method, **({"model": model} if model else {})}
+    vllm_argv = engines.vllm.render_command(spec("vllm", {**drafter, "numSpeculativeTokens": 4}))
+    config = json.loads(vllm_argv[vllm_argv.index("--speculative-config") + 1])
+    assert config == {"method": vllm_method, **({"model": model} if model else {}), "num_speculative_tokens": 4}
+    sglang_argv = engines.sglang.render_command(spec("sglang", {**drafter, "numSteps": 3}))
+    assert sglang_argv[sglang_argv.index("--speculative-algorithm") + 1] == sglang_algorithm
+    assert ("--speculative-draft-model-path" in sglang_argv) == bool(model)
+
+
+def test_extra_args_come_last_and_verbatim():
+    argv = engines.vllm.render_command(spec("vllm", {"method": "none"}, extraArgs=["--max-num-seqs", "8"]))
+    assert argv[-2:] == ["--max-num-seqs", "8"]
+
+
+def test_unknown_engine_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown engine 'trtllm'"):
+        engines.engine("trtllm")
+
+
+def test_revision_hash_ignores_replicas_placement_and_startup_but_not_the_drafter():
+    base = example("serving-vllm-kimi-k25-eagle3.yaml").spec
+    image = "vllm/vllm-openai:v0.33.0"
+    same = base.model_copy(update={"replicas": 3, "startup": base.startup.model_copy(update={"timeout": "1h"})})
+    assert revision_hash(same, image) == revision_hash(base, image)
+    other = base.model_copy(update={"drafter": base.drafter.model_copy(update={"num_speculative_tokens": 4})})
+    assert revision_hash(other, image) != revision_hash(base, image)
+    assert revision_hash(base, "vllm/vllm-openai:v0.34.0") != revision_hash(base, image)
+    assert len(revision_hash(base, image)) == 10
+
+
+@settings(max_examples=50)
+@given(st.integers(1, 16), st.sampled_from(["/models/a", "/models/b"]))
+def test_revision_hash_is_stable_and_distinct(k, drafter_model):
+    one = spec("vllm", {"method": "eagle3", "model": drafter_model, "numSpeculativeTokens": k})
+    again = DrafterServingSpec.model_validate(json.loads(one.model_dump_json(by_alias=True)))
+    assert revision_hash(one, "img") == revision_hash(again, "img")
+    assert drafter_summary(one) == f"eagle3:{drafter_model} k={k}"
+
+
+def test_engine_pod_spec_has_gpus_shm_model_volume_probes_and_tolerations():
+    serving = example("serving-vllm-kimi-k25-eagle3.yaml")
+    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve", "m"], 8000, "/health", "/health")
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}} in pod["volumes"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-B200"}
+    assert GPU_TOLERATION in pod["tolerations"]
+    assert container["startupProbe"]["httpGet"]["path"] == "/health"
+    assert container["startupProbe"]["failureThreshold"] == 270  # 45 minutes at one probe per 10 s
+    assert container["readinessProbe"]["httpGet"]["port"] == "http"
+
+
+def test_sglang_readiness_uses_health_generate():
+    serving = example("serving-sglang-kimi-k25-eagle3.yaml")
+    engine = engines.engine("sglang")
+    pod = engine_pod_spec(serving, "img", ["x"], engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
+    assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/health_generate"
+    assert pod["containers"][0]["ports"][0]["containerPort"] == 30000
+
+
+@pytest.mark.parametrize("timeout,expected", [("1m", 6), ("45m", 270), ("90s", 9), ("2h", 720)])
+def test_startup_failure_threshold(timeout, expected):
+    assert startup_failure_threshold(timeout) == expected
+
+
+def test_deployment_and_service_select_one_revision():
+    serving = example("serving-vllm-kimi-k25-eagle3.yaml")
+    serving.metadata["namespace"] = "ml"
+    deployment = engine_deployment(serving, "abc1234567", 2, {"containers": []})
+    assert deployment["metadata"]["name"] == "kimi-k25-vllm-eagle3-abc1234567"
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector == {"drafter.dev/serving": "kimi-k25-vllm-eagle3", "drafter.dev/revision": "abc1234567"}
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    service = serving_service(serving, "abc1234567", 8000)
+    assert service["spec"]["selector"] == selector
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_seed_combination_is_known_bad_and_the_sglang_one_is_not():
+    seed = example("serving-vllm-kimi-k25-eagle3.yaml").spec
+    matches = compatibility.matching_known_bad(seed, "vllm/vllm-openai:v0.33.0")
+    assert [m.id for m in matches] == ["vllm-eagle3-deepseek-mla"]
+    assert "15%" in matches[0].reason
+    assert compatibility.matching_known_bad(example("serving-sglang-kimi-k25-eagle3.yaml").spec, "lmsysorg/sglang:v0.5.23") == []
+    assert compatibility.matching_known_bad(example("serving-baseline.yaml").spec, "vllm/vllm-openai:v0.33.0") == []
+    # The architecture from a preflight wins over the name heuristics.
+    assert compatibility.matching_known_bad(seed, "img", architecture="LlamaForCausalLM") == []
+
+
+@pytest.mark.parametrize("version,bounds,inside", [
+    ((0, 33, 0), ">=0.10,<0.40", True), ((0, 40, 1), ">=0.10,<0.40", False), (None, "<0.1", True),
+    ((1, 0), "", True), ((0, 9), ">=0.10", False),
+])
+def test_version_ranges(version, bounds, inside):
+    assert compatibility.version_in_range(version, bounds) is inside
+
+
+def test_image_version_parsing():
+    assert compatibility.image_version("vllm/vllm-openai:v0.33.0") == (0, 33, 0)
+    assert compatibility.image_version("lmsysorg/sglang:v0.5.23-cu130") == (0, 5, 23)
+    assert compatibility.image_version("vllm/vllm-openai:latest") is None
+    assert compatibility.image_version("registry:5000/vllm") is None
