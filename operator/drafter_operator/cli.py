@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emulate.set_defaults(handler=_emulate)
 
+    demo = subparsers.add_parser("demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured")
+    demo.add_argument("--max-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
+    demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
+    demo.set_defaults(handler=_demo)
+
     _add_cluster_commands(subparsers)
     return parser
 
@@ -59,6 +64,12 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.api import generate
 
     return generate.main(output_dir=args.output_dir, docs_path=args.docs or None, check=args.check)
+
+
+def _demo(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator.testbed import demo
+
+    return demo.main(max_tokens=args.max_tokens, prompts=max(1, min(5, args.prompts)))
 
 
 def _emulate(args: argparse.Namespace, extra: list[str]) -> int:

@@ -185,8 +185,10 @@ class ServingReconciler:
         for revision in plan.delete:
             if revision in observed.deployments:
                 self.kube.delete(object_path("apps/v1", "deployments", namespace, deployment_name(name, revision)))
-        for kind, reason, message in plan.events:
-            post_event(kind, reason, message)
+        posted = {reason for _, reason, _ in plan.events}
+        for kind, reason, message in plan.events + _transition_events(status.get("conditions"), new_status["conditions"]):
+            if reason not in posted or (kind, reason, message) in plan.events:
+                post_event(kind, reason, message)
         if plan.switched_from:
             metrics.swap(namespace, name, spec.engine, spec.swap.strategy)
         if plan.mark_failed and active is not None:
@@ -263,6 +265,24 @@ def _updated_revisions(revisions: list[dict], desired: str, spec, now: dt.dateti
         if r["name"] == plan.mark_failed:
             r["good"] = False
     return out[-10:]  # bounded history, newest last
+
+
+# Transitions worth an Event (the rest are visible in the conditions alone).
+_NORMAL_REASONS = {"EngineReady", "RevisionStarting", "RevisionActive"}
+
+
+def _transition_events(before: list[dict] | None, after: list[dict]) -> list[tuple[str, str, str]]:
+    """An Event for each Ready/Progressing condition whose status or reason changed."""
+    old = {c["type"]: c for c in before or []}
+    events = []
+    for cond in after:
+        if cond["type"] not in ("Ready", "Progressing"):
+            continue
+        prior = old.get(cond["type"], {})
+        if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
+            kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
+            events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+    return events
 
 
 def _changed(current: dict, desired: dict) -> dict:

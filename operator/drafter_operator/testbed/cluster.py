@@ -33,7 +33,8 @@ DEFAULT_PORT_BASE = 16440
 # A loopback service range: ClusterIPs then never point at a real network (see docs/testbed.md).
 SERVICE_CIDR = "127.96.0.0/16"
 KWOK_FALLBACK_CIDR = "127.11.255.0/24"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
+              "demo-operator")
 
 
 def default_port_base() -> int:

@@ -1,0 +1,1 @@
+"""The benchmark client: stream completions through the OpenAI-compatible API, diff /metrics."""

@@ -1,0 +1,161 @@
+"""`drafter-operator demo`: the seed's story on the embedded local cluster, end to end.
+
+Brings the local cluster up, installs the CRDs, starts the operator, declares three DrafterServings
+(the no-speculation baseline, the seed's vLLM + EAGLE-3 drafter, SGLang with the public drafter) on
+GPU nodes whose engine pods really run (as the engine emulator), waits for them to be Ready, measures
+each through its Service and prints what the seed's operators found by hand: the vLLM drafter accepts
+about 15% of its tokens and makes serving slower than no speculation at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from drafter_operator.api import KINDS, crd_manifest
+from drafter_operator.bench import client as bench
+from drafter_operator.testbed import cluster as local
+from drafter_operator.testbed import processes
+from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
+from drafter_operator.testbed.versions import bin_dir
+
+console = Console()
+NAMESPACE = "drafter-demo"
+DEMO_GPU_PRODUCT = "NVIDIA-B200"
+OPERATOR_COMPONENT = "demo-operator"
+
+BASE_SPEC = {
+    "target": {"model": "/models/Kimi-K2.5", "tensorParallelSize": 8, "maxModelLen": 32768,
+               "gpuMemoryUtilization": "0.95", "trustRemoteCode": True, "toolCallParser": "kimi_k2",
+               "reasoningParser": "kimi_k2"},
+    "placement": {"gpuProduct": DEMO_GPU_PRODUCT, "nodeSelector": {RUNTIME_LABEL: PROCESS}},
+    "storage": {"modelClaim": "models", "mountPath": "/models", "shmSize": "64Gi"},
+}
+SERVINGS = {
+    "kimi-baseline": {"engine": "vllm", "drafter": {"method": "none"}},
+    "kimi-vllm-eagle3": {"engine": "vllm", "drafter": {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3",
+                                                       "numSpeculativeTokens": 5}},
+    "kimi-sglang-eagle3": {"engine": "sglang", "drafter": {"method": "eagle3", "model": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
+                                                           "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4}},
+}
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KUBECONFIG": str(local.Layout().kubeconfig)}
+    proc = subprocess.run([str(bin_dir() / "kubectl"), *args], input=input, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+def serving_manifest(name: str, spec: dict) -> dict:
+    full = copy.deepcopy(BASE_SPEC)
+    if spec["engine"] == "sglang":
+        full["target"]["gpuMemoryUtilization"] = "0.9"
+    full.update(copy.deepcopy(spec))
+    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": full}
+
+
+def ensure_engine_nodes(count: int) -> None:
+    nodes = json.loads(kubectl("get", "nodes", "-l", f"{RUNTIME_LABEL}={PROCESS},nvidia.com/gpu.product={DEMO_GPU_PRODUCT}",
+                               "-o", "json").stdout)["items"]
+    if len(nodes) < count:
+        local.add_nodes(count - len(nodes), PROCESS, 8, DEMO_GPU_PRODUCT, "gpu-demo")
+
+
+def model_volume() -> list[dict]:
+    return [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{NAMESPACE}-models"},
+         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                  "hostPath": {"path": "/tmp/drafter-demo-models"},
+                  "claimRef": {"namespace": NAMESPACE, "name": "models"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "models", "namespace": NAMESPACE},
+         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"{NAMESPACE}-models",
+                  "resources": {"requests": {"storage": "1Ti"}}}},
+    ]
+
+
+def start_operator(layout: local.Layout) -> None:
+    if processes.running_pid(OPERATOR_COMPONENT, layout.run):
+        return
+    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig)}
+    processes.start(OPERATOR_COMPONENT, [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
+                    layout.run, layout.logs, env=env)
+
+
+def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    with console.status("waiting for the engines to load and become Ready"):
+        while time.monotonic() < deadline:
+            items = json.loads(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "json").stdout)["items"]
+            by_name = {i["metadata"]["name"]: i for i in items}
+            ready = {n for n, i in by_name.items() for c in (i.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Ready" and c["status"] == "True"}
+            if set(names) <= ready:
+                return by_name
+            time.sleep(1)
+    raise RuntimeError(f"DrafterServings not Ready within {timeout:.0f}s; see `kubectl -n {NAMESPACE} describe drafterservings` "
+                       f"and {local.Layout().logs}/{OPERATOR_COMPONENT}.log")
+
+
+def main(max_tokens: int = 256, prompts: int = 3) -> int:
+    layout = local.Layout()
+    local.up(layout=layout)
+    ensure_engine_nodes(len(SERVINGS))
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            input=yaml.safe_dump_all([crd_manifest(kind) for kind in KINDS]))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s",
+            *[f"crd/{kind.plural}.drafter.dev" for kind in KINDS])
+    kubectl("create", "namespace", NAMESPACE, check=False)
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(model_volume()))
+    start_operator(layout)
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
+    console.print(f"Declared {len(SERVINGS)} DrafterServings in namespace {NAMESPACE}: {', '.join(SERVINGS)}")
+    servings = wait_ready(list(SERVINGS))
+    console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
+
+    results = {}
+    for name, spec in SERVINGS.items():
+        ip = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)["spec"]["clusterIP"]
+        port = servings[name]["status"]["endpoint"]["port"]
+        k = spec["drafter"].get("numSpeculativeTokens") or spec["drafter"].get("numSteps")
+        with console.status(f"measuring {name}: {prompts} prompts x {max_tokens} tokens, one stream"):
+            results[name] = bench.run(f"http://{ip}:{port}", spec["engine"], BASE_SPEC["target"]["model"],
+                                      bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)
+    print_report(servings, results)
+    console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
+                  f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
+                  "`drafter-operator cluster down` stops everything.")
+    return 0
+
+
+def print_report(servings: dict[str, dict], results: dict[str, bench.RunResult]) -> None:
+    baseline = results["kimi-baseline"].tokens_per_second
+    table = Table(title="Single-stream decode through each DrafterServing's Service")
+    for column in ("serving", "engine", "drafter", "tok/s", "ms/token", "acceptance", "accept length", "speedup",
+                   "DrafterCompatible"):
+        table.add_column(column)
+    for name, result in results.items():
+        spec = SERVINGS[name]
+        acceptance = result.acceptance
+        compatible = next((c for c in servings[name]["status"]["conditions"] if c["type"] == "DrafterCompatible"), {})
+        speedup = result.tokens_per_second / baseline if baseline else 0.0
+        table.add_row(name, spec["engine"], spec["drafter"]["method"], f"{result.tokens_per_second:.1f}",
+                      f"{result.ms_per_token:.1f}",
+                      f"{acceptance.acceptance_rate:.1%}" if acceptance and acceptance.acceptance_rate is not None else "-",
+                      f"{acceptance.mean_acceptance_length:.2f}" if acceptance and acceptance.mean_acceptance_length else "-",
+                      f"{speedup:.2f}x", f"{compatible.get('status', '?')} ({compatible.get('reason', '')})")
+    console.print(table)
+    for name, result in results.items():
+        if name != "kimi-baseline" and baseline and result.tokens_per_second < baseline:
+            console.print(f"[bold red]{name}[/]: speculation is slower than no speculation "
+                          f"({result.tokens_per_second / baseline:.2f}x); its drafter should not serve.")
