@@ -25,7 +25,8 @@ from drafter_operator.api import (
     training_problems,
 )
 from drafter_operator.api.benchmark import DrafterBenchmarkSpec
-from drafter_operator.api.serving import image_repository, label_key_problem
+from drafter_operator.api.serving import label_key_problem
+from drafter_operator.images import image_repository
 from drafter_operator.api.training import DrafterTrainingSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,7 +179,7 @@ def test_serving_problems_image_node_selector_and_capacity():
 
 
 def test_image_repository_and_label_keys():
-    assert image_repository("registry:5000/vllm/vllm-openai:v1@sha256:abc") == "registry:5000/vllm/vllm-openai"
+    assert image_repository("registry:5000/vllm/vllm-openai:v1@sha256:abc") == "vllm/vllm-openai"
     assert image_repository("sglang") == "sglang"
     assert label_key_problem("nvidia.com/gpu.product") is None
     assert label_key_problem("node-role") is None

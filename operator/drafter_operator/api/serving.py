@@ -33,6 +33,7 @@ from drafter_operator.api.common import (
     duration_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.images import image_repository
 
 DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none")
@@ -581,14 +582,6 @@ _ENGINE_ONLY_FLAGS: dict[str, tuple[str, ...]] = {
 }
 _LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_KEY_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def image_repository(image: str) -> str:
-    """The repository part of an image reference (no tag, no digest)."""
-    name = image.split("@")[0]
-    head, _, last = name.rpartition("/")
-    last = last.split(":")[0]
-    return f"{head}/{last}" if head else last
 
 
 def label_key_problem(key: str) -> str | None:

@@ -24,7 +24,7 @@ from rich.console import Console
 
 from drafter_operator.testbed import certs, processes
 from drafter_operator.testbed.build import ensure_binaries
-from drafter_operator.testbed.nodes import KWOK, PROCESS, RUNTIME_LABEL, NodeSpec, default_topology, node_manifest
+from drafter_operator.testbed.nodes import KWOK, RUNTIME_LABEL, NodeSpec, default_topology, node_manifest
 from drafter_operator.testbed.versions import PINS, bin_dir, state_root, toolchain_dir
 
 console = Console(stderr=True)

@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drafter_operator.images import image_repository
+
 EMULATED_PYTHON_MODULES = ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
 HOST_TOOLS = ("sh", "bash", "sleep", "echo", "cat", "true", "false", "env", "ls", "test", "printf")
 # Entrypoints of images whose pods may leave `command` empty.
@@ -44,18 +46,6 @@ class LaunchPlan:
     log_path: Path
     termination_path: Path
     path_map: dict[str, str] = field(default_factory=dict)
-
-
-def image_repository(image: str) -> str:
-    """`docker.io/vllm/vllm-openai:v0.33.0@sha256:..` -> `vllm/vllm-openai`."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    parts = name.split("/")
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        parts = parts[1:]  # drop the registry host
-    return "/".join(parts)
 
 
 def container_argv(container: dict) -> list[str]:

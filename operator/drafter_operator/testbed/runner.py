@@ -27,11 +27,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode, urlparse
+from urllib.parse import urlparse
 
 import httpx
-import yaml
 from kubernetes import client, config
+
+from drafter_operator.kube import ApiError, Kube, object_path
 
 from drafter_operator.testbed import launch
 from drafter_operator.testbed.nodes import CLUSTER_ANNOTATION, PROCESS, RUNTIME_LABEL
@@ -118,8 +119,7 @@ def phase_of(run: PodRun, restart_policy: str) -> str:
 class Runner:
     def __init__(self, api: client.ApiClient, state_dir: Path, cluster_id: str, apiserver_port: int):
         self.api = api
-        self.core = client.CoreV1Api(api)
-        self.coord = client.CoordinationV1Api(api)
+        self.kube = Kube(api)
         self.state_dir = state_dir
         self.cluster_id = cluster_id
         self.apiserver_port = apiserver_port
@@ -132,34 +132,18 @@ class Runner:
         self.stopping = asyncio.Event()
 
     # ---- API helpers (the client is synchronous: run it in threads) ----
-    async def _call(self, fn, *args, **kwargs):
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     async def _raw(self, method: str, path: str, body=None, content_type: str = "application/json",
-                   query: list | None = None):
-        """A raw API call returning the JSON as a dict (camelCase, exactly as the apiserver sends it)."""
-        url = self.api.configuration.host + path + (("?" + urlencode(query)) if query else "")
-
-        def call():
-            resp = self.api.rest_client.request(method, url, body=body, headers={
-                "Content-Type": content_type, "Accept": "application/json"})
-            data = resp.read()
-            if not 200 <= resp.status < 300:
-                raise client.ApiException(http_resp=resp)
-            return json.loads(data or b"null")
-        return await asyncio.to_thread(call)
+                   query: dict | None = None):
+        return await asyncio.to_thread(self.kube.request, method, path, body, content_type, query)
 
     def lookup(self, kind: str, namespace: str, name: str) -> dict | None:
         """configMap/secret data for env and volumes (synchronous; called from planning threads)."""
-        try:
-            if kind == "configmap":
-                return dict(self.core.read_namespaced_config_map(name, namespace).data or {})
-            secret = self.core.read_namespaced_secret(name, namespace)
-            return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        obj = self.kube.get(object_path("v1", "configmaps" if kind == "configmap" else "secrets", namespace, name))
+        if obj is None:
+            return None
+        if kind == "configmap":
+            return dict(obj.get("data") or {})
+        return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
 
     # ---- identity and nodes ----
     async def verify_identity(self) -> None:
@@ -167,13 +151,13 @@ class Runner:
         if host not in ("127.0.0.1", "localhost"):
             raise RefusedCluster(f"apiserver {self.api.configuration.host} is not on 127.0.0.1: the local "
                                  "process runner only ever acts for the local cluster it belongs to")
-        live = (await self._call(self.core.read_namespace, "kube-system")).metadata.uid
+        live = (await self._raw("GET", "/api/v1/namespaces/kube-system"))["metadata"]["uid"]
         if live != self.cluster_id:
             raise RefusedCluster(f"kube-system UID {live} differs from the recorded local cluster "
                                  f"{self.cluster_id}: refusing to run pods for a cluster that is not ours")
 
     async def refresh_nodes(self) -> None:
-        listing = await self._raw("GET", "/api/v1/nodes", query=[("labelSelector", f"{RUNTIME_LABEL}={PROCESS}")])
+        listing = await self._raw("GET", "/api/v1/nodes", query={"labelSelector": f"{RUNTIME_LABEL}={PROCESS}"})
         nodes = {}
         for node in listing["items"]:
             annotations = node["metadata"].get("annotations") or {}
@@ -204,7 +188,7 @@ class Runner:
         body = {"spec": {"holderIdentity": node, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": micro}}
         try:
             await self._raw("PATCH", path, body, "application/merge-patch+json")
-        except client.ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:
                 raise
             owner = self.nodes[node]["metadata"]
@@ -244,7 +228,7 @@ class Runner:
     async def list_pods(self) -> dict[str, dict]:
         pods = {}
         for node in list(self.nodes):
-            listing = await self._raw("GET", "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={node}")])
+            listing = await self._raw("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
             for pod in listing["items"]:
                 pods[pod["metadata"]["uid"]] = pod
         return pods
@@ -326,19 +310,19 @@ class Runner:
 
     def _token(self, run: PodRun, source: dict) -> str:
         sa = run.pod["spec"].get("serviceAccountName") or "default"
-        request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
-            audiences=[source["audience"]] if source.get("audience") else None,
-            expiration_seconds=source.get("expirationSeconds", 3607),
-            bound_object_ref=client.V1BoundObjectReference(kind="Pod", api_version="v1", name=run.name,
-                                                           uid=run.uid)))
-        return self.core.create_namespaced_service_account_token(sa, run.namespace, request).status.token
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+            "audiences": [source["audience"]] if source.get("audience") else [],
+            "expirationSeconds": source.get("expirationSeconds", 3607),
+            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": run.name, "uid": run.uid}}}
+        path = object_path("v1", "serviceaccounts", run.namespace, sa, "token")
+        return self.kube.request("POST", path, request)["status"]["token"]
 
     async def _start(self, run: PodRun, container: ContainerRun) -> None:
         try:
             container.plan = await asyncio.to_thread(
                 launch.plan, run.pod, container.spec, run.ip, run.directory, self.apiserver_port, self.lookup,
                 launch.volume_host_paths(run.pod, run.directory, self.state_dir))
-        except (launch.LaunchError, client.ApiException) as exc:
+        except (launch.LaunchError, ApiError) as exc:
             container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(exc)
             if run.pod["spec"].get("restartPolicy", "Always") == "Never" or isinstance(exc, launch.LaunchError):
                 run.failed_reason, run.failed_message = "CreateContainerError", str(exc)
@@ -560,7 +544,7 @@ class Runner:
                 "preconditions": {"uid": meta["uid"]}}
         try:
             await self._raw("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body)
-        except client.ApiException as exc:
+        except ApiError as exc:
             if exc.status not in (404, 409):
                 raise
 
@@ -627,7 +611,7 @@ class Runner:
             await self._raw("PATCH", f"/api/v1/namespaces/{run.namespace}/pods/{run.name}/status",
                             {"status": status}, "application/merge-patch+json")
             run.last_status = comparable
-        except client.ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:
                 raise
         if phase in ("Succeeded", "Failed"):
