@@ -40,16 +40,6 @@ def _condition(obj: dict, kind: str) -> dict | None:
     return next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
 
 
-def _free_gpu_nodes(cluster) -> list[str]:
-    """Nodes with 8 allocatable GPUs and no GPU pod bound to them (other tests may still be cleaning up)."""
-    nodes = cluster.get_json("nodes")["items"]
-    pods = cluster.get_json("pods", "-A")["items"]
-    busy = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") not in ("Succeeded", "Failed")
-            and any("nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}) for c in p["spec"]["containers"])}
-    return [n["metadata"]["name"] for n in nodes
-            if n["status"].get("allocatable", {}).get("nvidia.com/gpu") == "8" and n["metadata"]["name"] not in busy]
-
-
 def test_gpu_deployment_is_scheduled_on_a_fake_gpu_node_and_becomes_ready(cluster, namespace):
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "engine"},
@@ -70,22 +60,34 @@ def test_gpu_deployment_is_scheduled_on_a_fake_gpu_node_and_becomes_ready(cluste
     assert _condition(pod, "Ready")["status"] == "True"
 
 
-def test_gpu_pod_beyond_capacity_stays_pending_unschedulable(cluster, namespace):
-    free = cluster.wait_for("every GPU node to be free", lambda: len(_free_gpu_nodes(cluster)) >= 2 and
-                            _free_gpu_nodes(cluster), timeout=90)
-    total = len(cluster.get_json("nodes", "-l", "nvidia.com/gpu.present=true")["items"])
-    assert len(free) == total, "another test still holds GPUs"
-    names = [f"gpu-{i}" for i in range(total + 1)]
-    _apply(cluster, namespace, *(_gpu_pod(n) for n in names))
+@pytest.fixture(scope="session")
+def two_h100_nodes(local_cluster_only):
+    """Exactly two 8-GPU kwok nodes of a product no other test uses: a capacity we know."""
+    cluster = local_cluster_only
+    product = "NVIDIA-H100-80GB-HBM3"
+    nodes = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]]
+    if not nodes:
+        from drafter_operator.testbed import cluster as local
+
+        nodes = local.add_nodes(2, "kwok", 8, product, "capacity")
+    assert len(nodes) == 2
+    return product
+
+
+def test_gpu_pod_beyond_capacity_stays_pending_unschedulable(cluster, namespace, two_h100_nodes):
+    pods = [_gpu_pod(f"gpu-{i}") for i in range(3)]
+    for pod in pods:
+        pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": two_h100_nodes}
+    _apply(cluster, namespace, *pods)
 
     def placement():
         pods = cluster.get_json("-n", namespace, "pods")["items"]
         bound = [p for p in pods if p["spec"].get("nodeName")]
         unschedulable = [p for p in pods if (_condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable"]
-        return (bound, unschedulable) if len(bound) == total and len(unschedulable) == 1 else None
+        return (bound, unschedulable) if len(bound) == 2 and len(unschedulable) == 1 else None
 
-    bound, (pending,) = cluster.wait_for("all but one GPU pod bound", placement, timeout=60)
-    assert len({p["spec"]["nodeName"] for p in bound}) == total  # one 8-GPU pod per node
+    bound, (pending,) = cluster.wait_for("two GPU pods bound and one unschedulable", placement, timeout=60)
+    assert len({p["spec"]["nodeName"] for p in bound}) == 2  # one 8-GPU pod per node
     assert pending["status"]["phase"] == "Pending"
     assert "Insufficient nvidia.com/gpu" in _condition(pending, "PodScheduled")["message"]
 
