@@ -247,3 +247,14 @@ def test_nothing_the_local_cluster_started_listens_beyond_loopback(local_cluster
     for line in ours:
         local_address = line.split()[3]
         assert local_address.startswith("127.") or local_address.startswith("[::ffff:127."), line
+
+
+def test_kubectl_logs_reads_a_process_pods_output(local_cluster_only, namespace):
+    cluster = local_cluster_only
+    script = "import time\nfor i in range(3): print('loading shard', i, flush=True)\ntime.sleep(600)"
+    _apply(cluster, namespace, _pod("chatty", ["python3", "-c", script]))
+    logs = cluster.wait_for("the pod's output", lambda: (p := cluster.kubectl(
+        "-n", namespace, "logs", "chatty", check=False)).returncode == 0 and "shard 2" in p.stdout and p.stdout,
+        timeout=30)
+    assert logs.splitlines() == ["loading shard 0", "loading shard 1", "loading shard 2"]
+    assert cluster.kubectl("-n", namespace, "logs", "chatty", "--tail", "1").stdout.strip() == "loading shard 2"

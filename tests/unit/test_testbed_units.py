@@ -94,7 +94,7 @@ def test_default_topology_gives_distinct_names_and_cidrs():
 
 def test_ports_are_consecutive_and_distinct():
     ports = Ports(20000).all()
-    assert sorted(ports.values()) == list(range(20000, 20007))
+    assert sorted(ports.values()) == list(range(20000, 20008))
 
 
 def test_kubeconfig_points_at_loopback_with_client_certs(tmp_path):

@@ -61,41 +61,56 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attrs + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def ensure_pki(pki: Path) -> None:
-    """Create the PKI under `pki` unless it is already there (idempotent across `cluster up`s)."""
-    if (pki / "ca.crt").exists() and all((pki / f"{c.file_stem}.crt").exists() for c in CLIENTS):
-        return
-    pki.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("drafter-operator-local-ca")
-    ca_cert = (_builder(ca_name, ca_name, ca_key.public_key())
-               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False,
-                                            data_encipherment=False, key_agreement=False,
-                                            encipher_only=False, decipher_only=False), critical=True)
-               .sign(ca_key, hashes.SHA256()))
-    _write_key(pki / "ca.key", ca_key)
-    _write_cert(pki / "ca.crt", ca_cert)
+LOOPBACK_SANS = (x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
 
-    def issue(stem: str, name: x509.Name, usage, sans: list[x509.GeneralName] | None = None) -> None:
+
+def _ca(pki: Path):
+    """The cluster's CA: loaded when present (certificates already issued stay valid), else created."""
+    if (pki / "ca.crt").exists() and (pki / "ca.key").exists():
+        key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+        return key, x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name("drafter-operator-local-ca")
+    cert = (_builder(name, name, key.public_key())
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    _write_key(pki / "ca.key", key)
+    _write_cert(pki / "ca.crt", cert)
+    return key, cert
+
+
+def ensure_pki(pki: Path) -> None:
+    """Create whatever part of the PKI under `pki` is missing (idempotent across `cluster up`s)."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = _ca(pki)
+
+    def issue(stem: str, name: x509.Name, usage, sans=None) -> None:
+        if (pki / f"{stem}.crt").exists() and (pki / f"{stem}.key").exists():
+            return
         key = ec.generate_private_key(ec.SECP256R1())
-        builder = _builder(name, ca_name, key.public_key()).add_extension(
+        builder = _builder(name, ca_cert.subject, key.public_key()).add_extension(
             x509.ExtendedKeyUsage([usage]), critical=False)
         if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
         _write_key(pki / f"{stem}.key", key)
         _write_cert(pki / f"{stem}.crt", builder.sign(ca_key, hashes.SHA256()))
 
-    issue("apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, [
-        x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
-        x509.DNSName("kubernetes.default.svc"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-    ])
+    issue("apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK_SANS + (
+        x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"), x509.DNSName("kubernetes.default.svc")))
+    # The process runner's kubelet API (kubectl logs), and the apiserver's client cert to call it.
+    issue("runner-serving", _name("drafter-local-runner"), ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK_SANS)
+    issue("apiserver-kubelet-client", _name("kube-apiserver-kubelet-client", ("system:masters",)),
+          ExtendedKeyUsageOID.CLIENT_AUTH)
     for client in CLIENTS:
         issue(client.file_stem, _name(client.common_name, client.organizations), ExtendedKeyUsageOID.CLIENT_AUTH)
 
-    # Service-account tokens are signed with RSA: the apiserver's issuer discovery expects it.
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write_key(pki / "sa.key", sa_key)
-    (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    if not (pki / "sa.key").exists():
+        # Service-account tokens are signed with RSA: the apiserver's issuer discovery expects it.
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        _write_key(pki / "sa.key", sa_key)
+        (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))

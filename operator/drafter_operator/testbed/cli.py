@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--gpu-runtime", default=KWOK, choices=(KWOK, PROCESS),
                     help="kwok: pods only pretend to run (scale tests); process: the local runner really "
                          "starts them (engine pods become emulator processes)")
-    up.add_argument("--port-base", type=int, default=None, help="first of 7 consecutive ports on 127.0.0.1")
+    up.add_argument("--port-base", type=int, default=None, help="first of 8 consecutive ports on 127.0.0.1")
     up.set_defaults(cluster_handler=_up)
 
     down = verbs.add_parser("down", help="stop every process the local cluster started")

@@ -77,9 +77,13 @@ class Ports:
     def kwok_node(self) -> int:
         return self.base + 6
 
+    @property
+    def runner_kubelet(self) -> int:
+        return self.base + 7
+
     def all(self) -> dict[str, int]:
         return {n: getattr(self, n) for n in ("etcd", "etcd_peer", "apiserver", "controller_manager",
-                                                "scheduler", "kwok", "kwok_node")}
+                                                "scheduler", "kwok", "kwok_node", "runner_kubelet")}
 
 
 @dataclass
@@ -209,6 +213,11 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--allow-privileged=true",
             # With a loopback advertise address the endpoint reconciler must be off (testbed.md).
             "--endpoint-reconciler-type", "none",
+            # `kubectl logs` reaches the process runner's kubelet API with this client certificate.
+            "--kubelet-client-certificate", str(pki / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key", str(pki / "apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority", str(pki / "ca.crt"),
+            "--kubelet-preferred-address-types", "InternalIP",
             "--profiling=false", "--v", "1",
         ],
         "kube-controller-manager": [
@@ -244,6 +253,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
         "runner": [
             sys.executable, "-m", "drafter_operator.testbed.runner",
             "--kubeconfig", str(kc("runner")), "--state-dir", str(layout.root),
+            "--kubelet-port", str(ports.runner_kubelet),
         ],
     }
 

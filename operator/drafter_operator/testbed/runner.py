@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
+from aiohttp import web
 from kubernetes import client, config
 
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -117,9 +119,11 @@ def phase_of(run: PodRun, restart_policy: str) -> str:
 
 
 class Runner:
-    def __init__(self, api: client.ApiClient, state_dir: Path, cluster_id: str, apiserver_port: int):
+    def __init__(self, api: client.ApiClient, state_dir: Path, cluster_id: str, apiserver_port: int,
+                 kubelet_port: int = 0):
         self.api = api
         self.kube = Kube(api)
+        self.kubelet_port = kubelet_port
         self.state_dir = state_dir
         self.cluster_id = cluster_id
         self.apiserver_port = apiserver_port
@@ -214,6 +218,8 @@ class Runner:
         for c in conditions[:-1]:
             c["lastTransitionTime"] = previous.get(c["type"], {}).get("lastTransitionTime", stamp)
         body = {"status": {"conditions": conditions}}
+        if self.kubelet_port:
+            body["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.kubelet_port}}
         await self._raw("PATCH", f"/api/v1/nodes/{node}/status", body, "application/strategic-merge-patch+json")
 
     # ---- pods ----
@@ -706,6 +712,50 @@ class Runner:
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
+    # ---- kubelet API: `kubectl logs` ----
+    async def serve_kubelet_api(self) -> web.AppRunner | None:
+        """HTTPS on 127.0.0.1 for the apiserver's log requests, client certificates from our CA only."""
+        if not self.kubelet_port:
+            return None
+        pki = self.state_dir / "pki"
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki / "ca.crt"))
+        context.load_cert_chain(str(pki / "runner-serving.crt"), str(pki / "runner-serving.key"))
+        context.verify_mode = ssl.CERT_REQUIRED
+        app = web.Application()
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._container_logs)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", self.kubelet_port, ssl_context=context).start()
+        return runner
+
+    async def _container_logs(self, request: web.Request) -> web.StreamResponse:
+        namespace, pod, name = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        run = next((r for r in self.runs.values() if r.namespace == namespace and r.name == pod), None)
+        container = next((c for c in run.containers if c.spec["name"] == name), None) if run else None
+        if container is None or container.plan is None or not container.plan.log_path.exists():
+            raise web.HTTPNotFound(text=f"no logs for container {name!r} of pod {namespace}/{pod} on this node")
+        data = container.plan.log_path.read_bytes()
+        if "tailLines" in request.query:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-int(request.query["tailLines"]):]) if int(request.query["tailLines"]) else b""
+        if "limitBytes" in request.query:
+            data = data[: int(request.query["limitBytes"])]
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        await response.write(data)
+        if request.query.get("follow") in ("true", "1"):
+            offset = container.plan.log_path.stat().st_size
+            while container.proc is not None and not self.stopping.is_set():
+                await asyncio.sleep(0.5)
+                size = container.plan.log_path.stat().st_size
+                if size > offset:
+                    with open(container.plan.log_path, "rb") as handle:
+                        handle.seek(offset)
+                        await response.write(handle.read(size - offset))
+                    offset = size
+        await response.write_eof()
+        return response
+
     # ---- main ----
     async def run(self) -> None:
         await self.verify_identity()
@@ -713,8 +763,11 @@ class Runner:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        kubelet_api = await self.serve_kubelet_api()
         log.info("local process runner for cluster %s: nodes %s", self.cluster_id, sorted(self.nodes))
         await asyncio.gather(self.heartbeat(), self.sync_pods(), self.proxy_services())
+        if kubelet_api:
+            await kubelet_api.cleanup()
         await asyncio.gather(*(self._kill(c, "Completed", 5.0) for r in self.runs.values() for c in r.containers))
         for server, _ in self.listeners.values():
             server.close()
@@ -725,12 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="drafter-operator-local-runner")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--kubelet-port", type=int, default=0, help="HTTPS port of the kubelet API (kubectl logs)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     state_dir = Path(args.state_dir)
     record = json.loads((state_dir / "cluster.json").read_text())
     api = config.new_client_from_config(config_file=args.kubeconfig)
-    runner = Runner(api, state_dir, record["cluster_id"], record["ports"]["apiserver"])
+    runner = Runner(api, state_dir, record["cluster_id"], record["ports"]["apiserver"], args.kubelet_port)
     try:
         asyncio.run(runner.run())
     except RefusedCluster as exc:
