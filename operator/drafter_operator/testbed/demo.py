@@ -20,14 +20,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from drafter_operator.api import KINDS, crd_manifest
+from drafter_operator.api import KINDS
+from drafter_operator.api.generate import render_crd
 from drafter_operator.bench import client as bench
 from drafter_operator.testbed import cluster as local
 from drafter_operator.testbed import processes
 from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
 from drafter_operator.testbed.versions import bin_dir
 
-console = Console()
+# Wide enough for the report table when the output is a file or a CI log, not a terminal.
+console = Console(width=None if Console().is_terminal else 140)
 NAMESPACE = "drafter-demo"
 DEMO_GPU_PRODUCT = "NVIDIA-B200"
 OPERATOR_COMPONENT = "demo-operator"
@@ -111,8 +113,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     layout = local.Layout()
     local.up(layout=layout)
     ensure_engine_nodes(len(SERVINGS))
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-            input=yaml.safe_dump_all([crd_manifest(kind) for kind in KINDS]))
+    for kind in KINDS:
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd(kind))
     kubectl("wait", "--for=condition=Established", "--timeout=60s",
             *[f"crd/{kind.plural}.drafter.dev" for kind in KINDS])
     kubectl("create", "namespace", NAMESPACE, check=False)
