@@ -55,6 +55,12 @@ class OperatorProcess:
 
 @pytest.fixture(scope="session")
 def operator(cluster, crds, tmp_path_factory):
+    if cluster.local:
+        # One operator per cluster: the demo's would reconcile the same objects as the one under test.
+        from drafter_operator.testbed import cluster as local, processes
+        from drafter_operator.testbed.demo import OPERATOR_COMPONENT
+
+        processes.stop(OPERATOR_COMPONENT, local.Layout().run)
     handle = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
     handle.start()
     yield handle
