@@ -147,9 +147,10 @@ class ServingReconciler:
                 switched_at=parse_time(switched_at) if switched_at else None, drain=self.drain))
 
         revisions = _updated_revisions(status.get("revisions") or [], desired, spec, now, plan)
-        if plan.mark_failed or plan.mark_good:
+        if revisions != status.get("revisions") and (plan.mark_failed or plan.mark_good):
             # Record the verdict before acting on it, so a restart never retries a failed revision.
             self._patch_status(namespace, name, {"revisions": revisions})
+            status = {**status, "revisions": revisions}
 
         argv = engine.render_command(spec)
         pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
