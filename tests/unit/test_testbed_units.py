@@ -78,16 +78,34 @@ def test_unknown_gpu_product_is_refused_with_the_choices():
         nodes.gpu_labels("NVIDIA-Z9", 8)
 
 
-@given(st.sampled_from([nodes.KWOK, nodes.PROCESS]), st.integers(0, 255))
-def test_pod_cidrs_are_loopback_and_distinct_per_runtime(runtime, index):
-    cidr = ipaddress.ip_network(nodes.pod_cidr(runtime, index))
-    assert cidr.is_loopback
+@given(st.sampled_from([nodes.KWOK, nodes.PROCESS]), st.integers(0, 254), st.integers(1024, 65000))
+def test_pod_cidrs_are_loopback_and_distinct_per_runtime(runtime, index, port_base):
+    network = nodes.network_for(port_base)
+    cidr = ipaddress.ip_network(network.pod_cidr(runtime, index))
+    assert cidr.is_loopback and ipaddress.ip_network(network.service_cidr).is_loopback
+    assert not cidr.overlaps(ipaddress.ip_network("127.0.0.0/16"))  # the control plane's 127.0.0.1
     other = nodes.KWOK if runtime == nodes.PROCESS else nodes.PROCESS
-    assert not cidr.overlaps(ipaddress.ip_network(nodes.pod_cidr(other, index)))
+    assert not cidr.overlaps(ipaddress.ip_network(network.pod_cidr(other, index)))
+    assert not cidr.overlaps(ipaddress.ip_network(network.service_cidr))
+    assert network.owns_pod_cidr(runtime, str(cidr)) and not network.owns_pod_cidr(other, str(cidr))
+
+
+@given(st.integers(1024, 65000), st.integers(1024, 65000))
+def test_clusters_in_different_port_slots_get_disjoint_addresses(port_base, other):
+    # A developer's cluster (16440) and CI's (17440) on one machine must not share pod or Service IPs.
+    if (port_base // 8) % 59 == (other // 8) % 59:
+        return
+    a, b = nodes.network_for(port_base), nodes.network_for(other)
+    assert not {a.base, a.base + 1, a.base + 2} & {b.base, b.base + 1, b.base + 2}
+    assert max(a.base, b.base) + 2 <= 255
+
+
+def test_the_developer_and_ci_clusters_do_not_share_addresses():
+    assert nodes.network_for(16440).base != nodes.network_for(17440).base
 
 
 def test_default_topology_gives_distinct_names_and_cidrs():
-    specs = nodes.default_topology(3, nodes.PROCESS, 8, "NVIDIA-H200")
+    specs = nodes.default_topology(nodes.network_for(16440), 3, nodes.PROCESS, 8, "NVIDIA-H200")
     assert len({s.name for s in specs}) == len(specs) == 4
     assert len({s.pod_cidr for s in specs}) == 4
 

@@ -24,15 +24,20 @@ from rich.console import Console
 
 from drafter_operator.testbed import certs, processes
 from drafter_operator.testbed.build import ensure_binaries
-from drafter_operator.testbed.nodes import KWOK, RUNTIME_LABEL, NodeSpec, default_topology, node_manifest
+from drafter_operator.testbed.nodes import (
+    KWOK,
+    RUNTIME_LABEL,
+    LoopbackNetwork,
+    NodeSpec,
+    default_topology,
+    network_for,
+    node_manifest,
+)
 from drafter_operator.testbed.versions import PINS, bin_dir, state_root, toolchain_dir
 
 console = Console(stderr=True)
 
 DEFAULT_PORT_BASE = 16440
-# A loopback service range: ClusterIPs then never point at a real network (see docs/testbed.md).
-SERVICE_CIDR = "127.96.0.0/16"
-KWOK_FALLBACK_CIDR = "127.11.255.0/24"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
               "demo-operator")
 
@@ -94,8 +99,9 @@ class Topology:
     gpu_product: str = "NVIDIA-B200"
     cpu_nodes: int = 1
 
-    def nodes(self) -> list[NodeSpec]:
-        return default_topology(self.gpu_nodes, self.gpu_runtime, self.gpus_per_node, self.gpu_product, self.cpu_nodes)
+    def nodes(self, network: LoopbackNetwork) -> list[NodeSpec]:
+        return default_topology(network, self.gpu_nodes, self.gpu_runtime, self.gpus_per_node, self.gpu_product,
+                                self.cpu_nodes)
 
 
 @dataclass
@@ -186,6 +192,8 @@ def _http_ok(url: str) -> bool:
 
 def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, list[str]]:
     pki = layout.pki
+    # Loopback Service and pod ranges: ClusterIPs and pod IPs never point at a real network.
+    network = network_for(ports.base)
     kc = layout.component_kubeconfig
     return {
         "etcd": [
@@ -206,7 +214,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--tls-cert-file", str(pki / "apiserver.crt"), "--tls-private-key-file", str(pki / "apiserver.key"),
             "--client-ca-file", str(pki / "ca.crt"),
             "--authorization-mode", "RBAC",
-            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--service-cluster-ip-range", network.service_cidr,
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", str(pki / "sa.pub"),
             "--service-account-signing-key-file", str(pki / "sa.key"),
@@ -228,7 +236,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--service-account-private-key-file", str(pki / "sa.key"),
             "--root-ca-file", str(pki / "ca.crt"),
             "--cluster-signing-cert-file", str(pki / "ca.crt"), "--cluster-signing-key-file", str(pki / "ca.key"),
-            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--service-cluster-ip-range", network.service_cidr,
             "--use-service-account-credentials", "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", str(ports.controller_manager),
             # Pods on a node that stops heartbeating are evicted quickly: the local runner's nodes die
@@ -247,7 +255,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             str(bins / "kwok"), "--kubeconfig", str(kc("kwok")),
             "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={RUNTIME_LABEL}={KWOK}",
             "--server-address", f"127.0.0.1:{ports.kwok}", "--node-ip", "127.0.0.1",
-            "--node-port", str(ports.kwok_node), "--cidr", KWOK_FALLBACK_CIDR,
+            "--node-port", str(ports.kwok_node), "--cidr", network.kwok_fallback_cidr,
             "-c", str(_kwok_config(layout)),
         ],
         "runner": [
@@ -385,7 +393,7 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
     record = {"ports": ports.all(), "port_base": port_base, "pins": asdict(PINS), "cluster_id": identity,
               "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root)}
     layout.record.write_text(json.dumps(record, indent=2))
-    nodes = topology.nodes()
+    nodes = topology.nodes(network_for(port_base))
     with console.status(f"registering {len(nodes)} nodes, starting controllers, kwok and the process runner"):
         apply_nodes(layout, nodes, identity)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok", "runner"):
@@ -431,25 +439,23 @@ def status(layout: Layout | None = None) -> dict:
 def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None = None,
               layout: Layout | None = None) -> list[str]:
     """Register `count` more nodes on the running cluster; returns their names once Ready."""
-    from drafter_operator.testbed.nodes import pod_cidr
-
     layout = layout or Layout()
     record = read_record(layout)
     if not record or not is_up(layout):
         raise ClusterError("no local cluster is running. Fix: `drafter-operator cluster up` first.")
+    network = network_for(record["port_base"])
     existing = json.loads(_kubectl_ok(layout, "get", "nodes", "-o", "json"))["items"]
     names = {n["metadata"]["name"] for n in existing}
-    second = pod_cidr(runtime, 0).split(".")[1]
     used = {int(n["spec"]["podCIDR"].split(".")[2]) for n in existing
-            if n.get("spec", {}).get("podCIDR", "").startswith(f"127.{second}.")}
+            if network.owns_pod_cidr(runtime, n.get("spec", {}).get("podCIDR", ""))}
     prefix = name_prefix or f"gpu-{runtime}-extra"
     specs = []
     for _ in range(count):
-        index = next(i for i in range(256) if i not in used)
+        index = next(i for i in range(255) if i not in used)
         used.add(index)
         name = next(f"{prefix}-{i}" for i in range(10_000) if f"{prefix}-{i}" not in names)
         names.add(name)
-        specs.append(NodeSpec(name=name, runtime=runtime, pod_cidr=pod_cidr(runtime, index), gpus=gpus,
+        specs.append(NodeSpec(name=name, runtime=runtime, pod_cidr=network.pod_cidr(runtime, index), gpus=gpus,
                               gpu_product=gpu_product, cpu="224" if gpus else "32", memory="2Ti" if gpus else "128Gi"))
     apply_nodes(layout, specs, record["cluster_id"])
     _wait("new nodes Ready", lambda: _nodes_ready(layout, [s.name for s in specs]), 60)

@@ -94,20 +94,43 @@ def node_manifest(spec: NodeSpec, cluster_id: str) -> dict:
     }
 
 
-def pod_cidr(runtime: str, index: int) -> str:
-    """Distinct loopback /24 per node: 127.10.<i>.0/24 for process nodes, 127.11.<i>.0/24 for kwok."""
-    if not 0 <= index < 256:
-        raise ValueError(f"node index {index} out of range 0..255")
-    second = 10 if runtime == PROCESS else 11
-    return f"127.{second}.{index}.0/24"
+@dataclass(frozen=True)
+class LoopbackNetwork:
+    """The loopback addresses of one local cluster: 127.<base>.x.x for its process pods,
+    127.<base+1>.x.x for kwok pods, 127.<base+2>.0.0/16 for Services. Two local clusters on one machine
+    (a developer's and CI's) get different bases, so their pods and Service listeners never collide."""
+
+    base: int
+
+    def pod_cidr(self, runtime: str, index: int) -> str:
+        if not 0 <= index < 255:
+            raise ValueError(f"node index {index} out of range 0..254")
+        return f"127.{self.base + (0 if runtime == PROCESS else 1)}.{index}.0/24"
+
+    @property
+    def service_cidr(self) -> str:
+        return f"127.{self.base + 2}.0.0/16"
+
+    @property
+    def kwok_fallback_cidr(self) -> str:
+        return f"127.{self.base + 1}.255.0/24"
+
+    def owns_pod_cidr(self, runtime: str, cidr: str) -> bool:
+        return cidr.startswith(f"127.{self.base + (0 if runtime == PROCESS else 1)}.")
 
 
-def default_topology(gpu_nodes: int, gpu_runtime: str, gpus_per_node: int, gpu_product: str,
-                     cpu_nodes: int = 1) -> list[NodeSpec]:
-    nodes = [NodeSpec(name=f"local-cpu-{i}", runtime=PROCESS, pod_cidr=pod_cidr(PROCESS, i)) for i in range(cpu_nodes)]
+def network_for(port_base: int) -> LoopbackNetwork:
+    """Derived from the cluster's port range: clusters with disjoint ports get disjoint addresses."""
+    return LoopbackNetwork(base=16 + 4 * ((port_base // 8) % 59))
+
+
+def default_topology(network: LoopbackNetwork, gpu_nodes: int, gpu_runtime: str, gpus_per_node: int,
+                     gpu_product: str, cpu_nodes: int = 1) -> list[NodeSpec]:
+    nodes = [NodeSpec(name=f"local-cpu-{i}", runtime=PROCESS, pod_cidr=network.pod_cidr(PROCESS, i))
+             for i in range(cpu_nodes)]
     offset = cpu_nodes if gpu_runtime == PROCESS else 0
     nodes += [
-        NodeSpec(name=f"gpu-{gpu_runtime}-{i}", runtime=gpu_runtime, pod_cidr=pod_cidr(gpu_runtime, offset + i),
+        NodeSpec(name=f"gpu-{gpu_runtime}-{i}", runtime=gpu_runtime, pod_cidr=network.pod_cidr(gpu_runtime, offset + i),
                  gpus=gpus_per_node, gpu_product=gpu_product, cpu="224", memory="2Ti")
         for i in range(gpu_nodes)
     ]
