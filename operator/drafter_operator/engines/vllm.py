@@ -110,6 +110,8 @@ def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecD
 # spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model).
 SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram",
                        "draftModel": "draft_model"}
+#: num_speculative_tokens rendered for method mtp when the spec leaves it unset (vLLM requires it).
+MTP_DEFAULT_SPECULATIVE_TOKENS = 1
 
 
 def speculative_config(drafter) -> dict | None:
@@ -121,6 +123,10 @@ def speculative_config(drafter) -> dict | None:
         config["model"] = drafter.model
     if drafter.num_speculative_tokens is not None:
         config["num_speculative_tokens"] = drafter.num_speculative_tokens
+    elif drafter.method == "mtp":
+        # vLLM 0.33.0 does not read it from the model for MTP: SpeculativeConfig raises without it
+        # (ValueError with no model, TypeError with one; tests/contract). One MTP layer (DeepSeek-V3/Kimi).
+        config["num_speculative_tokens"] = MTP_DEFAULT_SPECULATIVE_TOKENS
     return config
 
 

@@ -1,0 +1,284 @@
+"""Run the real engines' argument parsers on command lines: the helper the contract tests drive.
+
+Runs under the engine environment's python (.ci/engine-contract-env), never under the operator's:
+it imports vLLM or SGLang and nothing of drafter_operator. Two modes:
+
+    python engine_parsers.py serve vllm|sglang
+        Reads one JSON request per line on stdin, a list of cases {"id", "argv", "full"}, and answers
+        one JSON line with a list of results in the same order. "argv" is the full command line as
+        rendered (`vllm serve ...` or `python3 -m sglang.launch_server ...`).
+    python engine_parsers.py exit vllm|sglang ARG...
+        Parses ARG... (the flags after the entrypoint) the way the engine's CLI does and exits with
+        the parser's own status (2 for an unknown flag), printing nothing on stdout.
+
+A result is {"id", "status": "ok" | "exit" | "invalid" | "error", ...}. "exit" means the parser
+called sys.exit (with "code" and its "stderr"); "invalid" means parsing succeeded but the engine's
+own post-parse validation raised ("error"). On "ok":
+- vllm: "args" (the parsed namespace, JSON-able values; others as repr), "parsers" (whether the tool
+  and reasoning parser names are registered in vLLM), and with --speculative-config "speculative":
+  {"fields": SpeculativeConfig built from the JSON with __post_init__ skipped (field types, literals,
+  ranges, unknown keys, the model validator), "full" (when the case asks for it): the real
+  SpeculativeConfig, __post_init__ included, against a fake local target checkpoint (tiny
+  DeepSeek-V3 config.json with one MTP layer, no weights) and the parsed tensor parallel size, with
+  the drafter path mapped to a fake checkpoint of the method's kind}.
+- sglang: "args" (ServerArgs fields from prepare_server_args) and "algorithm" (the name
+  SpeculativeAlgorithm.from_string resolves the flag to, or an error).
+No GPU, no network: HF_HUB_OFFLINE is set and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+VLLM_PREFIX = ["vllm", "serve"]
+FAKE_ROOTS: list[str] = []  # temp dirs of fake checkpoints, removed when the helper ends
+SGLANG_PREFIX = ["python3", "-m", "sglang.launch_server"]
+
+
+def jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    return repr(value)
+
+
+def short_error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 2000 else text[:2000] + "..."
+
+
+# --------------------------------------------------------------------------------------------------
+# vLLM
+
+
+class Vllm:
+    def __init__(self):
+        from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        self.validate = validate_parsed_serve_args
+        self.parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        self._fakes = None
+        self._targets: dict[int, object] = {}
+
+    # parsing --------------------------------------------------------------------------------------
+    def parse(self, args: list[str]):
+        return self.parser.parse_args(args)
+
+    def check(self, case: dict) -> dict:
+        argv = case["argv"]
+        if argv[:2] != VLLM_PREFIX:
+            return {"status": "error", "error": f"not a `vllm serve` command line: {argv[:3]}"}
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                ns = self.parse(argv[2:])
+        except SystemExit as exc:
+            return {"status": "exit", "code": exc.code, "stderr": stderr.getvalue()[-800:]}
+        try:
+            self.validate(ns)
+        except Exception as exc:  # noqa: BLE001 - any validation failure is the result
+            return {"status": "invalid", "error": short_error(exc)}
+        out = {"status": "ok", "args": jsonable(vars(ns)), "parsers": self.parser_names(ns)}
+        if ns.speculative_config is not None:
+            out["speculative"] = self.speculative(ns, full=bool(case.get("full")))
+        return out
+
+    @staticmethod
+    def parser_names(ns) -> dict:
+        from vllm.reasoning import ReasoningParserManager
+        from vllm.tool_parsers import ToolParserManager
+
+        def known(name, manager, eager):
+            if name is None:
+                return None
+            return name in getattr(manager, eager) or name in manager.lazy_parsers
+
+        return {"tool_call_parser": known(ns.tool_call_parser, ToolParserManager, "tool_parsers"),
+                "reasoning_parser": known(ns.reasoning_parser or None, ReasoningParserManager, "reasoning_parsers")}
+
+    # SpeculativeConfig ----------------------------------------------------------------------------
+    @staticmethod
+    def summary(config, names: dict[str, str] | None = None) -> dict:
+        model = config.model
+        return {"method": config.method, "model": (names or {}).get(model, model),
+                "num_speculative_tokens": config.num_speculative_tokens,
+                "draft_tensor_parallel_size": config.draft_tensor_parallel_size}
+
+    def speculative(self, ns, full: bool) -> dict:
+        from vllm.config import SpeculativeConfig
+
+        raw = ns.speculative_config
+        out: dict = {"json": jsonable(raw)}
+        if not isinstance(raw, dict):
+            out["fields"] = {"error": f"--speculative-config parsed to {type(raw).__name__}, not an object"}
+            return out
+        original = SpeculativeConfig.__post_init__
+        SpeculativeConfig.__post_init__ = lambda self: None
+        try:
+            out["fields"] = {"ok": self.summary(SpeculativeConfig(**raw))}
+        except Exception as exc:  # noqa: BLE001
+            out["fields"] = {"error": short_error(exc)}
+        finally:
+            SpeculativeConfig.__post_init__ = original
+        if full:
+            out["full"] = self.full(raw, ns)
+        return out
+
+    def fakes(self) -> dict[str, str]:
+        """Config-only checkpoints in a temp dir: a DeepSeek-V3 target with one MTP layer and drafters."""
+        if self._fakes is None:
+            root = tempfile.mkdtemp(prefix="drafter-contract-ckpt-")
+            FAKE_ROOTS.append(root)
+            heads = 128  # divisible by every tensor parallel size up to 64 in powers of two
+            common = {"vocab_size": 4096, "max_position_embeddings": 1 << 20, "torch_dtype": "bfloat16",
+                      "num_attention_heads": heads, "num_key_value_heads": heads, "rope_theta": 10000.0}
+            llama = {**common, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
+                     "intermediate_size": 2048, "num_hidden_layers": 2, "rms_norm_eps": 1e-5}
+            configs = {
+                "target": {**common, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+                           "hidden_size": 1024, "intermediate_size": 2048, "moe_intermediate_size": 256,
+                           "num_hidden_layers": 4, "n_routed_experts": 8, "n_shared_experts": 1,
+                           "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 64,
+                           "q_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+                           "num_nextn_predict_layers": 1, "n_group": 1, "topk_group": 1},
+                "eagle3": {**llama, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
+                           "draft_vocab_size": 1024, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}},
+                "eagle": {**llama, "num_hidden_layers": 1},
+                "draft": llama,
+            }
+            self._fakes = {}
+            for name, config in configs.items():
+                path = os.path.join(root, name)
+                os.makedirs(path)
+                with open(os.path.join(path, "config.json"), "w") as f:
+                    json.dump(config, f)
+                self._fakes[name] = path
+        return self._fakes
+
+    def target(self, tp: int):
+        from vllm.config import ModelConfig, ParallelConfig
+
+        if tp not in self._targets:
+            path = self.fakes()["target"]
+            model = ModelConfig(model=path, tokenizer=path, skip_tokenizer_init=True)
+            self._targets[tp] = (model, ParallelConfig(tensor_parallel_size=tp))
+        return self._targets[tp]
+
+    def full(self, raw: dict, ns) -> dict:
+        """The real SpeculativeConfig, as `vllm serve` builds it after loading the target's config."""
+        from vllm.config import SpeculativeConfig
+
+        fakes = self.fakes()
+        kind = {"eagle3": "eagle3", "eagle": "eagle", "draft_model": "draft", "mtp": "target"}
+        kwargs = dict(raw)
+        names = {fakes["target"]: ns.model_tag}
+        if kwargs.get("model") is not None:
+            fake = fakes.get(kind.get(kwargs.get("method"), "draft"))
+            names[fake] = kwargs["model"]
+            kwargs["model"] = fake
+        try:
+            model, parallel = self.target(ns.tensor_parallel_size)
+            with contextlib.redirect_stdout(sys.stderr):
+                config = SpeculativeConfig(**kwargs, target_model_config=model, target_parallel_config=parallel)
+            return {"ok": self.summary(config, names)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": short_error(exc)}
+
+
+# --------------------------------------------------------------------------------------------------
+# SGLang
+
+
+class Sglang:
+    def __init__(self):
+        import msgspec
+        from sglang.srt.server_args import prepare_server_args
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        self.prepare = prepare_server_args
+        self.algorithms = SpeculativeAlgorithm
+        self.asdict = msgspec.structs.asdict
+
+    def parse(self, args: list[str]):
+        return self.prepare(args)
+
+    def check(self, case: dict) -> dict:
+        argv = case["argv"]
+        if argv[:3] != SGLANG_PREFIX:
+            return {"status": "error", "error": f"not a `python3 -m sglang.launch_server` command line: {argv[:3]}"}
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                server_args = self.parse(argv[3:])
+        except SystemExit as exc:
+            return {"status": "exit", "code": exc.code, "stderr": stderr.getvalue()[-800:]}
+        out = {"status": "ok", "args": jsonable(self.asdict(server_args))}
+        try:
+            out["algorithm"] = {"ok": self.algorithms.from_string(server_args.speculative_algorithm).name}
+        except Exception as exc:  # noqa: BLE001
+            out["algorithm"] = {"error": short_error(exc)}
+        return out
+
+
+ENGINES = {"vllm": Vllm, "sglang": Sglang}
+
+
+def serve(engine_name: str, out) -> None:
+    engine = ENGINES[engine_name]()
+    out.write(json.dumps({"ready": engine_name}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        results = []
+        for case in json.loads(line):
+            started = time.monotonic()
+            try:
+                result = engine.check(case)
+            except Exception as exc:  # noqa: BLE001 - a crash of the harness is reported, not fatal
+                result = {"status": "error", "error": short_error(exc), "traceback": traceback.format_exc()}
+            results.append({"id": case.get("id"), **result, "seconds": round(time.monotonic() - started, 3)})
+        out.write(json.dumps(results) + "\n")
+        out.flush()
+
+
+def main() -> None:
+    mode, engine_name, *args = sys.argv[1:]
+    # Engines log to stdout; keep the real stdout for the protocol and send everything else to stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    if mode == "serve":
+        try:
+            serve(engine_name, out)
+        finally:
+            out.flush()
+            for path in list(FAKE_ROOTS):
+                shutil.rmtree(path, ignore_errors=True)
+        os._exit(0)  # skip torch's slow interpreter teardown; nothing else to flush
+    elif mode == "exit":
+        ENGINES[engine_name]().parse(args)  # SystemExit from the parser propagates: its status is ours
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,436 @@
+"""Contract tier: our rendered command lines against the real engines' own argument parsers.
+
+vLLM 0.33.0 (`make_arg_parser(FlexibleArgumentParser())` + `validate_parsed_serve_args`, then its
+SpeculativeConfig) and SGLang 0.5.23 (`prepare_server_args`, then SpeculativeAlgorithm.from_string),
+on CPU, in the environment `.ci/engine-contract-env` builds. Point DRAFTER_ENGINE_PYTHON at that
+environment's python; without it every test here is skipped:
+
+    export DRAFTER_ENGINE_PYTHON="$(.ci/engine-contract-env)"
+    python -m pytest tests/contract -q
+
+One long-lived helper process per engine (engine_parsers.py) parses every command line; the tests
+send it JSON and compare what the engine understood with what the spec says. The expectations below
+are written from engines.md, not from the renderers' own tables, so a wrong mapping fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.api import DrafterServing, DrafterServingSpec
+from drafter_operator.api.strategies import serving_specs
+from drafter_operator.engines import sglang as sglang_engine
+from drafter_operator.engines import vllm as vllm_engine
+
+pytestmark = pytest.mark.contract
+
+HERE = Path(__file__).resolve().parent
+HARNESS = HERE / "engine_parsers.py"
+EXAMPLES = HERE.parents[1] / "examples"
+START_TIMEOUT = 180.0  # importing vLLM takes ~6 s on a quiet machine; torch + CUDA libraries from a cold disk more
+REQUEST_TIMEOUT = 120.0
+
+RENDER = {"vllm": vllm_engine.render_command, "sglang": sglang_engine.render_command}
+PORT = {"vllm": 8000, "sglang": 30000}
+
+# spec.drafter.method -> (vLLM SpeculativeConfig.method, SGLang --speculative-algorithm, the SGLang
+# builtin that name resolves to), as engines.md has them.
+METHODS: dict[str, tuple[str | None, str | None, str]] = {
+    "eagle3": ("eagle3", "EAGLE3", "EAGLE3"),
+    "eagle": ("eagle", "EAGLE", "EAGLE"),
+    "mtp": ("mtp", "NEXTN", "EAGLE"),  # SGLang runs MTP heads (NEXTN) on its EAGLE worker
+    "ngram": ("ngram", "NGRAM", "NGRAM"),
+    "draftModel": ("draft_model", "STANDALONE", "STANDALONE"),
+    "none": (None, None, "NONE"),
+}
+# vLLM 0.33.0 needs num_speculative_tokens for MTP as well (see docs/engines-contract.md); a spec
+# without numSpeculativeTokens gets one draft token per step, the one MTP layer of DeepSeek-V3/Kimi.
+VLLM_MTP_DEFAULT_K = 1
+
+# Flags a user may put in extraArgs that each engine really has (the renderer appends them verbatim).
+EXTRA_ARGS = {
+    "vllm": (("--max-num-seqs", "16"), ("--enforce-eager",), ("--seed", "7"), ("--served-model-name", "kimi")),
+    "sglang": (("--max-running-requests", "16"), ("--disable-cuda-graph",), ("--random-seed", "7"),
+               ("--served-model-name", "kimi")),
+}
+# Parser names both engines register (SGLang checks them as argparse choices, vLLM at server start).
+PARSERS = {"tool": ("kimi_k2", "hermes"), "reasoning": ("kimi_k2", "qwen3")}
+
+
+# --------------------------------------------------------------------------------------------------
+# The helper processes
+
+
+class EngineParser:
+    """engine_parsers.py serving one engine: send cases, get results."""
+
+    def __init__(self, python: str, engine: str):
+        self.engine = engine
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([python, str(HARNESS), "serve", engine], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self._keep_stderr), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, sink) -> None:
+        for line in stream:
+            sink(line)
+        sink(None)
+
+    def _keep_stderr(self, line: str | None) -> None:
+        if line is not None:
+            self.stderr.append(line)
+            del self.stderr[:-200]
+
+    def _read(self, timeout: float) -> Any:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"{self.engine} parser helper gave no answer in {timeout:.0f}s; stderr:\n"
+                                 + "".join(self.stderr[-40:])) from None
+        if line is None:
+            raise AssertionError(f"{self.engine} parser helper exited ({self.proc.wait()}); stderr:\n"
+                                 + "".join(self.stderr[-40:]))
+        return json.loads(line)
+
+    def wait_ready(self) -> None:
+        assert self._read(START_TIMEOUT) == {"ready": self.engine}
+
+    def check(self, cases: list[dict]) -> list[dict]:
+        self.proc.stdin.write(json.dumps(cases) + "\n")
+        self.proc.stdin.flush()
+        results = self._read(REQUEST_TIMEOUT)
+        assert [r["id"] for r in results] == [c["id"] for c in cases]
+        for result in results:
+            assert result["status"] != "error", f"the helper itself failed on {result['id']}: {result}"
+        return results
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def engine_python() -> str:
+    python = os.environ.get("DRAFTER_ENGINE_PYTHON")
+    if not python:
+        pytest.skip("contract tier: DRAFTER_ENGINE_PYTHON is not set; run "
+                    "`export DRAFTER_ENGINE_PYTHON=\"$(.ci/engine-contract-env)\"` (builds vLLM 0.33.0 + SGLang 0.5.23 once, ~7 GB)")
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"contract tier: DRAFTER_ENGINE_PYTHON={python!r} is not an executable; rebuild it with .ci/engine-contract-env")
+    return python
+
+
+@pytest.fixture(scope="session")
+def parsers(engine_python: str):
+    helpers = {engine: EngineParser(engine_python, engine) for engine in ("vllm", "sglang")}  # start both at once
+    try:
+        for helper in helpers.values():
+            helper.wait_ready()
+        yield helpers
+    finally:
+        for helper in helpers.values():
+            helper.close()
+
+
+def parse(parsers, engine: str, argv: list[str], full: bool = True) -> dict:
+    (result,) = parsers[engine].check([{"id": "case", "argv": argv, "full": full}])
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# What the engine must have understood
+
+
+def check_vllm(spec: DrafterServingSpec, result: dict, *, full: bool = True) -> None:
+    assert result["status"] == "ok", f"vLLM refused the command line: {result}"
+    args, target, drafter = result["args"], spec.target, spec.drafter
+    assert args["model_tag"] == target.model
+    assert (args["host"], args["port"]) == ("0.0.0.0", PORT["vllm"])
+    assert args["tensor_parallel_size"] == target.tensor_parallel_size
+    assert args["max_model_len"] == target.max_model_len
+    if target.gpu_memory_utilization is not None:
+        assert args["gpu_memory_utilization"] == float(target.gpu_memory_utilization)
+    assert args["trust_remote_code"] is target.trust_remote_code
+    assert args["tool_call_parser"] == target.tool_call_parser
+    assert args["enable_auto_tool_choice"] is (target.tool_call_parser is not None)
+    assert (args["reasoning_parser"] or None) == target.reasoning_parser
+    for kind, name in (("tool_call_parser", target.tool_call_parser), ("reasoning_parser", target.reasoning_parser)):
+        if name is not None:
+            assert result["parsers"][kind] is True, f"vLLM has no {kind} named {name!r}"
+
+    method, _, _ = METHODS[drafter.method]
+    if method is None:
+        assert args["speculative_config"] is None and "speculative" not in result
+        return
+    expected_k = drafter.num_speculative_tokens
+    if expected_k is None and drafter.method == "mtp":
+        expected_k = VLLM_MTP_DEFAULT_K
+    spec_result = result["speculative"]
+    assert spec_result["json"].get("method") == method
+    fields = spec_result["fields"]
+    assert "ok" in fields, f"vLLM's SpeculativeConfig rejects {spec_result['json']}: {fields.get('error')}"
+    assert fields["ok"] == {"method": method, "model": drafter.model, "num_speculative_tokens": expected_k,
+                            "draft_tensor_parallel_size": None}
+    if not full:
+        return
+    real = spec_result["full"]
+    assert "ok" in real, f"vLLM's SpeculativeConfig.__post_init__ rejects {spec_result['json']}: {real.get('error')}"
+    draft_model = drafter.model or {"mtp": target.model, "ngram": "ngram"}[drafter.method]
+    assert real["ok"]["method"] == method
+    assert real["ok"]["model"] == draft_model
+    assert real["ok"]["num_speculative_tokens"] == expected_k
+    if drafter.method != "ngram":
+        assert real["ok"]["draft_tensor_parallel_size"] == target.tensor_parallel_size
+
+
+def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
+    assert result["status"] == "ok", f"SGLang refused the command line: {result}"
+    args, target, drafter = result["args"], spec.target, spec.drafter
+    assert args["model_path"] == target.model
+    assert (args["host"], args["port"]) == ("0.0.0.0", PORT["sglang"])
+    assert args["tp_size"] == target.tensor_parallel_size
+    assert args["context_length"] == target.max_model_len
+    expected_fraction = float(target.gpu_memory_utilization) if target.gpu_memory_utilization is not None else None
+    assert args["mem_fraction_static"] == expected_fraction
+    assert args["trust_remote_code"] is target.trust_remote_code
+    assert args["tool_call_parser"] == target.tool_call_parser
+    assert args["reasoning_parser"] == target.reasoning_parser
+    assert args["enable_metrics"] is True  # off by default in SGLang; acceptance monitoring needs /metrics
+
+    _, algorithm, builtin = METHODS[drafter.method]
+    assert args["speculative_algorithm"] == algorithm
+    assert result["algorithm"] == {"ok": builtin}
+    assert args["speculative_draft_model_path"] == drafter.model
+    assert args["speculative_num_steps"] == drafter.num_steps
+    assert args["speculative_eagle_topk"] == drafter.eagle_topk
+    assert args["speculative_num_draft_tokens"] == drafter.num_draft_tokens
+
+
+CHECK = {"vllm": check_vllm, "sglang": check_sglang}
+
+
+def check_extra_args(engine: str, extra: list[str], result: dict) -> None:
+    """The verbatim extraArgs reached the engine as the flags they are."""
+    args = result["args"]
+    flags = {"--max-num-seqs": ("max_num_seqs", int), "--max-running-requests": ("max_running_requests", int),
+             "--seed": ("seed", int), "--random-seed": ("random_seed", int),
+             "--served-model-name": ("served_model_name", None)}
+    switches = {"--enforce-eager": "enforce_eager", "--disable-cuda-graph": "disable_cuda_graph"}
+    for index, item in enumerate(extra):
+        if item in switches:
+            assert args[switches[item]] is True
+        elif item in flags:
+            name, kind = flags[item]
+            value = extra[index + 1]
+            got = args[name]
+            if kind is None:  # vLLM keeps a list, SGLang a string
+                assert got in (value, [value])
+            else:
+                assert got == kind(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Cases
+
+
+def examples() -> list[tuple[str, DrafterServingSpec]]:
+    found = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document and document.get("kind") == "DrafterServing":
+                found.append((path.name, DrafterServing.model_validate(document).spec))
+    return found
+
+
+def spec(engine: str, method: str, *, target: str, drafter: str) -> DrafterServingSpec:
+    """One variation: a minimal or a fully specified target, a bare or a tuned drafter."""
+    target_body: dict[str, Any] = {"model": "/models/Kimi-K2.5"}
+    if target == "full":
+        target_body = {"model": "moonshotai/Kimi-K2.5", "tensorParallelSize": 4, "maxModelLen": 131072,
+                       "gpuMemoryUtilization": "0.9", "trustRemoteCode": True, "toolCallParser": "kimi_k2",
+                       "reasoningParser": "kimi_k2", "extraArgs": [a for pair in EXTRA_ARGS[engine][:2] for a in pair]}
+    body: dict[str, Any] = {"method": method}
+    if method in ("eagle3", "eagle", "draftModel"):
+        body["model"] = {"eagle3": "/models/drafters/kimi-k25-eagle3", "eagle": "org/eagle-head",
+                         "draftModel": "org/small-llm"}[method]
+    if method == "mtp" and drafter == "with-model":
+        body["model"] = "/models/drafters/kimi-k25-mtp"
+    if engine == "vllm" and (method in ("eagle3", "eagle", "draftModel", "ngram") or drafter == "tuned"):
+        body["numSpeculativeTokens"] = 4 if drafter == "tuned" else 5
+    if engine == "sglang" and drafter == "tuned":
+        body.update({"numSteps": 5, "eagleTopk": 4, "numDraftTokens": 8} if method == "eagle" else
+                    {"numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4})
+    return DrafterServingSpec.model_validate({"engine": engine, "target": target_body, "drafter": body})
+
+
+VARIATIONS = [
+    (engine, method, target, drafter)
+    for engine in ("vllm", "sglang")
+    for method in METHODS
+    for target in ("minimal", "full")
+    for drafter in (("bare",) if method == "none" else ("bare", "tuned") + (("with-model",) if method == "mtp" else ()))
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Tests
+
+
+EXAMPLE_SPECS = examples()
+
+
+def test_examples_are_found():
+    assert {name for name, _ in EXAMPLE_SPECS} >= {"serving-baseline.yaml", "serving-vllm-kimi-k25-eagle3.yaml",
+                                                    "serving-sglang-kimi-k25-eagle3.yaml"}
+
+
+@pytest.mark.parametrize("name,serving", EXAMPLE_SPECS, ids=[name for name, _ in EXAMPLE_SPECS])
+def test_example_parses_as_meant(parsers, name, serving):
+    result = parse(parsers, serving.engine, RENDER[serving.engine](serving))
+    CHECK[serving.engine](serving, result)
+
+
+@pytest.mark.parametrize("name,serving", EXAMPLE_SPECS, ids=[name for name, _ in EXAMPLE_SPECS])
+def test_example_on_the_other_engine_parses_as_meant(parsers, name, serving):
+    other = "sglang" if serving.engine == "vllm" else "vllm"
+    drafter = serving.drafter.model_copy(update={"num_steps": None, "eagle_topk": None, "num_draft_tokens": None}
+                                         if other == "vllm" else {"num_speculative_tokens": None})
+    if other == "vllm" and drafter.method != "none" and drafter.method != "mtp":
+        drafter = drafter.model_copy(update={"num_speculative_tokens": 3})
+    moved = serving.model_copy(update={"engine": other, "drafter": drafter})
+    CHECK[other](moved, parse(parsers, other, RENDER[other](moved)))
+
+
+@pytest.mark.parametrize("engine,method,target,drafter", VARIATIONS,
+                         ids=["-".join(v) for v in VARIATIONS])
+def test_every_method_on_every_engine(parsers, engine, method, target, drafter):
+    serving = spec(engine, method, target=target, drafter=drafter)
+    argv = RENDER[engine](serving)
+    result = parse(parsers, engine, argv)
+    CHECK[engine](serving, result)
+    check_extra_args(engine, serving.target.extra_args or [], result)
+
+
+@st.composite
+def engine_valid_specs(draw) -> DrafterServingSpec:
+    """Valid specs from the API strategies, with the verbatim user input made engine-valid.
+
+    extraArgs and parser names are passed through untouched by the renderers; the API strategies
+    draw them from lists meant for the schema (e.g. `--enforce-eager 3`, `deepseek_r1`), which the
+    real engines refuse, so they are replaced here by flags and names both engines have.
+    """
+    body = draw(serving_specs())
+    engine, target = body["engine"], body["target"]
+    target.pop("extraArgs", None)
+    if draw(st.booleans()):
+        pairs = draw(st.lists(st.sampled_from(EXTRA_ARGS[engine]), max_size=3, unique=True))
+        if pairs:
+            target["extraArgs"] = [a for pair in pairs for a in pair]
+    if "toolCallParser" in target:
+        target["toolCallParser"] = draw(st.sampled_from(PARSERS["tool"]))
+    if "reasoningParser" in target:
+        target["reasoningParser"] = draw(st.sampled_from(PARSERS["reasoning"]))
+    return DrafterServingSpec.model_validate(body)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(serving=engine_valid_specs())
+def test_generated_specs_parse_as_meant(parsers, serving):
+    result = parse(parsers, serving.engine, RENDER[serving.engine](serving))
+    CHECK[serving.engine](serving, result)
+    check_extra_args(serving.engine, serving.target.extra_args or [], result)
+
+
+# Negative cases: the parsers and config classes we rely on do refuse bad input, so the checks above
+# can fail.
+
+
+@pytest.mark.parametrize("engine,argv", [
+    ("vllm", ["vllm", "serve", "/models/m", "--no-such-flag", "1"]),
+    ("sglang", ["python3", "-m", "sglang.launch_server", "--model-path", "/models/m", "--no-such-flag", "1"]),
+], ids=["vllm", "sglang"])
+def test_unknown_flag_exits_with_status_2(engine_python, engine, argv):
+    """In a process of its own, as the container would run it: the parser's exit status is 2."""
+    skip = 2 if engine == "vllm" else 3
+    proc = subprocess.run([engine_python, str(HARNESS), "exit", engine, *argv[skip:]], capture_output=True, text=True,
+                          timeout=START_TIMEOUT, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "unrecognized arguments: --no-such-flag 1" in proc.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--no-such-flag"], "unrecognized arguments"),
+    (["--speculative-config", "{not json"], "--speculative-config"),
+    (["--enforce-eager", "3"], "unrecognized arguments: 3"),
+    (["--dtype", "7"], "invalid choice"),
+], ids=["unknown-flag", "bad-json", "switch-with-value", "bad-choice"])
+def test_vllm_parser_refuses(parsers, argv, message):
+    result = parse(parsers, "vllm", ["vllm", "serve", "/models/m", *argv])
+    assert result["status"] == "exit" and result["code"] == 2 and message in result["stderr"]
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"method": "draftModel", "model": "/models/d", "num_speculative_tokens": 3}, "method"),  # the API's spelling
+    ({"method": "eagle3", "model": "/models/d", "num_speculative_tokens": 0}, "greater than 0"),
+    ({"method": "eagle3", "model": "/models/d", "num_speculative_tokens": 3, "tensor_parallel_size": 8},
+     "draft_tensor_parallel_size"),
+    ({"method": "eagle3", "model": "/models/d", "num_speculative_tokens": 3, "k": 3}, "Unexpected keyword argument"),
+    ({"method": "mtp"}, "num_speculative_tokens must be provided"),
+], ids=["api-method-name", "zero-tokens", "tensor-parallel-key", "unknown-key", "mtp-without-tokens"])
+def test_vllm_speculative_config_refuses(parsers, config, message):
+    result = parse(parsers, "vllm", ["vllm", "serve", "/models/m", "--speculative-config", json.dumps(config)])
+    assert result["status"] == "ok"
+    assert message in result["speculative"]["fields"].get("error", "")
+
+
+def test_vllm_mtp_with_a_model_but_no_token_count_crashes_post_init(parsers):
+    """Why the renderer always gives MTP a token count on vLLM 0.33.0 (docs/engines-contract.md)."""
+    config = {"method": "mtp", "model": "/models/drafters/kimi-k25-mtp"}
+    result = parse(parsers, "vllm", ["vllm", "serve", "/models/m", "--speculative-config", json.dumps(config)])
+    assert "TypeError" in result["speculative"]["full"].get("error", "")
+
+
+@pytest.mark.parametrize("argv,status,message", [
+    (["--no-such-flag"], "exit", "unrecognized arguments"),
+    (["--tool-call-parser", "llama3_json"], "exit", "invalid choice"),
+    (["--reasoning-parser", "deepseek_r1"], "exit", "invalid choice"),
+    (["--speculative-algorithm", "MTP"], "ok", "Unknown speculative algorithm"),
+], ids=["unknown-flag", "tool-parser-name", "reasoning-parser-name", "unknown-algorithm"])
+def test_sglang_parser_refuses(parsers, argv, status, message):
+    result = parse(parsers, "sglang", ["python3", "-m", "sglang.launch_server", "--model-path", "/models/m", *argv])
+    assert result["status"] == status
+    if status == "exit":
+        assert result["code"] == 2 and message in result["stderr"]
+    else:
+        assert message in result["algorithm"].get("error", "")
+
+
+def test_a_wrong_mapping_would_be_caught(parsers):
+    """The checks compare with engines.md, not with the renderer: a renderer sending the API's own
+    method name would fail them."""
+    serving = spec("vllm", "draftModel", target="minimal", drafter="bare")
+    argv = RENDER["vllm"](serving)
+    index = argv.index("--speculative-config") + 1
+    argv[index] = argv[index].replace('"draft_model"', '"draftModel"')
+    with pytest.raises(AssertionError):
+        check_vllm(serving, parse(parsers, "vllm", argv))
