@@ -39,7 +39,8 @@ DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none")
 # Methods that load a separate drafter checkpoint (drafter.model required).
 METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
-# Methods for which vLLM needs num_speculative_tokens (MTP reads it from the model's config).
+# Methods for which the user must give vLLM's num_speculative_tokens (for mtp the renderer defaults it to 1,
+# one MTP layer as in DeepSeek-V3/Kimi; vLLM 0.33.0 requires it, see tests/contract).
 METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "ngram")
 
 # Flags the operator renders itself from spec fields (or must control: host, port, metrics). extraArgs
