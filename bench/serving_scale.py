@@ -22,14 +22,9 @@ The servings are the seed example (examples/serving-vllm-kimi-k25-eagle3.yaml) p
 nodeSelector drafter.dev/node-runtime=kwok and WITHOUT spec.storage.modelClaim (no PersistentVolume is
 needed; kwok ignores volumes anyway).
 
-kwok nodes need heartbeats: the node lifecycle controller (--node-monitor-grace-period 40s) marks a
-node NotReady 40 s after its last heartbeat, which also sets Ready=False on every pod on it; kwok's
-"fast" pod stage only readies Pending pods, so those pods never recover, and every DrafterServing on
-kwok nodes drops to Ready=False about 40 s after its node's last heartbeat. kwok renews node Leases
-only when started with --node-lease-duration-seconds, which the local cluster does not pass (docs/
-performance.md). So by default (--lease-heartbeat auto) this script renews, every 10 s like a kubelet,
-the kube-node-lease Lease of each kwok node that has none or one it created itself; a Lease held by
-kwok is left alone. `--lease-heartbeat off` measures the cluster as it is.
+kwok nodes heartbeat through node Leases (the local cluster runs kwok with
+--node-lease-duration-seconds 40; without it every node, and every pod on it, went NotReady 40 s after
+start: this benchmark found that).
 
 Times come from watches (DrafterServings and Deployments) started before the apply, stamped on receipt
 with this process's monotonic clock; t0 is taken just before `kubectl apply` is spawned. API requests
@@ -218,57 +213,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-# ---------------------------------------------------------------- kwok node heartbeats
-class LeaseHeartbeat(threading.Thread):
-    """Renews the node Lease of each kwok node that kwok itself does not hold (what a kubelet does)."""
-
-    HOLDER = "serving-scale-bench"
-
-    def __init__(self, kubeconfig: str, interval: float = 10.0):
-        super().__init__(daemon=True)
-        from drafter_operator.kube import Kube, load_api_client
-
-        self.kube = Kube(load_api_client(kubeconfig))
-        self.interval = interval
-        self.stop_event = threading.Event()
-        self.held: set[str] = set()
-        self.renewals = 0
-        self.errors: list[str] = []
-
-    def beat(self) -> None:
-        from drafter_operator.kube import object_path
-
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-        for node in self.kube.list("/api/v1/nodes", label_selector="drafter.dev/node-runtime=kwok"):
-            name = node["metadata"]["name"]
-            path = object_path("coordination.k8s.io/v1", "leases", "kube-node-lease", name)
-            lease = self.kube.get(path)
-            if lease is None:
-                self.kube.create(object_path("coordination.k8s.io/v1", "leases", "kube-node-lease"), {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": name, "namespace": "kube-node-lease"},
-                    "spec": {"holderIdentity": self.HOLDER, "leaseDurationSeconds": 40, "renewTime": stamp}})
-                self.held.add(name)
-            elif lease["spec"].get("holderIdentity") == self.HOLDER:
-                self.kube.patch(path, {"spec": {"renewTime": stamp}})
-                self.held.add(name)
-            else:
-                continue
-            self.renewals += 1
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                self.beat()
-            except Exception as exc:  # noqa: BLE001 - keep beating; report at the end
-                self.errors.append(repr(exc)[:300])
-            self.stop_event.wait(self.interval)
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 # ---------------------------------------------------------------- watches
@@ -505,11 +449,6 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     t_up = time.monotonic()
     cluster.up(args.timeout)
     result["clusterUpSeconds"] = round(time.monotonic() - t_up, 1)
-    if args.lease_heartbeat == "auto":
-        heartbeat = LeaseHeartbeat(cluster.kubeconfig)
-        heartbeat.start()
-        holder.append(heartbeat)
-        result["leaseHeartbeat"] = heartbeat
 
     free = cluster.free_kwok_gpu_nodes()
     if free < args.count:
@@ -563,9 +502,6 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
     time.sleep(min(10.0, args.idle_seconds))
     result["afterDelete"] = operator.rss_mib()
-    if "leaseHeartbeat" in result:
-        hb = result["leaseHeartbeat"]
-        result["leaseHeartbeat"] = {"nodesHeldByBench": len(hb.held), "renewals": hb.renewals, "errors": hb.errors[:3]}
     result["machine"]["loadavgAtEnd"] = os.getloadavg()
     return result
 
@@ -578,8 +514,7 @@ def report(r: dict) -> None:
     print(f"machine: {r['machine']['cpus']} CPUs, {r['machine']['memTotalGiB']} GiB; load average at start "
           f"{r['machine']['loadavgAtStart'][0]:.2f}, at end {r['machine'].get('loadavgAtEnd', [0])[0]:.2f}; "
           f"reconcile interval {r['reconcileSeconds']}")
-    print(f"cluster up {r['clusterUpSeconds']} s; free 8-GPU kwok nodes: {r['freeKwokGpuNodes']}; node lease "
-          f"heartbeat by this script: {r.get('leaseHeartbeat', 'off')}")
+    print(f"cluster up {r['clusterUpSeconds']} s; free 8-GPU kwok nodes: {r['freeKwokGpuNodes']}")
     print(f"operator idle (0 servings): RSS {r['idle']['rssMiB']} MiB, {r['idle']['threads']} threads")
     for i, s in enumerate(r["single"]):
         st = s["steady"]
@@ -624,8 +559,6 @@ def main() -> int:
     parser.add_argument("--reconcile-seconds", default=None, help="DRAFTER_RECONCILE_SECONDS for the operator")
     parser.add_argument("--timeout", type=float, default=300, help="bound of every single wait")
     parser.add_argument("--operator-log", default=None)
-    parser.add_argument("--lease-heartbeat", choices=("auto", "off"), default="auto",
-                        help="auto: renew node Leases of kwok nodes kwok does not hold (see the docstring)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -635,7 +568,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     cluster = Cluster()
-    holder: list = []  # the operator and the lease heartbeat, stopped in reverse order
+    holder: list = []  # what the run started (the operator), stopped in reverse order
     started = time.monotonic()
     succeeded = False
     try:

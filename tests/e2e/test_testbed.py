@@ -259,3 +259,19 @@ def test_kubectl_logs_reads_a_process_pods_output(local_cluster_only, namespace)
         timeout=30)
     assert logs.splitlines() == ["loading shard 0", "loading shard 1", "loading shard 2"]
     assert cluster.kubectl("-n", namespace, "logs", "chatty", "--tail", "1").stdout.strip() == "loading shard 2"
+
+
+def test_kwok_nodes_keep_heartbeating_through_leases(local_cluster_only):
+    cluster = local_cluster_only
+    names = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", "drafter.dev/node-runtime=kwok")["items"]]
+    assert names
+
+    def renew_times():
+        leases = {lease["metadata"]["name"]: lease["spec"].get("renewTime")
+                  for lease in cluster.get_json("-n", "kube-node-lease", "leases")["items"]}
+        return {name: leases.get(name) for name in names}
+
+    first = cluster.wait_for("a Lease for every kwok node", lambda: all((t := renew_times()).values()) and t)
+    # kwok renews well within the controller manager's 40 s grace period, so nodes never go NotReady.
+    cluster.wait_for("every kwok Lease renewed", lambda: all(
+        renewed != first[name] for name, renewed in renew_times().items()), timeout=45)

@@ -256,6 +256,9 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--manage-all-nodes=false", f"--manage-nodes-with-label-selector={RUNTIME_LABEL}={KWOK}",
             "--server-address", f"127.0.0.1:{ports.kwok}", "--node-ip", "127.0.0.1",
             "--node-port", str(ports.kwok_node), "--cidr", network.kwok_fallback_cidr,
+            # Without a lease duration kwok renews no node Leases: 40 s later the node lifecycle
+            # controller marks its nodes NotReady and their pods unready (measured by bench/serving_scale.py).
+            "--node-lease-duration-seconds", "40",
             "-c", str(_kwok_config(layout)),
         ],
         "runner": [
