@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import kopf
 import pydantic
@@ -60,10 +60,18 @@ class Observed:
 
 
 def observe(kube: Kube, namespace: str, name: str) -> Observed:
+    """Observe a serving's children with three API reads (the operator itself reads its kopf indexes)."""
     selector = f"{SERVING_LABEL}={name}"
-    deployments = kube.list(object_path("apps/v1", "deployments", namespace), label_selector=selector)
-    pods = kube.list(object_path("v1", "pods", namespace), label_selector=selector)
-    observed = Observed(service=kube.get(object_path("v1", "services", namespace, name)))
+    return observed_from(
+        deployments=kube.list(object_path("apps/v1", "deployments", namespace), label_selector=selector),
+        pods=kube.list(object_path("v1", "pods", namespace), label_selector=selector),
+        service=kube.get(object_path("v1", "services", namespace, name)))
+
+
+def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None) -> Observed:
+    """Group a serving's Deployments and pods by revision (pure)."""
+    pods = list(pods)
+    observed = Observed(service=service)
     for deployment in deployments:
         revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
         if not revision or deployment["metadata"].get("deletionTimestamp"):
@@ -98,12 +106,13 @@ class ServingReconciler:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def reconcile(self, body: dict, post_event: EventSink) -> None:
+    def reconcile(self, body: dict, post_event: EventSink, observed: Observed | None = None) -> None:
+        """`observed`: the children as the caller already knows them (kopf indexes); else read from the API."""
         key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
         with self._lock(key), metrics.reconcile_timer("DrafterServing"):
-            self._reconcile(body, post_event)
+            self._reconcile(body, post_event, observed)
 
-    def _reconcile(self, body: dict, post_event: EventSink) -> None:
+    def _reconcile(self, body: dict, post_event: EventSink, observed: Observed | None) -> None:
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
         status = body.get("status") or {}
@@ -127,7 +136,7 @@ class ServingReconciler:
         blocked = bool(known_bad) and not spec.drafter.allow_known_bad
         compatible = _compatibility_verdict(known_bad, blocked)
 
-        observed = observe(self.kube, namespace, name)
+        observed = observed or observe(self.kube, namespace, name)
         active = service_revision(observed.service) if observed.service else status.get("activeRevision")
         if active is not None and active not in observed.revisions and active != desired:
             active = None  # its Deployment is gone: nothing left to protect or fall back to
