@@ -125,3 +125,31 @@ def test_invariants(revisions, strategy, active, replicas, failed):
     if plan.switched_from:
         target = {r.name: r for r in revisions}[plan.service_revision]
         assert target.ready >= replicas
+
+
+def _deployment(revision: str, ready: int, generation: int = 1, observed: int = 1, deleting: bool = False) -> dict:
+    meta = {"name": f"s-{revision}", "labels": {"drafter.dev/revision": revision}, "generation": generation,
+            "creationTimestamp": "2026-11-29T12:00:00Z"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-29T12:01:00Z"
+    return {"metadata": meta, "spec": {"replicas": 1}, "status": {"readyReplicas": ready, "observedGeneration": observed}}
+
+
+def _pod(revision: str, unschedulable: str | None = None) -> dict:
+    conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}] \
+        if unschedulable else []
+    return {"metadata": {"labels": {"drafter.dev/revision": revision}}, "status": {"conditions": conditions}}
+
+
+def test_observed_from_groups_children_by_revision():
+    from drafter_operator.controllers.serving import observed_from
+
+    observed = observed_from(
+        [_deployment("a", 1), _deployment("b", 1, generation=2, observed=1), _deployment("c", 1, deleting=True)],
+        [_pod("a"), _pod("b", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."), _pod("b")], None)
+    assert set(observed.revisions) == {"a", "b"}  # a Deployment being deleted is no revision any more
+    assert observed.revisions["a"].ready == 1 and observed.revisions["a"].pods == 1
+    # readyReplicas of a spec the Deployment controller has not seen yet does not count
+    assert observed.revisions["b"].ready == 0 and observed.revisions["b"].pods == 2
+    assert "Insufficient nvidia.com/gpu" in observed.revisions["b"].unschedulable
+    assert observed.revisions["a"].created == T0

@@ -30,7 +30,7 @@ from drafter_operator.resources.engine import (
     service_revision,
     serving_service,
 )
-from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL, deployment_name
+from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 
 log = logging.getLogger("drafter.serving")
 
@@ -59,17 +59,8 @@ class Observed:
     service: dict | None = None
 
 
-def observe(kube: Kube, namespace: str, name: str) -> Observed:
-    """Observe a serving's children with three API reads (the operator itself reads its kopf indexes)."""
-    selector = f"{SERVING_LABEL}={name}"
-    return observed_from(
-        deployments=kube.list(object_path("apps/v1", "deployments", namespace), label_selector=selector),
-        pods=kube.list(object_path("v1", "pods", namespace), label_selector=selector),
-        service=kube.get(object_path("v1", "services", namespace, name)))
-
-
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None) -> Observed:
-    """Group a serving's Deployments and pods by revision (pure)."""
+    """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure)."""
     pods = list(pods)
     observed = Observed(service=service)
     for deployment in deployments:
@@ -106,13 +97,13 @@ class ServingReconciler:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def reconcile(self, body: dict, post_event: EventSink, observed: Observed | None = None) -> None:
-        """`observed`: the children as the caller already knows them (kopf indexes); else read from the API."""
+    def reconcile(self, body: dict, post_event: EventSink, observed: Observed) -> None:
+        """`observed`: the serving's children as the operator's watches (kopf indexes) see them."""
         key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
         with self._lock(key), metrics.reconcile_timer("DrafterServing"):
             self._reconcile(body, post_event, observed)
 
-    def _reconcile(self, body: dict, post_event: EventSink, observed: Observed | None) -> None:
+    def _reconcile(self, body: dict, post_event: EventSink, observed: Observed) -> None:
         meta = body["metadata"]
         namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
         status = body.get("status") or {}
@@ -136,7 +127,6 @@ class ServingReconciler:
         blocked = bool(known_bad) and not spec.drafter.allow_known_bad
         compatible = _compatibility_verdict(known_bad, blocked)
 
-        observed = observed or observe(self.kube, namespace, name)
         active = service_revision(observed.service) if observed.service else status.get("activeRevision")
         if active is not None and active not in observed.revisions and active != desired:
             active = None  # its Deployment is gone: nothing left to protect or fall back to
