@@ -275,3 +275,19 @@ def test_kwok_nodes_keep_heartbeating_through_leases(local_cluster_only):
     # kwok renews well within the controller manager's 40 s grace period, so nodes never go NotReady.
     cluster.wait_for("every kwok Lease renewed", lambda: all(
         renewed != first[name] for name, renewed in renew_times().items()), timeout=45)
+
+
+def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_only, tmp_path):
+    import socket
+
+    from drafter_operator.testbed import cluster as local
+
+    layout = local.Layout(root=tmp_path / "state")
+    ports = local.Ports(19440)
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", ports.apiserver))
+        blocker.listen()
+        with pytest.raises(local.ClusterError) as error:
+            local.up(port_base=19440, layout=layout)
+    assert f"apiserver={ports.apiserver}" in str(error.value) and "--port-base" in str(error.value)
+    assert local.running_components(layout) == {}
