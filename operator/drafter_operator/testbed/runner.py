@@ -734,7 +734,7 @@ class Runner:
         container = next((c for c in run.containers if c.spec["name"] == name), None) if run else None
         if container is None or container.plan is None or not container.plan.log_path.exists():
             raise web.HTTPNotFound(text=f"no logs for container {name!r} of pod {namespace}/{pod} on this node")
-        data = container.plan.log_path.read_bytes()
+        data = await asyncio.to_thread(container.plan.log_path.read_bytes)  # engine logs can be large
         if "tailLines" in request.query:
             lines = data.splitlines(keepends=True)
             data = b"".join(lines[-int(request.query["tailLines"]):]) if int(request.query["tailLines"]) else b""
