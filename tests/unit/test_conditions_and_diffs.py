@@ -1,0 +1,61 @@
+"""Condition bookkeeping and the 'did our manifest change' comparison used before every write."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from drafter_operator.controllers import conditions
+from drafter_operator.controllers.serving import _changed, _template_differs, _transition_events
+from drafter_operator.controllers.swap import Verdict
+
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+T1 = T0 + dt.timedelta(minutes=5)
+
+
+def test_transition_time_is_kept_while_the_status_holds_and_moves_when_it_changes():
+    first = conditions.merge(None, [("Ready", Verdict("False", "EngineStarting", "0/1"))], 1, T0)
+    same = conditions.merge(first, [("Ready", Verdict("False", "Unschedulable", "no GPUs"))], 2, T1)
+    assert same[0]["lastTransitionTime"] == "2026-11-29T12:00:00Z"  # still False: no transition
+    assert same[0]["reason"] == "Unschedulable" and same[0]["observedGeneration"] == 2
+    flipped = conditions.merge(same, [("Ready", Verdict("True", "EngineReady", "1/1"))], 2, T1)
+    assert flipped[0]["lastTransitionTime"] == "2026-11-29T12:05:00Z"
+
+
+def test_none_leaves_a_condition_alone_and_order_is_stable():
+    current = conditions.merge(None, [("DrafterCompatible", Verdict("True", "NoKnownIssues", "ok")),
+                                      ("Ready", Verdict("True", "EngineReady", "ok"))], 1, T0)
+    merged = conditions.merge(current, [("Ready", None), ("Progressing", Verdict("False", "RevisionActive", "x"))],
+                              1, T1)
+    assert [c["type"] for c in merged] == ["Ready", "Progressing", "DrafterCompatible"]
+    assert merged[0] == current[0]
+
+
+def test_transition_events_only_for_changed_ready_and_progressing():
+    before = conditions.merge(None, [("Ready", Verdict("False", "EngineStarting", "0/1")),
+                                     ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T0)
+    after = conditions.merge(before, [("Ready", Verdict("True", "EngineReady", "1/1")),
+                                      ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T1)
+    assert _transition_events(before, after) == [("Normal", "EngineReady", "Ready=True: 1/1")]
+    failed = conditions.merge(after, [("Progressing", Verdict("False", "RevisionFailed", "rolled back"))], 1, T1)
+    assert _transition_events(after, failed) == [("Warning", "RevisionFailed", "Progressing=False: rolled back")]
+    assert _transition_events(failed, failed) == []
+
+
+def test_template_comparison_ignores_apiserver_defaults_but_sees_our_changes():
+    ours = {"spec": {"containers": [{"name": "engine", "image": "vllm:1", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    served = {"metadata": {"creationTimestamp": None}, "spec": {
+        "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+        "containers": [{"name": "engine", "image": "vllm:1", "imagePullPolicy": "IfNotPresent",
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    assert not _template_differs(served, ours)
+    changed = {"spec": {"containers": [{"name": "engine", "image": "vllm:2", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    assert _template_differs(served, changed)
+    two = {"spec": {"containers": ours["spec"]["containers"] * 2}}
+    assert _template_differs(served, two)
+
+
+def test_changed_keeps_only_differing_status_fields():
+    # an absent field equals None: nothing to write; a present one set to None is written (merge-patch deletes it)
+    assert _changed({"a": 1, "b": [1]}, {"a": 1, "b": [2], "c": None}) == {"b": [2]}
+    assert _changed({"a": 1}, {"a": None}) == {"a": None}
+    assert _changed({"a": 1}, {"a": 1}) == {}
