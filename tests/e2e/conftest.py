@@ -83,21 +83,18 @@ def engine_nodes(local_cluster_only):
 @pytest.fixture
 def model_volume(cluster, namespace):
     """A pre-bound PersistentVolume + claim `models` (no provisioner runs on the local cluster)."""
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-models"},
-          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany", "ReadWriteOnce"],
-                   "hostPath": {"path": f"/tmp/drafter-e2e/{namespace}"}, "storageClassName": "",
-                   "claimRef": {"namespace": namespace, "name": "models"}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "models", "namespace": namespace},
-           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"{namespace}-models",
-                    "resources": {"requests": {"storage": "1Ti"}}}}
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([pv, pvc]))
+    from drafter_operator.testbed.volumes import static_claim
+
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(namespace, "models", f"/tmp/drafter-e2e/{namespace}")))
     yield "models"
     cluster.kubectl("delete", "pv", f"{namespace}-models", "--wait=false", check=False)
 
 
 def emulator_settings(cluster, namespace: str, **env: str) -> None:
     """Tune the engine emulator for the pods of one namespace (see testbed/launch.py)."""
-    data = {f"DRAFTER_EMULATOR_{k.upper()}": v for k, v in env.items()}
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "drafter-emulator", "namespace": namespace},
+    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+
+    data = {f"{EMULATOR_ENV_PREFIX}{k.upper()}": v for k, v in env.items()}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": data}
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))

@@ -299,16 +299,17 @@ def is_up(layout: Layout) -> bool:
         return False
 
 
-def _kubectl(layout: Layout, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(bin_dir() / "kubectl"), "--kubeconfig", str(layout.kubeconfig), *args],
+def kubectl(layout: Layout, *args: str, input: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """The pinned kubectl against this local cluster; `check` raises ClusterError with its stderr."""
+    proc = subprocess.run([str(bin_dir() / "kubectl"), "--kubeconfig", str(layout.kubeconfig), *args],
                           input=input, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
 
 
 def _kubectl_ok(layout: Layout, *args: str, input: str | None = None) -> str:
-    proc = _kubectl(layout, *args, input=input)
-    if proc.returncode != 0:
-        raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
+    return kubectl(layout, *args, input=input, check=True).stdout
 
 
 def cluster_id(layout: Layout) -> str:
@@ -329,7 +330,7 @@ def apply_nodes(layout: Layout, nodes: list[NodeSpec], identity: str) -> None:
 
 
 def _nodes_ready(layout: Layout, names: list[str]) -> bool:
-    out = _kubectl(layout, "get", "nodes", "-o", "json")
+    out = kubectl(layout, "get", "nodes", "-o", "json")
     if out.returncode != 0:
         return False
     ready = {
@@ -402,7 +403,7 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
         for name in ("kube-controller-manager", "kube-scheduler", "kwok", "runner"):
             start(name)
         _wait("all nodes Ready", lambda: _nodes_ready(layout, [n.name for n in nodes]), 60, layout.logs / "kwok.log")
-        _wait("default service account", lambda: _kubectl(layout, "get", "serviceaccount", "default").returncode == 0,
+        _wait("default service account", lambda: kubectl(layout, "get", "serviceaccount", "default").returncode == 0,
               60, layout.logs / "kube-controller-manager.log")
     record["up_seconds"] = round(time.monotonic() - started, 2)
     layout.record.write_text(json.dumps(record, indent=2))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -26,7 +25,7 @@ from drafter_operator.bench import client as bench
 from drafter_operator.testbed import cluster as local
 from drafter_operator.testbed import processes
 from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
-from drafter_operator.testbed.versions import bin_dir
+from drafter_operator.testbed.volumes import static_claim
 
 # Wide enough for the report table when the output is a file or a CI log, not a terminal.
 console = Console(width=None if Console().is_terminal else 140)
@@ -50,12 +49,8 @@ SERVINGS = {
 }
 
 
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KUBECONFIG": str(local.Layout().kubeconfig)}
-    proc = subprocess.run([str(bin_dir() / "kubectl"), *args], input=input, capture_output=True, text=True, env=env)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
-    return proc
+def kubectl(*args: str, input: str | None = None, check: bool = True):
+    return local.kubectl(local.Layout(), *args, input=input, check=check)
 
 
 def serving_manifest(name: str, spec: dict) -> dict:
@@ -72,18 +67,6 @@ def ensure_engine_nodes(count: int) -> None:
                                "-o", "json").stdout)["items"]
     if len(nodes) < count:
         local.add_nodes(count - len(nodes), PROCESS, 8, DEMO_GPU_PRODUCT, "gpu-demo")
-
-
-def model_volume() -> list[dict]:
-    return [
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{NAMESPACE}-models"},
-         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
-                  "hostPath": {"path": "/tmp/drafter-demo-models"},
-                  "claimRef": {"namespace": NAMESPACE, "name": "models"}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "models", "namespace": NAMESPACE},
-         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"{NAMESPACE}-models",
-                  "resources": {"requests": {"storage": "1Ti"}}}},
-    ]
 
 
 def start_operator(layout: local.Layout) -> None:
@@ -105,7 +88,7 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
             if set(names) <= ready:
                 return by_name
             time.sleep(1)
-    raise RuntimeError(f"DrafterServings not Ready within {timeout:.0f}s; see `kubectl -n {NAMESPACE} describe drafterservings` "
+    raise local.ClusterError(f"DrafterServings not Ready within {timeout:.0f}s; see `kubectl -n {NAMESPACE} describe drafterservings` "
                        f"and {local.Layout().logs}/{OPERATOR_COMPONENT}.log")
 
 
@@ -118,7 +101,7 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("wait", "--for=condition=Established", "--timeout=60s",
             *[f"crd/{kind.plural}.drafter.dev" for kind in KINDS])
     kubectl("create", "namespace", NAMESPACE, check=False)
-    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(model_volume()))
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
     console.print(f"Declared {len(SERVINGS)} DrafterServings in namespace {NAMESPACE}: {', '.join(SERVINGS)}")
