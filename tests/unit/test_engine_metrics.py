@@ -84,12 +84,15 @@ def test_no_speculation_and_no_data():
 
 
 def test_model_name_filter_and_engine_sum():
-    text = (
-        'vllm:spec_decode_num_drafts_total{engine="0",model_name="a"} 10.0\n'
-        'vllm:spec_decode_num_drafts_total{engine="1",model_name="a"} 5.0\n'
-        'vllm:spec_decode_num_drafts_total{engine="0",model_name="b"} 100.0\n'
-    )
+    def series(engine: str, model: str, drafts: int) -> str:
+        labels = f'{{engine="{engine}",model_name="{model}"}}'
+        return (f"vllm:spec_decode_num_drafts_total{labels} {drafts}.0\n"
+                f"vllm:spec_decode_num_draft_tokens_total{labels} {3 * drafts}.0\n"
+                f"vllm:spec_decode_num_accepted_tokens_total{labels} {drafts}.0\n")
+
+    text = series("0", "a", 10) + series("1", "a", 5) + series("0", "b", 100)
     assert vllm.parse_spec_decode_metrics(text, model_name="a").drafts == 15
+    assert vllm.parse_spec_decode_metrics(text, model_name="a").draft_tokens == 45
     assert vllm.parse_spec_decode_metrics(text).drafts == 115
 
 
@@ -102,8 +105,19 @@ def test_rate_helpers():
     assert m.acceptance_rate(0, 0) is None
     assert m.mean_acceptance_length(5, 0) is None
     assert m.tokens_per_verification(30, 10) == 3.0
-    assert m.counter_delta(None, 5.0) == (5.0, False)
-    assert m.counter_delta(7.0, 5.0) == (5.0, True)
+    assert m.acceptance_rate(3, 4) == 0.75
+
+
+def test_detect_reset_needs_every_moving_counter_to_go_down():
+    old = m.SpecDecodeCounters(engine="vllm", speculative=True, drafts=10, draft_tokens=30, accepted_tokens=9)
+    assert not m.detect_reset(old, old)
+    # all lower: a restart
+    assert m.detect_reset(old, m.SpecDecodeCounters(engine="vllm", speculative=True, drafts=2, draft_tokens=6,
+                                                    accepted_tokens=1))
+    # a counter that was zero may grow after a restart
+    assert m.detect_reset(
+        m.SpecDecodeCounters(engine="vllm", speculative=True, drafts=10, draft_tokens=30, accepted_tokens=0),
+        m.SpecDecodeCounters(engine="vllm", speculative=True, drafts=2, draft_tokens=6, accepted_tokens=1))
 
 
 def test_comparing_engines_is_an_error():

@@ -9,10 +9,13 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 from __future__ import annotations
 
 from drafter_operator.engines.metrics import (
+    DEFAULT_MAX_BODY_BYTES,
+    GAUGE_RANGES,
     SpecDecodeCounters,
-    mean_samples,
-    parse_samples,
-    sum_samples,
+    count_total,
+    counter_series,
+    gauge_mean,
+    read_series,
 )
 
 ENGINE = "sglang"
@@ -77,27 +80,35 @@ E2E_REQUEST_LATENCY_SECONDS = "sglang:e2e_request_latency_seconds"    # + is_str
 # --------------------------------------------------------------------------------------------------
 
 
-def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecDecodeCounters:
-    """Spec-decode counters and gauges from an SGLang ``/metrics`` text.
+# What this parser reads (counters, then gauges with the SpecDecodeCounters field they fill); the
+# rest of the body is skipped without being kept.
+PARSED_COUNTERS = (SPEC_VERIFY_CALLS, GENERATION_TOKENS, PROMPT_TOKENS)
+PARSED_GAUGES = {SPEC_ACCEPT_LENGTH: "accept_length_gauge", SPEC_ACCEPT_RATE: "accept_rate_gauge",
+                 SPEC_NUM_STEPS: "num_steps_gauge", SPEC_NUM_DRAFT_TOKENS: "num_draft_tokens_gauge"}
+
+
+def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, *,
+                              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> SpecDecodeCounters:
+    """Spec-decode counters and gauges from an SGLang ``/metrics`` body, or :class:`~.metrics.MetricsUnusable`.
 
     Counters are summed over ``is_streaming`` (and any other split); gauges are averaged over the
-    series present (one per scheduler rank that logs; several with data parallelism).
-    ``speculative`` is True when ``sglang:spec_num_steps`` is positive or verify calls were counted.
+    series present (one per scheduler rank that logs; several with data parallelism) and refused
+    outside their domain (a rate outside [0, 1]...). ``speculative`` is True when
+    ``sglang:spec_num_steps`` is positive or verify calls were counted; an empty body, or one without
+    any ``sglang:`` series (for that model), is a verdict, not "not speculative".
     """
-    samples = parse_samples(text)
-    labels = {LABEL_MODEL_NAME: model_name}
-    verify_calls = sum_samples(samples, SPEC_VERIFY_CALLS, labels)
-    num_steps = mean_samples(samples, SPEC_NUM_STEPS, labels)
+    found = read_series(body, f"{ENGINE}:", PARSED_COUNTERS + tuple(PARSED_GAUGES),
+                        {LABEL_MODEL_NAME: model_name}, max_body_bytes=max_body_bytes)
+    gauges = {field: gauge_mean(found, name, 0.0, GAUGE_RANGES[field]) for name, field in PARSED_GAUGES.items()}
+    verify_calls = count_total(found, SPEC_VERIFY_CALLS)
     return SpecDecodeCounters(
         engine="sglang",
-        speculative=bool(num_steps) or bool(verify_calls),
+        speculative=bool(gauges["num_steps_gauge"]) or bool(verify_calls),
         drafts=verify_calls,
-        generation_tokens=sum_samples(samples, GENERATION_TOKENS, labels),
-        prompt_tokens=sum_samples(samples, PROMPT_TOKENS, labels),
-        accept_length_gauge=mean_samples(samples, SPEC_ACCEPT_LENGTH, labels),
-        accept_rate_gauge=mean_samples(samples, SPEC_ACCEPT_RATE, labels),
-        num_steps_gauge=num_steps,
-        num_draft_tokens_gauge=mean_samples(samples, SPEC_NUM_DRAFT_TOKENS, labels),
+        generation_tokens=count_total(found, GENERATION_TOKENS),
+        prompt_tokens=count_total(found, PROMPT_TOKENS),
+        series=counter_series(found, PARSED_COUNTERS),
+        **gauges,
     )
 
 

@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 
 from drafter_operator.engines.metrics import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_POSITIONS,
     SpecDecodeCounters,
-    parse_samples,
-    select,
-    sum_samples,
+    UnusableReason,
+    count_total,
+    counter_series,
+    position_totals,
+    read_series,
+    unusable,
 )
 
 ENGINE = "vllm"
@@ -73,33 +78,56 @@ SPEC_DECODE_METRICS = (
 # --------------------------------------------------------------------------------------------------
 
 
-def parse_spec_decode_metrics(text: str, model_name: str | None = None) -> SpecDecodeCounters:
-    """Spec-decode counters from a vLLM ``/metrics`` text.
+# Counters this parser reads; everything else in the body is skipped without being kept.
+PARSED_COUNTERS = SPEC_DECODE_METRICS + (GENERATION_TOKENS, PROMPT_TOKENS)
+# vLLM registers these together (SpecDecodingProm); one without the others is not vLLM's exposition.
+_SPEC_DECODE_TOTALS = (SPEC_DECODE_NUM_DRAFTS, SPEC_DECODE_NUM_DRAFT_TOKENS, SPEC_DECODE_NUM_ACCEPTED_TOKENS)
+
+
+def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, *,
+                              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                              max_positions: int = DEFAULT_MAX_POSITIONS) -> SpecDecodeCounters:
+    """Spec-decode counters from a vLLM ``/metrics`` body, or :class:`~.metrics.MetricsUnusable`.
 
     Series are summed over engine cores (label ``engine``); ``model_name`` restricts them to one
-    served model. ``speculative`` is False when the server exports no spec-decode metrics (plain
-    serving, or a data-parallel server whose spec-decode logger is missing, see engines.md).
+    served model. ``speculative`` is False when the server exports vLLM series but no spec-decode
+    ones (plain serving, or a data-parallel server whose spec-decode logger is missing, see
+    engines.md); an empty body, or one without any ``vllm:`` series (for that model), is a verdict,
+    not "not speculative". The body is refused above ``max_body_bytes`` and a position label at or
+    beyond ``max_positions`` (vLLM 0.33.0 labels positions 0..k-1).
     """
-    samples = parse_samples(text)
-    labels = {LABEL_MODEL_NAME: model_name}
-    drafts = sum_samples(samples, SPEC_DECODE_NUM_DRAFTS, labels)
-    per_position: dict[int, float] = {}
-    for sample in select(samples, SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, labels):
-        try:
-            position = int(sample.labels.get(LABEL_POSITION, ""))
-        except ValueError:
-            continue
-        per_position[position] = per_position.get(position, 0.0) + sample.value
-    positions = tuple(per_position.get(i, 0.0) for i in range(max(per_position) + 1)) if per_position else ()
+    found = read_series(body, f"{ENGINE}:", PARSED_COUNTERS, {LABEL_MODEL_NAME: model_name},
+                        max_body_bytes=max_body_bytes)
+    present = [name for name in _SPEC_DECODE_TOTALS if name in found]
+    if present and len(present) < len(_SPEC_DECODE_TOTALS):
+        missing = sorted(set(_SPEC_DECODE_TOTALS) - set(present))
+        raise unusable(UnusableReason.MISSING_SERIES,
+                       f"{', '.join(present)} without {', '.join(missing)}: vLLM registers them together")
+    drafts = count_total(found, SPEC_DECODE_NUM_DRAFTS)
+    draft_tokens = count_total(found, SPEC_DECODE_NUM_DRAFT_TOKENS)
+    accepted = count_total(found, SPEC_DECODE_NUM_ACCEPTED_TOKENS)
+    positions = position_totals(found.get(SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, ()), LABEL_POSITION, max_positions)
+    scope = f" for model_name={model_name!r}" if model_name is not None else ""
+    if accepted is not None and accepted > (draft_tokens or 0.0):
+        raise unusable(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,
+                       f"{SPEC_DECODE_NUM_ACCEPTED_TOKENS} is {accepted:g} but {SPEC_DECODE_NUM_DRAFT_TOKENS} "
+                       f"is {draft_tokens or 0:g}{scope}", SPEC_DECODE_NUM_ACCEPTED_TOKENS)
+    for position, value in enumerate(positions):
+        if value > (drafts or 0.0):
+            raise unusable(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,
+                           f'{SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS}{{position="{position}"}} is {value:g} but '
+                           f"{SPEC_DECODE_NUM_DRAFTS} is {drafts or 0:g}{scope}",
+                           SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, ((LABEL_POSITION, str(position)),))
     return SpecDecodeCounters(
         engine="vllm",
-        speculative=drafts is not None,
+        speculative=bool(present),
         drafts=drafts,
-        draft_tokens=sum_samples(samples, SPEC_DECODE_NUM_DRAFT_TOKENS, labels),
-        accepted_tokens=sum_samples(samples, SPEC_DECODE_NUM_ACCEPTED_TOKENS, labels),
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
         accepted_per_position=positions,
-        generation_tokens=sum_samples(samples, GENERATION_TOKENS, labels),
-        prompt_tokens=sum_samples(samples, PROMPT_TOKENS, labels),
+        generation_tokens=count_total(found, GENERATION_TOKENS),
+        prompt_tokens=count_total(found, PROMPT_TOKENS),
+        series=counter_series(found, PARSED_COUNTERS),
     )
 
 
