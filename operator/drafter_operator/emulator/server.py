@@ -20,7 +20,7 @@ HTTP API (aiohttp), per engine:
   lifetime counts.
 
 Environment (see ``emulator/model.py``): ``DRAFTER_EMULATOR_HOST``, ``_STARTUP_SECONDS``,
-``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_BATCH_SLOWDOWN``.
+``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``.
 Exit status: 0 after SIGTERM/SIGINT, 2 for a bad command line or environment, 1 when the port
 cannot be bound.
 """
