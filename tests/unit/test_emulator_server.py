@@ -275,15 +275,18 @@ def test_concurrent_streams_run_independently():
     assert 180 <= 3 + w.drafts + w.accepted_tokens <= 180 + 3 * 5
 
 
-def test_batch_slowdown_is_off_by_default_and_linear_when_set():
+def test_step_time_follows_the_batching_model_not_a_fixed_slowdown():
     import random
 
     from drafter_operator.emulator.model import Decoder
 
-    plain = Decoder(5, 0.5, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(0))
-    assert plain.step_seconds(1) == plain.step_seconds(8) == pytest.approx(0.01212 * 2.65)
-    slow = Decoder(0, 0.0, target_step_ms=10.0, draft_cost=0.33, rng=random.Random(0), batch_slowdown=0.1)
-    assert slow.step_seconds(1) == pytest.approx(0.010) and slow.step_seconds(4) == pytest.approx(0.013)
+    # One stream keeps the single-stream step; past the knee (32 tokens) the step grows with the batch.
+    spec = Decoder(5, 0.5, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(0))
+    assert spec.step_seconds(1) == spec.step_seconds(5) == pytest.approx(0.01212 * 2.65)
+    assert spec.step_seconds(16) == pytest.approx(0.01212 * (16 * 6 / 32 + 5 * 0.33))
+    plain = Decoder(0, 0.0, target_step_ms=10.0, draft_cost=0.33, rng=random.Random(0))
+    assert plain.step_seconds(1) == plain.step_seconds(32) == pytest.approx(0.010)
+    assert plain.step_seconds(64) == pytest.approx(0.020)
 
 
 def test_acceptance_draws_are_unbiased():

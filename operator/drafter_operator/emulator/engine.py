@@ -1,7 +1,9 @@
 """The emulated engine: startup state, token generation on the modelled clock, counters and state.
 
 Every request is generated in full (``max_tokens`` tokens; a request without ``max_tokens`` stops
-"naturally" at a default length). Token text is synthetic: one word per token.
+"naturally" at a default length). Token text is synthetic: one word per token. Requests are batched
+continuously by one engine-wide step loop (``emulator/scheduler.py``), timed by the batching model
+(``engines/batching.py``): concurrent requests slow each other down as a real engine's do.
 
 A verification step always drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``;
 tokens past the limit are discarded after being counted, as the engines' rejection samplers count
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 
 from drafter_operator.emulator.cmdline import EngineConfig
 from drafter_operator.emulator.exporters import Exporter, SglangExporter, VllmExporter
-from drafter_operator.emulator.model import Decoder, Pacer, Settings
+from drafter_operator.emulator.model import Decoder, Settings
 from drafter_operator.emulator.profiles import Profile
+from drafter_operator.emulator.scheduler import Scheduler, Ticket
 
 VOCABULARY = (
     "the model drafts tokens and the target verifies them in one forward pass while the scheduler "
@@ -43,6 +46,17 @@ class Totals:
     accepted_tokens: int = 0
 
 
+def _tree_shape(spec) -> dict[str, int]:
+    """Tokens verified per request and draft width of SGLang tree drafting (``topk > 1``).
+
+    With a chain (``topk`` 1 or unset) the target verifies ``k + 1`` tokens per request; a tree
+    verifies ``--speculative-num-draft-tokens`` and each draft step expands ``topk`` branches.
+    """
+    if spec is None or not spec.eagle_topk or spec.eagle_topk <= 1 or not spec.num_draft_tokens:
+        return {}
+    return {"verify_tokens": int(spec.num_draft_tokens), "draft_width": int(spec.eagle_topk)}
+
+
 class EmulatedEngine:
     def __init__(self, config: EngineConfig, settings: Settings, profile: Profile,
                  clock=time.monotonic) -> None:
@@ -64,8 +78,8 @@ class EmulatedEngine:
             acceptance, source = found.acceptance, found.source
         self.acceptance_source = source
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
-                               draft_cost=profile.draft_cost, rng=self.rng,
-                               batch_slowdown=settings.batch_slowdown)
+                               draft_cost=profile.draft_cost, rng=self.rng, costs=profile.costs,
+                               **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
@@ -75,6 +89,8 @@ class EmulatedEngine:
         self.running = 0
         self._kv_tokens = 0
         self.totals = Totals()
+        self._streaming: dict[Ticket, bool] = {}
+        self.scheduler = Scheduler(self.decoder, settings.time_scale, self)
 
     # ------------------------------------------------------------------------------------- lifecycle
 
@@ -105,53 +121,49 @@ class EmulatedEngine:
         return [" " + self.text_rng.choice(VOCABULARY) for _ in range(n)]
 
     async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool) -> AsyncIterator[list[str]]:
-        """Yield the tokens of each engine step (prefill first) on the modelled clock.
+        """Yield the tokens of each engine step (prefill first) as the step loop produces them.
 
-        Closing the generator early counts the request as aborted.
+        Closing the generator before the engine finished the request counts it as aborted.
         """
-        decoder, exporter = self.decoder, self.exporter
-        arrival = time.monotonic()
-        pacer = Pacer(self.settings.time_scale)
-        emitted = steps = 0
-        finished = False
         self._load_changed(+1, prompt_tokens)
+        ticket = self.scheduler.submit(prompt_tokens, max_tokens)
+        self._streaming[ticket] = streaming
         try:
-            await pacer.advance(decoder.prefill_seconds())
-            first = time.monotonic()
-            exporter.prefill(prompt_tokens, first - arrival, streaming)
-            self.totals.prompt_tokens += prompt_tokens
-            emitted = 1
-            self._load_changed(0, 1)
-            self.totals.generated_tokens += 1
-            yield self._words(1)
-            last = first
-            while emitted < max_tokens:
-                await pacer.advance(decoder.step_seconds(self.running))
-                accepted = decoder.draw_accepted() if decoder.speculative else 0
-                n = min(1 + accepted, max_tokens - emitted)
-                now = time.monotonic()
-                exporter.step(n, decoder.k, accepted, now - last)
-                last = now
-                steps += 1
-                emitted += n
-                self._load_changed(0, n)
-                self.totals.generated_tokens += n
-                if decoder.speculative:
-                    self.totals.verification_steps += 1
-                    self.totals.draft_tokens += decoder.k
-                    self.totals.accepted_tokens += accepted
-                yield self._words(n)
-            finished = True
+            while (emitted := await ticket.outbox.get()) is not None:
+                yield self._words(emitted)
         finally:
-            self._load_changed(-1, -(prompt_tokens + emitted))
-            if finished:
-                self.totals.requests += 1
-                exporter.finished(prompt_tokens=prompt_tokens, generated=emitted,
-                                  verify_steps=steps if decoder.speculative else 0,
-                                  e2e=time.monotonic() - arrival, finish_reason="length", streaming=streaming)
-            else:
+            if not ticket.finished:
+                self.scheduler.cancel(ticket)
+                self._streaming.pop(ticket, None)
+                self._load_changed(-1, -(ticket.prompt_tokens + ticket.emitted))
                 self.totals.aborted += 1
-                exporter.aborted()
+                self.exporter.aborted()
+
+    # Observer of the step loop: metrics and totals move when the engine computes the tokens.
+
+    def on_first_token(self, ticket: Ticket, at: float) -> None:
+        self.exporter.prefill(ticket.prompt_tokens, at - ticket.arrival, self._streaming.get(ticket, False))
+        self.totals.prompt_tokens += ticket.prompt_tokens
+        self.totals.generated_tokens += 1
+        self._load_changed(0, 1)
+
+    def on_step(self, ticket: Ticket, emitted: int, accepted: int, at: float) -> None:
+        k = self.decoder.k
+        self.exporter.step(emitted, k, accepted, at - ticket.last_token_at)
+        self.totals.generated_tokens += emitted
+        if k:
+            self.totals.verification_steps += 1
+            self.totals.draft_tokens += k
+            self.totals.accepted_tokens += accepted
+        self._load_changed(0, emitted)
+
+    def on_finished(self, ticket: Ticket, at: float) -> None:
+        streaming = self._streaming.pop(ticket, False)
+        self._load_changed(-1, -(ticket.prompt_tokens + ticket.emitted))
+        self.totals.requests += 1
+        self.exporter.finished(prompt_tokens=ticket.prompt_tokens, generated=ticket.emitted,
+                               verify_steps=ticket.verify_steps if self.decoder.speculative else 0,
+                               e2e=at - ticket.arrival, finish_reason="length", streaming=streaming)
 
     # ---------------------------------------------------------------------------------------- state
 
@@ -191,7 +203,9 @@ class EmulatedEngine:
             "acceptanceSource": self.acceptance_source,
             "profile": self.profile.origin,
             "timeScale": self.settings.time_scale,
-            "batchSlowdown": self.settings.batch_slowdown,
+            "batching": {**self.decoder.prediction_under_load(), "batch": self.scheduler.batch,
+                         "waiting": self.scheduler.waiting, "steps": self.scheduler.steps,
+                         "modelSeconds": self.scheduler.model_seconds},
             "seed": self.settings.seed,
             "prediction": prediction,
             "totals": measured,

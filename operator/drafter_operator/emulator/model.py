@@ -1,17 +1,16 @@
-"""The emulator's clock and decode model: settings from the environment, step timing, acceptance draws.
+"""The emulator's settings from the environment, step timing and acceptance draws.
 
-Timing (ARCHITECTURE.md section 4): the prefill produces the first token in one target step; each
-later verification step costs ``target_step x (1 + k c)`` and emits ``1 + n`` tokens, where ``n``
-counts draft tokens accepted i.i.d. with per-token probability ``a``, stopping at the first rejection
-(so ``E[n] = a + a^2 + ... + a^k``). Without speculation (``k = 0``) a step costs one target step
-and emits one token. Prompt length does not change the prefill cost.
+Timing follows the batching model of ``engines/batching.py`` (docs/emulator-model.md): the engine
+runs one step at a time for all running requests (``emulator/scheduler.py``). A step with ``B``
+decoding requests and ``P`` newly admitted prompt tokens costs
+``T max(1, B v / N_t) + k c T max(1, B w / N_d) + P / R_p`` and emits ``1 + n`` tokens per decoding
+request, where ``n`` counts draft tokens accepted i.i.d. with per-token probability ``a``, stopping at
+the first rejection (so ``E[n] = a + a^2 + ... + a^k``); a newly admitted request gets its first token
+at the end of the step that prefills it. A single stream keeps the single-stream model of
+``engines/speedup.py``: prefill ``T + P / R_p``, then ``T (1 + k c)`` per verification step.
 
-Concurrency: every request decodes on its own clock; batching is not modelled unless
-``DRAFTER_EMULATOR_BATCH_SLOWDOWN`` is set, in which case a step costs ``1 + s x (running - 1)``
-times more while ``running`` requests decode (a crude linear slowdown, off by default).
-
-Sleeps are scheduled against absolute deadlines, so event-loop wake-up latency does not accumulate
-over a request: a 512-token stream ends within a millisecond or two of its modelled time.
+Steps are scheduled against absolute deadlines, so event-loop wake-up latency does not accumulate
+over a run: a 512-token stream ends within a millisecond or two of its modelled time.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drafter_operator.engines import speedup
+from drafter_operator.engines import batching, speedup
 
 ENV_HOST = "DRAFTER_EMULATOR_HOST"
 ENV_STARTUP_SECONDS = "DRAFTER_EMULATOR_STARTUP_SECONDS"
@@ -31,7 +30,6 @@ ENV_TIME_SCALE = "DRAFTER_EMULATOR_TIME_SCALE"
 ENV_SEED = "DRAFTER_EMULATOR_SEED"
 ENV_PROFILE = "DRAFTER_EMULATOR_PROFILE"
 ENV_ACCEPTANCE = "DRAFTER_EMULATOR_ACCEPTANCE"
-ENV_BATCH_SLOWDOWN = "DRAFTER_EMULATOR_BATCH_SLOWDOWN"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -53,7 +51,6 @@ class Settings:
     profile_path: str | None = None
     #: Per-token acceptance that overrides the profile.
     acceptance: float | None = None
-    batch_slowdown: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -86,7 +83,6 @@ class Settings:
             seed=seed,
             profile_path=env.get(ENV_PROFILE, "").strip() or None,
             acceptance=number(ENV_ACCEPTANCE, 0.0, 0.0, 1.0) if acceptance_raw else None,
-            batch_slowdown=number(ENV_BATCH_SLOWDOWN, 0.0),
         )
 
 
@@ -94,13 +90,19 @@ class Decoder:
     """Step timing and acceptance draws for one served configuration."""
 
     def __init__(self, k: int, acceptance: float, *, target_step_ms: float, draft_cost: float,
-                 rng: random.Random, batch_slowdown: float = 0.0) -> None:
+                 rng: random.Random, costs: batching.StepCosts | None = None,
+                 verify_tokens: int | None = None, draft_width: int = 1) -> None:
+        """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
+        replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting."""
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
         self.target_step_ms = target_step_ms
         self.draft_cost = draft_cost
-        self.batch_slowdown = batch_slowdown
+        base = costs or batching.StepCosts()
+        self.costs = batching.StepCosts(target_step_ms, draft_cost, base.compute_knee_tokens,
+                                        base.draft_knee_tokens, base.prefill_tokens_per_second)
+        self.speculation = batching.Speculation(k, verify_tokens if k else None, draft_width if k else 1)
         self.rng = rng
         self._acceptance = 0.0
         self.acceptance = acceptance
@@ -119,12 +121,13 @@ class Decoder:
     def speculative(self) -> bool:
         return self.k > 0
 
-    def prefill_seconds(self) -> float:
-        return self.target_step_ms / 1000.0
+    def prefill_seconds(self, prompt_tokens: int = 1) -> float:
+        """A step that only prefills ``prompt_tokens`` (an idle engine's time to first token)."""
+        return batching.step_ms(0, self.speculation, self.costs, prompt_tokens) / 1000.0
 
-    def step_seconds(self, running: int = 1) -> float:
-        base = speedup.step_seconds(self.k, self.draft_cost, self.target_step_ms)
-        return base * (1.0 + self.batch_slowdown * max(running - 1, 0))
+    def step_seconds(self, running: int = 1, prefill_tokens: int = 0) -> float:
+        """One engine step: ``running`` requests verify while ``prefill_tokens`` are prefilled."""
+        return batching.step_ms(running, self.speculation, self.costs, prefill_tokens) / 1000.0
 
     def draw_accepted(self) -> int:
         """Accepted draft tokens in one verification step (0..k)."""
@@ -136,7 +139,23 @@ class Decoder:
         return accepted
 
     def prediction(self) -> speedup.Prediction:
+        """The single-stream prediction (the batching model reduces to it at one stream)."""
         return speedup.predict(self._acceptance, self.k, self.draft_cost, self.target_step_ms)
+
+    def prediction_under_load(self, streams: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)) -> dict[str, object]:
+        """Aggregate throughput and speedup the batching model predicts at each concurrency."""
+        a, spec, costs = self._acceptance, self.speculation, self.costs
+        crossover = batching.crossover_streams(a, spec, costs) if self.speculative else None
+        return {
+            "computeKneeTokens": costs.compute_knee_tokens,
+            "draftKneeTokens": costs.draft_knee_tokens,
+            "prefillTokensPerSecond": costs.prefill_tokens_per_second,
+            "tokensVerifiedPerRequest": spec.verified_per_request,
+            "breakEvenStreams": crossover,
+            "byStreams": [{"streams": n,
+                           "tokensPerSecond": batching.tokens_per_second(n, a, spec, costs),
+                           "speedup": batching.speedup_at(n, a, spec, costs)} for n in streams],
+        }
 
 
 class Pacer:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from drafter_operator.engines import speedup
+from drafter_operator.engines import batching, speedup
 
 ENGINES = ("vllm", "sglang")
 PACKAGED_PROFILE = "emulator-profiles.yaml"
@@ -50,12 +50,37 @@ class Profile:
     default: dict[str, float]
     drafters: tuple[DrafterEntry, ...]
     origin: str
+    #: The batching model's parameters (``calibration`` section); ``None``: the defaults.
+    step_costs: batching.StepCosts | None = None
+
+    @property
+    def costs(self) -> batching.StepCosts:
+        """Every step-time parameter, ``targetStepMs`` and ``draftCost`` included."""
+        base = self.step_costs or batching.StepCosts()
+        return batching.StepCosts(self.target_step_ms, self.draft_cost, base.compute_knee_tokens,
+                                  base.draft_knee_tokens, base.prefill_tokens_per_second)
 
     def lookup(self, engine: str, drafter_key: str) -> Lookup:
         for entry in self.drafters:
             if entry.matches(drafter_key) and engine in entry.acceptance:
                 return Lookup(entry.acceptance[engine], f"profile:{entry.name}")
         return Lookup(self.default[engine], "profile:default")
+
+
+#: The ``calibration`` keys and their defaults (the batching model's parameters, engines/batching.py).
+_CALIBRATION_KEYS = {
+    "targetStepMs": speedup.DEFAULT_TARGET_STEP_MS,
+    "draftCost": speedup.DEFAULT_DRAFT_COST,
+    "computeKneeTokens": batching.DEFAULT_COMPUTE_KNEE_TOKENS,
+    "draftKneeTokens": batching.DEFAULT_DRAFT_KNEE_TOKENS,
+    "prefillTokensPerSecond": batching.DEFAULT_PREFILL_TOKENS_PER_SECOND,
+}
+
+
+def _number(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"{where}: expected a number, got {value!r}")
+    return float(value)
 
 
 def _probability(where: str, value: object) -> float:
@@ -81,10 +106,18 @@ def parse_profile(document: object, origin: str) -> Profile:
     calibration = document.get("calibration") or {}
     if not isinstance(calibration, dict):
         raise ProfileError(f"{origin}: 'calibration' must be a mapping")
-    target_step_ms = float(calibration.get("targetStepMs", speedup.DEFAULT_TARGET_STEP_MS))
-    draft_cost = float(calibration.get("draftCost", speedup.DEFAULT_DRAFT_COST))
-    if target_step_ms <= 0 or draft_cost < 0:
-        raise ProfileError(f"{origin}: calibration needs targetStepMs > 0 and draftCost >= 0")
+    unknown = set(calibration) - set(_CALIBRATION_KEYS)
+    if unknown:
+        raise ProfileError(f"{origin}: unknown calibration key(s) {sorted(unknown)} "
+                           f"(known: {', '.join(_CALIBRATION_KEYS)})")
+    values = {key: _number(f"{origin}: calibration.{key}", calibration.get(key, default))
+              for key, default in _CALIBRATION_KEYS.items()}
+    try:
+        costs = batching.StepCosts(values["targetStepMs"], values["draftCost"], values["computeKneeTokens"],
+                                   values["draftKneeTokens"], values["prefillTokensPerSecond"])
+    except ValueError as exc:
+        raise ProfileError(f"{origin}: calibration: {exc}") from None
+    target_step_ms, draft_cost = costs.target_step_ms, costs.draft_cost
     default = _per_engine(f"{origin}: default", document.get("default"), required=True)
     entries = []
     for i, raw in enumerate(document.get("drafters") or []):
@@ -100,7 +133,7 @@ def parse_profile(document: object, origin: str) -> Profile:
             acceptance=_per_engine(f"{where}.acceptance", raw["acceptance"], required=False),
             description=str(raw.get("description", "")),
         ))
-    return Profile(target_step_ms, draft_cost, default, tuple(entries), origin)
+    return Profile(target_step_ms, draft_cost, default, tuple(entries), origin, costs)
 
 
 def load_profile(path: str | Path | None = None) -> Profile:

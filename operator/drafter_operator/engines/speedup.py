@@ -13,7 +13,7 @@ and verification stops at the first rejection) and ``k`` draft tokens per verifi
 - a benchmark that measures ``E`` and the speedup gives the draft cost back:
   ``c = (E / speedup - 1) / k``.
 
-Calibration (ARCHITECTURE.md section 4): a target step of 12.12 ms (82.5 tok/s single stream) and
+Calibration (docs/emulator-model.md): a target step of 12.12 ms (82.5 tok/s single stream) and
 ``c = 0.33`` reproduce the seed: the vLLM drafter with ``k = 5`` and ``a = 0.432`` gives 15.0 %
 acceptance, ``E = 1.75`` and 0.66x.
 """
