@@ -113,7 +113,11 @@ async def wait_ready(client: httpx.AsyncClient, case: Case, timeout: float = 30.
 async def scrape(client: httpx.AsyncClient, case: Case) -> spec_metrics.SpecDecodeCounters:
     text = (await client.get(f"http://127.0.0.1:{case.port}/metrics")).text
     parser = vllm_engine if case.engine == "vllm" else sglang_engine
-    return parser.parse_spec_decode_metrics(text)
+    try:
+        return parser.parse_spec_decode_metrics(text)
+    except spec_metrics.MetricsUnusable as exc:
+        # The emulator's own exposition must always be usable: a verdict is a bug this bench reports.
+        raise RuntimeError(f"{case.name}: the emulator's /metrics are unusable: {exc.verdict}") from None
 
 
 async def stream_one(client: httpx.AsyncClient, case: Case, max_tokens: int) -> tuple[int, float, float]:
@@ -151,7 +155,10 @@ async def run_case(client: httpx.AsyncClient, case: Case, max_tokens: int, profi
         tokens += n
         seconds += s
     after = await scrape(client, case)
-    w = spec_metrics.window(before, after, num_speculative_tokens=case.k or None)
+    try:
+        w = spec_metrics.window(before, after, num_speculative_tokens=case.k or None)
+    except spec_metrics.MetricsUnusable as exc:
+        raise RuntimeError(f"{case.name}: no acceptance window between the two scrapes: {exc.verdict}") from None
 
     a = profile.lookup(case.engine, case.drafter).acceptance if case.drafter else 0.0
     model = speedup.predict(a, case.k, profile.draft_cost, profile.target_step_ms)
@@ -226,7 +233,11 @@ def main() -> int:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     started = time.monotonic()
-    all_cases = asyncio.run(main_async(args))
+    try:
+        all_cases = asyncio.run(main_async(args))
+    except RuntimeError as exc:  # an emulator that exited, never got ready, or exported unusable metrics
+        print(f"emulator_throughput: {exc}", file=sys.stderr)
+        return 1
     report(all_cases)
     print(f"bench wall time {time.monotonic() - started:.1f}s")
     if args.json:

@@ -2,6 +2,9 @@
 
 Acceptance comes from the engine's own counters scraped before and after the run (deltas, never
 lifetime totals), so it covers exactly the measured requests (when nothing else is sending traffic).
+When a scrape cannot be trusted (empty body, not the engine's metrics, NaN counters, a restart that
+is not a clean reset...), the run still reports its throughput and says "acceptance unavailable:
+<reason>" instead of a number or a false "not speculative".
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from drafter_operator import engines
-from drafter_operator.engines.metrics import AcceptanceWindow, window
+from drafter_operator.engines.metrics import AcceptanceWindow, MetricsUnusable, SpecDecodeCounters, window
 
 DEFAULT_PROMPTS = (
     "Explain speculative decoding to an infrastructure engineer in three paragraphs.",
@@ -41,6 +44,8 @@ class RunResult:
     engine: str
     prompts: list[PromptResult] = field(default_factory=list)
     acceptance: AcceptanceWindow | None = None
+    #: Why there is no acceptance window although one was asked for ("<Reason>: <message>").
+    acceptance_unavailable: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -67,7 +72,20 @@ class RunResult:
                 "tokensPerSecond": round(self.tokens_per_second, 3), "msPerToken": round(self.ms_per_token, 3),
                 "meanTtftSeconds": round(self.mean_ttft_seconds, 4),
                 "prompts": [{**asdict(p), "tokensPerSecond": round(p.tokens_per_second, 3)} for p in self.prompts],
-                "acceptance": self.acceptance.as_dict() if self.acceptance and self.acceptance.has_data else None}
+                "acceptance": self.acceptance.as_dict() if self.acceptance and self.acceptance.has_data else None,
+                "acceptanceUnavailable": self.acceptance_unavailable}
+
+    def acceptance_summary(self) -> str:
+        """One line for people: the window's figures, or why there are none."""
+        if self.acceptance_unavailable:
+            return f"acceptance unavailable: {self.acceptance_unavailable}"
+        if self.acceptance is None:
+            return "not speculative"
+        if not self.acceptance.has_data:
+            return "acceptance unavailable: no verification steps during the run"
+        rate, length = self.acceptance.acceptance_rate, self.acceptance.mean_acceptance_length
+        return (f"acceptance rate {'-' if rate is None else f'{rate:.1%}'} ({self.acceptance.rate_source}), "
+                f"mean acceptance length {'-' if length is None else f'{length:.3f}'}")
 
 
 def stream_completion(client: httpx.Client, base_url: str, model: str, prompt: str, max_tokens: int,
@@ -94,11 +112,36 @@ def stream_completion(client: httpx.Client, base_url: str, model: str, prompt: s
     return usage_tokens or chunks, seconds, first if first is not None else seconds
 
 
-def scrape(client: httpx.Client, base_url: str, engine: str, model: str | None = None):
+def scrape(client: httpx.Client, base_url: str, engine: str, model: str | None = None) -> SpecDecodeCounters:
+    """One scrape of the engine's counters; raises MetricsUnusable when the body cannot be trusted."""
     module = engines.engine(engine)
     resp = client.get(f"{base_url}{module.METRICS_PATH}")
     resp.raise_for_status()
-    return module.parse_spec_decode_metrics(resp.text, model)
+    return module.parse_spec_decode_metrics(resp.content, model)
+
+
+def scrape_or_verdict(client: httpx.Client, base_url: str, engine: str,
+                      model: str | None) -> SpecDecodeCounters | MetricsUnusable:
+    """A scrape, or the verdict on it: the run goes on either way and reports why acceptance is missing."""
+    try:
+        return scrape(client, base_url, engine, model)
+    except MetricsUnusable as exc:
+        return exc
+
+
+def measure_acceptance(result: RunResult, before: SpecDecodeCounters | MetricsUnusable,
+                       after: SpecDecodeCounters | MetricsUnusable, num_speculative_tokens: int | None) -> None:
+    """Fill ``result.acceptance`` from the two scrapes, or ``acceptance_unavailable`` with the verdict."""
+    for counters in (before, after):
+        if isinstance(counters, MetricsUnusable):
+            result.acceptance_unavailable = str(counters.verdict)
+            return
+    if not after.speculative:
+        return
+    try:
+        result.acceptance = window(before, after, num_speculative_tokens)
+    except MetricsUnusable as exc:  # e.g. a restart during the run that is not a clean reset
+        result.acceptance_unavailable = str(exc.verdict)
 
 
 def run(base_url: str, engine: str, model: str, prompts: list[str] | tuple[str, ...] = DEFAULT_PROMPTS,
@@ -106,11 +149,10 @@ def run(base_url: str, engine: str, model: str, prompts: list[str] | tuple[str, 
     """Send the prompts one at a time (concurrency 1) and measure each; acceptance over the whole run."""
     result = RunResult(engine=engine)
     with httpx.Client(timeout=timeout) as client:
-        before = scrape(client, base_url, engine, model)
+        before = scrape_or_verdict(client, base_url, engine, model)
         for index, prompt in enumerate(prompts):
             tokens, seconds, ttft = stream_completion(client, base_url, model, prompt, max_tokens)
             result.prompts.append(PromptResult(index, tokens, seconds, ttft))
-        after = scrape(client, base_url, engine, model)
-    if after.speculative:
-        result.acceptance = window(before, after, num_speculative_tokens)
+        after = scrape_or_verdict(client, base_url, engine, model)
+    measure_acceptance(result, before, after, num_speculative_tokens)
     return result

@@ -48,7 +48,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -145,9 +145,8 @@ def series_name(name: str, labels: Labels) -> str:
 # Bounded reading of a body
 # --------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Series:
-    """One sample of a series the parser asked for."""
+class Series(NamedTuple):
+    """One sample of a series the parser asked for (a tuple: bodies can hold ~10^5 of them)."""
 
     name: str
     labels: Labels
@@ -269,25 +268,26 @@ def gauge_mean(found: Mapping[str, list[Series]], name: str, low: float, high: f
     return math.fsum(s.value for s in matched) / len(matched)
 
 
-# A position label: a decimal integer without sign or leading zeros, short enough to never be costly.
-_POSITION = re.compile(r"0|[1-9][0-9]{0,5}")
+# A position label: a decimal integer without sign or leading zeros.
+_POSITION = re.compile(r"0|[1-9][0-9]*")
 
 
 def position_totals(samples: Iterable[Series], label: str, max_positions: int = DEFAULT_MAX_POSITIONS) -> tuple[float, ...]:
     """Per-position counter totals ``(pos 0, pos 1, ...)``, summed over the other labels.
 
     The position label must be an integer in [0, max_positions); the tuple is never longer than
-    ``max_positions`` whatever the body says. Positions that were not exported count zero.
+    ``max_positions`` whatever the body says (a label of 10**8 is refused by its length, before it
+    is even converted). Positions that were not exported count zero.
     """
     totals: dict[int, float] = {}
     for s in samples:
         raw = dict(s.labels).get(label)
         if raw is None or not _POSITION.fullmatch(raw):
             raise unusable(UnusableReason.BAD_POSITION, f"{s}: {label} is not a non-negative integer", s.name, s.labels)
-        position = int(raw)
-        if position >= max_positions:
+        if len(raw) > len(str(max_positions)) or int(raw) >= max_positions:
             raise unusable(UnusableReason.TOO_MANY_POSITIONS,
-                           f"{s}: {label} {position} is beyond the {max_positions}-position cap", s.name, s.labels)
+                           f"{s}: {label} {_clip(raw, 20)} is beyond the {max_positions}-position cap", s.name, s.labels)
+        position = int(raw)
         totals[position] = totals.get(position, 0.0) + check_count(s)
     return tuple(totals.get(i, 0.0) for i in range(max(totals) + 1)) if totals else ()
 
