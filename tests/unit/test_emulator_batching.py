@@ -216,7 +216,7 @@ def test_seeded_runs_are_deterministic_under_concurrency():
 
 
 def test_time_to_first_token_grows_with_the_prompt():
-    scale = 0.2
+    scale = 1.0
 
     async def ttft(prompt: int) -> float:
         engine = vllm_engine(spec=False, time_scale=scale)
@@ -228,8 +228,9 @@ def test_time_to_first_token_grows_with_the_prompt():
         return elapsed / scale
 
     short, long_ = asyncio.run(ttft(10)), asyncio.run(ttft(4000))
-    assert short == pytest.approx(0.01262, abs=0.006)
-    assert long_ == pytest.approx(0.21212, rel=0.1)
+    # Never earlier than modelled (12.12 ms + prompt / 20,000 tok/s); a busy CPU can only add latency.
+    assert 0.01262 - 1e-3 <= short <= 0.01262 + 0.03
+    assert 0.21212 - 1e-3 <= long_ <= 0.21212 + 0.05
 
 
 def test_a_late_arrival_joins_the_running_batch_and_an_abort_leaves_it():
@@ -294,7 +295,7 @@ def test_measured_aggregate_throughput_over_http_matches_the_model(argv, streams
 
     from drafter_operator.emulator.server import EmulatorServer, bind_host
 
-    scale, max_tokens = 0.25, 120
+    scale, max_tokens = 0.5, 100
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -315,5 +316,7 @@ def test_measured_aggregate_throughput_over_http_matches_the_model(argv, streams
     # Each stream's decode rate between its first and last chunk, in modelled time, summed over streams.
     measured = sum((tokens - 1) / ((last - first) / scale) for tokens, first, last in results)
     modelled = batching.tokens_per_second(streams, a, spec, DEFAULT)
-    # Arrivals spread over the first steps and acceptance is random: 20 % covers both on a busy CPU.
-    assert measured == pytest.approx(modelled, rel=0.2)
+    # The step loop never runs ahead of its modelled clock, so only the luck of the acceptance draws
+    # can lift the measurement above the model (a few %); a starved CPU can only lower it. Independent
+    # per-request clocks (no batching) would give streams x single-stream tok/s: 1.5x the model here.
+    assert 0.75 * modelled <= measured <= 1.05 * modelled, (measured, modelled)
