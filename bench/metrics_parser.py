@@ -69,7 +69,8 @@ def at_the_cap(cap: int = m.DEFAULT_MAX_BODY_BYTES) -> str:
 
 def cases() -> list[tuple[str, Callable[[str], object], str]]:
     v, s = vllm_body(), sglang_body()
-    per_pos = f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{MODEL}",position="%s"}} 1.0\n'
+    per_pos = (f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{MODEL}",'
+               f'position="%s"}} 1.0\n')
     duplicate = f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="{MODEL}"}} 1.0\n'
     return [
         ("realistic vLLM body (emulator, k=5)", vllm.parse_spec_decode_metrics, v),

@@ -326,7 +326,7 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 @FUZZ
 @given(bodies(VLLM_NAMES), bodies(VLLM_NAMES))
 def test_random_vllm_bodies_give_trustworthy_counters_or_a_verdict(first, second):
-    a, b = parse_or_verdict(vllm.parse_spec_decode_metrics, first), parse_or_verdict(vllm.parse_spec_decode_metrics, second)
+    a, b = (parse_or_verdict(vllm.parse_spec_decode_metrics, body) for body in (first, second))
     for c in (a, b):
         if isinstance(c, m.SpecDecodeCounters):
             assert_trustworthy(c)
@@ -340,7 +340,7 @@ def test_random_vllm_bodies_give_trustworthy_counters_or_a_verdict(first, second
 @FUZZ
 @given(bodies(SGLANG_NAMES), bodies(SGLANG_NAMES), st.sampled_from([None, 1, 3, 7]))
 def test_random_sglang_bodies_give_trustworthy_counters_or_a_verdict(first, second, k):
-    a, b = parse_or_verdict(sglang.parse_spec_decode_metrics, first), parse_or_verdict(sglang.parse_spec_decode_metrics, second)
+    a, b = (parse_or_verdict(sglang.parse_spec_decode_metrics, body) for body in (first, second))
     for c in (a, b):
         if isinstance(c, m.SpecDecodeCounters):
             assert_trustworthy(c)

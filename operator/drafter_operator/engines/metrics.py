@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 #: Largest /metrics body read, in bytes (UTF-8). A real vLLM or SGLang body is tens to hundreds of
 #: KiB; 4 MiB leaves room for many LoRA adapters or data-parallel ranks while keeping a parse below
@@ -161,11 +162,13 @@ def _body_text(body: str | bytes, max_body_bytes: int) -> str:
     if isinstance(body, (bytes, bytearray, memoryview)):
         size = len(body)
         if size > max_body_bytes:
-            raise unusable(UnusableReason.TOO_LARGE, f"/metrics body is {size} bytes, over the {max_body_bytes}-byte cap")
+            raise unusable(UnusableReason.TOO_LARGE,
+                           f"/metrics body is {size} bytes, over the {max_body_bytes}-byte cap")
         try:
             return bytes(body).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise unusable(UnusableReason.UNPARSEABLE, f"/metrics body is not UTF-8: {exc.reason} at byte {exc.start}") from None
+            raise unusable(UnusableReason.UNPARSEABLE,
+                           f"/metrics body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     # A str has at most as many characters as UTF-8 bytes: too many characters is too many bytes.
     size = len(body)
     if size <= max_body_bytes and not body.isascii():
@@ -177,6 +180,21 @@ def _body_text(body: str | bytes, max_body_bytes: int) -> str:
 
 def _matches(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in wanted.items())
+
+
+def _samples(text: str) -> Iterator[Sample]:
+    """The body's samples, parsed lazily by ``prometheus_client`` (a refused sample stops the parse)."""
+    families = text_string_to_metric_families(text)
+    while True:
+        try:
+            family = next(families)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001
+            # Third-party code fed an untrusted body: whatever it raises means "not Prometheus text".
+            raise unusable(UnusableReason.UNPARSEABLE,
+                           f"cannot parse Prometheus text: {_clip(str(exc), 160)}") from None
+        yield from family.samples
 
 
 def read_series(body: str | bytes, engine_prefix: str, names: Collection[str],
@@ -194,34 +212,26 @@ def read_series(body: str | bytes, engine_prefix: str, names: Collection[str],
     found: dict[str, list[Series]] = {}
     seen: set[SeriesKey] = set()
     any_sample = engine_seen = False
-    try:
-        # prometheus_client's parser is third-party code fed an untrusted body: whatever it raises
-        # means "not Prometheus text". Only the parser runs inside this try.
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                any_sample = True
-                if not sample.name.startswith(engine_prefix) or not _matches(sample.labels, wanted_labels):
-                    continue
-                engine_seen = True
-                if sample.name not in names:
-                    continue
-                key: SeriesKey = (sample.name, tuple(sorted(sample.labels.items())))
-                if key in seen:
-                    raise unusable(UnusableReason.DUPLICATE_SERIES,
-                                   f"{series_name(*key)} appears more than once", *key)
-                seen.add(key)
-                if not math.isfinite(sample.value):
-                    raise unusable(UnusableReason.NON_FINITE, f"{series_name(*key)} is {sample.value}", *key)
-                found.setdefault(sample.name, []).append(Series(key[0], key[1], sample.value))
-    except MetricsUnusable:
-        raise
-    except Exception as exc:  # noqa: BLE001 - see the comment above
-        raise unusable(UnusableReason.UNPARSEABLE, f"cannot parse Prometheus text: {_clip(str(exc), 160)}") from None
+    for sample in _samples(text):
+        any_sample = True
+        if not sample.name.startswith(engine_prefix) or not _matches(sample.labels, wanted_labels):
+            continue
+        engine_seen = True
+        if sample.name not in names:
+            continue
+        key: SeriesKey = (sample.name, tuple(sorted(sample.labels.items())))  # label order does not matter
+        if key in seen:
+            raise unusable(UnusableReason.DUPLICATE_SERIES, f"{series_name(*key)} appears more than once", *key)
+        seen.add(key)
+        if not math.isfinite(sample.value):
+            raise unusable(UnusableReason.NON_FINITE, f"{series_name(*key)} is {sample.value}", *key)
+        found.setdefault(sample.name, []).append(Series(key[0], key[1], sample.value))
     if not any_sample:
         raise unusable(UnusableReason.EMPTY, "/metrics body has no samples")
     if not engine_seen:
         scope = f" with {series_name('', tuple(sorted(wanted_labels.items())))}" if wanted_labels else ""
-        raise unusable(UnusableReason.NOT_ENGINE_METRICS, f"no {engine_prefix}* series{scope}: not this engine's /metrics")
+        raise unusable(UnusableReason.NOT_ENGINE_METRICS,
+                       f"no {engine_prefix}* series{scope}: not this engine's /metrics")
     return found
 
 
@@ -244,7 +254,8 @@ def check_count(series: Series) -> float:
     """A counter's value, refused unless it is a count (see :func:`count_problem`)."""
     problem = count_problem(series.value)
     if problem is not None:
-        raise unusable(problem, f"{series} is {series.value}, not a count of tokens or steps", series.name, series.labels)
+        raise unusable(problem, f"{series} is {series.value}, not a count of tokens or steps",
+                       series.name, series.labels)
     return series.value
 
 
@@ -272,7 +283,8 @@ def gauge_mean(found: Mapping[str, list[Series]], name: str, low: float, high: f
 _POSITION = re.compile(r"0|[1-9][0-9]*")
 
 
-def position_totals(samples: Iterable[Series], label: str, max_positions: int = DEFAULT_MAX_POSITIONS) -> tuple[float, ...]:
+def position_totals(samples: Iterable[Series], label: str,
+                    max_positions: int = DEFAULT_MAX_POSITIONS) -> tuple[float, ...]:
     """Per-position counter totals ``(pos 0, pos 1, ...)``, summed over the other labels.
 
     The position label must be an integer in [0, max_positions); the tuple is never longer than
@@ -286,7 +298,8 @@ def position_totals(samples: Iterable[Series], label: str, max_positions: int = 
             raise unusable(UnusableReason.BAD_POSITION, f"{s}: {label} is not a non-negative integer", s.name, s.labels)
         if len(raw) > len(str(max_positions)) or int(raw) >= max_positions:
             raise unusable(UnusableReason.TOO_MANY_POSITIONS,
-                           f"{s}: {label} {_clip(raw, 20)} is beyond the {max_positions}-position cap", s.name, s.labels)
+                           f"{s}: {label} {_clip(raw, 20)} is beyond the {max_positions}-position cap",
+                           s.name, s.labels)
         position = int(raw)
         totals[position] = totals.get(position, 0.0) + check_count(s)
     return tuple(totals.get(i, 0.0) for i in range(max(totals) + 1)) if totals else ()

@@ -91,8 +91,8 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
 
     Series are summed over engine cores (label ``engine``); ``model_name`` restricts them to one
     served model. ``speculative`` is False when the server exports vLLM series but no spec-decode
-    ones (plain serving, or a data-parallel server whose spec-decode logger is missing, see
-    engines.md); an empty body, or one without any ``vllm:`` series (for that model), is a verdict,
+    ones (plain serving, or a data-parallel server of a vLLM version without a per-core spec-decode
+    logger); an empty body, or one without any ``vllm:`` series (for that model), is a verdict,
     not "not speculative". The body is refused above ``max_body_bytes`` and a position label at or
     beyond ``max_positions`` (vLLM 0.33.0 labels positions 0..k-1).
     """
