@@ -10,6 +10,12 @@ it imports vLLM or SGLang and nothing of drafter_operator. Two modes:
     python engine_parsers.py exit vllm|sglang ARG...
         Parses ARG... (the flags after the entrypoint) the way the engine's CLI does and exits with
         the parser's own status (2 for an unknown flag), printing nothing on stdout.
+    python engine_parsers.py table vllm|sglang
+        Prints the engine's flag table as JSON: every option string of the parser `vllm serve` /
+        `python -m sglang.launch_server` builds, with its destination, action, nargs, type, choices
+        and default, plus the names of the tool-call and reasoning parsers the engine registers.
+        The operator's copies live in operator/drafter_operator/engines/flagtables/; regenerate with
+        `$DRAFTER_ENGINE_PYTHON tests/contract/engine_parsers.py table vllm > .../vllm.json`.
 
 A result is {"id", "status": "ok" | "exit" | "invalid" | "error", ...}. "exit" means the parser
 called sys.exit (with "code" and its "stderr"); "invalid" means parsing succeeded but the engine's
@@ -238,6 +244,131 @@ class Sglang:
         return out
 
 
+# --------------------------------------------------------------------------------------------------
+# Flag tables
+
+
+# argparse action classes -> the kind the operator's table-built parser re-creates.
+ACTION_KINDS = {
+    "_StoreAction": "store", "_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false",
+    "_StoreConstAction": "store_const", "_AppendAction": "append", "_AppendConstAction": "append_const",
+    "_CountAction": "count", "_HelpAction": "help", "_VersionAction": "version",
+    "BooleanOptionalAction": "boolean_optional", "EnableDisableAction": "boolean_optional",
+    "_ExtendAction": "extend",
+}
+
+
+def type_name(kind) -> str | None:
+    """A stable name for an argparse `type` callable (None means str)."""
+    if kind is None:
+        return None
+    if kind in (int, float, str):
+        return kind.__name__
+    name = getattr(kind, "__qualname__", None) or type(kind).__name__
+    module = getattr(kind, "__module__", "") or ""
+    # Closures made by factories (vLLM's optional_type(int), parse_type(json.loads), ...): record the
+    # factory and what it wraps, which is what decides the accepted values.
+    closure = getattr(kind, "__closure__", None) or ()
+    wrapped = []
+    for cell in closure:
+        try:
+            inner = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(inner) and not isinstance(inner, type) or inner in (int, float, str, bool):
+            wrapped.append(getattr(inner, "__qualname__", repr(inner)))
+        elif isinstance(inner, type):
+            wrapped.append(inner.__qualname__)
+    suffix = f"[{','.join(sorted(set(wrapped)))}]" if wrapped else ""
+    return f"{module.split('.')[0]}:{name}{suffix}"
+
+
+def describe_action(action, option_strings: list[str]) -> dict:
+    """One action; `option_strings` are every spelling the parser matches (hidden ones included)."""
+    kind = ACTION_KINDS.get(type(action).__name__, "custom:" + type(action).__name__)
+    nargs = action.nargs
+    if nargs is not None and not isinstance(nargs, int):
+        nargs = str(nargs)
+    choices = None
+    if action.choices is not None:
+        try:
+            choices = sorted(str(c) for c in action.choices)
+        except TypeError:
+            choices = [repr(action.choices)]
+    # Spellings that set a boolean to False: argparse's --no-x, vLLM's --disable-x for --enable-x.
+    negative = sorted(getattr(action, "negative_option_strings", None)
+                      or [o for o in option_strings if o.startswith("--no-")]) if kind == "boolean_optional" else []
+    default = action.default
+    plain = isinstance(default, (type(None), bool, int, float, str)) or (
+        isinstance(default, (list, dict)) and len(json.dumps(jsonable(default))) < 200)
+    return {
+        "flags": option_strings,
+        "negative_flags": negative,
+        "dest": action.dest,
+        "action": kind,
+        "nargs": nargs,
+        "type": type_name(action.type),
+        "choices": choices,
+        "const": jsonable(action.const) if isinstance(action.const, (type(None), bool, int, float, str)) else repr(action.const),
+        # Dataclass-valued defaults (vLLM's config groups) are not needed by anyone and not stable text.
+        "default": jsonable(default) if plain else None,
+        "required": bool(action.required),
+    }
+
+
+def describe_parser(parser) -> dict:
+    spellings: dict[int, list[str]] = {}
+    for option, action in parser._option_string_actions.items():
+        spellings.setdefault(id(action), []).append(option)
+    options, positionals = [], []
+    for action in parser._actions:
+        if action.option_strings:
+            # Declared order first (the help's spelling), then hidden aliases.
+            names = list(dict.fromkeys([*action.option_strings, *sorted(spellings.get(id(action), []))]))
+            options.append(describe_action(action, names))
+        else:
+            positionals.append(describe_action(action, []))
+    return {
+        "prog": parser.prog,
+        "allow_abbrev": parser.allow_abbrev,
+        "prefix_chars": parser.prefix_chars,
+        "class": type(parser).__name__,
+        "positionals": positionals,
+        "options": sorted(options, key=lambda o: o["flags"]),
+    }
+
+
+def vllm_table() -> dict:
+    from importlib.metadata import version
+
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    engine = Vllm()
+    names = lambda manager, eager: sorted(set(getattr(manager, eager)) | set(manager.lazy_parsers))  # noqa: E731
+    return {"engine": "vllm", "version": version("vllm"), "parser": describe_parser(engine.parser),
+            "registries": {"tool_call_parser": names(ToolParserManager, "tool_parsers"),
+                           "reasoning_parser": names(ReasoningParserManager, "reasoning_parsers")}}
+
+
+def sglang_table() -> dict:
+    import argparse
+    from importlib.metadata import version
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
+    ServerArgs.add_cli_args(parser)
+    described = describe_parser(parser)
+    by_dest = {o["dest"]: o for o in described["options"]}
+    registries = {dest: by_dest[dest]["choices"] for dest in ("tool_call_parser", "reasoning_parser")
+                  if dest in by_dest and by_dest[dest]["choices"]}
+    return {"engine": "sglang", "version": version("sglang"), "parser": described, "registries": registries}
+
+
+TABLES = {"vllm": vllm_table, "sglang": sglang_table}
+
+
 ENGINES = {"vllm": Vllm, "sglang": Sglang}
 
 
@@ -274,6 +405,10 @@ def main() -> None:
             for path in list(FAKE_ROOTS):
                 shutil.rmtree(path, ignore_errors=True)
         os._exit(0)  # skip torch's slow interpreter teardown; nothing else to flush
+    elif mode == "table":
+        out.write(json.dumps(TABLES[engine_name](), indent=1, sort_keys=True) + "\n")
+        out.flush()
+        os._exit(0)
     elif mode == "exit":
         ENGINES[engine_name]().parse(args)  # SystemExit from the parser propagates: its status is ours
     else:

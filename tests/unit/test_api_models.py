@@ -160,7 +160,7 @@ def _serving(**over) -> DrafterServingSpec:
     (["8", "--max-num-seqs"], "extraArgs[0] '8' is not a flag"),
     (["--max-num-seqs 8"], "split it into two items"),
     (["--max-num-seqs", "8", "--max-num-seqs=4"], "repeats --max-num-seqs"),
-    (["--max-running-requests", "8"], "--max-running-requests is a sglang flag but spec.engine is vllm"),
+    (["--max-running-requests", "8"], "--max-running-requests is a sglang flag, not a vllm one"),
 ])
 def test_serving_problems_on_extra_args(args, fragment):
     problems = serving_problems(_serving(target={"model": "/models/Kimi-K2.5", "extraArgs": args}))

@@ -80,9 +80,20 @@ def test_every_method_on_both_engines(method, model, vllm_method, sglang_algorit
     assert ("--speculative-draft-model-path" in sglang_argv) == bool(model)
 
 
-def test_extra_args_come_last_and_verbatim():
-    argv = engines.vllm.render_command(spec("vllm", {"method": "none"}, extraArgs=["--max-num-seqs", "8"]))
-    assert argv[-2:] == ["--max-num-seqs", "8"]
+def test_extra_args_come_verbatim_before_every_owned_flag():
+    # argparse keeps the last value of a flag: owned flags after extraArgs win even if a spelling slipped by.
+    vllm_argv = engines.vllm.render_command(spec("vllm", {"method": "none"}, extraArgs=["--max-num-seqs", "8"]))
+    assert vllm_argv[:5] == ["vllm", "serve", "/models/Kimi-K2.5", "--max-num-seqs", "8"]
+    assert vllm_argv.index("--port") > vllm_argv.index("--max-num-seqs")
+    sglang_argv = engines.sglang.render_command(spec("sglang", {"method": "none"}, extraArgs=["--max-running-requests", "8"]))
+    assert sglang_argv[3:5] == ["--max-running-requests", "8"]
+    assert sglang_argv.index("--model-path") > 4 and sglang_argv.index("--enable-metrics") > 4
+
+
+def test_served_model_name_is_rendered_on_both_engines():
+    for engine in ("vllm", "sglang"):
+        argv = engines.engine(engine).render_command(spec(engine, {"method": "none"}, servedModelName="kimi-k2.5"))
+        assert argv[argv.index("--served-model-name") + 1] == "kimi-k2.5"
 
 
 def test_unknown_engine_is_a_clear_error():

@@ -28,7 +28,7 @@ from drafter_operator.api.common import (
 from drafter_operator.api.kind import KindModel
 from drafter_operator.api.schema import crd_manifest, model_schema, structural_problems
 from drafter_operator.api.serving import (
-    OPERATOR_OWNED_FLAGS,
+    OWNED_FLAG_SPELLINGS,
     SERVING_OPERATOR_CHECKS,
     DrafterServing,
     DrafterServingSpec,
@@ -59,7 +59,7 @@ def parse_object(obj: dict) -> KindModel:
 
 
 __all__ = [
-    "API_VERSION_STRING", "GROUP", "VERSION", "KINDS", "KIND_BY_NAME", "OPERATOR_CHECKS", "OPERATOR_OWNED_FLAGS",
+    "API_VERSION_STRING", "GROUP", "VERSION", "KINDS", "KIND_BY_NAME", "OPERATOR_CHECKS", "OWNED_FLAG_SPELLINGS",
     "Condition", "Rule", "KindModel",
     "DrafterServing", "DrafterServingSpec", "DrafterServingStatus",
     "DrafterBenchmark", "DrafterBenchmarkSpec", "DrafterBenchmarkStatus",

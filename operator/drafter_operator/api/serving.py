@@ -33,6 +33,8 @@ from drafter_operator.api.common import (
     duration_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.engines import DEFAULT_IMAGES, owned_spellings
+from drafter_operator.engines import engine as engine_module
 from drafter_operator.images import image_repository
 
 DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
@@ -43,27 +45,22 @@ METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
 # one MTP layer as in DeepSeek-V3/Kimi; vLLM 0.33.0 requires it, see tests/contract).
 METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "ngram")
 
-# Flags the operator renders itself from spec fields (or must control: host, port, metrics). extraArgs
-# may not set them, in either "--flag value" or "--flag=value" form. Every flag starting with
-# OPERATOR_OWNED_PREFIX (all of SGLang's speculative flags, vLLM's --speculative-config) is owned too.
-OPERATOR_OWNED_FLAGS: tuple[str, ...] = (
-    "--model", "--model-path", "--host", "--port",
-    "--tensor-parallel-size", "--tp-size", "--tp", "-tp",
-    "--max-model-len", "--context-length",
-    "--gpu-memory-utilization", "--mem-fraction-static",
-    "--trust-remote-code", "--tool-call-parser", "--reasoning-parser",
-    "--enable-metrics", "-sc",
-)
-OPERATOR_OWNED_PREFIX = "--speculative"
+# Exact spellings of the flags the operator owns, on either engine (from the engines' flag tables),
+# checked at admission by CEL. Every other spelling the engines accept (unique prefixes, vLLM's
+# underscores and dotted keys) is refused by the operator before any pod starts (serving_problems).
+OWNED_FLAG_SPELLINGS: tuple[str, ...] = tuple(f for f in owned_spellings() if not f.startswith("--speculative"))
+# Every --speculative* flag (and its --no- form) belongs to spec.drafter; -sc.<key> is vLLM's dotted form.
+OWNED_FLAG_PREFIXES: tuple[str, ...] = ("--speculative", "--no-speculative", "-sc.")
 
 
 def owned_flag(arg: str) -> bool:
-    """True when an extraArgs item sets a flag the operator owns."""
-    return arg.split("=")[0] in OPERATOR_OWNED_FLAGS or arg.startswith(OPERATOR_OWNED_PREFIX)
+    """True when an extraArgs item is an exact spelling of a flag the operator owns (the admission check)."""
+    return arg.split("=")[0] in OWNED_FLAG_SPELLINGS or arg.startswith(OWNED_FLAG_PREFIXES)
 
 
-_OWNED_LIST_CEL = "[" + ", ".join(f"'{flag}'" for flag in OPERATOR_OWNED_FLAGS) + "]"
-_OWNED_CEL = f"(a.split('=')[0] in {_OWNED_LIST_CEL} || a.startsWith('{OPERATOR_OWNED_PREFIX}'))"
+_OWNED_LIST_CEL = "[" + ", ".join(f"'{flag}'" for flag in OWNED_FLAG_SPELLINGS) + "]"
+_OWNED_CEL = (f"(a.split('=')[0] in {_OWNED_LIST_CEL} || "
+              + " || ".join(f"a.startsWith('{prefix}')" for prefix in OWNED_FLAG_PREFIXES) + ")")
 
 MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9._-]+)+$"
 _SYSTEM_PATH_PATTERN = r"^/(dev|proc|sys)(/|$)"
@@ -82,9 +79,9 @@ class TargetSpec(ApiModel):
         Rule(
             cel=f"!has(self.extraArgs) || !self.extraArgs.exists(a, {_OWNED_CEL})",
             message=(
-                "spec.target.extraArgs must not set flags the operator renders from spec fields (--model, --host, --port, "
+                "spec.target.extraArgs must not set flags the operator owns (--model, --host, --port, "
                 "--tensor-parallel-size, --max-model-len, --gpu-memory-utilization, --trust-remote-code, parsers, "
-                "--enable-metrics, --speculative-*): use the matching spec field instead"
+                "--served-model-name, --enable-metrics, --speculative-*, --config, ...): use the matching spec field instead"
             ),
             check=lambda t: not any(owned_flag(a) for a in t.extra_args or []),
             field_path=".extraArgs",
@@ -112,8 +109,10 @@ class TargetSpec(ApiModel):
     """Tool-call parser name, e.g. kimi_k2 (--tool-call-parser; vLLM also gets --enable-auto-tool-choice)."""
     reasoning_parser: ParserName | None = None
     """Reasoning parser name, e.g. kimi_k2 (--reasoning-parser)."""
+    served_model_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./:-]*$", max_length=128)] | None = None
+    """The model name clients send and every engine metric is labelled with (--served-model-name); defaults to model."""
     extra_args: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=256)]], Field(max_length=64)] | None = None
-    """Extra engine flags appended verbatim, one argument per item (["--max-num-seqs", "8"]); flags the operator owns are refused."""
+    """Extra engine flags, one argument per item (["--max-num-seqs", "8"]), checked against the engine's own parser: flags the operator owns are refused under any spelling the engine accepts."""
 
 
 class DrafterSpec(ApiModel):
@@ -572,15 +571,6 @@ class DrafterServing(KindModel):
 # ---------------------------------------------------------------------------------------------------
 # What the operator checks and the apiserver cannot (filed as a condition by the controller).
 
-# A few well-known flags of one engine that the other does not have: a likely copy-paste mistake.
-_ENGINE_ONLY_FLAGS: dict[str, tuple[str, ...]] = {
-    "vllm": ("--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager", "--enable-chunked-prefill",
-             "--enable-prefix-caching", "--no-enable-prefix-caching", "--pipeline-parallel-size",
-             "--distributed-executor-backend", "--enable-expert-parallel", "--compilation-config"),
-    "sglang": ("--max-running-requests", "--cuda-graph-max-bs", "--chunked-prefill-size", "--disable-radix-cache",
-               "--attention-backend", "--mem-fraction-static", "--ep-size", "--dp-size", "--enable-dp-attention",
-               "--disable-cuda-graph", "--schedule-policy"),
-}
 _LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_KEY_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -602,7 +592,12 @@ SERVING_OPERATOR_CHECKS: tuple[str, ...] = (
     "spec.target.extraArgs starts with a --flag (a leading value would be taken as the model or a stray argument).",
     "spec.target.extraArgs has no item holding a flag and its value separated by a space (split them into two items).",
     "spec.target.extraArgs sets no flag twice.",
-    "spec.target.extraArgs has no well-known flag of the other engine (e.g. --max-running-requests with vllm).",
+    "spec.target.extraArgs parses with the engine's own rules (flag table of vLLM 0.33.0 / SGLang 0.5.23: unique "
+    "prefixes, vLLM's underscores, dotted keys and --no- forms) and reaches no destination the operator owns "
+    "(flags unknown to that version are refused only with the default image).",
+    "spec.target.toolCallParser and reasoningParser are names the engine registers.",
+    "spec.drafter with method ngram on sglang sets neither numSteps nor eagleTopk (SGLang replaces both); "
+    "on sglang, numSteps is set whenever eagleTopk or numDraftTokens is.",
     "spec.image is not named after the other engine (e.g. an sglang image with engine vllm).",
     "spec.placement.nodeSelector keys are valid label keys.",
     "spec.resources.gpusPerReplica fits on one node (multi-node replicas are not supported yet).",
@@ -622,12 +617,15 @@ def serving_problems(spec: DrafterServingSpec, *, gpus_per_node: int | None = No
     args = target.extra_args or []
     seen: dict[str, int] = {}
     other = "sglang" if spec.engine == "vllm" else "vllm"
+    shape_ok = True
     for index, arg in enumerate(args):
         where = f"spec.target.extraArgs[{index}]"
         if index == 0 and not arg.startswith("-"):
             problems.append(f"{where} {arg!r} is not a flag: extraArgs must start with a --flag (values follow their flag)")
+            shape_ok = False
         if arg.startswith("--") and " " in arg.split("=")[0]:
             problems.append(f"{where} {arg!r} holds a flag and its value in one item: split it into two items")
+            shape_ok = False
             continue
         if not arg.startswith("--"):
             continue
@@ -636,8 +634,13 @@ def serving_problems(spec: DrafterServingSpec, *, gpus_per_node: int | None = No
             problems.append(f"{where} repeats {flag} (first at extraArgs[{seen[flag]}]): keep one")
         else:
             seen[flag] = index
-        if flag in _ENGINE_ONLY_FLAGS[other] and flag not in _ENGINE_ONLY_FLAGS[spec.engine]:
-            problems.append(f"{where} {flag} is a {other} flag but spec.engine is {spec.engine}: remove it or find the {spec.engine} equivalent")
+
+    # What the engine itself would refuse or reinterpret (its flag table and parser registries).
+    module = engine_module(spec.engine)
+    if shape_ok:
+        default_image = spec.image is None or spec.image == DEFAULT_IMAGES[spec.engine]
+        problems += module.extra_args_problems(list(args), known_flags_only=default_image)
+    problems += module.spec_problems(spec)
 
     # image vs engine: an image named after the other engine is almost certainly a mistake.
     if spec.image:

@@ -16,7 +16,7 @@ from drafter_operator.api.serving import DRAFTER_METHODS, METHODS_NEEDING_K_ON_V
 
 _SEGMENT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 _NAME = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
-_SAFE_FLAGS = ("--max-num-seqs", "--enforce-eager", "--kv-cache-dtype", "--seed", "--dtype", "--served-model-name")
+_SAFE_FLAGS = ("--max-num-seqs", "--enforce-eager", "--kv-cache-dtype", "--seed", "--dtype")
 
 
 def durations(min_seconds: int, max_seconds: int) -> st.SearchStrategy[str]:
@@ -122,6 +122,8 @@ def serving_specs(draw) -> dict[str, Any]:
         target["gpuMemoryUtilization"] = draw(ratios(positive=True))
     if draw(st.booleans()):
         target["trustRemoteCode"] = draw(st.booleans())
+    if draw(st.booleans()):
+        target["servedModelName"] = draw(st.sampled_from(["kimi-k2.5", "moonshotai/Kimi-K2.5", "m:v1"]))
     if draw(st.booleans()):
         target["toolCallParser"] = draw(st.sampled_from(["kimi_k2", "hermes", "llama3_json"]))
     if draw(st.booleans()):

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from drafter_operator.engines import sglang, vllm
+from drafter_operator.engines import flags, sglang, vllm
 
 ENGINES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang}
 # The engines' upstream images, at the versions whose flags and metrics engines.md was checked against.
 DEFAULT_IMAGES: dict[str, str] = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
+
+
+def owned_spellings() -> tuple[str, ...]:
+    """Every exact spelling, on either engine, of a flag whose destination the operator owns.
+
+    What the CRD's CEL rule can check at admission; abbreviations, vLLM's underscores and dotted keys
+    are caught by each engine's ``extra_args_problems`` in the operator, before any pod starts.
+    """
+    spellings: set[str] = set()
+    for module in ENGINES.values():
+        flag_table = flags.table(module.ENGINE)
+        dests = [o.dest for o in flag_table.options if flags.owned_rule(module.OWNED_DESTINATIONS, o.dest)]
+        spellings.update(flag_table.spellings(dests))
+    return tuple(sorted(spellings))
 
 
 def engine(name: str) -> ModuleType:

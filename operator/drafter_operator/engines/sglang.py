@@ -8,6 +8,8 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 
 from __future__ import annotations
 
+from drafter_operator.engines import flags
+from drafter_operator.engines.flags import OwnedDestination
 from drafter_operator.engines.metrics import (
     DEFAULT_MAX_BODY_BYTES,
     GAUGE_RANGES,
@@ -119,27 +121,99 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
 # spec.drafter.method -> --speculative-algorithm (NEXTN is SGLang's name for MTP heads).
 SPECULATIVE_ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM",
                           "draftModel": "STANDALONE"}
+#: What SGLang 0.5.23 resolves for NGRAM (sglang/srt/arg_groups/speculative_hook.py, _handle_ngram):
+#: topk always becomes --speculative-ngram-max-bfs-breadth, draft tokens default to 12 and steps to
+#: draft tokens // topk. So eagleTopk and numSteps do not mean what they say for ngram.
+NGRAM_DEFAULT_NUM_DRAFT_TOKENS = 12
+NGRAM_DEFAULT_MAX_BFS_BREADTH = 10
+#: The drafter fields SGLang replaces for NGRAM, refused by spec_problems.
+NGRAM_REPLACED_FIELDS = ("numSteps", "eagleTopk")
+
+#: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
+#: (engines/flags.py). A key ending in * covers every destination it starts.
+OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "model_path": OwnedDestination("the served model", "use spec.target.model"),
+    "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
+                               "use spec fields and individual extraArgs"),
+    "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
+                             "remove it: the operator sets it"),
+    "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({DEFAULT_PORT})",
+                             "remove it: the operator sets it"),
+    "tp_size": OwnedDestination("the GPUs one model instance is sharded over", "use spec.target.tensorParallelSize"),
+    "pp_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
+                                "use spec.target.tensorParallelSize and spec.resources.gpusPerReplica"),
+    "dp_size": OwnedDestination("the GPUs one replica needs (data-parallel engines)", "use spec.replicas"),
+    "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
+                               "use spec.resources.gpusPerReplica"),
+    "context_length": OwnedDestination("the context length", "use spec.target.maxModelLen"),
+    "mem_fraction_static": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
+    "trust_remote_code": OwnedDestination("whether the model repository's code runs", "use spec.target.trustRemoteCode"),
+    "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
+    "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
+    "enable_metrics": OwnedDestination("whether /metrics exists (the operator always turns it on)",
+                                       "remove it: the operator sets it"),
+    "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
+                                          "the operator reads", "use spec.target.servedModelName"),
+    "speculative_*": OwnedDestination("the drafter (speculative decoding configuration)", "use spec.drafter"),
+    "grpc_mode": OwnedDestination("the protocol served (gRPC instead of the HTTP API)",
+                                  "remove it: the operator needs the HTTP API"),
+    "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
+    """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules)."""
+    return flags.extra_args_problems(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only)
+
+
+def spec_problems(spec) -> list[str]:
+    """What SGLang would refuse, or silently reinterpret, in a DrafterServingSpec beyond the schema."""
+    target, drafter = spec.target, spec.drafter
+    problems = [
+        *flags.parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
+        *flags.parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
+    ]
+    if drafter.method == "ngram":
+        for name, value in (("numSteps", drafter.num_steps), ("eagleTopk", drafter.eagle_topk)):
+            if value is not None:
+                problems.append(
+                    f"spec.drafter.{name} has no effect with method ngram on sglang: SGLang sets the tree width from "
+                    f"its n-gram BFS breadth ({NGRAM_DEFAULT_MAX_BFS_BREADTH}) and the steps from numDraftTokens "
+                    f"(default {NGRAM_DEFAULT_NUM_DRAFT_TOKENS}); remove {name} and tune numDraftTokens")
+    elif drafter.method != "none" and drafter.num_steps is None and (
+            drafter.eagle_topk is not None or drafter.num_draft_tokens is not None):
+        # SGLang only auto-chooses steps, topk and draft tokens together (it asserts the other two are unset).
+        problems.append("spec.drafter.numSteps is required on sglang when eagleTopk or numDraftTokens is set "
+                        "(SGLang chooses all three itself only when none is given): set numSteps, or remove the others")
+    return problems
 
 
 def speculative_flags(drafter) -> list[str]:
     if drafter.method == "none":
         return []
-    flags = ["--speculative-algorithm", SPECULATIVE_ALGORITHMS[drafter.method]]
+    flags_ = ["--speculative-algorithm", SPECULATIVE_ALGORITHMS[drafter.method]]
     if drafter.model:
-        flags += ["--speculative-draft-model-path", drafter.model]
+        flags_ += ["--speculative-draft-model-path", drafter.model]
     for flag, value in (("--speculative-num-steps", drafter.num_steps),
                         ("--speculative-eagle-topk", drafter.eagle_topk),
                         ("--speculative-num-draft-tokens", drafter.num_draft_tokens)):
         if value is not None:
-            flags += [flag, str(value)]
-    return flags
+            flags_ += [flag, str(value)]
+    return flags_
 
 
 def render_command(spec) -> list[str]:
-    """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on."""
+    """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on.
+
+    extraArgs come first, before every flag the operator owns: they are checked against the owned
+    destinations, and argparse's last-one-wins rule protects the owned values too.
+    """
     target = spec.target
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", target.model, "--host", "0.0.0.0",
+    argv = ["python3", "-m", "sglang.launch_server", *(target.extra_args or []),
+            "--model-path", target.model, "--host", "0.0.0.0",
             "--port", str(DEFAULT_PORT), "--tp-size", str(target.tensor_parallel_size)]
+    if target.served_model_name:
+        argv += ["--served-model-name", target.served_model_name]
     if target.max_model_len is not None:
         argv += ["--context-length", str(target.max_model_len)]
     if target.gpu_memory_utilization is not None:
@@ -151,4 +225,4 @@ def render_command(spec) -> list[str]:
     if target.reasoning_parser:
         argv += ["--reasoning-parser", target.reasoning_parser]
     argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
-    return argv + speculative_flags(spec.drafter) + list(target.extra_args or [])
+    return argv + speculative_flags(spec.drafter)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+from drafter_operator.engines import flags
+from drafter_operator.engines.flags import OwnedDestination
 from drafter_operator.engines.metrics import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_POSITIONS,
@@ -158,11 +160,76 @@ def speculative_config(drafter) -> dict | None:
     return config
 
 
-def render_command(spec) -> list[str]:
-    """`vllm serve` argv for a DrafterServingSpec (the image's entrypoint plus every flag we own)."""
+#: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
+#: (engines/flags.py matches spellings the way vLLM does). Keys are `vllm serve` argparse dests.
+OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "model_tag": OwnedDestination("the served model", "use spec.target.model"),
+    "model": OwnedDestination("the served model", "use spec.target.model"),
+    "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
+                               "use spec fields and individual extraArgs"),
+    "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
+                             "remove it: the operator sets it"),
+    "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({DEFAULT_PORT})",
+                             "remove it: the operator sets it"),
+    "uds": OwnedDestination("the listener (a Unix socket instead of TCP: probes, traffic and metrics would fail)",
+                            "remove it: the operator sets host and port"),
+    "grpc": OwnedDestination("the protocol served (gRPC instead of the HTTP API)",
+                             "remove it: the operator needs the HTTP API"),
+    "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
+                               "use spec.resources.gpusPerReplica"),
+    "headless": OwnedDestination("whether an API server runs at all", "remove it: the operator needs the API server"),
+    "tensor_parallel_size": OwnedDestination("the GPUs one model instance is sharded over",
+                                             "use spec.target.tensorParallelSize"),
+    "pipeline_parallel_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
+                                               "use spec.target.tensorParallelSize and spec.resources.gpusPerReplica"),
+    "data_parallel_size": OwnedDestination("the GPUs one replica needs (data-parallel engines)", "use spec.replicas"),
+    "data_parallel_size_local": OwnedDestination("the GPUs one replica needs (data-parallel engines)",
+                                                 "use spec.replicas"),
+    "max_model_len": OwnedDestination("the context length", "use spec.target.maxModelLen"),
+    "gpu_memory_utilization": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
+    "trust_remote_code": OwnedDestination("whether the model repository's code runs", "use spec.target.trustRemoteCode"),
+    "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
+    "enable_auto_tool_choice": OwnedDestination("automatic tool choice (on with a tool-call parser)",
+                                                "use spec.target.toolCallParser"),
+    "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
+    "speculative_config": OwnedDestination("the drafter (speculative decoding configuration)", "use spec.drafter"),
+    "spec_model": OwnedDestination("the drafter model", "use spec.drafter.model"),
+    "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
+                                          "the operator reads", "use spec.target.servedModelName"),
+    "disable_log_stats": OwnedDestination("whether the engine exports the metrics acceptance monitoring reads",
+                                          "remove it: the operator needs the metrics"),
+    "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
+    """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
+    # The operator renders the model positional first; a placeholder keeps the parse faithful.
+    return flags.extra_args_problems(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+                                     placeholder_positionals=("/model",))
+
+
+def spec_problems(spec) -> list[str]:
+    """What vLLM would refuse in a DrafterServingSpec beyond the schema: parser names and extraArgs."""
     target = spec.target
-    argv = ["vllm", "serve", target.model, "--host", "0.0.0.0", "--port", str(DEFAULT_PORT),
+    return [
+        *flags.parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
+        *flags.parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
+    ]
+
+
+def render_command(spec) -> list[str]:
+    """`vllm serve` argv for a DrafterServingSpec.
+
+    extraArgs come right after the model and before every flag the operator owns: they are checked
+    against the owned destinations, and argparse's last-one-wins rule protects the owned values too.
+    """
+    target = spec.target
+    argv = ["vllm", "serve", target.model, *(target.extra_args or []),
+            "--host", "0.0.0.0", "--port", str(DEFAULT_PORT),
             "--tensor-parallel-size", str(target.tensor_parallel_size)]
+    if target.served_model_name:
+        argv += ["--served-model-name", target.served_model_name]
     if target.max_model_len is not None:
         argv += ["--max-model-len", str(target.max_model_len)]
     if target.gpu_memory_utilization is not None:
@@ -176,4 +243,4 @@ def render_command(spec) -> list[str]:
     config = speculative_config(spec.drafter)
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
-    return argv + list(target.extra_args or [])
+    return argv

@@ -1,0 +1,1 @@
+"""Generated flag tables of the engines (see engines/flags.py); data only."""

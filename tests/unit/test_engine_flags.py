@@ -1,0 +1,179 @@
+"""The engines' flag tables and their matching rules: owned destinations refused under any spelling.
+
+The tables are generated from the real parsers (tests/contract checks they still match the wheels);
+these tests check the operator's use of them without the engines installed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.api import DrafterServingSpec, serving_problems
+from drafter_operator.api.serving import owned_flag
+from drafter_operator.engines import ENGINES, flags, owned_spellings, sglang, vllm
+
+
+def owned_options(engine: str) -> list[flags.Option]:
+    module = ENGINES[engine]
+    return [o for o in flags.table(engine).options
+            if flags.owned_rule(module.OWNED_DESTINATIONS, o.dest) and o.flags]
+
+
+def takes_value(option: flags.Option) -> bool:
+    return option.action in ("store", "append") or option.action.startswith("custom:") and option.nargs != 0
+
+
+def a_value_for(option: flags.Option) -> str:
+    """A value the option's own type accepts."""
+    if option.choices:
+        return option.choices[0]
+    if option.type in ("int", "sglang:human_readable_int", "vllm:human_readable_int_or_auto") or (
+            option.type or "").endswith("[int]"):
+        return "2"
+    if option.type == "float":
+        return "0.5"
+    if option.type and ("loads" in option.type or "parse_dataclass" in option.type or "parse_type" in option.type):
+        return '{"method": "ngram", "num_speculative_tokens": 3}'
+    return "x"
+
+
+def test_tables_are_the_versions_the_default_images_run():
+    assert flags.table("vllm").version == "0.33.0"
+    assert flags.table("sglang").version == "0.5.23"
+    assert flags.table("vllm").allow_abbrev and flags.table("sglang").allow_abbrev
+    assert {"--speculative-config", "-sc"} <= set(flags.table("vllm").by_dest("speculative_config").flags)
+
+
+def test_every_owned_destination_exists_in_its_engine_table():
+    # An owned destination that no longer exists would silently protect nothing.
+    for engine, module in ENGINES.items():
+        dests = {o.dest for o in flags.table(engine).options} | {p.dest for p in flags.table(engine).positionals}
+        for dest in module.OWNED_DESTINATIONS:
+            if dest.endswith("*"):
+                assert any(d.startswith(dest[:-1]) for d in dests), dest
+            else:
+                assert dest in dests, f"{engine}: {dest}"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_exact_spelling_of_every_owned_option_is_refused(engine):
+    module = ENGINES[engine]
+    for option in owned_options(engine):
+        for spelling in option.flags:
+            args = [spelling, a_value_for(option)] if takes_value(option) else [spelling]
+            problems = module.extra_args_problems(args)
+            assert problems, (engine, args)
+            assert "owns" in problems[0] or "refused by" in problems[0], problems
+
+
+@st.composite
+def respellings(draw, engine: str):
+    """An owned option and a spelling of it the engine's parser accepts: prefix, underscores, =value."""
+    option = draw(st.sampled_from([o for o in owned_options(engine) if o.flags[0].startswith("--")]))
+    flag = draw(st.sampled_from([f for f in option.flags if f.startswith("--")]))
+    # The shortest unique prefix, or longer.
+    others = [f for o in flags.table(engine).options if o.dest != option.dest for f in o.flags]
+    shortest = next((n for n in range(3, len(flag) + 1)
+                     if not any(f.startswith(flag[:n]) for f in others)), len(flag))
+    cut = draw(st.integers(shortest, len(flag)))
+    spelled = flag[:cut]
+    if engine == "vllm" and draw(st.booleans()):
+        spelled = "--" + spelled[2:].replace("-", "_")
+    if takes_value(option):
+        value = a_value_for(option)
+        return option, ([f"{spelled}={value}"] if draw(st.booleans()) else [spelled, value])
+    return option, [spelled]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_random_spellings_of_owned_flags_never_get_through(engine, data):
+    option, args = data.draw(respellings(engine))
+    prefix = data.draw(st.sampled_from([[], ["--max-num-seqs", "8"] if engine == "vllm" else ["--max-running-requests", "8"]]))
+    problems = ENGINES[engine].extra_args_problems([*prefix, *args])
+    assert problems, (option.dest, args)
+
+
+def test_vllm_dotted_keys_and_short_aliases_reach_the_speculative_config():
+    for args in (["-sc.method", "ngram"], ["--speculative-config.method=ngram"], ["--speculative_config.model", "d"],
+                 ["-sc.num_speculative_tokens+", "3"], ["--spec-model", "d"], ["--no-trust-remote-code"]):
+        assert vllm.extra_args_problems(args), args
+    parsed = flags.parse("vllm", ["/m", "-sc.method", "ngram", "-sc.num_speculative_tokens=3"], with_defaults=False)
+    assert parsed["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
+    assert parsed.given["speculative_config"] == "-sc.method"
+
+
+def test_harmless_flags_pass_and_are_parsed_with_the_engine_types():
+    assert vllm.extra_args_problems(["--max_num_seqs", "8", "--enforce-eager", "--max-num-batched", "16k"]) == []
+    assert sglang.extra_args_problems(["--max-running-requests", "16", "--disable-radix-cache"]) == []
+    parsed = flags.parse("vllm", ["/m", "--max-model-len", "32k", "--max-num-batched-tokens", "2K"], with_defaults=False)
+    assert parsed["max_model_len"] == 32000 and parsed["max_num_batched_tokens"] == 2048
+    parsed = flags.parse("sglang", ["--model-path", "/m", "--context-length", "32Ki"], with_defaults=False)
+    assert parsed["context_length"] == 32768
+
+
+@pytest.mark.parametrize("engine, args, fragment", [
+    ("vllm", ["--max-num-seqs", "lots"], "invalid"),
+    ("vllm", ["--po", "9000"], "ambiguous option"),
+    ("vllm", ["--max-running-requests", "8"], "is a sglang flag, not a vllm one"),
+    ("sglang", ["--cuda-graph-max-bs", "8"], "ambiguous option"),
+    ("sglang", ["--max-num-seqs", "8"], "is a vllm flag, not a sglang one"),
+    ("sglang", ["--attention-backend", "no-such-backend"], "invalid choice"),
+])
+def test_what_the_engine_parser_refuses_is_refused_with_its_reason(engine, args, fragment):
+    problems = ENGINES[engine].extra_args_problems(args)
+    assert len(problems) == 1 and fragment in problems[0] and "status 2" in problems[0], problems
+
+
+def test_unknown_flags_pass_for_another_image_version_but_owned_ones_never_do():
+    assert vllm.extra_args_problems(["--flag-of-a-newer-vllm", "1"], known_flags_only=False) == []
+    assert vllm.extra_args_problems(["--flag-of-a-newer-vllm", "1", "--tensor-parallel", "2"], known_flags_only=False)
+
+
+def test_owned_message_names_the_item_the_flag_and_the_field():
+    [problem] = vllm.extra_args_problems(["--tensor_parallel", "4"])
+    assert "'--tensor_parallel'" in problem and "--tensor-parallel-size" in problem
+    assert "spec.target.tensorParallelSize" in problem
+
+
+def test_admission_list_covers_every_exact_spelling_and_nothing_harmless():
+    spellings = owned_spellings()
+    assert "-tp" in spellings and "--served-model-name" in spellings and "--uds" in spellings
+    assert owned_flag("--port=8000") and owned_flag("-sc.method") and owned_flag("--speculative-eagle-topk")
+    assert not owned_flag("--portal") and not owned_flag("--max-num-seqs") and not owned_flag("8000")
+
+
+def _spec(engine: str, **fields) -> DrafterServingSpec:
+    raw = {"engine": engine, "target": {"model": "/models/Kimi-K2.5", **fields.pop("target", {})},
+           "drafter": fields.pop("drafter", {"method": "none"}), **fields}
+    return DrafterServingSpec.model_validate(raw)
+
+
+def test_parser_names_are_checked_per_engine():
+    # llama3_json is a vLLM tool parser; SGLang calls it llama3 and exits 2 on the vLLM name.
+    assert serving_problems(_spec("vllm", target={"toolCallParser": "llama3_json"})) == []
+    [problem] = serving_problems(_spec("sglang", target={"toolCallParser": "llama3_json"}))
+    assert "spec.target.toolCallParser" in problem and "llama3" in problem
+    [problem] = serving_problems(_spec("vllm", target={"reasoningParser": "deepseek-r1"}))
+    assert "deepseek_r1" in problem
+
+
+def test_ngram_on_sglang_refuses_the_fields_sglang_replaces():
+    problems = serving_problems(_spec("sglang", drafter={"method": "ngram", "numSteps": 3, "eagleTopk": 1}))
+    assert len(problems) == 2 and all("no effect with method ngram" in p for p in problems)
+    assert serving_problems(_spec("sglang", drafter={"method": "ngram", "numDraftTokens": 8})) == []
+    [problem] = serving_problems(_spec("sglang", drafter={"method": "eagle3", "model": "/models/d", "eagleTopk": 4}))
+    assert "numSteps is required" in problem
+
+
+def test_packaged_tables_are_valid_json_with_parser_registries():
+    for engine in ("vllm", "sglang"):
+        flag_table = flags.table(engine)
+        assert len(flag_table.options) > 200
+        assert "kimi_k2" in flag_table.registries["tool_call_parser"]
+        assert json.dumps(flag_table.registries)
