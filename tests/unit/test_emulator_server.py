@@ -397,3 +397,98 @@ def test_cli_subprocess_binds_the_env_host_and_stops_on_sigterm():
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+# ------------------------------------------------------------- endpoints real clients call (issue 7)
+
+def test_vllm_tokenize_detokenize_and_usage_agree():
+    from drafter_operator.emulator.tokenizer import shipped
+
+    async def scenario():
+        async with emulator(vllm_argv("--served-model-name", "kimi")) as (_, _e, s):
+            prompt = "Kubernetes operators serve speculative decoding"
+            async with s.post("/tokenize", json={"model": "kimi", "prompt": prompt, "add_special_tokens": False}) as r:
+                tokenized = await r.json()
+            async with s.post("/detokenize", json={"model": "kimi", "tokens": tokenized["tokens"]}) as r:
+                detokenized = await r.json()
+            async with s.post("/tokenize", json={"model": "nope", "prompt": "x"}) as r:
+                unknown = r.status
+            async with s.post("/tokenize", data=b"{bad") as r:
+                not_json = r.status
+            async with s.post("/v1/completions", json={"model": "kimi", "prompt": prompt, "max_tokens": 30}) as r:
+                completion = await r.json()
+            return prompt, tokenized, detokenized, unknown, not_json, completion
+
+    prompt, tokenized, detokenized, unknown, not_json, completion = run(scenario())
+    tok = shipped()
+    assert tokenized["count"] == len(tokenized["tokens"]) == tok.count(prompt) > len(prompt.split())
+    assert tokenized["max_model_len"] == 131072
+    assert detokenized == {"prompt": prompt}
+    assert (unknown, not_json) == (404, 400)
+    assert completion["usage"]["prompt_tokens"] == tokenized["count"]
+    # a client re-tokenizing the generated text counts what usage says
+    assert len(tok.encode(completion["choices"][0]["text"])) == completion["usage"]["completion_tokens"] == 30
+
+
+def test_sglang_native_generate_streams_cumulative_bodies():
+    from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+
+    async def scenario():
+        async with emulator(sglang_argv()) as (_, engine, s):
+            body = {"text": "Kubernetes operators", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True},
+                    "stream": True, "return_logprob": False}
+            async with s.post("/generate", json=body) as r:
+                events = await read_sse(r)
+            async with s.post("/generate", json={"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 8}}) as r:
+                full = await r.json()
+            async with s.post("/generate", json={"text": ["a", "b"]}) as r:
+                batch = r.status
+            async with s.post("/flush_cache") as r:
+                flushed = (r.status, await r.text())
+            info = await (await s.get("/model_info")).json()
+            return events, full, batch, flushed, info, engine.totals
+
+    events, full, batch, flushed, info, totals = run(scenario())
+    tok = shipped()
+    metas = [e["meta_info"] for e in events]
+    assert [m["completion_tokens"] for m in metas] == sorted(m["completion_tokens"] for m in metas)
+    assert metas[-1]["completion_tokens"] == 40 and metas[-1]["finish_reason"] == {"type": "length", "length": 40}
+    assert all(m["finish_reason"] is None for m in metas[:-1])
+    assert all(m["prompt_tokens"] == tok.count("Kubernetes operators") for m in metas)
+    # cumulative: each event's text extends the previous one
+    assert all(b["text"].startswith(a["text"]) for a, b in zip(events, events[1:]))
+    assert len(tok.encode(events[-1]["text"])) == 40 == len(events[-1]["output_ids"])
+    assert metas[-1]["spec_verify_ct"] == len(events) - 1
+    assert metas[-1]["spec_accept_length"] == pytest.approx(40 / metas[-1]["spec_verify_ct"])
+    assert 0 <= metas[-1]["spec_accept_rate"] <= 1
+    assert full["meta_info"]["prompt_tokens"] == 3 and full["meta_info"]["completion_tokens"] == 8
+    assert batch == 400 and flushed[0] == 200 and flushed[1].startswith("Cache flushed.")
+    assert info["tokenizer_path"] == str(TOKENIZER_DIR)
+    assert totals.requests == 2
+
+
+def test_vllm_request_success_carries_every_finish_reason_vllm_precreates():
+    async def scenario():
+        async with emulator(vllm_argv()) as (_, _e, s):
+            return await (await s.get("/metrics")).text()
+
+    text = run(scenario())
+    reasons = [line.split('finished_reason="')[1].split('"')[0] for line in text.splitlines()
+               if line.startswith("vllm:request_success_total{")]
+    assert reasons == ["stop", "length", "abort", "error", "repetition"]
+
+
+def test_sglang_accept_rate_uses_sglangs_denominator_for_a_tree():
+    """topk 2: 3 steps but 6 draft tokens, so SGLang counts 5 proposed drafts per verification."""
+    from drafter_operator.emulator.exporters import DECODE_LOG_INTERVAL, SglangExporter
+
+    tree = SglangExporter("m", num_steps=3, num_draft_tokens=6)
+    chain = SglangExporter("m", num_steps=3, num_draft_tokens=4)
+    unset = SglangExporter("m", num_steps=3, num_draft_tokens=0)
+    for exporter in (tree, chain, unset):
+        for _ in range(DECODE_LOG_INTERVAL):
+            exporter.step(3, 3, 2, 0.01)  # 2 accepted per verification
+    assert tree.spec_accept_rate._value.get() == pytest.approx(2 / 5)
+    assert chain.spec_accept_rate._value.get() == pytest.approx(2 / 3)
+    assert unset.spec_accept_rate._value.get() == pytest.approx(2 / 3)
+    assert tree.spec_accept_length._value.get() == pytest.approx(3.0)

@@ -7,12 +7,20 @@ verification step emits tokens, the request finishes or is aborted.
 - vLLM (``vllm/v1/metrics/loggers.py``, ``vllm/v1/spec_decode/metrics.py``): token counters move on
   every step; the spec-decode counters exist only when speculation is configured, pre-created at zero
   with one ``position`` series per draft position; labels ``model_name`` and ``engine="0"``;
-  ``request_success`` carries ``finished_reason`` (stop, length, abort).
+  ``request_success`` carries ``finished_reason``, pre-created for every ``FinishReason`` of
+  ``vllm/v1/engine/__init__.py`` (stop, length, abort, error, repetition).
 - SGLang (``sglang/srt/observability/metrics_collector.py``): scheduler gauges with labels
   ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank``, refreshed every ``DECODE_LOG_INTERVAL``
   decode steps over that interval (like ``--decode-log-interval 40``); tokenizer counters
   (``model_name, engine_type`` [+ ``is_streaming``]) move when a request finishes, verify calls
   included, so delta(generation tokens) / delta(verify calls) is the windowed acceptance length.
+  ``spec_accept_rate`` is SGLang's ``metrics_reporter.py`` ratio: accepted drafts over verify calls x
+  (``--speculative-num-draft-tokens`` - 1), or x ``--speculative-num-steps`` when the draft-token
+  count is unset. With ``--speculative-eagle-topk`` 1 the two agree (draft tokens = steps + 1); with a
+  wider tree SGLang counts every tree node as proposed, so the rate is lower than per-step acceptance.
+
+Names, types, label names and bucket bounds are checked against the engines' own collector classes
+by tests/contract/test_emulator_metrics_contract.py.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ KV_CAPACITY_TOKENS = 500_000
 #: SGLang's default --decode-log-interval: scheduler gauges refresh every this many decode steps.
 DECODE_LOG_INTERVAL = 40
 
-FINISH_REASONS = ("stop", "length", "abort")
+#: vLLM 0.33.0's FinishReason values, in its order; every one is pre-created at zero.
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                      7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -143,6 +152,8 @@ class SglangExporter(Exporter):
             return Gauge(name, doc, list(sched), registry=reg).labels(**sched)
 
         self.k = num_steps
+        # SGLang's draft_per_round: the tree's draft tokens minus the root, else the chain's steps.
+        self.draft_per_round = num_draft_tokens - 1 if num_draft_tokens else num_steps
         self.spec_accept_length = gauge(
             sg.SPEC_ACCEPT_LENGTH,
             "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).")
@@ -223,7 +234,8 @@ class SglangExporter(Exporter):
         self.gen_throughput.set(self.last_gen_throughput)
         if self.k:
             self.spec_accept_length.set(self._interval_step_tokens / self._interval_steps)
-            self.spec_accept_rate.set(self._interval_accepted / (self._interval_steps * self.k))
+            proposed = self._interval_steps * self.draft_per_round
+            self.spec_accept_rate.set(self._interval_accepted / proposed if proposed > 0 else 0.0)
         self._interval_steps = self._interval_step_tokens = self._interval_accepted = self._interval_tokens = 0
         self._interval_start = now
 

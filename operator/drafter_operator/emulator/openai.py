@@ -1,24 +1,30 @@
-"""The OpenAI-compatible request and response shapes the engines serve (completions, chat).
+"""The OpenAI-compatible request and response shapes the engines serve (completions, chat, tokenize).
 
-Token counts are what matters here: a prompt's tokens are counted as words and punctuation marks
-(``\\w+|[^\\w\\s]``), a chat prompt adds 4 template tokens per message and 3 for the reply header,
-a token-id prompt counts its ids. ``n`` must be 1 and a batch of prompts is refused.
+Token counts come from the shipped tokenizer (``emulator/tokenizer.py``), as vLLM 0.33.0 counts them:
+a completion prompt is encoded as given (``prompt`` may also be token ids, checked against the
+vocabulary like vLLM does), a chat request is rendered through the chat template with the assistant
+header and encoded without special tokens. ``n`` must be 1 and a batch of prompts is refused.
+
+``/tokenize`` and ``/detokenize`` follow ``vllm/entrypoints/serve/tokenize/protocol.py``: a body with
+``messages`` is a chat request (``add_generation_prompt`` default true), otherwise ``prompt`` (a
+string; ``add_special_tokens`` default true); the answer is ``{count, max_model_len, tokens,
+token_strs}``; ``/detokenize`` takes ``{tokens}`` and answers ``{prompt}``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from dataclasses import dataclass
+
+from drafter_operator.emulator import tokenizer as tok
+from drafter_operator.emulator.tokenizer import EmulatorTokenizer, TemplateError
 
 #: vLLM's default ``max_tokens`` for /v1/completions.
 DEFAULT_COMPLETION_TOKENS = 16
 #: Length at which a chat completion without ``max_tokens`` "naturally" stops (finish_reason stop).
 DEFAULT_CHAT_TOKENS = 256
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 class RequestError(Exception):
@@ -34,34 +40,87 @@ class RequestError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.status}}
 
 
-def count_text_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
+def check_token_ids(ids: list[object], tokenizer: EmulatorTokenizer) -> list[int]:
+    """``ids`` if every one is a token of the vocabulary (vLLM refuses the request otherwise)."""
+    for token_id in ids:
+        if not tokenizer.is_valid_id(token_id):
+            raise RequestError(f"Token id {token_id!r} is out of vocabulary (size {tokenizer.vocab_size})")
+    return ids  # type: ignore[return-value]
 
 
-def _completion_prompt_tokens(prompt: object) -> int:
+def _is_token_ids(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+
+
+def completion_prompt_ids(prompt: object, tokenizer: EmulatorTokenizer) -> list[int]:
     if isinstance(prompt, str):
-        return max(count_text_tokens(prompt), 1)
-    if isinstance(prompt, list) and prompt:
-        if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            return len(prompt)
-        if len(prompt) == 1:
-            return _completion_prompt_tokens(prompt[0])
+        return tokenizer.encode(prompt)
+    if _is_token_ids(prompt):
+        return check_token_ids(prompt, tokenizer)
+    if isinstance(prompt, list) and len(prompt) == 1:
+        return completion_prompt_ids(prompt[0], tokenizer)
+    if isinstance(prompt, list) and len(prompt) > 1:
         raise RequestError("the emulator serves one prompt per request (got a batch)")
     raise RequestError("'prompt' must be a string, a list of token ids, or a one-element list of either")
 
 
-def _chat_prompt_tokens(messages: object) -> int:
+def chat_prompt_ids(messages: object, tokenizer: EmulatorTokenizer, add_generation_prompt: bool = True) -> list[int]:
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list")
-    total = 3
     for message in messages:
         if not isinstance(message, dict) or "role" not in message:
             raise RequestError("each message needs a 'role'")
-        content = message.get("content") or ""
-        if isinstance(content, list):
-            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        total += 4 + count_text_tokens(str(content))
-    return total
+    try:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt)
+    except TemplateError as exc:
+        raise RequestError(str(exc)) from None
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def _check_model(body: dict, served_names: tuple[str, ...], strict_model: bool) -> str:
+    model = body.get("model") or served_names[0]
+    if strict_model and model not in served_names:
+        raise RequestError(f"The model `{model}` does not exist.", status=404, kind="NotFoundError")
+    return model
+
+
+def _flag(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(f"'{name}' must be a boolean")
+    return value
+
+
+def tokenize(body: object, *, served_names: tuple[str, ...], context_length: int,
+             tokenizer: EmulatorTokenizer | None = None) -> dict[str, object]:
+    """vLLM's ``POST /tokenize``: a completion prompt or chat messages -> token ids."""
+    tokenizer = tokenizer or tok.shipped()
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    _check_model(body, served_names, strict_model=True)
+    if "messages" in body:
+        ids = chat_prompt_ids(body["messages"], tokenizer, _flag(body, "add_generation_prompt", True))
+    elif isinstance(body.get("prompt"), str):
+        ids = tokenizer.encode(body["prompt"], add_special_tokens=_flag(body, "add_special_tokens", True))
+    else:
+        raise RequestError("'prompt' must be a string (or send 'messages')")
+    return {"count": len(ids), "max_model_len": context_length, "tokens": ids,
+            "token_strs": tokenizer.tokens(ids) if _flag(body, "return_token_strs", False) else None}
+
+
+def detokenize(body: object, *, served_names: tuple[str, ...],
+               tokenizer: EmulatorTokenizer | None = None) -> dict[str, object]:
+    """vLLM's ``POST /detokenize``: token ids -> text."""
+    tokenizer = tokenizer or tok.shipped()
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    _check_model(body, served_names, strict_model=True)
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        raise RequestError("'tokens' must be a list of token ids")
+    return {"prompt": tokenizer.decode(check_token_ids(tokens, tokenizer))}
 
 
 @dataclass(frozen=True)
@@ -81,15 +140,15 @@ class GenerationRequest:
 
 
 def parse_request(body: object, *, chat: bool, served_names: tuple[str, ...], context_length: int,
-                  strict_model: bool) -> GenerationRequest:
+                  strict_model: bool, tokenizer: EmulatorTokenizer | None = None) -> GenerationRequest:
+    tokenizer = tokenizer or tok.shipped()
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
-    model = body.get("model") or served_names[0]
-    if strict_model and model not in served_names:
-        raise RequestError(f"The model `{model}` does not exist.", status=404, kind="NotFoundError")
+    model = _check_model(body, served_names, strict_model)
     if body.get("n", 1) != 1:
         raise RequestError("the emulator supports n = 1 only")
-    prompt_tokens = _chat_prompt_tokens(body.get("messages")) if chat else _completion_prompt_tokens(body.get("prompt"))
+    ids = chat_prompt_ids(body.get("messages"), tokenizer) if chat else completion_prompt_ids(body.get("prompt"), tokenizer)
+    prompt_tokens = len(ids)
     raw_max = body.get("max_completion_tokens") if chat and body.get("max_completion_tokens") is not None \
         else body.get("max_tokens")
     bounded = raw_max is not None

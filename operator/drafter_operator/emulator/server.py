@@ -11,10 +11,12 @@ HTTP API (aiohttp), per engine:
   SSE ``data: {...}`` chunks, one per engine step, then ``data: [DONE]``;
   ``stream_options.include_usage`` adds a usage chunk), ``GET /metrics`` (SGLang: only with
   ``--enable-metrics``);
-- vLLM: ``GET /version``;
+- vLLM: ``GET /version``, ``POST /tokenize`` and ``POST /detokenize`` (``emulator/openai.py``);
 - SGLang: ``GET /health_generate`` (a one-token generation: 503 while starting), ``/ready``,
   ``/model_info``, ``/server_info`` (``internal_states[0].avg_spec_accept_length``) and the older
-  ``/get_model_info``, ``/get_server_info``;
+  ``/get_model_info``, ``/get_server_info``; the native ``POST /generate`` (``emulator/native.py``) and
+  ``POST``/``GET /flush_cache``. ``tokenizer_path`` in the info bodies is the shipped tokenizer's
+  directory, which ``sglang.bench_serving`` loads when given no ``--tokenizer``;
 - control (emulator only): ``POST /emulator/acceptance`` ``{"acceptance": 0.2}`` sets the running
   drafter's per-token acceptance; ``GET /emulator/state`` returns configuration, model prediction and
   lifetime counts.
@@ -42,7 +44,17 @@ from drafter_operator.emulator.cmdline import USAGE, CommandLineError, EngineCon
 from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
 from drafter_operator.emulator.exporters import SglangExporter
 from drafter_operator.emulator.model import Pacer, Settings
-from drafter_operator.emulator.openai import SSE_DONE, RequestError, ResponseBuilder, parse_request, sse
+from drafter_operator.emulator.native import NativeResponseBuilder, parse_generate
+from drafter_operator.emulator.openai import (
+    SSE_DONE,
+    RequestError,
+    ResponseBuilder,
+    detokenize,
+    parse_request,
+    sse,
+    tokenize,
+)
+from drafter_operator.emulator.tokenizer import TOKENIZER_DIR
 from drafter_operator.emulator.profiles import ProfileError, load_profile
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
@@ -74,9 +86,17 @@ class EmulatorApp:
         if cfg.engine == "vllm" or cfg.enable_metrics:
             routes.append(web.get(vllm_engine.METRICS_PATH, self.metrics))
         if cfg.engine == "vllm":
-            routes.append(web.get("/version", self.version))
+            routes += [
+                web.get("/version", self.version),
+                web.post("/tokenize", self.tokenize),
+                web.post("/detokenize", self.detokenize),
+            ]
         else:
             routes += [
+                web.post("/generate", self.generate),
+                web.put("/generate", self.generate),
+                web.post("/flush_cache", self.flush_cache),
+                web.get("/flush_cache", self.flush_cache),
                 web.get(sglang_engine.READINESS_PATH, self.health_generate),
                 web.get("/ready", self.health),
                 web.get(sglang_engine.MODEL_INFO_PATH, self.model_info),
@@ -119,7 +139,7 @@ class EmulatorApp:
     async def model_info(self, request: web.Request) -> web.Response:
         cfg = self.config
         return web.json_response({
-            "model_path": cfg.model, "tokenizer_path": cfg.model, "is_generation": True,
+            "model_path": cfg.model, "tokenizer_path": str(TOKENIZER_DIR), "is_generation": True,
             "preferred_sampling_params": None, "weight_version": "default",
             "has_image_understanding": False, "has_audio_understanding": False,
         })
@@ -132,7 +152,7 @@ class EmulatorApp:
             internal = {"avg_spec_accept_length": exporter.avg_spec_accept_length if spec else None,
                         "last_gen_throughput": exporter.last_gen_throughput}
         return web.json_response({
-            "model_path": cfg.model, "tokenizer_path": cfg.model, "served_model_name": cfg.model_name,
+            "model_path": cfg.model, "tokenizer_path": str(TOKENIZER_DIR), "served_model_name": cfg.model_name,
             "host": cfg.host, "port": cfg.port, "tp_size": cfg.tensor_parallel_size,
             "context_length": cfg.max_model_len, "mem_fraction_static": cfg.memory_fraction,
             "trust_remote_code": cfg.trust_remote_code, "enable_metrics": cfg.enable_metrics,
@@ -165,7 +185,81 @@ class EmulatorApp:
             return _error(f'expected {{"acceptance": <number in [0, 1]>}}: {exc}', 400, "BadRequestError")
         return web.json_response(self.engine.state())
 
+    # ------------------------------------------------------------------------------ tokenizer
+
+    @property
+    def _served_names(self) -> tuple[str, ...]:
+        return self.config.served_model_names or (self.config.model,)
+
+    async def _json_body(self, request: web.Request) -> object:
+        try:
+            return await request.json()
+        except json.JSONDecodeError as exc:
+            raise RequestError(f"the request body is not JSON: {exc}") from None
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await self._json_body(request)
+            return web.json_response(tokenize(body, served_names=self._served_names,
+                                              context_length=self.config.context_length))
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await self._json_body(request)
+            return web.json_response(detokenize(body, served_names=self._served_names))
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        # The emulator keeps no prefix cache; SGLang's answer when the flush succeeds.
+        return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are "
+                                 "running or waiting requests, the operation will not be performed.)\n")
+
     # ------------------------------------------------------------------------------- generation
+
+    def _draft_per_round(self) -> int:
+        """Draft tokens SGLang counts as proposed per verification (its metrics_reporter.py)."""
+        spec = self.config.speculation
+        if spec is None:
+            return 0
+        return spec.num_draft_tokens - 1 if spec.num_draft_tokens else self.config.k
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's native /generate (``emulator/native.py``)."""
+        not_ready = self._not_ready()
+        if not_ready is not None:
+            return not_ready
+        try:
+            req = parse_generate(await self._json_body(request), context_length=self.config.context_length)
+        except RequestError as exc:
+            return web.json_response(exc.body(), status=exc.status)
+        builder = NativeResponseBuilder(req, draft_per_round=self._draft_per_round())
+        arrival = time.monotonic()
+        steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream)
+        if not req.stream:
+            async with contextlib.aclosing(steps) as generation:
+                async for step in generation:
+                    builder.add_step(step)
+            return web.json_response(builder.body(finished=True, e2e_latency=time.monotonic() - arrival))
+
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        try:
+            async with contextlib.aclosing(steps) as generation:
+                async for step in generation:
+                    builder.add_step(step)
+                    finished = len(builder.output_ids) >= req.max_new_tokens
+                    await response.write(sse(builder.body(
+                        finished=finished, e2e_latency=time.monotonic() - arrival if finished else None)))
+            await response.write(SSE_DONE)
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away; the generator was closed and counted the request as aborted
+        return response
+
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)
