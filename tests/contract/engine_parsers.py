@@ -344,11 +344,21 @@ def vllm_table() -> dict:
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
+    import dataclasses
+    import typing
+
+    from vllm.config import SpeculativeConfig
+
     engine = Vllm()
     names = lambda manager, eager: sorted(set(getattr(manager, eager)) | set(manager.lazy_parsers))  # noqa: E731
+    method_hint = typing.get_type_hints(SpeculativeConfig)["method"]
+    methods = sorted(a for arg in typing.get_args(method_hint) for a in typing.get_args(arg) if isinstance(a, str))
     return {"engine": "vllm", "version": version("vllm"), "parser": describe_parser(engine.parser),
             "registries": {"tool_call_parser": names(ToolParserManager, "tool_parsers"),
-                           "reasoning_parser": names(ReasoningParserManager, "reasoning_parsers")}}
+                           "reasoning_parser": names(ReasoningParserManager, "reasoning_parsers")},
+            # --speculative-config JSON: SpeculativeConfig's method literal and its init fields (extra=forbid).
+            "speculative_config": {"methods": methods,
+                                   "fields": sorted(f.name for f in dataclasses.fields(SpeculativeConfig) if f.init)}}
 
 
 def sglang_table() -> dict:
@@ -361,9 +371,18 @@ def sglang_table() -> dict:
     ServerArgs.add_cli_args(parser)
     described = describe_parser(parser)
     by_dest = {o["dest"]: o for o in described["options"]}
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
     registries = {dest: by_dest[dest]["choices"] for dest in ("tool_call_parser", "reasoning_parser")
                   if dest in by_dest and by_dest[dest]["choices"]}
-    return {"engine": "sglang", "version": version("sglang"), "parser": described, "registries": registries}
+    # --speculative-algorithm is a free string checked by SpeculativeAlgorithm.from_string after parsing.
+    from sglang.srt.speculative.spec_registry import _RESERVED_ALIASES
+
+    algorithms = sorted(member.name for member in SpeculativeAlgorithm if member.name != "NONE")
+    aliases = {alias: SpeculativeAlgorithm.from_string(alias).name for alias in sorted(_RESERVED_ALIASES)}
+    return {"engine": "sglang", "version": version("sglang"), "parser": described, "registries": registries,
+            # Matched case-insensitively by SpeculativeAlgorithm.from_string; aliases resolve to a member.
+            "speculative_algorithms": {"members": algorithms, "aliases": aliases}}
 
 
 TABLES = {"vllm": vllm_table, "sglang": sglang_table}

@@ -50,8 +50,28 @@ def test_vllm_variants():
     inferred = parse_command_line(["vllm", "serve", "--model", "m", "--speculative-config",
                                    '{"model":"x/Some-EAGLE3-drafter","num_speculative_tokens":2}'])
     assert inferred.speculation.method == "eagle3"
-    mtp = parse_command_line(["vllm", "serve", "m", "--speculative-config", '{"method":"deepseek_mtp"}'])
+    mtp = parse_command_line(["vllm", "serve", "m", "--speculative-config",
+                              '{"method":"deepseek_mtp","num_speculative_tokens":1}'])
     assert mtp.speculation.method == "mtp" and mtp.k == 1 and mtp.speculation.drafter_key == "mtp"
+    # vLLM's own matching rules: unique prefixes, underscores, dotted keys and the --spec-* shorthands
+    spelled = parse_command_line(["vllm", "serve", "m", "--tensor-parallel", "4", "--max_model_len=32k",
+                                  "-sc.method", "eagle3", "-sc.model=d", "--spec-tokens", "3"])
+    assert spelled.tensor_parallel_size == 4 and spelled.max_model_len == 32000
+    assert (spelled.speculation.method, spelled.speculation.draft_model, spelled.k) == ("eagle3", "d", 3)
+    # without a model vllm serve falls back to --model's default, as the real CLI does
+    assert parse_command_line(["vllm", "serve"]).model == "Qwen/Qwen3-0.6B"
+
+
+def test_sglang_resolves_ngram_and_algorithm_names_as_sglang_does():
+    ngram = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "ngram"])
+    spec = ngram.speculation
+    # topk from --speculative-ngram-max-bfs-breadth (10), 12 draft tokens, steps = 12 // 10
+    assert (spec.method, spec.eagle_topk, spec.num_draft_tokens, spec.num_speculative_tokens) == ("NGRAM", 10, 12, 1)
+    tuned = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM",
+                                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "24"])
+    assert (tuned.speculation.eagle_topk, tuned.speculation.num_speculative_tokens) == (10, 2)
+    nextn = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "nextn"])
+    assert nextn.speculation.method == "NEXTN" and nextn.k == 3
 
 
 def test_sglang_command_line_and_shorthand():
@@ -74,33 +94,45 @@ def test_sglang_command_line_and_shorthand():
 def test_real_flags_we_do_not_model_are_recorded_and_ignored():
     c = parse_command_line([*SEED_VLLM, "--enforce-eager", "--max-num-seqs", "8", "--no-enable-prefix-caching",
                             "--kv-cache-dtype", "fp8"])
-    assert c.ignored == {"--enforce-eager": True, "--max-num-seqs": "8", "--enable-prefix-caching": False,
+    assert c.ignored == {"--enforce-eager": True, "--max-num-seqs": 8, "--enable-prefix-caching": False,
                          "--kv-cache-dtype": "fp8"}
     s = parse_command_line([*SGLANG, "--disable-cuda-graph", "--chunked-prefill-size", "4096"])
-    assert s.ignored == {"--disable-cuda-graph": True, "--chunked-prefill-size": "4096"}
+    assert s.ignored == {"--disable-cuda-graph": True, "--chunked-prefill-size": 4096}
 
 
-@pytest.mark.parametrize("argv", [
+PARSER_REFUSALS = [  # the engine's argparse exits with status 2
     [*SEED_VLLM, "--no-such-flag"],
     [*SEED_VLLM[:-1], "{not json"],
-    ["vllm", "serve", "m", "--speculative-config", '{"method":"eagle3","model":"d","num_speculative_tokens":0}'],
-    ["vllm", "serve", "m", "--speculative-config", '{"method":"bogus","model":"d","num_speculative_tokens":2}'],
-    ["vllm", "serve", "m", "--speculative-config", '{"method":"eagle3","num_speculative_tokens":2}'],
-    ["vllm", "serve", "m", "--speculative-config",
-     '{"method":"eagle3","model":"d","num_speculative_tokens":2,"tensor_parallel_size":8}'],
     ["vllm", "serve", "m", "--port", "eighty"],
-    ["vllm", "serve", "--max-model"],  # no abbreviations
-    ["vllm", "serve"],  # no model
+    ["vllm", "serve", "m", "--po", "8000"],  # ambiguous prefix: --port, --pooler-config
     [*SGLANG, "--speculative-num-steps"],
     [*SGLANG, "--no-such-flag"],
-    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "eagle3"],
-    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3"],
+    [*SGLANG, "--cuda-graph-max-bs", "8"],  # not an SGLang 0.5.23 flag: ambiguous prefix of two that are
+    [*SGLANG, "--tool-call-parser", "llama3_json"],  # SGLang calls it llama3
     ["python3", "-m", "sglang.launch_server", "--tp-size", "8"],  # no model
-    ["sglang", "--model-path", "m", "--speculative-num-steps", "3"],  # no algorithm
-])
-def test_bad_command_lines_exit_2(argv, capsys):
-    assert server.main(argv) == 2
-    assert "error" in capsys.readouterr().err
+]
+PRE_LOAD_REFUSALS = [  # parsed, then refused by the engine's own checks before loading (a traceback, status 1)
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"eagle3","model":"d","num_speculative_tokens":0}'],
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"bogus","model":"d","num_speculative_tokens":2}'],
+    ["vllm", "serve", "m", "--speculative-config",
+     '{"method":"eagle3","model":"d","num_speculative_tokens":2,"tensor_parallel_size":8}'],
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"deepseek_mtp"}'],  # vLLM 0.33.0 needs k for MTP
+    ["vllm", "serve", "m", "--speculative-config", '{"method":"medusa","model":"d","num_speculative_tokens":2}'],
+    ["vllm", "serve", "m", "--enable-auto-tool-choice"],  # needs --tool-call-parser
+    ["vllm", "serve", "m", "--spec-model", "d", "-sc", '{"model":"e","num_speculative_tokens":2}'],
+    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "MTP"],
+]
+LOAD_REFUSALS = [  # accepted by parser and checks; the engine fails once it reads the model (emulator: status 2)
+    ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "eagle3"],
+    ["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"],
+]
+
+
+@pytest.mark.parametrize("argv, status", [*((a, 2) for a in PARSER_REFUSALS), *((a, 1) for a in PRE_LOAD_REFUSALS),
+                                          *((a, 2) for a in LOAD_REFUSALS)])
+def test_refused_command_lines_exit_like_the_engine(argv, status, capsys):
+    assert server.main(argv) == status
+    assert "rror" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["vllm", "bench", "serve"], ["python", "-m", "other.module"], ["tgi", "serve"], []])

@@ -7,22 +7,28 @@ Accepted forms (the argv the container would run, after ``drafter-operator emula
 - ``python -m sglang.launch_server --model-path MODEL [flags]`` (any ``python``/``python3.x``);
 - ``sglang [serve] --model-path MODEL [flags]`` (shorthand).
 
-Like the engines' own parsers (argparse), an unknown flag or a bad value exits with status 2. Real
-engine flags the emulator does not model are accepted, recorded in ``EngineConfig.ignored`` and
-otherwise ignored: they are listed in ``VLLM_IGNORED_FLAGS`` and ``SGLANG_IGNORED_FLAGS``.
-Like vLLM's ``FlexibleArgumentParser``, vLLM flags may be spelled with underscores.
+The flags are parsed by the engine's own flag table and matching rules (``engines/flags.py``, generated
+from the real parsers): every real flag is accepted with its real type and choices, abbreviations and
+vLLM's underscores and dotted keys work, and anything the real parser refuses exits with status 2.
+After parsing, the checks each engine runs before it loads a model are repeated: vLLM's
+``validate_parsed_serve_args`` and the field checks of its ``SpeculativeConfig``; SGLang's
+``SpeculativeAlgorithm.from_string``. ``tests/contract`` holds a corpus of command lines to the same
+verdicts and resolved values as the real parsers.
+
+What the real engines only find out while loading the model (a drafter checkpoint missing for
+EAGLE-3 on SGLang, vLLM inferring a method from the drafter's config) is checked by
+:func:`startup_problems` instead, which the emulator runs as its "load".
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import re
+import sys
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from drafter_operator.engines import sglang as sglang_engine
-from drafter_operator.engines import vllm as vllm_engine
+from drafter_operator.engines import flags
 
 EngineName = Literal["vllm", "sglang"]
 
@@ -32,70 +38,26 @@ SGLANG_LAUNCH_MODULE = "sglang.launch_server"
 #: Context length when the command line does not give one (the model config would).
 DEFAULT_MAX_MODEL_LEN = 131072
 
-#: vLLM speculative methods (vllm 0.33.0 SpeculativeConfig; model-specific *_mtp are rewritten to mtp).
-VLLM_SPECULATIVE_METHODS = frozenset({
-    "ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
-    "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark",
-})
-#: Methods that work without a drafter model.
+#: vLLM methods that need no separate drafter checkpoint.
 VLLM_METHODS_WITHOUT_MODEL = frozenset({"ngram", "ngram_gpu", "suffix", "mtp", "extract_hidden_states"})
-#: num_speculative_tokens of an MTP config that leaves it out (n_predict of DeepSeek-V3-style targets).
-VLLM_MTP_DEFAULT_TOKENS = 1
-#: SGLang --speculative-algorithm builtins (0.5.23).
-SGLANG_SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+#: SGLang algorithms that load a separate drafter checkpoint (NEXTN reads the target's MTP layers).
 SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
-#: What SGLang picks when --speculative-num-steps / -eagle-topk / -num-draft-tokens are left out
-#: (recent versions choose per model; this is the common choice for a topk-1 chain).
-SGLANG_DEFAULT_NUM_STEPS = 3
-SGLANG_DEFAULT_EAGLE_TOPK = 1
-
-# Real flags we accept and ignore: name -> takes a value (True), or is a switch (False).
-# Short aliases map to the long flag they stand for.
-VLLM_IGNORED_FLAGS: dict[str, bool] = {
-    "--dtype": True, "--quantization": True, "--kv-cache-dtype": True, "--max-num-seqs": True,
-    "--max-num-batched-tokens": True, "--block-size": True, "--swap-space": True,
-    "--cpu-offload-gb": True, "--seed": True, "--tokenizer": True, "--tokenizer-mode": True,
-    "--revision": True, "--code-revision": True, "--tokenizer-revision": True, "--download-dir": True,
-    "--load-format": True, "--config-format": True, "--distributed-executor-backend": True,
-    "--pipeline-parallel-size": True, "--data-parallel-size": True, "--chat-template": True,
-    "--chat-template-content-format": True, "--api-key": True, "--uvicorn-log-level": True,
-    "--root-path": True, "--max-logprobs": True, "--generation-config": True,
-    "--override-generation-config": True, "--hf-overrides": True, "--compilation-config": True,
-    "--kv-transfer-config": True, "--limit-mm-per-prompt": True, "--allowed-origins": True,
-    "--ssl-keyfile": True, "--ssl-certfile": True, "--long-prefill-token-threshold": True,
-    "--scheduling-policy": True, "--response-role": True, "--hf-config-path": True,
-    "--model-impl": True, "--max-log-len": True, "--max-num-partial-prefills": True,
-    "--enforce-eager": False, "--enable-prefix-caching": False, "--enable-chunked-prefill": False,
-    "--disable-log-requests": False, "--disable-log-stats": False, "--enable-log-requests": False,
-    "--enable-expert-parallel": False, "--disable-custom-all-reduce": False,
-    "--async-scheduling": False, "--disable-fastapi-docs": False,
-    "--enable-prompt-tokens-details": False, "--enable-force-include-usage": False,
-    "--enable-server-load-tracking": False, "--disable-uvicorn-access-log": False,
-}
-VLLM_SHORT_ALIASES = {"-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-                      "-q": "--quantization", "-O": "--compilation-config"}
-
-SGLANG_IGNORED_FLAGS: dict[str, bool] = {
-    "--tokenizer-path": True, "--tokenizer-mode": True, "--load-format": True, "--dtype": True,
-    "--kv-cache-dtype": True, "--quantization": True, "--revision": True, "--chat-template": True,
-    "--max-running-requests": True, "--max-total-tokens": True, "--chunked-prefill-size": True,
-    "--max-prefill-tokens": True, "--schedule-policy": True, "--schedule-conservativeness": True,
-    "--cuda-graph-max-bs": True, "--attention-backend": True, "--sampling-backend": True,
-    "--grammar-backend": True, "--log-level": True, "--api-key": True, "--random-seed": True,
-    "--dp-size": True, "--data-parallel-size": True, "--ep-size": True, "--expert-parallel-size": True,
-    "--pp-size": True, "--nnodes": True, "--node-rank": True, "--dist-init-addr": True,
-    "--decode-log-interval": True, "--watchdog-timeout": True,
-    "--speculative-accept-threshold-single": True, "--speculative-accept-threshold-acc": True,
-    "--speculative-token-map": True, "--speculative-draft-model-revision": True,
-    "--speculative-attention-mode": True, "--torch-compile-max-bs": True, "--moe-runner-backend": True,
-    "--moe-a2a-backend": True, "--page-size": True, "--stream-interval": True, "--download-dir": True,
-    "--json-model-override-args": True, "--max-queued-requests": True, "--disaggregation-mode": True,
-    "--prefill-attention-backend": True, "--decode-attention-backend": True,
-    "--skip-server-warmup": False, "--disable-cuda-graph": False, "--disable-radix-cache": False,
-    "--enable-torch-compile": False, "--enable-dp-attention": False, "--log-requests": False,
-    "--disable-overlap-schedule": False, "--enable-mixed-chunk": False, "--enable-cache-report": False,
-    "--show-time-cost": False, "--disable-shared-experts-fusion": False, "--enable-p2p-check": False,
-    "--enable-deterministic-inference": False, "--skip-tokenizer-init": False,
+#: What SGLang 0.5.23 auto-chooses for a DeepSeek-V3/Kimi target when steps, topk and draft tokens are
+#: all unset (sglang/srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params).
+SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS = 3, 1, 4
+#: SGLang's NGRAM defaults (_handle_ngram): 12 draft tokens, topk from the BFS breadth.
+SGLANG_NGRAM_DRAFT_TOKENS = 12
+#: The flags the emulator models; every other flag given is recorded in ``EngineConfig.ignored``.
+MODELLED_DESTINATIONS = {
+    "vllm": frozenset({"model_tag", "model", "host", "port", "tensor_parallel_size", "max_model_len",
+                       "gpu_memory_utilization", "trust_remote_code", "tool_call_parser", "reasoning_parser",
+                       "enable_auto_tool_choice", "served_model_name", "speculative_config", "spec_method",
+                       "spec_model", "spec_tokens"}),
+    "sglang": frozenset({"model_path", "host", "port", "tp_size", "context_length", "mem_fraction_static",
+                         "trust_remote_code", "tool_call_parser", "reasoning_parser", "enable_metrics",
+                         "served_model_name", "speculative_algorithm", "speculative_draft_model_path",
+                         "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                         "speculative_ngram_max_bfs_breadth"}),
 }
 
 
@@ -104,8 +66,7 @@ class SpeculationConfig:
     """Speculative decoding as the command line configures it.
 
     ``num_speculative_tokens`` is the model's ``k``: vLLM's ``num_speculative_tokens``, SGLang's
-    ``--speculative-num-steps`` (the draft chain length; tree drafting with topk > 1 is not modelled
-    beyond that).
+    resolved ``speculative_num_steps`` (the draft chain length; for NGRAM, draft tokens // topk).
     """
 
     method: str
@@ -138,6 +99,7 @@ class EngineConfig:
     enable_auto_tool_choice: bool = False
     enable_metrics: bool = True
     speculation: SpeculationConfig | None = None
+    #: Real flags given that the emulator accepts but does not model: canonical spelling -> value.
     ignored: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -154,205 +116,205 @@ class EngineConfig:
         return self.speculation.num_speculative_tokens if self.speculation else 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but exiting like the engines: usage and message on stderr, status 2."""
-
-    def __init__(self, prog: str, usage: str) -> None:
-        super().__init__(prog=prog, usage=usage, allow_abbrev=False,
-                         description="drafter-operator engine emulator: accepts the real engine's flags.")
+class CommandLineError(Exception):
+    """Not an engine command line the emulator knows (exit status 2)."""
 
 
-def _add_ignored(parser: argparse.ArgumentParser, flags: dict[str, bool], aliases: dict[str, str],
-                 boolean_action: type[argparse.Action] | str) -> None:
-    group = parser.add_argument_group("accepted and ignored (real engine flags the emulator does not model)")
-    reverse: dict[str, list[str]] = {}
-    for short, long in aliases.items():
-        reverse.setdefault(long, []).append(short)
-    for flag, takes_value in flags.items():
-        names = [flag, *reverse.get(flag, [])]
-        dest = "ignored__" + flag.lstrip("-").replace("-", "_")
-        if takes_value:
-            group.add_argument(*names, dest=dest, default=None, metavar="VALUE",
-                               nargs="+" if flag == "--allowed-origins" else None)
-        else:
-            group.add_argument(*names, dest=dest, action=boolean_action, default=None)
+class EngineRefused(Exception):
+    """The engine would refuse this command line; ``status`` is its exit status."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def _collect_ignored(ns: argparse.Namespace) -> dict[str, object]:
-    return {
-        "--" + key[len("ignored__"):].replace("_", "-"): value
-        for key, value in sorted(vars(ns).items())
-        if key.startswith("ignored__") and value is not None
-    }
+def _exit_on_help(engine: str, parsed: flags.ParsedCommandLine) -> None:
+    if "help" in parsed.given:  # the engine prints its help and exits 0 without serving
+        raise EngineRefused(flags.format_help(engine), status=0)
+
+
+def _ignored(engine: str, parsed: flags.ParsedCommandLine) -> dict[str, object]:
+    table = flags.table(engine)
+    out: dict[str, object] = {}
+    for dest in sorted(parsed.given):
+        if dest in MODELLED_DESTINATIONS[engine]:
+            continue
+        option = table.by_dest(dest)
+        value = parsed.values.get(dest)
+        out[option.canonical if option else dest] = value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else repr(value)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- vLLM
 
-def _json_object(text: str) -> dict[str, object]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
+def _hoist_vllm_model(args: list[str]) -> list[str]:
+    """``vllm serve ... --model M ...`` -> ``vllm serve M ...`` (FlexibleArgumentParser, serve only)."""
+    for index, arg in enumerate(args):
+        if re.match(r"^--model(=.+|$)", arg):
+            if arg == "--model":
+                if index + 1 >= len(args):
+                    return args  # argparse reports the missing value
+                return [args[index + 1], *args[:index], *args[index + 2:]]
+            return [arg.removeprefix("--model="), *args[:index], *args[index + 1:]]
+    return args
 
 
-def _vllm_parser(prog: str, positional_model: bool) -> _Parser:
-    parser = _Parser(prog, f"%(prog)s {'[MODEL]' if positional_model else '--model MODEL'} [options]")
-    if positional_model:
-        parser.add_argument("model_tag", nargs="?", default=None, help="the model to serve")
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--host", default=None)
-    parser.add_argument("--port", type=int, default=vllm_engine.DEFAULT_PORT)
-    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    parser.add_argument("--max-model-len", type=int, default=None)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=None)
-    parser.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--tool-call-parser", default=None)
-    parser.add_argument("--reasoning-parser", default=None)
-    parser.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--served-model-name", nargs="+", default=None)
-    parser.add_argument("--speculative-config", "-sc", type=_json_object, default=None)
-    _add_ignored(parser, VLLM_IGNORED_FLAGS, VLLM_SHORT_ALIASES, argparse.BooleanOptionalAction)
-    return parser
+def _vllm_validate(values: dict[str, Any]) -> None:
+    """The checks of vLLM 0.33.0's ``validate_parsed_serve_args`` that apply without a GPU."""
+    if values.get("grpc_port") is not None:
+        raise EngineRefused("--grpc-port requires VLLM_USE_RUST_FRONTEND=1 vllm serve", status=1)
+    effort_map = values.get("reasoning_effort_map")
+    if effort_map is not None and (not isinstance(effort_map, dict)
+                                   or not all(isinstance(v, str) for v in effort_map.values())):
+        raise EngineRefused("Error: --reasoning-effort-map must be a JSON object mapping reasoning efforts to strings.", 1)
+    if values.get("enable_auto_tool_choice") and not values.get("tool_call_parser"):
+        raise EngineRefused("Error: --enable-auto-tool-choice requires --tool-call-parser", status=1)
+    if values.get("enable_log_outputs") and not values.get("enable_log_requests"):
+        raise EngineRefused("Error: --enable-log-outputs requires --enable-log-requests", status=1)
+    if (values.get("sse_keep_alive_interval") or 0) < 0:
+        raise EngineRefused("Error: --sse-keep-alive-interval must be a non-negative integer", status=1)
+    if values.get("enable_per_request_metrics") and values.get("disable_log_stats"):
+        raise EngineRefused("Error: --enable-per-request-metrics requires engine statistics logging", status=1)
 
 
-def _normalise_vllm_flags(args: list[str]) -> list[str]:
-    """``--max_model_len=4`` -> ``--max-model-len=4`` (what vLLM's FlexibleArgumentParser does)."""
-    out = []
-    for arg in args:
-        if arg.startswith("--") and "_" in arg.split("=", 1)[0]:
-            key, sep, value = arg.partition("=")
-            arg = key.replace("_", "-") + sep + value
-        out.append(arg)
-    return out
-
-
-def _vllm_speculation(parser: argparse.ArgumentParser, spec: dict[str, object] | None) -> SpeculationConfig | None:
-    if spec is None:
+def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
+    """The speculative config as vLLM 0.33.0 builds it (``create_speculative_config``), field-checked."""
+    raw = values.get("speculative_config")
+    config: dict[str, Any] | None = dict(raw) if isinstance(raw, dict) else None
+    if raw is not None and config is None:
+        raise EngineRefused(f"--speculative-config must be a JSON object, got {type(raw).__name__}", status=1)
+    for flag, key, value in (("--spec-method", "method", values.get("spec_method")),
+                             ("--spec-model", "model", values.get("spec_model")),
+                             ("--spec-tokens", "num_speculative_tokens", values.get("spec_tokens"))):
+        if value is None:
+            continue
+        config = {} if config is None else config
+        if key in config:
+            raise EngineRefused(f"{flag} and --speculative-config['{key}'] are mutually exclusive", status=1)
+        config[key] = value
+    if config is None:
         return None
-    spec = dict(spec)
-    if "tensor_parallel_size" in spec:
-        parser.error("--speculative-config: 'tensor_parallel_size' is not a field; use 'draft_tensor_parallel_size'")
-    model = spec.pop("model", None)
+    config = {str(k).replace("-", "_"): v for k, v in config.items()}
+    facts = flags.table("vllm").extras["speculative_config"]
+    unknown = sorted(set(config) - set(facts["fields"]))
+    if unknown:
+        raise EngineRefused(f"SpeculativeConfig: unexpected keyword argument(s) {unknown}", status=1)
+    if config.get("tensor_parallel_size") is not None:
+        raise EngineRefused("'tensor_parallel_size' is not a valid argument in the speculative_config. "
+                            "Please pass 'draft_tensor_parallel_size' instead.", status=1)
+    method = config.pop("method", None)
+    if method is not None and method not in facts["methods"]:
+        raise EngineRefused(f"SpeculativeConfig.method: input should be one of {facts['methods']}, got {method!r}", 1)
+    model = config.pop("model", None)
     if model is not None and not isinstance(model, str):
-        parser.error("--speculative-config: 'model' must be a string")
-    method = spec.pop("method", None)
+        raise EngineRefused("SpeculativeConfig.model: input should be a valid string", status=1)
+    k = config.pop("num_speculative_tokens", None)
+    if isinstance(k, str) and re.fullmatch(r"\s*[+-]?\d+\s*", k):
+        k = int(k)  # pydantic's lax mode reads numeric strings
+    elif isinstance(k, float) and k.is_integer():
+        k = int(k)
+    if k is None:
+        raise EngineRefused("num_speculative_tokens must be provided with speculative model unless the draft model "
+                            "config contains an n_predict parameter.", status=1)
+    if not isinstance(k, int):
+        raise EngineRefused("SpeculativeConfig.num_speculative_tokens: input should be a valid integer", status=1)
+    if k <= 0:
+        raise EngineRefused(f"Expected num_speculative_tokens to be greater than zero ({k}).", status=1)
     if method is None:
+        # vLLM infers it from the drafter's config while loading; its name is what the emulator has.
         name = (model or "").lower()
-        method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model" if model else None
-        if method is None:
-            parser.error("--speculative-config: give 'method' or 'model'")
-    method = str(method)
-    if method.endswith("_mtp"):
-        method = "mtp"
-    if method not in VLLM_SPECULATIVE_METHODS:
-        parser.error(f"--speculative-config: unknown method {method!r} "
-                     f"(choose from {', '.join(sorted(VLLM_SPECULATIVE_METHODS))})")
-    if model is None and method not in VLLM_METHODS_WITHOUT_MODEL:
-        parser.error(f"--speculative-config: method {method!r} needs a 'model'")
-    k = spec.pop("num_speculative_tokens", None)
-    if k is None and method == "mtp":
-        # vLLM reads n_predict from the target's config (DeepSeek-V3/Kimi: one MTP layer).
-        k = VLLM_MTP_DEFAULT_TOKENS
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        parser.error("--speculative-config: 'num_speculative_tokens' must be an integer > 0")
-    return SpeculationConfig(method=method, draft_model=model, num_speculative_tokens=k, options=spec)
+        method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model" if model else "ngram"
+    if str(method).endswith("_mtp"):
+        method = "mtp"  # vLLM rewrites the model-specific MTP methods
+    return SpeculationConfig(method=str(method), draft_model=model, num_speculative_tokens=k, options=config)
 
 
-def _parse_vllm(prog: str, args: list[str], positional_model: bool) -> EngineConfig:
-    parser = _vllm_parser(prog, positional_model)
-    ns = parser.parse_args(_normalise_vllm_flags(args))
-    model = getattr(ns, "model_tag", None) or ns.model
-    if not model:
-        parser.error("a model is required (vllm serve MODEL, or --model MODEL)")
-    if ns.tensor_parallel_size < 1:
-        parser.error("--tensor-parallel-size must be >= 1")
+def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
+    if hoist_model:
+        args = _hoist_vllm_model(args)
+    try:
+        parsed = flags.parse("vllm", args)
+    except flags.CommandLineRejected as exc:
+        raise EngineRefused(f"usage: {prog} [model_tag] [options]\n{prog}: error: {exc}") from None
+    values = parsed.values
+    _exit_on_help("vllm", parsed)
+    _vllm_validate(values)
+    speculation = _vllm_speculation(values)
+    model = values.get("model_tag") or values["model"]
+    served = values.get("served_model_name") or []
     return EngineConfig(
-        engine="vllm",
-        entrypoint=prog,
-        model=model,
-        served_model_names=tuple(ns.served_model_name or ()),
-        host=ns.host or "0.0.0.0",
-        port=ns.port,
-        tensor_parallel_size=ns.tensor_parallel_size,
-        max_model_len=ns.max_model_len,
-        memory_fraction=ns.gpu_memory_utilization,
-        trust_remote_code=ns.trust_remote_code,
-        tool_call_parser=ns.tool_call_parser,
-        reasoning_parser=ns.reasoning_parser,
-        enable_auto_tool_choice=ns.enable_auto_tool_choice,
+        engine="vllm", entrypoint=prog, model=model,
+        served_model_names=tuple(n for n in served if n),
+        host=values.get("host") or "0.0.0.0",
+        port=values["port"],
+        tensor_parallel_size=values["tensor_parallel_size"],
+        max_model_len=values.get("max_model_len") if (values.get("max_model_len") or 0) > 0 else None,
+        memory_fraction=values.get("gpu_memory_utilization"),
+        trust_remote_code=bool(values.get("trust_remote_code")),
+        tool_call_parser=values.get("tool_call_parser"),
+        reasoning_parser=values.get("reasoning_parser") or None,
+        enable_auto_tool_choice=bool(values.get("enable_auto_tool_choice")),
         enable_metrics=True,
-        speculation=_vllm_speculation(parser, ns.speculative_config),
-        ignored=_collect_ignored(ns),
+        speculation=speculation,
+        ignored=_ignored("vllm", parsed),
     )
 
 
 # -------------------------------------------------------------------------------------------- SGLang
 
-def _sglang_parser(prog: str) -> _Parser:
-    parser = _Parser(prog, "%(prog)s --model-path MODEL [options]")
-    parser.add_argument("--model-path", "--model", dest="model_path", required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=sglang_engine.DEFAULT_PORT)
-    parser.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
-    parser.add_argument("--context-length", type=int, default=None)
-    parser.add_argument("--mem-fraction-static", type=float, default=None)
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--enable-metrics", action="store_true")
-    parser.add_argument("--served-model-name", default=None)
-    parser.add_argument("--tool-call-parser", default=None)
-    parser.add_argument("--reasoning-parser", default=None)
-    parser.add_argument("--speculative-algorithm", choices=SGLANG_SPECULATIVE_ALGORITHMS, default=None)
-    parser.add_argument("--speculative-draft-model-path", "--speculative-draft-model",
-                        dest="speculative_draft_model_path", default=None)
-    parser.add_argument("--speculative-num-steps", type=int, default=None)
-    parser.add_argument("--speculative-eagle-topk", type=int, default=None)
-    parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
-    _add_ignored(parser, SGLANG_IGNORED_FLAGS, {}, "store_true")
-    return parser
-
-
-def _sglang_speculation(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> SpeculationConfig | None:
-    algorithm = ns.speculative_algorithm
-    if algorithm is None:
-        if ns.speculative_draft_model_path or ns.speculative_num_steps:
-            parser.error("--speculative-* options need --speculative-algorithm")
+def _sglang_algorithm(name: str | None) -> str | None:
+    """``SpeculativeAlgorithm.from_string``: case-insensitive members, NEXTN an alias of EAGLE."""
+    if name is None:
         return None
-    if algorithm in SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL and not ns.speculative_draft_model_path:
-        parser.error(f"--speculative-algorithm {algorithm} needs --speculative-draft-model-path")
-    steps = ns.speculative_num_steps or SGLANG_DEFAULT_NUM_STEPS
-    topk = ns.speculative_eagle_topk or SGLANG_DEFAULT_EAGLE_TOPK
-    draft_tokens = ns.speculative_num_draft_tokens or steps + 1
-    if steps < 1 or topk < 1 or draft_tokens < 2:
-        parser.error("--speculative-num-steps and --speculative-eagle-topk must be >= 1, "
-                     "--speculative-num-draft-tokens >= 2")
-    return SpeculationConfig(method=algorithm, draft_model=ns.speculative_draft_model_path,
+    facts = flags.table("sglang").extras["speculative_algorithms"]
+    upper = name.upper()
+    if upper in facts["members"] or upper in facts["aliases"]:
+        return upper
+    raise EngineRefused(f"Unknown speculative algorithm name: {name}", status=1)
+
+
+def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
+    algorithm = _sglang_algorithm(values.get("speculative_algorithm"))
+    if algorithm is None:
+        return None
+    steps = values.get("speculative_num_steps")
+    topk = values.get("speculative_eagle_topk")
+    draft_tokens = values.get("speculative_num_draft_tokens")
+    if algorithm == "NGRAM":
+        topk = values.get("speculative_ngram_max_bfs_breadth")  # always replaced (_handle_ngram)
+        draft_tokens = draft_tokens if draft_tokens is not None else SGLANG_NGRAM_DRAFT_TOKENS
+        steps = steps if steps is not None else draft_tokens // topk
+    elif steps is None:
+        steps, topk, draft_tokens = SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS
+    topk = topk if topk is not None else 1
+    draft_tokens = draft_tokens if draft_tokens is not None else steps + 1
+    return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
                              num_speculative_tokens=steps, eagle_topk=topk, num_draft_tokens=draft_tokens)
 
 
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
-    parser = _sglang_parser(prog)
-    ns = parser.parse_args(args)
-    if ns.tp_size < 1:
-        parser.error("--tp-size must be >= 1")
+    try:
+        parsed = flags.parse("sglang", args)
+    except flags.CommandLineRejected as exc:
+        raise EngineRefused(f"usage: {prog} [-h] --model-path MODEL_PATH [options]\n{prog}: error: {exc}") from None
+    values = parsed.values
+    _exit_on_help("sglang", parsed)
+    if values.get("model_path") is None:
+        raise EngineRefused(f"{prog}: error: the following arguments are required: --model-path")
+    speculation = _sglang_speculation(values)
+    served = values.get("served_model_name")
     return EngineConfig(
-        engine="sglang",
-        entrypoint=prog,
-        model=ns.model_path,
-        served_model_names=(ns.served_model_name,) if ns.served_model_name else (),
-        host=ns.host,
-        port=ns.port,
-        tensor_parallel_size=ns.tp_size,
-        max_model_len=ns.context_length,
-        memory_fraction=ns.mem_fraction_static,
-        trust_remote_code=ns.trust_remote_code,
-        tool_call_parser=ns.tool_call_parser,
-        reasoning_parser=ns.reasoning_parser,
-        enable_metrics=ns.enable_metrics,
-        speculation=_sglang_speculation(parser, ns),
-        ignored=_collect_ignored(ns),
+        engine="sglang", entrypoint=prog, model=values["model_path"],
+        served_model_names=(served,) if served else (),
+        host=values["host"], port=values["port"], tensor_parallel_size=values["tp_size"],
+        max_model_len=values.get("context_length"),
+        memory_fraction=values.get("mem_fraction_static"),
+        trust_remote_code=bool(values.get("trust_remote_code")),
+        tool_call_parser=values.get("tool_call_parser"),
+        reasoning_parser=values.get("reasoning_parser"),
+        enable_metrics=bool(values.get("enable_metrics")),
+        speculation=speculation,
+        ignored=_ignored("sglang", parsed),
     )
 
 
@@ -364,15 +326,11 @@ USAGE = ("usage: drafter-operator emulate vllm serve MODEL [flags]\n"
          "       drafter-operator emulate sglang [serve] --model-path MODEL [flags]")
 
 
-class CommandLineError(Exception):
-    """Not an engine command line the emulator knows (exit status 2)."""
+def parse_engine_command_line(argv: list[str]) -> EngineConfig:
+    """The engine configuration a command line asks for; raises like the engine refuses it.
 
-
-def parse_command_line(argv: list[str]) -> EngineConfig:
-    """The engine configuration a command line asks for.
-
-    Raises ``CommandLineError`` for an unrecognised program, and ``SystemExit`` (status 2, or 0 for
-    ``--help``) from argparse for bad flags, exactly as the engines do.
+    Raises :class:`CommandLineError` for an unrecognised program and :class:`EngineRefused` (with the
+    engine's exit status) for a command line the engine's parser or its pre-load checks refuse.
     """
     if not argv:
         raise CommandLineError("no engine command line given")
@@ -381,7 +339,7 @@ def parse_command_line(argv: list[str]) -> EngineConfig:
     if program == "vllm":
         if not rest or rest[0] != "serve":
             raise CommandLineError(f"only 'vllm serve' is emulated, got {' '.join(argv[:2])!r}")
-        return _parse_vllm("vllm serve", rest[1:], positional_model=True)
+        return _parse_vllm("vllm serve", rest[1:], hoist_model=True)
     if program == "sglang":
         if rest and rest[0] == "serve":
             rest = rest[1:]
@@ -390,8 +348,36 @@ def parse_command_line(argv: list[str]) -> EngineConfig:
         if len(rest) >= 2 and rest[0] == "-m":
             module, rest = rest[1], rest[2:]
             if module == VLLM_API_SERVER_MODULE:
-                return _parse_vllm(f"python -m {module}", rest, positional_model=False)
+                return _parse_vllm(f"python -m {module}", rest, hoist_model=False)
             if module == SGLANG_LAUNCH_MODULE:
                 return _parse_sglang(f"python -m {module}", rest)
         raise CommandLineError(f"unknown engine entrypoint {' '.join(argv[:3])!r}")
     raise CommandLineError(f"unknown engine program {argv[0]!r}")
+
+
+def parse_command_line(argv: list[str]) -> EngineConfig:
+    """:func:`parse_engine_command_line`, exiting like the engine: message on stderr, its status."""
+    try:
+        return parse_engine_command_line(argv)
+    except EngineRefused as exc:
+        if exc.status == 0:
+            print(exc)  # --help
+        else:  # parser errors carry argparse's usage and "error:"; the pre-load checks raise an error
+            print(exc if exc.status == 2 else f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.status) from None
+
+
+def startup_problems(config: EngineConfig) -> list[str]:
+    """What the real engine refuses only once it reads the model's config (the emulator's "load")."""
+    spec = config.speculation
+    problems = []
+    if spec is None:
+        return problems
+    if config.engine == "sglang" and spec.method in SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL and not spec.draft_model:
+        problems.append(f"--speculative-algorithm {spec.method} needs --speculative-draft-model-path")
+    if config.engine == "vllm" and spec.method not in VLLM_METHODS_WITHOUT_MODEL and not spec.draft_model:
+        problems.append(f"--speculative-config: method {spec.method!r} needs a 'model'")
+    if spec.num_speculative_tokens < 1:
+        problems.append(f"speculative_num_steps resolved to {spec.num_speculative_tokens} "
+                        f"(draft tokens {spec.num_draft_tokens} // topk {spec.eagle_topk}): raise the draft tokens")
+    return problems

@@ -40,7 +40,13 @@ import time
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from drafter_operator.emulator.cmdline import USAGE, CommandLineError, EngineConfig, parse_command_line
+from drafter_operator.emulator.cmdline import (
+    USAGE,
+    CommandLineError,
+    EngineConfig,
+    parse_command_line,
+    startup_problems,
+)
 from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
 from drafter_operator.emulator.exporters import SglangExporter
 from drafter_operator.emulator.model import Pacer, Settings
@@ -348,6 +354,9 @@ class EmulatorServer:
 def build_engine(argv: list[str], env: dict[str, str] | os._Environ) -> EmulatedEngine:
     """Parse the command line and environment into an engine (raises like ``main`` reports)."""
     config = parse_command_line(argv)
+    problems = startup_problems(config)
+    if problems:  # what the real engine refuses once it reads the model config
+        raise ValueError("; ".join(problems))
     settings = Settings.from_env(env)
     profile = load_profile(settings.profile_path)
     return EmulatedEngine(config, settings, profile)

@@ -78,15 +78,19 @@ class FlagTable:
     options: tuple[Option, ...]
     positionals: tuple[Option, ...]
     registries: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Engine-specific facts generated beside the parser: vLLM's SpeculativeConfig methods and fields,
+    #: SGLang's speculative algorithm names.
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FlagTable:
         parser = raw["parser"]
+        extras = {k: v for k, v in raw.items() if k not in ("engine", "version", "parser", "registries")}
         return cls(engine=raw["engine"], version=raw["version"], prog=parser["prog"],
                    allow_abbrev=bool(parser["allow_abbrev"]),
                    options=tuple(Option.from_json(o) for o in parser["options"]),
                    positionals=tuple(Option.from_json(p) for p in parser["positionals"]),
-                   registries={k: tuple(v) for k, v in raw.get("registries", {}).items()})
+                   registries={k: tuple(v) for k, v in raw.get("registries", {}).items()}, extras=extras)
 
     def by_dest(self, dest: str) -> Option | None:
         return next((o for o in self.options if o.dest == dest), None)
@@ -396,7 +400,8 @@ _NARGS = {"?": "?", "*": "*", "+": "+", "...": argparse.REMAINDER, "A...": argpa
 
 
 def _add(parser: argparse.ArgumentParser, engine: str, option: Option, *, with_defaults: bool) -> None:
-    default = option.default if with_defaults else argparse.SUPPRESS
+    # A recorded default of "==SUPPRESS==" is argparse.SUPPRESS itself: the attribute stays unset.
+    default = option.default if with_defaults and option.default != argparse.SUPPRESS else argparse.SUPPRESS
     kind = option.action.removeprefix("custom:")
     names = list(option.flags)
     if kind in ("help", "version"):
@@ -429,6 +434,11 @@ def _parser(engine: str, with_defaults: bool) -> argparse.ArgumentParser:
     for option in flags.options:
         _add(parser, engine, option, with_defaults=with_defaults)
     return parser
+
+
+def format_help(engine: str) -> str:
+    """The option listing of the engine's parser (what ``--help`` prints, without the help texts)."""
+    return _parser(engine, True).format_help()
 
 
 @dataclass(frozen=True)

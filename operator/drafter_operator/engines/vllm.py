@@ -193,7 +193,10 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
                                                 "use spec.target.toolCallParser"),
     "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
     "speculative_config": OwnedDestination("the drafter (speculative decoding configuration)", "use spec.drafter"),
+    # vLLM 0.33.0's shorthands, merged into the speculative config (EngineArgs.create_speculative_config).
+    "spec_method": OwnedDestination("the drafter method", "use spec.drafter.method"),
     "spec_model": OwnedDestination("the drafter model", "use spec.drafter.model"),
+    "spec_tokens": OwnedDestination("the tokens drafted per step", "use spec.drafter.numSpeculativeTokens"),
     "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
                                           "the operator reads", "use spec.target.servedModelName"),
     "disable_log_stats": OwnedDestination("whether the engine exports the metrics acceptance monitoring reads",
