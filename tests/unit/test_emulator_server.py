@@ -99,12 +99,16 @@ def test_vllm_streamed_completion_moves_the_counters_consistently():
             after = await scrape(s, "vllm")
             return events, before, after, engine.state()
 
+    from drafter_operator.emulator.tokenizer import shipped
+
     events, before, after, state = run(scenario())
     *chunks, usage_chunk = events
     assert all(c["object"] == "text_completion" and c["model"] == "/models/kimi-k2.5-int4" for c in events)
     assert len({c["id"] for c in events}) == 1 and events[0]["id"].startswith("cmpl-")
+    prompt_tokens = shipped().count("Hello there, how are you?")
+    assert prompt_tokens > len("Hello there, how are you?".split())  # tokens, not words
     assert usage_chunk["choices"] == [] and usage_chunk["usage"] == {
-        "prompt_tokens": 7, "completion_tokens": 200, "total_tokens": 207}
+        "prompt_tokens": prompt_tokens, "completion_tokens": 200, "total_tokens": prompt_tokens + 200}
     texts = [c["choices"][0]["text"] for c in chunks]
     assert sum(len(t.split()) for t in texts) == 200  # one word per token
     assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + ["length"]
@@ -121,7 +125,7 @@ def test_vllm_streamed_completion_moves_the_counters_consistently():
     # every step emits 1 + accepted tokens, except that the last step may be cut at max_tokens
     assert 200 <= 1 + w.drafts + w.accepted_tokens <= 200 + 5
     assert after.generation_tokens - (before.generation_tokens or 0) == 200
-    assert after.prompt_tokens == 7
+    assert after.prompt_tokens == prompt_tokens
     assert state["totals"]["verificationSteps"] == w.drafts and state["totals"]["acceptedTokens"] == w.accepted_tokens
 
 

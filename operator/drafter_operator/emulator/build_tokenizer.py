@@ -72,6 +72,53 @@ turn two under until up upon us use very want was water way we well went were wh
 while white who why will with without word work world would write year yes yet you young your
 answer explain summarize translate describe list write code function python data model token request
 response server user assistant system message please thanks hello question value error result test
+able across act action activity add age ago agree air allow almost alone along already although among
+amount animal appear apply area argue arm art article artist author available avoid baby bad bag ball
+bank bar base beat beautiful become bed begin behavior behind believe benefit beyond bill bit black
+blood blue board body book born box boy break bring brother budget build building business buy camera
+campaign cancer candidate capital car card care career carry catch cause cell center central century
+certain chair challenge chance character charge check choice choose church citizen claim class clear
+clearly cold collection college color common community company compare computer concern condition
+conference consider consumer contain continue control cost cover create crime cultural culture cup
+current customer cut dark daughter dead deal death debate decade decide decision deep defense degree
+democratic department design despite detail determine develop development die difference difficult
+dinner direction director discover discuss disease doctor dog door dream drive drop drug economic
+economy edge education effect effort eight either election else employee energy enjoy enough enter
+entire environment especially establish evening event ever everybody everyone everything evidence
+exactly exist expect experience expert explain factor fail fall far fast father fear federal field
+fight figure fill film final finally financial fine finger finish fire firm fish five floor fly focus
+force foreign forget former forward free friend front fund future game garden gas general generation
+girl glass goal government green ground grow growth guess gun guy hair half hang happen happy health
+hear heart heat heavy history hit hold hope hospital hot hotel hour huge human hundred husband image
+imagine impact improve include including increase indeed indicate individual industry information
+inside instead institution interest international interview investment issue item itself job join
+key kill kitchen knowledge land language laugh law lawyer lay lead leader least leg legal level lie
+likely listen local lose loss lot love low machine magazine main maintain major majority manage
+management manager market marriage material matter maybe measure media medical meet meeting member
+memory mention method middle military million mind minute miss mission modern moment money month
+morning mother mouth movement movie music myself nation national natural nature necessary network
+news newspaper nice none nor north note nothing notice occur offer office officer official oil ok
+operation opportunity option organization others outside owner painting paper parent particular
+partner party pass past patient pattern pay peace per perform performance perhaps period person
+personal phone physical pick picture piece plan plant player policy political poor popular
+population position positive practice prepare present president pressure pretty prevent price
+private probably process produce product production professional professor project property protect
+prove provide public pull purpose push quality quickly quite race radio raise range rate rather reach
+ready realize really reason receive recent recently recognize record red reduce reflect region relate
+relationship religious remain remember remove report represent require research resource respond
+rest return reveal rich rise risk road rock role rule safe scene science scientist score sea season
+seat second section security seek sell send senior sense series serious serve service seven several
+share shoot short shot shoulder significant similar simple simply single sister sit site situation
+six size skill skin social society soldier son song soon sort source south southern space speak
+special specific speech spend sport spring staff stage stand standard star statement station stay
+step stock stop store strategy street strong structure student stuff style subject success successful
+suddenly suffer suggest summer support sure surface table talk task tax teach teacher team technology
+television ten tend term terms thank theory thousand threat throughout throw thus total tough toward
+town trade traditional training travel treat treatment tree trial trip trouble true truth try type
+understand unit university usually various version view violence visit voice vote wait walk wall war
+watch weapon wear week weight west western whatever whether whole whom wide wife win wind window wish
+within woman wonder worker worry wrong yard yeah
+running played using called working looking trying asked needed seemed showed started provided
 """.split()
 
 PUNCTUATION = list(".,;:!?()[]{}\"'-/*=+<>#%&@_") + ["...", "\n", "\n\n", "```"]
