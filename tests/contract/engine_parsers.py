@@ -17,9 +17,10 @@ it imports vLLM or SGLang and nothing of drafter_operator. Two modes:
         The operator's copies live in operator/drafter_operator/engines/flagtables/; regenerate with
         `$DRAFTER_ENGINE_PYTHON tests/contract/engine_parsers.py table vllm > .../vllm.json`.
 
-A result is {"id", "status": "ok" | "exit" | "invalid" | "error", ...}. "exit" means the parser
-called sys.exit (with "code" and its "stderr"); "invalid" means parsing succeeded but the engine's
-own post-parse validation raised ("error"). On "ok":
+A result is {"id", "status": "ok" | "exit" | "raised" | "invalid" | "error", ...}. "exit" means the
+parser called sys.exit (with "code" and its "stderr"); "raised" that parsing itself raised (e.g. an
+unreadable --config file); "invalid" that parsing succeeded but the engine's own post-parse
+validation raised ("error"); "error" is a failure of this helper. On "ok":
 - vllm: "args" (the parsed namespace, JSON-able values; others as repr), "parsers" (whether the tool
   and reasoning parser names are registered in vLLM), and with --speculative-config "speculative":
   {"fields": SpeculativeConfig built from the JSON with __post_init__ skipped (field types, literals,
@@ -83,6 +84,7 @@ class Vllm:
         self.parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
         self._fakes = None
         self._targets: dict[int, object] = {}
+        self.baseline = {k: jsonable(v) for k, v in vars(self.parser.parse_args(["/model"])).items()}
 
     # parsing --------------------------------------------------------------------------------------
     def parse(self, args: list[str]):
@@ -98,14 +100,42 @@ class Vllm:
                 ns = self.parse(argv[2:])
         except SystemExit as exc:
             return {"status": "exit", "code": exc.code, "stderr": stderr.getvalue()[-800:]}
+        except Exception as exc:  # noqa: BLE001 - e.g. --config FILE that cannot be read: the CLI crashes
+            return {"status": "raised", "error": short_error(exc)}
         try:
             self.validate(ns)
         except Exception as exc:  # noqa: BLE001 - any validation failure is the result
             return {"status": "invalid", "error": short_error(exc)}
-        out = {"status": "ok", "args": jsonable(vars(ns)), "parsers": self.parser_names(ns)}
+        args = jsonable(vars(ns))
+        out = {"status": "ok", "args": args, "parsers": self.parser_names(ns),
+               "changed": sorted(k for k, v in args.items() if k == "model_tag" or self.baseline.get(k) != v)}
         if ns.speculative_config is not None:
             out["speculative"] = self.speculative(ns, full=bool(case.get("full")))
+        out["merged"] = self.merged(ns)
         return out
+
+    @staticmethod
+    def merged(ns) -> dict | None:
+        """The speculative config `vllm serve` builds (EngineArgs.create_speculative_config merges the
+        --spec-* shorthands into --speculative-config), field-checked with __post_init__ skipped."""
+        import copy
+        from types import SimpleNamespace
+
+        from vllm.config import SpeculativeConfig
+        from vllm.engine.arg_utils import EngineArgs
+
+        original = SpeculativeConfig.__post_init__
+        SpeculativeConfig.__post_init__ = lambda self: None
+        try:
+            # The real method on just the attributes it reads (EngineArgs() itself resolves the model).
+            holder = SimpleNamespace(spec_method=ns.spec_method, spec_model=ns.spec_model,
+                                     spec_tokens=ns.spec_tokens, speculative_config=copy.deepcopy(ns.speculative_config))
+            config = EngineArgs.create_speculative_config(holder, None, None)
+            return None if config is None else {"ok": Vllm.summary(config)}
+        except Exception as exc:  # noqa: BLE001 - the refusal is the result
+            return {"error": short_error(exc)}
+        finally:
+            SpeculativeConfig.__post_init__ = original
 
     @staticmethod
     def parser_names(ns) -> dict:
@@ -222,6 +252,7 @@ class Sglang:
         self.prepare = prepare_server_args
         self.algorithms = SpeculativeAlgorithm
         self.asdict = msgspec.structs.asdict
+        self.baseline = jsonable(self.asdict(self.prepare(["--model-path", "/model"])))
 
     def parse(self, args: list[str]):
         return self.prepare(args)
@@ -236,7 +267,11 @@ class Sglang:
                 server_args = self.parse(argv[3:])
         except SystemExit as exc:
             return {"status": "exit", "code": exc.code, "stderr": stderr.getvalue()[-800:]}
-        out = {"status": "ok", "args": jsonable(self.asdict(server_args))}
+        except Exception as exc:  # noqa: BLE001 - e.g. --config FILE that cannot be read: the launcher crashes
+            return {"status": "raised", "error": short_error(exc)}
+        args = jsonable(self.asdict(server_args))
+        out = {"status": "ok", "args": args,
+               "changed": sorted(k for k, v in args.items() if self.baseline.get(k) != v)}
         try:
             out["algorithm"] = {"ok": self.algorithms.from_string(server_args.speculative_algorithm).name}
         except Exception as exc:  # noqa: BLE001

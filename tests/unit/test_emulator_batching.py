@@ -122,7 +122,7 @@ def test_crossover_separates_paying_from_losing_loads(a, k, c):
     if crossover is None:
         assert batching.speedup_at(4096, a, spec, c) > 1.0
     elif crossover == 0.0:
-        assert batching.speedup_at(1, a, spec, c) <= 1.0
+        assert batching.speedup_at(1, a, spec, c) <= 1.0 + 1e-9  # exactly 1.0 up to rounding counts as no gain
     else:
         below, above = math.floor(crossover), math.ceil(crossover) + 1
         if below >= 1:

@@ -233,7 +233,7 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
     if hoist_model:
         args = _hoist_vllm_model(args)
     try:
-        parsed = flags.parse("vllm", args)
+        parsed = flags.parse("vllm", args, read_config=True)
     except flags.CommandLineRejected as exc:
         raise EngineRefused(f"usage: {prog} [model_tag] [options]\n{prog}: error: {exc}") from None
     values = parsed.values
@@ -294,7 +294,7 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
 
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
     try:
-        parsed = flags.parse("sglang", args)
+        parsed = flags.parse("sglang", args, read_config=True)
     except flags.CommandLineRejected as exc:
         raise EngineRefused(f"usage: {prog} [-h] --model-path MODEL_PATH [options]\n{prog}: error: {exc}") from None
     values = parsed.values

@@ -330,8 +330,74 @@ def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
             into[key] = value
 
 
-def rewrite(engine: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """What the engine's argparse sees of ``args`` (SGLang passes them on unchanged)."""
+def expand_config_file(engine: str, args: list[str]) -> list[str]:
+    """``--config FILE`` replaced by the flags in the YAML file, where each engine puts them.
+
+    Both engines accept only a ``.yaml``/``.yml`` file and read it before argparse runs: a file that
+    is missing or not YAML fails the launch. Values become flags the engine's way: ``true`` -> the
+    bare flag, ``false`` -> ``--no-<key>`` (vLLM, when it exists) or nothing, lists -> the flag with
+    each item, mappings -> JSON. Config flags come before the command line's, so the command line
+    wins (vLLM keeps its positional model first). Only the emulator calls this: the operator refuses
+    ``--config`` in extraArgs instead of reading files.
+    """
+    if "--config" not in args:
+        return list(args)
+    if args.count("--config") > 1:
+        raise CommandLineRejected("More than one config file specified!")
+    index = args.index("--config")
+    if index == len(args) - 1:
+        raise CommandLineRejected("No config file specified after --config")
+    path = args[index + 1]
+    if not path.lower().endswith((".yaml", ".yml")):
+        raise CommandLineRejected(f"Config file must be YAML format, got: {path}")
+    import yaml
+
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle) or {}
+    except OSError as exc:
+        raise CommandLineRejected(f"Config file not found: {path} ({exc.strerror})") from None
+    if not isinstance(config, dict):
+        raise CommandLineRejected("Config file must contain a dictionary at root level")
+    spellings = {f for o in table(engine).options for f in o.flags}
+    by_key = {f[2:].replace("-", "_"): o for o in table(engine).options for f in o.flags if f.startswith("--")}
+    from_file: list[str] = []
+    for key, value in config.items():
+        flag = f"--{key}"
+        option = by_key.get(str(key).replace("-", "_"))
+        if engine == "sglang" and option is not None and option.action not in ("store_true", "store") \
+                and option.nargs is not None and option.dest not in ("config", "help"):
+            # SGLang's ConfigArgumentMerger takes store_true and single-value flags only.
+            raise CommandLineRejected(f"Unsupported config option '{str(key).replace('-', '_')}' "
+                                      f"with action '{option.action}'")
+        if isinstance(value, bool):
+            if engine == "sglang" and not (option is not None and option.action == "store_true"):
+                from_file += [flag, str(value).lower()]  # SGLang writes other booleans as values
+            elif value:
+                from_file.append(flag)
+            elif engine == "vllm" and f"--no-{key}" in spellings:
+                from_file.append(f"--no-{key}")
+        elif isinstance(value, list):
+            if value:
+                from_file += [flag, *map(str, value)]
+        elif isinstance(value, dict):
+            from_file += [flag, json.dumps(value)]
+        else:
+            from_file += [flag, str(value)]
+    rest = args[:index] + args[index + 2:]
+    if engine == "vllm" and rest and not rest[0].startswith("-"):
+        return [rest[0], *from_file, *rest[1:]]
+    return [*from_file, *rest]
+
+
+def rewrite(engine: str, args: list[str], *, read_config: bool = False) -> tuple[list[str], dict[str, str]]:
+    """What the engine's argparse sees of ``args`` (SGLang passes them on unchanged).
+
+    ``read_config`` expands ``--config FILE`` as the engine would (the emulator); otherwise
+    ``--config`` stays a flag, which the operator owns and refuses.
+    """
+    if read_config:
+        args = expand_config_file(engine, args)
     if engine == "vllm":
         return vllm_rewrite(args)
     return list(args), {}
@@ -458,14 +524,15 @@ class ParsedCommandLine:
         return self.values.get(dest, default)
 
 
-def parse(engine: str, args: list[str], *, with_defaults: bool = True, known_only: bool = False) -> ParsedCommandLine:
+def parse(engine: str, args: list[str], *, with_defaults: bool = True, known_only: bool = False,
+          read_config: bool = False) -> ParsedCommandLine:
     """Parse the arguments after the engine's entrypoint (``vllm serve`` / ``-m sglang.launch_server``).
 
-    Raises :class:`CommandLineRejected` where the engine's parser would exit with status 2.
-    ``known_only`` tolerates unknown flags (for engines newer than the table), as argparse's
+    Raises :class:`CommandLineRejected` where the engine's parser would exit with status 2 (or, for
+    an unreadable ``--config`` file with ``read_config``, crash). ``known_only`` tolerates unknown flags (for engines newer than the table), as argparse's
     ``parse_known_args`` does. Required options are checked only ``with_defaults``.
     """
-    rewritten, origin = rewrite(engine, args)
+    rewritten, origin = rewrite(engine, args, read_config=read_config)
     parser = _parser(engine, with_defaults)
     if known_only:
         namespace, _unknown = parser.parse_known_args(rewritten)
