@@ -78,15 +78,26 @@ class EngineParser:
                 self.proc.wait()
 
 
+def environment_python(variable: str, script: str, what: str) -> str:
+    """The python of a cached environment named by ``variable``; skip with the command that builds it."""
+    python = os.environ.get(variable)
+    if not python:
+        pytest.skip(f"contract tier: {variable} is not set; run `export {variable}=\"$({script})\"` ({what})")
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"contract tier: {variable}={python!r} is not an executable; rebuild it with {script}")
+    return python
+
+
 @pytest.fixture(scope="session")
 def engine_python() -> str:
-    python = os.environ.get("DRAFTER_ENGINE_PYTHON")
-    if not python:
-        pytest.skip("contract tier: DRAFTER_ENGINE_PYTHON is not set; run "
-                    "`export DRAFTER_ENGINE_PYTHON=\"$(.ci/engine-contract-env)\"` (builds vLLM 0.33.0 + SGLang 0.5.23 once, ~7 GB)")
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"contract tier: DRAFTER_ENGINE_PYTHON={python!r} is not an executable; rebuild it with .ci/engine-contract-env")
-    return python
+    return environment_python("DRAFTER_ENGINE_PYTHON", ".ci/engine-contract-env",
+                              "builds vLLM 0.33.0 + SGLang 0.5.23 once, ~7 GB")
+
+
+@pytest.fixture(scope="session")
+def clients_python() -> str:
+    return environment_python("DRAFTER_CLIENTS_PYTHON", ".ci/clients-env",
+                              "vLLM, SGLang and GuideLLM benchmark clients")
 
 
 @pytest.fixture(scope="session")

@@ -44,15 +44,6 @@ SGLANG_DASHBOARD = (
 )
 
 
-def _python(variable: str, build: str) -> str:
-    python = os.environ.get(variable)
-    if not python:
-        pytest.skip(f"contract tier: {variable} is not set; run `export {variable}=\"$({build})\"`")
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"contract tier: {variable}={python!r} is not an executable; rebuild it with {build}")
-    return python
-
-
 def real_metrics(python: str, *args: str) -> dict:
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([python, str(HELPER), *args], capture_output=True, text=True, env=env, timeout=300)
@@ -61,8 +52,8 @@ def real_metrics(python: str, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def vllm_real() -> dict:
-    return real_metrics(_python("DRAFTER_ENGINE_PYTHON", ".ci/engine-contract-env"), "vllm", MODEL, "3")
+def vllm_real(engine_python) -> dict:
+    return real_metrics(engine_python, "vllm", MODEL, "3")
 
 
 SGLANG_FLAGS = ("--model-path", MODEL, "--enable-metrics", "--speculative-algorithm", "EAGLE3",
@@ -71,8 +62,8 @@ SGLANG_FLAGS = ("--model-path", MODEL, "--enable-metrics", "--speculative-algori
 
 
 @pytest.fixture(scope="module")
-def sglang_real() -> dict:
-    return real_metrics(_python("DRAFTER_CLIENTS_PYTHON", ".ci/clients-env"), "sglang", "--", *SGLANG_FLAGS)
+def sglang_real(clients_python) -> dict:
+    return real_metrics(clients_python, "sglang", "--", *SGLANG_FLAGS)
 
 
 def assert_same_families(emulated: dict[str, dict], real: dict[str, dict]) -> None:

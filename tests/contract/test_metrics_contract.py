@@ -52,12 +52,8 @@ print(json.dumps(bodies))
 
 
 @pytest.fixture(scope="module")
-def expositions() -> list[str]:
-    python = os.environ.get("DRAFTER_ENGINE_PYTHON")
-    if not python:
-        pytest.skip("contract tier: DRAFTER_ENGINE_PYTHON is not set; run "
-                    "`export DRAFTER_ENGINE_PYTHON=\"$(.ci/engine-contract-env)\"`")
-    proc = subprocess.run([python, "-c", RENDER, str(K), json.dumps(ROUNDS)], capture_output=True, text=True,
+def expositions(engine_python) -> list[str]:
+    proc = subprocess.run([engine_python, "-c", RENDER, str(K), json.dumps(ROUNDS)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -44,17 +44,6 @@ OUTPUT_LEN = 24
 CLIENT_TIMEOUT = 300
 
 
-@pytest.fixture(scope="module")
-def clients_python() -> str:
-    python = os.environ.get("DRAFTER_CLIENTS_PYTHON")
-    if not python:
-        pytest.skip("contract tier: DRAFTER_CLIENTS_PYTHON is not set; run "
-                    "`export DRAFTER_CLIENTS_PYTHON=\"$(.ci/clients-env)\"` (vLLM, SGLang and GuideLLM benchmark clients)")
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"contract tier: DRAFTER_CLIENTS_PYTHON={python!r} is not an executable; rebuild it with .ci/clients-env")
-    return python
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

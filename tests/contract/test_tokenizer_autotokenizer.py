@@ -39,11 +39,8 @@ print(json.dumps({
 """
 
 
-def test_autotokenizer_agrees_with_the_emulator():
-    python = os.environ.get("DRAFTER_ENGINE_PYTHON")
-    if not python or not os.access(python, os.X_OK):
-        pytest.skip("contract tier: DRAFTER_ENGINE_PYTHON is not set; run "
-                    "`export DRAFTER_ENGINE_PYTHON=\"$(.ci/engine-contract-env)\"`")
+def test_autotokenizer_agrees_with_the_emulator(engine_python):
+    python = engine_python
     case = {"dir": str(TOKENIZER_DIR), "texts": TEXTS, "conversations": CONVERSATIONS}
     proc = subprocess.run([python, "-c", SCRIPT], input=json.dumps(case), capture_output=True, text=True,
                           timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -295,5 +295,33 @@ def test_invalid_spec_is_reported_as_a_condition_and_creates_nothing(serving_env
     apply(cluster, namespace, serving)
     ready = cluster.wait_for("InvalidSpec", lambda: (c := condition(serving_status(
         cluster, namespace, "kimi"), "Ready")).get("reason") == "InvalidSpec" and c, timeout=30)
-    assert "spec.target.extraArgs[0]" in ready["message"] and "--max-running-requests" in ready["message"]
+    assert "spec.target.extraArgs" in ready["message"] and "--max-running-requests is a sglang flag" in ready["message"]
     assert deployments(cluster, namespace, "kimi") == {}
+
+
+def test_an_owned_flag_is_refused_under_any_spelling_the_engine_accepts(serving_env):
+    cluster, namespace = serving_env
+    # The exact spelling: refused by the CRD's CEL rule at kubectl apply, naming the field.
+    serving = seed_serving("exact")
+    serving["spec"]["target"]["extraArgs"] = ["--served-model-name", "kimi"]
+    proc = cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump(serving), check=False)
+    assert proc.returncode != 0 and "spec.target.extraArgs" in proc.stderr, proc.stderr
+    assert cluster.kubectl("-n", namespace, "get", "drafterserving", "exact", check=False).returncode != 0
+
+    # Spellings vLLM accepts but CEL cannot enumerate (unique prefixes, underscores): InvalidSpec from
+    # the operator before any pod, naming the item, the engine's flag and the field to use.
+    for name, args, flag, field in (("prefix", ["--tensor-parallel", "4"], "--tensor-parallel-size",
+                                     "spec.target.tensorParallelSize"),
+                                    ("underscores", ["--served_model_name", "kimi"], "--served-model-name",
+                                     "spec.target.servedModelName"),
+                                    ("shorthand", ["--spec-mod", "/models/other"], "--spec-model",
+                                     "spec.drafter.model")):
+        serving = seed_serving(name)
+        serving["spec"]["target"]["extraArgs"] = args
+        apply(cluster, namespace, serving)
+        ready = cluster.wait_for(f"InvalidSpec {name}", lambda n=name: (c := condition(serving_status(
+            cluster, namespace, n), "Ready")).get("reason") == "InvalidSpec" and c, timeout=30)
+        assert repr(args[0]) in ready["message"] and flag in ready["message"] and field in ready["message"]
+        assert deployments(cluster, namespace, name) == {}
+        pods = cluster.kubectl("-n", namespace, "get", "pods", "-l", f"drafter.dev/serving={name}", "-o", "name").stdout
+        assert pods.strip() == ""

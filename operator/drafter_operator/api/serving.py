@@ -172,11 +172,11 @@ class DrafterSpec(ApiModel):
     num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = None
     """vLLM only: tokens drafted per step (num_speculative_tokens), e.g. 5. Required on vLLM except for mtp."""
     num_steps: Annotated[int, Field(ge=1, le=32)] | None = None
-    """SGLang only: draft steps per verification (--speculative-num-steps), e.g. 3; engine default when unset."""
+    """SGLang only: draft steps per verification (--speculative-num-steps), e.g. 3. Unset: SGLang chooses steps, eagleTopk and numDraftTokens together (3, 1, 4 for DeepSeek-V3/Kimi), so set it whenever you set either of the others. Not for ngram (SGLang derives it)."""
     eagle_topk: Annotated[int, Field(ge=1, le=64)] | None = None
-    """SGLang only: branching factor of the draft tree (--speculative-eagle-topk), e.g. 1."""
+    """SGLang only: branching factor of the draft tree (--speculative-eagle-topk), e.g. 1. Not for ngram: SGLang replaces it with its n-gram BFS breadth (10)."""
     num_draft_tokens: Annotated[int, Field(ge=1, le=256)] | None = None
-    """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1."""
+    """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1. The one ngram setting on SGLang (default 12; steps become numDraftTokens // 10)."""
     allow_known_bad: bool = True
     """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""
 

@@ -128,9 +128,15 @@ class EngineRefused(Exception):
         self.status = status
 
 
-def _exit_on_help(engine: str, parsed: flags.ParsedCommandLine) -> None:
+def _parse_flags(engine: str, prog: str, args: list[str], usage: str) -> flags.ParsedCommandLine:
+    """The engine's own parse (table, matching rules, --config files); its refusals and --help exit."""
+    try:
+        parsed = flags.parse(engine, args, read_config=True)
+    except flags.CommandLineRejected as exc:
+        raise EngineRefused(f"usage: {prog} {usage}\n{prog}: error: {exc}") from None
     if "help" in parsed.given:  # the engine prints its help and exits 0 without serving
         raise EngineRefused(flags.format_help(engine), status=0)
+    return parsed
 
 
 def _ignored(engine: str, parsed: flags.ParsedCommandLine) -> dict[str, object]:
@@ -232,12 +238,8 @@ def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
 def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
     if hoist_model:
         args = _hoist_vllm_model(args)
-    try:
-        parsed = flags.parse("vllm", args, read_config=True)
-    except flags.CommandLineRejected as exc:
-        raise EngineRefused(f"usage: {prog} [model_tag] [options]\n{prog}: error: {exc}") from None
+    parsed = _parse_flags("vllm", prog, args, "[model_tag] [options]")
     values = parsed.values
-    _exit_on_help("vllm", parsed)
     _vllm_validate(values)
     speculation = _vllm_speculation(values)
     model = values.get("model_tag") or values["model"]
@@ -293,12 +295,8 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
 
 
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
-    try:
-        parsed = flags.parse("sglang", args, read_config=True)
-    except flags.CommandLineRejected as exc:
-        raise EngineRefused(f"usage: {prog} [-h] --model-path MODEL_PATH [options]\n{prog}: error: {exc}") from None
+    parsed = _parse_flags("sglang", prog, args, "[-h] --model-path MODEL_PATH [options]")
     values = parsed.values
-    _exit_on_help("sglang", parsed)
     if values.get("model_path") is None:
         raise EngineRefused(f"{prog}: error: the following arguments are required: --model-path")
     speculation = _sglang_speculation(values)

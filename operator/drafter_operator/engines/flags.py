@@ -563,6 +563,27 @@ class OwnedDestination:
     remedy: str
 
 
+def owned_by_every_engine(port: int) -> dict[str, OwnedDestination]:
+    """Destinations both engines name alike and the operator owns on each: the listener, files, help."""
+    return {
+        "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
+                                   "use spec fields and individual extraArgs"),
+        "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
+                                 "remove it: the operator sets it"),
+        "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({port})",
+                                 "remove it: the operator sets it"),
+        "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
+                                              "the operator reads", "use spec.target.servedModelName"),
+        "trust_remote_code": OwnedDestination("whether the model repository's code runs",
+                                              "use spec.target.trustRemoteCode"),
+        "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
+        "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
+        "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
+                                   "use spec.resources.gpusPerReplica"),
+        "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
+    }
+
+
 def resolve_spelling(engine: str, item: str) -> Option | None:
     """The option an extraArgs item names, by the engine's matching rules; None if it names none.
 

@@ -132,32 +132,19 @@ NGRAM_REPLACED_FIELDS = ("numSteps", "eagleTopk")
 #: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
 #: (engines/flags.py). A key ending in * covers every destination it starts.
 OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    **flags.owned_by_every_engine(DEFAULT_PORT),
     "model_path": OwnedDestination("the served model", "use spec.target.model"),
-    "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
-                               "use spec fields and individual extraArgs"),
-    "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
-                             "remove it: the operator sets it"),
-    "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({DEFAULT_PORT})",
-                             "remove it: the operator sets it"),
     "tp_size": OwnedDestination("the GPUs one model instance is sharded over", "use spec.target.tensorParallelSize"),
     "pp_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
                                 "use spec.target.tensorParallelSize and spec.resources.gpusPerReplica"),
     "dp_size": OwnedDestination("the GPUs one replica needs (data-parallel engines)", "use spec.replicas"),
-    "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
-                               "use spec.resources.gpusPerReplica"),
     "context_length": OwnedDestination("the context length", "use spec.target.maxModelLen"),
     "mem_fraction_static": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
-    "trust_remote_code": OwnedDestination("whether the model repository's code runs", "use spec.target.trustRemoteCode"),
-    "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
-    "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
     "enable_metrics": OwnedDestination("whether /metrics exists (the operator always turns it on)",
                                        "remove it: the operator sets it"),
-    "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
-                                          "the operator reads", "use spec.target.servedModelName"),
     "speculative_*": OwnedDestination("the drafter (speculative decoding configuration)", "use spec.drafter"),
     "grpc_mode": OwnedDestination("the protocol served (gRPC instead of the HTTP API)",
                                   "remove it: the operator needs the HTTP API"),
-    "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
 }
 
 

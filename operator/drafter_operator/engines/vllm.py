@@ -163,20 +163,13 @@ def speculative_config(drafter) -> dict | None:
 #: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
 #: (engines/flags.py matches spellings the way vLLM does). Keys are `vllm serve` argparse dests.
 OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    **flags.owned_by_every_engine(DEFAULT_PORT),
     "model_tag": OwnedDestination("the served model", "use spec.target.model"),
     "model": OwnedDestination("the served model", "use spec.target.model"),
-    "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
-                               "use spec fields and individual extraArgs"),
-    "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
-                             "remove it: the operator sets it"),
-    "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({DEFAULT_PORT})",
-                             "remove it: the operator sets it"),
     "uds": OwnedDestination("the listener (a Unix socket instead of TCP: probes, traffic and metrics would fail)",
                             "remove it: the operator sets host and port"),
     "grpc": OwnedDestination("the protocol served (gRPC instead of the HTTP API)",
                              "remove it: the operator needs the HTTP API"),
-    "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
-                               "use spec.resources.gpusPerReplica"),
     "headless": OwnedDestination("whether an API server runs at all", "remove it: the operator needs the API server"),
     "tensor_parallel_size": OwnedDestination("the GPUs one model instance is sharded over",
                                              "use spec.target.tensorParallelSize"),
@@ -187,21 +180,15 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
                                                  "use spec.replicas"),
     "max_model_len": OwnedDestination("the context length", "use spec.target.maxModelLen"),
     "gpu_memory_utilization": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
-    "trust_remote_code": OwnedDestination("whether the model repository's code runs", "use spec.target.trustRemoteCode"),
-    "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
     "enable_auto_tool_choice": OwnedDestination("automatic tool choice (on with a tool-call parser)",
                                                 "use spec.target.toolCallParser"),
-    "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
     "speculative_config": OwnedDestination("the drafter (speculative decoding configuration)", "use spec.drafter"),
     # vLLM 0.33.0's shorthands, merged into the speculative config (EngineArgs.create_speculative_config).
     "spec_method": OwnedDestination("the drafter method", "use spec.drafter.method"),
     "spec_model": OwnedDestination("the drafter model", "use spec.drafter.model"),
     "spec_tokens": OwnedDestination("the tokens drafted per step", "use spec.drafter.numSpeculativeTokens"),
-    "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
-                                          "the operator reads", "use spec.target.servedModelName"),
     "disable_log_stats": OwnedDestination("whether the engine exports the metrics acceptance monitoring reads",
                                           "remove it: the operator needs the metrics"),
-    "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
 }
 
 
