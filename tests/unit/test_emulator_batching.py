@@ -119,8 +119,8 @@ def test_large_batches_reach_the_asymptote_and_lose(a, k, c):
 def test_crossover_separates_paying_from_losing_loads(a, k, c):
     spec = Speculation(k)
     crossover = batching.crossover_streams(a, spec, c)
-    if crossover is None:
-        assert batching.speedup_at(4096, a, spec, c) > 1.0
+    if crossover is None:  # never below 1.0 (exactly 1.0 in the limit when drafting is free and a = 1)
+        assert batching.speedup_at(4096, a, spec, c) >= 1.0 - 1e-9
     elif crossover == 0.0:
         assert batching.speedup_at(1, a, spec, c) <= 1.0 + 1e-9  # exactly 1.0 up to rounding counts as no gain
     else:

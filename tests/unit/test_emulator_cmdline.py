@@ -147,6 +147,14 @@ def test_help_exits_0(capsys):
     assert "--speculative-config" in capsys.readouterr().out
 
 
+def test_prompt_lookup_drafting_costs_no_draft_forward():
+    ngram = server.build_engine(["vllm", "serve", "m", "-sc", '{"method":"ngram","num_speculative_tokens":3}'], {})
+    eagle = server.build_engine(SEED_VLLM, {})
+    sglang_ngram = server.build_engine(["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM"], {})
+    assert ngram.decoder.draft_cost == 0.0 and sglang_ngram.decoder.draft_cost == 0.0
+    assert eagle.decoder.draft_cost == load_profile().draft_cost > 0
+
+
 def test_settings_from_env_and_bind_host():
     s = Settings.from_env({"DRAFTER_EMULATOR_HOST": "127.0.1.5", "DRAFTER_EMULATOR_STARTUP_SECONDS": "2.5",
                            "DRAFTER_EMULATOR_FAIL_STARTUP": "1", "DRAFTER_EMULATOR_TIME_SCALE": "0.1",

@@ -31,6 +31,8 @@ VOCABULARY = (
 ).split()
 
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+#: Speculative methods that draft by prompt lookup (vLLM ngram, ngram_gpu, suffix; SGLang NGRAM).
+PROMPT_LOOKUP_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 
 @dataclass
@@ -77,8 +79,11 @@ class EmulatedEngine:
             found = profile.lookup(config.engine, spec.drafter_key)
             acceptance, source = found.acceptance, found.source
         self.acceptance_source = source
+        # Prompt lookup drafts by matching n-grams of the context, not with a model forward: its draft
+        # steps cost next to nothing, unlike the profile's draftCost, which is an EAGLE/draft-model forward.
+        draft_cost = 0.0 if spec is not None and spec.method.lower() in PROMPT_LOOKUP_METHODS else profile.draft_cost
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
-                               draft_cost=profile.draft_cost, rng=self.rng, costs=profile.costs,
+                               draft_cost=draft_cost, rng=self.rng, costs=profile.costs,
                                **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
