@@ -10,6 +10,7 @@ is not a clean reset...), the run still reports its throughput and says "accepta
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -110,6 +111,21 @@ def stream_completion(client: httpx.Client, base_url: str, model: str, prompt: s
                     first = time.perf_counter() - started
     seconds = time.perf_counter() - started
     return usage_tokens or chunks, seconds, first if first is not None else seconds
+
+
+def aggregate_tokens_per_second(base_url: str, model: str, streams: int, max_tokens: int,
+                                prompt: str = DEFAULT_PROMPTS[0]) -> float:
+    """Output tokens per second of ``streams`` requests sent at once, each to completion (one wave).
+
+    A first look at load; the DrafterBenchmark's sweep measures it properly (warm-up, repetitions).
+    """
+    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+    with httpx.Client(timeout=120.0, limits=limits) as client, ThreadPoolExecutor(max_workers=streams) as pool:
+        started = time.perf_counter()
+        results = list(pool.map(lambda _: stream_completion(client, base_url, model, prompt, max_tokens),
+                                range(streams)))
+        seconds = time.perf_counter() - started
+    return sum(tokens for tokens, _, _ in results) / seconds if seconds > 0 else 0.0
 
 
 def scrape(client: httpx.Client, base_url: str, engine: str, model: str | None = None) -> SpecDecodeCounters:

@@ -4,7 +4,8 @@ Brings the local cluster up, installs the CRDs, starts the operator, declares th
 (the no-speculation baseline, the seed's vLLM + EAGLE-3 drafter, SGLang with the public drafter) on
 GPU nodes whose engine pods really run (as the engine emulator), waits for them to be Ready, measures
 each through its Service and prints what the seed's operators found by hand: the vLLM drafter accepts
-about 15% of its tokens and makes serving slower than no speculation at all.
+about 15% of its tokens and makes serving slower than no speculation at all. Then it shows the good
+drafter losing its advantage under load, and a hand-tuned speculative flag refused before any pod.
 """
 
 from __future__ import annotations
@@ -117,10 +118,59 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
             results[name] = bench.run(f"http://{ip}:{port}", spec["engine"], BASE_SPEC["target"]["model"],
                                       bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)
     print_report(servings, results)
+    show_load_crossover(servings, max_tokens)
+    show_refused_spelling()
     console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
                   f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
                   "`drafter-operator cluster down` stops everything.")
     return 0
+
+
+LOAD_STREAMS = (1, 8, 32)
+
+
+def show_load_crossover(servings: dict[str, dict], max_tokens: int) -> None:
+    """Aggregate throughput at growing concurrency: where the good drafter stops paying."""
+    compared = ("kimi-baseline", "kimi-sglang-eagle3")
+    urls = {}
+    for name in compared:
+        ip = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)["spec"]["clusterIP"]
+        urls[name] = f"http://{ip}:{servings[name]['status']['endpoint']['port']}"
+    table = Table(title="Under load: all streams at once through the Service, output tok/s")
+    for column in ("streams", *compared, "speedup"):
+        table.add_column(column)
+    for streams in LOAD_STREAMS:
+        with console.status(f"{streams} concurrent streams x {max_tokens} tokens"):
+            rates = [bench.aggregate_tokens_per_second(urls[n], BASE_SPEC["target"]["model"], streams, max_tokens)
+                     for n in compared]
+        table.add_row(str(streams), *(f"{r:.0f}" for r in rates), f"{rates[1] / rates[0]:.2f}x" if rates[0] else "-")
+    console.print(table)
+    console.print("Verification multiplies the tokens each step computes, so under load speculation costs "
+                  "throughput; the DrafterBenchmark load sweep finds this crossover per drafter.")
+
+
+def show_refused_spelling() -> None:
+    """Hand-tuned flags that would silently change the drafter: refused at apply, or before any pod."""
+    name = "kimi-vllm-hand-tuned"
+    spec = copy.deepcopy(SERVINGS["kimi-vllm-eagle3"])
+    # An exact spelling of an owned flag: the CRD's CEL rule refuses it at kubectl apply.
+    spec["target"] = {**BASE_SPEC["target"], "extraArgs": ["--speculative-config.num_speculative_tokens", "3"]}
+    proc = kubectl("apply", "-f", "-", input=yaml.safe_dump(serving_manifest(name, spec)), check=False)
+    console.print(f"\n{name}: extraArgs {spec['target']['extraArgs']} -> kubectl apply exit {proc.returncode}:\n"
+                  f"  {proc.stderr.strip()[:200]}")
+    # vLLM's own abbreviation of --spec-tokens: only the engine's matching rules see it; InvalidSpec, no pod.
+    spec["target"]["extraArgs"] = ["--spec-tok", "3"]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(serving_manifest(name, spec)))
+    deadline = time.monotonic() + 60
+    ready: dict = {}
+    while time.monotonic() < deadline and ready.get("reason") != "InvalidSpec":
+        item = json.loads(kubectl("-n", NAMESPACE, "get", "drafterserving", name, "-o", "json").stdout)
+        ready = next((c for c in (item.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        time.sleep(0.5)
+    pods = kubectl("-n", NAMESPACE, "get", "pods", "-l", f"drafter.dev/serving={name}", "-o", "name").stdout.split()
+    console.print(f"{name}: extraArgs {spec['target']['extraArgs']} -> Ready={ready.get('status')} "
+                  f"({ready.get('reason')}), {len(pods)} pods:\n  {ready.get('message')}")
+    kubectl("-n", NAMESPACE, "delete", "drafterserving", name, "--wait=false")
 
 
 def print_report(servings: dict[str, dict], results: dict[str, bench.RunResult]) -> None:
