@@ -24,6 +24,7 @@ import pytest
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.emulator.cmdline import CommandLineError, EngineRefused, parse_engine_command_line
 from drafter_operator.engines import ENGINES, flags
+from drafter_operator.engines.extra_args import owned_rule
 
 pytestmark = pytest.mark.contract
 
@@ -83,7 +84,7 @@ def spellings(engine: str) -> list[list[str]]:
     module = ENGINES[engine]
     cases: list[list[str]] = []
     for option in table.options:
-        if not flags.owned_rule(module.OWNED_DESTINATIONS, option.dest) or option.action == "help":
+        if not owned_rule(module.OWNED_DESTINATIONS, option.dest) or option.action == "help":
             continue
         value = value_for(option)
         for flag in option.flags:
@@ -114,7 +115,7 @@ def test_every_spelling_the_real_parser_accepts_for_an_owned_destination_is_refu
     for args, result in zip(cases, results):
         problems = module.extra_args_problems(args)
         if result["status"] == "ok":
-            owned = [d for d in result["changed"] if flags.owned_rule(module.OWNED_DESTINATIONS, d)
+            owned = [d for d in result["changed"] if owned_rule(module.OWNED_DESTINATIONS, d)
                      and d not in ("model_tag", "model_path")]
             if owned:
                 reached_owned += 1

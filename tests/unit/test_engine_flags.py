@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServingSpec, serving_problems
 from drafter_operator.api.serving import owned_flag
-from drafter_operator.engines import ENGINES, flags, owned_spellings, sglang, vllm
+from drafter_operator.engines import ENGINES, command_line, flags, owned_spellings, sglang, vllm
+from drafter_operator.engines.extra_args import owned_rule
 
 
 def owned_options(engine: str) -> list[flags.Option]:
     module = ENGINES[engine]
     return [o for o in flags.table(engine).options
-            if flags.owned_rule(module.OWNED_DESTINATIONS, o.dest) and o.flags]
+            if owned_rule(module.OWNED_DESTINATIONS, o.dest) and o.flags]
 
 
 def takes_value(option: flags.Option) -> bool:
@@ -103,7 +104,7 @@ def test_vllm_dotted_keys_and_short_aliases_reach_the_speculative_config():
     for args in (["-sc.method", "ngram"], ["--speculative-config.method=ngram"], ["--speculative_config.model", "d"],
                  ["-sc.num_speculative_tokens+", "3"], ["--spec-model", "d"], ["--no-trust-remote-code"]):
         assert vllm.extra_args_problems(args), args
-    parsed = flags.parse("vllm", ["/m", "-sc.method", "ngram", "-sc.num_speculative_tokens=3"], with_defaults=False)
+    parsed = command_line.parse("vllm", ["/m", "-sc.method", "ngram", "-sc.num_speculative_tokens=3"], with_defaults=False)
     assert parsed["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
     assert parsed.given["speculative_config"] == "-sc.method"
 
@@ -111,9 +112,9 @@ def test_vllm_dotted_keys_and_short_aliases_reach_the_speculative_config():
 def test_harmless_flags_pass_and_are_parsed_with_the_engine_types():
     assert vllm.extra_args_problems(["--max_num_seqs", "8", "--enforce-eager", "--max-num-batched", "16k"]) == []
     assert sglang.extra_args_problems(["--max-running-requests", "16", "--disable-radix-cache"]) == []
-    parsed = flags.parse("vllm", ["/m", "--max-model-len", "32k", "--max-num-batched-tokens", "2K"], with_defaults=False)
+    parsed = command_line.parse("vllm", ["/m", "--max-model-len", "32k", "--max-num-batched-tokens", "2K"], with_defaults=False)
     assert parsed["max_model_len"] == 32000 and parsed["max_num_batched_tokens"] == 2048
-    parsed = flags.parse("sglang", ["--model-path", "/m", "--context-length", "32Ki"], with_defaults=False)
+    parsed = command_line.parse("sglang", ["--model-path", "/m", "--context-length", "32Ki"], with_defaults=False)
     assert parsed["context_length"] == 32768
 
 

@@ -7,7 +7,7 @@ Accepted forms (the argv the container would run, after ``drafter-operator emula
 - ``python -m sglang.launch_server --model-path MODEL [flags]`` (any ``python``/``python3.x``);
 - ``sglang [serve] --model-path MODEL [flags]`` (shorthand).
 
-The flags are parsed by the engine's own flag table and matching rules (``engines/flags.py``, generated
+The flags are parsed by the engine's own flag table and matching rules (``engines/command_line.py``, generated
 from the real parsers): every real flag is accepted with its real type and choices, abbreviations and
 vLLM's underscores and dotted keys work, and anything the real parser refuses exits with status 2.
 After parsing, the checks each engine runs before it loads a model are repeated: vLLM's
@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from drafter_operator.engines import flags
+from drafter_operator.engines import command_line, flags
 
 EngineName = Literal["vllm", "sglang"]
 
@@ -128,18 +128,18 @@ class EngineRefused(Exception):
         self.status = status
 
 
-def _parse_flags(engine: str, prog: str, args: list[str], usage: str) -> flags.ParsedCommandLine:
+def _parse_flags(engine: str, prog: str, args: list[str], usage: str) -> command_line.ParsedCommandLine:
     """The engine's own parse (table, matching rules, --config files); its refusals and --help exit."""
     try:
-        parsed = flags.parse(engine, args, read_config=True)
-    except flags.CommandLineRejected as exc:
+        parsed = command_line.parse(engine, args, read_config=True)
+    except command_line.CommandLineRejected as exc:
         raise EngineRefused(f"usage: {prog} {usage}\n{prog}: error: {exc}") from None
     if "help" in parsed.given:  # the engine prints its help and exits 0 without serving
-        raise EngineRefused(flags.format_help(engine), status=0)
+        raise EngineRefused(command_line.format_help(engine), status=0)
     return parsed
 
 
-def _ignored(engine: str, parsed: flags.ParsedCommandLine) -> dict[str, object]:
+def _ignored(engine: str, parsed: command_line.ParsedCommandLine) -> dict[str, object]:
     table = flags.table(engine)
     out: dict[str, object] = {}
     for dest in sorted(parsed.given):

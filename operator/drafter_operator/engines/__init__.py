@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from drafter_operator.engines import flags, sglang, vllm
+from drafter_operator.engines import extra_args, flags, sglang, vllm
 
 ENGINES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang}
 # The engines' upstream images, at the versions whose flags and metrics engines.md was checked against.
@@ -20,7 +20,7 @@ def owned_spellings() -> tuple[str, ...]:
     spellings: set[str] = set()
     for module in ENGINES.values():
         flag_table = flags.table(module.ENGINE)
-        dests = [o.dest for o in flag_table.options if flags.owned_rule(module.OWNED_DESTINATIONS, o.dest)]
+        dests = [o.dest for o in flag_table.options if extra_args.owned_rule(module.OWNED_DESTINATIONS, o.dest)]
         spellings.update(flag_table.spellings(dests))
     return tuple(sorted(spellings))
 

@@ -8,8 +8,12 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 
 from __future__ import annotations
 
-from drafter_operator.engines import flags
-from drafter_operator.engines.flags import OwnedDestination
+from drafter_operator.engines.extra_args import (
+    OwnedDestination,
+    check_extra_args,
+    owned_by_every_engine,
+    parser_name_problems,
+)
 from drafter_operator.engines.metrics import (
     DEFAULT_MAX_BODY_BYTES,
     GAUGE_RANGES,
@@ -130,9 +134,9 @@ NGRAM_DEFAULT_MAX_BFS_BREADTH = 10
 NGRAM_REPLACED_FIELDS = ("numSteps", "eagleTopk")
 
 #: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
-#: (engines/flags.py). A key ending in * covers every destination it starts.
+#: (engines/extra_args.py). A key ending in * covers every destination it starts.
 OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
-    **flags.owned_by_every_engine(DEFAULT_PORT),
+    **owned_by_every_engine(DEFAULT_PORT),
     "model_path": OwnedDestination("the served model", "use spec.target.model"),
     "tp_size": OwnedDestination("the GPUs one model instance is sharded over", "use spec.target.tensorParallelSize"),
     "pp_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
@@ -150,15 +154,15 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
 
 def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
     """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules)."""
-    return flags.extra_args_problems(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only)
+    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only)
 
 
 def spec_problems(spec) -> list[str]:
     """What SGLang would refuse, or silently reinterpret, in a DrafterServingSpec beyond the schema."""
     target, drafter = spec.target, spec.drafter
     problems = [
-        *flags.parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
-        *flags.parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
+        *parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
+        *parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
     ]
     if drafter.method == "ngram":
         for name, value in (("numSteps", drafter.num_steps), ("eagleTopk", drafter.eagle_topk)):

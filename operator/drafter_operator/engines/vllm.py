@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 
-from drafter_operator.engines import flags
-from drafter_operator.engines.flags import OwnedDestination
+from drafter_operator.engines.extra_args import (
+    OwnedDestination,
+    check_extra_args,
+    owned_by_every_engine,
+    parser_name_problems,
+)
 from drafter_operator.engines.metrics import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_POSITIONS,
@@ -161,9 +165,9 @@ def speculative_config(drafter) -> dict | None:
 
 
 #: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling
-#: (engines/flags.py matches spellings the way vLLM does). Keys are `vllm serve` argparse dests.
+#: (engines/extra_args.py matches spellings the way vLLM does). Keys are `vllm serve` argparse dests.
 OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
-    **flags.owned_by_every_engine(DEFAULT_PORT),
+    **owned_by_every_engine(DEFAULT_PORT),
     "model_tag": OwnedDestination("the served model", "use spec.target.model"),
     "model": OwnedDestination("the served model", "use spec.target.model"),
     "uds": OwnedDestination("the listener (a Unix socket instead of TCP: probes, traffic and metrics would fail)",
@@ -195,7 +199,7 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
 def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
     """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
     # The operator renders the model positional first; a placeholder keeps the parse faithful.
-    return flags.extra_args_problems(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
                                      placeholder_positionals=("/model",))
 
 
@@ -203,8 +207,8 @@ def spec_problems(spec) -> list[str]:
     """What vLLM would refuse in a DrafterServingSpec beyond the schema: parser names and extraArgs."""
     target = spec.target
     return [
-        *flags.parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
-        *flags.parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
+        *parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
+        *parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
     ]
 
 

@@ -1,0 +1,133 @@
+"""``spec.target.extraArgs`` against the parser destinations the operator owns, and parser names.
+
+Arguments are parsed by the engine's own rules (``engines/command_line.py``), so a destination the
+operator owns is refused whatever spelling reaches it. Each engine module lists its owned
+destinations (``OWNED_DESTINATIONS`` in ``engines/vllm.py`` and ``engines/sglang.py``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from drafter_operator.engines.command_line import CommandLineRejected, parse, rewrite
+from drafter_operator.engines.flags import Option, table
+
+
+@dataclass(frozen=True)
+class OwnedDestination:
+    """A parser destination the operator sets itself (or must keep), and what to use instead."""
+
+    #: What setting it through extraArgs would change, for the message.
+    controls: str
+    #: What to do instead, e.g. "use spec.target.tensorParallelSize".
+    remedy: str
+
+
+def owned_by_every_engine(port: int) -> dict[str, OwnedDestination]:
+    """Destinations both engines name alike and the operator owns on each: the listener, files, help."""
+    return {
+        "config": OwnedDestination("any flag, loaded from a file the operator cannot check",
+                                   "use spec fields and individual extraArgs"),
+        "host": OwnedDestination("the address the engine listens on (probes and the Service need 0.0.0.0)",
+                                 "remove it: the operator sets it"),
+        "port": OwnedDestination(f"the port the probes, the Service and metrics scraping use ({port})",
+                                 "remove it: the operator sets it"),
+        "served_model_name": OwnedDestination("the model name clients use and the model_name label of every metric "
+                                              "the operator reads", "use spec.target.servedModelName"),
+        "trust_remote_code": OwnedDestination("whether the model repository's code runs",
+                                              "use spec.target.trustRemoteCode"),
+        "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
+        "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
+        "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
+                                   "use spec.resources.gpusPerReplica"),
+        "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
+    }
+
+
+def resolve_spelling(engine: str, item: str) -> Option | None:
+    """The option an extraArgs item names, by the engine's matching rules; None if it names none.
+
+    Exact spellings, ``--flag=value``, vLLM's rewriting (``_`` for ``-``, dotted keys) and unique
+    prefixes. Used to name the item that set an owned destination; the verdict itself comes from
+    :func:`parse`.
+    """
+    if not item.startswith("-"):
+        return None
+    flags = table(engine)
+    probe = item if "=" in item or "." not in item else item + "=0"
+    rewritten, _ = rewrite(engine, [probe])
+    name = rewritten[0].split("=", 1)[0] if rewritten else item
+    exact = flags.by_flag(name)
+    if exact is not None or not (flags.allow_abbrev and name.startswith("--")):
+        return exact
+    matches = {o.dest: o for o in flags.options for f in o.flags if f.startswith(name)}
+    return next(iter(matches.values())) if len(matches) == 1 else None
+
+
+def owned_rule(owned: dict[str, OwnedDestination], dest: str) -> OwnedDestination | None:
+    """The rule for ``dest``: an exact key, or a key ending in ``*`` that ``dest`` starts with."""
+    if dest in owned:
+        return owned[dest]
+    return next((rule for key, rule in owned.items() if key.endswith("*") and dest.startswith(key[:-1])), None)
+
+
+def check_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
+                        known_flags_only: bool = True,
+                        placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+    """Why ``spec.target.extraArgs`` cannot go on this engine's command line; empty when it can.
+
+    The arguments are parsed by the engine's own rules (see :func:`parse`). A destination in
+    ``owned`` (a key ending in ``*`` is a prefix) is refused whatever spelling reached it.
+    ``known_flags_only`` refuses flags the engine's table does not have (what the engine itself would
+    do); turn it off for an image of another engine version. ``placeholder_positionals`` stand in
+    for the positionals the operator renders before extraArgs (vLLM's model).
+    """
+    flags = table(engine)
+    name = f"{engine} {flags.version}"
+    where = "spec.target.extraArgs"
+    try:
+        parsed = parse(engine, [*placeholder_positionals, *extra_args], with_defaults=False,
+                       known_only=not known_flags_only)
+    except CommandLineRejected as exc:
+        hint = ""
+        other = "sglang" if engine == "vllm" else "vllm"
+        for item in extra_args:
+            if item.startswith("--") and resolve_spelling(engine, item) is None and resolve_spelling(other, item):
+                hint = f"; {item.split('=', 1)[0]} is a {other} flag, not a {engine} one"
+                break
+        return [f"{where} is refused by the {name} argument parser ({exc}){hint}: "
+                f"fix or remove the item (the engine would exit with status 2 at startup)"]
+
+    problems = []
+    positional_dests = {p.dest for p in flags.positionals}
+    spelled = {}
+    for item in extra_args:
+        option = resolve_spelling(engine, item)
+        if option is not None:
+            spelled.setdefault(option.dest, item)
+    for dest, spelling in parsed.given.items():
+        if dest in positional_dests and placeholder_positionals:
+            continue
+        rule = owned_rule(owned, dest)
+        if rule is None:
+            continue
+        option = flags.by_dest(dest)
+        item = spelled.get(dest, spelling)
+        canonical = option.canonical if option else dest
+        spelled_as = "" if item.split("=", 1)[0] == canonical else f" (the engine reads it as {canonical})"
+        problems.append(f"{where} item {item!r}{spelled_as} would change {rule.controls}, which the operator "
+                        f"owns: {rule.remedy}")
+    return problems
+
+
+def parser_name_problems(engine: str, field_path: str, registry: str, name: str | None) -> list[str]:
+    """A tool-call or reasoning parser name the engine does not register, with the closest names."""
+    if not name:
+        return []
+    names = table(engine).registries.get(registry)
+    if not names or name in names:
+        return []
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    suggestion = f"did you mean {', '.join(close)}?" if close else f"choose one of {', '.join(names)}"
+    return [f"{field_path} {name!r} is not a {registry.replace('_', '-')} of {engine} {table(engine).version}: {suggestion}"]
