@@ -24,10 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from tests.processes import free_port, wait_until_listening
 
 pytestmark = pytest.mark.contract
 
@@ -42,12 +41,6 @@ PROMPTS = 12
 INPUT_LEN = 64
 OUTPUT_LEN = 24
 CLIENT_TIMEOUT = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Emulator:
@@ -63,21 +56,13 @@ class Emulator:
 
 @contextlib.contextmanager
 def emulator(*argv: str) -> Iterator[Emulator]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.05",
            "DRAFTER_EMULATOR_SEED": "7"}
     proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"the emulator exited: {proc.stderr.read()}"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the emulator did not start listening"
-                time.sleep(0.1)
+        wait_until_listening(proc, port, timeout=30)
         yield Emulator(port, proc)
     finally:
         proc.terminate()

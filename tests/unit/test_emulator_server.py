@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,10 @@ from drafter_operator.emulator.profiles import load_profile
 from drafter_operator.emulator.server import EmulatorServer, bind_host
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
+from tests.processes import free_port, wait_until_listening
 
 FAST = 0.01  # DRAFTER_EMULATOR_TIME_SCALE: a 12 ms step takes 0.12 ms
 SPEC = json.dumps({"method": "eagle3", "model": "/models/kimi-k2.5-eagle3", "num_speculative_tokens": 5})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def vllm_argv(*extra: str, spec: bool = True) -> list[str]:
@@ -384,15 +378,7 @@ def test_cli_subprocess_binds_the_env_host_and_stops_on_sigterm():
                              "--host", "192.0.2.1", "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the emulator did not start listening"
-                time.sleep(0.1)
+        wait_until_listening(proc, port, timeout=20)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=10)
         assert proc.returncode == 0, stderr

@@ -30,6 +30,16 @@ def verdict(parse, body, **kwargs) -> m.ScrapeVerdict:
     return info.value.verdict
 
 
+def verdict_and_peak_bytes(body: str) -> tuple:
+    """The vLLM parser's verdict on ``body`` and the peak bytes it allocated (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        found = verdict(vllm.parse_spec_decode_metrics, body)
+        return found, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def with_value(text: str, series_prefix: str, value: str) -> str:
     """``text`` with the value of the line starting ``series_prefix`` replaced (the line must exist)."""
     lines = text.splitlines()
@@ -123,12 +133,7 @@ def test_a_per_position_sample_without_a_position_label():
 @pytest.mark.parametrize("position", ["64", "100000000", "9" * 5000])
 def test_huge_positions_are_refused_without_allocating_them(position):
     body = SAMPLE + f'{PER_POS}{{{LABELS},position="{position}"}} 1.0\n'
-    tracemalloc.start()
-    try:
-        v = verdict(vllm.parse_spec_decode_metrics, body)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    v, peak = verdict_and_peak_bytes(body)
     assert v.reason == R.TOO_MANY_POSITIONS
     assert peak < 2_000_000  # the old parser built a 10**8-long tuple (~900 MB) for "100000000"
     assert len(v.message) < 400  # the 5000-digit label is clipped in the message
@@ -161,12 +166,7 @@ def test_unparseable_bodies(body):
 
 def test_a_10_mb_body_is_refused_by_size_before_parsing():
     body = SAMPLE * (10_000_000 // len(SAMPLE) + 1)
-    tracemalloc.start()
-    try:
-        v = verdict(vllm.parse_spec_decode_metrics, body)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    v, peak = verdict_and_peak_bytes(body)
     assert v.reason == R.TOO_LARGE and peak < 100_000
     assert verdict(vllm.parse_spec_decode_metrics, body.encode()).reason == R.TOO_LARGE
     # the cap counts UTF-8 bytes: 3 bytes per character here

@@ -1,0 +1,27 @@
+"""Helpers for tests that start a server process on loopback: a free port, and waiting for it to listen."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:
+    """Return once 127.0.0.1:port accepts connections; fail with the process's stderr if it exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"the process exited ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s"
+            time.sleep(0.1)
