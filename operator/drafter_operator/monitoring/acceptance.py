@@ -1,0 +1,304 @@
+"""Acceptance verdicts: from windows of engine counters to a `Degraded` condition, with statistics.
+
+Pure logic, no I/O; the per-serving loop feeds it scrapes (source ``engine``) or query results
+(source ``prometheus``) and writes what it returns. Three parts:
+
+- :class:`ScrapeHistory` keeps one replica's recent scrapes and answers "acceptance over the last
+  ``window`` seconds" as the delta between the newest scrape and the newest one at least ``window``
+  old (counter resets handled by ``engines.metrics.window``, like Prometheus' ``increase()``).
+- :func:`combine` sums the replicas' windows: counter deltas are added and the rate and mean length
+  recomputed from the sums, never averaged, so a busy replica weighs what it drafted.
+- :func:`evaluate` is the state machine of the condition. One sample never decides:
+  ``Degraded=True`` only after the rate (or the mean length) stayed below its threshold for ``for``;
+  recovery needs it above threshold *plus a hysteresis* for ``for`` as well; too few draft tokens in
+  the window is ``Unknown/InsufficientData``; a scrape that cannot be trusted is
+  ``Unknown/MetricsUnavailable`` or ``Unknown/MetricsInvalid`` and never ``True``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from drafter_operator.engines import metrics as m
+
+Status = Literal["True", "False", "Unknown"]
+
+# Condition reasons (one CamelCase word each).
+INSUFFICIENT_DATA = "InsufficientData"
+LOW_RATE = "LowAcceptanceRate"
+LOW_LENGTH = "LowAcceptanceLength"
+BELOW_THRESHOLD = "BelowThresholdPending"
+HEALTHY = "AcceptanceHealthy"
+METRICS_UNAVAILABLE = "MetricsUnavailable"
+METRICS_INVALID = "MetricsInvalid"
+NOT_MONITORED = "NotMonitored"
+
+#: Recovery needs the rate this far above its threshold (absolute), and the length this far above its
+#: own, so a drafter hovering at the threshold does not flip the condition with every window.
+RATE_HYSTERESIS = 0.02
+LENGTH_HYSTERESIS = 0.05
+
+
+# --------------------------------------------------------------------------------------------------
+# One replica's scrapes over time
+
+
+class ScrapeHistory:
+    """A replica's recent scrapes, enough to answer for the last ``keep_seconds``."""
+
+    def __init__(self, keep_seconds: float) -> None:
+        if keep_seconds <= 0:
+            raise ValueError("keep_seconds must be positive")
+        self.keep_seconds = keep_seconds
+        self._scrapes: deque[tuple[float, m.SpecDecodeCounters]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._scrapes)
+
+    def add(self, at: float, counters: m.SpecDecodeCounters) -> None:
+        """Record a scrape taken at ``at`` (seconds); older scrapes than needed are dropped."""
+        if self._scrapes and at <= self._scrapes[-1][0]:
+            raise ValueError(f"scrapes must arrive in time order ({at} after {self._scrapes[-1][0]})")
+        self._scrapes.append((at, counters))
+        # Keep the newest scrape that is at least keep_seconds old: it is the window's start.
+        while len(self._scrapes) >= 2 and self._scrapes[1][0] <= at - self.keep_seconds:
+            self._scrapes.popleft()
+
+    def window(self, seconds: float, num_speculative_tokens: int | None = None) -> tuple[m.AcceptanceWindow, float] | None:
+        """Acceptance over (up to) the last ``seconds``, and the seconds it really covers.
+
+        None with fewer than two scrapes. Raises ``MetricsUnusable`` when the two scrapes do not make
+        an honest window (see ``engines.metrics.window``).
+        """
+        if len(self._scrapes) < 2:
+            return None
+        end, newest = self._scrapes[-1]
+        start, oldest = self._scrapes[0]
+        for at, counters in self._scrapes:
+            if at <= end - seconds:
+                start, oldest = at, counters
+        return m.window(oldest, newest, num_speculative_tokens), end - start
+
+
+# --------------------------------------------------------------------------------------------------
+# Replicas combined
+
+
+def combine(windows: list[m.AcceptanceWindow], num_speculative_tokens: int | None = None) -> m.AcceptanceWindow:
+    """One window for the revision: counter deltas summed over replicas, figures recomputed."""
+    if not windows:
+        raise ValueError("no replica windows to combine")
+    engines = {w.engine for w in windows}
+    if len(engines) != 1:
+        raise ValueError(f"cannot combine windows of different engines: {sorted(engines)}")
+    engine = windows[0].engine
+    drafts = sum(w.drafts for w in windows)
+    generation = sum(w.generation_tokens for w in windows)
+    counted = [w for w in windows if w.draft_tokens is not None and w.accepted_tokens is not None]
+    draft_tokens = sum(w.draft_tokens or 0.0 for w in counted) if len(counted) == len(windows) else None
+    accepted = sum(w.accepted_tokens or 0.0 for w in counted) if len(counted) == len(windows) else None
+    reset = any(w.reset for w in windows)
+    estimated = any(w.estimated for w in windows)
+    if engine == "vllm":
+        positions = max((len(w.per_position) for w in windows), default=0)
+        # per_position[i] is accepted_at_i / drafts per replica: weight back by drafts before summing.
+        per_position = tuple(
+            sum(w.per_position[i] * w.drafts for w in windows if i < len(w.per_position)) / drafts if drafts else 0.0
+            for i in range(positions))
+        rate = m.acceptance_rate(accepted, draft_tokens) if accepted is not None and draft_tokens is not None else None
+        length = m.mean_acceptance_length(accepted, drafts) if accepted is not None else None
+        return m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+                                  generation_tokens=generation, acceptance_rate=rate, mean_acceptance_length=length,
+                                  rate_source="counters" if rate is not None else "none", reset=reset,
+                                  per_position=per_position)
+    length = m.tokens_per_verification(generation, drafts)
+    rate = m.acceptance_rate(accepted, draft_tokens) if accepted is not None and draft_tokens else None
+    source: m.RateSource = "derived" if rate is not None else "none"
+    if rate is None and len(windows) == 1 and windows[0].rate_source == "gauge":
+        rate, source = windows[0].acceptance_rate, "gauge"  # one replica's gauge is still its own figure
+    return m.AcceptanceWindow(engine="sglang", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+                              generation_tokens=generation, acceptance_rate=rate, mean_acceptance_length=length,
+                              rate_source=source, estimated=estimated, reset=reset)
+
+
+# --------------------------------------------------------------------------------------------------
+# The verdict
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """``spec.acceptance`` in numbers."""
+
+    min_rate: float | None
+    min_length: float | None
+    min_draft_tokens: float
+    window_seconds: float
+    for_seconds: float
+
+    def __post_init__(self) -> None:
+        if self.min_rate is None and self.min_length is None:
+            raise ValueError("a threshold is needed: min_rate or min_length")
+        if self.window_seconds <= 0 or self.for_seconds < 0 or self.min_draft_tokens < 0:
+            raise ValueError("window must be positive, for and min_draft_tokens not negative")
+
+    @classmethod
+    def from_spec(cls, acceptance) -> Thresholds:
+        """From an ``api.serving.AcceptanceSpec``."""
+        from drafter_operator.api import parse_decimal, parse_duration
+
+        return cls(min_rate=parse_decimal(acceptance.min_acceptance_rate) if acceptance.min_acceptance_rate else None,
+                   min_length=parse_decimal(acceptance.min_acceptance_length) if acceptance.min_acceptance_length else None,
+                   min_draft_tokens=acceptance.min_draft_tokens, window_seconds=parse_duration(acceptance.window),
+                   for_seconds=parse_duration(acceptance.for_))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at a revision's acceptance: a window, or why there is none, at time ``at`` (seconds)."""
+
+    at: float
+    window: m.AcceptanceWindow | None = None
+    #: (reason, message) when the metrics could not be read or trusted.
+    problem: tuple[str, str] | None = None
+    #: Per-replica windows (pod name -> window), when there are several.
+    replicas: tuple[tuple[str, m.AcceptanceWindow], ...] = ()
+
+    @classmethod
+    def unusable(cls, at: float, error: m.MetricsUnusable) -> Sample:
+        return cls(at=at, problem=(METRICS_INVALID, str(error.verdict)))
+
+    @classmethod
+    def unavailable(cls, at: float, message: str) -> Sample:
+        return cls(at=at, problem=(METRICS_UNAVAILABLE, message))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The condition after a sample, and what the next evaluation needs to remember."""
+
+    status: Status
+    reason: str
+    message: str
+    #: Since when the figures have been below threshold (None when they are not).
+    below_since: float | None = None
+    #: Since when the figures have been healthy again while Degraded (None when they are not).
+    healthy_since: float | None = None
+    #: The window the verdict was made on (for status.acceptance and the operator's metrics).
+    window: m.AcceptanceWindow | None = None
+    #: For an Unknown verdict: whether the last known verdict was Degraded. A gap in the data neither
+    #: clears Degraded nor restarts the clocks, so the condition cannot flip faster than ``for``.
+    was_degraded: bool = False
+
+    @property
+    def degraded(self) -> bool:
+        return self.status == "True"
+
+    @property
+    def counts_as_degraded(self) -> bool:
+        """Degraded now, or Degraded before the data went missing."""
+        return self.degraded or (self.status == "Unknown" and self.was_degraded)
+
+    def same_condition(self, other: Verdict | None) -> bool:
+        """Whether the condition a user sees (status and reason) is unchanged."""
+        return other is not None and (self.status, self.reason) == (other.status, other.reason)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds % 3600 == 0 and seconds:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0 and seconds:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def figures(window: m.AcceptanceWindow, window_seconds: float) -> str:
+    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens)"."""
+    parts = []
+    if window.acceptance_rate is not None:
+        counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
+                  f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
+        parts.append(f"acceptance {window.acceptance_rate:.1%} over {_duration(window_seconds)}{counts}")
+    if window.mean_acceptance_length is not None:
+        parts.append(f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)")
+    return ", ".join(parts) or f"no acceptance figures over {_duration(window_seconds)}"
+
+
+def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
+    """(reason, comparison) when a figure is under its threshold."""
+    if t.min_rate is not None and window.acceptance_rate is not None and window.acceptance_rate < t.min_rate:
+        return LOW_RATE, f"< {t.min_rate:.0%}"
+    if t.min_length is not None and window.mean_acceptance_length is not None \
+            and window.mean_acceptance_length < t.min_length:
+        return LOW_LENGTH, f"length < {t.min_length:.2f}"
+    return None
+
+
+def _healthy(window: m.AcceptanceWindow, t: Thresholds) -> bool:
+    """Above every threshold by the hysteresis (recovery must be clear, not a wobble at the line)."""
+    if t.min_rate is not None and (window.acceptance_rate is None or window.acceptance_rate < t.min_rate + RATE_HYSTERESIS):
+        return False
+    if t.min_length is not None and (window.mean_acceptance_length is None
+                                     or window.mean_acceptance_length < t.min_length + LENGTH_HYSTERESIS):
+        return False
+    return True
+
+
+def drafted(window: m.AcceptanceWindow) -> float:
+    """Draft tokens in the window (SGLang: verify calls x k when k is known, else verify calls)."""
+    return window.draft_tokens if window.draft_tokens is not None else window.drafts
+
+
+def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict:
+    """The ``Degraded`` condition after ``sample``; pure and deterministic."""
+    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message="no acceptance measured yet")
+    # Never Degraded on data that cannot be trusted or on too little of it; what was known is kept.
+    carried = {"below_since": previous.below_since, "healthy_since": previous.healthy_since,
+               "was_degraded": previous.counts_as_degraded}
+    if sample.problem is not None:
+        reason, message = sample.problem
+        return Verdict(status="Unknown", reason=reason, message=message, **carried)
+    window = sample.window
+    if window is None or drafted(window) < t.min_draft_tokens:
+        seen = f"{drafted(window):.0f}" if window is not None else "no"
+        return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
+                       message=f"{seen} draft tokens in the last {_duration(t.window_seconds)}, fewer than "
+                               f"minDraftTokens {t.min_draft_tokens:.0f}: no verdict yet")
+    numbers = figures(window, t.window_seconds)
+    low = _below(window, t)
+
+    if previous.counts_as_degraded:
+        if low is not None or not _healthy(window, t):
+            reason = low[0] if low else (previous.reason if previous.degraded
+                                         else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
+            comparison = f" {low[1]}" if low else " (not yet clear of the threshold)"
+            return Verdict(status="True", reason=reason, message=numbers + comparison, window=window,
+                           below_since=previous.below_since)
+        healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
+        if sample.at - healthy_since >= t.for_seconds:
+            return Verdict(status="False", reason=HEALTHY, message=f"{numbers}: recovered", window=window)
+        pending_reason = previous.reason if previous.degraded else LOW_RATE if t.min_rate is not None else LOW_LENGTH
+        return Verdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
+                       healthy_since=healthy_since,
+                       message=f"{numbers}: above threshold for {_duration(sample.at - healthy_since)} of "
+                               f"{_duration(t.for_seconds)} needed to recover")
+
+    if low is None:
+        return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
+    below_since = previous.below_since if previous.below_since is not None else sample.at
+    if sample.at - below_since >= t.for_seconds:
+        return Verdict(status="True", reason=low[0], message=f"{numbers} {low[1]}", window=window,
+                       below_since=below_since)
+    return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
+                   message=f"{numbers} {low[1]} for {_duration(sample.at - below_since)} of {_duration(t.for_seconds)}")
+
+
+def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],
+                  num_speculative_tokens: int | None = None) -> Sample:
+    """The sample of a revision from its replicas' windows (combined, and kept per replica)."""
+    if not windows:
+        return replace(sample, window=None)
+    combined = combine(list(windows.values()), num_speculative_tokens)
+    return replace(sample, window=combined, replicas=tuple(sorted(windows.items())))

@@ -1,0 +1,223 @@
+"""The acceptance verdict: windows over replicas and time, and the Degraded state machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.engines import metrics as m
+from drafter_operator.engines import sglang, vllm
+from drafter_operator.monitoring import acceptance as a
+
+SAMPLE = (Path(__file__).parent / "data" / "vllm-0.33.0-spec-decode-metrics.txt").read_text()
+THRESHOLDS = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=300, for_seconds=300)
+
+
+def vllm_window(drafts: float, accepted: float, k: int = 5) -> m.AcceptanceWindow:
+    """A vLLM window with ``drafts`` steps of ``k`` draft tokens, ``accepted`` of them accepted."""
+    return m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=drafts * k, accepted_tokens=accepted,
+                              generation_tokens=drafts + accepted, acceptance_rate=accepted / (drafts * k),
+                              mean_acceptance_length=1 + accepted / drafts, rate_source="counters")
+
+
+def counters(drafts: float, accepted: float, k: int = 5, generation: float | None = None) -> m.SpecDecodeCounters:
+    return m.SpecDecodeCounters(engine="vllm", speculative=True, drafts=drafts, draft_tokens=drafts * k,
+                                accepted_tokens=accepted, generation_tokens=generation or drafts + accepted)
+
+
+# -------------------------------------------------------------------------------------- the seed window
+
+def test_the_seed_window_gives_the_seed_message():
+    window = vllm_window(1506, 1127)
+    assert window.draft_tokens == 7530
+    verdict = a.evaluate(None, a.Sample(at=0, window=window), a.Thresholds(0.4, None, 1000, 300, 0))
+    assert verdict.status == "True" and verdict.reason == a.LOW_RATE
+    assert verdict.message == ("acceptance 15.0% over 5m (1127/7530 draft tokens), mean acceptance length 1.75 "
+                               "(1506 drafts) < 40%")
+
+
+# ------------------------------------------------------------------------------------- scrape history
+
+def test_history_window_spans_the_requested_seconds_and_drops_older_scrapes():
+    history = a.ScrapeHistory(keep_seconds=300)
+    for second in range(0, 601, 30):
+        history.add(second, counters(drafts=second * 10, accepted=second * 3))
+    window, covered = history.window(300)
+    assert covered == 300 and window.drafts == 3000 and window.accepted_tokens == 900
+    assert len(history) == 11  # 300 s of 30 s scrapes, plus the one that starts the window
+
+
+def test_history_counts_a_restart_from_zero_never_negative():
+    history = a.ScrapeHistory(keep_seconds=300)
+    history.add(0, counters(5000, 2000))
+    history.add(60, counters(100, 30))  # the engine restarted
+    window, _ = history.window(300)
+    assert window.reset and window.drafts == 100 and window.accepted_tokens == 30
+
+
+def test_history_needs_two_scrapes_and_time_order():
+    history = a.ScrapeHistory(keep_seconds=60)
+    assert history.window(60) is None
+    history.add(10, counters(1, 1))
+    with pytest.raises(ValueError):
+        history.add(10, counters(2, 1))
+
+
+def test_history_from_real_metric_texts_of_both_engines():
+    before = vllm.parse_spec_decode_metrics(SAMPLE)
+    history = a.ScrapeHistory(keep_seconds=60)
+    history.add(0, before)
+    history.add(30, before)
+    window, _ = history.window(60)
+    assert window.drafts == 0 and not window.has_data
+    body = ('sglang:generation_tokens_total{model_name="m",engine_type="unified",is_streaming="true"} %d\n'
+            'sglang:spec_verify_calls_total{model_name="m",engine_type="unified"} %d\n'
+            'sglang:spec_num_steps{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 3\n')
+    sg = a.ScrapeHistory(keep_seconds=60)
+    sg.add(0, sglang.parse_spec_decode_metrics(body % (1000, 400)))
+    sg.add(30, sglang.parse_spec_decode_metrics(body % (4400, 1400)))
+    window, _ = sg.window(60)
+    assert window.mean_acceptance_length == pytest.approx(3.4) and window.acceptance_rate == pytest.approx(0.8)
+
+
+# ----------------------------------------------------------------------------------------- replicas
+
+def test_replicas_are_combined_by_summing_counts_not_averaging_rates():
+    busy_good = vllm_window(drafts=1000, accepted=4000)   # 80 %
+    idle_bad = vllm_window(drafts=10, accepted=1)          # 2 %
+    combined = a.combine([busy_good, idle_bad])
+    assert combined.acceptance_rate == pytest.approx(4001 / 5050)  # not (0.8 + 0.02) / 2
+    assert combined.drafts == 1010 and combined.draft_tokens == 5050
+
+
+def test_combine_refuses_mixed_engines_and_nothing():
+    sg = m.AcceptanceWindow(engine="sglang", drafts=1, draft_tokens=None, accepted_tokens=None, generation_tokens=3,
+                            acceptance_rate=None, mean_acceptance_length=3.0, rate_source="none")
+    with pytest.raises(ValueError):
+        a.combine([vllm_window(1, 1), sg])
+    with pytest.raises(ValueError):
+        a.combine([])
+
+
+@given(st.lists(st.tuples(st.integers(1, 10_000), st.floats(0, 1)), min_size=1, max_size=8))
+def test_combined_figures_lie_between_the_replicas(replicas):
+    windows = [vllm_window(d, round(d * 5 * frac)) for d, frac in replicas]
+    combined = a.combine(windows)
+    rates = [w.acceptance_rate for w in windows]
+    assert min(rates) - 1e-12 <= combined.acceptance_rate <= max(rates) + 1e-12
+    assert 0.0 <= combined.acceptance_rate <= 1.0
+
+
+def test_per_replica_figures_travel_with_the_sample():
+    sample = a.with_replicas(a.Sample(at=0), {"pod-b": vllm_window(1000, 500), "pod-a": vllm_window(1000, 4500)})
+    assert [name for name, _ in sample.replicas] == ["pod-a", "pod-b"]
+    assert sample.window.acceptance_rate == pytest.approx(5000 / 10000)
+
+
+# -------------------------------------------------------------------------------------- state machine
+
+LOW, MID, HEALTHY = vllm_window(1500, 1125), vllm_window(1500, 3075), vllm_window(1500, 6000)  # 15 %, 41 %, 80 %
+
+
+def run(sequence: list[tuple[float, a.Sample]], t: a.Thresholds = THRESHOLDS) -> list[a.Verdict]:
+    verdicts, previous = [], None
+    for _, sample in sequence:
+        previous = a.evaluate(previous, sample, t)
+        verdicts.append(previous)
+    return verdicts
+
+
+def test_degraded_only_after_for_and_recovery_only_after_for_above_hysteresis():
+    at = [0, 60, 299, 300, 360, 600, 660, 899, 900, 960]
+    windows = [LOW, LOW, LOW, LOW, MID, HEALTHY, HEALTHY, HEALTHY, HEALTHY, HEALTHY]
+    verdicts = run([(t, a.Sample(at=t, window=w)) for t, w in zip(at, windows)])
+    statuses = [(v.status, v.reason) for v in verdicts]
+    assert statuses[:3] == [("False", a.BELOW_THRESHOLD)] * 3
+    assert statuses[3] == ("True", a.LOW_RATE)
+    # 41 % is above 40 % but inside the hysteresis: still Degraded, and it does not start recovery.
+    assert statuses[4][0] == "True" and verdicts[4].healthy_since is None
+    assert [s[0] for s in statuses[5:8]] == ["True"] * 3  # healthy since 600, for 300 s needed
+    assert statuses[8] == ("False", a.HEALTHY) and "recovered" in verdicts[8].message
+
+
+def test_insufficient_and_invalid_data_are_unknown_and_never_degraded():
+    few = vllm_window(100, 20)
+    assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).status == "Unknown"
+    assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).reason == a.INSUFFICIENT_DATA
+    invalid = a.Sample.unusable(0, m.unusable(m.UnusableReason.NON_FINITE, "NaN drafts"))
+    verdict = a.evaluate(a.Verdict("True", a.LOW_RATE, "x"), invalid, THRESHOLDS)
+    assert (verdict.status, verdict.reason) == ("Unknown", a.METRICS_INVALID) and verdict.was_degraded
+    assert a.evaluate(None, a.Sample.unavailable(0, "connection refused"), THRESHOLDS).reason == a.METRICS_UNAVAILABLE
+
+
+def test_a_gap_in_the_data_neither_clears_degraded_nor_restarts_the_clock():
+    verdicts = run([(0, a.Sample(at=0, window=LOW)), (300, a.Sample(at=300, window=LOW)),
+                    (330, a.Sample.unavailable(330, "pod restarting")), (360, a.Sample(at=360, window=HEALTHY)),
+                    (600, a.Sample(at=600, window=HEALTHY)), (660, a.Sample(at=660, window=HEALTHY))])
+    # Degraded survives the gap (no instant recovery after it); recovery takes the full 300 s from 360.
+    assert [v.status for v in verdicts] == ["False", "True", "Unknown", "True", "True", "False"]
+    assert verdicts[4].healthy_since == 360
+    # A low window while recovering restarts the recovery clock.
+    assert a.evaluate(verdicts[4], a.Sample(at=620, window=LOW), THRESHOLDS).healthy_since is None
+
+
+def test_length_threshold_and_for_zero():
+    t = a.Thresholds(min_rate=None, min_length=2.0, min_draft_tokens=0, window_seconds=300, for_seconds=0)
+    verdict = a.evaluate(None, a.Sample(at=0, window=vllm_window(1506, 1127)), t)
+    assert (verdict.status, verdict.reason) == ("True", a.LOW_LENGTH) and "length < 2.00" in verdict.message
+    assert a.evaluate(verdict, a.Sample(at=1, window=HEALTHY), t).status == "False"
+
+
+KINDS = {"low": LOW, "mid": MID, "healthy": HEALTHY}
+
+
+@st.composite
+def sample_sequences(draw):
+    times, now = [], 0.0
+    for _ in range(draw(st.integers(1, 60))):
+        now += draw(st.sampled_from([1.0, 15.0, 30.0, 60.0, 120.0]))
+        kind = draw(st.sampled_from(["low", "mid", "healthy", "problem", "few"]))
+        if kind == "problem":
+            times.append(a.Sample.unavailable(now, "scrape failed"))
+        elif kind == "few":
+            times.append(a.Sample(at=now, window=vllm_window(10, 5)))
+        else:
+            times.append(a.Sample(at=now, window=KINDS[kind]))
+    return times
+
+
+@settings(max_examples=300, deadline=None)
+@given(samples=sample_sequences(), for_seconds=st.sampled_from([0.0, 30.0, 120.0, 300.0]))
+def test_the_verdict_never_flaps_faster_than_for_and_never_degrades_on_bad_data(samples, for_seconds):
+    t = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=300, for_seconds=for_seconds)
+    previous, last_known, last_change = None, None, None
+    for sample in samples:
+        verdict = a.evaluate(previous, sample, t)
+        assert verdict == a.evaluate(previous, sample, t)  # deterministic
+        if sample.problem is not None or drafted(sample) < t.min_draft_tokens:
+            assert verdict.status == "Unknown"
+        if verdict.status != "Unknown":
+            if last_known is not None and verdict.status != last_known:
+                if last_change is not None:
+                    assert sample.at - last_change >= for_seconds, (last_change, sample.at)
+                last_change = sample.at
+            last_known = verdict.status
+        previous = verdict
+
+
+def drafted(sample: a.Sample) -> float:
+    return a.drafted(sample.window) if sample.window is not None else 0.0
+
+
+def test_thresholds_from_the_api_spec():
+    from drafter_operator.api.serving import AcceptanceSpec
+
+    spec = AcceptanceSpec.model_validate({"minAcceptanceRate": "0.5", "window": "10m", "for": "2m",
+                                          "minDraftTokens": 500})
+    t = a.Thresholds.from_spec(spec)
+    assert (t.min_rate, t.min_length, t.window_seconds, t.for_seconds, t.min_draft_tokens) == (0.5, None, 600, 120, 500)
+    with pytest.raises(ValueError):
+        a.Thresholds(None, None, 0, 60, 0)
