@@ -1,0 +1,97 @@
+"""Acceptance from engine pods: two real emulator processes on loopback, scraped like replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+
+import pytest
+
+from drafter_operator.engines import metrics as m
+from drafter_operator.monitoring import acceptance as a
+from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from tests.processes import free_port, wait_until_listening
+
+VLLM = ["vllm", "serve", "/models/kimi-k2.5", "--speculative-config",
+        '{"method":"eagle3","model":"/models/emulator-good-drafter","num_speculative_tokens":3}']
+
+
+@contextmanager
+def emulator(argv: list[str], acceptance: float):
+    port = free_port()
+    env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.01",
+           "DRAFTER_EMULATOR_SEED": "3", "DRAFTER_EMULATOR_ACCEPTANCE": str(acceptance)}
+    proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_listening(proc, port)
+        yield Replica(name=f"pod-{port}", ip="127.0.0.1", port=port)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def generate(replica: Replica, requests: int, max_tokens: int = 200) -> None:
+    for _ in range(requests):
+        body = json.dumps({"model": "/models/kimi-k2.5", "prompt": "hello", "max_tokens": max_tokens}).encode()
+        req = urllib.request.Request(f"http://{replica.ip}:{replica.port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            resp.read()
+
+
+def state(replica: Replica) -> dict:
+    with urllib.request.urlopen(f"http://{replica.ip}:{replica.port}/emulator/state", timeout=10) as resp:
+        return json.load(resp)["totals"]
+
+
+def test_two_replicas_one_bad_are_combined_by_counts_and_reported_each():
+    with ExitStack() as stack:
+        good = stack.enter_context(emulator(VLLM, 0.9))
+        bad = stack.enter_context(emulator(VLLM, 0.15))
+        source = EngineSource("vllm", window_seconds=300, num_speculative_tokens=3)
+        first = asyncio.run(source.sample([good, bad], at=0))
+        assert first.window is None and first.problem is None  # one scrape per replica: no window yet
+        before = {r.name: state(r) for r in (good, bad)}
+        generate(good, 3)
+        generate(bad, 1)
+        sample = asyncio.run(source.sample([good, bad], at=60))
+        after = {r.name: state(r) for r in (good, bad)}
+        delta = {name: {k: after[name][k] - before[name][k] for k in ("draftTokens", "acceptedTokens")}
+                 for name in after}
+        drafted = sum(d["draftTokens"] for d in delta.values())
+        accepted = sum(d["acceptedTokens"] for d in delta.values())
+        assert sample.window.draft_tokens == drafted and sample.window.accepted_tokens == accepted
+        per_replica = dict(sample.replicas)
+        assert per_replica[bad.name].acceptance_rate < 0.2 < 0.6 < per_replica[good.name].acceptance_rate
+        assert sample.window.acceptance_rate == pytest.approx(accepted / drafted)
+
+
+def test_a_replica_that_cannot_be_scraped_makes_the_sample_unavailable_and_history_follows_the_pods():
+    with emulator(VLLM, 0.9) as good:
+        source = EngineSource("vllm", window_seconds=300, num_speculative_tokens=3)
+        asyncio.run(source.sample([good], at=0))
+        gone = Replica(name="pod-gone", ip="127.0.0.1", port=free_port())
+        sample = asyncio.run(source.sample([good, gone], at=30))
+        assert sample.problem is not None and sample.problem[0] == a.METRICS_UNAVAILABLE
+        assert "pod-gone" in sample.problem[1]
+        asyncio.run(source.sample([], at=60))
+        assert source.histories == {}
+
+
+def test_a_body_over_the_cap_is_invalid_without_reading_it_all():
+    with emulator(VLLM, 0.9) as good:
+        source = EngineSource("vllm", window_seconds=300, max_body_bytes=512)
+        sample = asyncio.run(source.sample([good], at=0))
+        assert sample.problem[0] == a.METRICS_INVALID and m.UnusableReason.TOO_LARGE in sample.problem[1]
+
+
+def test_no_replicas_is_unavailable():
+    sample = asyncio.run(EngineSource("sglang", 300).sample([], at=time.time()))
+    assert sample.problem == (a.METRICS_UNAVAILABLE, "no Ready engine pod to scrape")
