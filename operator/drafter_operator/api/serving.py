@@ -482,6 +482,21 @@ class RevisionStatus(StatusModel):
     """When this revision was created."""
     good: bool | None = None
     """Whether this revision became Ready and was not Degraded: a Rollback target."""
+    degraded: bool | None = None
+    """This revision went Degraded: it is never chosen again automatically (no rollback ping-pong); a spec change that recreates it clears this."""
+
+
+class ReplicaAcceptanceStatus(StatusModel):
+    """One replica's acceptance over the window (listed when the replicas differ)."""
+
+    pod: str
+    """The engine pod."""
+    rate: float | None = None
+    """Accepted / drafted tokens of this replica."""
+    mean_length: float | None = None
+    """Tokens per verification step of this replica."""
+    draft_tokens: int | None = None
+    """Tokens this replica drafted in the window."""
 
 
 class AcceptanceStatus(StatusModel):
@@ -492,9 +507,17 @@ class AcceptanceStatus(StatusModel):
     mean_length: float | None = None
     """Mean acceptance length: tokens per verification step, bonus token included."""
     draft_tokens: int | None = None
-    """Tokens drafted in the window."""
+    """Tokens drafted in the window (SGLang: verify calls x draft steps, an estimate)."""
+    drafts: int | None = None
+    """Verification steps in the window."""
+    window_seconds: int | None = None
+    """Length of the window the figures cover."""
     window_end: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     """End of the window."""
+    source: Literal["engine", "prometheus"] | None = None
+    """Where the figures came from: the engine pods' /metrics or a Prometheus query."""
+    replicas: list[ReplicaAcceptanceStatus] | None = None
+    """Per-replica figures, when the replicas' rates differ by more than a percentage point."""
 
 
 class LastBenchmarkStatus(StatusModel):
@@ -534,6 +557,8 @@ class DrafterServingStatus(StatusModel):
     """Revisions known to the serving, newest last."""
     acceptance: AcceptanceStatus | None = None
     """Acceptance over the last window."""
+    speculation_disabled: str | None = None
+    """Set while onDegraded DisableSpeculation serves without speculation: why. A spec change re-enables speculation."""
     last_benchmark: LastBenchmarkStatus | None = None
     """Latest benchmark of this serving."""
     endpoint: EndpointStatus | None = None

@@ -302,3 +302,29 @@ def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],
         return replace(sample, window=None)
     combined = combine(list(windows.values()), num_speculative_tokens)
     return replace(sample, window=combined, replicas=tuple(sorted(windows.items())))
+
+
+# --------------------------------------------------------------------------------------------------
+# status.acceptance
+
+#: Replicas are listed in status when their rates differ by more than this (else the total says it all).
+REPLICA_SPREAD_TO_LIST = 0.01
+
+
+def _count(value: float | None) -> int | None:
+    return None if value is None else int(round(value))
+
+
+def status_block(sample: Sample, source: str, window_seconds: float, window_end: str) -> dict | None:
+    """``status.acceptance`` (camelCase, for a status patch) from a sample with a window; else None."""
+    window = sample.window
+    if window is None:
+        return None
+    block: dict = {"rate": window.acceptance_rate, "meanLength": window.mean_acceptance_length,
+                   "draftTokens": _count(window.draft_tokens), "drafts": _count(window.drafts),
+                   "windowSeconds": int(window_seconds), "windowEnd": window_end, "source": source}
+    rates = [w.acceptance_rate for _, w in sample.replicas if w.acceptance_rate is not None]
+    if len(sample.replicas) > 1 and rates and max(rates) - min(rates) > REPLICA_SPREAD_TO_LIST:
+        block["replicas"] = [{"pod": pod, "rate": w.acceptance_rate, "meanLength": w.mean_acceptance_length,
+                              "draftTokens": _count(w.draft_tokens)} for pod, w in sample.replicas]
+    return block
