@@ -1,0 +1,469 @@
+"""The ``prometheus`` acceptance source: one revision's acceptance window, asked of a Prometheus server.
+
+The definitions are those of ``engines/metrics.py`` (which the ``engine`` source uses on two
+scrapes), with Prometheus' ``increase()`` over the window in place of the difference of two scrapes:
+
+- vLLM: rate = increase(accepted tokens) / increase(draft tokens); mean length = 1 + increase(accepted
+  tokens) / increase(drafts);
+- SGLang: length = increase(generation tokens) / increase(verify calls); with ``k`` draft tokens per
+  verification, the rate is derived as :func:`engines.metrics.window` derives it (accepted =
+  generation - verify calls, clamped; drafted = k x verify calls), else the ``spec_accept_rate``
+  gauge is the fallback (``rate_source == "gauge"``).
+
+Replicas are combined by summing their increases, never by averaging their rates: every counter is
+asked for as ``sum by (<replica label>) (increase(...))`` and the totals are sums of those, so the
+per-replica figures and the total come from the same numbers. All counters travel in ONE query (a
+union of ``label_replace``-tagged vectors) evaluated at one explicit ``time``, so the numerator and
+denominator of a ratio always describe the same window.
+
+Layout: pure functions build the query (:func:`window_query`, plus :func:`rate_expression` and
+:func:`length_expression`, the single-expression forms for dashboards and alert rules, documented in
+docs/monitoring.md) and parse the API answer (:func:`parse_query_response`, :func:`acceptance_from_vector`);
+:func:`fetch_acceptance` is the only function that does I/O.
+
+Failures are exceptions, as in ``engines/metrics.py``: :class:`MetricsUnavailable` (Prometheus
+unreachable, an HTTP or query error, no series for the selector) and :class:`MetricsInvalid` (a
+:class:`~drafter_operator.engines.metrics.MetricsUnusable` with the same verdict reasons: NaN/Inf,
+negative, accepted > drafted, partial series, an oversized or unparseable answer). Their
+``condition_reason`` is the ``Degraded`` condition reason the issue defines.
+
+Caveats that come with ``increase()`` (checked against a real Prometheus in
+tests/unit/test_prometheus_live.py):
+- it extrapolates the sampled increase to the window's edges (by at most ~1.1 scrape intervals at
+  each end), so counts are not whole numbers and read up to ~2.2 scrape intervals / window above
+  the exact delta (at most 2.2 x 15 s / 300 s = 11% for a 5-minute window scraped every 15 s: the
+  window should span many scrape intervals). Counters scraped together (same target, same
+  timestamps) share the factor, so their ratios (rate, length) are exact, except for a counter that
+  is small beside its increase (a young pod): its extrapolation stops where it would reach zero;
+- a series that first appears inside the window loses its first sample's value (SGLang creates its
+  counters on the first finished request), and a pod scraped fewer than twice in the window has no
+  increase yet and is not in the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import httpx
+
+from drafter_operator.engines import sglang as sglang_engine
+from drafter_operator.engines import vllm as vllm_engine
+from drafter_operator.engines.metrics import (
+    DEFAULT_MAX_POSITIONS,
+    AcceptanceWindow,
+    EngineName,
+    MetricsUnusable,
+    ScrapeVerdict,
+    UnusableReason,
+    acceptance_rate,
+    mean_acceptance_length,
+    tokens_per_verification,
+)
+
+#: Largest /api/v1/query answer read, in bytes. A window answer holds ~5 series per replica plus k
+#: per-position series (~300 bytes each): 1 MiB is thousands of replicas, and keeps a parse cheap.
+DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
+#: Connect / read timeouts (seconds). The query is a handful of increase()s; a healthy server answers
+#: in milliseconds, and a verdict loop must not hang on a sick one.
+DEFAULT_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+#: The label each series of the answer is tagged with, naming the counter it carries.
+SERIES_LABEL = "drafter_series"
+#: Relative slack for accepted <= drafted: both are extrapolated by increase(), by factors that agree
+#: to rounding for counters scraped together; anything beyond rounding is a real inconsistency.
+_RELATIVE_SLACK = 1e-9
+
+# --------------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------------
+
+
+class MetricsUnavailable(Exception):
+    """No answer to judge: Prometheus unreachable, an HTTP or query error, or no series matched.
+
+    ``reason`` says which (``Unreachable``, ``Timeout``, ``HTTPError``, ``QueryError``, ``NoSeries``).
+    """
+
+    condition_reason = "MetricsUnavailable"
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+class MetricsInvalid(MetricsUnusable):
+    """An answer that cannot be trusted (NaN, negative, accepted > drafted, ...): a ``MetricsUnusable``
+    with the engine source's verdict reasons, so one ``except MetricsUnusable`` serves both sources."""
+
+    condition_reason = "MetricsInvalid"
+
+
+def _invalid(reason: UnusableReason, message: str, metric: str | None = None,
+             labels: Mapping[str, str] | None = None) -> MetricsInvalid:
+    return MetricsInvalid(ScrapeVerdict(reason, message, metric, tuple(sorted((labels or {}).items()))))
+
+
+# --------------------------------------------------------------------------------------------------
+# Selectors
+# --------------------------------------------------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+MatchOp = Literal["=", "!=", "=~", "!~"]
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """One PromQL label matcher; the value is escaped, so any string is safe to put in a query."""
+
+    label: str
+    value: str
+    op: MatchOp = "="
+
+    def __post_init__(self) -> None:
+        if not _LABEL_NAME.match(self.label) or self.label.startswith("__"):
+            raise ValueError(f"{self.label!r} is not a PromQL label name")
+        if self.op not in ("=", "!=", "=~", "!~"):
+            raise ValueError(f"{self.op!r} is not a PromQL matcher")
+
+    def __str__(self) -> str:
+        # PromQL strings take Go escapes; json.dumps writes a compatible double-quoted literal.
+        return f"{self.label}{self.op}{json.dumps(self.value)}"
+
+
+def sanitize_label(name: str) -> str:
+    """A Kubernetes label as Kubernetes service discovery names it (``drafter.dev/serving`` ->
+    ``drafter_dev_serving``): Prometheus replaces every character outside [a-zA-Z0-9_] by ``_``,
+    and ``labelmap`` on ``__meta_kubernetes_pod_label_(.+)`` keeps that name."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def revision_matchers(namespace: str, serving: str, revision: str) -> tuple[Matcher, ...]:
+    """The matchers of one revision's pods, for a scrape config that maps pod labels (``labelmap``)
+    and sets ``namespace`` (the usual kubernetes-pods job)."""
+    from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
+
+    return (Matcher("namespace", namespace), Matcher(sanitize_label(SERVING_LABEL), serving),
+            Matcher(sanitize_label(REVISION_LABEL), revision))
+
+
+def _selector(metric: str, matchers: Sequence[Matcher]) -> str:
+    return metric + "{" + ",".join(str(m) for m in matchers) + "}"
+
+
+def _duration(seconds: float) -> str:
+    if not (math.isfinite(seconds) and seconds >= 1 and float(seconds).is_integer()):
+        raise ValueError(f"window must be a whole number of seconds >= 1, not {seconds!r}")
+    return f"{int(seconds)}s"
+
+
+# --------------------------------------------------------------------------------------------------
+# Query building (pure)
+# --------------------------------------------------------------------------------------------------
+
+#: Per engine: the tag each counter's increase travels under, and the metric it is read from.
+COUNTERS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "drafts": vllm_engine.SPEC_DECODE_NUM_DRAFTS,
+        "draft_tokens": vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS,
+        "accepted_tokens": vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS,
+        "generation_tokens": vllm_engine.GENERATION_TOKENS,
+    },
+    "sglang": {
+        "drafts": sglang_engine.SPEC_VERIFY_CALLS,
+        "generation_tokens": sglang_engine.GENERATION_TOKENS,
+    },
+}
+#: Counters without which a replica has no acceptance figure (generation tokens are informative for vLLM).
+REQUIRED = {"vllm": ("drafts", "draft_tokens", "accepted_tokens"), "sglang": ("drafts", "generation_tokens")}
+
+
+def _engine(engine: str) -> EngineName:
+    if engine not in COUNTERS:
+        raise ValueError(f"engine must be vllm or sglang, not {engine!r}")
+    return engine  # type: ignore[return-value]
+
+
+def _tagged(expr: str, tag: str) -> str:
+    # label_replace with an empty regex on an empty source label always matches: it just adds the tag.
+    return f'label_replace({expr}, "{SERIES_LABEL}", "{tag}", "", "")'
+
+
+def window_query(engine: str, matchers: Sequence[Matcher], window_seconds: float,
+                 replica_label: str = "pod") -> str:
+    """One PromQL query whose answer holds every counter's increase over the window, per replica.
+
+    Each part is ``sum by (<replica_label>) (increase(<counter>{<matchers>}[<window>]))`` tagged with
+    ``drafter_series="<counter>"``; vLLM adds the per-position accepted counts summed by
+    ``position``; SGLang adds the last ``spec_num_steps`` (k) and ``spec_accept_rate`` per replica,
+    the fallbacks :func:`engines.metrics.window` uses. ``or`` keeps all parts: their tags differ.
+    """
+    engine = _engine(engine)
+    if not _LABEL_NAME.match(replica_label):
+        raise ValueError(f"{replica_label!r} is not a PromQL label name")
+    rng = _duration(window_seconds)
+    parts = [_tagged(f"sum by ({replica_label}) (increase({_selector(metric, matchers)}[{rng}]))", tag)
+             for tag, metric in COUNTERS[engine].items()]
+    if engine == "vllm":
+        per_pos = _selector(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, matchers)
+        parts.append(_tagged(f"sum by (position) (increase({per_pos}[{rng}]))", "accepted_per_position"))
+    else:
+        parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_STEPS, matchers)})",
+                             "num_steps"))
+        parts.append(_tagged(f"avg by ({replica_label}) ({_selector(sglang_engine.SPEC_ACCEPT_RATE, matchers)})",
+                             "accept_rate_gauge"))
+    return "\n  or ".join(parts)
+
+
+def _sum_increase(metric: str, matchers: Sequence[Matcher], rng: str) -> str:
+    return f"sum(increase({_selector(metric, matchers)}[{rng}]))"
+
+
+def rate_expression(engine: str, matchers: Sequence[Matcher], window_seconds: float,
+                    num_speculative_tokens: int | None = None) -> str:
+    """The acceptance rate as one PromQL expression (dashboards, alert rules): vLLM accepted / drafted
+    tokens; SGLang ``(length - 1) / k`` (needs k; no clamping in PromQL, see the module doc)."""
+    engine, rng = _engine(engine), _duration(window_seconds)
+    if engine == "vllm":
+        return (f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
+                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS, matchers, rng)}")
+    if not num_speculative_tokens:
+        raise ValueError("an SGLang rate needs k (num_speculative_tokens)")
+    return f"({length_expression(engine, matchers, window_seconds)}\n  - 1) / {int(num_speculative_tokens)}"
+
+
+def length_expression(engine: str, matchers: Sequence[Matcher], window_seconds: float) -> str:
+    """The mean acceptance length as one PromQL expression: vLLM ``1 + accepted / drafts``, SGLang
+    generation tokens / verify calls."""
+    engine, rng = _engine(engine), _duration(window_seconds)
+    if engine == "vllm":
+        return (f"1 + {_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
+                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFTS, matchers, rng)}")
+    return (f"{_sum_increase(sglang_engine.GENERATION_TOKENS, matchers, rng)}\n  / "
+            f"{_sum_increase(sglang_engine.SPEC_VERIFY_CALLS, matchers, rng)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing (pure)
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sample:
+    """One element of an instant vector."""
+
+    labels: Mapping[str, str]
+    value: float
+
+
+def parse_query_response(status_code: int, body: bytes) -> list[Sample]:
+    """The instant vector of an ``/api/v1/query`` answer, or :class:`MetricsUnavailable` /
+    :class:`MetricsInvalid`. Values are parsed as Prometheus writes them (``"NaN"``, ``"+Inf"``
+    included); judging them is :func:`acceptance_from_vector`'s job."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        # Prometheus explains its 4xx/5xx in the body: bad_data (400), execution (422), timeout (503).
+        raise MetricsUnavailable("QueryError", f"HTTP {status_code}, {str(doc.get('errorType'))[:40]}: "
+                                               f"{str(doc.get('error'))[:300]}")
+    if status_code != 200:
+        raise MetricsUnavailable("HTTPError", f"HTTP {status_code}: {body[:200].decode('utf-8', 'replace')!r}")
+    if not isinstance(doc, dict):
+        raise _invalid(UnusableReason.UNPARSEABLE, "the query answer is not a JSON object")
+    data = doc.get("data")
+    if doc.get("status") != "success" or not isinstance(data, dict):
+        raise _invalid(UnusableReason.UNPARSEABLE, f"unexpected query answer status {str(doc.get('status'))[:40]!r}")
+    if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        raise _invalid(UnusableReason.UNPARSEABLE, f"expected an instant vector, got {str(data.get('resultType'))[:40]!r}")
+    out = []
+    for item in data["result"]:
+        try:
+            labels, (_, raw) = item["metric"], item["value"]
+            if not isinstance(labels, dict) or not isinstance(raw, str):
+                raise TypeError
+            out.append(Sample({str(k): str(v) for k, v in labels.items()}, float(raw)))
+        except (KeyError, TypeError, ValueError):
+            raise _invalid(UnusableReason.UNPARSEABLE, f"malformed vector element {str(item)[:120]}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class PrometheusWindow:
+    """What the source returns: the combined window, each replica's, and the query's evaluation."""
+
+    total: AcceptanceWindow
+    #: Replica (value of the replica label) -> its own window; empty string when the label is absent.
+    replicas: Mapping[str, AcceptanceWindow] = field(default_factory=dict)
+    #: Evaluation time of the query: the window's end (Unix seconds).
+    end: float = 0.0
+    window_seconds: float = 0.0
+    query: str = ""
+    #: Wall-clock seconds the HTTP round trip took.
+    latency_seconds: float = 0.0
+
+    def replicas_differ(self, tolerance: float = 0.05) -> bool:
+        """Whether per-replica rates differ from the combined one by more than ``tolerance`` (status
+        shows per-replica figures only when they say something the total does not)."""
+        total = self.total.acceptance_rate
+        return total is not None and any(
+            w.acceptance_rate is not None and abs(w.acceptance_rate - total) > tolerance for w in self.replicas.values())
+
+
+def _check_value(sample: Sample, tag: str) -> float:
+    value = sample.value
+    if not math.isfinite(value):
+        raise _invalid(UnusableReason.NON_FINITE, f"{tag} is {value} in the query answer", tag, sample.labels)
+    if value < 0:
+        raise _invalid(UnusableReason.NEGATIVE_COUNTER, f"{tag} is {value:g}, below zero", tag, sample.labels)
+    return value
+
+
+def _exceeds(accepted: float, drafted: float) -> bool:
+    return accepted > drafted * (1 + _RELATIVE_SLACK) + 1e-9
+
+
+def _replica_window(engine: EngineName, who: str, c: Mapping[str, float], k: int | None) -> AcceptanceWindow:
+    """One replica's (or the total's) window from its counters' increases, as engines.metrics.window does."""
+    drafts, generation = c["drafts"], c.get("generation_tokens", 0.0)
+    if engine == "vllm":
+        draft_tokens, accepted = c["draft_tokens"], c["accepted_tokens"]
+        if _exceeds(accepted, draft_tokens):
+            raise _invalid(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,
+                           f"{who}: {accepted:g} accepted tokens but {draft_tokens:g} draft tokens in the window")
+        accepted = min(accepted, draft_tokens)  # rounding only (checked above)
+        rate = acceptance_rate(accepted, draft_tokens)
+        return AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+                                generation_tokens=generation, acceptance_rate=rate,
+                                mean_acceptance_length=mean_acceptance_length(accepted, drafts),
+                                rate_source="counters" if rate is not None else "none")
+    length = tokens_per_verification(generation, drafts)
+    draft_tokens = accepted = rate = None
+    source, estimated = "none", False
+    if length is not None and k:
+        draft_tokens = drafts * k
+        # Clamped like engines.metrics.window: each request's prefill token is in generation tokens.
+        accepted = min(max(generation - drafts, 0.0), draft_tokens)
+        rate, source, estimated = acceptance_rate(accepted, draft_tokens), "derived", True
+    elif "accept_rate_gauge" in c:
+        rate, source = c["accept_rate_gauge"], "gauge"
+        if rate > 1:
+            raise _invalid(UnusableReason.OUT_OF_RANGE, f"{who}: spec_accept_rate is {rate:g}, above 1")
+    return AcceptanceWindow(engine="sglang", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+                            generation_tokens=generation, acceptance_rate=rate, mean_acceptance_length=length,
+                            rate_source=source, estimated=estimated)
+
+
+def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label: str = "pod",
+                           num_speculative_tokens: int | None = None) -> tuple[AcceptanceWindow, dict[str, AcceptanceWindow]]:
+    """The combined window and each replica's, from the answer to :func:`window_query`.
+
+    The total sums the replicas' increases (the definitions are ratios of sums). Raises
+    :class:`MetricsUnavailable` (``NoSeries``) when no replica has the spec-decode counters, and
+    :class:`MetricsInvalid` for non-finite or negative values, a replica with only some of the
+    counters (``MissingSeries``), or more accepted than drafted tokens.
+    """
+    engine = _engine(engine)
+    required = REQUIRED[engine]
+    counters: dict[str, dict[str, float]] = {}
+    per_position: dict[int, float] = {}
+    steps: list[float] = []
+    for s in samples:
+        tag = s.labels.get(SERIES_LABEL, "")
+        if tag == "accepted_per_position":
+            raw = s.labels.get("position", "")
+            if not raw.isdigit() or int(raw) >= DEFAULT_MAX_POSITIONS:
+                raise _invalid(UnusableReason.BAD_POSITION, f"position {raw[:20]!r}", tag, s.labels)
+            per_position[int(raw)] = _check_value(s, tag)
+            continue
+        if tag not in COUNTERS[engine] and tag not in ("num_steps", "accept_rate_gauge"):
+            continue  # not ours (a foreign series cannot carry our tag unless the selector is odd)
+        value = _check_value(s, tag)
+        replica = s.labels.get(replica_label, "")
+        if tag == "num_steps":
+            steps.append(value)
+        counters.setdefault(replica, {})[tag] = value
+    with_counters = {r: c for r, c in counters.items() if any(t in c for t in required)}
+    if not with_counters:
+        raise MetricsUnavailable("NoSeries", f"no {engine} speculative-decoding counters matched the selector "
+                                             f"(no pod scraped twice in the window, or speculation is off)")
+    for replica, c in sorted(with_counters.items()):
+        missing = [COUNTERS[engine][t] for t in required if t not in c]
+        if missing:
+            raise _invalid(UnusableReason.MISSING_SERIES,
+                           f"replica {replica_label}={replica[:60]!r} has no {', '.join(missing)} in the window",
+                           missing[0], {replica_label: replica})
+    k = num_speculative_tokens
+    if engine == "sglang" and not k and steps and max(steps) >= 1 and float(max(steps)).is_integer():
+        k = int(max(steps))
+    replicas = {r: _replica_window(engine, f"replica {replica_label}={r[:60]!r}", c, k)
+                for r, c in sorted(with_counters.items())}
+    totals = {t: sum(c.get(t, 0.0) for c in with_counters.values()) for t in COUNTERS[engine]}
+    gauges = [c["accept_rate_gauge"] for c in with_counters.values() if "accept_rate_gauge" in c]
+    if gauges:
+        # Only the fallback without k: a gauge is an interval value, so the replicas' mean is all there is.
+        totals["accept_rate_gauge"] = sum(gauges) / len(gauges)
+    total = _replica_window(engine, "all replicas", totals, k)
+    if engine == "vllm" and per_position and total.drafts > 0:
+        positions = tuple(per_position.get(i, 0.0) / total.drafts for i in range(max(per_position) + 1))
+        if any(_exceeds(p, 1.0) for p in positions):
+            raise _invalid(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,
+                           f"a draft position was accepted more often than there were drafts: {positions}")
+        total = dataclasses.replace(total, per_position=tuple(min(p, 1.0) for p in positions))
+    return total, replicas
+
+
+# --------------------------------------------------------------------------------------------------
+# The HTTP call
+# --------------------------------------------------------------------------------------------------
+
+async def _read_bounded(response: httpx.Response, max_bytes: int) -> bytes:
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise _invalid(UnusableReason.TOO_LARGE, f"the query answer is {declared} bytes, over the {max_bytes}-byte cap")
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _invalid(UnusableReason.TOO_LARGE, f"the query answer is over the {max_bytes}-byte cap")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[Matcher], window_seconds: float, *,
+                           replica_label: str = "pod", num_speculative_tokens: int | None = None,
+                           end: float | None = None, client: httpx.AsyncClient | None = None,
+                           timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+                           max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> PrometheusWindow:
+    """One revision's acceptance over ``window_seconds`` ending at ``end`` (default: now), from the
+    Prometheus at ``prometheus_url``. Pass ``client`` to reuse connections across servings."""
+    query = window_query(engine, matchers, window_seconds, replica_label)
+    end = time.time() if end is None else end
+    url = prometheus_url.rstrip("/") + "/api/v1/query"
+    # POST form: the union query is long, and Prometheus accepts the same parameters in a form body.
+    data = {"query": query, "time": f"{end:.3f}", "timeout": f"{max(timeout.read or 5.0, 1.0):g}s"}
+    own = client is None
+    client = client or httpx.AsyncClient(timeout=timeout)
+    started = time.perf_counter()
+    try:
+        async with client.stream("POST", url, data=data, timeout=timeout) as response:
+            body = await _read_bounded(response, max_response_bytes)
+            status = response.status_code
+    except httpx.TimeoutException as exc:
+        raise MetricsUnavailable("Timeout", f"{url}: {type(exc).__name__}") from None
+    except httpx.HTTPError as exc:
+        raise MetricsUnavailable("Unreachable", f"{url}: {type(exc).__name__}: {str(exc)[:200]}") from None
+    finally:
+        if own:
+            await client.aclose()
+    latency = time.perf_counter() - started
+    total, replicas = acceptance_from_vector(engine, parse_query_response(status, body), replica_label,
+                                             num_speculative_tokens)
+    return PrometheusWindow(total=total, replicas=replicas, end=end, window_seconds=window_seconds, query=query,
+                            latency_seconds=latency)
