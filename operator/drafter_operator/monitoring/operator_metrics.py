@@ -62,10 +62,13 @@ def _remove(gauge: Gauge | Counter, values: tuple[str, ...]) -> None:
 
 
 def set_acceptance(namespace: str, name: str, engine: str, drafter: str, revision: str,
-                   window: AcceptanceWindow) -> None:
-    """Publish a window's rate and mean length; a figure the window does not have removes its series."""
+                   window: AcceptanceWindow | None) -> None:
+    """Publish a window's rate and mean length; a figure the window does not have (or no window: the
+    data was missing or untrusted) removes its series rather than leaving a stale value."""
     values = (namespace, name, engine, drafter, revision)
-    for gauge, value in ((ACCEPTANCE_RATE, window.acceptance_rate), (ACCEPTANCE_LENGTH, window.mean_acceptance_length)):
+    rate = window.acceptance_rate if window else None
+    length = window.mean_acceptance_length if window else None
+    for gauge, value in ((ACCEPTANCE_RATE, rate), (ACCEPTANCE_LENGTH, length)):
         if value is None:
             _remove(gauge, values)
         else:

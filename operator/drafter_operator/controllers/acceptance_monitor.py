@@ -1,0 +1,119 @@
+"""The per-serving acceptance watch: one measurement per interval, turned into a verdict.
+
+The serving loop owns one :class:`AcceptanceMonitor` per DrafterServing with ``spec.acceptance``. Each
+``measure`` call takes a sample of the active revision (its Ready pods' ``/metrics``, or a Prometheus
+query), feeds the verdict state machine (``monitoring/acceptance.py``) and returns what the pure
+``decide`` needs: the verdict and the ``status.acceptance`` block. It also keeps the operator's own
+gauges (``drafter_acceptance_rate``, ``_length``, ``drafter_degraded``) in step. A change of the
+active revision or of ``spec.acceptance`` starts a fresh watch: old counters say nothing about a new
+drafter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from drafter_operator import engines
+from drafter_operator.engines import metrics as m
+from drafter_operator.monitoring import acceptance as a
+from drafter_operator.monitoring import operator_metrics
+from drafter_operator.monitoring import prometheus_source as prom
+from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.resources.labels import REVISION_LABEL
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one look at acceptance gives ``decide``."""
+
+    verdict: a.Verdict
+    previous: a.Verdict | None
+    status: dict | None  # status.acceptance, camelCase
+
+    @property
+    def changed(self) -> bool:
+        return not self.verdict.same_condition(self.previous)
+
+
+def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
+    """The revision's pods that are Ready and have an IP, as scrape targets (pure)."""
+    replicas = []
+    for pod in pods:
+        meta, status = pod.get("metadata", {}), pod.get("status", {})
+        if meta.get("labels", {}).get(REVISION_LABEL) != revision or meta.get("deletionTimestamp"):
+            continue
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if ready and status.get("podIP"):
+            replicas.append(Replica(name=meta["name"], ip=status["podIP"], port=port))
+    return sorted(replicas, key=lambda r: r.name)
+
+
+def num_speculative_tokens(spec) -> int | None:
+    """k as the engine runs it: vLLM's numSpeculativeTokens, SGLang's numSteps (when the spec says)."""
+    drafter = spec.drafter
+    return drafter.num_speculative_tokens if spec.engine == "vllm" else drafter.num_steps
+
+
+class AcceptanceMonitor:
+    """The acceptance watch of one serving (kept by the serving loop between reconciles)."""
+
+    def __init__(self, namespace: str, name: str, port: int | None = None) -> None:
+        self.namespace, self.name = namespace, name
+        #: The engine's port on each pod; None means the engine's default (what the operator renders).
+        self.port = port
+        self.key: tuple | None = None
+        self.verdict: a.Verdict | None = None
+        self.engine_source: EngineSource | None = None
+
+    def _restart_if_changed(self, spec, revision: str) -> None:
+        acceptance = spec.acceptance
+        key = (revision, spec.engine, acceptance.model_dump_json() if acceptance else None)
+        if key != self.key:
+            if self.key is not None:
+                operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
+            self.key, self.verdict = key, None
+            thresholds = a.Thresholds.from_spec(acceptance)
+            self.engine_source = EngineSource(spec.engine, thresholds.window_seconds, num_speculative_tokens(spec),
+                                              model_name=spec.target.served_model_name or None)
+
+    async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime) -> Measurement | None:
+        """One sample of the active revision and the verdict on it; None when nothing is watched."""
+        if spec.acceptance is None or spec.drafter.method == "none" or not revision:
+            self.forget()
+            return None
+        self._restart_if_changed(spec, revision)
+        thresholds = a.Thresholds.from_spec(spec.acceptance)
+        at = now.timestamp()
+        if spec.acceptance.source == "prometheus":
+            sample = await self._prometheus_sample(spec, revision, thresholds, at)
+        else:
+            port = self.port or engines.engine(spec.engine).DEFAULT_PORT
+            sample = await self.engine_source.sample(ready_replicas(pods, revision, port), at)
+        previous = self.verdict
+        self.verdict = a.evaluate(previous, sample, thresholds)
+        drafter = f"{spec.drafter.method}:{spec.drafter.model or ''}".rstrip(":")
+        labels = (self.namespace, self.name, spec.engine, drafter, revision)
+        operator_metrics.set_acceptance(*labels, self.verdict.window)
+        operator_metrics.set_degraded(*labels, {"True": True, "False": False}.get(self.verdict.status))
+        block = a.status_block(sample, spec.acceptance.source, thresholds.window_seconds,
+                               now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return Measurement(verdict=self.verdict, previous=previous, status=block)
+
+    async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
+        try:
+            found = await prom.fetch_acceptance(
+                spec.acceptance.prometheus_url, spec.engine,
+                prom.revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
+                num_speculative_tokens=num_speculative_tokens(spec))
+        except prom.MetricsUnavailable as exc:
+            return a.Sample.unavailable(at, str(exc))
+        except m.MetricsUnusable as exc:
+            return a.Sample.unusable(at, exc)
+        # Prometheus' total is its own sum of increases (one extrapolation per series), kept as is.
+        return a.Sample(at=at, window=found.total, replicas=tuple(sorted(found.replicas.items())))
+
+    def forget(self) -> None:
+        if self.key is not None:
+            operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
+        self.key, self.verdict, self.engine_source = None, None, None

@@ -1,0 +1,71 @@
+"""The per-serving acceptance watch against a real emulator process: verdict, status block, gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import urllib.request
+
+from prometheus_client import REGISTRY
+
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, ready_replicas
+from drafter_operator.monitoring import acceptance as a
+from tests.unit.test_engine_source import VLLM, emulator, generate
+
+T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def spec(**acceptance) -> DrafterServingSpec:
+    return DrafterServingSpec.model_validate({
+        "engine": "vllm", "target": {"model": "/models/kimi-k2.5"},
+        "drafter": {"method": "eagle3", "model": "/models/emulator-good-drafter", "numSpeculativeTokens": 3},
+        "acceptance": {"minAcceptanceRate": "0.4", "window": "30s", "for": "0s", "minDraftTokens": 100, **acceptance}})
+
+
+def pod(name: str, revision: str, ip: str, ready: bool = True) -> dict:
+    return {"metadata": {"name": name, "labels": {"drafter.dev/revision": revision}},
+            "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def degraded_gauge(revision: str) -> float | None:
+    return REGISTRY.get_sample_value("drafter_degraded", {
+        "namespace": "ns", "name": "kimi", "engine": "vllm", "drafter": "eagle3:/models/emulator-good-drafter",
+        "revision": revision})
+
+
+def test_ready_replicas_are_the_active_revisions_ready_pods_with_an_ip():
+    pods = [pod("a", "r1", "127.0.0.5"), pod("b", "r1", "127.0.0.6", ready=False), pod("c", "r2", "127.0.0.7"),
+            {"metadata": {"name": "d", "labels": {"drafter.dev/revision": "r1"}}, "status": {}}]
+    assert [r.name for r in ready_replicas(pods, "r1", 8000)] == ["a"]
+
+
+def test_a_bad_drafter_degrades_and_recovers_with_status_and_gauge():
+    with emulator(VLLM, 0.15) as replica:
+        monitor = AcceptanceMonitor("ns", "kimi", port=replica.port)
+        pods = [pod(replica.name, "rev1", replica.ip)]
+        first = asyncio.run(monitor.measure(spec(), "rev1", pods, T0))
+        assert first.verdict.status == "Unknown" and first.status is None
+        generate(replica, 3)
+        low = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=10)))
+        assert (low.verdict.status, low.verdict.reason) == ("True", a.LOW_RATE) and low.changed
+        assert low.status["rate"] < 0.4 and low.status["source"] == "engine" and low.status["windowSeconds"] == 30
+        assert degraded_gauge("rev1") == 1.0
+        body = json.dumps({"acceptance": 0.95}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"http://{replica.ip}:{replica.port}/emulator/acceptance",
+                                                      data=body, headers={"Content-Type": "application/json"})).read()
+        generate(replica, 3)
+        healed = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=45)))
+        assert (healed.verdict.status, healed.verdict.reason) == ("False", a.HEALTHY)
+        assert degraded_gauge("rev1") == 0.0
+        # A new revision starts a fresh watch and drops the old revision's series.
+        fresh = asyncio.run(monitor.measure(spec(), "rev2", [pod(replica.name, "rev2", replica.ip)],
+                                            T0 + dt.timedelta(seconds=50)))
+        assert fresh.verdict.status == "Unknown" and degraded_gauge("rev1") is None
+
+
+def test_nothing_is_watched_without_spec_acceptance():
+    plain = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/m"},
+                                               "drafter": {"method": "none"}})
+    assert asyncio.run(AcceptanceMonitor("ns", "x").measure(plain, "r", [], T0)) is None
