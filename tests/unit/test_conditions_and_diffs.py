@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.serving import _changed, _template_differs, _transition_events
+from drafter_operator.controllers.serving_decide import changed_fields, template_differs, transition_events
 from drafter_operator.controllers.swap import Verdict
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -35,10 +35,10 @@ def test_transition_events_only_for_changed_ready_and_progressing():
                                      ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T0)
     after = conditions.merge(before, [("Ready", Verdict("True", "EngineReady", "1/1")),
                                       ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T1)
-    assert _transition_events(before, after) == [("Normal", "EngineReady", "Ready=True: 1/1")]
+    assert transition_events(before, after) == [("Normal", "EngineReady", "Ready=True: 1/1")]
     failed = conditions.merge(after, [("Progressing", Verdict("False", "RevisionFailed", "rolled back"))], 1, T1)
-    assert _transition_events(after, failed) == [("Warning", "RevisionFailed", "Progressing=False: rolled back")]
-    assert _transition_events(failed, failed) == []
+    assert transition_events(after, failed) == [("Warning", "RevisionFailed", "Progressing=False: rolled back")]
+    assert transition_events(failed, failed) == []
 
 
 def test_template_comparison_ignores_apiserver_defaults_but_sees_our_changes():
@@ -47,15 +47,15 @@ def test_template_comparison_ignores_apiserver_defaults_but_sees_our_changes():
         "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
         "containers": [{"name": "engine", "image": "vllm:1", "imagePullPolicy": "IfNotPresent",
                         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
-    assert not _template_differs(served, ours)
+    assert not template_differs(served, ours)
     changed = {"spec": {"containers": [{"name": "engine", "image": "vllm:2", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
-    assert _template_differs(served, changed)
+    assert template_differs(served, changed)
     two = {"spec": {"containers": ours["spec"]["containers"] * 2}}
-    assert _template_differs(served, two)
+    assert template_differs(served, two)
 
 
 def test_changed_keeps_only_differing_status_fields():
     # an absent field equals None: nothing to write; a present one set to None is written (merge-patch deletes it)
-    assert _changed({"a": 1, "b": [1]}, {"a": 1, "b": [2], "c": None}) == {"b": [2]}
-    assert _changed({"a": 1}, {"a": None}) == {"a": None}
-    assert _changed({"a": 1}, {"a": 1}) == {}
+    assert changed_fields({"a": 1, "b": [1]}, {"a": 1, "b": [2], "c": None}) == {"b": [2]}
+    assert changed_fields({"a": 1}, {"a": None}) == {"a": None}
+    assert changed_fields({"a": 1}, {"a": 1}) == {}

@@ -1,58 +1,64 @@
-"""Thin kopf handlers: each hands the object to its reconciler.
+"""Thin kopf handlers: one loop per DrafterServing (a kopf daemon), woken by watch events.
 
-Handlers are synchronous on purpose: kopf runs them in its thread pool, so the (blocking) kubernetes
-REST client never stalls the event loop. A serving's Deployments, pods and Service are kept in kopf
-indexes fed by watches, so a reconcile reads no object from the API: in steady state it makes no
-request at all (it polled three lists per serving every two seconds before; docs/performance.md).
+A serving's Deployments, pods and Service are kept in kopf indexes fed by watches, so a reconcile reads
+no object from the API: in steady state it makes no request at all (docs/performance.md). The same
+watches wake the owning serving's loop: kopf runs `on.event` handlers after it has updated the indexes
+for that event, so the reconcile that follows sees it. The reconcile itself (blocking REST client)
+runs in a thread pool, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import copy
 import datetime as dt
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import kopf
 
-from drafter_operator.controllers.serving import ServingReconciler, observed_from
+from drafter_operator.controllers import serving_loop
+from drafter_operator.controllers.serving import ServingReconciler, now_utc
+from drafter_operator.controllers.serving_decide import observed_from
 from drafter_operator.kube import Kube, load_api_client
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.resources.labels import SERVING_LABEL
 
 GROUP, VERSION = "drafter.dev", "v1alpha1"
-RECONCILE_SECONDS = float(os.environ.get("DRAFTER_RECONCILE_SECONDS", "2"))
 # How long an old revision keeps running after traffic left it (connections in flight finish).
 DRAIN_SECONDS = float(os.environ.get("DRAFTER_DRAIN_SECONDS", "15"))
 
-_state: dict[str, object] = {}
-
-
-def reconciler() -> ServingReconciler:
-    if "serving" not in _state:
-        kube = Kube(load_api_client())
-        operator_metrics.track_api_requests(kube)
-        _state["serving"] = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
-    return _state["serving"]  # type: ignore[return-value]
-
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Progress and diff-base in annotations: status stays ours (and the printer columns clean).
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="drafter.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="drafter.dev")
     settings.posting.level = logging.WARNING  # our own Events carry the story; kopf posts only its warnings
     settings.watching.server_timeout = 270  # re-open watches before silent network drops can stall them
     settings.watching.client_timeout = 300
-    settings.execution.max_workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
-    # A deleted serving waits for its timer to stop before kopf drops the finalizer; kopf re-checks a
-    # running sync timer only every 60 s by default, which held 8 of 50 deleted servings (and their GPUs)
-    # for a minute (bench/serving_scale.py).
-    settings.background.cancellation_polling = 1.0
+    workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
+    settings.execution.max_workers = workers  # kopf's pool, for the index handlers
+    memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
+    kube = Kube(load_api_client())
+    operator_metrics.track_api_requests(kube)
+    memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
+    # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
+    # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
+    # it would only repeat the same decision.
+    memo.recheck_seconds = float(os.environ.get("DRAFTER_RECHECK_SECONDS", "20"))
+    # After writing, a loop waits at most this long for the watch to return its own writes before it
+    # decides again (normally milliseconds; a watch re-list can skip the exact version).
+    memo.wakeups = serving_loop.Wakeups(catch_up=float(os.environ.get("DRAFTER_CATCH_UP_SECONDS", "5")))
+    # A failed reconcile (an apiserver error) is retried this soon, or earlier on the next watch event.
+    memo.error_retry_seconds = 5.0
 
 
-def _event_sink(body):
-    return lambda kind, reason, message: kopf.event(body, type=kind, reason=reason, message=message[:1024])
+@kopf.on.cleanup()
+def release(memo: kopf.Memo, **_) -> None:
+    memo.reconcile_pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:
@@ -75,23 +81,54 @@ def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-def _reconcile(body: kopf.Body, serving_deployments: kopf.Index, serving_pods: kopf.Index,
-               serving_services: kopf.Index) -> None:
-    key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == key[1]), None)
-    observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service)
-    reconciler().reconcile(dict(body), _event_sink(body), observed)
+@kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
+async def deployment_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
+    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "deployments", name, meta.get("resourceVersion"))
 
 
-@kopf.on.resume(GROUP, VERSION, "drafterservings")
-@kopf.on.create(GROUP, VERSION, "drafterservings")
-@kopf.on.update(GROUP, VERSION, "drafterservings", field="spec")
-def serving_changed(body: kopf.Body, serving_deployments: kopf.Index, serving_pods: kopf.Index,
-                    serving_services: kopf.Index, **_) -> None:
-    _reconcile(body, serving_deployments, serving_pods, serving_services)
+@kopf.on.event("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT})
+async def pod_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
+    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "pods", name, meta.get("resourceVersion"))
 
 
-@kopf.timer(GROUP, VERSION, "drafterservings", interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
-def serving_timer(body: kopf.Body, serving_deployments: kopf.Index, serving_pods: kopf.Index,
-                  serving_services: kopf.Index, **_) -> None:
-    _reconcile(body, serving_deployments, serving_pods, serving_services)
+@kopf.on.event("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT})
+async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
+    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "services", name, meta.get("resourceVersion"))
+
+
+@kopf.on.event(GROUP, VERSION, "drafterservings")
+async def serving_event(namespace, name, meta, memo: kopf.Memo, **_) -> None:
+    # Spec changes and our own status writes: the daemon's `body` is already this version.
+    memo.wakeups.saw((namespace, name), "drafterservings", name, meta.get("resourceVersion"))
+
+
+def _event_sink(body: dict):
+    return lambda kind, reason, message: kopf.event(body, type=kind, reason=reason, message=message[:1024])
+
+
+@kopf.daemon(GROUP, VERSION, "drafterservings", cancellation_timeout=5.0)
+async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
+                         serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
+                         **_) -> None:
+    key = (namespace, name)
+
+    async def reconcile_once():
+        # Snapshots taken on the event loop, where kopf updates the body and the indexes.
+        snapshot = copy.deepcopy(dict(body))
+        service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
+        observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service)
+        # In this task's context: kopf.event() finds kopf's Event queue through context variables.
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            memo.reconcile_pool, context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot), observed)
+
+    loop = asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
+                                                memo.error_retry_seconds, now_utc))
+    # Exit on kopf's stop signal (the serving deleted, the operator stopping) rather than being cancelled.
+    stop = asyncio.ensure_future(stopped.wait())
+    await asyncio.wait({loop, stop}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (loop, stop):
+        task.cancel()
+    await asyncio.gather(loop, stop, return_exceptions=True)
+    if not loop.cancelled() and loop.exception():
+        raise loop.exception()  # kopf restarts the daemon after its backoff

@@ -1,0 +1,342 @@
+"""What one DrafterServing reconcile should do, as a pure function: `decide(ServingState) -> ServingPlan`.
+
+Input: the DrafterServing as watched (spec and the status we wrote), its children as the operator's
+kopf indexes see them (`Observed`), and the clock. Output: the writes (Deployments and the Service to
+create or patch, in order), the status patch, the Deployments to delete, the Events, the swap and
+rollback counts, and the next moment the clock alone would change the answer. `serving.py` applies a
+plan and nothing else; the swap state machine itself is `swap.plan_swap`, also pure.
+
+Measurements (the acceptance verdicts of issue 8) join as one more field of `ServingState`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import kopf
+import pydantic
+
+from drafter_operator import engines
+from drafter_operator.api import DrafterServing, parse_duration, serving_problems
+from drafter_operator.controllers import compatibility, conditions
+from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
+    is_ready, plan_swap
+from drafter_operator.kube import object_path
+from drafter_operator.resources.engine import (
+    PREVIOUS_REVISION_ANNOTATION,
+    SWITCHED_AT_ANNOTATION,
+    engine_deployment,
+    engine_pod_spec,
+    service_revision,
+    serving_service,
+)
+from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
+
+Event = tuple[str, str, str]  # (type, reason, message), posted on the DrafterServing
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Observed:
+    deployments: dict[str, dict] = field(default_factory=dict)  # revision -> Deployment
+    revisions: dict[str, RevisionObservation] = field(default_factory=dict)
+    service: dict | None = None
+
+
+def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None) -> Observed:
+    """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure)."""
+    pods = list(pods)
+    observed = Observed(service=service)
+    for deployment in deployments:
+        revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
+        if not revision or deployment["metadata"].get("deletionTimestamp"):
+            continue
+        own = [p for p in pods if p["metadata"].get("labels", {}).get(REVISION_LABEL) == revision]
+        unschedulable = next((c.get("message") for p in own for c in p.get("status", {}).get("conditions") or []
+                              if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
+        observed.deployments[revision] = deployment
+        observed.revisions[revision] = RevisionObservation(
+            name=revision, replicas=deployment["spec"].get("replicas", 1),
+            ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
+            pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
+            unschedulable=unschedulable)
+    return observed
+
+
+def _current(deployment: dict) -> bool:
+    """readyReplicas only counts once the Deployment controller has seen the latest spec."""
+    return deployment.get("status", {}).get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+
+
+@dataclass(frozen=True)
+class ServingState:
+    """Everything one decision reads."""
+
+    serving: dict  # the DrafterServing body: metadata, spec, and status as last written
+    observed: Observed
+    now: dt.datetime
+    default_images: Mapping[str, str]
+    drain: dt.timedelta  # how long an old revision keeps running after traffic left it
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str  # "create" | "patch" (JSON merge patch)
+    plural: str  # "deployments" | "services"
+    path: str
+    body: dict
+
+
+@dataclass
+class ServingPlan:
+    # A revision verdict (good or failed) recorded before any child is touched, so a restart never
+    # retries a failed revision; {} when there is none.
+    record_first: dict = field(default_factory=dict)
+    writes: list[Write] = field(default_factory=list)  # Deployments, then the Service
+    status: dict = field(default_factory=dict)  # only the fields that changed
+    deletes: list[str] = field(default_factory=list)  # object paths
+    events: list[Event] = field(default_factory=list)
+    swapped: str | None = None  # the swap strategy, when traffic moved in this step
+    rolled_back: bool = False
+    engine: str | None = None  # for the swap and rollback counters
+    # The next moment the clock alone changes the answer (a startup timeout, a drain ending); None: only
+    # a change of the serving or its children does.
+    recheck_at: dt.datetime | None = None
+
+    def writes_anything(self) -> bool:
+        return bool(self.record_first or self.writes or self.status or self.deletes or self.events)
+
+
+def decide(state: ServingState) -> ServingPlan:
+    body = state.serving
+    status = body.get("status") or {}
+    try:
+        serving = DrafterServing.model_validate(body)
+    except pydantic.ValidationError as exc:
+        return _invalid(body, status, [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()],
+                        state.now)
+    problems = serving_problems(serving.spec)
+    if problems:
+        return _invalid(body, status, problems, state.now)
+
+    meta = body["metadata"]
+    namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
+    observed, now = state.observed, state.now
+    spec = serving.spec
+    engine = engines.engine(spec.engine)
+    image = spec.image or state.default_images[spec.engine]
+    desired = revision_hash(spec, image)
+
+    known_bad = compatibility.matching_known_bad(spec, image)
+    blocked = bool(known_bad) and not spec.drafter.allow_known_bad
+    compatible = _compatibility_verdict(known_bad, blocked)
+
+    active = service_revision(observed.service) if observed.service else status.get("activeRevision")
+    if active is not None and active not in observed.revisions and active != desired:
+        active = None  # its Deployment is gone: nothing left to protect or fall back to
+    failed = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good") is False)
+    switch_record = ((observed.service or {}).get("metadata") or {}).get("annotations") or {}
+    switched_at = switch_record.get(SWITCHED_AT_ANNOTATION)
+
+    swap_input = None
+    if blocked and active is None:
+        swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", compatible.message),
+                        progressing=Verdict("False", "Blocked", "spec.drafter.allowKnownBad is false"))
+    else:
+        swap_input = SwapInput(
+            desired=active if blocked else desired, strategy=spec.swap.strategy, replicas=spec.replicas,
+            startup_timeout=dt.timedelta(seconds=parse_duration(spec.startup.timeout)), active=active,
+            failed=failed, revisions=observed.revisions, now=now,
+            previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
+            switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain)
+        swap = plan_swap(swap_input)
+
+    plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
+    revisions = _updated_revisions(status.get("revisions") or [], desired, spec, now, swap)
+    if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good):
+        plan.record_first = {"revisions": revisions}
+        status = {**status, "revisions": revisions}
+
+    argv = engine.render_command(spec)
+    pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
+    for revision, replicas in swap.scale.items():
+        if revision == desired:
+            write = _deployment_write(body, engine_deployment(
+                serving, revision, replicas, pod_spec,
+                annotations={"drafter.dev/drafter": drafter_summary(spec), "drafter.dev/engine": spec.engine}),
+                observed.deployments.get(revision))
+        elif revision in observed.deployments:
+            write = _scale_write(namespace, observed.deployments[revision], replicas)
+        else:
+            write = None
+        if write:
+            plan.writes.append(write)
+
+    if swap.service_revision:
+        record = {k: v for k, v in switch_record.items() if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
+        if swap.switched_from:
+            record = {PREVIOUS_REVISION_ANNOTATION: swap.switched_from, SWITCHED_AT_ANNOTATION: iso(now)}
+        write = _service_write(body, serving_service(serving, swap.service_revision, engine.DEFAULT_PORT, record),
+                               observed.service)
+        if write:
+            plan.writes.append(write)
+
+    new_status = {
+        "observedGeneration": generation,
+        "activeRevision": swap.active,
+        "previousRevision": swap.switched_from or status.get("previousRevision"),
+        "revisions": revisions,
+        "endpoint": {"host": f"{name}.{namespace}.svc.cluster.local", "port": engine.DEFAULT_PORT,
+                     "url": f"http://{name}.{namespace}.svc.cluster.local:{engine.DEFAULT_PORT}/v1"},
+        "conditions": conditions.merge(status.get("conditions"), [
+            ("Ready", swap.ready), ("Progressing", swap.progressing), ("DrafterCompatible", compatible),
+        ], generation, now),
+    }
+    plan.status = changed_fields(status, new_status)
+
+    plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
+                    for revision in swap.delete if revision in observed.deployments]
+    # The swap planner's own Event says more than the condition transition with the same reason.
+    posted = {reason for _, reason, _ in swap.events}
+    plan.events = [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
+                   if event[1] not in posted or event in swap.events]
+    if compatible.status == "False" and _transitioned(status, "DrafterCompatible", "False"):
+        plan.events.append(("Warning", compatible.reason, compatible.message))
+    plan.swapped = spec.swap.strategy if swap.switched_from else None
+    plan.rolled_back = bool(swap.mark_failed and active is not None)
+    return plan
+
+
+def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
+    """The earliest future moment at which `plan_swap` could answer differently with nothing else changed:
+    a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
+    the last switch) finishing its drain. One second past each, since both comparisons are strict."""
+    moments = [r.created + inp.startup_timeout for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
+    if plan.switched_from:
+        moments.append(inp.now + inp.drain)
+    elif inp.previous in inp.revisions and draining(inp, inp.previous) and inp.switched_at is not None:
+        moments.append(inp.switched_at + inp.drain)
+    future = [m + dt.timedelta(seconds=1) for m in moments if m + dt.timedelta(seconds=1) > inp.now]
+    return min(future, default=None)
+
+
+def _invalid(body: dict, status: dict, problems: list[str], now: dt.datetime) -> ServingPlan:
+    meta = body["metadata"]
+    message = "; ".join(problems)
+    new_status = {"observedGeneration": meta.get("generation"), "conditions": conditions.merge(
+        status.get("conditions"), [("Ready", Verdict("False", "InvalidSpec", message)),
+                                   ("Progressing", Verdict("False", "InvalidSpec", "fix the spec to continue"))],
+        meta.get("generation"), now)}
+    changed = changed_fields(status, new_status)
+    return ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
+
+
+def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
+    _adopt(manifest, owner)
+    path = object_path("apps/v1", "deployments", manifest["metadata"]["namespace"])
+    if existing is None:
+        return Write("create", "deployments", path, manifest)
+    current = existing["spec"]
+    if current.get("replicas") != manifest["spec"]["replicas"] or \
+            template_differs(current["template"], manifest["spec"]["template"]):
+        return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {"spec": {
+            "replicas": manifest["spec"]["replicas"], "template": manifest["spec"]["template"],
+            "progressDeadlineSeconds": manifest["spec"]["progressDeadlineSeconds"]}})
+    return None
+
+
+def _scale_write(namespace: str, deployment: dict, replicas: int) -> Write | None:
+    if deployment["spec"].get("replicas") == replicas:
+        return None
+    return Write("patch", "deployments", object_path("apps/v1", "deployments", namespace, deployment["metadata"]["name"]),
+                 {"spec": {"replicas": replicas}})
+
+
+def _service_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
+    _adopt(manifest, owner)
+    namespace = manifest["metadata"]["namespace"]
+    if existing is None:
+        return Write("create", "services", object_path("v1", "services", namespace), manifest)
+    annotations = existing["metadata"].get("annotations") or {}
+    if existing["spec"].get("selector") != manifest["spec"]["selector"] or \
+            [p.get("port") for p in existing["spec"].get("ports", [])] != [p["port"] for p in manifest["spec"]["ports"]] \
+            or any(annotations.get(k) != v for k, v in manifest["metadata"]["annotations"].items()):
+        return Write("patch", "services", object_path("v1", "services", namespace, manifest["metadata"]["name"]), {
+            "metadata": {"annotations": manifest["metadata"]["annotations"]},
+            "spec": {"selector": manifest["spec"]["selector"], "ports": manifest["spec"]["ports"]}})
+    return None
+
+
+def _compatibility_verdict(known_bad: list[compatibility.KnownBad], blocked: bool) -> Verdict:
+    if not known_bad:
+        return Verdict("True", "NoKnownIssues", "no known-bad entry matches this engine, drafter method and target")
+    entry = known_bad[0]
+    action = "blocked by spec.drafter.allowKnownBad: false" if blocked else "serving anyway (warning)"
+    return Verdict("False", "KnownBadCombination",
+                   f"{entry.id}: {entry.reason} Observed: {entry.observed}. See {entry.link}. {action}")
+
+
+def _updated_revisions(revisions: list[dict], desired: str, spec, now: dt.datetime, plan: SwapPlan) -> list[dict]:
+    out = [dict(r) for r in revisions]
+    if not any(r["name"] == desired for r in out):
+        out.append({"name": desired, "drafter": drafter_summary(spec), "engine": spec.engine, "since": iso(now)})
+    for r in out:
+        if r["name"] == plan.mark_good:
+            r["good"] = True
+        if r["name"] == plan.mark_failed:
+            r["good"] = False
+    return out[-10:]  # bounded history, newest last
+
+
+# Transitions worth an Event (the rest are visible in the conditions alone).
+_NORMAL_REASONS = {"EngineReady", "RevisionStarting", "RevisionActive"}
+
+
+def transition_events(before: list[dict] | None, after: list[dict]) -> list[Event]:
+    """An Event for each Ready/Progressing condition whose status or reason changed."""
+    old = {c["type"]: c for c in before or []}
+    events = []
+    for cond in after:
+        if cond["type"] not in ("Ready", "Progressing"):
+            continue
+        prior = old.get(cond["type"], {})
+        if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
+            kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
+            events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+    return events
+
+
+def changed_fields(current: dict, desired: dict) -> dict:
+    return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def _transitioned(status: dict, kind: str, to: str) -> bool:
+    old = next((c for c in status.get("conditions") or [] if c["type"] == kind), None)
+    return old is None or old.get("status") != to
+
+
+def template_differs(current: dict, wanted: dict) -> bool:
+    """Compare only what we set: the apiserver adds defaults (imagePullPolicy, dnsPolicy, ...)."""
+    def subset(want, have) -> bool:
+        if isinstance(want, dict):
+            return isinstance(have, dict) and all(subset(v, have.get(k)) for k, v in want.items())
+        if isinstance(want, list):
+            return isinstance(have, list) and len(want) == len(have) and all(map(subset, want, have))
+        return want == have or (isinstance(want, (int, str)) and str(want) == str(have))
+    return not subset(wanted, current)
+
+
+def _adopt(manifest: dict, owner: dict) -> None:
+    """Owner reference (garbage collection on delete) and namespace; our own labels, not the owner's."""
+    kopf.append_owner_reference(manifest, owner=owner)
+    kopf.adjust_namespace(manifest, namespace=owner["metadata"]["namespace"], forced=True)

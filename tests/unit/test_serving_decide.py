@@ -1,0 +1,235 @@
+"""The whole DrafterServing reconcile decision (pure): rollouts, swaps, failures, Events, steady state.
+
+`World` plays the cluster: it applies a plan's writes the way the apiserver would (create, JSON merge
+patch, delete, status subresource) and, on `settle`, plays the Deployment controller and the kubelet
+(every Deployment's pods Ready). Nothing here talks to Kubernetes.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from pathlib import Path
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide, iso, observed_from
+from drafter_operator.resources.labels import REVISION_LABEL
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())
+T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+DRAIN = dt.timedelta(seconds=15)
+IMAGES = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
+
+
+def seed_body(**spec_changes) -> dict:
+    body = copy.deepcopy(SEED)
+    body["metadata"] = {"name": "kimi", "namespace": "team", "uid": "u-1", "generation": 1}
+    body["spec"].update(spec_changes)
+    return body
+
+
+def merge_patch(target: dict, patch: dict) -> dict:
+    """RFC 7386, as the apiserver applies application/merge-patch+json."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_patch(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+class World:
+    def __init__(self, body: dict, now: dt.datetime = T0):
+        self.body, self.now = body, now
+        self.deployments: dict[str, dict] = {}  # by name
+        self.service: dict | None = None
+        self.events: list[tuple[str, str, str]] = []
+
+    def state(self) -> ServingState:
+        pods = [{"metadata": {"labels": {REVISION_LABEL: d["metadata"]["labels"][REVISION_LABEL]}}, "status": {}}
+                for d in self.deployments.values() for _ in range(d.get("status", {}).get("readyReplicas", 0))]
+        return ServingState(serving=copy.deepcopy(self.body),
+                            observed=observed_from(copy.deepcopy(list(self.deployments.values())), pods,
+                                                   copy.deepcopy(self.service)),
+                            now=self.now, default_images=IMAGES, drain=DRAIN)
+
+    def decide(self) -> ServingPlan:
+        return decide(self.state())
+
+    def apply(self, plan: ServingPlan) -> None:
+        if plan.record_first:
+            self.body["status"] = merge_patch(self.body.get("status") or {}, plan.record_first)
+        for write in plan.writes:
+            if write.plural == "services":
+                self.service = write.body if write.verb == "create" else merge_patch(self.service, write.body)
+                continue
+            if write.verb == "create":
+                manifest = copy.deepcopy(write.body)
+                manifest["metadata"].update(creationTimestamp=iso(self.now), generation=1)
+                self.deployments[manifest["metadata"]["name"]] = manifest
+            else:
+                name = write.path.rsplit("/", 1)[1]
+                patched = merge_patch(self.deployments[name], write.body)
+                patched["metadata"]["generation"] += 1
+                self.deployments[name] = patched
+        if plan.status:
+            self.body["status"] = merge_patch(self.body.get("status") or {}, plan.status)
+        for path in plan.deletes:
+            self.deployments.pop(path.rsplit("/", 1)[1], None)
+        self.events += plan.events
+
+    def settle(self) -> None:
+        for d in self.deployments.values():
+            d["status"] = {"readyReplicas": d["spec"]["replicas"], "observedGeneration": d["metadata"]["generation"]}
+
+    def converge(self, steps: int = 12) -> None:
+        """Decide, apply, let the cluster catch up, let time pass (drains end); until nothing is left to do."""
+        for _ in range(steps):
+            plan = self.decide()
+            if not plan.writes_anything():
+                return
+            self.apply(plan)
+            self.settle()
+            self.now += dt.timedelta(seconds=20)
+        raise AssertionError(f"no steady state after {steps} steps: {self.decide()}")
+
+    def condition(self, kind: str) -> dict:
+        return next(c for c in self.body["status"]["conditions"] if c["type"] == kind)
+
+
+def test_first_rollout_creates_then_reports_ready_then_writes_nothing():
+    world = World(seed_body())
+    first = world.decide()
+    assert [(w.verb, w.plural) for w in first.writes] == [("create", "deployments"), ("create", "services")]
+    assert first.status["conditions"][0]["reason"] == "EngineStarting"
+    world.apply(first)
+    world.settle()
+    ready = world.decide()
+    assert ready.writes == [] and ready.record_first["revisions"][0]["good"] is True
+    assert ready.status["conditions"][0]["status"] == "True"
+    assert [e[1] for e in ready.events] == ["EngineReady", "RevisionActive"]
+    world.apply(ready)
+    steady = world.decide()
+    assert not steady.writes_anything(), steady
+
+
+def test_a_drafter_change_swaps_bluegreen_counts_one_swap_and_drains_before_deleting():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    started = world.decide()
+    assert [w.verb for w in started.writes] == ["create"] and started.swapped is None
+    world.apply(started)
+    world.settle()
+    switch = world.decide()
+    assert switch.swapped == "BlueGreen" and ("Normal", "Switched") in [(e[0], e[1]) for e in switch.events]
+    assert switch.deletes == []  # the old revision drains first
+    assert switch.recheck_at == world.now + DRAIN + dt.timedelta(seconds=1)
+    world.apply(switch)
+    after = world.decide()  # still draining: no child write, no second Switched
+    assert (after.writes, after.deletes, after.events, after.swapped) == ([], [], [], None)
+    assert world.condition("Progressing")["message"].startswith("switched traffic")
+    world.apply(after)  # the steady message ("revision ... is serving")
+    assert not world.decide().writes_anything()
+    world.now = switch.recheck_at
+    drained = world.decide()
+    assert [p.rsplit("/", 1)[1] for p in drained.deletes] == [f"kimi-{old}"] and drained.swapped is None
+    world.apply(drained)
+    assert not world.decide().writes_anything()
+    assert [e[1] for e in world.events].count("Switched") == 1
+
+
+def test_a_new_revision_that_never_starts_fails_once_with_one_event_and_is_not_retried():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    started = world.decide()
+    world.apply(started)  # created, never Ready
+    new = started.writes[0].body["metadata"]["name"]
+    starting = world.decide()
+    assert starting.recheck_at == world.now + dt.timedelta(minutes=45, seconds=1)
+    world.now = starting.recheck_at
+    failed = world.decide()
+    assert failed.record_first["revisions"][-1]["good"] is False  # recorded before anything else is written
+    assert failed.rolled_back and [p.rsplit("/", 1)[1] for p in failed.deletes] == [new]
+    reasons = [e[1] for e in failed.events]
+    assert reasons.count("RevisionFailed") == 1  # the planner's Event, not also the condition's transition
+    assert "spec.startup.timeout" in next(e[2] for e in failed.events if e[1] == "RevisionFailed")
+    world.apply(failed)
+    again = world.decide()  # only the Progressing message settles ("... keeps serving")
+    assert (again.writes, again.deletes, again.events, again.record_first, again.rolled_back) == ([], [], [], {}, False)
+    world.apply(again)
+    assert not world.decide().writes_anything()
+
+
+def test_invalid_spec_reports_one_event_and_creates_nothing():
+    world = World(seed_body(replicas=-1))
+    plan = world.decide()
+    assert plan.writes == [] and plan.deletes == []
+    assert plan.status["conditions"][0]["reason"] == "InvalidSpec"
+    assert [e[1] for e in plan.events] == ["InvalidSpec"]
+    world.apply(plan)
+    assert not world.decide().writes_anything()
+
+
+def test_known_bad_blocked_creates_nothing_and_warns_once():
+    body = seed_body()
+    body["spec"]["drafter"]["allowKnownBad"] = False
+    world = World(body)
+    plan = world.decide()
+    assert plan.writes == [] and world.decide().status["conditions"][0]["reason"] == "KnownBadCombination"
+    assert [e[1] for e in plan.events].count("KnownBadCombination") >= 1
+    world.apply(plan)
+    assert not world.decide().writes_anything()
+
+
+specs = st.fixed_dictionaries({
+    "replicas": st.integers(0, 2),
+    "swap": st.sampled_from([{"strategy": "BlueGreen"}, {"strategy": "Recreate"}]),
+    "tokens": st.sampled_from([3, 5, 7]),
+})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(specs, min_size=1, max_size=4))
+def test_every_sequence_of_spec_changes_reaches_a_steady_state_with_no_further_writes(changes):
+    world = World(seed_body())
+    for generation, change in enumerate(changes, start=1):
+        world.body["spec"].update(replicas=change["replicas"], swap=change["swap"])
+        world.body["spec"]["drafter"]["numSpeculativeTokens"] = change["tokens"]
+        world.body["metadata"]["generation"] = generation
+        world.converge()
+        status = world.body["status"]
+        assert status["observedGeneration"] == generation
+        assert len(world.deployments) == 1  # every older revision is gone once drained
+        assert world.service["spec"]["selector"][REVISION_LABEL] == status["activeRevision"]
+        assert world.condition("Ready")["status"] == ("True" if change["replicas"] else "False")
+    # Events are de-duplicated: one per reason in any single reconcile.
+    assert world.decide().events == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(specs, min_size=1, max_size=3), st.integers(0, 3), st.integers(0, 3_000))
+def test_decide_is_deterministic_and_leaves_its_input_alone(changes, settle_steps, seconds):
+    world = World(seed_body())
+    for change in changes:
+        world.body["spec"].update(replicas=change["replicas"], swap=change["swap"])
+        world.body["spec"]["drafter"]["numSpeculativeTokens"] = change["tokens"]
+        for step in range(settle_steps):
+            world.apply(world.decide())
+            if step % 2:
+                world.settle()
+    world.now += dt.timedelta(seconds=seconds)
+    state = world.state()
+    before = copy.deepcopy(state)
+    assert decide(state) == decide(copy.deepcopy(state))
+    assert state == before

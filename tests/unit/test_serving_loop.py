@@ -1,0 +1,121 @@
+"""The per-serving loop's wake-ups: watch events wake it at once, but never into its own stale view."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+
+from drafter_operator.controllers.serving import Applied
+from drafter_operator.controllers.serving_loop import Wakeups, run
+
+KEY = ("team", "kimi")
+
+
+def timed(coro_factory) -> float:
+    async def main():
+        started = time.monotonic()
+        await coro_factory()
+        return time.monotonic() - started
+    return asyncio.run(main())
+
+
+def test_a_watch_event_wakes_the_loop_at_once_and_the_interval_otherwise():
+    wakeups = Wakeups(catch_up=5)
+
+    async def woken_soon():
+        asyncio.get_running_loop().call_later(0.05, wakeups.saw, KEY, "pods", "p", "7")
+        await wakeups.wait(KEY, timeout=10)
+    assert timed(woken_soon) < 1
+    quiet = Wakeups(catch_up=5)
+    assert 0.2 <= timed(lambda: quiet.wait(KEY, timeout=0.2)) < 1
+
+
+def test_after_a_write_only_its_own_watch_event_lets_the_loop_decide_again():
+    wakeups = Wakeups(catch_up=5)
+
+    async def scenario():
+        wakeups.expect(KEY, [("services", "kimi", "42")])
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, wakeups.saw, KEY, "pods", "p", "40")  # an older event: the view is still stale
+        loop.call_later(0.3, wakeups.saw, KEY, "services", "kimi", "42")
+        await wakeups.wait(KEY, timeout=10)
+    assert 0.3 <= timed(scenario) < 1
+
+
+def test_a_version_the_watch_delivered_before_the_write_returned_is_not_waited_for():
+    wakeups = Wakeups(catch_up=5)
+
+    async def scenario():
+        wakeups.saw(KEY, "deployments", "kimi-abc", "9")  # the event raced ahead of the PATCH response
+        wakeups.expect(KEY, [("deployments", "kimi-abc", "9")])
+        await wakeups.wait(KEY, timeout=10)
+    assert timed(scenario) < 0.5
+
+
+def test_a_missed_watch_event_delays_the_loop_by_the_catch_up_limit_only():
+    wakeups = Wakeups(catch_up=0.3)
+
+    async def scenario():
+        wakeups.expect(KEY, [("services", "kimi", "42")])
+        asyncio.get_running_loop().call_later(0.05, wakeups.saw, KEY, "pods", "p", "43")
+        await wakeups.wait(KEY, timeout=10)
+    assert 0.3 <= timed(scenario) < 1.5
+
+
+def test_run_reconciles_on_every_wake_and_retries_after_a_failure():
+    wakeups = Wakeups(catch_up=5)
+    calls: list[float] = []
+
+    async def reconcile():
+        calls.append(time.monotonic())
+        if len(calls) == 2:
+            raise RuntimeError("apiserver unavailable")
+        return Applied(written=[], recheck_at=None)
+
+    async def scenario():
+        task = asyncio.create_task(run(KEY, wakeups, reconcile, interval=60, error_retry=0.1,
+                                       clock=lambda: dt.datetime.now(dt.timezone.utc)))
+        await asyncio.sleep(0.05)
+        wakeups.saw(KEY, "deployments", "kimi-abc", "3")  # -> second reconcile, which fails
+        await asyncio.sleep(0.4)  # -> third, after error_retry
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+    asyncio.run(scenario())
+    assert len(calls) == 3
+    assert calls[2] - calls[1] >= 0.1
+
+
+def test_run_wakes_itself_at_the_plans_deadline():
+    wakeups = Wakeups(catch_up=5)
+    calls: list[float] = []
+
+    async def reconcile():
+        calls.append(time.monotonic())
+        return Applied(written=[], recheck_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=0.2))
+
+    async def scenario():
+        task = asyncio.create_task(run(KEY, wakeups, reconcile, interval=60, error_retry=1,
+                                       clock=lambda: dt.datetime.now(dt.timezone.utc)))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+    asyncio.run(scenario())
+    assert len(calls) >= 2  # the interval is 60 s: only the deadline explains the second call
+
+
+def test_a_later_version_of_a_written_object_counts_as_seen():
+    wakeups = Wakeups(catch_up=5)
+
+    async def scenario():
+        wakeups.expect(KEY, [("deployments", "kimi-abc", "41")])
+        # kopf batches the events of one object: only the status update after our create arrives
+        asyncio.get_running_loop().call_later(0.05, wakeups.saw, KEY, "deployments", "kimi-abc", "43")
+        await wakeups.wait(KEY, timeout=10)
+    assert timed(scenario) < 1
