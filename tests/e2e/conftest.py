@@ -33,7 +33,7 @@ class OperatorProcess:
         self.cluster, self.log_path, self.proc = cluster, log_path, None
 
     def start(self) -> None:
-        env = {**self.cluster.env, "DRAFTER_RECONCILE_SECONDS": "1", "PYTHONUNBUFFERED": "1"}
+        env = {**self.cluster.env, "PYTHONUNBUFFERED": "1"}
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
