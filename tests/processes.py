@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 
 def free_port() -> int:
@@ -25,3 +27,20 @@ def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.
         except OSError:
             assert time.monotonic() < deadline, f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s"
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def listening_process(argv: list[str], env: dict[str, str], port: int,
+                      timeout: float = 30.0) -> Iterator[subprocess.Popen]:
+    """Start ``argv``, yield it once it listens on 127.0.0.1:port, and always stop it afterwards."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_listening(proc, port, timeout=timeout)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

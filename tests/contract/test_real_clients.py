@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
-from tests.processes import free_port, wait_until_listening
+from tests.processes import free_port, listening_process
 
 pytestmark = pytest.mark.contract
 
@@ -59,18 +59,9 @@ def emulator(*argv: str) -> Iterator[Emulator]:
     port = free_port()
     env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.05",
            "DRAFTER_EMULATOR_SEED": "7"}
-    proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_listening(proc, port, timeout=30)
+    with listening_process([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
+                           env, port) as proc:
         yield Emulator(port, proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 def run_client(argv: list[str], cwd: Path) -> str:

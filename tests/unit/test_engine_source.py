@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -16,7 +15,7 @@ import pytest
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.monitoring.engine_source import EngineSource, Replica
-from tests.processes import free_port, wait_until_listening
+from tests.processes import free_port, listening_process
 
 VLLM = ["vllm", "serve", "/models/kimi-k2.5", "--speculative-config",
         '{"method":"eagle3","model":"/models/emulator-good-drafter","num_speculative_tokens":3}']
@@ -27,14 +26,9 @@ def emulator(argv: list[str], acceptance: float):
     port = free_port()
     env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.01",
            "DRAFTER_EMULATOR_SEED": "3", "DRAFTER_EMULATOR_ACCEPTANCE": str(acceptance)}
-    proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_listening(proc, port)
+    with listening_process([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
+                           env, port):
         yield Replica(name=f"pod-{port}", ip="127.0.0.1", port=port)
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
 
 
 def generate(replica: Replica, requests: int, max_tokens: int = 200) -> None:

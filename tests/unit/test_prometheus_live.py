@@ -35,7 +35,7 @@ from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.monitoring import prometheus_source as ps
 from drafter_operator.testbed.versions import bin_dir
-from tests.processes import free_port, wait_until_listening
+from tests.processes import free_port, listening_process
 
 SCRAPE_INTERVAL = 1.0
 MODEL = "/models/kimi-k2.5-int4"
@@ -71,21 +71,6 @@ def scrape_config(targets: dict[tuple[str, str], int]) -> dict:
     }
 
 
-@contextlib.contextmanager
-def _process(argv: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen]:
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_listening(proc, port, timeout=60)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-
-
 class Lab:
     def __init__(self, ports: dict[tuple[str, str], int], prometheus_url: str):
         self.ports, self.prometheus_url = ports, prometheus_url
@@ -119,12 +104,13 @@ def lab() -> Iterator[Lab]:
         for i, ((engine, replica), port) in enumerate(ports.items()):
             env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.002",
                    "DRAFTER_EMULATOR_SEED": str(11 + i)}
-            stack.enter_context(_process([sys.executable, "-m", "drafter_operator.cli", "emulate",
-                                          *_argv(engine, port)], env, port))
+            stack.enter_context(listening_process([sys.executable, "-m", "drafter_operator.cli", "emulate",
+                                                   *_argv(engine, port)], env, port, timeout=60))
         prom_port = free_port()
-        stack.enter_context(_process([str(prometheus), f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
-                                      f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-                                     dict(os.environ), prom_port))
+        stack.enter_context(listening_process([str(prometheus), f"--config.file={config}",
+                                               f"--storage.tsdb.path={tmp}/data",
+                                               f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+                                              dict(os.environ), prom_port, timeout=60))
         lab = Lab(ports, f"http://127.0.0.1:{prom_port}")
         # SGLang creates its counter series on the first finished request, and increase() cannot count
         # a series' first sample (nothing before it): one request each, then every drafts series
