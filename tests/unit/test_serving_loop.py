@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 
@@ -63,6 +64,19 @@ def test_a_missed_watch_event_delays_the_loop_by_the_catch_up_limit_only():
     assert 0.3 <= timed(scenario) < 1.5
 
 
+@contextlib.asynccontextmanager
+async def running_loop(wakeups: Wakeups, reconcile, error_retry: float):
+    """The serving loop as a task (60 s interval: only wake-ups and deadlines drive it), cancelled after."""
+    task = asyncio.create_task(run(KEY, wakeups, reconcile, interval=60, error_retry=error_retry,
+                                   clock=lambda: dt.datetime.now(dt.timezone.utc)))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def test_run_reconciles_on_every_wake_and_retries_after_a_failure():
     wakeups = Wakeups(catch_up=5)
     calls: list[float] = []
@@ -74,16 +88,10 @@ def test_run_reconciles_on_every_wake_and_retries_after_a_failure():
         return Applied(written=[], recheck_at=None)
 
     async def scenario():
-        task = asyncio.create_task(run(KEY, wakeups, reconcile, interval=60, error_retry=0.1,
-                                       clock=lambda: dt.datetime.now(dt.timezone.utc)))
-        await asyncio.sleep(0.05)
-        wakeups.saw(KEY, "deployments", "kimi-abc", "3")  # -> second reconcile, which fails
-        await asyncio.sleep(0.4)  # -> third, after error_retry
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        async with running_loop(wakeups, reconcile, error_retry=0.1):
+            await asyncio.sleep(0.05)
+            wakeups.saw(KEY, "deployments", "kimi-abc", "3")  # -> second reconcile, which fails
+            await asyncio.sleep(0.4)  # -> third, after error_retry
     asyncio.run(scenario())
     assert len(calls) == 3
     assert calls[2] - calls[1] >= 0.1
@@ -98,14 +106,8 @@ def test_run_wakes_itself_at_the_plans_deadline():
         return Applied(written=[], recheck_at=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=0.2))
 
     async def scenario():
-        task = asyncio.create_task(run(KEY, wakeups, reconcile, interval=60, error_retry=1,
-                                       clock=lambda: dt.datetime.now(dt.timezone.utc)))
-        await asyncio.sleep(0.5)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        async with running_loop(wakeups, reconcile, error_retry=1):
+            await asyncio.sleep(0.5)
     asyncio.run(scenario())
     assert len(calls) >= 2  # the interval is 60 s: only the deadline explains the second call
 

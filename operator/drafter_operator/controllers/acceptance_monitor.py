@@ -64,6 +64,7 @@ class AcceptanceMonitor:
         self.port = port
         self.key: tuple | None = None
         self.verdict: a.Verdict | None = None
+        self.thresholds: a.Thresholds | None = None
         self.engine_source: EngineSource | None = None
 
     def _restart_if_changed(self, spec, revision: str) -> None:
@@ -73,8 +74,9 @@ class AcceptanceMonitor:
             if self.key is not None:
                 operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
             self.key, self.verdict = key, None
-            thresholds = a.Thresholds.from_spec(acceptance)
-            self.engine_source = EngineSource(spec.engine, thresholds.window_seconds, num_speculative_tokens(spec),
+            self.thresholds = a.Thresholds.from_spec(acceptance)
+            self.engine_source = EngineSource(spec.engine, self.thresholds.window_seconds,
+                                              num_speculative_tokens(spec),
                                               model_name=spec.target.served_model_name or None)
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime) -> Measurement | None:
@@ -83,7 +85,7 @@ class AcceptanceMonitor:
             self.forget()
             return None
         self._restart_if_changed(spec, revision)
-        thresholds = a.Thresholds.from_spec(spec.acceptance)
+        thresholds = self.thresholds
         at = now.timestamp()
         if spec.acceptance.source == "prometheus":
             sample = await self._prometheus_sample(spec, revision, thresholds, at)

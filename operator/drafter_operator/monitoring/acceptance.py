@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
 
 Status = Literal["True", "False", "Unknown"]
@@ -205,25 +206,16 @@ class Verdict:
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds % 3600 == 0 and seconds:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0 and seconds:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
-
-
 def figures(window: m.AcceptanceWindow, window_seconds: float) -> str:
     """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens)"."""
     parts = []
     if window.acceptance_rate is not None:
         counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
                   f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
-        parts.append(f"acceptance {window.acceptance_rate:.1%} over {_duration(window_seconds)}{counts}")
+        parts.append(f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}")
     if window.mean_acceptance_length is not None:
         parts.append(f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)")
-    return ", ".join(parts) or f"no acceptance figures over {_duration(window_seconds)}"
+    return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
 
 
 def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
@@ -264,7 +256,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
     if window is None or drafted(window) < t.min_draft_tokens:
         seen = f"{drafted(window):.0f}" if window is not None else "no"
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
-                       message=f"{seen} draft tokens in the last {_duration(t.window_seconds)}, fewer than "
+                       message=f"{seen} draft tokens in the last {format_duration(t.window_seconds)}, fewer than "
                                f"minDraftTokens {t.min_draft_tokens:.0f}: no verdict yet")
     numbers = figures(window, t.window_seconds)
     low = _below(window, t)
@@ -282,8 +274,8 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         pending_reason = previous.reason if previous.degraded else LOW_RATE if t.min_rate is not None else LOW_LENGTH
         return Verdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
                        healthy_since=healthy_since,
-                       message=f"{numbers}: above threshold for {_duration(sample.at - healthy_since)} of "
-                               f"{_duration(t.for_seconds)} needed to recover")
+                       message=f"{numbers}: above threshold for {format_duration(sample.at - healthy_since)} of "
+                               f"{format_duration(t.for_seconds)} needed to recover")
 
     if low is None:
         return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
@@ -292,7 +284,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         return Verdict(status="True", reason=low[0], message=f"{numbers} {low[1]}", window=window,
                        below_since=below_since)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
-                   message=f"{numbers} {low[1]} for {_duration(sample.at - below_since)} of {_duration(t.for_seconds)}")
+                   message=f"{numbers} {low[1]} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
 
 
 def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],
