@@ -10,7 +10,7 @@ environment's python; without it every test here is skipped:
 
 One long-lived helper process per engine (engine_parsers.py) parses every command line; the tests
 send it JSON and compare what the engine understood with what the spec says. The expectations below
-are written from engines.md, not from the renderers' own tables, so a wrong mapping fails here.
+are written from the engines' documented flags (docs/engines-contract.md), not from the renderers' own tables, so a wrong mapping fails here.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ RENDER = {"vllm": vllm_engine.render_command, "sglang": sglang_engine.render_com
 PORT = {"vllm": 8000, "sglang": 30000}
 
 # spec.drafter.method -> (vLLM SpeculativeConfig.method, SGLang --speculative-algorithm, the SGLang
-# builtin that name resolves to), as engines.md has them.
+# builtin that name resolves to), as the engines document them.
 METHODS: dict[str, tuple[str | None, str | None, str]] = {
     "eagle3": ("eagle3", "EAGLE3", "EAGLE3"),
     "eagle": ("eagle", "EAGLE", "EAGLE"),
@@ -342,7 +342,7 @@ def test_sglang_parser_refuses(parsers, argv, status, message):
 
 
 def test_a_wrong_mapping_would_be_caught(parsers):
-    """The checks compare with engines.md, not with the renderer: a renderer sending the API's own
+    """The checks compare with the engines' documented flags, not with the renderer: a renderer sending the API's own
     method name would fail them."""
     serving = spec("vllm", "draftModel", target="minimal", drafter="bare")
     argv = RENDER["vllm"](serving)

@@ -1,4 +1,4 @@
-"""Golden command lines (engines.md) and the pure builders of a revision's Deployment and Service."""
+"""Golden command lines (as the engines document them) and the pure builders of a revision's Deployment and Service."""
 
 from __future__ import annotations
 

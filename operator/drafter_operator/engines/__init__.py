@@ -7,7 +7,7 @@ from types import ModuleType
 from drafter_operator.engines import extra_args, flags, sglang, vllm
 
 ENGINES: dict[str, ModuleType] = {"vllm": vllm, "sglang": sglang}
-# The engines' upstream images, at the versions whose flags and metrics engines.md was checked against.
+# The engines' upstream images, at the versions whose flags and metrics the contract tier checks (tests/contract).
 DEFAULT_IMAGES: dict[str, str] = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
 
 

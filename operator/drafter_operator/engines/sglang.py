@@ -1,6 +1,6 @@
 """SGLang: ports, endpoints, exact metric names, and parsing of its ``/metrics``.
 
-Facts from ../shared/reference/engines.md (SGLang 0.5.23, ``sglang/srt/observability/
+Facts checked against the installed SGLang 0.5.23 by the contract tier (tests/contract; ``sglang/srt/observability/
 metrics_collector.py``). Sections: 1. endpoints and ports; 2. metric names; 3. parsing ``/metrics``.
 Command rendering (``python -m sglang.launch_server ... --speculative-*``) belongs in this module
 too, in its own section. Remember ``/metrics`` exists only with ``--enable-metrics``.

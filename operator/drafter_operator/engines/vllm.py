@@ -1,6 +1,6 @@
 """vLLM: ports, endpoints, exact metric names, and parsing of its ``/metrics``.
 
-Facts from ../shared/reference/engines.md (vLLM 0.33.0). Sections:
+Facts checked against the installed vLLM 0.33.0 by the contract tier (tests/contract, docs/engines-contract.md). Sections:
 1. endpoints and ports; 2. metric names; 3. parsing ``/metrics`` into spec-decode counters.
 Command rendering (``vllm serve ... --speculative-config``) belongs in this module too, in its own
 section.

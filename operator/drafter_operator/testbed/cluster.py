@@ -219,7 +219,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--service-account-key-file", str(pki / "sa.pub"),
             "--service-account-signing-key-file", str(pki / "sa.key"),
             "--allow-privileged=true",
-            # With a loopback advertise address the endpoint reconciler must be off (testbed.md).
+            # With a loopback advertise address the endpoint reconciler must be off (docs/testbed.md).
             "--endpoint-reconciler-type", "none",
             # `kubectl logs` reaches the process runner's kubelet API with this client certificate.
             "--kubelet-client-certificate", str(pki / "apiserver-kubelet-client.crt"),
