@@ -483,7 +483,11 @@ class RevisionStatus(StatusModel):
     good: bool | None = None
     """Whether this revision became Ready and was not Degraded: a Rollback target."""
     degraded: bool | None = None
-    """This revision went Degraded: it is never chosen again automatically (no rollback ping-pong); a spec change that recreates it clears this."""
+    """This revision went Degraded: it is never chosen again automatically (no rollback ping-pong)."""
+    image: str | None = None
+    """The engine image this revision runs."""
+    drafter_spec: DrafterSpec | None = None
+    """The drafter exactly as this revision runs it: what a Rollback to this revision restores."""
 
 
 class ReplicaAcceptanceStatus(StatusModel):
@@ -518,6 +522,29 @@ class AcceptanceStatus(StatusModel):
     """Where the figures came from: the engine pods' /metrics or a Prometheus query."""
     replicas: list[ReplicaAcceptanceStatus] | None = None
     """Per-replica figures, when the replicas' rates differ by more than a percentage point."""
+    revision: str | None = None
+    """The revision the figures were measured on."""
+
+
+class DegradedActionStatus(StatusModel):
+    """What onDegraded did about a Degraded revision; in force while the spec asks for that same revision."""
+
+    action: Literal["Rollback", "DisableSpeculation"]
+    """Rollback (serving an earlier drafter) or DisableSpeculation (serving the target with method none)."""
+    degraded_revision: str
+    """The revision that went Degraded."""
+    revision: str
+    """The revision served instead."""
+    spec_revision: str
+    """The revision the spec asked for when the action was taken. A spec change to any other revision ends the action."""
+    drafter_spec: DrafterSpec
+    """The drafter served instead."""
+    image: str
+    """The engine image served instead."""
+    message: str
+    """Why, with the figures that made the revision Degraded."""
+    since: str = Field(json_schema_extra={"format": "date-time"})
+    """When the action was taken."""
 
 
 class LastBenchmarkStatus(StatusModel):
@@ -553,12 +580,14 @@ class DrafterServingStatus(StatusModel):
     """Revision the Service points at."""
     previous_revision: str | None = None
     """Revision that served before the active one."""
-    revisions: list[RevisionStatus] | None = None
+    revisions: Annotated[list[RevisionStatus], Field(max_length=10)] | None = None
     """Revisions known to the serving, newest last."""
     acceptance: AcceptanceStatus | None = None
     """Acceptance over the last window."""
     speculation_disabled: str | None = None
-    """Set while onDegraded DisableSpeculation serves without speculation: why. A spec change re-enables speculation."""
+    """Set while onDegraded DisableSpeculation serves without speculation: why. A spec change to another revision (the drafter, target, engine or image) re-enables speculation."""
+    degraded_action: DegradedActionStatus | None = None
+    """The Rollback or DisableSpeculation in force, if any."""
     last_benchmark: LastBenchmarkStatus | None = None
     """Latest benchmark of this serving."""
     endpoint: EndpointStatus | None = None

@@ -14,7 +14,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+import pydantic
+
 from drafter_operator import engines
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.monitoring import operator_metrics
@@ -27,6 +31,7 @@ from drafter_operator.resources.labels import REVISION_LABEL
 class Measurement:
     """What one look at acceptance gives ``decide``."""
 
+    revision: str  # the revision measured
     verdict: a.Verdict
     previous: a.Verdict | None
     status: dict | None  # status.acceptance, camelCase
@@ -47,6 +52,40 @@ def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
         if ready and status.get("podIP"):
             replicas.append(Replica(name=meta["name"], ip=status["podIP"], port=port))
     return sorted(replicas, key=lambda r: r.name)
+
+
+def watched_revision(body: dict) -> tuple[DrafterServingSpec, str] | None:
+    """What to measure for a serving body (pure): its active revision, with the spec that revision runs
+    (the spec with the revision's own recorded drafter: after a Rollback it is not the spec's). None
+    when nothing is to be watched: no spec.acceptance, no active revision, or an invalid spec."""
+    status = body.get("status") or {}
+    active = status.get("activeRevision")
+    try:
+        spec = DrafterServingSpec.model_validate(body.get("spec") or {})
+    except pydantic.ValidationError:
+        return None
+    if spec.acceptance is None or not active:
+        return None
+    record = next((r for r in status.get("revisions") or [] if r.get("name") == active), {})
+    if record.get("drafterSpec"):
+        try:
+            spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
+        except pydantic.ValidationError:
+            return None
+    return spec, active
+
+
+def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
+    """The Degraded verdict status records for ``revision``, to resume from after an operator restart:
+    a restart must neither clear Degraded nor restart its ``for`` clock."""
+    if (status.get("acceptance") or {}).get("revision") != revision:
+        return None
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), None)
+    if not condition or condition.get("status") != "True" or condition.get("reason") not in (a.LOW_RATE, a.LOW_LENGTH):
+        return None
+    since = dt.datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+    return a.Verdict(status="True", reason=condition["reason"], message=condition.get("message", ""),
+                     below_since=since)
 
 
 def num_speculative_tokens(spec) -> int | None:
@@ -79,12 +118,16 @@ class AcceptanceMonitor:
                                               num_speculative_tokens(spec),
                                               model_name=spec.target.served_model_name or None)
 
-    async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime) -> Measurement | None:
-        """One sample of the active revision and the verdict on it; None when nothing is watched."""
+    async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
+                      resume_from: a.Verdict | None = None) -> Measurement | None:
+        """One sample of the active revision and the verdict on it; None when nothing is watched.
+        ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch."""
         if spec.acceptance is None or spec.drafter.method == "none" or not revision:
             self.forget()
             return None
         self._restart_if_changed(spec, revision)
+        if self.verdict is None:
+            self.verdict = resume_from
         thresholds = self.thresholds
         at = now.timestamp()
         if spec.acceptance.source == "prometheus":
@@ -100,7 +143,9 @@ class AcceptanceMonitor:
         operator_metrics.set_degraded(*labels, {"True": True, "False": False}.get(self.verdict.status))
         block = a.status_block(sample, spec.acceptance.source, thresholds.window_seconds,
                                now.strftime("%Y-%m-%dT%H:%M:%SZ"))
-        return Measurement(verdict=self.verdict, previous=previous, status=block)
+        if block is not None:
+            block["revision"] = revision
+        return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block)
 
     async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
         try:

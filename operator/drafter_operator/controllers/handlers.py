@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import kopf
 
 from drafter_operator.controllers import serving_loop
+from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_decide import observed_from
 from drafter_operator.kube import Kube, load_api_client
@@ -54,6 +55,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.wakeups = serving_loop.Wakeups(catch_up=float(os.environ.get("DRAFTER_CATCH_UP_SECONDS", "5")))
     # A failed reconcile (an apiserver error) is retried this soon, or earlier on the next watch event.
     memo.error_retry_seconds = 5.0
+    # Each watched serving's active revision is measured this often (a scrape of every Ready pod, or one
+    # Prometheus query). Detection takes up to window + for + this; see docs/monitoring.md.
+    memo.acceptance_seconds = float(os.environ.get("DRAFTER_ACCEPTANCE_INTERVAL_SECONDS", "15"))
 
 
 @kopf.on.cleanup()
@@ -112,6 +116,22 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
                          **_) -> None:
     key = (namespace, name)
 
+    monitor = AcceptanceMonitor(namespace, name)
+    latest: dict = {}
+
+    async def measure_once():
+        watched = watched_revision(copy.deepcopy(dict(body)))
+        if watched is None:
+            monitor.forget()
+            return None
+        spec, revision = watched
+        return await monitor.measure(spec, revision, list(serving_pods.get(key, [])), now_utc(),
+                                     resume_from=persisted_verdict(body.get("status") or {}, revision))
+
+    def publish(measurement) -> None:
+        latest["acceptance"] = measurement
+        memo.wakeups.saw(key, "acceptance", name, None)
+
     async def reconcile_once():
         # Snapshots taken on the event loop, where kopf updates the body and the indexes.
         snapshot = copy.deepcopy(dict(body))
@@ -120,15 +140,23 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            memo.reconcile_pool, context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot), observed)
+            memo.reconcile_pool, context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot), observed,
+            latest.get("acceptance"))
 
-    loop = asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
-                                                memo.error_retry_seconds, now_utc))
+    tasks = {asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
+                                                  memo.error_retry_seconds, now_utc)),
+             asyncio.create_task(serving_loop.watch_acceptance(measure_once, publish, memo.acceptance_seconds))}
     # Exit on kopf's stop signal (the serving deleted, the operator stopping) rather than being cancelled.
     stop = asyncio.ensure_future(stopped.wait())
-    await asyncio.wait({loop, stop}, return_when=asyncio.FIRST_COMPLETED)
-    for task in (loop, stop):
-        task.cancel()
-    await asyncio.gather(loop, stop, return_exceptions=True)
-    if not loop.cancelled() and loop.exception():
-        raise loop.exception()  # kopf restarts the daemon after its backoff
+    try:
+        await asyncio.wait(tasks | {stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks | {stop}:
+            task.cancel()
+        await asyncio.gather(*tasks, stop, return_exceptions=True)
+        # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
+        monitor.forget()
+        operator_metrics.forget_serving(namespace, name)
+    for task in tasks:
+        if not task.cancelled() and task.exception():
+            raise task.exception()  # kopf restarts the daemon after its backoff

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import engines
+from drafter_operator.controllers.acceptance_monitor import Measurement
 from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, decide
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
@@ -52,12 +53,15 @@ class ServingReconciler:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
-    def reconcile(self, body: dict, post_event: EventSink, observed: Observed) -> Applied:
-        """`observed`: the serving's children as the operator's watches (kopf indexes) see them."""
+    def reconcile(self, body: dict, post_event: EventSink, observed: Observed,
+                  acceptance: Measurement | None = None) -> Applied:
+        """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
+        `acceptance`: the acceptance watch's latest measurement."""
         key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
         with self._lock(key), metrics.reconcile_timer("DrafterServing"):
             plan = decide(ServingState(serving=body, observed=observed, now=self.clock(),
-                                       default_images=self.default_images, drain=self.drain))
+                                       default_images=self.default_images, drain=self.drain,
+                                       acceptance=acceptance))
             return self.apply(body["metadata"]["namespace"], body["metadata"]["name"], plan, post_event)
 
     def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink) -> Applied:

@@ -6,14 +6,16 @@ create or patch, in order), the status patch, the Deployments to delete, the Eve
 rollback counts, and the next moment the clock alone would change the answer. `serving.py` applies a
 plan and nothing else; the swap state machine itself is `swap.plan_swap`, also pure.
 
-Measurements (the acceptance verdicts of issue 8) join as one more field of `ServingState`.
+Acceptance measurements (taken by the serving loop, `acceptance_monitor.py`) are one more input:
+`serving_acceptance.py` turns them into the Degraded condition, status.acceptance and the onDegraded
+action, which can change what the serving runs (a Rollback or DisableSpeculation in force).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import kopf
 import pydantic
@@ -22,6 +24,13 @@ from drafter_operator import engines
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
 from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.controllers.serving_acceptance import (
+    SPECULATION_DISABLED,
+    AcceptanceDecision,
+    decide_acceptance,
+    revision_record,
+    running_spec,
+)
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
     is_ready, plan_swap
 from drafter_operator.kube import object_path
@@ -34,6 +43,9 @@ from drafter_operator.resources.engine import (
     serving_service,
 )
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
+
+if TYPE_CHECKING:
+    from drafter_operator.controllers.acceptance_monitor import Measurement
 
 Event = tuple[str, str, str]  # (type, reason, message), posted on the DrafterServing
 
@@ -87,6 +99,7 @@ class ServingState:
     now: dt.datetime
     default_images: Mapping[str, str]
     drain: dt.timedelta  # how long an old revision keeps running after traffic left it
+    acceptance: Measurement | None = None  # the latest look at the active revision's acceptance
 
 
 @dataclass(frozen=True)
@@ -132,16 +145,21 @@ def decide(state: ServingState) -> ServingPlan:
     meta = body["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
     observed, now = state.observed, state.now
-    spec = serving.spec
-    engine = engines.engine(spec.engine)
-    image = spec.image or state.default_images[spec.engine]
+    engine = engines.engine(serving.spec.engine)
+    running = running_spec(serving.spec, serving.spec.image or state.default_images[serving.spec.engine], status)
+
+    active = service_revision(observed.service) if observed.service else status.get("activeRevision")
+    judged = decide_acceptance(serving.spec, running, status, active, revision_hash(running.spec, running.image),
+                               state.acceptance, status.get("revisions") or [], now)
+    if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
+        running = running_spec(serving.spec, running.image, {**status, "degradedAction": judged.action})
+    spec, image = running.spec, running.image
     desired = revision_hash(spec, image)
 
     known_bad = compatibility.matching_known_bad(spec, image)
     blocked = bool(known_bad) and not spec.drafter.allow_known_bad
     compatible = _compatibility_verdict(known_bad, blocked)
 
-    active = service_revision(observed.service) if observed.service else status.get("activeRevision")
     if active is not None and active not in observed.revisions and active != desired:
         active = None  # its Deployment is gone: nothing left to protect or fall back to
     failed = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good") is False)
@@ -162,10 +180,17 @@ def decide(state: ServingState) -> ServingPlan:
         swap = plan_swap(swap_input)
 
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
-    revisions = _updated_revisions(status.get("revisions") or [], desired, spec, now, swap)
-    if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good):
+    revisions = _updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(now)),
+                                   swap, judged.mark_degraded)
+    if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good or judged.mark_degraded):
         plan.record_first = {"revisions": revisions}
-        status = {**status, "revisions": revisions}
+    if judged.action:
+        # Recorded before any child moves: a restart mid-rollback finds the action and finishes it.
+        plan.record_first = {**plan.record_first, "degradedAction": judged.action,
+                             "speculationDisabled": judged.action["message"]
+                             if judged.action["action"] == "DisableSpeculation" else None}
+    if plan.record_first:
+        status = {**status, **plan.record_first}
 
     argv = engine.render_command(spec)
     pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
@@ -199,9 +224,11 @@ def decide(state: ServingState) -> ServingPlan:
         "endpoint": {"host": f"{name}.{namespace}.svc.cluster.local", "port": engine.DEFAULT_PORT,
                      "url": f"http://{name}.{namespace}.svc.cluster.local:{engine.DEFAULT_PORT}/v1"},
         "conditions": conditions.merge(status.get("conditions"), [
-            ("Ready", swap.ready), ("Progressing", swap.progressing), ("DrafterCompatible", compatible),
+            ("Ready", swap.ready), ("Progressing", swap.progressing), ("Degraded", judged.degraded),
+            ("DrafterCompatible", compatible),
         ], generation, now),
     }
+    _acceptance_status(new_status, judged)
     plan.status = changed_fields(status, new_status)
 
     plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
@@ -212,9 +239,18 @@ def decide(state: ServingState) -> ServingPlan:
                    if event[1] not in posted or event in swap.events]
     if compatible.status == "False" and _transitioned(status, "DrafterCompatible", "False"):
         plan.events.append(("Warning", compatible.reason, compatible.message))
+    plan.events += judged.events
     plan.swapped = spec.swap.strategy if swap.switched_from else None
-    plan.rolled_back = bool(swap.mark_failed and active is not None)
+    plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
     return plan
+
+
+def _acceptance_status(new_status: dict, judged: AcceptanceDecision) -> None:
+    if judged.write_acceptance:
+        new_status["acceptance"] = judged.acceptance  # None removes it (merge patch)
+    if judged.end_action:
+        new_status["degradedAction"] = None
+        new_status["speculationDisabled"] = None
 
 
 def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
@@ -286,15 +322,17 @@ def _compatibility_verdict(known_bad: list[compatibility.KnownBad], blocked: boo
                    f"{entry.id}: {entry.reason} Observed: {entry.observed}. See {entry.link}. {action}")
 
 
-def _updated_revisions(revisions: list[dict], desired: str, spec, now: dt.datetime, plan: SwapPlan) -> list[dict]:
+def _updated_revisions(revisions: list[dict], desired: dict, plan: SwapPlan, mark_degraded: tuple[str, ...]) -> list[dict]:
     out = [dict(r) for r in revisions]
-    if not any(r["name"] == desired for r in out):
-        out.append({"name": desired, "drafter": drafter_summary(spec), "engine": spec.engine, "since": iso(now)})
+    if not any(r["name"] == desired["name"] for r in out):
+        out.append(desired)
     for r in out:
         if r["name"] == plan.mark_good:
             r["good"] = True
         if r["name"] == plan.mark_failed:
             r["good"] = False
+        if r["name"] in mark_degraded:
+            r["degraded"] = True
     return out[-10:]  # bounded history, newest last
 
 
@@ -303,17 +341,38 @@ _NORMAL_REASONS = {"EngineReady", "RevisionStarting", "RevisionActive"}
 
 
 def transition_events(before: list[dict] | None, after: list[dict]) -> list[Event]:
-    """An Event for each Ready/Progressing condition whose status or reason changed."""
+    """An Event for each Ready/Progressing condition whose status or reason changed, and for each
+    Degraded change a user acts on (its status; the data going missing or coming back)."""
     old = {c["type"]: c for c in before or []}
     events = []
     for cond in after:
-        if cond["type"] not in ("Ready", "Progressing"):
-            continue
         prior = old.get(cond["type"], {})
-        if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
-            kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
-            events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+        if cond["type"] in ("Ready", "Progressing"):
+            if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
+                kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
+                events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+        elif cond["type"] == "Degraded" and _degraded_news(prior, cond):
+            kind = "Warning" if cond["status"] == "True" or cond["reason"] in _DATA_PROBLEMS else "Normal"
+            events.append((kind, cond["reason"], f"Degraded={cond['status']}: {cond['message']}"))
     return events
+
+
+_DATA_PROBLEMS = {"MetricsUnavailable", "MetricsInvalid"}
+
+
+def _degraded_news(prior: dict, cond: dict) -> bool:
+    """Degraded changes worth an Event: its status (a first InsufficientData is not news), or the
+    metrics becoming unusable or usable again. Not BelowThresholdPending <-> AcceptanceHealthy: the
+    condition exists so that a wobble does not page anyone; and not the action's own reason, whose
+    Event (RollingBack, SpeculationDisabled) already says it."""
+    if cond["reason"] == SPECULATION_DISABLED:
+        return False
+    if not prior:
+        return cond["status"] != "Unknown"
+    if prior.get("status") != cond["status"]:
+        return True
+    return (prior.get("reason") in _DATA_PROBLEMS) != (cond["reason"] in _DATA_PROBLEMS) or \
+        (cond["reason"] in _DATA_PROBLEMS and prior.get("reason") != cond["reason"])
 
 
 def changed_fields(current: dict, desired: dict) -> dict:

@@ -1,4 +1,5 @@
-"""One loop per DrafterServing: reconcile, then sleep until something about the serving changes.
+"""One loop per DrafterServing: reconcile, then sleep until something about the serving changes;
+beside it, the serving's acceptance watch, which measures at its own interval and wakes the loop.
 
 The loop wakes when a watch event arrives for the serving or one of its children (handlers.py calls
 `Wakeups.saw`), when the plan's own deadline comes (a startup timeout, a drain ending), or after the
@@ -113,3 +114,16 @@ async def run(key: Hashable, wakeups: Wakeups, reconcile: Callable[[], Awaitable
             await wakeups.wait(key, timeout)
     finally:
         wakeups.forget(key)
+
+
+async def watch_acceptance(measure: Callable[[], Awaitable[object]], publish: Callable[[object], None],
+                           interval: float) -> None:
+    """Measure every ``interval`` seconds and hand each measurement to ``publish`` (which wakes the
+    serving's loop: the verdict is one more input to its decision). A failed measurement is logged and
+    skipped: the verdict state machine treats a gap as no data, never as a verdict."""
+    while True:
+        try:
+            publish(await measure())
+        except Exception:  # noqa: BLE001 - the watch outlives one bad look; the next interval retries
+            log.exception("acceptance measurement failed; next in %s s", interval)
+        await asyncio.sleep(interval)

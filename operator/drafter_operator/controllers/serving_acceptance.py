@@ -1,0 +1,183 @@
+"""The acceptance part of a DrafterServing decision, pure: the Degraded condition, status.acceptance,
+and what ``spec.acceptance.onDegraded`` does (``serving_decide.decide`` calls it).
+
+A Rollback or DisableSpeculation is recorded in ``status.degradedAction`` and changes what the serving
+*runs* without rewriting the spec: the running spec is the spec with the action's drafter (and image)
+in place of the spec's own, and the normal swap path moves traffic to its revision. The action stays
+in force while the spec asks for the revision it was taken on; a spec change to any other revision
+(a new drafter, target, engine or image) ends it, which is how a user re-enables speculation.
+
+Measurements come from the serving loop (``acceptance_monitor.py``) and only count when they describe
+the revision that both serves and is wanted: mid-swap, the condition keeps its last value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pydantic
+
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.api.serving import DrafterSpec
+from drafter_operator.controllers import acceptance_actions
+from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.controllers.swap import Verdict
+from drafter_operator.monitoring import acceptance as a
+
+if TYPE_CHECKING:
+    from drafter_operator.controllers.acceptance_monitor import Measurement
+
+Event = tuple[str, str, str]
+
+SPECULATION_DISABLED = "SpeculationDisabled"
+NOT_MONITORED_VERDICT = Verdict("Unknown", a.NOT_MONITORED, "spec.acceptance is not set: acceptance is not watched")
+NOT_MEASURED_VERDICT = Verdict("Unknown", a.INSUFFICIENT_DATA, "no acceptance measured yet")
+#: status.acceptance is rewritten when its figures move by this much (or its window is a whole window
+#: old): a write per scrape would cost the apiserver more than the figures are worth.
+RATE_STEP, LENGTH_STEP = 0.005, 0.02
+
+
+@dataclass(frozen=True)
+class RunningSpec:
+    """What the serving runs: the spec, or the spec with a degradedAction's drafter in force."""
+
+    spec: DrafterServingSpec
+    image: str
+    spec_revision: str  # the revision the spec itself asks for
+    action: dict | None  # status.degradedAction, when in force
+
+
+def running_spec(spec: DrafterServingSpec, image: str, status: dict) -> RunningSpec:
+    spec_revision = revision_hash(spec, image)
+    action = status.get("degradedAction")
+    if not action or action.get("specRevision") != spec_revision:
+        return RunningSpec(spec, image, spec_revision, None)
+    try:
+        drafter = DrafterSpec.model_validate(action["drafterSpec"])
+    except (pydantic.ValidationError, KeyError):
+        return RunningSpec(spec, image, spec_revision, None)  # unreadable (hand-edited): the spec rules
+    return RunningSpec(spec.model_copy(update={"drafter": drafter}), action.get("image") or image, spec_revision,
+                       action)
+
+
+def revision_record(spec: DrafterServingSpec, image: str, name: str, now: str) -> dict:
+    """A status.revisions entry that can be rolled back to: it keeps the drafter exactly as it ran."""
+    return {"name": name, "drafter": drafter_summary(spec), "engine": spec.engine, "since": now, "image": image,
+            "drafterSpec": spec.drafter.to_json()}
+
+
+def _restorable(spec: DrafterServingSpec, record: dict) -> bool:
+    """Can this revision be rebuilt from the current spec and its recorded drafter? Only when nothing
+    else that names a revision (target, engine, GPUs) changed since: a rollback restores a drafter."""
+    if not record.get("drafterSpec") or not record.get("image"):
+        return False
+    try:
+        drafter = DrafterSpec.model_validate(record["drafterSpec"])
+    except pydantic.ValidationError:
+        return False
+    return revision_hash(spec.model_copy(update={"drafter": drafter}), record["image"]) == record["name"]
+
+
+@dataclass
+class AcceptanceDecision:
+    degraded: Verdict | None = None  # the Degraded condition; None leaves it as it is
+    acceptance: dict | None = None  # status.acceptance when it should be written
+    write_acceptance: bool = False
+    action: dict | None = None  # a new status.degradedAction to record first
+    end_action: bool = False  # the action in force no longer applies: clear it
+    mark_degraded: tuple[str, ...] = ()
+    events: list[Event] = field(default_factory=list)
+    rolled_back: bool = False
+
+
+def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: dict, active: str | None,
+                      desired: str, measurement: Measurement | None, revisions: list[dict],
+                      now: dt.datetime) -> AcceptanceDecision:
+    out = AcceptanceDecision()
+    stored = status.get("degradedAction")
+    if stored and running.action is None:
+        out.end_action = True
+        out.events.append(("Normal", "DegradedActionEnded",
+                           f"the spec now asks for revision {running.spec_revision}: the {stored.get('action')} taken "
+                           f"on revision {stored.get('degradedRevision')} no longer applies"))
+    has_condition = any(c.get("type") == "Degraded" for c in status.get("conditions") or [])
+    if spec.acceptance is None:
+        out.degraded = NOT_MONITORED_VERDICT if has_condition else None
+        if status.get("acceptance"):
+            out.write_acceptance = True  # figures of a watch that no longer runs would mislead
+        return out
+    if running.action and running.action.get("action") == "DisableSpeculation":
+        out.degraded = Verdict("True", SPECULATION_DISABLED, running.action.get("message", ""))
+        return out
+
+    current = measurement is not None and measurement.revision == active == desired
+    if not current:
+        out.degraded = None if has_condition else NOT_MEASURED_VERDICT
+        return out
+    verdict = measurement.verdict
+    out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
+    out.acceptance = measurement.status
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    if out.write_acceptance or (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
+        # Its message carries the figures: rewritten with them, not with every scrape's last digit.
+        out.degraded = Verdict(verdict.status, verdict.reason, verdict.message)
+    if not verdict.degraded:
+        return out
+
+    by_name = {r["name"]: r for r in revisions}
+    record = by_name.get(active, {})
+    first_detection = not record.get("degraded")
+    records = [acceptance_actions.RevisionRecord(
+        name=r["name"], good=bool(r.get("good")), degraded=bool(r.get("degraded")),
+        speculative=(r.get("drafter") or "none") != "none") for r in revisions
+        if r["name"] == active or _restorable(spec, r)]
+    action = acceptance_actions.plan(spec.acceptance.on_degraded, True, active, records, speculation_disabled=False)
+    out.mark_degraded = action.mark_degraded
+    figures = verdict.message
+    if action.kind == "rollback":
+        target = by_name[action.target]
+        out.action = {"action": "Rollback", "degradedRevision": active, "revision": action.target,
+                      "specRevision": running.spec_revision, "drafterSpec": target["drafterSpec"],
+                      "image": target["image"], "message": f"{action.message} ({figures})",
+                      "since": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        out.events.append(("Warning", "RollingBack", out.action["message"]))
+        out.rolled_back = True
+    elif action.kind == "disableSpeculation":
+        baseline = running.spec.model_copy(update={"drafter": DrafterSpec(method="none")})
+        message = f"{action.message} ({figures})"
+        out.action = {"action": "DisableSpeculation", "degradedRevision": active,
+                      "revision": revision_hash(baseline, running.image), "specRevision": running.spec_revision,
+                      "drafterSpec": {"method": "none"}, "image": running.image, "message": message,
+                      "since": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        out.events.append(("Warning", SPECULATION_DISABLED, message))
+    elif action.message and first_detection and spec.acceptance.on_degraded != "Alert":
+        out.events.append(("Warning", "NoRollbackTarget", action.message))
+    return out
+
+
+def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:
+    """Whether status.acceptance should be rewritten: new figures that differ visibly, a new revision,
+    or figures a whole window old."""
+    if new is None:
+        return bool(old) and old.get("revision") != revision  # no figures yet for a new revision: clear
+    if not old or old.get("revision") != new.get("revision") or old.get("source") != new.get("source"):
+        return True
+
+    def moved(key: str, step: float) -> bool:
+        before, after = old.get(key), new.get(key)
+        if before is None or after is None:
+            return before is not after
+        return abs(before - after) >= step
+
+    if moved("rate", RATE_STEP) or moved("meanLength", LENGTH_STEP):
+        return True
+    if [r.get("pod") for r in old.get("replicas") or []] != [r.get("pod") for r in new.get("replicas") or []]:
+        return True
+    try:
+        age = (dt.datetime.fromisoformat(new["windowEnd"].replace("Z", "+00:00"))
+               - dt.datetime.fromisoformat(old["windowEnd"].replace("Z", "+00:00"))).total_seconds()
+    except (KeyError, AttributeError, ValueError):
+        return True
+    return age >= (new.get("windowSeconds") or 0)

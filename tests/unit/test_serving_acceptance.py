@@ -1,0 +1,230 @@
+"""Acceptance in the DrafterServing decision (pure): Degraded, status.acceptance, and onDegraded actions.
+
+The cluster is played by `World` (test_serving_decide.py); measurements are what the acceptance watch
+would hand `decide` after a look at the active revision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.controllers.acceptance_monitor import Measurement, persisted_verdict, watched_revision
+from drafter_operator.controllers.serving_acceptance import acceptance_due
+from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.monitoring import acceptance as a
+from drafter_operator.resources.labels import REVISION_LABEL
+from tests.unit.test_serving_decide import World, seed_body
+
+
+def measured(world: World, status: str = "False", rate: float = 0.7, revision: str | None = None) -> Measurement:
+    revision = revision or world.body["status"]["activeRevision"]
+    reason = {"True": a.LOW_RATE, "False": a.HEALTHY, "Unknown": a.INSUFFICIENT_DATA}[status]
+    verdict = a.Verdict(status=status, reason=reason, message=f"acceptance {rate:.1%} over 5m (700/1000 draft tokens)")
+    block = {"rate": rate, "meanLength": 1 + 5 * rate, "draftTokens": 1000, "drafts": 200, "windowSeconds": 300,
+             "windowEnd": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "engine", "revision": revision}
+    return Measurement(revision=revision, verdict=verdict, previous=None, status=block)
+
+
+def look(world: World, measurement: Measurement):
+    """One decision with a measurement, applied."""
+    plan = decide(dataclasses.replace(world.state(), acceptance=measurement))
+    world.apply(plan)
+    return plan
+
+
+def converge_with(world: World, measurement_for, steps: int = 12) -> None:
+    """Converge while the watch keeps looking at whatever is active (`measurement_for(world)`)."""
+    for _ in range(steps):
+        plan = look(world, measurement_for(world))
+        if not plan.writes_anything():
+            return
+        world.settle()
+        world.now += dt.timedelta(seconds=20)
+    raise AssertionError("no steady state")
+
+
+def on_degraded(policy: str, **changes) -> dict:
+    body = seed_body(swap={"strategy": "BlueGreen"}, **changes)
+    body["spec"]["acceptance"]["onDegraded"] = policy
+    return body
+
+
+def change_drafter(world: World, tokens: int) -> None:
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = tokens
+    world.body["metadata"]["generation"] += 1
+    world.converge()
+
+
+def command(world: World, revision: str) -> list[str]:
+    deployment = world.deployments[f"kimi-{revision}"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container.get("command", []) + container.get("args", [])
+
+
+def test_before_any_measurement_degraded_is_unknown_and_healthy_figures_land_once():
+    world = World(seed_body())
+    world.converge()
+    assert (world.condition("Degraded")["status"], world.condition("Degraded")["reason"]) == ("Unknown", a.INSUFFICIENT_DATA)
+    healthy = look(world, measured(world))
+    assert healthy.status["acceptance"]["rate"] == 0.7 and healthy.status["acceptance"]["revision"]
+    assert world.condition("Degraded")["status"] == "False"
+    assert [e[1] for e in healthy.events] == [a.HEALTHY]
+    world.now += dt.timedelta(seconds=15)
+    again = look(world, measured(world, rate=0.701))  # the same figures a scrape later: no write
+    assert not again.writes_anything(), again
+
+
+def test_alert_marks_the_revision_posts_one_warning_and_changes_nothing_else():
+    world = World(on_degraded("Alert"))
+    world.converge()
+    plan = look(world, measured(world, "True", 0.15))
+    assert plan.writes == [] and plan.deletes == []
+    assert plan.record_first["revisions"][-1]["degraded"] is True
+    assert [(e[0], e[1]) for e in plan.events] == [("Warning", a.LOW_RATE)]
+    assert "15.0%" in world.condition("Degraded")["message"]
+    assert not look(world, measured(world, "True", 0.15)).writes_anything()
+
+
+def test_disable_speculation_serves_method_none_until_the_spec_changes():
+    world = World(on_degraded("DisableSpeculation"))
+    world.converge()
+    bad = world.body["status"]["activeRevision"]
+    acted = look(world, measured(world, "True", 0.15))
+    action = acted.record_first["degradedAction"]
+    assert action["action"] == "DisableSpeculation" and action["degradedRevision"] == bad
+    assert acted.record_first["speculationDisabled"].startswith(f"revision {bad} is Degraded")
+    assert [w.verb for w in acted.writes] == ["create"]  # the baseline revision, beside the bad one (BlueGreen)
+    assert ("Warning", "SpeculationDisabled") in [(e[0], e[1]) for e in acted.events]
+    world.settle()
+    converge_with(world, lambda w: None)
+    status = world.body["status"]
+    assert status["activeRevision"] == action["revision"] != bad
+    assert not any("speculative" in arg for arg in command(world, action["revision"]))
+    assert world.body["spec"]["drafter"]["method"] == "eagle3"  # the spec is never rewritten
+    assert (world.condition("Degraded")["status"], world.condition("Degraded")["reason"]) == ("True", "SpeculationDisabled")
+    assert [r["drafter"] for r in status["revisions"]][-1] == "none"
+    # A new drafter in the spec ends the action: speculation is back, on the new revision.
+    world.events.clear()
+    change_drafter(world, 3)
+    status = world.body["status"]
+    assert "degradedAction" not in status and "speculationDisabled" not in status
+    assert "DegradedActionEnded" in [e[1] for e in world.events]
+    assert status["activeRevision"] not in (bad, action["revision"])
+    assert any("speculative" in arg for arg in command(world, status["activeRevision"]))
+
+
+def test_a_spec_change_that_keeps_the_revision_keeps_speculation_disabled():
+    world = World(on_degraded("DisableSpeculation"))
+    world.converge()
+    look(world, measured(world, "True", 0.15))
+    world.settle()
+    converge_with(world, lambda w: None)
+    baseline = world.body["status"]["activeRevision"]
+    world.body["spec"]["replicas"] = 2
+    world.body["metadata"]["generation"] += 1
+    converge_with(world, lambda w: None)
+    assert world.body["status"]["activeRevision"] == baseline and world.body["status"]["degradedAction"]
+
+
+def test_rollback_returns_to_the_last_good_drafter_and_never_back():
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    good = world.body["status"]["activeRevision"]
+    change_drafter(world, 3)
+    bad = world.body["status"]["activeRevision"]
+    assert bad != good and f"kimi-{good}" not in world.deployments  # the good one was deleted after its drain
+    acted = look(world, measured(world, "True", 0.15))
+    assert acted.rolled_back and acted.record_first["degradedAction"]["revision"] == good
+    assert [(w.verb, w.body["metadata"]["name"]) for w in acted.writes] == [("create", f"kimi-{good}")]
+    world.settle()
+    # The watch now looks at the rolled-back revision, which is healthy again.
+    converge_with(world, lambda w: measured(w) if w.body["status"]["activeRevision"] == good else None)
+    status = world.body["status"]
+    assert status["activeRevision"] == good and world.service["spec"]["selector"][REVISION_LABEL] == good
+    assert [r["name"] for r in status["revisions"] if r.get("degraded")] == [bad]
+    assert world.condition("Degraded")["status"] == "False"
+    assert "--speculative-config" in " ".join(command(world, good)) and '"num_speculative_tokens":5' in \
+        " ".join(command(world, good)).replace(" ", "")
+    # The rolled-back-to drafter degrading too finds no other target: it stays, and says so once.
+    world.events.clear()
+    look(world, measured(world, "True", 0.2))
+    assert status["activeRevision"] == good and [e[1] for e in world.events].count("NoRollbackTarget") == 1
+    look(world, measured(world, "True", 0.2))
+    assert [e[1] for e in world.events].count("NoRollbackTarget") == 1
+
+
+def test_rollback_with_no_earlier_revision_stays_and_says_why():
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    plan = look(world, measured(world, "True", 0.15))
+    assert plan.writes == [] and "degradedAction" not in plan.record_first
+    assert "NoRollbackTarget" in [e[1] for e in plan.events]
+
+
+def test_a_measurement_of_another_revision_is_ignored_mid_swap():
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.apply(world.decide())  # the new revision starts beside the old one
+    plan = look(world, measured(world, "True", 0.15, revision=old))
+    assert "degradedAction" not in (plan.record_first or {}) and not plan.rolled_back
+
+
+def test_the_watch_measures_the_drafter_the_active_revision_runs():
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    change_drafter(world, 3)
+    look(world, measured(world, "True", 0.15))
+    world.settle()
+    converge_with(world, lambda w: None)
+    spec, revision = watched_revision(world.body)
+    assert revision == world.body["status"]["activeRevision"]
+    assert spec.drafter.num_speculative_tokens == 5 and world.body["spec"]["drafter"]["numSpeculativeTokens"] == 3
+
+
+def test_a_restart_resumes_degraded_with_its_clock():
+    world = World(on_degraded("Alert"))
+    world.converge()
+    look(world, measured(world, "True", 0.15))
+    revision = world.body["status"]["activeRevision"]
+    resumed = persisted_verdict(world.body["status"], revision)
+    assert resumed.degraded and resumed.below_since == world.now.timestamp()
+    assert persisted_verdict(world.body["status"], "other") is None
+
+
+def test_status_acceptance_is_rewritten_only_when_it_says_something_new():
+    old = {"rate": 0.5, "meanLength": 2.0, "windowEnd": "2026-11-30T12:00:00Z", "windowSeconds": 300,
+           "revision": "r", "source": "engine"}
+    assert not acceptance_due(old, {**old, "rate": 0.503, "windowEnd": "2026-11-30T12:01:00Z"}, "r")
+    assert acceptance_due(old, {**old, "rate": 0.51}, "r")
+    assert acceptance_due(old, {**old, "meanLength": 2.05}, "r")
+    assert acceptance_due(old, {**old, "windowEnd": "2026-11-30T12:05:00Z"}, "r")
+    assert acceptance_due(old, {**old, "revision": "s"}, "s")
+    assert acceptance_due(old, None, "s") and not acceptance_due(old, None, "r")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["degrade", "heal", "new-drafter"]), min_size=1, max_size=8))
+def test_rollback_never_returns_to_a_degraded_revision_and_every_sequence_settles(steps):
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    tokens = iter(range(1, 17))
+    for step in steps:
+        if step == "new-drafter":
+            change_drafter(world, next(tokens))
+            continue
+        plan = look(world, measured(world, "True" if step == "degrade" else "False", 0.15 if step == "degrade" else 0.7))
+        action = plan.record_first.get("degradedAction") if plan.record_first else None
+        if action:
+            marked = {r["name"] for r in world.body["status"]["revisions"] if r.get("degraded")}
+            assert action["revision"] not in marked and action["degradedRevision"] in marked
+        world.settle()
+        converge_with(world, lambda w: None)
+        status = world.body["status"]
+        assert world.service["spec"]["selector"][REVISION_LABEL] == status["activeRevision"]
+        assert len(world.deployments) == 1
