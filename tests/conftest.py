@@ -20,6 +20,11 @@ import pytest
 from drafter_operator.testbed import cluster as local_cluster
 from drafter_operator.testbed.versions import bin_dir
 
+# Every namespace of this test session starts with this prefix, and the session's operator watches only
+# those (tests/e2e/conftest.py): two sessions on one local cluster (a CI run beside a developer's run)
+# never reconcile each other's objects.
+NAMESPACE_PREFIX = f"t-{uuid.uuid4().hex[:6]}-"
+
 
 @dataclass
 class Cluster:
@@ -81,7 +86,7 @@ def cluster() -> Cluster:
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
+    name = f"{NAMESPACE_PREFIX}{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", name)
     cluster.wait_for("the namespace's default service account",
                      lambda: cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0)

@@ -7,10 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import NAMESPACE_PREFIX
+from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # A GPU product only the test's own process nodes carry, so engine pods land where the emulator runs.
@@ -29,13 +33,20 @@ def crds(cluster):
 class OperatorProcess:
     """`drafter-operator run` as a subprocess against the test cluster (stop/start for restart tests)."""
 
+    #: How often the operator measures a watched serving's acceptance here (production default 15 s).
+    ACCEPTANCE_INTERVAL_SECONDS = 2
+
     def __init__(self, cluster, log_path: Path):
         self.cluster, self.log_path, self.proc = cluster, log_path, None
+        self.metrics_port = free_port()
 
     def start(self) -> None:
-        env = {**self.cluster.env, "PYTHONUNBUFFERED": "1"}
+        env = {**self.cluster.env, "PYTHONUNBUFFERED": "1",
+               "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS)}
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run",
+                                      "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",
+                                      "--namespace", f"{NAMESPACE_PREFIX}*"],
                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
@@ -48,6 +59,18 @@ class OperatorProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.proc = None
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """One sample of the operator's own /metrics, or None when the series is absent."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return sample.value
+        return None
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
