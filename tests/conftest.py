@@ -23,7 +23,9 @@ from drafter_operator.testbed.versions import bin_dir
 # Every namespace of this test session starts with this prefix, and the session's operator watches only
 # those (tests/e2e/conftest.py): two sessions on one local cluster (a CI run beside a developer's run)
 # never reconcile each other's objects.
-NAMESPACE_PREFIX = f"t-{uuid.uuid4().hex[:6]}-"
+# Kept in the environment: pytest may import this file twice (as `conftest` and as `tests.conftest`), and
+# both copies must agree.
+NAMESPACE_PREFIX = os.environ.setdefault("DRAFTER_TEST_NAMESPACE_PREFIX", f"t-{uuid.uuid4().hex[:6]}-")
 
 
 @dataclass

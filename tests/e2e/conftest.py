@@ -60,7 +60,7 @@ class OperatorProcess:
                 self.proc.wait()
         self.proc = None
 
-    def metric(self, name: str, **labels: str) -> float | None:
+    def metric(self, metric: str, /, **labels: str) -> float | None:
         """One sample of the operator's own /metrics, or None when the series is absent."""
         from prometheus_client.parser import text_string_to_metric_families
 
@@ -68,7 +68,7 @@ class OperatorProcess:
             text = response.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
                     return sample.value
         return None
 

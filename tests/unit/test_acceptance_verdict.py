@@ -35,8 +35,8 @@ def test_the_seed_window_gives_the_seed_message():
     assert window.draft_tokens == 7530
     verdict = a.evaluate(None, a.Sample(at=0, window=window), a.Thresholds(0.4, None, 1000, 300, 0))
     assert verdict.status == "True" and verdict.reason == a.LOW_RATE
-    assert verdict.message == ("acceptance 15.0% over 5m (1127/7530 draft tokens), mean acceptance length 1.75 "
-                               "(1506 drafts) < 40%")
+    assert verdict.message == ("acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%, mean acceptance length 1.75 "
+                               "(1506 drafts)")
 
 
 # ------------------------------------------------------------------------------------- scrape history
@@ -167,7 +167,7 @@ def test_a_gap_in_the_data_neither_clears_degraded_nor_restarts_the_clock():
 def test_length_threshold_and_for_zero():
     t = a.Thresholds(min_rate=None, min_length=2.0, min_draft_tokens=0, window_seconds=300, for_seconds=0)
     verdict = a.evaluate(None, a.Sample(at=0, window=vllm_window(1506, 1127)), t)
-    assert (verdict.status, verdict.reason) == ("True", a.LOW_LENGTH) and "length < 2.00" in verdict.message
+    assert (verdict.status, verdict.reason) == ("True", a.LOW_LENGTH) and "(1506 drafts) < 2.00" in verdict.message
     assert a.evaluate(verdict, a.Sample(at=1, window=HEALTHY), t).status == "False"
 
 

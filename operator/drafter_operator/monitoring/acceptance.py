@@ -206,15 +206,18 @@ class Verdict:
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
 
-def figures(window: m.AcceptanceWindow, window_seconds: float) -> str:
-    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens)"."""
+def figures(window: m.AcceptanceWindow, window_seconds: float, low: tuple[str, str] | None = None) -> str:
+    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%";
+    ``low`` (reason, comparison) puts the comparison right after the figure it is about."""
     parts = []
     if window.acceptance_rate is not None:
         counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
                   f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
-        parts.append(f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}")
+        rate = f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}"
+        parts.append(rate + (f" {low[1]}" if low and low[0] == LOW_RATE else ""))
     if window.mean_acceptance_length is not None:
-        parts.append(f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)")
+        length = f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)"
+        parts.append(length + (f" {low[1]}" if low and low[0] == LOW_LENGTH else ""))
     return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
 
 
@@ -224,7 +227,7 @@ def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
         return LOW_RATE, f"< {t.min_rate:.0%}"
     if t.min_length is not None and window.mean_acceptance_length is not None \
             and window.mean_acceptance_length < t.min_length:
-        return LOW_LENGTH, f"length < {t.min_length:.2f}"
+        return LOW_LENGTH, f"< {t.min_length:.2f}"
     return None
 
 
@@ -258,14 +261,14 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
                        message=f"{seen} draft tokens in the last {format_duration(t.window_seconds)}, fewer than "
                                f"minDraftTokens {t.min_draft_tokens:.0f}: no verdict yet")
-    numbers = figures(window, t.window_seconds)
     low = _below(window, t)
+    numbers = figures(window, t.window_seconds, low)
 
     if previous.counts_as_degraded:
         if low is not None or not _healthy(window, t):
             reason = low[0] if low else (previous.reason if previous.degraded
                                          else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
-            comparison = f" {low[1]}" if low else " (not yet clear of the threshold)"
+            comparison = "" if low else " (not yet clear of the threshold)"
             return Verdict(status="True", reason=reason, message=numbers + comparison, window=window,
                            below_since=previous.below_since)
         healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
@@ -281,10 +284,10 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
     below_since = previous.below_since if previous.below_since is not None else sample.at
     if sample.at - below_since >= t.for_seconds:
-        return Verdict(status="True", reason=low[0], message=f"{numbers} {low[1]}", window=window,
+        return Verdict(status="True", reason=low[0], message=numbers, window=window,
                        below_since=below_since)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
-                   message=f"{numbers} {low[1]} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
+                   message=f"{numbers} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
 
 
 def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],

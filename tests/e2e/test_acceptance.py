@@ -1,0 +1,217 @@
+"""Live acceptance monitoring end to end: engine pods (the emulator) serve traffic, the operator scrapes
+each Ready pod's /metrics, and Degraded, status.acceptance, Events, its own metrics and the onDegraded
+actions follow. The emulator's acceptance is changed at run time, as a drafter that stops paying would.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import OperatorProcess, emulator_settings
+from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+GOOD_DRAFTER = "/models/drafters/emulator-good-drafter"  # per-token acceptance 0.89: ~71% at k = 5
+SEED_DRAFTER = "/models/drafters/kimi-k25-eagle3"  # the seed's: 0.432 per token, 15% at k = 5
+SEED_PER_TOKEN = 0.432
+WINDOW, FOR = 30, 10
+ACCEPTANCE = {"minAcceptanceRate": "0.4", "window": f"{WINDOW}s", "for": f"{FOR}s", "minDraftTokens": 200}
+# Degraded must come within window + for + one measurement interval; the rest is the emulator's and the
+# control plane's share on a 2-core machine (traffic, watch delivery, a status write).
+DETECTION_BOUND = WINDOW + FOR + OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS
+SLACK = 15
+
+
+def monitored(name: str = "kimi", drafter: str = GOOD_DRAFTER, on_degraded: str = "Alert", **spec) -> dict:
+    serving = seed_serving(name, swap={"strategy": "BlueGreen"}, **spec)
+    serving["spec"]["drafter"]["model"] = drafter
+    serving["spec"]["acceptance"] = {**ACCEPTANCE, "onDegraded": on_degraded}
+    return serving
+
+
+def engine_pods(cluster, namespace: str, name: str, revision: str) -> list[dict]:
+    items = cluster.get_json("-n", namespace, "pods", "-l",
+                             f"drafter.dev/serving={name},drafter.dev/revision={revision}")["items"]
+    return [p for p in items if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
+
+
+def set_acceptance(pod: dict, per_token: float) -> None:
+    body = json.dumps({"acceptance": per_token}).encode()
+    request = urllib.request.Request(f"http://{pod['status']['podIP']}:8000/emulator/acceptance", data=body,
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+
+
+class Traffic(threading.Thread):
+    """Completions sent back to back to every Ready pod of the serving (re-listed as revisions change),
+    so each replica drafts; bounded in time."""
+
+    def __init__(self, cluster, namespace: str, name: str, limit_seconds: float = 300):
+        super().__init__(daemon=True)
+        self.cluster, self.namespace, self.name, self.limit = cluster, namespace, name, limit_seconds
+        self.stop_event = threading.Event()
+        self.sent = 0
+
+    def _targets(self) -> list[str]:
+        items = self.cluster.get_json("-n", self.namespace, "pods", "-l", f"drafter.dev/serving={self.name}")["items"]
+        return [p["status"]["podIP"] for p in items if p.get("status", {}).get("podIP") and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])]
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.limit
+        while not self.stop_event.is_set() and time.monotonic() < deadline:
+            targets = self._targets()
+            for _ in range(10):
+                for ip in targets:
+                    body = json.dumps({"model": "/models/Kimi-K2.5", "prompt": "Explain speculative decoding.",
+                                       "max_tokens": 48, "temperature": 0}).encode()
+                    request = urllib.request.Request(f"http://{ip}:8000/v1/completions", data=body,
+                                                     headers={"Content-Type": "application/json"})
+                    try:
+                        urllib.request.urlopen(request, timeout=20).read()
+                        self.sent += 1
+                    except (OSError, urllib.error.URLError):
+                        pass  # a pod going away mid-swap; the next listing drops it
+            if not targets:
+                self.stop_event.wait(0.5)
+
+    def __enter__(self) -> Traffic:
+        self.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop_event.set()
+        self.join(30)
+
+
+def degraded(cluster, namespace: str, name: str, status: str, reason: str | None = None, timeout: float = 120) -> dict:
+    def seen():
+        current = serving_status(cluster, namespace, name)
+        cond = condition(current, "Degraded")
+        return cond.get("status") == status and (reason is None or cond.get("reason") == reason) and current
+    return cluster.wait_for(f"{name} Degraded={status}" + (f"/{reason}" if reason else ""), seen, timeout=timeout)
+
+
+def events(cluster, namespace: str, name: str) -> list[dict]:
+    return cluster.get_json("-n", namespace, "events", "--field-selector",
+                            f"involvedObject.name={name},involvedObject.kind=DrafterServing")["items"]
+
+
+@pytest.fixture
+def monitored_env(cluster, namespace, operator, engine_nodes, model_volume):
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
+    return cluster, namespace, operator
+
+
+def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in_time(monitored_env):
+    cluster, namespace, operator = monitored_env
+    apply(cluster, namespace, monitored())
+    revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    with Traffic(cluster, namespace, "kimi"):
+        healthy = degraded(cluster, namespace, "kimi", "False", "AcceptanceHealthy")
+        assert healthy["acceptance"]["rate"] > 0.6 and healthy["acceptance"]["revision"] == revision
+        assert healthy["acceptance"]["source"] == "engine" and healthy["acceptance"]["draftTokens"] >= 200
+        printed = cluster.kubectl("-n", namespace, "get", "drafterserving", "kimi").stdout
+        assert f"{healthy['acceptance']['rate']:.3f}"[:4] in printed  # the ACCEPTANCE column
+        labels = {"namespace": namespace, "name": "kimi", "revision": revision}
+        assert operator.metric("drafter_degraded", **labels) == 0.0
+        assert operator.metric("drafter_acceptance_rate", **labels) > 0.6
+        # A healthy drafter stays healthy: it never turns True while it keeps drafting well.
+        hold_until = time.monotonic() + FOR + 2 * OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS
+        while time.monotonic() < hold_until:
+            assert condition(serving_status(cluster, namespace, "kimi"), "Degraded")["status"] == "False"
+            time.sleep(1)
+
+        for pod in engine_pods(cluster, namespace, "kimi", revision):
+            set_acceptance(pod, SEED_PER_TOKEN)
+        dropped = time.monotonic()
+        bad = degraded(cluster, namespace, "kimi", "True", "LowAcceptanceRate", timeout=DETECTION_BOUND + SLACK + 30)
+        detected = time.monotonic() - dropped
+        print(f"detection: {detected:.1f} s (window {WINDOW} + for {FOR} + interval "
+              f"{OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS} = {DETECTION_BOUND} s)")
+        assert detected <= DETECTION_BOUND + SLACK, (detected, operator.log_tail())
+    message = condition(bad, "Degraded")["message"]
+    assert "% over 30s (" in message and "draft tokens) < 40%, mean acceptance length" in message
+    assert [r["degraded"] for r in bad["revisions"] if r["name"] == revision] == [True]
+    assert "LowAcceptanceRate" in [e["reason"] for e in events(cluster, namespace, "kimi")]
+    assert operator.metric("drafter_degraded", **labels) == 1.0
+    assert operator.metric("drafter_acceptance_rate", **labels) < 0.4
+    assert condition(bad, "Ready")["status"] == "True"  # Alert: traffic stays where it was
+    assert list(deployments(cluster, namespace, "kimi")) == [revision]
+
+
+def test_rollback_returns_to_the_previous_drafter_and_degraded_clears(monitored_env):
+    cluster, namespace, _ = monitored_env
+    serving = monitored(on_degraded="Rollback")
+    apply(cluster, namespace, serving)
+    good = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    serving["spec"]["drafter"]["model"] = SEED_DRAFTER
+    apply(cluster, namespace, serving)
+    bad = cluster.wait_for("the seed drafter serving", lambda: (s := serving_status(cluster, namespace, "kimi")).get(
+        "activeRevision") not in (None, good) and condition(s, "Ready").get("status") == "True" and s,
+        timeout=90)["activeRevision"]
+    with Traffic(cluster, namespace, "kimi"):
+        rolling = cluster.wait_for("the rollback", lambda: (serving_status(cluster, namespace, "kimi").get(
+            "degradedAction") or None), timeout=DETECTION_BOUND + SLACK + 30)
+        assert rolling["action"] == "Rollback" and (rolling["degradedRevision"], rolling["revision"]) == (bad, good)
+        back = wait_ready(cluster, namespace, "kimi", revision=good, timeout=90)
+        assert back["revisions"][[r["name"] for r in back["revisions"]].index(bad)]["degraded"] is True
+        cleared = degraded(cluster, namespace, "kimi", "False", "AcceptanceHealthy",
+                           timeout=DETECTION_BOUND + SLACK + 30)
+    assert cleared["activeRevision"] == good and cleared["acceptance"]["rate"] > 0.6
+    assert serving_status(cluster, namespace, "kimi")["previousRevision"] == bad
+    reasons = [e["reason"] for e in events(cluster, namespace, "kimi")]
+    assert "RollingBack" in reasons and "LowAcceptanceRate" in reasons
+    # The spec still names the seed drafter: the operator never rewrites it.
+    spec = cluster.get_json("-n", namespace, "drafterserving", "kimi")["spec"]
+    assert spec["drafter"]["model"] == SEED_DRAFTER
+    cluster.wait_for("the degraded revision deleted after its drain",
+                     lambda: list(deployments(cluster, namespace, "kimi")) == [good], timeout=60)
+
+
+def test_disable_speculation_serves_the_target_without_a_drafter(monitored_env):
+    cluster, namespace, _ = monitored_env
+    apply(cluster, namespace, monitored(drafter=SEED_DRAFTER, on_degraded="DisableSpeculation"))
+    bad = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    with Traffic(cluster, namespace, "kimi"):
+        disabled = degraded(cluster, namespace, "kimi", "True", "SpeculationDisabled",
+                            timeout=DETECTION_BOUND + SLACK + 30)
+    action = disabled["degradedAction"]
+    assert action["action"] == "DisableSpeculation" and action["degradedRevision"] == bad
+    assert disabled["speculationDisabled"].startswith(f"revision {bad} is Degraded")
+    baseline = wait_ready(cluster, namespace, "kimi", revision=action["revision"], timeout=90)
+    assert baseline["revisions"][-1]["drafter"] == "none"
+    container = deployments(cluster, namespace, "kimi")[action["revision"]]["spec"]["template"]["spec"]["containers"][0]
+    argv = " ".join(container.get("command", []) + container.get("args", []))
+    assert "--speculative-config" not in argv and "/models/Kimi-K2.5" in argv
+    reasons = [e["reason"] for e in events(cluster, namespace, "kimi")]
+    assert "SpeculationDisabled" in reasons
+
+
+def test_two_replicas_one_bad_report_the_combined_figure_and_each_replica(monitored_env):
+    cluster, namespace, _ = monitored_env
+    apply(cluster, namespace, monitored(replicas=2))
+    revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    pods = engine_pods(cluster, namespace, "kimi", revision)
+    assert len(pods) == 2
+    set_acceptance(pods[0], 0.3)  # ~8% at k = 5; the other replica keeps ~71%
+    with Traffic(cluster, namespace, "kimi"):
+        status = cluster.wait_for("per-replica figures", lambda: (s := serving_status(cluster, namespace, "kimi")).get(
+            "acceptance", {}).get("replicas") and s["acceptance"]["revision"] == revision and s["acceptance"],
+            timeout=DETECTION_BOUND + SLACK)
+    replicas = {r["pod"]: r for r in status["replicas"]}
+    assert set(replicas) == {p["metadata"]["name"] for p in pods}
+    low, high = replicas[pods[0]["metadata"]["name"]], replicas[pods[1]["metadata"]["name"]]
+    assert low["rate"] < 0.2 < 0.6 < high["rate"]
+    # Counter deltas summed, not rates averaged: the total weighs each replica by what it drafted.
+    weighted = (low["rate"] * low["draftTokens"] + high["rate"] * high["draftTokens"]) / \
+        (low["draftTokens"] + high["draftTokens"])
+    assert status["rate"] == pytest.approx(weighted, abs=2e-3)
+    assert status["draftTokens"] == pytest.approx(low["draftTokens"] + high["draftTokens"], abs=1)
