@@ -244,3 +244,15 @@ def test_emulator_metric_types():
     for name in (sglang.TIME_TO_FIRST_TOKEN_SECONDS, sglang.INTER_TOKEN_LATENCY_SECONDS,
                  sglang.E2E_REQUEST_LATENCY_SECONDS):
         assert s[name] == "histogram"
+
+
+def test_an_idle_sglang_window_has_no_rate_even_with_the_gauge_at_zero():
+    """SGLang 0.5.23 sets spec_accept_rate to 0 before its first request: no drafts, no figure."""
+    from drafter_operator.engines import sglang
+
+    idle = ('sglang:spec_accept_rate{model_name="m",tp_rank="0"} 0.0\n'
+            'sglang:spec_accept_length{model_name="m",tp_rank="0"} 0.0\n')
+    before = sglang.parse_spec_decode_metrics(idle.encode())
+    after = sglang.parse_spec_decode_metrics(idle.encode())
+    window = m.window(before, after)
+    assert window.drafts == 0 and window.acceptance_rate is None and window.rate_source == "none"

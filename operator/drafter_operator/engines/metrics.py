@@ -552,7 +552,9 @@ def window(before: SpecDecodeCounters, after: SpecDecodeCounters,
         accepted = min(max(generation - drafts, 0.0), draft_tokens)
         rate = acceptance_rate(accepted, draft_tokens)
         source, estimated = "derived", True
-    elif after.accept_rate_gauge is not None and after.speculative:
+    elif after.accept_rate_gauge is not None and after.speculative and drafts > 0:
+        # Only for a window that verified something: SGLang leaves the gauge at 0 before the first
+        # request, and an idle window's last interval value says nothing about the window.
         rate, source = after.accept_rate_gauge, "gauge"
     return AcceptanceWindow(
         engine="sglang", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,

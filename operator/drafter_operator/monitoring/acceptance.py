@@ -117,7 +117,7 @@ def combine(windows: list[m.AcceptanceWindow], num_speculative_tokens: int | Non
     length = m.tokens_per_verification(generation, drafts)
     rate = m.acceptance_rate(accepted, draft_tokens) if accepted is not None and draft_tokens else None
     source: m.RateSource = "derived" if rate is not None else "none"
-    if rate is None and len(windows) == 1 and windows[0].rate_source == "gauge":
+    if rate is None and len(windows) == 1 and windows[0].rate_source == "gauge" and drafts > 0:
         rate, source = windows[0].acceptance_rate, "gauge"  # one replica's gauge is still its own figure
     return m.AcceptanceWindow(engine="sglang", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
                               generation_tokens=generation, acceptance_rate=rate, mean_acceptance_length=length,
@@ -310,16 +310,23 @@ def _count(value: float | None) -> int | None:
     return None if value is None else int(round(value))
 
 
+def _figure(value: float | None, digits: int) -> float | None:
+    """Rounded for status (the printer column shows the number as stored): 4 digits of a rate is a
+    hundredth of a percentage point, far below what a window can tell apart."""
+    return None if value is None else round(value, digits)
+
+
 def status_block(sample: Sample, source: str, window_seconds: float, window_end: str) -> dict | None:
     """``status.acceptance`` (camelCase, for a status patch) from a sample with a window; else None."""
     window = sample.window
     if window is None:
         return None
-    block: dict = {"rate": window.acceptance_rate, "meanLength": window.mean_acceptance_length,
+    block: dict = {"rate": _figure(window.acceptance_rate, 4), "meanLength": _figure(window.mean_acceptance_length, 3),
                    "draftTokens": _count(window.draft_tokens), "drafts": _count(window.drafts),
                    "windowSeconds": int(window_seconds), "windowEnd": window_end, "source": source}
     rates = [w.acceptance_rate for _, w in sample.replicas if w.acceptance_rate is not None]
     if len(sample.replicas) > 1 and rates and max(rates) - min(rates) > REPLICA_SPREAD_TO_LIST:
-        block["replicas"] = [{"pod": pod, "rate": w.acceptance_rate, "meanLength": w.mean_acceptance_length,
+        block["replicas"] = [{"pod": pod, "rate": _figure(w.acceptance_rate, 4),
+                              "meanLength": _figure(w.mean_acceptance_length, 3),
                               "draftTokens": _count(w.draft_tokens)} for pod, w in sample.replicas]
     return block

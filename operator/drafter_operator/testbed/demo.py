@@ -4,8 +4,12 @@ Brings the local cluster up, installs the CRDs, starts the operator, declares th
 (the no-speculation baseline, the seed's vLLM + EAGLE-3 drafter, SGLang with the public drafter) on
 GPU nodes whose engine pods really run (as the engine emulator), waits for them to be Ready, measures
 each through its Service and prints what the seed's operators found by hand: the vLLM drafter accepts
-about 15% of its tokens and makes serving slower than no speculation at all. Then it shows the good
-drafter losing its advantage under load, and a hand-tuned speculative flag refused before any pod.
+about 15% of its tokens and makes serving slower than no speculation at all. Then the operator's
+acceptance watch does what the seed's operators did by hand, under traffic: the vLLM drafter goes
+Degraded and, with `onDegraded: DisableSpeculation`, is replaced by the no-speculation baseline
+(about 1.0x instead of 0.66x) while the SGLang drafter stays healthy at about 1.7x; a timeline and
+the final table follow. Last, the good drafter losing its advantage under load, and a hand-tuned
+speculative flag refused before any pod.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from drafter_operator.api import KINDS
 from drafter_operator.api.generate import render_crd
 from drafter_operator.bench import client as bench
 from drafter_operator.testbed import cluster as local
+from drafter_operator.testbed import demo_acceptance as watch
 from drafter_operator.testbed import processes
 from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
 from drafter_operator.testbed.volumes import static_claim
@@ -40,14 +45,20 @@ BASE_SPEC = {
                "reasoningParser": "kimi_k2"},
     "placement": {"gpuProduct": DEMO_GPU_PRODUCT, "nodeSelector": {RUNTIME_LABEL: PROCESS}},
     "storage": {"modelClaim": "models", "mountPath": "/models", "shmSize": "64Gi"},
+    # The replacement starts beside the degraded revision, which serves until it is Ready: no outage.
+    "swap": {"strategy": "BlueGreen"},
 }
 SERVINGS = {
     "kimi-baseline": {"engine": "vllm", "drafter": {"method": "none"}},
     "kimi-vllm-eagle3": {"engine": "vllm", "drafter": {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3",
-                                                       "numSpeculativeTokens": 5}},
+                                                       "numSpeculativeTokens": 5},
+                         "acceptance": {**watch.DEMO_ACCEPTANCE, "onDegraded": "DisableSpeculation"}},
     "kimi-sglang-eagle3": {"engine": "sglang", "drafter": {"method": "eagle3", "model": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
-                                                           "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4}},
+                                                           "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
+                           "acceptance": {**watch.DEMO_ACCEPTANCE, "onDegraded": "DisableSpeculation"}},
 }
+WATCHED = [name for name, spec in SERVINGS.items() if "acceptance" in spec]
+DEGRADING = "kimi-vllm-eagle3"
 
 
 def kubectl(*args: str, input: str | None = None, check: bool = True):
@@ -73,7 +84,8 @@ def ensure_engine_nodes(count: int) -> None:
 def start_operator(layout: local.Layout) -> None:
     if processes.running_pid(OPERATOR_COMPONENT, layout.run):
         return
-    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig)}
+    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig),
+           "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(watch.DEMO_ACCEPTANCE_INTERVAL_SECONDS)}
     processes.start(OPERATOR_COMPONENT, [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
                     layout.run, layout.logs, env=env)
 
@@ -96,7 +108,7 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
 def main(max_tokens: int = 256, prompts: int = 3) -> int:
     layout = local.Layout()
     local.up(layout=layout)
-    ensure_engine_nodes(len(SERVINGS))
+    ensure_engine_nodes(len(SERVINGS) + 1)  # one spare 8-GPU node for a BlueGreen replacement
     for kind in KINDS:
         kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd(kind))
     kubectl("wait", "--for=condition=Established", "--timeout=60s",
@@ -104,20 +116,33 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("create", "namespace", NAMESPACE, check=False)
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
+    # Each run tells the story from the start: a serving left from an earlier run may already be acted on.
+    kubectl("-n", NAMESPACE, "delete", "drafterservings", "--all", "--wait=true", "--timeout=120s")
+    timeline = watch.Timeline(started=time.monotonic())
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
+    for name in SERVINGS:
+        timeline.mark(name, "kubectl apply", SERVINGS[name]["drafter"]["method"])
     console.print(f"Declared {len(SERVINGS)} DrafterServings in namespace {NAMESPACE}: {', '.join(SERVINGS)}")
     servings = wait_ready(list(SERVINGS))
+    for item in servings.values():
+        timeline.observe(item)
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
 
-    results = {}
-    for name, spec in SERVINGS.items():
-        ip = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)["spec"]["clusterIP"]
-        port = servings[name]["status"]["endpoint"]["port"]
-        k = spec["drafter"].get("numSpeculativeTokens") or spec["drafter"].get("numSteps")
-        with console.status(f"measuring {name}: {prompts} prompts x {max_tokens} tokens, one stream"):
-            results[name] = bench.run(f"http://{ip}:{port}", spec["engine"], BASE_SPEC["target"]["model"],
-                                      bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)
-    print_report(servings, results)
+    results = {name: measure(name, servings[name], max_tokens, prompts) for name in SERVINGS}
+    print_report(servings, results, "Single-stream decode through each DrafterServing's Service")
+
+    rule = watch.DEMO_ACCEPTANCE
+    console.print(f"\nThe operator watches {', '.join(WATCHED)}: acceptance below {float(rule['minAcceptanceRate']):.0%} "
+                  f"over {rule['window']} for {rule['for']} is Degraded; onDegraded DisableSpeculation.")
+    watched = watch.watch_until_acted(console, lambda: {n: i for n, i in _servings().items() if n in WATCHED},
+                                      {n: service_url(n, servings[n]) for n in WATCHED}, BASE_SPEC["target"]["model"],
+                                      DEGRADING, timeline)
+    watch.print_timeline(console, timeline)
+    console.print(f"{DEGRADING} status.degradedAction:\n{watch.describe_action(watched[DEGRADING])}")
+    servings = wait_ready(list(SERVINGS))
+    results[DEGRADING] = measure(DEGRADING, servings[DEGRADING], max_tokens, prompts)
+    print_report(servings, results, f"After the operator acted: {DEGRADING} serves without speculation")
+    console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
     show_load_crossover(servings, max_tokens)
     show_refused_spelling()
     console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
@@ -126,16 +151,38 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     return 0
 
 
+def _servings() -> dict[str, dict]:
+    items = json.loads(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "json").stdout)["items"]
+    return {i["metadata"]["name"]: i for i in items}
+
+
+def service_url(name: str, serving: dict) -> str:
+    ip = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)["spec"]["clusterIP"]
+    return f"http://{ip}:{serving['status']['endpoint']['port']}"
+
+
+def running_drafter(serving: dict) -> dict:
+    """The drafter the active revision runs (after DisableSpeculation it is not the spec's)."""
+    status = serving.get("status") or {}
+    record = next((r for r in status.get("revisions") or [] if r["name"] == status.get("activeRevision")), {})
+    return record.get("drafterSpec") or serving["spec"]["drafter"]
+
+
+def measure(name: str, serving: dict, max_tokens: int, prompts: int) -> bench.RunResult:
+    drafter = running_drafter(serving)
+    k = drafter.get("numSpeculativeTokens") or drafter.get("numSteps")
+    with console.status(f"measuring {name}: {prompts} prompts x {max_tokens} tokens, one stream"):
+        return bench.run(service_url(name, serving), serving["spec"]["engine"], BASE_SPEC["target"]["model"],
+                         bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)
+
+
 LOAD_STREAMS = (1, 8, 32)
 
 
 def show_load_crossover(servings: dict[str, dict], max_tokens: int) -> None:
     """Aggregate throughput at growing concurrency: where the good drafter stops paying."""
     compared = ("kimi-baseline", "kimi-sglang-eagle3")
-    urls = {}
-    for name in compared:
-        ip = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)["spec"]["clusterIP"]
-        urls[name] = f"http://{ip}:{servings[name]['status']['endpoint']['port']}"
+    urls = {name: service_url(name, servings[name]) for name in compared}
     table = Table(title="Under load: all streams at once through the Service, output tok/s")
     for column in ("streams", *compared, "speedup"):
         table.add_column(column)
@@ -173,18 +220,18 @@ def show_refused_spelling() -> None:
     kubectl("-n", NAMESPACE, "delete", "drafterserving", name, "--wait=false")
 
 
-def print_report(servings: dict[str, dict], results: dict[str, bench.RunResult]) -> None:
+def print_report(servings: dict[str, dict], results: dict[str, bench.RunResult], title: str) -> None:
     baseline = results["kimi-baseline"].tokens_per_second
-    table = Table(title="Single-stream decode through each DrafterServing's Service")
+    table = Table(title=title)
     for column in ("serving", "engine", "drafter", "tok/s", "ms/token", "acceptance", "accept length", "speedup",
                    "DrafterCompatible"):
         table.add_column(column)
     for name, result in results.items():
-        spec = SERVINGS[name]
+        spec = servings[name]["spec"]
         acceptance = result.acceptance
         compatible = next((c for c in servings[name]["status"]["conditions"] if c["type"] == "DrafterCompatible"), {})
         speedup = result.tokens_per_second / baseline if baseline else 0.0
-        table.add_row(name, spec["engine"], spec["drafter"]["method"], f"{result.tokens_per_second:.1f}",
+        table.add_row(name, spec["engine"], running_drafter(servings[name])["method"], f"{result.tokens_per_second:.1f}",
                       f"{result.ms_per_token:.1f}",
                       f"{acceptance.acceptance_rate:.1%}" if acceptance and acceptance.acceptance_rate is not None else "-",
                       f"{acceptance.mean_acceptance_length:.2f}" if acceptance and acceptance.mean_acceptance_length else "-",
