@@ -6,6 +6,7 @@ would hand `decide` after a look at the active revision.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 
@@ -218,7 +219,10 @@ def test_rollback_never_returns_to_a_degraded_revision_and_every_sequence_settle
         if step == "new-drafter":
             change_drafter(world, next(tokens))
             continue
-        plan = look(world, measured(world, "True" if step == "degrade" else "False", 0.15 if step == "degrade" else 0.7))
+        measurement = measured(world, "True" if step == "degrade" else "False", 0.15 if step == "degrade" else 0.7)
+        state = dataclasses.replace(world.state(), acceptance=measurement)
+        assert decide(state) == decide(copy.deepcopy(state))  # deterministic, whatever the history
+        plan = look(world, measurement)
         action = plan.record_first.get("degradedAction") if plan.record_first else None
         if action:
             marked = {r["name"] for r in world.body["status"]["revisions"] if r.get("degraded")}
