@@ -1,0 +1,282 @@
+"""Live acceptance monitoring with ``spec.acceptance.source: prometheus``, end to end, against a REAL Prometheus.
+
+The Prometheus finds the engine pods itself, through Kubernetes service discovery (``kubernetes_sd_configs``,
+role pod) against the test cluster's kube-apiserver, scrapes them every second, and the operator asks it
+for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``drafter_dev_serving``,
+``drafter_dev_revision``, replicas by ``pod``): the scrape config below is the usual kubernetes-pods job
+that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
+operator creates.
+
+Which Prometheus: ``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``)
+when set, else the cluster build's (``testbed.versions.bin_dir()``). Debian's package, which the cluster
+build fetches, is built without Kubernetes service discovery: with it these tests skip and say so. A
+Prometheus built from the Go module with only that discovery compiled in works, e.g.
+``go install -tags remove_all_sd,enable_kubernetes_sd
+github.com/prometheus/prometheus/cmd/{prometheus,promtool}@v0.316.0`` (Prometheus 3.x; about 4 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drafter_operator.testbed.versions import bin_dir
+from tests.e2e.conftest import OperatorProcess, emulator_settings
+from tests.e2e.test_serving import (ClientLoop, apply, condition, deployments, seed_serving, service_ip,
+                                    serving_status, wait_ready)
+from tests.processes import free_port, listening_process
+
+pytestmark = pytest.mark.e2e
+
+ENGINE_PORT = 8000  # vLLM's
+TARGET_MODEL = "/models/Kimi-K2.5"
+GOOD_DRAFTER = "/models/drafters/emulator-good-drafter"  # ~71% acceptance at k = 5
+SEED_PER_TOKEN = 0.432  # the seed drafter's per-token acceptance: 15% at k = 5
+SCRAPE_INTERVAL = 1
+WINDOW, FOR = 30, 10
+ACCEPTANCE = {"minAcceptanceRate": "0.4", "window": f"{WINDOW}s", "for": f"{FOR}s", "minDraftTokens": 200,
+              "source": "prometheus"}
+# Degraded must come within window + for + one measurement interval + one scrape; the slack is the
+# share of the 2-core machine (traffic, watch delivery, a status write) and of `increase()`'s edges.
+DETECTION_BOUND = WINDOW + FOR + OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS + SCRAPE_INTERVAL
+SLACK = 15
+
+
+def scrape_config(kubeconfig: str, namespace: str) -> dict:
+    """The kubernetes-pods job, limited to one namespace: engine pods only, their engine port only."""
+    return {
+        "global": {"scrape_interval": f"{SCRAPE_INTERVAL}s", "scrape_timeout": f"{SCRAPE_INTERVAL}s",
+                   "evaluation_interval": "15s"},
+        "scrape_configs": [{
+            "job_name": "kubernetes-pods",
+            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
+                                       "namespaces": {"names": [namespace]}}],
+            "relabel_configs": [
+                # Pods the operator created (drafter.dev/serving set), on the engine's port.
+                {"source_labels": ["__meta_kubernetes_pod_label_drafter_dev_serving"], "regex": ".+",
+                 "action": "keep"},
+                {"source_labels": ["__meta_kubernetes_pod_container_port_number"], "regex": str(ENGINE_PORT),
+                 "action": "keep"},
+                # Pod labels as labels (drafter.dev/revision -> drafter_dev_revision), namespace, pod.
+                {"action": "labelmap", "regex": "__meta_kubernetes_pod_label_(.+)"},
+                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            ],
+        }],
+    }
+
+
+@dataclass
+class Prometheus:
+    url: str
+    version: str
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=5) as response:
+            return json.loads(response.read())
+
+    def targets(self) -> list[dict]:
+        return self.get("/api/v1/targets?state=active")["data"]["activeTargets"]
+
+    def up_pods(self, namespace: str, revision: str) -> set[str]:
+        """The pods of ``revision`` Prometheus discovered and scraped successfully."""
+        return {t["labels"]["pod"] for t in self.targets() if t["health"] == "up"
+                and t["labels"].get("namespace") == namespace and t["labels"].get("drafter_dev_revision") == revision}
+
+
+def _prometheus_binaries() -> tuple[Path, Path]:
+    directory = Path(os.environ.get("DRAFTER_TEST_PROMETHEUS_DIR") or bin_dir())
+    return directory / "prometheus", directory / "promtool"
+
+
+@pytest.fixture
+def prometheus(cluster, namespace, tmp_path) -> Iterator[Prometheus]:
+    """A real Prometheus discovering this test's namespace through the kube-apiserver; stopped afterwards."""
+    binary, promtool = _prometheus_binaries()
+    if not (binary.exists() and promtool.exists()):
+        pytest.skip(f"no prometheus/promtool in {binary.parent}: `drafter-operator cluster build` fetches them "
+                    "(or set DRAFTER_TEST_PROMETHEUS_DIR)")
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    version_line = f"{binary}: " + (version.stdout + version.stderr).splitlines()[0]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump(scrape_config(cluster.kubeconfig, namespace)))
+    check = subprocess.run([str(promtool), "check", "config", str(config)], capture_output=True, text=True,
+                           timeout=30)
+    if check.returncode != 0 and "field kubernetes_sd_configs not found" in check.stdout + check.stderr:
+        pytest.skip(f"{version_line} is built without Kubernetes service discovery: set "
+                    "DRAFTER_TEST_PROMETHEUS_DIR to a Prometheus that has it (see this module's docstring)")
+    assert check.returncode == 0, check.stdout + check.stderr
+    port = free_port()
+    with listening_process([str(binary), f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/data",
+                            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                           dict(os.environ), port, timeout=60):
+        yield Prometheus(f"http://127.0.0.1:{port}", version_line)
+
+
+@pytest.fixture
+def prometheus_env(cluster, namespace, operator, engine_nodes, model_volume, prometheus):
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
+    return cluster, namespace, operator, prometheus
+
+
+def monitored(prometheus: Prometheus, on_degraded: str) -> dict:
+    serving = seed_serving("kimi", swap={"strategy": "BlueGreen"})
+    serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
+    serving["spec"]["acceptance"] = {**ACCEPTANCE, "prometheusUrl": prometheus.url, "onDegraded": on_degraded}
+    return serving
+
+
+def engine_pods(cluster, namespace: str, revision: str) -> list[dict]:
+    items = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/serving=kimi,drafter.dev/revision={revision}")
+    return [p for p in items["items"]
+            if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
+
+
+def set_acceptance(pod: dict, per_token: float) -> None:
+    body = json.dumps({"acceptance": per_token}).encode()
+    request = urllib.request.Request(f"http://{pod['status']['podIP']}:{ENGINE_PORT}/emulator/acceptance", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def events(cluster, namespace: str) -> list[dict]:
+    return cluster.get_json("-n", namespace, "events", "--field-selector", "involvedObject.name=kimi")["items"]
+
+
+@contextlib.contextmanager
+def explained(cluster, namespace: str, operator: OperatorProcess, prometheus: Prometheus) -> Iterator[None]:
+    """On a failure, show the serving's status, its pods, the operator's log and what Prometheus scrapes."""
+    try:
+        yield
+    except AssertionError:
+        print("--- status ---\n" + yaml.safe_dump(serving_status(cluster, namespace, "kimi")))
+        print("--- pods ---\n" + cluster.kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False).stdout)
+        print("--- operator log ---\n" + operator.log_tail(60))
+        with contextlib.suppress(OSError, ValueError):
+            print("--- prometheus targets ---\n" + json.dumps(
+                [{k: t.get(k) for k in ("labels", "health", "lastError")} for t in prometheus.targets()], indent=1))
+        raise
+
+
+def healthy_then_lowered(cluster, namespace: str, operator: OperatorProcess, prometheus: Prometheus,
+                         on_degraded: str, reached) -> tuple[str, dict, float, dict]:
+    """Serve the good drafter with traffic through the Service until Degraded=False from Prometheus'
+    figures, lower the emulator's acceptance on every pod, and wait for ``reached(status)``.
+    Returns the revision, the healthy status, the detection seconds and the status ``reached`` accepted."""
+    apply(cluster, namespace, monitored(prometheus, on_degraded))
+    revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    pods = engine_pods(cluster, namespace, revision)
+    assert len(pods) == 1
+    # Prometheus found the pod through the kube-apiserver, with the labels the operator's query matches.
+    cluster.wait_for("Prometheus scraping the engine pod", lambda: prometheus.up_pods(namespace, revision) == {
+        pods[0]["metadata"]["name"]}, timeout=60)
+    loop = ClientLoop(service_ip(cluster, namespace, "kimi"), ENGINE_PORT, TARGET_MODEL, limit_seconds=300)
+    traffic_since = dt.datetime.now(dt.timezone.utc)
+    loop.start()
+    try:
+        def healthy_over_a_full_window():
+            # Healthy as soon as minDraftTokens are drafted, but the drop is timed from a window that holds
+            # only healthy traffic (else the few healthy tokens of a part-idle window are outweighed at once).
+            status = serving_status(cluster, namespace, "kimi")
+            cond, figures = condition(status, "Degraded"), status.get("acceptance") or {}
+            assert cond.get("status") != "True", status
+            end = figures.get("windowEnd")
+            return (cond.get("status") == "False" and cond.get("reason") == "AcceptanceHealthy"
+                    and figures.get("source") == "prometheus" and figures.get("revision") == revision and end
+                    and dt.datetime.fromisoformat(end.replace("Z", "+00:00")) - traffic_since
+                    >= dt.timedelta(seconds=WINDOW + SCRAPE_INTERVAL) and status)
+        healthy = cluster.wait_for("Degraded=False/AcceptanceHealthy from Prometheus over a full window of traffic",
+                                   healthy_over_a_full_window, timeout=3 * WINDOW + 30)
+        labels = {"namespace": namespace, "name": "kimi"}
+        assert operator.metric("drafter_degraded", **labels) == 0.0
+
+        for pod in pods:
+            set_acceptance(pod, SEED_PER_TOKEN)
+        lowered = time.monotonic()
+        timeline: list[str] = []
+
+        def watched():
+            status = serving_status(cluster, namespace, "kimi")
+            cond, figures = condition(status, "Degraded"), status.get("acceptance") or {}
+            line = (f"{cond.get('status')}/{cond.get('reason')} rate {figures.get('rate')} "
+                    f"draftTokens {figures.get('draftTokens')} windowEnd {figures.get('windowEnd')}")
+            if not timeline or not timeline[-1].endswith(line):
+                timeline.append(f"{time.monotonic() - lowered:5.1f} s  {line}")
+            return reached(status)
+        try:
+            final = cluster.wait_for("the degraded verdict", watched, timeout=DETECTION_BOUND + SLACK + 30,
+                                     interval=0.25)
+        finally:
+            print("\n" + "\n".join(timeline))
+        detected = time.monotonic() - lowered
+    finally:
+        loop.stop()
+    print(f"\n[{on_degraded}] {prometheus.version}: detection {detected:.1f} s after lowering acceptance "
+          f"(window {WINDOW} + for {FOR} + interval {OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS} + scrape "
+          f"{SCRAPE_INTERVAL} = {DETECTION_BOUND} s; slack {SLACK} s); healthy rate "
+          f"{healthy['acceptance']['rate']:.3f}, {loop.ok} requests")
+    assert detected <= DETECTION_BOUND + SLACK, detected
+    assert loop.ok > 0 and len(loop.failures) <= 2, loop.failures[:5]
+    return revision, healthy, detected, final
+
+
+def test_prometheus_source_marks_a_serving_degraded_when_its_acceptance_drops(prometheus_env):
+    cluster, namespace, operator, prometheus = prometheus_env
+
+    def low_rate(status):
+        return condition(status, "Degraded").get("reason") == "LowAcceptanceRate" and \
+            condition(status, "Degraded")["status"] == "True" and status
+
+    with explained(cluster, namespace, operator, prometheus):
+        revision, healthy, _, bad = healthy_then_lowered(cluster, namespace, operator, prometheus, "Alert", low_rate)
+        figures = healthy["acceptance"]
+        assert figures["source"] == "prometheus" and figures["rate"] > 0.6 and figures["draftTokens"] >= 200
+        assert figures["windowSeconds"] == WINDOW and figures["meanLength"] > 3
+
+        message = condition(bad, "Degraded")["message"]
+        assert f"% over {WINDOW}s (" in message and "draft tokens) < 40%" in message
+        assert bad["acceptance"]["source"] == "prometheus" and bad["acceptance"]["rate"] < 0.4
+        assert [r.get("degraded") for r in bad["revisions"] if r["name"] == revision] == [True]
+        assert "LowAcceptanceRate" in [e["reason"] for e in events(cluster, namespace)]
+        assert operator.metric("drafter_degraded", namespace=namespace, name="kimi", revision=revision) == 1.0
+        rate = operator.metric("drafter_acceptance_rate", namespace=namespace, name="kimi", revision=revision)
+        assert rate is not None and rate < 0.4
+        # Alert: traffic stays on the degraded revision.
+        assert condition(bad, "Ready")["status"] == "True" and bad["activeRevision"] == revision
+        assert list(deployments(cluster, namespace, "kimi")) == [revision]
+
+
+def test_prometheus_source_with_disable_speculation_serves_the_target_alone(prometheus_env):
+    cluster, namespace, operator, prometheus = prometheus_env
+
+    def disabled(status):
+        return (status.get("degradedAction") or {}).get("action") == "DisableSpeculation" and status
+
+    with explained(cluster, namespace, operator, prometheus):
+        revision, _, _, status = healthy_then_lowered(cluster, namespace, operator, prometheus, "DisableSpeculation",
+                                                      disabled)
+        action = status["degradedAction"]
+        assert action["degradedRevision"] == revision and action["revision"] != revision
+        assert status["speculationDisabled"]
+        baseline = wait_ready(cluster, namespace, "kimi", revision=action["revision"], timeout=90)
+        assert baseline["speculationDisabled"] == status["speculationDisabled"]
+        assert condition(baseline, "Degraded")["status"] == "True"
+        container = deployments(cluster, namespace, "kimi")[action["revision"]]["spec"]["template"]["spec"][
+            "containers"][0]
+        argv = container.get("command", []) + container.get("args", [])
+        assert "--speculative-config" not in argv and TARGET_MODEL in argv
+        reasons = [e["reason"] for e in events(cluster, namespace)]
+        assert "SpeculationDisabled" in reasons, reasons
