@@ -7,12 +7,9 @@ for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``dr
 that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
 operator creates.
 
-Which Prometheus: ``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``)
-when set, else the cluster build's (``testbed.versions.bin_dir()``). Debian's package, which the cluster
-build fetches, is built without Kubernetes service discovery: with it these tests skip and say so. A
-Prometheus built from the Go module with only that discovery compiled in works, e.g.
-``go install -tags remove_all_sd,enable_kubernetes_sd
-github.com/prometheus/prometheus/cmd/{prometheus,promtool}@v0.316.0`` (Prometheus 3.x; about 4 minutes on 2 cores).
+Which Prometheus: the cluster build's (``testbed.versions.bin_dir()``), Prometheus 3 built from its Go module
+with Kubernetes service discovery compiled in (Debian's package is built without it; docs/testbed.md).
+``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``) overrides it.
 """
 
 from __future__ import annotations
@@ -105,19 +102,15 @@ def _prometheus_binaries() -> tuple[Path, Path]:
 def prometheus(cluster, namespace, tmp_path) -> Iterator[Prometheus]:
     """A real Prometheus discovering this test's namespace through the kube-apiserver; stopped afterwards."""
     binary, promtool = _prometheus_binaries()
-    if not (binary.exists() and promtool.exists()):
-        pytest.skip(f"no prometheus/promtool in {binary.parent}: `drafter-operator cluster build` fetches them "
-                    "(or set DRAFTER_TEST_PROMETHEUS_DIR)")
+    assert binary.exists() and promtool.exists(), \
+        f"no prometheus/promtool in {binary.parent}: run `drafter-operator cluster build`"
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
     version_line = f"{binary}: " + (version.stdout + version.stderr).splitlines()[0]
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(scrape_config(cluster.kubeconfig, namespace)))
     check = subprocess.run([str(promtool), "check", "config", str(config)], capture_output=True, text=True,
                            timeout=30)
-    if check.returncode != 0 and "field kubernetes_sd_configs not found" in check.stdout + check.stderr:
-        pytest.skip(f"{version_line} is built without Kubernetes service discovery: set "
-                    "DRAFTER_TEST_PROMETHEUS_DIR to a Prometheus that has it (see this module's docstring)")
-    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.returncode == 0, f"{version_line}: " + check.stdout + check.stderr
     port = free_port()
     with listening_process([str(binary), f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/data",
                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],

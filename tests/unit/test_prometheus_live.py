@@ -1,9 +1,9 @@
 """The prometheus acceptance source against a REAL Prometheus scraping real emulator processes.
 
-All on loopback: two vLLM and two SGLang emulator subprocesses, and Debian's prometheus binary (the one
-the local cluster build fetches into ``testbed.versions.bin_dir()``) scraping them every second from a
+All on loopback: two vLLM and two SGLang emulator subprocesses, and the prometheus binary the local
+cluster build makes in ``testbed.versions.bin_dir()`` scraping them every second from a
 static config with a ``pod`` label per target, the label Kubernetes service discovery would give.
-Skips (saying why) when the binaries are absent: ``drafter-operator cluster build`` fetches them.
+Skips (saying why) when the binaries are absent: ``drafter-operator cluster build`` builds them.
 
 What is compared: the source's window against the emulators' own counters read from their /metrics
 before and after the traffic, through ``engines.metrics.window`` (the ``engine`` source's math). The
@@ -93,7 +93,7 @@ def lab() -> Iterator[Lab]:
     binaries = bin_dir()
     prometheus, promtool = binaries / "prometheus", binaries / "promtool"
     if not (prometheus.exists() and promtool.exists()):
-        pytest.skip(f"no prometheus/promtool in {binaries}: `drafter-operator cluster build` fetches Debian's package")
+        pytest.skip(f"no prometheus/promtool in {binaries}: run `drafter-operator cluster build`")
     ports = {(engine, replica): free_port() for engine in ("vllm", "sglang") for replica in REPLICAS}
     with tempfile.TemporaryDirectory(prefix="drafter-prom-") as tmp, contextlib.ExitStack() as stack:
         config = Path(tmp) / "prometheus.yml"

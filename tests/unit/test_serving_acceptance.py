@@ -232,3 +232,26 @@ def test_rollback_never_returns_to_a_degraded_revision_and_every_sequence_settle
         status = world.body["status"]
         assert world.service["spec"]["selector"][REVISION_LABEL] == status["activeRevision"]
         assert len(world.deployments) == 1
+
+
+def test_a_second_rollback_from_a_revision_with_another_image_keeps_the_spec_revision():
+    """A rollback target may run another image than the spec's: the next action is still keyed by the spec."""
+    world = World(on_degraded("Rollback"))
+    world.converge()
+    oldest = world.body["status"]["activeRevision"]
+    world.body["spec"]["image"] = "vllm/vllm-openai:v0.32.0"
+    change_drafter(world, 4)
+    middle = world.body["status"]["activeRevision"]
+    world.body["spec"]["image"] = "vllm/vllm-openai:v0.33.0"
+    change_drafter(world, 3)
+    spec_revision = world.body["status"]["activeRevision"]
+    for expected, image in ((middle, "v0.32.0"), (oldest, "v0.33.0")):
+        acted = look(world, measured(world, "True", 0.15))
+        assert [w.path.rsplit("/", 1)[-1] if w.verb == "patch" else w.body["metadata"]["name"]
+                for w in acted.writes if w.plural == "deployments"] == [f"kimi-{expected}"]
+        world.settle()
+        converge_with(world, lambda w: None)
+        action = world.body["status"]["degradedAction"]
+        assert (world.body["status"]["activeRevision"], action["specRevision"]) == (expected, spec_revision)
+        container = world.deployments[f"kimi-{expected}"]["spec"]["template"]["spec"]["containers"][0]
+        assert container["image"].endswith(image)

@@ -146,13 +146,14 @@ def decide(state: ServingState) -> ServingPlan:
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
     observed, now = state.observed, state.now
     engine = engines.engine(serving.spec.engine)
-    running = running_spec(serving.spec, serving.spec.image or state.default_images[serving.spec.engine], status)
+    spec_image = serving.spec.image or state.default_images[serving.spec.engine]
+    running = running_spec(serving.spec, spec_image, status)
 
     active = service_revision(observed.service) if observed.service else status.get("activeRevision")
     judged = decide_acceptance(serving.spec, running, status, active, revision_hash(running.spec, running.image),
                                state.acceptance, status.get("revisions") or [], now)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
-        running = running_spec(serving.spec, running.image, {**status, "degradedAction": judged.action})
+        running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
     spec, image = running.spec, running.image
     desired = revision_hash(spec, image)
 

@@ -1,4 +1,4 @@
-"""Build the local cluster's binaries from pinned Go modules and Debian's prometheus package.
+"""Build the local cluster's binaries (and Prometheus) from pinned Go modules.
 
 Everything lands in a versioned cache directory outside the repository (see versions.py) and is
 reused: a warm machine skips every step. Each step stops with a message that names the step and the
@@ -186,25 +186,28 @@ def build_helm(pins: Pins, out: Path) -> None:
                 ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={pins.helm}")
 
 
-def fetch_prometheus(pins: Pins, out: Path) -> None:
-    """Extract prometheus and promtool from Debian's package, without installing its services."""
-    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
-        raise BuildError("step 'prometheus': needs apt-get and dpkg-deb (Debian/Ubuntu). Fix: put prometheus "
-                         f"and promtool binaries into {out} by hand, then re-run.")
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["apt-get", "download", pins.prometheus_deb]
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if proc.returncode != 0:  # an empty or stale package list: refresh once
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        debs = list(Path(tmp).glob("*.deb"))
-        if proc.returncode != 0 or not debs:
-            raise BuildError(f"step 'prometheus': `apt-get download {pins.prometheus_deb}` failed: "
-                             f"{proc.stderr.strip()[-400:]}\nFix: run `apt-get update` as root, then re-run.")
-        subprocess.run(["dpkg-deb", "-x", str(debs[0]), f"{tmp}/x"], check=True)
-        for name in ("prometheus", "promtool"):
-            shutil.copy2(f"{tmp}/x/usr/bin/{name}", out / name)
-    console.print("[green]✓[/] prometheus + promtool (Debian package)")
+def build_prometheus(pins: Pins, out: Path) -> None:
+    """prometheus and promtool from the Go module, with Kubernetes service discovery compiled in and every
+    other discovery left out. Debian's package (2.42) is built without Kubernetes discovery, and the tests
+    need a Prometheus that finds engine pods the way a cluster's does (docs/testbed.md)."""
+    module_minor, patch = pins.prometheus.removeprefix("v0.").split(".")  # module v0.316.0 is Prometheus 3.16.0
+    ldflags = f"-s -w -X github.com/prometheus/common/version.Version=3.{int(module_minor) - 300}.{patch}"
+    env = dict(os.environ, CGO_ENABLED="0", GOBIN=str(out), GOFLAGS="", GOWORK="off")
+    for command in ("prometheus", "promtool"):
+        _run(f"prometheus {pins.prometheus}: {command}",
+             ["go", "install", "-v", "-trimpath", "-tags", PROMETHEUS_TAGS, "-ldflags", ldflags,
+              f"github.com/prometheus/prometheus/cmd/{command}@{pins.prometheus}"], out, env,
+             "check network access to the Go module proxy and the Go version")
+    (out / prometheus_stamp(pins)).write_text(f"{pins.prometheus} tags {PROMETHEUS_TAGS}\n")
+
+
+#: Build tags of Prometheus' own Makefile: drop every service discovery, then add Kubernetes back.
+PROMETHEUS_TAGS = "remove_all_sd,enable_kubernetes_sd"
+
+
+def prometheus_stamp(pins: Pins) -> str:
+    """Marks a bin directory's prometheus as this build (an older cache holds Debian's under the same name)."""
+    return f".prometheus-{pins.prometheus}-k8s-sd"
 
 
 STEPS = (
@@ -212,7 +215,7 @@ STEPS = (
     Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
     Step("kwok", ("kwok",), build_kwok),
     Step("helm", ("helm",), build_helm),
-    Step("prometheus", ("prometheus", "promtool"), fetch_prometheus),
+    Step("prometheus", ("prometheus", "promtool", prometheus_stamp(PINS)), build_prometheus),
 )
 
 

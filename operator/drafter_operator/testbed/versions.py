@@ -17,7 +17,7 @@ class Pins:
     etcd: str = "v3.6.16"  # go.etcd.io/etcd/server/v3
     kwok: str = "v0.8.0"  # sigs.k8s.io/kwok
     helm: str = "v3.22.0"  # helm.sh/helm/v3
-    prometheus_deb: str = "prometheus"  # Debian bookworm's package (2.42): prometheus + promtool
+    prometheus: str = "v0.316.0"  # github.com/prometheus/prometheus: Prometheus 3.16.0 (module tags are v0.3xx)
 
     @property
     def staging_version(self) -> str:
