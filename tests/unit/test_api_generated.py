@@ -85,7 +85,7 @@ def test_names_columns_and_categories():
         cols = crd_manifest(kind)["spec"]["versions"][0]["additionalPrinterColumns"]
         return [c["name"].upper() for c in cols if bool(c.get("priority")) == wide]
 
-    assert columns(DrafterServing, False) == ["ENGINE", "DRAFTER", "READY", "ACCEPTANCE", "SPEEDUP", "AGE"]
+    assert columns(DrafterServing, False) == ["ENGINE", "DRAFTER", "READY", "DEGRADED", "ACCEPTANCE", "SPEEDUP", "AGE"]
     assert columns(DrafterServing, True) == ["REVISION", "TP"]
     assert columns(DrafterBenchmark, False) == ["SERVING", "DRAFTER", "TOK/S", "SPEEDUP", "ACCEPTANCE", "STATUS", "AGE"]
     assert columns(DrafterTraining, False) == ["STAGE", "PROGRESS", "AGE"]

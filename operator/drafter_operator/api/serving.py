@@ -605,6 +605,7 @@ class DrafterServing(KindModel):
         {"name": "Engine", "type": "string", "jsonPath": ".spec.engine"},
         {"name": "Drafter", "type": "string", "jsonPath": ".spec.drafter.method"},
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "Degraded", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Degraded")].status'},
         {"name": "Acceptance", "type": "number", "jsonPath": ".status.acceptance.rate"},
         {"name": "Speedup", "type": "number", "jsonPath": ".status.lastBenchmark.speedup"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
