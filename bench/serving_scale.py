@@ -513,7 +513,7 @@ def fmt_q(q: dict) -> str:
 def report(r: dict) -> None:
     print(f"machine: {r['machine']['cpus']} CPUs, {r['machine']['memTotalGiB']} GiB; load average at start "
           f"{r['machine']['loadavgAtStart'][0]:.2f}, at end {r['machine'].get('loadavgAtEnd', [0])[0]:.2f}; "
-          f"reconcile interval {r['reconcileSeconds']}")
+          f"safety re-check interval {r['recheckSeconds']} s")
     print(f"cluster up {r['clusterUpSeconds']} s; free 8-GPU kwok nodes: {r['freeKwokGpuNodes']}")
     print(f"operator idle (0 servings): RSS {r['idle']['rssMiB']} MiB, {r['idle']['threads']} threads")
     for i, s in enumerate(r["single"]):

@@ -201,12 +201,25 @@ def test_a_restart_resumes_degraded_with_its_clock():
 def test_status_acceptance_is_rewritten_only_when_it_says_something_new():
     old = {"rate": 0.5, "meanLength": 2.0, "windowEnd": "2026-11-30T12:00:00Z", "windowSeconds": 300,
            "revision": "r", "source": "engine"}
-    assert not acceptance_due(old, {**old, "rate": 0.503, "windowEnd": "2026-11-30T12:01:00Z"}, "r")
-    assert acceptance_due(old, {**old, "rate": 0.51}, "r")
-    assert acceptance_due(old, {**old, "meanLength": 2.05}, "r")
-    assert acceptance_due(old, {**old, "windowEnd": "2026-11-30T12:05:00Z"}, "r")
+    assert not acceptance_due(old, {**old, "rate": 0.508, "windowEnd": "2026-11-30T12:01:30Z"}, "r")
+    assert not acceptance_due(old, {**old, "rate": 0.6, "windowEnd": "2026-11-30T12:00:45Z"}, "r")  # < a minute
+    assert acceptance_due(old, {**old, "rate": 0.51, "windowEnd": "2026-11-30T12:01:00Z"}, "r")
+    assert acceptance_due(old, {**old, "meanLength": 2.06, "windowEnd": "2026-11-30T12:01:00Z"}, "r")
+    assert acceptance_due(old, {**old, "windowEnd": "2026-11-30T12:05:00Z"}, "r")  # a whole window old
+    short = {**old, "windowSeconds": 30}
+    assert not acceptance_due(short, {**short, "windowEnd": "2026-11-30T12:00:45Z"}, "r")  # a minute at least
+    assert acceptance_due(short, {**short, "windowEnd": "2026-11-30T12:01:00Z"}, "r")
     assert acceptance_due(old, {**old, "revision": "s"}, "s")
     assert acceptance_due(old, None, "s") and not acceptance_due(old, None, "r")
+
+
+def test_a_verdict_change_rewrites_the_figures_with_it_however_recent():
+    world = World(on_degraded("Alert"))
+    world.converge()
+    look(world, measured(world, rate=0.7))
+    world.now += dt.timedelta(seconds=15)
+    plan = look(world, measured(world, "True", 0.3))
+    assert plan.status["acceptance"]["rate"] == 0.3 and world.condition("Degraded")["status"] == "True"
 
 
 @settings(max_examples=30, deadline=None)

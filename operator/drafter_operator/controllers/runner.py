@@ -16,6 +16,8 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # httpx logs every request at INFO: one line per engine pod per acceptance interval drowns the log.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host)
     asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True))

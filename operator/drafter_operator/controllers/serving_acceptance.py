@@ -34,9 +34,11 @@ Event = tuple[str, str, str]
 SPECULATION_DISABLED = "SpeculationDisabled"
 NOT_MONITORED_VERDICT = Verdict("Unknown", a.NOT_MONITORED, "spec.acceptance is not set: acceptance is not watched")
 NOT_MEASURED_VERDICT = Verdict("Unknown", a.INSUFFICIENT_DATA, "no acceptance measured yet")
-#: status.acceptance is rewritten when its figures move by this much (or its window is a whole window
-#: old): a write per scrape would cost the apiserver more than the figures are worth.
-RATE_STEP, LENGTH_STEP = 0.005, 0.02
+#: status.acceptance is rewritten when its figures move by this much, at most once a minute (or at
+#: once when the verdict changes), and at least once a window: a write per scrape would cost the
+#: apiserver more than the figures are worth, and a small window's rate wobbles by points between scrapes.
+RATE_STEP, LENGTH_STEP = 0.01, 0.05
+MIN_REWRITE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,10 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
     out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
     out.acceptance = measurement.status
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
-    if out.write_acceptance or (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
+    if (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
+        out.write_acceptance = measurement.status is not None or out.write_acceptance  # figures and verdict agree
+        out.degraded = Verdict(verdict.status, verdict.reason, verdict.message)
+    elif out.write_acceptance:
         # Its message carries the figures: rewritten with them, not with every scrape's last digit.
         out.degraded = Verdict(verdict.status, verdict.reason, verdict.message)
     if not verdict.degraded:
@@ -158,20 +163,11 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
 
 
 def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:
-    """Whether status.acceptance should be rewritten: new figures that differ visibly, a new revision,
-    or figures a whole window old."""
+    """Whether status.acceptance should be rewritten: a new revision or source, a new replica list, or
+    figures that moved visibly (after at least a minute) or are a whole window old."""
     if new is None:
         return bool(old) and old.get("revision") != revision  # no figures yet for a new revision: clear
     if not old or old.get("revision") != new.get("revision") or old.get("source") != new.get("source"):
-        return True
-
-    def moved(key: str, step: float) -> bool:
-        before, after = old.get(key), new.get(key)
-        if before is None or after is None:
-            return before is not after
-        return abs(before - after) >= step
-
-    if moved("rate", RATE_STEP) or moved("meanLength", LENGTH_STEP):
         return True
     if [r.get("pod") for r in old.get("replicas") or []] != [r.get("pod") for r in new.get("replicas") or []]:
         return True
@@ -180,4 +176,13 @@ def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:
                - dt.datetime.fromisoformat(old["windowEnd"].replace("Z", "+00:00"))).total_seconds()
     except (KeyError, AttributeError, ValueError):
         return True
-    return age >= (new.get("windowSeconds") or 0)
+
+    def moved(key: str, step: float) -> bool:
+        before, after = old.get(key), new.get(key)
+        if before is None or after is None:
+            return before is not after
+        return abs(before - after) >= step
+
+    if age >= max(new.get("windowSeconds") or 0, MIN_REWRITE_SECONDS):
+        return True
+    return age >= MIN_REWRITE_SECONDS and (moved("rate", RATE_STEP) or moved("meanLength", LENGTH_STEP))
