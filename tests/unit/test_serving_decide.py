@@ -57,7 +57,7 @@ class World:
                 for d in self.deployments.values() for _ in range(d.get("status", {}).get("readyReplicas", 0))]
         return ServingState(serving=copy.deepcopy(self.body),
                             observed=observed_from(copy.deepcopy(list(self.deployments.values())), pods,
-                                                   copy.deepcopy(self.service)),
+                                                   copy.deepcopy(self.service), self.body["metadata"].get("uid")),
                             now=self.now, default_images=IMAGES, drain=DRAIN)
 
     def decide(self) -> ServingPlan:
@@ -233,3 +233,18 @@ def test_decide_is_deterministic_and_leaves_its_input_alone(changes, settle_step
     before = copy.deepcopy(state)
     assert decide(state) == decide(copy.deepcopy(state))
     assert state == before
+
+
+def test_a_serving_recreated_under_the_same_name_ignores_the_old_ones_children():
+    """Deleted and re-applied at once: the garbage collector has not removed the old serving's children."""
+    world = World(seed_body())
+    world.converge()
+    old_revision = world.body["status"]["activeRevision"]
+    world.body = seed_body()
+    world.body["metadata"]["uid"] = "u-2"
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    plan = world.decide()
+    created = [w for w in plan.writes if w.verb == "create"]
+    assert [w.plural for w in created] == ["deployments", "services"]  # its own, not a swap from the old one
+    assert plan.status["activeRevision"] != old_revision and not plan.swapped
+    assert all(ref["uid"] == "u-2" for w in created for ref in w.body["metadata"]["ownerReferences"])

@@ -136,7 +136,8 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         # Snapshots taken on the event loop, where kopf updates the body and the indexes.
         snapshot = copy.deepcopy(dict(body))
         service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
-        observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service)
+        observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
+                                 owner_uid=snapshot["metadata"].get("uid"))
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(

@@ -65,13 +65,18 @@ class Observed:
     service: dict | None = None
 
 
-def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None) -> Observed:
-    """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure)."""
+def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
+                  owner_uid: str | None = None) -> Observed:
+    """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure).
+
+    `owner_uid`: only children owned by this DrafterServing count. A serving deleted and re-created
+    under the same name leaves children the garbage collector has not removed yet; taken for the new
+    serving's, its Service would look like the active revision and its Deployments like revisions."""
     pods = list(pods)
-    observed = Observed(service=service)
+    observed = Observed(service=service if owned_by(service, owner_uid) else None)
     for deployment in deployments:
         revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
-        if not revision or deployment["metadata"].get("deletionTimestamp"):
+        if not revision or deployment["metadata"].get("deletionTimestamp") or not owned_by(deployment, owner_uid):
             continue
         own = [p for p in pods if p["metadata"].get("labels", {}).get(REVISION_LABEL) == revision]
         unschedulable = next((c.get("message") for p in own for c in p.get("status", {}).get("conditions") or []
@@ -83,6 +88,12 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
             pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
             unschedulable=unschedulable)
     return observed
+
+
+def owned_by(child: dict | None, owner_uid: str | None) -> bool:
+    if child is None or owner_uid is None:
+        return child is not None
+    return any(ref.get("uid") == owner_uid for ref in child["metadata"].get("ownerReferences") or [])
 
 
 def _current(deployment: dict) -> bool:

@@ -117,7 +117,9 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
     # Each run tells the story from the start: a serving left from an earlier run may already be acted on.
-    kubectl("-n", NAMESPACE, "delete", "drafterservings", "--all", "--wait=true", "--timeout=120s")
+    # Foreground: returns once their Deployments and Services are gone too, not just the servings.
+    kubectl("-n", NAMESPACE, "delete", "drafterservings", "--all", "--cascade=foreground", "--wait=true",
+            "--timeout=120s")
     timeline = watch.Timeline(started=time.monotonic())
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
     for name in SERVINGS:
