@@ -54,7 +54,6 @@ import json
 import math
 import os
 import random
-import signal
 import statistics
 import sys
 import tempfile
@@ -69,7 +68,7 @@ os.environ.setdefault("DRAFTER_PORT_BASE", "18540")
 import yaml  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_scale import BenchError, Cluster, Operator, drafter_operator, log  # noqa: E402
+from serving_scale import BenchError, Cluster, Operator, drafter_operator, log, run_on_own_cluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
@@ -125,21 +124,8 @@ class MeasuredOperator(Operator):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def counters(self) -> dict[str, float]:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        out: dict[str, float] = {"degraded.1": 0, "degraded.0": 0}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == "drafter_operator_api_requests":
-                    out[f"requests.{s.labels['verb']}"] = s.value
-                elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterServing":
-                    out[f"reconciles.{s.labels['result']}"] = s.value
-                elif s.name == "drafter_degraded":
-                    out[f"degraded.{int(s.value)}"] += 1
-        out["cpuSeconds"] = self.cpu_seconds()
-        return out
+        """The operator's own /metrics (requests, reconciles, Degraded gauges) and its CPU from /proc."""
+        return {**self.metrics(), "cpuSeconds": self.cpu_seconds()}
 
 
 # ---------------------------------------------------------------- a watch on every DrafterServing
@@ -691,40 +677,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, on_signal)
-
-    cluster = Cluster()
-    holder: list = []
-    started = time.monotonic()
-    succeeded = False
-    result: dict = {}
-    try:
-        bench(args, cluster, holder, result)
-        succeeded = True
-    finally:
-        if not succeeded and args.json:  # what was measured before the failure
-            Path(args.json).write_text(json.dumps(result, indent=2, default=str))
-        for thing in reversed(holder):
-            try:
-                thing.stop()
-            except Exception as exc:  # noqa: BLE001 - keep cleaning up
-                log(f"stopping {type(thing).__name__} failed: {exc!r}")
-        if not cluster.started:
-            log(f"the cluster in {os.environ['DRAFTER_STATE_DIR']} was running before this bench: left running")
-        elif not args.keep:
-            try:
-                cluster.down(wipe=succeeded)
-            except BenchError as exc:
-                log(f"cluster down failed: {exc}")
-    result["benchSeconds"] = round(time.monotonic() - started, 1)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
-    report(result)
-    print(f"bench wall time {result['benchSeconds']} s")
-    return 0
+    return run_on_own_cluster(args, lambda cluster, holder, result: bench(args, cluster, holder, result), report)
 
 
 if __name__ == "__main__":

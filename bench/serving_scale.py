@@ -53,6 +53,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -194,10 +195,12 @@ class Operator:
 
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
-        out: dict[str, float] = {}
+        out: dict[str, float] = {"degraded.1": 0, "degraded.0": 0}  # servings by drafter_degraded value
         for family in text_string_to_metric_families(text):
             for s in family.samples:
-                if s.name == "drafter_operator_api_requests":
+                if s.name == "drafter_degraded":
+                    out[f"degraded.{int(s.value)}"] += 1
+                elif s.name == "drafter_operator_api_requests":
                     out[f"requests.{s.labels['verb']}"] = s.value
                 elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterServing":
                     out[f"reconciles.{s.labels['result']}"] = s.value
@@ -563,19 +566,31 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    return run_on_own_cluster(args, lambda cluster, holder, result: result.update(bench(args, cluster, holder)),
+                              report)
 
+
+def run_on_own_cluster(args: argparse.Namespace, body: Callable[[Cluster, list, dict], object],
+                       report: Callable[[dict], None]) -> int:
+    """Run `body(cluster, holder, result)` and always clean up: what it started (`holder`, stopped in
+    reverse order), then the cluster (wiped after success; its component logs kept after a failure;
+    left alone if it was running before). `result` is written to --json even after a failure, with
+    what was measured until then, and reported after a success. Needs --keep and --json options."""
     def on_signal(signum, _frame):
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_signal)
 
     cluster = Cluster()
-    holder: list = []  # what the run started (the operator), stopped in reverse order
+    holder: list = []
     started = time.monotonic()
     succeeded = False
+    result: dict = {}
     try:
-        result = bench(args, cluster, holder)
+        body(cluster, holder, result)
         succeeded = True
     finally:
+        if not succeeded and args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2, default=str))
         for thing in reversed(holder):
             try:
                 thing.stop()
@@ -585,16 +600,16 @@ def main() -> int:
             log(f"the cluster in {os.environ['DRAFTER_STATE_DIR']} was running before this bench: left running")
         elif not args.keep:
             try:
-                cluster.down(wipe=succeeded)  # after a failure the state (component logs) is kept
+                cluster.down(wipe=succeeded)
                 if not succeeded:
                     log(f"component logs kept in {os.environ['DRAFTER_STATE_DIR']}/logs")
             except BenchError as exc:
                 log(f"cluster down failed: {exc}")
     result["benchSeconds"] = round(time.monotonic() - started, 1)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
     report(result)
     print(f"bench wall time {result['benchSeconds']} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
     return 0
 
 

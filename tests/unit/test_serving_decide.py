@@ -245,6 +245,22 @@ def test_a_serving_recreated_under_the_same_name_ignores_the_old_ones_children()
     world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
     plan = world.decide()
     created = [w for w in plan.writes if w.verb == "create"]
-    assert [w.plural for w in created] == ["deployments", "services"]  # its own, not a swap from the old one
+    # Its own revision, not a swap from the old one; the Service name is still held by the old owner.
+    assert [w.plural for w in created] == ["deployments"]
     assert plan.status["activeRevision"] != old_revision and not plan.swapped
     assert all(ref["uid"] == "u-2" for w in created for ref in w.body["metadata"]["ownerReferences"])
+
+
+def test_a_child_name_held_by_another_owner_is_reported_not_created_over_and_over():
+    world = World(seed_body())
+    world.converge()
+    leftover = world.body["status"]["activeRevision"]
+    world.body = seed_body()
+    world.body["metadata"]["uid"] = "u-2"  # re-created; the garbage collector has not removed the old children
+    plan = world.decide()
+    assert all(w.verb != "create" or w.body["metadata"]["name"] not in (f"kimi-{leftover}", "kimi")
+               for w in plan.writes)
+    progressing = next(c for c in plan.status["conditions"] if c["type"] == "Progressing")
+    assert progressing["reason"] == "NameConflict" and f"Deployment team/kimi-{leftover}" in progressing["message"]
+    assert "Service team/kimi" in progressing["message"]
+    assert ("Warning", "NameConflict") in [(e[0], e[1]) for e in plan.events]

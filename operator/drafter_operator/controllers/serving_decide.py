@@ -63,6 +63,9 @@ class Observed:
     deployments: dict[str, dict] = field(default_factory=dict)  # revision -> Deployment
     revisions: dict[str, RevisionObservation] = field(default_factory=dict)
     service: dict | None = None
+    # Children with the serving's labels that another owner holds: (plural, name). Creating one of
+    # these names would fail with AlreadyExists until someone deletes it.
+    foreign: frozenset[tuple[str, str]] = frozenset()
 
 
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
@@ -72,8 +75,11 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
     `owner_uid`: only children owned by this DrafterServing count. A serving deleted and re-created
     under the same name leaves children the garbage collector has not removed yet; taken for the new
     serving's, its Service would look like the active revision and its Deployments like revisions."""
-    pods = list(pods)
-    observed = Observed(service=service if owned_by(service, owner_uid) else None)
+    pods, deployments = list(pods), list(deployments)
+    foreign = {(plural, child["metadata"]["name"]) for plural, children in (("deployments", deployments),
+                                                                           ("services", [service] if service else []))
+               for child in children if not owned_by(child, owner_uid)}
+    observed = Observed(service=service if owned_by(service, owner_uid) else None, foreign=frozenset(foreign))
     for deployment in deployments:
         revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
         if not revision or deployment["metadata"].get("deletionTimestamp") or not owned_by(deployment, owner_uid):
@@ -228,6 +234,13 @@ def decide(state: ServingState) -> ServingPlan:
         if write:
             plan.writes.append(write)
 
+    blocked_by = [w for w in plan.writes if w.verb == "create" and (w.plural, w.body["metadata"]["name"]) in observed.foreign]
+    if blocked_by:
+        plan.writes = [w for w in plan.writes if w not in blocked_by]
+        names = ", ".join(f"{w.plural[:-1].capitalize()} {namespace}/{w.body['metadata']['name']}" for w in blocked_by)
+        swap.progressing = Verdict("False", "NameConflict",
+                                   f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
+                                   "of the same name, or made by hand): delete it, or rename the serving")
     new_status = {
         "observedGeneration": generation,
         "activeRevision": swap.active,

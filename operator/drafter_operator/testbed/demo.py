@@ -117,8 +117,11 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
     # Each run tells the story from the start: a serving left from an earlier run may already be acted on.
-    # Foreground: returns once their Deployments and Services are gone too, not just the servings.
+    # Foreground: returns once their Deployments and Services are gone too, not just the servings. Then
+    # whatever an interrupted run left to a garbage collector that had not yet mapped the CRD.
     kubectl("-n", NAMESPACE, "delete", "drafterservings", "--all", "--cascade=foreground", "--wait=true",
+            "--timeout=120s")
+    kubectl("-n", NAMESPACE, "delete", "deployments,services", "-l", "drafter.dev/serving", "--wait=true",
             "--timeout=120s")
     timeline = watch.Timeline(started=time.monotonic())
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
