@@ -20,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 import kopf
 
 from drafter_operator.controllers import serving_loop
+from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_decide import observed_from
 from drafter_operator.kube import Kube, load_api_client
 from drafter_operator.monitoring import operator_metrics
+from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import SERVING_LABEL
 
 GROUP, VERSION = "drafter.dev", "v1alpha1"
@@ -46,6 +48,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
     memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
+    memo.benchmarks = BenchmarkReconciler(kube)
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
     # it would only repeat the same decision.
@@ -161,3 +164,42 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
     for task in tasks:
         if not task.cancelled() and task.exception():
             raise task.exception()  # kopf restarts the daemon after its backoff
+
+
+# --------------------------------------------------------------------------------------------------
+# DrafterBenchmark: reconciled when it or its Job or pod changes, and every few seconds while it waits
+# for its serving or runs (a deadline passes with no event).
+
+
+async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> None:
+    def post(body: dict, kind: str, reason: str, message: str) -> None:
+        kopf.event(body, type=kind, reason=reason, message=message[:1024])
+
+    context = contextvars.copy_context()
+    await asyncio.get_running_loop().run_in_executor(
+        memo.reconcile_pool, context.run, memo.benchmarks.reconcile, namespace, name, post)
+
+
+def _unfinished(status, **_) -> bool:
+    return (status or {}).get("state") not in ("Succeeded", "Failed")
+
+
+@kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
+async def benchmark_event(type, namespace, name, memo: kopf.Memo, **_) -> None:
+    if type != "DELETED":
+        await _reconcile_benchmark(memo, namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, "drafterbenchmarks", interval=3.0, when=_unfinished)
+async def benchmark_timer(namespace, name, memo: kopf.Memo, **_) -> None:
+    await _reconcile_benchmark(memo, namespace, name)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={BENCHMARK_LABEL: kopf.PRESENT})
+async def benchmark_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_benchmark(memo, namespace, labels[BENCHMARK_LABEL])
+
+
+@kopf.on.event("", "v1", "pods", labels={BENCHMARK_LABEL: kopf.PRESENT})
+async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_benchmark(memo, namespace, labels[BENCHMARK_LABEL])

@@ -1,0 +1,95 @@
+"""Reconcile one DrafterBenchmark: observe (the benchmark, its serving(s), its Jobs), decide
+(benchmark_decide.py, pure), apply the plan. Idempotent: the Job name carries the spec generation,
+so a repeated reconcile or a restarted operator never starts a second run of the same spec.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from drafter_operator import API_GROUP, API_VERSION, __version__
+from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
+from drafter_operator.kube import Kube, object_path
+from drafter_operator.monitoring import operator_metrics as metrics
+from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
+from drafter_operator.resources.labels import SERVING_LABEL
+
+log = logging.getLogger("drafter.benchmark")
+
+GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+PLURAL = "drafterbenchmarks"
+EventSink = Callable[[dict, str, str, str], None]  # (body, type, reason, message)
+
+
+def operator_image() -> str:
+    """The image the benchmark Job runs: the operator's own (it carries `drafter-operator bench`)."""
+    return os.environ.get("DRAFTER_OPERATOR_IMAGE", f"ghcr.io/drafter-dev/drafter-operator:{__version__}")
+
+
+@dataclass
+class BenchmarkReconciler:
+    kube: Kube
+    image: str = field(default_factory=operator_image)
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _target(self, namespace: str, serving: str | None) -> Target | None:
+        if not serving:
+            return None
+        body = self.kube.get(object_path(GROUP_VERSION, "drafterservings", namespace, serving))
+        if body is None:
+            return Target(serving=None)
+        service = self.kube.get(object_path("v1", "services", namespace, serving))
+        pods = self.kube.list(object_path("v1", "pods", namespace), label_selector=f"{SERVING_LABEL}={serving}")
+        return Target(serving=body, service=service, pods=tuple(pods))
+
+    def observe(self, namespace: str, name: str) -> BenchmarkState | None:
+        body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        spec = body.get("spec") or {}
+        selector = f"{BENCHMARK_LABEL}={name}"
+        return BenchmarkState(
+            benchmark=body,
+            target=self._target(namespace, (spec.get("servingRef") or {}).get("name")),
+            baseline=self._target(namespace, ((spec.get("baseline") or {}).get("servingRef") or {}).get("name")),
+            jobs=tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)),
+            job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
+            now=self.clock(), image=self.image)
+
+    def reconcile(self, namespace: str, name: str, post_event: EventSink) -> BenchmarkPlan | None:
+        with self._lock(f"{namespace}/{name}"), metrics.reconcile_timer("DrafterBenchmark"):
+            state = self.observe(namespace, name)
+            if state is None:
+                return None
+            plan = decide(state)
+            self.apply(state.benchmark, plan, post_event)
+            return plan
+
+    def apply(self, body: dict, plan: BenchmarkPlan, post_event: EventSink) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        for path in plan.deletes:
+            log.info("%s/%s: delete %s (an older generation's run)", namespace, name, path)
+            self.kube.delete(path, propagation="Background")
+        if plan.create:
+            manifest = plan.create
+            manifest["metadata"]["ownerReferences"] = [{
+                "apiVersion": GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
+            self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
+        if plan.status:
+            log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
+            self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
+        for kind, reason, message in plan.events:
+            post_event(body, kind, reason, message)

@@ -1,0 +1,298 @@
+"""What one DrafterBenchmark reconcile should do, as a pure function: `decide(BenchmarkState) -> BenchmarkPlan`.
+
+A benchmark is one recorded run: a Job (resources/benchmark_job.py) runs `drafter-operator bench`
+against the serving's Service (requests) and each Ready pod of its active revision (/metrics, so
+acceptance covers every replica), and its termination message becomes `status.result`. A finished
+run is never repeated; a spec change (a new generation) is a new run with a new Job, and the Jobs of
+older generations are deleted. While the serving is not Ready the benchmark waits, and fails with the
+reason once `spec.timeout` has passed since it was created.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+
+import pydantic
+
+from drafter_operator import engines
+from drafter_operator.api import DrafterBenchmark, DrafterServing, parse_decimal, parse_duration
+from drafter_operator.api.benchmark import BenchmarkResult, benchmark_problems
+from drafter_operator.controllers import conditions
+from drafter_operator.controllers.revisions import drafter_summary
+from drafter_operator.controllers.swap import Verdict
+from drafter_operator.kube import object_path
+from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, job_name
+from drafter_operator.resources.labels import REVISION_LABEL
+
+Event = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A DrafterServing as the benchmark needs it: its object, Service and pods."""
+
+    serving: dict | None
+    service: dict | None = None
+    pods: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class BenchmarkState:
+    benchmark: dict
+    target: Target | None  # spec.servingRef (None with spec.endpoint)
+    baseline: Target | None  # spec.baseline.servingRef
+    jobs: tuple[dict, ...]  # Jobs labelled with this benchmark
+    job_pods: tuple[dict, ...]  # their pods
+    now: dt.datetime
+    image: str  # the operator's image, which the Job runs
+
+
+@dataclass
+class BenchmarkPlan:
+    create: dict | None = None  # the Job to create
+    deletes: list[str] = field(default_factory=list)  # Jobs of older generations
+    status: dict = field(default_factory=dict)  # only the fields that changed
+    events: list[Event] = field(default_factory=list)
+
+    def writes_anything(self) -> bool:
+        return bool(self.create or self.deletes or self.status or self.events)
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ready(serving: dict | None) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in ((serving or {}).get("status") or {}).get("conditions") or [])
+
+
+def _serving_spec(target: Target | None):
+    if target is None or target.serving is None:
+        return None
+    try:
+        return DrafterServing.model_validate(target.serving).spec
+    except pydantic.ValidationError:
+        return None
+
+
+def service_url(target: Target) -> str | None:
+    """The Service's cluster IP and port (a Job on any node reaches it; cluster DNS is not assumed)."""
+    spec = (target.service or {}).get("spec") or {}
+    ip, ports = spec.get("clusterIP"), spec.get("ports") or []
+    if not ip or ip == "None" or not ports:
+        return None
+    return f"http://{ip}:{ports[0]['port']}"
+
+
+def metrics_urls(target: Target) -> list[str]:
+    """Every Ready pod of the active revision: acceptance is summed over the replicas, not sampled."""
+    status = (target.serving or {}).get("status") or {}
+    active = status.get("activeRevision")
+    spec = _serving_spec(target)
+    port = engines.engine(spec.engine).DEFAULT_PORT if spec else 8000
+    urls = []
+    for pod in target.pods:
+        meta, pod_status = pod.get("metadata", {}), pod.get("status", {})
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod_status.get("conditions") or [])
+        if meta.get("labels", {}).get(REVISION_LABEL) == active and ready and pod_status.get("podIP") \
+                and not meta.get("deletionTimestamp"):
+            urls.append(f"http://{pod_status['podIP']}:{port}")
+    return sorted(urls)
+
+
+def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, baseline_url: str | None,
+               baseline_metrics: list[str]) -> list[str]:
+    """The `drafter-operator bench` command line for this run (pure)."""
+    argv = ["--url", url, "--engine", engine, "--num-prompts", str(spec.num_prompts),
+            "--max-tokens", str(spec.max_tokens), "--concurrency", str(spec.concurrency),
+            "--repetitions", str(spec.repetitions), "--temperature", spec.temperature,
+            "--termination-log", "/dev/termination-log"]
+    model = spec.model or (serving_spec.target.served_model_name or serving_spec.target.model if serving_spec else None)
+    if model:
+        argv += ["--model", model]
+    for metrics_url in metrics:
+        argv += ["--metrics-url", metrics_url]
+    if serving_spec is not None:
+        k = serving_spec.drafter.num_speculative_tokens if engine == "vllm" else serving_spec.drafter.num_steps
+        if k:
+            argv += ["--num-speculative-tokens", str(k)]
+    if baseline_url:
+        argv += ["--baseline-url", baseline_url]
+        for metrics_url in baseline_metrics:
+            argv += ["--baseline-metrics-url", metrics_url]
+    elif spec.baseline is not None and spec.baseline.tokens_per_second is not None:
+        argv += ["--baseline-tps", spec.baseline.tokens_per_second]
+    if spec.prompts is not None and spec.prompts.config_map is not None:
+        argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
+    return argv
+
+
+def gate_verdict(result: BenchmarkResult, gate) -> Verdict | None:
+    """GatePassed from spec.gate: every threshold set must be met; the message names each one missed."""
+    if gate is None:
+        return None
+    missed = []
+    checks = ((gate.min_speedup, result.speedup, "speedup", "{:.2f}x"),
+              (gate.min_acceptance_rate, result.acceptance_rate, "acceptance rate", "{:.1%}"),
+              (gate.min_tokens_per_second, result.tokens_per_second, "tokens per second", "{:.1f}"))
+    for threshold, value, what, fmt in checks:
+        if threshold is None:
+            continue
+        limit = parse_decimal(threshold)
+        if value is None:
+            missed.append(f"{what} was not measured (needed >= {fmt.format(limit)})")
+        elif value < limit:
+            missed.append(f"{what} {fmt.format(value)} < {fmt.format(limit)}")
+    if missed:
+        return Verdict("False", "BelowGate", "; ".join(missed))
+    return Verdict("True", "GateMet", "every spec.gate threshold met")
+
+
+def termination_message(pod: dict | None) -> tuple[str | None, int | None]:
+    """The bench container's termination message and exit code, once it terminated."""
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            terminated = (status.get("state") or {}).get("terminated")
+            if terminated:
+                return terminated.get("message"), terminated.get("exitCode")
+    return None, None
+
+
+def _job_finished(job: dict) -> tuple[str, str, str] | None:
+    """("Complete" | "Failed", reason, message) from the Job's conditions."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"], cond.get("reason") or cond["type"], cond.get("message") or ""
+    return None
+
+
+def decide(state: BenchmarkState) -> BenchmarkPlan:
+    body = state.benchmark
+    meta = body["metadata"]
+    namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
+    status = body.get("status") or {}
+    now = state.now
+    plan = BenchmarkPlan()
+    current = job_name(name, generation)
+    plan.deletes = [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
+                    if j["metadata"]["name"] != current and not j["metadata"].get("deletionTimestamp")]
+
+    def finish(new: dict, complete: Verdict, gate: Verdict | None = None, events: list[Event] | None = None) -> BenchmarkPlan:
+        """Status for `new["state"]`: Complete, Failed (True only when the run failed) and GatePassed."""
+        failed = Verdict("True", complete.reason, complete.message) if new["state"] == "Failed" else \
+            Verdict("False", "NotFailed", "the run has not failed")
+        updates = [("Complete", complete), ("Failed", failed)] + ([("GatePassed", gate)] if gate else [])
+        merged = conditions.merge(status.get("conditions"), updates, generation, now)
+        desired = {**new, "observedGeneration": generation, "conditions": merged}
+        plan.status = {k: v for k, v in desired.items() if status.get(k) != v}
+        if "conditions" in plan.status or "state" in plan.status:
+            plan.events += events or []
+        return plan
+
+    try:
+        benchmark = DrafterBenchmark.model_validate(body)
+    except pydantic.ValidationError as exc:
+        message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return finish({"state": "Failed"}, Verdict("False", "InvalidSpec", message), events=[("Warning", "InvalidSpec", message)])
+    spec = benchmark.spec
+
+    # A run of this generation that already finished is final.
+    if status.get("observedGeneration") == generation and status.get("state") in ("Succeeded", "Failed"):
+        return plan
+
+    job = next((j for j in state.jobs if j["metadata"]["name"] == current), None)
+    if job is not None:
+        return _observe_job(state, spec, job, status, finish, now)
+
+    serving_spec, baseline_spec = _serving_spec(state.target), _serving_spec(state.baseline)
+    problems = benchmark_problems(spec, serving=serving_spec, baseline_serving=baseline_spec)
+    if problems:
+        message = "; ".join(problems)
+        reason = "ServingNotFound" if "not found" in message else "InvalidReference"
+        return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, message),
+                      events=[("Warning", reason, message)])
+
+    waiting = []
+    for label, target in (("spec.servingRef", state.target), ("spec.baseline.servingRef", state.baseline)):
+        if target is not None and target.serving is not None and not (_ready(target.serving) and service_url(target)):
+            waiting.append(f"{label}: DrafterServing {target.serving['metadata']['name']!r} is not Ready")
+    if waiting:
+        message = "; ".join(waiting)
+        deadline = parse_time(meta["creationTimestamp"]) + dt.timedelta(seconds=parse_duration(spec.timeout))
+        if now >= deadline:
+            message += f" within spec.timeout {spec.timeout}"
+            return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", "ServingNotReady", message),
+                          events=[("Warning", "ServingNotReady", message)])
+        return finish({"state": "Pending"}, Verdict("False", "WaitingForServing", message + ": waiting"))
+
+    if state.target is not None:
+        url, engine = service_url(state.target), serving_spec.engine
+        metrics = metrics_urls(state.target)
+    else:
+        url, engine, metrics = str(spec.endpoint).rstrip("/"), _endpoint_engine(body), []
+    baseline_url = service_url(state.baseline) if state.baseline is not None else None
+    argv = bench_argv(spec, url, engine, metrics, serving_spec, baseline_url,
+                      metrics_urls(state.baseline) if state.baseline is not None else [])
+    prompts = spec.prompts.config_map if spec.prompts is not None else None
+    plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
+                                (prompts.name, prompts.key) if prompts is not None else None)
+    drafter = drafter_summary(serving_spec) if serving_spec is not None else None
+    running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {spec.concurrency}"
+    return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
+                   "completionTime": None},
+                  Verdict("False", "Running", running), events=[("Normal", "Started", running)])
+
+
+def _endpoint_engine(body: dict) -> str:
+    """An endpoint outside the operator: its engine from the annotation, vLLM when unsaid."""
+    return ((body["metadata"].get("annotations") or {}).get("drafter.dev/engine") or "vllm")
+
+
+def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, now: dt.datetime) -> BenchmarkPlan:
+    name = job["metadata"]["name"]
+    pods = [p for p in state.job_pods if (p["metadata"].get("labels") or {}).get("job-name") == name]
+    message, exit_code = next(((m, c) for m, c in map(termination_message, pods) if c is not None), (None, None))
+    finished = _job_finished(job)
+    if exit_code == 0 and message:
+        return _succeeded(spec, message, finish, now)
+    if finished is None:  # running, or the container ended and the Job controller has not said so yet
+        return finish({"state": "Running", "jobName": name}, Verdict("False", "Running", f"Job {name} is running"))
+    reason = finished[1]
+    text = ((message or "").strip() or finished[2] or f"Job {name} failed ({reason})")[:1000]
+    return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, text),
+                  events=[("Warning", reason, text)])
+
+
+def _succeeded(spec, message: str, finish, now: dt.datetime) -> BenchmarkPlan:
+    try:
+        result = BenchmarkResult.model_validate(json.loads(message))
+    except (ValueError, pydantic.ValidationError) as exc:
+        text = f"the bench container's termination message is not a result: {exc}"[:1000]
+        return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", "InvalidResult", text),
+                      events=[("Warning", "InvalidResult", text)])
+    gate = gate_verdict(result, spec.gate)
+    if gate is not None:
+        result = result.model_copy(update={"verdict": "Passed" if gate.status == "True" else "Failed",
+                                           "verdict_message": gate.message})
+    summary = _summary(result)
+    events = [("Normal", "Completed", summary)]
+    if gate is not None and gate.status == "False":
+        events.append(("Warning", "BelowGate", gate.message))
+    return finish({"state": "Succeeded", "completionTime": iso(now), "result": result.to_json()},
+                  Verdict("True", "Succeeded", summary), gate, events)
+
+
+def _summary(result: BenchmarkResult) -> str:
+    parts = [f"{result.tokens_per_second:.1f} tok/s" if result.tokens_per_second is not None else "no throughput"]
+    if result.speedup is not None:
+        parts.append(f"{result.speedup:.2f}x against {result.baseline_tokens_per_second:.1f} tok/s")
+    if result.acceptance_rate is not None:
+        parts.append(f"acceptance {result.acceptance_rate:.1%}")
+    return ", ".join(parts)

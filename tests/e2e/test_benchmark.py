@@ -1,0 +1,73 @@
+"""DrafterBenchmark end to end: a Job on a CPU node runs `drafter-operator bench` against engine pods that
+really serve (the emulator), and its result lands in status."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import emulator_settings
+from tests.e2e.test_serving import apply, seed_serving, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+SEED_DRAFTER = "/models/drafters/kimi-k25-eagle3"  # the seed's: 15% acceptance, 0.66x (docs/emulator-model.md)
+
+
+def benchmark(name: str, serving: str, **spec) -> dict:
+    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark", "metadata": {"name": name},
+            "spec": {"servingRef": {"name": serving}, "numPrompts": 3, "maxTokens": 256, "timeout": "5m", **spec}}
+
+
+def benchmark_status(cluster, namespace: str, name: str) -> dict:
+    return cluster.get_json("-n", namespace, "drafterbenchmark", name).get("status") or {}
+
+
+def finished(cluster, namespace: str, name: str, timeout: float = 240) -> dict:
+    return cluster.wait_for(f"DrafterBenchmark {name} finished", lambda: (s := benchmark_status(
+        cluster, namespace, name)).get("state") in ("Succeeded", "Failed") and s, timeout=timeout)
+
+
+@pytest.fixture
+def bench_env(cluster, namespace, operator, engine_nodes, model_volume):
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
+    return cluster, namespace, operator
+
+
+def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(bench_env):
+    cluster, namespace, operator = bench_env
+    bad = seed_serving("kimi")
+    bad["spec"]["drafter"]["model"] = SEED_DRAFTER
+    baseline = seed_serving("kimi-baseline")
+    baseline["spec"]["drafter"] = {"method": "none"}
+    baseline["spec"].pop("acceptance")
+    for serving in (bad, baseline):
+        apply(cluster, namespace, serving)
+    wait_ready(cluster, namespace, "kimi")
+    wait_ready(cluster, namespace, "kimi-baseline")
+    apply(cluster, namespace, benchmark("seed", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
+                                        gate={"minSpeedup": "1.0"}))
+    status = finished(cluster, namespace, "seed")
+    assert status["state"] == "Succeeded", (status, operator.log_tail())
+    result = status["result"]
+    assert result["acceptanceRate"] == pytest.approx(0.15, abs=0.03)
+    assert result["speedup"] == pytest.approx(0.66, rel=0.05)  # the emulator's truth for the seed's drafter
+    assert result["totalTokens"] == 3 * 256
+    gate = next(c for c in status["conditions"] if c["type"] == "GatePassed")
+    assert gate["status"] == "False" and gate["message"].startswith("speedup 0.6")
+    pods = cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/benchmark=seed")["items"]
+    nodes = {p["spec"]["nodeName"] for p in pods}
+    labels = [cluster.get_json("node", node)["metadata"]["labels"] for node in nodes]
+    assert labels and not any("nvidia.com/gpu.present" in node for node in labels)  # never on a GPU node
+    printed = cluster.kubectl("-n", namespace, "get", "drafterbenchmark", "seed").stdout
+    assert "Succeeded" in printed and "eagle3" in printed
+
+
+def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(bench_env):
+    cluster, namespace, _ = bench_env
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump(benchmark("nothing", "no-such-serving")))
+    status = finished(cluster, namespace, "nothing", timeout=60)
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (status["state"], failed["reason"]) == ("Failed", "ServingNotFound")
+    assert "spec.servingRef" in failed["message"] and "no-such-serving" in failed["message"]
+    assert cluster.get_json("-n", namespace, "jobs")["items"] == []

@@ -1,0 +1,149 @@
+"""The DrafterBenchmark decision (pure): waiting for the serving, the Job it creates, the result it records."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from pathlib import Path
+
+import yaml
+
+from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.api.common import Gate
+from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target, decide, gate_verdict
+from drafter_operator.resources.benchmark_job import GPU_NODE_LABEL
+
+REPO = Path(__file__).resolve().parents[2]
+SERVING = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())
+T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
+SEED_RESULT = {"totalTokens": 2560, "totalSeconds": 47.0, "tokensPerSecond": 54.4, "msPerToken": 18.4,
+               "acceptanceRate": 0.15, "baselineTokensPerSecond": 82.5, "speedup": 0.66}
+
+
+def benchmark(generation: int = 1, **spec) -> dict:
+    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+            "metadata": {"name": "seed", "namespace": "team", "uid": "b-1", "generation": generation,
+                         "creationTimestamp": "2026-11-30T12:00:00Z"},
+            "spec": {"servingRef": {"name": "kimi"}, "numPrompts": 5, "maxTokens": 512,
+                     "baseline": {"tokensPerSecond": "82.5"}, "timeout": "10m", **spec}}
+
+
+def serving(ready: bool = True) -> Target:
+    body = copy.deepcopy(SERVING)
+    body["metadata"] = {"name": "kimi", "namespace": "team"}
+    body["status"] = {"activeRevision": "r1", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    service = {"metadata": {"name": "kimi"}, "spec": {"clusterIP": "10.0.0.7", "ports": [{"port": 8000}]}}
+
+    def pod(name: str, revision: str, ip: str, is_ready: bool = True) -> dict:
+        return {"metadata": {"name": name, "labels": {"drafter.dev/revision": revision}},
+                "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": str(is_ready)}]}}
+    pods = (pod("a", "r1", "10.1.0.1"), pod("b", "r1", "10.1.0.2"), pod("c", "r0", "10.1.0.3"),
+            pod("d", "r1", "10.1.0.4", is_ready=False))
+    return Target(serving=body, service=service, pods=pods)
+
+
+def state(body: dict, target: Target | None = None, jobs=(), job_pods=(), now: dt.datetime = T0) -> BenchmarkState:
+    return BenchmarkState(benchmark=body, target=target, baseline=None, jobs=tuple(jobs), job_pods=tuple(job_pods),
+                          now=now, image=IMAGE)
+
+
+def job_pod(exit_code: int | None, message: str | None = None) -> dict:
+    terminated = {"exitCode": exit_code, "message": message} if exit_code is not None else None
+    return {"metadata": {"name": "seed-bench-g1-x", "labels": {"job-name": "seed-bench-g1"}},
+            "status": {"containerStatuses": [{"name": "bench", "state": {"terminated": terminated} if terminated
+                                              else {"running": {}}}]}}
+
+
+def job(finished: str | None = None, message: str = "") -> dict:
+    conds = [{"type": finished, "status": "True", "reason": "BackoffLimitExceeded" if finished == "Failed" else None,
+              "message": message}] if finished else []
+    return {"metadata": {"name": "seed-bench-g1"}, "status": {"conditions": conds}}
+
+
+def condition(plan, kind: str) -> dict:
+    return next(c for c in plan.status["conditions"] if c["type"] == kind)
+
+
+def test_a_ready_serving_gets_one_job_on_cpu_nodes_with_every_ready_replicas_metrics():
+    plan = decide(state(benchmark(), serving()))
+    manifest = plan.create
+    assert manifest["metadata"]["name"] == "seed-bench-g1" and manifest["spec"]["backoffLimit"] == 0
+    assert manifest["spec"]["activeDeadlineSeconds"] == 600
+    pod = manifest["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}]
+    assert "tolerations" not in pod  # GPU nodes' taints keep it off them too
+    argv = pod["containers"][0]["command"]
+    assert argv[:4] == ["drafter-operator", "bench", "--url", "http://10.0.0.7:8000"]
+    metrics = [argv[i + 1] for i, a in enumerate(argv) if a == "--metrics-url"]
+    assert metrics == ["http://10.1.0.1:8000", "http://10.1.0.2:8000"]  # active revision, Ready only
+    assert argv[argv.index("--num-speculative-tokens") + 1] == "5" and argv[argv.index("--baseline-tps") + 1] == "82.5"
+    assert argv[argv.index("--model") + 1] == "/models/Kimi-K2.5"
+    assert plan.status["state"] == "Running" and plan.status["drafter"].startswith("eagle3:")
+    assert [e[1] for e in plan.events] == ["Started"]
+
+
+def test_a_missing_serving_fails_at_once_with_the_field_and_the_fix():
+    plan = decide(state(benchmark(), Target(serving=None)))
+    assert plan.create is None and plan.status["state"] == "Failed"
+    failed = condition(plan, "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "ServingNotFound"
+    assert "spec.servingRef" in failed["message"] and "not found" in failed["message"]
+
+
+def test_a_serving_that_is_not_ready_is_waited_for_then_fails_after_the_timeout():
+    waiting = decide(state(benchmark(), serving(ready=False)))
+    assert waiting.create is None and waiting.status["state"] == "Pending"
+    assert condition(waiting, "Complete")["reason"] == "WaitingForServing"
+    late = decide(state(benchmark(), serving(ready=False), now=T0 + dt.timedelta(minutes=11)))
+    assert late.status["state"] == "Failed" and condition(late, "Failed")["reason"] == "ServingNotReady"
+    assert "within spec.timeout 10m" in condition(late, "Failed")["message"]
+
+
+def test_the_termination_message_becomes_the_result_and_the_gate_is_judged():
+    body = benchmark(gate={"minSpeedup": "1.2"})
+    body["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1"}
+    plan = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(SEED_RESULT))]))
+    assert plan.status["state"] == "Succeeded" and plan.status["result"]["tokensPerSecond"] == 54.4
+    assert condition(plan, "Complete")["status"] == "True" and condition(plan, "Failed")["status"] == "False"
+    gate = condition(plan, "GatePassed")
+    assert (gate["status"], gate["message"]) == ("False", "speedup 0.66x < 1.20x")
+    assert plan.status["result"]["verdict"] == "Failed"
+    assert [e[1] for e in plan.events] == ["Completed", "BelowGate"]
+    body["status"] = {**body["status"], **plan.status}
+    assert not decide(state(body, serving(), jobs=[job("Complete")])).writes_anything()  # final
+
+
+def test_a_failed_run_reports_the_containers_own_error():
+    body = benchmark()
+    body["status"] = {"state": "Running", "observedGeneration": 1}
+    error = "cannot reach http://10.0.0.7:8000/v1/chat/completions: connection refused"
+    plan = decide(state(body, serving(), jobs=[job("Failed", "Job has reached the specified backoff limit")],
+                        job_pods=[job_pod(1, error)]))
+    assert plan.status["state"] == "Failed"
+    assert (condition(plan, "Failed")["reason"], condition(plan, "Failed")["message"]) == ("BackoffLimitExceeded", error)
+
+
+def test_a_message_that_is_no_result_fails_as_invalid():
+    body = benchmark()
+    body["status"] = {"state": "Running", "observedGeneration": 1}
+    plan = decide(state(body, serving(), jobs=[job()], job_pods=[job_pod(0, "{not json")]))
+    assert condition(plan, "Failed")["reason"] == "InvalidResult"
+
+
+def test_a_spec_change_is_a_new_run_and_the_old_job_goes():
+    body = benchmark(generation=2)
+    body["status"] = {"state": "Succeeded", "observedGeneration": 1, "result": SEED_RESULT}
+    plan = decide(state(body, serving(), jobs=[job("Complete")]))
+    assert plan.deletes == ["/apis/batch/v1/namespaces/team/jobs/seed-bench-g1"]
+    assert plan.create["metadata"]["name"] == "seed-bench-g2" and plan.status["result"] is None
+
+
+def test_gate_thresholds_name_every_figure_missed():
+    seed = BenchmarkResult.model_validate(SEED_RESULT)
+    verdict = gate_verdict(seed, Gate(min_speedup="1.0", min_acceptance_rate="0.4", min_tokens_per_second="50"))
+    assert verdict.status == "False" and verdict.message == "speedup 0.66x < 1.00x; acceptance rate 15.0% < 40.0%"
+    assert gate_verdict(seed, Gate(min_tokens_per_second="50")).status == "True"
+    assert gate_verdict(seed, None) is None
