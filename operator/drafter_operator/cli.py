@@ -49,8 +49,51 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
     demo.set_defaults(handler=_demo)
 
+    _add_bench_command(subparsers)
     _add_cluster_commands(subparsers)
     return parser
+
+
+def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
+    # The options are the contract with the DrafterBenchmark controller, which renders them into its Job.
+    bench = subparsers.add_parser(
+        "bench", help="benchmark an OpenAI-compatible endpoint: tok/s, acceptance from /metrics, speedup against a baseline")
+    bench.add_argument("--url", required=True, help="OpenAI-compatible base URL of the target, without /v1")
+    bench.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                       help="engine behind --url, for its /metrics (default vllm)")
+    bench.add_argument("--model", help="model name sent in requests (default: the first id of GET /v1/models)")
+    bench.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                       help="an engine pod's base URL (or its /metrics URL) for acceptance; repeatable, one per pod "
+                            "(default: --url)")
+    bench.add_argument("--baseline-url", metavar="URL",
+                       help="no-speculation endpoint benchmarked interleaved with the target, prompt by prompt")
+    bench.add_argument("--baseline-metrics-url", action="append", default=[], metavar="URL",
+                       help="the baseline's pods' /metrics (repeatable; accepted, not used for figures)")
+    bench.add_argument("--baseline-tps", type=float, metavar="X", help="a recorded baseline throughput in tok/s")
+    bench.add_argument("--num-prompts", type=int, default=5, metavar="N", help="prompts per repetition (default 5)")
+    bench.add_argument("--max-tokens", type=int, default=512, metavar="N",
+                       help="tokens generated per prompt, ignore_eos (default 512)")
+    bench.add_argument("--concurrency", type=_concurrency, default=(1,), metavar="1,2,4",
+                       help="streams at once; a comma list sweeps the levels (default 1)")
+    bench.add_argument("--repetitions", type=int, default=1, metavar="N", help="runs of the prompt set (default 1)")
+    bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    bench.add_argument("--prompts-file", metavar="PATH",
+                       help="prompts, one per line or a JSON list of strings (default: the built-in set)")
+    bench.add_argument("--completions", action="store_true",
+                       help="use /v1/completions with raw prompts instead of /v1/chat/completions")
+    bench.add_argument("--num-speculative-tokens", type=int, metavar="K",
+                       help="draft tokens per step (SGLang's acceptance rate is derived with it)")
+    bench.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="per-request timeout in seconds (default 600)")
+    bench.add_argument("--termination-log", metavar="PATH",
+                       help="write the compact JSON result there (<= 4096 bytes), or a one-line error on failure")
+    bench.set_defaults(handler=_bench)
+
+
+def _concurrency(text: str) -> tuple[int, ...]:
+    from drafter_operator.bench.command import concurrency_list
+
+    return concurrency_list(text)
 
 
 def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
@@ -70,6 +113,12 @@ def _demo(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.testbed import demo
 
     return demo.main(max_tokens=args.max_tokens, prompts=max(1, min(5, args.prompts)))
+
+
+def _bench(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator.bench import command
+
+    return command.main(args)
 
 
 def _emulate(args: argparse.Namespace, extra: list[str]) -> int:

@@ -130,6 +130,31 @@ class PromptResult(StatusModel):
     """Decode throughput of this prompt."""
     ttft_seconds: float | None = None
     """Time to first token."""
+    itl_seconds: float | None = None
+    """Mean inter-token latency after the first token: (seconds - ttftSeconds) / (completionTokens - 1)."""
+    concurrency: int | None = None
+    """Streams in flight while this prompt ran (the load-sweep level it belongs to)."""
+
+
+class LevelResult(StatusModel):
+    """One concurrency level of a load sweep: N streams at once over the prompt set."""
+
+    concurrency: int
+    """Streams sent at once."""
+    total_tokens: int | None = None
+    """Tokens generated at this level."""
+    total_seconds: float | None = None
+    """Time the target spent on this level's requests (sum of the waves' wall times)."""
+    tokens_per_second: float
+    """Aggregate output throughput at this level: totalTokens / totalSeconds."""
+    ttft_seconds: float | None = None
+    """Mean time to first token at this level."""
+    itl_seconds: float | None = None
+    """Mean inter-token latency at this level."""
+    baseline_tokens_per_second: float | None = None
+    """The baseline's aggregate throughput at the same level."""
+    speedup: float | None = None
+    """tokensPerSecond / baselineTokensPerSecond at this level."""
 
 
 class BenchmarkResult(StatusModel):
@@ -159,6 +184,20 @@ class BenchmarkResult(StatusModel):
     """The baseline's throughput under the same settings."""
     speedup: float | None = None
     """tokensPerSecond / baselineTokensPerSecond."""
+    per_position_acceptance: list[float] | None = None
+    """Per draft position, how often it was accepted per verification step (vLLM; position 0 first)."""
+    acceptance_unavailable: str | None = None
+    """Why there are no acceptance figures although the engine was scraped ("<Reason>: <message>")."""
+    itl_seconds: float | None = None
+    """Mean inter-token latency after the first token."""
+    concurrency: int | None = None
+    """Streams of the level the top-level figures come from (the first level of the sweep)."""
+    levels: list[LevelResult] | None = None
+    """Every concurrency level of the sweep, in the order run."""
+    crossover_concurrency: int | None = None
+    """The lowest concurrency level whose speedup is below 1.0 (speculation stops paying); unset when none is."""
+    truncated: bool | None = None
+    """True when per-prompt (and maybe per-level) detail was left out to fit the 4096-byte termination message."""
     verdict: Literal["Passed", "Failed"] | None = None
     """Against spec.gate, when set."""
     verdict_message: str | None = None

@@ -1,0 +1,117 @@
+"""``drafter-operator bench``: run a benchmark, print it, and leave the result where the Job's reader looks.
+
+Outputs, for the DrafterBenchmark controller and for people:
+- stdout: the full result as JSON, always (``{"error": ...}`` when the run failed);
+- with a terminal on stdout, also a table like the seed's;
+- ``--termination-log PATH``: the compact result (at most 4096 bytes, ``BenchmarkResult`` JSON) on
+  success; on failure one line naming what failed, and exit status 1, so the controller can tell a
+  result from an error by the exit code and show the line as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.bench.prompts import PromptsError
+from drafter_operator.bench.result import termination_message
+from drafter_operator.bench.run import Options, run
+from drafter_operator.bench.stream import BenchError
+
+
+def concurrency_list(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> (1, 2, 4); an argparse type, so a bad list is a usage error."""
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,2,4") from None
+    if not levels or any(level < 1 for level in levels):
+        raise argparse.ArgumentTypeError(f"{text!r}: every concurrency level must be an integer >= 1")
+    return levels
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(url=args.url, engine=args.engine, model=args.model, metrics_urls=tuple(args.metrics_url),
+                   baseline_url=args.baseline_url, baseline_metrics_urls=tuple(args.baseline_metrics_url),
+                   baseline_tps=args.baseline_tps, num_prompts=args.num_prompts, max_tokens=args.max_tokens,
+                   concurrency=args.concurrency, repetitions=args.repetitions, temperature=args.temperature,
+                   prompts_file=args.prompts_file, completions=args.completions,
+                   num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout)
+
+
+def _write(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        result = asyncio.run(run(options_from(args)))
+    except (BenchError, PromptsError) as exc:
+        return _fail(args, str(exc))
+    except Exception as exc:  # noqa: BLE001 - the Job must still say what failed, in one line
+        return _fail(args, f"bench failed: {type(exc).__name__}: {exc}")
+    # The termination log first: it is what the controller reads, and a closed stdout must not lose it.
+    _write(args.termination_log, termination_message(result))
+    print(json.dumps(result.to_json(), indent=2))
+    if sys.stdout.isatty():
+        print_table(result)
+    return 0
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    line = " ".join(message.split())  # one line, whatever the error text held
+    print(json.dumps({"error": line}))
+    print(f"drafter-operator bench: {line}", file=sys.stderr)
+    _write(args.termination_log, line)
+    return 1
+
+
+def _f(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def print_table(result: BenchmarkResult) -> None:
+    """The seed's table: one row per prompt of the first level, totals, baseline, speedup, acceptance."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    first = [p for p in result.prompts or () if p.concurrency in (None, result.concurrency)]
+    table = Table(title=f"drafter-operator bench (concurrency {result.concurrency})")
+    for column in ("prompt", "tokens", "seconds", "tok/s", "ms/token", "TTFT s"):
+        table.add_column(column, justify="right")
+    for p in first:
+        table.add_row(str(p.index), str(p.completion_tokens), f"{p.seconds:.2f}", f"{p.tokens_per_second:.1f}",
+                      _f(1000 * p.seconds / p.completion_tokens if p.completion_tokens else None, ".1f"),
+                      _f(p.ttft_seconds, ".3f"))
+    table.add_section()
+    table.add_row("total", str(result.total_tokens), _f(result.total_seconds, ".2f"),
+                  _f(result.tokens_per_second, ".1f"), _f(result.ms_per_token, ".1f"), _f(result.ttft_seconds, ".3f"))
+    console.print(table)
+    lines = [f"baseline: {_f(result.baseline_tokens_per_second, '.1f')} tok/s",
+             f"speedup: {_f(result.speedup, '.2f')}x"]
+    if result.acceptance_unavailable:
+        lines.append(f"acceptance unavailable: {result.acceptance_unavailable}")
+    elif result.acceptance_rate is None and result.acceptance_length is None:
+        lines.append("acceptance: not speculative")
+    else:
+        lines.append(f"acceptance: {_f(result.acceptance_rate, '.1%')}, mean length "
+                     f"{_f(result.acceptance_length, '.2f')} ({_f(result.accepted_tokens, 'd')}/"
+                     f"{_f(result.draft_tokens, 'd')} draft tokens)")
+        if result.per_position_acceptance:
+            lines.append("per position: " + " ".join(f"{r:.1%}" for r in result.per_position_acceptance))
+    console.print("\n".join(lines))
+    if result.levels:
+        sweep = Table(title="load sweep (output tok/s, all streams at once)")
+        for column in ("streams", "tok/s", "baseline tok/s", "speedup"):
+            sweep.add_column(column, justify="right")
+        for level in result.levels:
+            sweep.add_row(str(level.concurrency), f"{level.tokens_per_second:.1f}",
+                          _f(level.baseline_tokens_per_second, ".1f"), _f(level.speedup, ".2f") + "x")
+        console.print(sweep)
+        console.print(f"crossover (speedup < 1.0) at concurrency: {result.crossover_concurrency or 'none'}")

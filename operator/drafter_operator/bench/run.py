@@ -1,0 +1,129 @@
+"""A whole benchmark run: warm-up, scrape, concurrency levels in waves (baseline interleaved), scrape.
+
+Scheduling. A level of concurrency N sends its prompts in waves of N streams at once; the time the
+target spent on the level is the sum of its waves' wall times. Every request generates exactly
+``max_tokens`` (ignore_eos), so a wave's streams end together and a wave measures N-stream throughput
+without a pool's ragged tail; the last wave is filled by reusing prompts from the start, so a level
+never ends with fewer streams than it claims. With a baseline URL, each target wave is followed by the
+same prompts on the baseline (target prompt i, then baseline prompt i): both see the same client
+machine, network and time of day, and a drift during the run hits both alike.
+
+Acceptance comes from the target pods' counters scraped after the warm-up and after the last level,
+so it covers exactly the measured requests (when nothing else sends traffic to those pods).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.bench import prompts as prompt_sets
+from drafter_operator.bench import scrape
+from drafter_operator.bench.result import Level, Stream, benchmark_result
+from drafter_operator.bench.stream import BenchError, Endpoint, first_model, stream_one
+
+#: Warm-up generation length: enough to take the first-request costs (connections, graph capture,
+#: prefix caches of the template) out of the measurement, short enough to cost nothing.
+WARMUP_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``drafter-operator bench`` was asked to do (one field per CLI option)."""
+
+    url: str
+    engine: str = "vllm"
+    model: str | None = None
+    metrics_urls: tuple[str, ...] = ()
+    baseline_url: str | None = None
+    baseline_metrics_urls: tuple[str, ...] = ()
+    baseline_tps: float | None = None
+    num_prompts: int = 5
+    max_tokens: int = 512
+    concurrency: tuple[int, ...] = (1,)
+    repetitions: int = 1
+    temperature: float = 0.0
+    prompts_file: str | None = None
+    completions: bool = False
+    num_speculative_tokens: int | None = None
+    timeout: float = 600.0
+    prompts: tuple[str, ...] = field(default=(), repr=False)  # for callers with prompts in hand (tests)
+
+    def __post_init__(self) -> None:
+        if self.baseline_url and self.baseline_tps is not None:
+            raise BenchError("--baseline-url and --baseline-tps are alternatives: pass one")
+        if self.baseline_tps is not None and not (math.isfinite(self.baseline_tps) and self.baseline_tps > 0):
+            raise BenchError(f"--baseline-tps must be a positive number, not {self.baseline_tps}")
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise BenchError(f"--concurrency needs positive integers, got {list(self.concurrency)}")
+        if self.max_tokens < 1 or self.repetitions < 1 or self.num_prompts < 1:
+            raise BenchError("--max-tokens, --repetitions and --num-prompts must be at least 1")
+        if self.timeout <= 0:
+            raise BenchError("--timeout must be positive")
+
+
+def level_schedule(num_prompts: int, repetitions: int, concurrency: int) -> list[list[int]]:
+    """Waves of prompt indices for one level: the set ``repetitions`` times, padded to whole waves."""
+    order = [i for _ in range(repetitions) for i in range(num_prompts)]
+    waves = math.ceil(len(order) / concurrency)
+    padded = [order[i % len(order)] for i in range(waves * concurrency)]
+    return [padded[w * concurrency:(w + 1) * concurrency] for w in range(waves)]
+
+
+async def _wave(client: httpx.AsyncClient, endpoint: Endpoint, prompts: list[str], indices: list[int],
+                concurrency: int) -> tuple[list[Stream], float]:
+    started = time.perf_counter()
+    streams = await asyncio.gather(*(stream_one(client, endpoint, prompts[i], i, concurrency) for i in indices))
+    return list(streams), time.perf_counter() - started
+
+
+async def run_level(client: httpx.AsyncClient, target: Endpoint, baseline: Endpoint | None, prompts: list[str],
+                    repetitions: int, concurrency: int, baseline_tps: float | None = None) -> Level:
+    streams: list[Stream] = []
+    seconds = base_tokens = base_seconds = 0.0
+    for indices in level_schedule(len(prompts), repetitions, concurrency):
+        wave, wall = await _wave(client, target, prompts, indices, concurrency)
+        streams.extend(wave)
+        seconds += wall
+        if baseline is not None:
+            base_wave, base_wall = await _wave(client, baseline, prompts, indices, concurrency)
+            base_tokens += sum(s.completion_tokens for s in base_wave)
+            base_seconds += base_wall
+    if baseline is not None:
+        baseline_tps = base_tokens / base_seconds if base_seconds > 0 else None
+    return Level(concurrency=concurrency, streams=tuple(streams), seconds=seconds,
+                 baseline_tokens_per_second=baseline_tps)
+
+
+async def run(options: Options) -> BenchmarkResult:
+    """Run the benchmark ``options`` describe; raises :class:`BenchError` when a request fails."""
+    prompts = prompt_sets.select(list(options.prompts) or prompt_sets.load(options.prompts_file), options.num_prompts)
+    base_url = options.url.rstrip("/")
+    metrics_urls = options.metrics_urls or (base_url,)
+    streams = max(options.concurrency)
+    limits = httpx.Limits(max_connections=2 * streams + len(metrics_urls), max_keepalive_connections=2 * streams)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(options.timeout), limits=limits) as client:
+        target = Endpoint("target", base_url, options.model or await first_model(client, base_url),
+                          options.max_tokens, options.temperature, chat=not options.completions)
+        baseline = None
+        if options.baseline_url:
+            baseline_url = options.baseline_url.rstrip("/")
+            baseline = Endpoint("baseline", baseline_url, options.model or await first_model(client, baseline_url),
+                                options.max_tokens, options.temperature, chat=not options.completions)
+        for endpoint in (target, baseline):
+            if endpoint is not None:
+                warm = Endpoint(endpoint.name + " warm-up", endpoint.base_url, endpoint.model, WARMUP_TOKENS,
+                                endpoint.temperature, endpoint.chat)
+                await stream_one(client, warm, prompts[0], 0)
+        before = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
+        levels = [await run_level(client, target, baseline, prompts, options.repetitions, concurrency,
+                                  options.baseline_tps)
+                  for concurrency in options.concurrency]
+        after = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
+    window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
+    return benchmark_result(levels, window, unavailable)
