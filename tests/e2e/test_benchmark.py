@@ -71,3 +71,63 @@ def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(benc
     assert (status["state"], failed["reason"]) == ("Failed", "ServingNotFound")
     assert "spec.servingRef" in failed["message"] and "no-such-serving" in failed["message"]
     assert cluster.get_json("-n", namespace, "jobs")["items"] == []
+
+
+GOOD_DRAFTER = "/models/drafters/emulator-good-drafter"  # ~1.7x at k = 5
+
+
+def half_node(name: str, **spec) -> dict:
+    """A serving on 4 GPUs, so the baseline and both revisions of a BlueGreen swap fit on two 8-GPU nodes."""
+    serving = seed_serving(name, **spec)
+    serving["spec"]["target"]["tensorParallelSize"] = 4
+    serving["spec"]["resources"] = {"gpusPerReplica": 4}
+    serving["spec"].pop("acceptance", None)
+    return serving
+
+
+def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_promotes_a_good_one(bench_env):
+    from tests.e2e.test_serving import ClientLoop, condition, deployments, service_ip, serving_status
+
+    cluster, namespace, operator = bench_env
+    baseline = half_node("kimi-baseline")
+    baseline["spec"]["drafter"] = {"method": "none"}
+    gate = {"minSpeedup": "1.2", "baseline": {"servingRef": {"name": "kimi-baseline"}}, "numPrompts": 3,
+            "maxTokens": 256}
+    serving = half_node("kimi", swap={"strategy": "BlueGreen", "gate": gate})
+    serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
+    apply(cluster, namespace, baseline)
+    apply(cluster, namespace, serving)
+    wait_ready(cluster, namespace, "kimi-baseline")
+    good = wait_ready(cluster, namespace, "kimi")["activeRevision"]
+    clients = ClientLoop(service_ip(cluster, namespace, "kimi"), 8000, "/models/Kimi-K2.5")
+    clients.start()
+    try:
+        serving["spec"]["drafter"]["model"] = SEED_DRAFTER
+        apply(cluster, namespace, serving)
+        refused = cluster.wait_for("the gate to refuse the seed's drafter", lambda: (s := serving_status(
+            cluster, namespace, "kimi")) and condition(s, "Progressing").get("reason") == "RevisionFailed" and s,
+            timeout=180)
+        message = condition(refused, "Progressing")["message"]
+        assert "failed spec.swap.gate (speedup 0.6" in message and "< 1.20x)" in message, message
+        assert refused["activeRevision"] == good
+        cluster.wait_for("the refused revision removed", lambda: list(deployments(cluster, namespace, "kimi")) == [good],
+                         timeout=60)
+        bad = next(r for r in refused["revisions"] if r["name"] != good)
+        assert bad["good"] is False and bad["failedReason"].startswith("failed spec.swap.gate")
+        reasons = [e["reason"] for e in cluster.get_json("-n", namespace, "events", "--field-selector",
+                                                          "involvedObject.name=kimi")["items"]]
+        assert "GateFailed" in reasons
+
+        serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
+        serving["spec"]["drafter"]["numSpeculativeTokens"] = 4
+        apply(cluster, namespace, serving)
+        promoted = cluster.wait_for("the gate to promote the good drafter", lambda: (s := serving_status(
+            cluster, namespace, "kimi")).get("activeRevision") not in (good, bad["name"]) and s, timeout=180)
+    finally:
+        clients.stop()
+    assert clients.failures == [] and clients.ok > 0, clients.failures[:3]
+    gates = cluster.get_json("-n", namespace, "drafterbenchmarks", "-l", "drafter.dev/gate=true")["items"]
+    verdicts = sorted(g["status"]["result"]["verdict"] for g in gates)
+    assert verdicts == ["Failed", "Passed"]
+    assert next(g for g in gates if g["status"]["result"]["verdict"] == "Passed")["status"]["result"]["speedup"] >= 1.2
+    assert condition(promoted, "Ready")["status"] == "True"

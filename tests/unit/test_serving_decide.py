@@ -50,14 +50,19 @@ class World:
         self.body, self.now = body, now
         self.deployments: dict[str, dict] = {}  # by name
         self.service: dict | None = None
+        self.benchmarks: dict[str, dict] = {}  # gate DrafterBenchmarks, by name
         self.events: list[tuple[str, str, str]] = []
 
     def state(self) -> ServingState:
-        pods = [{"metadata": {"labels": {REVISION_LABEL: d["metadata"]["labels"][REVISION_LABEL]}}, "status": {}}
-                for d in self.deployments.values() for _ in range(d.get("status", {}).get("readyReplicas", 0))]
+        pods = [{"metadata": {"name": f"{d['metadata']['name']}-{i}",
+                              "labels": {REVISION_LABEL: d["metadata"]["labels"][REVISION_LABEL]}},
+                 "status": {"podIP": f"10.0.{n}.{i}", "conditions": [{"type": "Ready", "status": "True"}]}}
+                for n, d in enumerate(self.deployments.values())
+                for i in range(d.get("status", {}).get("readyReplicas", 0))]
         return ServingState(serving=copy.deepcopy(self.body),
                             observed=observed_from(copy.deepcopy(list(self.deployments.values())), pods,
-                                                   copy.deepcopy(self.service), self.body["metadata"].get("uid")),
+                                                   copy.deepcopy(self.service), self.body["metadata"].get("uid"),
+                                                   copy.deepcopy(list(self.benchmarks.values()))),
                             now=self.now, default_images=IMAGES, drain=DRAIN)
 
     def decide(self) -> ServingPlan:
@@ -67,6 +72,9 @@ class World:
         if plan.record_first:
             self.body["status"] = merge_patch(self.body.get("status") or {}, plan.record_first)
         for write in plan.writes:
+            if write.plural == "drafterbenchmarks":
+                self.benchmarks[write.body["metadata"]["name"]] = copy.deepcopy(write.body)
+                continue
             if write.plural == "services":
                 self.service = write.body if write.verb == "create" else merge_patch(self.service, write.body)
                 continue
@@ -264,3 +272,59 @@ def test_a_child_name_held_by_another_owner_is_reported_not_created_over_and_ove
     assert progressing["reason"] == "NameConflict" and f"Deployment team/kimi-{leftover}" in progressing["message"]
     assert "Service team/kimi" in progressing["message"]
     assert ("Warning", "NameConflict") in [(e[0], e[1]) for e in plan.events]
+
+
+def gated_body(**gate) -> dict:
+    body = seed_body(swap={"strategy": "BlueGreen", "gate": {"minSpeedup": "1.2", "baseline": {"tokensPerSecond": "82.5"},
+                                                              **gate}})
+    return body
+
+
+def finish_gate(world: World, passed: bool, message: str) -> None:
+    (gate,) = [b for b in world.benchmarks.values() if "status" not in b]
+    gate["status"] = {"state": "Succeeded", "result": {"verdict": "Passed" if passed else "Failed",
+                                                       "verdictMessage": message}}
+
+
+def test_a_gated_swap_benchmarks_the_ready_revision_before_traffic_moves_and_a_failed_gate_removes_it():
+    world = World(gated_body())
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    assert world.benchmarks == {}  # the first revision has nothing to be compared with
+    world.body["spec"]["drafter"]["model"] = "/models/drafters/emulator-bad-drafter"
+    world.apply(world.decide())
+    world.settle()
+    gating = world.decide()
+    (write,) = [w for w in gating.writes if w.plural == "drafterbenchmarks"]
+    new = write.body["metadata"]["labels"][REVISION_LABEL]
+    assert write.body["spec"]["endpoint"].startswith("http://10.0.") and write.body["spec"]["gate"] == {"minSpeedup": "1.2"}
+    assert write.body["spec"]["baseline"] == {"tokensPerSecond": "82.5"}
+    assert write.body["metadata"]["annotations"]["drafter.dev/num-speculative-tokens"] == "5"
+    assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
+    assert not gating.swapped and world.service["spec"]["selector"][REVISION_LABEL] == old
+    world.apply(gating)
+    assert [w for w in world.decide().writes if w.plural == "drafterbenchmarks"] == []  # created once
+    finish_gate(world, False, "speedup 0.64x < 1.20x")
+    failed = world.decide()
+    assert [p.rsplit("/", 1)[1] for p in failed.deletes] == [f"kimi-{new}"] and not failed.swapped
+    assert ("Warning", "GateFailed") in [(e[0], e[1]) for e in failed.events]
+    assert failed.record_first["revisions"][-1]["failedReason"] == "failed spec.swap.gate (speedup 0.64x < 1.20x)"
+    world.apply(failed)
+    world.converge()
+    assert world.service["spec"]["selector"][REVISION_LABEL] == old
+    assert "failed spec.swap.gate (speedup 0.64x < 1.20x)" in world.condition("Progressing")["message"]
+
+
+def test_a_passed_gate_moves_traffic():
+    world = World(gated_body())
+    world.converge()
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())
+    finish_gate(world, True, "every spec.swap.gate threshold met")
+    switched = world.decide()
+    assert switched.swapped == "BlueGreen"
+    world.apply(switched)
+    world.converge()
+    assert world.condition("Ready")["status"] == "True" and len(world.benchmarks) == 1

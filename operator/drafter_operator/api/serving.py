@@ -484,6 +484,8 @@ class RevisionStatus(StatusModel):
     """Whether this revision became Ready and was not Degraded: a Rollback target."""
     degraded: bool | None = None
     """This revision went Degraded: it is never chosen again automatically (no rollback ping-pong)."""
+    failed_reason: str | None = None
+    """Why the revision failed, when not the startup timeout (e.g. the gate's figures)."""
     image: str | None = None
     """The engine image this revision runs."""
     drafter_spec: DrafterSpec | None = None

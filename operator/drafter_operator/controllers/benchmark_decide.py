@@ -24,6 +24,7 @@ from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, job_name
+from drafter_operator.resources.gate import ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
 
 Event = tuple[str, str, str]
@@ -237,9 +238,12 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
         metrics = metrics_urls(state.target)
     else:
         url, engine, metrics = str(spec.endpoint).rstrip("/"), _endpoint_engine(body), []
+    argv_k = _endpoint_k(body) if state.target is None else None
     baseline_url = service_url(state.baseline) if state.baseline is not None else None
     argv = bench_argv(spec, url, engine, metrics, serving_spec, baseline_url,
                       metrics_urls(state.baseline) if state.baseline is not None else [])
+    if argv_k:
+        argv += ["--num-speculative-tokens", argv_k]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
                                 (prompts.name, prompts.key) if prompts is not None else None)
@@ -252,7 +256,12 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
 
 def _endpoint_engine(body: dict) -> str:
     """An endpoint outside the operator: its engine from the annotation, vLLM when unsaid."""
-    return ((body["metadata"].get("annotations") or {}).get("drafter.dev/engine") or "vllm")
+    return (body["metadata"].get("annotations") or {}).get(ENGINE_ANNOTATION) or "vllm"
+
+
+def _endpoint_k(body: dict) -> str | None:
+    """Draft tokens per step of an endpoint (a gate sets it; SGLang's rate is derived from it)."""
+    return (body["metadata"].get("annotations") or {}).get(K_ANNOTATION)
 
 
 def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, now: dt.datetime) -> BenchmarkPlan:

@@ -88,6 +88,16 @@ def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
+@kopf.index(GROUP, VERSION, "drafterbenchmarks", labels={SERVING_LABEL: kopf.PRESENT})
+def serving_benchmarks(namespace, labels, body, **_):
+    return _by_serving(namespace, labels, body)  # a gated swap's benchmarks
+
+
+@kopf.on.event(GROUP, VERSION, "drafterbenchmarks", labels={SERVING_LABEL: kopf.PRESENT})
+async def gate_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
+    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "drafterbenchmarks", name, meta.get("resourceVersion"))
+
+
 @kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
 async def deployment_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "deployments", name, meta.get("resourceVersion"))
@@ -116,7 +126,7 @@ def _event_sink(body: dict):
 @kopf.daemon(GROUP, VERSION, "drafterservings", cancellation_timeout=5.0)
 async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
                          serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
-                         **_) -> None:
+                         serving_benchmarks: kopf.Index, **_) -> None:
     key = (namespace, name)
 
     monitor = AcceptanceMonitor(namespace, name)
@@ -140,7 +150,8 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         snapshot = copy.deepcopy(dict(body))
         service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
         observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
-                                 owner_uid=snapshot["metadata"].get("uid"))
+                                 owner_uid=snapshot["metadata"].get("uid"),
+                                 benchmarks=serving_benchmarks.get(key, []))
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(

@@ -42,6 +42,7 @@ from drafter_operator.resources.engine import (
     service_revision,
     serving_service,
 )
+from drafter_operator.resources.gate import GATE_LABEL, gate_benchmark
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 
 if TYPE_CHECKING:
@@ -66,10 +67,12 @@ class Observed:
     # Children with the serving's labels that another owner holds: (plural, name). Creating one of
     # these names would fail with AlreadyExists until someone deletes it.
     foreign: frozenset[tuple[str, str]] = frozenset()
+    ready_pod_ips: dict[str, list[str]] = field(default_factory=dict)  # revision -> its Ready pods' IPs
+    gates: dict[str, dict] = field(default_factory=dict)  # revision -> its gate DrafterBenchmark
 
 
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
-                  owner_uid: str | None = None) -> Observed:
+                  owner_uid: str | None = None, benchmarks: Iterable[dict] = ()) -> Observed:
     """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure).
 
     `owner_uid`: only children owned by this DrafterServing count. A serving deleted and re-created
@@ -88,12 +91,34 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         unschedulable = next((c.get("message") for p in own for c in p.get("status", {}).get("conditions") or []
                               if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
         observed.deployments[revision] = deployment
+        observed.ready_pod_ips[revision] = sorted(
+            p["status"]["podIP"] for p in own if (p.get("status") or {}).get("podIP") and not p["metadata"].get(
+                "deletionTimestamp") and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                             for c in p["status"].get("conditions") or []))
         observed.revisions[revision] = RevisionObservation(
             name=revision, replicas=deployment["spec"].get("replicas", 1),
             ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
             pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
             unschedulable=unschedulable)
+    for benchmark in benchmarks:
+        labels = benchmark["metadata"].get("labels") or {}
+        if labels.get(GATE_LABEL) and owned_by(benchmark, owner_uid) and labels.get(REVISION_LABEL):
+            observed.gates[labels[REVISION_LABEL]] = benchmark
     return observed
+
+
+def gate_verdict(benchmark: dict | None) -> Verdict | None:
+    """The gate's verdict from its DrafterBenchmark, once that finished (pure)."""
+    status = (benchmark or {}).get("status") or {}
+    if status.get("state") == "Succeeded":
+        result = status.get("result") or {}
+        passed = result.get("verdict") == "Passed"
+        return Verdict("True" if passed else "False", "GateMet" if passed else "BelowGate",
+                       result.get("verdictMessage") or ("passed" if passed else "no verdict"))
+    if status.get("state") == "Failed":
+        failed = next((c for c in status.get("conditions") or [] if c.get("type") == "Failed"), {})
+        return Verdict("False", "GateBenchmarkFailed", f"its benchmark failed: {failed.get('message', 'no reason')}")
+    return None
 
 
 def owned_by(child: dict | None, owner_uid: str | None) -> bool:
@@ -194,12 +219,15 @@ def decide(state: ServingState) -> ServingPlan:
             startup_timeout=dt.timedelta(seconds=parse_duration(spec.startup.timeout)), active=active,
             failed=failed, revisions=observed.revisions, now=now,
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
-            switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain)
+            switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain,
+            gated=spec.swap.gate is not None, gate=gate_verdict(observed.gates.get(desired)),
+            failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")})
         swap = plan_swap(swap_input)
 
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
     revisions = _updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(now)),
                                    swap, judged.mark_degraded)
+    gate_write = _gate_write(body, spec, swap.run_gate, observed, engine.DEFAULT_PORT)
     if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good or judged.mark_degraded):
         plan.record_first = {"revisions": revisions}
     if judged.action:
@@ -225,6 +253,8 @@ def decide(state: ServingState) -> ServingPlan:
         if write:
             plan.writes.append(write)
 
+    if gate_write:
+        plan.writes.append(gate_write)
     if swap.service_revision:
         record = {k: v for k, v in switch_record.items() if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
         if swap.switched_from:
@@ -316,6 +346,17 @@ def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Wri
     return None
 
 
+def _gate_write(owner: dict, spec, revision: str | None, observed: Observed, port: int) -> Write | None:
+    """The gate benchmark of a Ready new revision, once (it is a record: never re-created or changed)."""
+    if revision is None or revision in observed.gates or not observed.ready_pod_ips.get(revision):
+        return None
+    namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
+    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port)
+    _adopt(manifest, owner)
+    return Write("create", "drafterbenchmarks", object_path("drafter.dev/v1alpha1", "drafterbenchmarks", namespace),
+                 manifest)
+
+
 def _scale_write(namespace: str, deployment: dict, replicas: int) -> Write | None:
     if deployment["spec"].get("replicas") == replicas:
         return None
@@ -356,6 +397,8 @@ def _updated_revisions(revisions: list[dict], desired: dict, plan: SwapPlan, mar
             r["good"] = True
         if r["name"] == plan.mark_failed:
             r["good"] = False
+            if plan.failure_reason:
+                r["failedReason"] = plan.failure_reason
         if r["name"] in mark_degraded:
             r["degraded"] = True
     return out[-10:]  # bounded history, newest last

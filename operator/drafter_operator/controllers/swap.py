@@ -13,6 +13,9 @@ so creating one twice is a no-op.
 - A new revision that is not Ready within `spec.startup.timeout` is marked failed and removed; the
   active revision keeps (or, with Recreate, resumes) serving. A failed revision is not retried until
   the spec changes to another revision.
+- With a gate (`spec.swap.gate`, BlueGreen), a Ready new revision is benchmarked through its own pods
+  before the Service moves (`run_gate`); traffic moves only when the gate passed. A failed gate is a
+  failed revision: removed, never retried, the active revision keeps serving.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class SwapInput:
     previous: str | None = None  # the revision traffic left at the last switch
     switched_at: dt.datetime | None = None
     drain: dt.timedelta = dt.timedelta(seconds=15)
+    gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
+    gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
+    failure_reasons: dict[str, str] = field(default_factory=dict)  # failed revision -> why, when recorded
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class SwapPlan:
     switched_from: str | None = None  # set when traffic moved in this step
     mark_good: str | None = None
     mark_failed: str | None = None
+    run_gate: str | None = None  # benchmark this revision (Ready, not yet taking traffic)
+    failure_reason: str | None = None  # why mark_failed, when not the startup timeout
     ready: Verdict | None = None
     progressing: Verdict | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -138,9 +146,10 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
 
     if desired in inp.failed:
         _steady(inp, plan, active)
+        why = inp.failure_reasons.get(desired) or f"did not become Ready within {timeout_text}"
         plan.progressing = Verdict("False", "RevisionFailed",
-                                   f"revision {desired} did not become Ready within {timeout_text}; revision "
-                                   f"{active} keeps serving. Change the spec to try another revision.")
+                                   f"revision {desired} {why}; revision {active} keeps serving. Change the spec to "
+                                   "try another revision.")
         return plan
 
     new = inp.revisions.get(desired)
@@ -160,6 +169,25 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
                             f"revision {desired} not Ready within spec.startup.timeout {timeout_text}; "
                             f"revision {active} keeps serving"))
         return plan
+
+    if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
+        if inp.gate is None:
+            plan.scale[active] = plan.scale[desired] = inp.replicas
+            plan.ready = _ready_verdict(active, old, inp.replicas)
+            plan.run_gate = desired
+            plan.progressing = Verdict("True", "Gating", f"revision {desired} is Ready; benchmarking it through its "
+                                                         f"own pods before traffic moves (spec.swap.gate)")
+            return plan
+        if inp.gate.status != "True":
+            plan.mark_failed = desired
+            plan.delete.append(desired)
+            plan.scale[active] = inp.replicas
+            plan.ready = _ready_verdict(active, old, inp.replicas)
+            plan.failure_reason = f"failed spec.swap.gate ({inp.gate.message})"
+            message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
+            plan.progressing = Verdict("False", "GateFailed", message)
+            plan.events.append(("Warning", "GateFailed", message))
+            return plan
 
     if is_ready(new, inp.replicas):
         plan.scale[desired] = inp.replicas

@@ -1,0 +1,39 @@
+"""The DrafterBenchmark a gated swap runs on a new revision before it takes traffic (a pure builder).
+
+It targets one Ready pod of the new revision directly (its requests and its /metrics), not the Service,
+which still points at the active revision: the gate measures exactly the drafter about to serve.
+"""
+
+from __future__ import annotations
+
+from drafter_operator.api.serving import DrafterServingSpec
+from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
+
+GATE_LABEL = "drafter.dev/gate"
+ENGINE_ANNOTATION = "drafter.dev/engine"
+K_ANNOTATION = "drafter.dev/num-speculative-tokens"
+
+
+def gate_name(serving: str, revision: str) -> str:
+    return f"{serving}-gate-{revision}"
+
+
+def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revision: str, pod_ip: str,
+                   port: int) -> dict:
+    gate = spec.swap.gate
+    thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                 exclude={"baseline", "num_prompts", "max_tokens"})
+    k = spec.drafter.num_speculative_tokens if spec.engine == "vllm" else spec.drafter.num_steps
+    body_spec = {"endpoint": f"http://{pod_ip}:{port}",
+                 "model": spec.target.served_model_name or spec.target.model,
+                 "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens, "gate": thresholds}
+    if gate.baseline is not None:
+        body_spec["baseline"] = gate.baseline.to_json()
+    annotations = {ENGINE_ANNOTATION: spec.engine}
+    if k:
+        annotations[K_ANNOTATION] = str(k)
+    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+            "metadata": {"name": gate_name(serving, revision), "namespace": namespace,
+                         "labels": {**serving_labels(serving), REVISION_LABEL: revision, GATE_LABEL: "true"},
+                         "annotations": annotations},
+            "spec": body_spec}
