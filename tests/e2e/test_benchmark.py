@@ -131,3 +131,30 @@ def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_pro
     assert verdicts == ["Failed", "Passed"]
     assert next(g for g in gates if g["status"]["result"]["verdict"] == "Passed")["status"]["result"]["speedup"] >= 1.2
     assert condition(promoted, "Ready")["status"] == "True"
+
+
+def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(bench_env):
+    """vLLM, the good drafter (a = 0.89, k = 5): engines/batching.py gives 1.73x at 1 to 4 streams, 1.45x at 8,
+    0.98x at 16 and 0.60x at 32 (crossover 15.6 streams), so the first level of [1, 4, 8, 32] below 1.0 is 32."""
+    from drafter_operator.engines import batching
+
+    cluster, namespace, _ = bench_env
+    emulator_settings(cluster, namespace, time_scale="1.0", startup_seconds="2")  # batches as the model says
+    serving = half_node("kimi")
+    serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
+    baseline = half_node("kimi-baseline")
+    baseline["spec"]["drafter"] = {"method": "none"}
+    for body in (serving, baseline):
+        apply(cluster, namespace, body)
+    wait_ready(cluster, namespace, "kimi")
+    wait_ready(cluster, namespace, "kimi-baseline")
+    apply(cluster, namespace, benchmark("sweep", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
+                                        concurrencyLevels=[1, 4, 8, 32], numPrompts=4, maxTokens=128))
+    status = finished(cluster, namespace, "sweep", timeout=300)
+    assert status["state"] == "Succeeded", status
+    result = status["result"]
+    speedups = {level["concurrency"]: level["speedup"] for level in result["levels"]}
+    truth = {n: batching.speedup_at(n, 0.89, batching.Speculation(k=5), batching.StepCosts()) for n in speedups}
+    print({n: (round(speedups[n], 2), round(truth[n], 2)) for n in speedups})
+    assert result["crossoverConcurrency"] == 32
+    assert speedups[1] == pytest.approx(truth[1], rel=0.1) and speedups[8] > 1.0 > speedups[32]

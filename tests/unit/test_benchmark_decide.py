@@ -147,3 +147,24 @@ def test_gate_thresholds_name_every_figure_missed():
     assert verdict.status == "False" and verdict.message == "speedup 0.66x < 1.00x; acceptance rate 15.0% < 40.0%"
     assert gate_verdict(seed, Gate(min_tokens_per_second="50")).status == "True"
     assert gate_verdict(seed, None) is None
+
+
+def test_a_sweep_passes_its_levels_and_its_summary_names_the_crossover():
+    import pydantic
+    import pytest
+
+    plan = decide(state(benchmark(concurrencyLevels=[1, 4, 8, 32]), serving()))
+    argv = plan.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--concurrency") + 1] == "1,4,8,32"
+    with pytest.raises(pydantic.ValidationError, match="alternatives"):
+        decide_body = benchmark(concurrency=4, numPrompts=5, concurrencyLevels=[1, 4])
+        from drafter_operator.api import DrafterBenchmark
+        DrafterBenchmark.model_validate(decide_body)
+    body = benchmark(concurrencyLevels=[1, 8, 32])
+    body["status"] = {"state": "Running", "observedGeneration": 1}
+    swept = {**SEED_RESULT, "crossoverConcurrency": 32,
+             "levels": [{"concurrency": c, "tokensPerSecond": t, "speedup": x}
+                        for c, t, x in ((1, 140.0, 1.7), (8, 950.0, 1.45), (32, 1500.0, 0.6))]}
+    done = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(swept))]))
+    assert done.status["result"]["crossoverConcurrency"] == 32
+    assert "slower than the baseline from concurrency 32" in condition(done, "Complete")["message"]

@@ -59,6 +59,12 @@ class DrafterBenchmarkSpec(ApiModel):
             field_path=".numPrompts",
         ),
         Rule(
+            cel="!has(self.concurrencyLevels) || self.concurrency == 1",
+            message="spec.concurrency and spec.concurrencyLevels are alternatives: remove concurrency (or set it to 1) when you sweep concurrencyLevels",
+            check=lambda s: s.concurrency_levels is None or s.concurrency == 1,
+            field_path=".concurrency",
+        ),
+        Rule(
             cel="self.concurrency <= self.numPrompts",
             message="spec.concurrency cannot exceed spec.numPrompts (the extra streams would have nothing to send): lower concurrency or add prompts",
             check=lambda s: s.concurrency <= s.num_prompts,
@@ -103,6 +109,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """Tokens generated per prompt (ignore_eos, so every prompt yields exactly this many)."""
     concurrency: Annotated[int, Field(ge=1, le=256)] = 1
     """Concurrent streams; 1 measures single-stream decode speed."""
+    concurrency_levels: Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=2, max_length=16)] | None = None
+    """A load sweep instead of one level, e.g. [1, 2, 4, 8, 16, 32, 64]: the result has the speedup at each level and crossoverConcurrency, the first level where speculation is slower than the baseline. (A separate field: a schema cannot let spec.concurrency be a number or a list.)"""
     temperature: Annotated[str, StringConstraints(pattern=TEMPERATURE_PATTERN, max_length=5)] = "0"
     """Sampling temperature as a decimal string between "0" and "2"; "0" (greedy) makes runs comparable."""
     repetitions: Annotated[int, Field(ge=1, le=100)] = 1

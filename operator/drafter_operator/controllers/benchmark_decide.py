@@ -112,7 +112,7 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
                baseline_metrics: list[str]) -> list[str]:
     """The `drafter-operator bench` command line for this run (pure)."""
     argv = ["--url", url, "--engine", engine, "--num-prompts", str(spec.num_prompts),
-            "--max-tokens", str(spec.max_tokens), "--concurrency", str(spec.concurrency),
+            "--max-tokens", str(spec.max_tokens), "--concurrency", concurrency_arg(spec),
             "--repetitions", str(spec.repetitions), "--temperature", spec.temperature,
             "--termination-log", "/dev/termination-log"]
     model = spec.model or (serving_spec.target.served_model_name or serving_spec.target.model if serving_spec else None)
@@ -133,6 +133,11 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
     if spec.prompts is not None and spec.prompts.config_map is not None:
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
     return argv
+
+
+def concurrency_arg(spec) -> str:
+    """One level, or the sweep's levels in the order given (the client runs them in that order)."""
+    return ",".join(map(str, spec.concurrency_levels)) if spec.concurrency_levels else str(spec.concurrency)
 
 
 def gate_verdict(result: BenchmarkResult, gate) -> Verdict | None:
@@ -248,7 +253,7 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
                                 (prompts.name, prompts.key) if prompts is not None else None)
     drafter = drafter_summary(serving_spec) if serving_spec is not None else None
-    running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {spec.concurrency}"
+    running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
     return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
                    "completionTime": None},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
@@ -304,4 +309,8 @@ def _summary(result: BenchmarkResult) -> str:
         parts.append(f"{result.speedup:.2f}x against {result.baseline_tokens_per_second:.1f} tok/s")
     if result.acceptance_rate is not None:
         parts.append(f"acceptance {result.acceptance_rate:.1%}")
+    if result.levels:
+        parts.append("slower than the baseline from concurrency " + str(result.crossover_concurrency)
+                     if result.crossover_concurrency is not None else
+                     f"faster than the baseline at every level up to {result.levels[-1].concurrency}")
     return ", ".join(parts)
