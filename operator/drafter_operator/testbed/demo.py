@@ -8,8 +8,10 @@ about 15% of its tokens and makes serving slower than no speculation at all. The
 acceptance watch does what the seed's operators did by hand, under traffic: the vLLM drafter goes
 Degraded and, with `onDegraded: DisableSpeculation`, is replaced by the no-speculation baseline
 (about 1.0x instead of 0.66x) while the SGLang drafter stays healthy at about 1.7x; a timeline and
-the final table follow. Last, the good drafter losing its advantage under load, and a hand-tuned
-speculative flag refused before any pod.
+the final table follow. Then a retrained drafter goes through a gated swap: benchmarked on its own pod
+by a DrafterBenchmark against the baseline and promoted only because it beats 1.2x. Last, a
+DrafterBenchmark load sweep finds where the good drafter stops paying, and a hand-tuned speculative
+flag is refused before any pod.
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     results[DEGRADING] = measure(DEGRADING, servings[DEGRADING], max_tokens, prompts)
     print_report(servings, results, f"After the operator acted: {DEGRADING} serves without speculation")
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
-    show_load_crossover(servings, max_tokens)
+    servings = show_gated_promotion(max_tokens, prompts, results)
+    show_load_sweep(max_tokens)
     show_refused_spelling()
     console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
                   f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
@@ -181,24 +184,80 @@ def measure(name: str, serving: dict, max_tokens: int, prompts: int) -> bench.Ru
                          bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)
 
 
-LOAD_STREAMS = (1, 8, 32)
+RETRAINED_DRAFTER = "/models/drafters/kimi-k25-eagle3-regenerated"
+GATE = {"minSpeedup": "1.2", "baseline": {"servingRef": {"name": "kimi-baseline"}}, "numPrompts": 3, "maxTokens": 256}
 
 
-def show_load_crossover(servings: dict[str, dict], max_tokens: int) -> None:
-    """Aggregate throughput at growing concurrency: where the good drafter stops paying."""
-    compared = ("kimi-baseline", "kimi-sglang-eagle3")
-    urls = {name: service_url(name, servings[name]) for name in compared}
-    table = Table(title="Under load: all streams at once through the Service, output tok/s")
-    for column in ("streams", *compared, "speedup"):
+def show_gated_promotion(max_tokens: int, prompts: int, results: dict[str, bench.RunResult]) -> dict[str, dict]:
+    """The retrained drafter replaces the disabled one only after its own benchmark beats the gate."""
+    name = DEGRADING
+    before = _servings()[name]["status"]["activeRevision"]
+    spec = copy.deepcopy(SERVINGS[name])
+    spec["drafter"]["model"] = RETRAINED_DRAFTER
+    spec["swap"] = {"strategy": "BlueGreen", "gate": GATE}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(serving_manifest(name, spec)))
+    console.print(f"\n{name}: drafter -> {RETRAINED_DRAFTER}, spec.swap.gate minSpeedup {GATE['minSpeedup']} "
+                  f"against kimi-baseline (the spec change also ends DisableSpeculation)")
+    deadline = time.monotonic() + 300
+    with console.status("") as status:
+        while time.monotonic() < deadline:
+            item = _servings()[name]
+            progressing = watch.condition(item, "Progressing")
+            status.update(f"{name}: {progressing.get('reason')}: {progressing.get('message', '')[:100]}")
+            active = item["status"].get("activeRevision")
+            if active != before and watch.condition(item, "Ready").get("status") == "True":
+                break
+            if progressing.get("reason") == "RevisionFailed":
+                raise local.ClusterError(f"{name}: the gate refused the retrained drafter: {progressing.get('message')}")
+            time.sleep(1)
+        else:
+            raise local.ClusterError(f"{name}: no promotion within 300 s; see `kubectl describe drafterserving {name}`")
+    console.print(kubectl("-n", NAMESPACE, "get", "drafterbenchmarks", "-l", "drafter.dev/gate=true").stdout)
+    gate = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmarks", "-l", "drafter.dev/gate=true", "-o", "json").stdout)
+    verdicts = [(g["metadata"]["name"], (g.get("status") or {}).get("result", {}).get("verdictMessage")) for g in gate["items"]]
+    console.print(f"gate: {verdicts}; traffic moved from revision {before} to {active}")
+    servings = wait_ready(list(SERVINGS))
+    results[name] = measure(name, servings[name], max_tokens, prompts)
+    print_report(servings, results, f"After the gated swap: {name} serves the retrained drafter")
+    return servings
+
+
+SWEEP_LEVELS = [1, 8, 32]
+
+
+def show_load_sweep(max_tokens: int) -> None:
+    """A DrafterBenchmark sweep: aggregate throughput at growing concurrency, where speculation stops paying."""
+    name = "sglang-load-sweep"
+    manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {"servingRef": {"name": "kimi-sglang-eagle3"}, "baseline": {"servingRef": {"name": "kimi-baseline"}},
+                         "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}}
+    kubectl("-n", NAMESPACE, "delete", "drafterbenchmark", name, "--ignore-not-found", "--wait=true")
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    deadline = time.monotonic() + 300
+    with console.status(f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS} (a Job on the CPU node)"):
+        while time.monotonic() < deadline:
+            item = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmark", name, "-o", "json").stdout)
+            state = (item.get("status") or {}).get("state")
+            if state in ("Succeeded", "Failed"):
+                break
+            time.sleep(1)
+    status = item.get("status") or {}
+    if status.get("state") != "Succeeded":
+        complete = watch.condition(item, "Failed")
+        raise local.ClusterError(f"DrafterBenchmark {name}: {status.get('state')}: {complete.get('message')}")
+    result = status["result"]
+    table = Table(title=f"DrafterBenchmark {name}: kimi-sglang-eagle3 against kimi-baseline, output tok/s")
+    for column in ("streams", "kimi-baseline", "kimi-sglang-eagle3", "speedup"):
         table.add_column(column)
-    for streams in LOAD_STREAMS:
-        with console.status(f"{streams} concurrent streams x {max_tokens} tokens"):
-            rates = [bench.aggregate_tokens_per_second(urls[n], BASE_SPEC["target"]["model"], streams, max_tokens)
-                     for n in compared]
-        table.add_row(str(streams), *(f"{r:.0f}" for r in rates), f"{rates[1] / rates[0]:.2f}x" if rates[0] else "-")
+    for level in result.get("levels") or []:
+        table.add_row(str(level["concurrency"]), f"{level.get('baselineTokensPerSecond') or 0:.0f}",
+                      f"{level['tokensPerSecond']:.0f}", f"{level.get('speedup') or 0:.2f}x")
     console.print(table)
-    console.print("Verification multiplies the tokens each step computes, so under load speculation costs "
-                  "throughput; the DrafterBenchmark load sweep finds this crossover per drafter.")
+    crossover = result.get("crossoverConcurrency")
+    console.print(f"crossoverConcurrency: {crossover}. Verification multiplies the tokens each step computes, so "
+                  "under load speculation costs throughput." if crossover else
+                  f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
 
 
 def show_refused_spelling() -> None:
