@@ -300,6 +300,7 @@ def test_a_gated_swap_benchmarks_the_ready_revision_before_traffic_moves_and_a_f
     assert write.body["spec"]["endpoint"].startswith("http://10.0.") and write.body["spec"]["gate"] == {"minSpeedup": "1.2"}
     assert write.body["spec"]["baseline"] == {"tokensPerSecond": "82.5"}
     assert write.body["metadata"]["annotations"]["drafter.dev/num-speculative-tokens"] == "5"
+    assert write.body["metadata"]["annotations"]["drafter.dev/drafter"] == "eagle3:/models/drafters/emulator-bad-drafter k=5"
     assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
     assert not gating.swapped and world.service["spec"]["selector"][REVISION_LABEL] == old
     world.apply(gating)

@@ -24,7 +24,7 @@ from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, job_name
-from drafter_operator.resources.gate import ENGINE_ANNOTATION, K_ANNOTATION
+from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
 
 Event = tuple[str, str, str]
@@ -252,7 +252,8 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
                                 (prompts.name, prompts.key) if prompts is not None else None)
-    drafter = drafter_summary(serving_spec) if serving_spec is not None else None
+    drafter = drafter_summary(serving_spec) if serving_spec is not None else \
+        (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
     return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
                    "completionTime": None},

@@ -7,10 +7,12 @@ which still points at the active revision: the gate measures exactly the drafter
 from __future__ import annotations
 
 from drafter_operator.api.serving import DrafterServingSpec
+from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
 
 GATE_LABEL = "drafter.dev/gate"
 ENGINE_ANNOTATION = "drafter.dev/engine"
+DRAFTER_ANNOTATION = "drafter.dev/drafter"  # what the endpoint runs, for the benchmark's DRAFTER column
 K_ANNOTATION = "drafter.dev/num-speculative-tokens"
 
 
@@ -29,7 +31,7 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
                  "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens, "gate": thresholds}
     if gate.baseline is not None:
         body_spec["baseline"] = gate.baseline.to_json()
-    annotations = {ENGINE_ANNOTATION: spec.engine}
+    annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)
     return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
