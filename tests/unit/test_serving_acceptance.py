@@ -13,9 +13,11 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.acceptance_monitor import Measurement, persisted_verdict, watched_revision
+from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, Measurement, persisted_verdict, \
+    watched_revision
 from drafter_operator.controllers.serving_acceptance import acceptance_due
 from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.unit.test_serving_decide import World, seed_body
@@ -268,3 +270,110 @@ def test_a_second_rollback_from_a_revision_with_another_image_keeps_the_spec_rev
         assert (world.body["status"]["activeRevision"], action["specRevision"]) == (expected, spec_revision)
         container = world.deployments[f"kimi-{expected}"]["spec"]["template"]["spec"]["containers"][0]
         assert container["image"].endswith(image)
+
+
+# --- minAcceptanceLength / minAcceptanceRate: auto (the break-even threshold of the last benchmark) ---------
+
+
+def auto_body(**acceptance) -> dict:
+    body = seed_body(swap={"strategy": "BlueGreen", "gate": {"minSpeedup": "0.5", "baseline": {"tokensPerSecond": "82.5"}}})
+    body["spec"]["acceptance"] = {"minAcceptanceLength": "auto", "window": "5m", "minDraftTokens": 1000, "for": "0s",
+                                  "onDegraded": "Alert", **acceptance}
+    return body
+
+
+def gated_swap(world: World, result: dict) -> str:
+    """A new drafter through a gated swap whose benchmark measured ``result``; the new active revision."""
+    world.body["spec"]["drafter"]["model"] = "/models/drafters/kimi-k25-eagle3-v2"
+    world.body["metadata"]["generation"] += 1
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())  # the gate benchmark is created
+    (gate,) = [b for b in world.benchmarks.values() if "status" not in b]
+    gate["status"] = {"state": "Succeeded", "result": {"verdict": "Passed", "verdictMessage": "met", **result}}
+    world.converge()
+    return world.body["status"]["activeRevision"]
+
+
+def watched_verdict(world: World, mean_length: float) -> Measurement:
+    """What the acceptance watch hands decide after one window at ``mean_length`` (k = 5, vLLM counters),
+    through the watch's own path: watched_revision, then the monitor's thresholds, then evaluate."""
+    spec, revision = watched_revision(world.body)
+    monitor = AcceptanceMonitor("team", "kimi")
+    monitor._restart_if_changed(spec, revision)
+    drafts = 1000.0
+    accepted = (mean_length - 1) * drafts
+    window = m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=5 * drafts, accepted_tokens=accepted,
+                                generation_tokens=drafts + accepted, acceptance_rate=accepted / (5 * drafts),
+                                mean_acceptance_length=mean_length, rate_source="counters")
+    sample = a.Sample(at=world.now.timestamp(), window=window)
+    verdict = a.evaluate(None, sample, monitor.thresholds)
+    block = a.status_block(sample, "engine", 300, world.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return Measurement(revision=revision, verdict=verdict, previous=None, status={**block, "revision": revision})
+
+
+def test_auto_before_any_benchmark_is_unknown_no_benchmark_and_nothing_is_watched():
+    world = World(auto_body(minAcceptanceRate="auto"))
+    world.converge()
+    condition = world.condition("Degraded")
+    assert (condition["status"], condition["reason"]) == ("Unknown", a.NO_BENCHMARK)
+    assert condition["message"].startswith("spec.acceptance.minAcceptanceRate and minAcceptanceLength are auto")
+    assert "no benchmark of this serving yet" in condition["message"] and "spec.swap.gate with a baseline" in \
+        condition["message"]
+    assert "acceptanceThreshold" not in world.body["status"] and "lastBenchmark" not in world.body["status"]
+    assert watched_revision(world.body) is None  # no threshold is made up: the watch does not run
+    # A measurement that somehow arrives changes nothing: there is nothing to hold it against.
+    assert not look(world, measured(world, "True", 0.15)).writes_anything()
+
+
+def test_auto_learns_the_break_even_from_the_gate_benchmark_and_the_verdict_cites_it():
+    world = World(auto_body())
+    world.converge()
+    revision = gated_swap(world, {"tokensPerSecond": 54.4, "baselineTokensPerSecond": 82.5, "speedup": 0.66,
+                                  "acceptanceLength": 1.75, "acceptanceRate": 0.15})
+    status = world.body["status"]
+    assert status["lastBenchmark"] == {"name": f"kimi-gate-{revision}", "tokensPerSecond": 54.4, "speedup": 0.66,
+                                       "acceptanceLength": 1.75, "numSpeculativeTokens": 5, "revision": revision}
+    # c = (1.75 / 0.66 - 1) / 5 = 0.3303, L* = 1 + 5 c = 2.6515, threshold L* x 1.05 = 2.7841
+    assert status["acceptanceThreshold"] == {
+        "source": f"benchmark kimi-gate-{revision}", "minAcceptanceLength": 2.7841, "draftCost": 0.3303,
+        "breakEvenLength": 2.6515, "margin": 0.05, "revision": revision}
+    assert world.condition("Degraded")["reason"] == a.INSUFFICIENT_DATA  # learned, not measured yet
+    look(world, watched_verdict(world, 2.9))
+    assert world.condition("Degraded")["status"] == "False"
+    world.now += dt.timedelta(minutes=5)
+    look(world, watched_verdict(world, 1.69))
+    condition = world.condition("Degraded")
+    assert (condition["status"], condition["reason"]) == ("True", a.LOW_LENGTH)
+    assert condition["message"] == (
+        f"acceptance 13.8% over 5m (690/5000 draft tokens), mean acceptance length 1.69 (1000 drafts) < 2.78 "
+        f"(break-even 2.65 + 5%, from benchmark kimi-gate-{revision}: 0.66x at length 1.75, k=5, draft cost 0.33): speculation no longer pays")
+    assert ("Warning", a.LOW_LENGTH) in [(e[0], e[1]) for e in world.events]
+
+
+def test_auto_rate_is_the_break_even_length_per_drafted_token():
+    world = World(auto_body(minAcceptanceLength=None, minAcceptanceRate="auto"))
+    world.body["spec"]["acceptance"].pop("minAcceptanceLength")
+    world.converge()
+    gated_swap(world, {"tokensPerSecond": 52.8, "speedup": 0.64, "acceptanceLength": 1.76})
+    # c = (1.76 / 0.64 - 1) / 5 = 0.35, L* = 2.75, threshold 2.8875, per drafted token (2.8875 - 1) / 5 = 0.3775
+    assert world.body["status"]["acceptanceThreshold"]["minAcceptanceRate"] == 0.3775
+    look(world, watched_verdict(world, 1.69))
+    assert world.condition("Degraded")["reason"] == a.LOW_RATE
+    assert "acceptance 13.8% over 5m (690/5000 draft tokens) < 37.8% (break-even 2.75 + 5%" in \
+        world.condition("Degraded")["message"]
+
+
+def test_a_gate_without_a_baseline_gives_no_threshold_and_says_why():
+    world = World(auto_body())
+    world.converge()
+    gated_swap(world, {"tokensPerSecond": 54.4, "acceptanceLength": 1.75})
+    condition = world.condition("Degraded")
+    assert (condition["status"], condition["reason"]) == ("Unknown", a.NO_BENCHMARK)
+    assert "measured no speedup: it ran without a baseline" in condition["message"]
+
+
+def test_numbers_in_the_spec_are_recorded_as_the_threshold_in_force():
+    world = World(seed_body())
+    world.converge()
+    assert world.body["status"]["acceptanceThreshold"] == {"source": "spec", "minAcceptanceRate": 0.4}

@@ -10,12 +10,10 @@ from pydantic import Field, StringConstraints
 from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
     DECIMAL_PATTERN,
-    LABEL_VALUE_PATTERN,
     RATIO_PATTERN,
     ApiModel,
     BenchmarkGate,
     Condition,
-    Decimal,
     Duration,
     Engine,
     Image,
@@ -66,6 +64,16 @@ MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9._-]+)+$"
 _SYSTEM_PATH_PATTERN = r"^/(dev|proc|sys)(/|$)"
 
 ParserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", min_length=1, max_length=64)]
+
+#: spec.acceptance thresholds may say "auto": the break-even threshold learned from the serving's last
+#: benchmark (monitoring/break_even.py). The range rules below skip it (it does not match their patterns).
+AUTO = "auto"
+RATIO_OR_AUTO_PATTERN = "^(auto|" + RATIO_PATTERN[1:-1] + ")$"
+DECIMAL_OR_AUTO_PATTERN = "^(auto|" + DECIMAL_PATTERN[1:-1] + ")$"
+RatioOrAuto = Annotated[str, StringConstraints(pattern=RATIO_OR_AUTO_PATTERN, max_length=6)]
+"""A decimal between 0 and 1 written as a string (e.g. "0.5"), or "auto"."""
+DecimalOrAuto = Annotated[str, StringConstraints(pattern=DECIMAL_OR_AUTO_PATTERN, max_length=11)]
+"""A non-negative decimal written as a string (e.g. "2.0"), or "auto"."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -251,13 +259,16 @@ class AcceptanceSpec(ApiModel):
     rules = (
         Rule(
             cel="has(self.minAcceptanceRate) || has(self.minAcceptanceLength)",
-            message="spec.acceptance needs a threshold: set minAcceptanceRate (e.g. \"0.5\") or minAcceptanceLength (e.g. \"2.0\")",
+            message=(
+                "spec.acceptance needs a threshold: set minAcceptanceRate (e.g. \"0.5\") or minAcceptanceLength "
+                "(e.g. \"2.0\"), or \"auto\" for the break-even threshold learned from the serving's last benchmark"
+            ),
             check=lambda a: a.min_acceptance_rate is not None or a.min_acceptance_length is not None,
             reason="FieldValueRequired",
         ),
         Rule(
             cel=cel_decimal_range("self.minAcceptanceLength", DECIMAL_PATTERN, minimum=1.0),
-            message='spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0"',
+            message='spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0", or "auto"',
             check=lambda a: decimal_ok(a.min_acceptance_length, DECIMAL_PATTERN, minimum=1.0),
             field_path=".minAcceptanceLength",
         ),
@@ -289,10 +300,10 @@ class AcceptanceSpec(ApiModel):
         ),
     )
 
-    min_acceptance_rate: Ratio | None = None
-    """Lowest acceptable acceptance rate (accepted / drafted tokens over the window), e.g. "0.5"."""
-    min_acceptance_length: Decimal | None = None
-    """Lowest acceptable mean acceptance length (tokens per verification step, bonus token included), e.g. "2.0"."""
+    min_acceptance_rate: RatioOrAuto | None = None
+    """Lowest acceptable acceptance rate (accepted / drafted tokens over the window), e.g. "0.5"; "auto" is the break-even mean length below expressed per drafted token, (length - 1) / k."""
+    min_acceptance_length: DecimalOrAuto | None = None
+    """Lowest acceptable mean acceptance length (tokens per verification step, bonus token included), e.g. "2.0"; "auto" is where speculation stops paying, learned from status.lastBenchmark of the active revision (break-even 1 + k x draft cost, plus 5%; see status.acceptanceThreshold)."""
     window: Duration = "5m"
     """Window the rate and length are computed over (deltas of the engine's counters)."""
     min_draft_tokens: Annotated[int, Field(ge=0, le=1000000000)] = 1000
@@ -385,7 +396,7 @@ class DrafterServingSpec(ApiModel):
             ),
             message=(
                 "spec.acceptance.minAcceptanceLength cannot exceed the tokens one step can yield "
-                "(numSpeculativeTokens + 1 on vLLM, numSteps + 1 on SGLang): lower it or draft more tokens"
+                "(numSpeculativeTokens + 1 on vLLM, numSteps + 1 on SGLang): lower it, draft more tokens, or use \"auto\""
             ),
             check=lambda s: _min_length_ok(s),
             field_path=".acceptance.minAcceptanceLength",
@@ -558,6 +569,31 @@ class LastBenchmarkStatus(StatusModel):
     """Single-stream decode throughput it measured."""
     speedup: float | None = None
     """Speedup against its baseline."""
+    acceptance_length: float | None = None
+    """Mean acceptance length it measured (tokens per verification step, bonus token included)."""
+    num_speculative_tokens: int | None = None
+    """Draft tokens per verification step (k) of the revision it measured."""
+    revision: str | None = None
+    """The revision it measured (the gate benchmark of the active revision)."""
+
+
+class AcceptanceThresholdStatus(StatusModel):
+    """The acceptance thresholds in force; with "auto", the break-even threshold learned from status.lastBenchmark."""
+
+    source: str | None = None
+    """"spec" (numbers from spec.acceptance) or "benchmark <name>" (a threshold is auto, learned from that benchmark)."""
+    min_acceptance_rate: float | None = None
+    """The acceptance-rate threshold applied; for auto, (minAcceptanceLength - 1) / k."""
+    min_acceptance_length: float | None = None
+    """The mean-acceptance-length threshold applied; for auto, breakEvenLength x (1 + margin)."""
+    draft_cost: float | None = None
+    """auto: cost of one draft token in target steps the benchmark implies, (length / speedup - 1) / k (at least 0)."""
+    break_even_length: float | None = None
+    """auto: the mean acceptance length at which speculation is as fast as none, 1 + k x draftCost."""
+    margin: float | None = None
+    """auto: how far above break-even the threshold sits (relative; 0.05 is 5%)."""
+    revision: str | None = None
+    """auto: the revision the benchmark measured (a threshold is learned only from the active revision's)."""
 
 
 class EndpointStatus(StatusModel):
@@ -591,7 +627,9 @@ class DrafterServingStatus(StatusModel):
     degraded_action: DegradedActionStatus | None = None
     """The Rollback or DisableSpeculation in force, if any."""
     last_benchmark: LastBenchmarkStatus | None = None
-    """Latest benchmark of this serving."""
+    """Latest benchmark of this serving: the finished gate benchmark of the active revision."""
+    acceptance_threshold: AcceptanceThresholdStatus | None = None
+    """The acceptance thresholds in force (with "auto": learned from lastBenchmark, and how)."""
     endpoint: EndpointStatus | None = None
     """Where clients reach the serving."""
 

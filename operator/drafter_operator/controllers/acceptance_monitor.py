@@ -18,9 +18,10 @@ import pydantic
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.api.serving import DrafterSpec
+from drafter_operator.api.serving import AcceptanceSpec, DrafterSpec
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
+from drafter_operator.monitoring import break_even as be
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring import prometheus_source as prom
 from drafter_operator.monitoring.engine_source import EngineSource, Replica
@@ -54,10 +55,27 @@ def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
     return sorted(replicas, key=lambda r: r.name)
 
 
+class WatchedAcceptance(AcceptanceSpec):
+    """``spec.acceptance`` as the watch applies it: with the break-even threshold an ``auto`` threshold
+    learned from ``status.lastBenchmark`` (never part of the API; the CRD schema is ``AcceptanceSpec``'s)."""
+
+    learned: be.BreakEven | None = None
+
+
+def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
+    """The break-even threshold of the active revision's last benchmark, when ``acceptance`` says auto."""
+    if not be.uses_auto(acceptance):
+        return None
+    learned = be.from_last_benchmark(status.get("lastBenchmark"), status.get("activeRevision"))
+    return learned if isinstance(learned, be.BreakEven) else None
+
+
 def watched_revision(body: dict) -> tuple[DrafterServingSpec, str] | None:
     """What to measure for a serving body (pure): its active revision, with the spec that revision runs
     (the spec with the revision's own recorded drafter: after a Rollback it is not the spec's). None
-    when nothing is to be watched: no spec.acceptance, no active revision, or an invalid spec."""
+    when nothing is to be watched: no spec.acceptance, no active revision, an invalid spec, or an
+    ``auto`` threshold with no benchmark of the active revision to learn it from (``NoBenchmark``).
+    An ``auto`` spec comes back with its ``acceptance`` a :class:`WatchedAcceptance`."""
     status = body.get("status") or {}
     active = status.get("activeRevision")
     try:
@@ -72,6 +90,11 @@ def watched_revision(body: dict) -> tuple[DrafterServingSpec, str] | None:
             spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
         except pydantic.ValidationError:
             return None
+    if be.uses_auto(spec.acceptance):
+        learned = learned_threshold(spec.acceptance, status)
+        if learned is None:
+            return None
+        spec = spec.model_copy(update={"acceptance": WatchedAcceptance(**dict(spec.acceptance), learned=learned)})
     return spec, active
 
 
@@ -113,7 +136,7 @@ class AcceptanceMonitor:
             if self.key is not None:
                 operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
             self.key, self.verdict = key, None
-            self.thresholds = a.Thresholds.from_spec(acceptance)
+            self.thresholds = a.Thresholds.from_spec(acceptance, getattr(acceptance, "learned", None))
             self.engine_source = EngineSource(spec.engine, self.thresholds.window_seconds,
                                               num_speculative_tokens(spec),
                                               model_name=spec.target.served_model_name or None)
@@ -122,8 +145,9 @@ class AcceptanceMonitor:
                       resume_from: a.Verdict | None = None) -> Measurement | None:
         """One sample of the active revision and the verdict on it; None when nothing is watched.
         ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch."""
-        if spec.acceptance is None or spec.drafter.method == "none" or not revision:
-            self.forget()
+        if spec.acceptance is None or spec.drafter.method == "none" or not revision \
+                or (be.uses_auto(spec.acceptance) and getattr(spec.acceptance, "learned", None) is None):
+            self.forget()  # nothing to judge (auto without a benchmark: decide says NoBenchmark)
             return None
         self._restart_if_changed(spec, revision)
         if self.verdict is None:

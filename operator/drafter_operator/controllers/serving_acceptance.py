@@ -25,6 +25,7 @@ from drafter_operator.controllers import acceptance_actions
 from drafter_operator.controllers.revisions import drafter_summary, revision_hash
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.monitoring import acceptance as a
+from drafter_operator.monitoring import break_even as be
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.acceptance_monitor import Measurement
@@ -92,11 +93,22 @@ class AcceptanceDecision:
     mark_degraded: tuple[str, ...] = ()
     events: list[Event] = field(default_factory=list)
     rolled_back: bool = False
+    threshold: dict | None = None  # status.acceptanceThreshold (None: none in force)
+
+
+def no_benchmark_verdict(acceptance, why: str) -> Verdict:
+    """Degraded=Unknown/NoBenchmark: an auto threshold with nothing to learn it from."""
+    fields = [f for f, value in (("minAcceptanceRate", acceptance.min_acceptance_rate),
+                                 ("minAcceptanceLength", acceptance.min_acceptance_length)) if value == be.AUTO]
+    return Verdict("Unknown", a.NO_BENCHMARK,
+                   f"spec.acceptance.{' and '.join(fields)} {'is' if len(fields) == 1 else 'are'} auto, the break-even "
+                   f"threshold learned from a benchmark of the active revision with a baseline: {why}")
 
 
 def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: dict, active: str | None,
                       desired: str, measurement: Measurement | None, revisions: list[dict],
-                      now: dt.datetime) -> AcceptanceDecision:
+                      now: dt.datetime, last_benchmark: dict | None = None) -> AcceptanceDecision:
+    """``last_benchmark``: status.lastBenchmark as this decision fills it (where ``auto`` learns from)."""
     out = AcceptanceDecision()
     stored = status.get("degradedAction")
     if stored and running.action is None:
@@ -110,18 +122,25 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         if status.get("acceptance"):
             out.write_acceptance = True  # figures of a watch that no longer runs would mislead
         return out
+    learned = be.from_last_benchmark(last_benchmark, active) if be.uses_auto(spec.acceptance) else None
+    out.threshold = be.status_block(spec.acceptance, learned if isinstance(learned, be.BreakEven) else None)
     if running.action and running.action.get("action") == "DisableSpeculation":
         out.degraded = Verdict("True", SPECULATION_DISABLED, running.action.get("message", ""))
         return out
+    if isinstance(learned, str):  # never a made-up threshold: no verdict until a benchmark gives one
+        out.degraded = no_benchmark_verdict(spec.acceptance, learned)
+        return out
 
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
     current = measurement is not None and measurement.revision == active == desired
     if not current:
-        out.degraded = None if has_condition else NOT_MEASURED_VERDICT
+        # A NoBenchmark condition is over once a threshold exists (learned, or numbers in the spec).
+        stale = condition.get("reason") == a.NO_BENCHMARK
+        out.degraded = None if has_condition and not stale else NOT_MEASURED_VERDICT
         return out
     verdict = measurement.verdict
     out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
     out.acceptance = measurement.status
-    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
     if (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
         out.write_acceptance = measurement.status is not None or out.write_acceptance  # figures and verdict agree
         out.degraded = Verdict(verdict.status, verdict.reason, verdict.message)

@@ -42,7 +42,7 @@ from drafter_operator.resources.engine import (
     service_revision,
     serving_service,
 )
-from drafter_operator.resources.gate import GATE_LABEL, gate_benchmark
+from drafter_operator.resources.gate import GATE_LABEL, K_ANNOTATION, gate_benchmark
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 
 if TYPE_CHECKING:
@@ -192,8 +192,9 @@ def decide(state: ServingState) -> ServingPlan:
     running = running_spec(serving.spec, spec_image, status)
 
     active = service_revision(observed.service) if observed.service else status.get("activeRevision")
+    benchmarked = last_benchmark(observed.gates.get(active) if active else None, status.get("lastBenchmark"))
     judged = decide_acceptance(serving.spec, running, status, active, revision_hash(running.spec, running.image),
-                               state.acceptance, status.get("revisions") or [], now)
+                               state.acceptance, status.get("revisions") or [], now, benchmarked)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
     spec, image = running.spec, running.image
@@ -283,7 +284,7 @@ def decide(state: ServingState) -> ServingPlan:
             ("DrafterCompatible", compatible),
         ], generation, now),
     }
-    _acceptance_status(new_status, judged)
+    _acceptance_status(new_status, judged, benchmarked)
     plan.status = changed_fields(status, new_status)
 
     plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
@@ -300,7 +301,26 @@ def decide(state: ServingState) -> ServingPlan:
     return plan
 
 
-def _acceptance_status(new_status: dict, judged: AcceptanceDecision) -> None:
+def last_benchmark(gate: dict | None, known: dict | None) -> dict | None:
+    """status.lastBenchmark (pure): the gate DrafterBenchmark of the active revision once it succeeded
+    (name, throughput, speedup, mean acceptance length, k and revision from its labels and annotations),
+    else what status already holds."""
+    state = (gate or {}).get("status") or {}
+    result = state.get("result")
+    if state.get("state") != "Succeeded" or not result:
+        return known
+    meta = gate["metadata"]
+    k = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+    block = {"name": meta["name"], "tokensPerSecond": result.get("tokensPerSecond"), "speedup": result.get("speedup"),
+             "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": int(k) if k.isdigit() else None,
+             "revision": (meta.get("labels") or {}).get(REVISION_LABEL)}
+    return {key: value for key, value in block.items() if value is not None}
+
+
+def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:
+    if benchmarked is not None:
+        new_status["lastBenchmark"] = benchmarked
+    new_status["acceptanceThreshold"] = judged.threshold  # None removes it (merge patch)
     if judged.write_acceptance:
         new_status["acceptance"] = judged.acceptance  # None removes it (merge patch)
     if judged.end_action:

@@ -23,6 +23,7 @@ from typing import Literal
 
 from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
+from drafter_operator.monitoring import break_even as be
 
 Status = Literal["True", "False", "Unknown"]
 
@@ -35,6 +36,7 @@ HEALTHY = "AcceptanceHealthy"
 METRICS_UNAVAILABLE = "MetricsUnavailable"
 METRICS_INVALID = "MetricsInvalid"
 NOT_MONITORED = "NotMonitored"
+NO_BENCHMARK = "NoBenchmark"
 
 #: Recovery needs the rate this far above its threshold (absolute), and the length this far above its
 #: own, so a drafter hovering at the threshold does not flip the condition with every window.
@@ -137,6 +139,10 @@ class Thresholds:
     min_draft_tokens: float
     window_seconds: float
     for_seconds: float
+    #: The break-even threshold ``auto`` learned, cited by the verdict; None when the spec gives numbers.
+    learned: be.BreakEven | None = None
+    auto_rate: bool = False
+    auto_length: bool = False
 
     def __post_init__(self) -> None:
         if self.min_rate is None and self.min_length is None:
@@ -145,14 +151,27 @@ class Thresholds:
             raise ValueError("window must be positive, for and min_draft_tokens not negative")
 
     @classmethod
-    def from_spec(cls, acceptance) -> Thresholds:
-        """From an ``api.serving.AcceptanceSpec``."""
+    def from_spec(cls, acceptance, learned: be.BreakEven | None = None) -> Thresholds:
+        """From an ``api.serving.AcceptanceSpec``; an ``auto`` threshold takes ``learned`` (the break-even
+        threshold of the active revision's benchmark). ValueError for ``auto`` without one: no threshold
+        is ever made up (the serving decision reports ``NoBenchmark`` instead)."""
         from drafter_operator.api import parse_decimal, parse_duration
 
-        return cls(min_rate=parse_decimal(acceptance.min_acceptance_rate) if acceptance.min_acceptance_rate else None,
-                   min_length=parse_decimal(acceptance.min_acceptance_length) if acceptance.min_acceptance_length else None,
+        auto_rate = acceptance.min_acceptance_rate == be.AUTO
+        auto_length = acceptance.min_acceptance_length == be.AUTO
+        if (auto_rate or auto_length) and learned is None:
+            raise ValueError("an auto threshold needs a benchmark of the active revision")
+
+        def threshold(text: str | None, auto: bool, learned_value) -> float | None:
+            if auto:
+                return learned_value()
+            return parse_decimal(text) if text else None
+
+        return cls(min_rate=threshold(acceptance.min_acceptance_rate, auto_rate, lambda: learned.min_rate),
+                   min_length=threshold(acceptance.min_acceptance_length, auto_length, lambda: learned.min_length),
                    min_draft_tokens=acceptance.min_draft_tokens, window_seconds=parse_duration(acceptance.window),
-                   for_seconds=parse_duration(acceptance.for_))
+                   for_seconds=parse_duration(acceptance.for_),
+                   learned=learned if auto_rate or auto_length else None, auto_rate=auto_rate, auto_length=auto_length)
 
 
 @dataclass(frozen=True)
@@ -222,12 +241,16 @@ def figures(window: m.AcceptanceWindow, window_seconds: float, low: tuple[str, s
 
 
 def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
-    """(reason, comparison) when a figure is under its threshold."""
+    """(reason, comparison) when a figure is under its threshold; a learned threshold says it is the
+    break-even one and cites the benchmark it comes from."""
+    def cited(auto: bool) -> str:
+        return f" ({t.learned.basis()}): speculation no longer pays" if auto and t.learned else ""
+
     if t.min_rate is not None and window.acceptance_rate is not None and window.acceptance_rate < t.min_rate:
-        return LOW_RATE, f"< {t.min_rate:.0%}"
+        return LOW_RATE, f"< {t.min_rate:.1%}{cited(t.auto_rate)}" if t.auto_rate else f"< {t.min_rate:.0%}"
     if t.min_length is not None and window.mean_acceptance_length is not None \
             and window.mean_acceptance_length < t.min_length:
-        return LOW_LENGTH, f"< {t.min_length:.2f}"
+        return LOW_LENGTH, f"< {t.min_length:.2f}{cited(t.auto_length)}"
     return None
 
 

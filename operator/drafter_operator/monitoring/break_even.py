@@ -1,0 +1,162 @@
+"""The break-even acceptance threshold a benchmark implies (``spec.acceptance.minAcceptanceLength: auto``
+and ``minAcceptanceRate: auto``). Pure, no I/O.
+
+The model is ``engines/speedup.py``'s: a verification step costs one target step plus ``k`` draft steps
+of relative cost ``c`` and yields ``E`` tokens on average (the mean acceptance length, bonus token
+included), so the speedup over plain decoding is ``S = E / (1 + k c)``. A benchmark that measured ``S``
+(against a no-speculation baseline) and ``E`` with ``k`` draft tokens per step therefore gives
+
+- the draft cost ``c = (E / S - 1) / k`` (in target steps per drafted token), and
+- the break-even mean acceptance length ``L* = 1 + k c`` (which is ``E / S``): below it, speculation
+  is slower than not speculating at all.
+
+``auto`` marks the serving Degraded below ``L* (1 + margin)``; for ``minAcceptanceRate`` the same
+threshold is expressed per drafted token, ``rate = (L - 1) / k`` (accepted / drafted tokens: exactly
+what the engines' counters give when every step drafts ``k`` tokens).
+
+The seed: ``k = 5``, ``E = 1.75``, ``S = 0.66`` give ``c = 0.3303`` and ``L* = 2.652``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from drafter_operator.engines import speedup as model
+
+AUTO = "auto"
+
+#: ``auto`` asks for this much more than break-even (relative). A benchmark's speedup is measured over a
+#: handful of prompts and moves by a few percent between runs, and a drafter within 5% of break-even
+#: costs GPU memory and latency variance for no throughput: flagging it is the point of the watch.
+BREAK_EVEN_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class BenchmarkFigures:
+    """What a benchmark of the serving's drafter measured (``status.lastBenchmark``)."""
+
+    name: str
+    speedup: float  # against a no-speculation baseline
+    acceptance_length: float  # E: tokens per verification step, bonus token included
+    num_speculative_tokens: int  # k: draft tokens per verification step
+
+    def problem(self) -> str | None:
+        """Why these figures cannot give a threshold, or None."""
+        k, s, e = self.num_speculative_tokens, self.speedup, self.acceptance_length
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            return f"it has no number of draft tokens per step (k = {k!r})"
+        if not math.isfinite(s) or s <= 0:
+            return f"its speedup {s!r} is not a positive number"
+        if not math.isfinite(e) or not 1.0 <= e <= k + 1.0:
+            return f"its mean acceptance length {e!r} is outside [1, {k + 1}] for k={k}"
+        return None
+
+
+def draft_cost(acceptance_length: float, speedup: float, k: int) -> float:
+    """``c = (E / S - 1) / k``, clamped at 0: a benchmark faster than its acceptance allows (noise, or a
+    baseline measured under other load) says the drafts were free, not that they gave time back."""
+    return max(0.0, model.draft_cost_from_benchmark(acceptance_length, speedup, k))
+
+
+def break_even_length(cost: float, k: int) -> float:
+    """``L* = 1 + k c``: the mean acceptance length at which speculation is exactly as fast as none."""
+    return model.break_even_length(k, cost)
+
+
+def rate_for_length(length: float, k: int) -> float:
+    """A mean-length threshold expressed per drafted token: ``(L - 1) / k`` accepted per drafted token."""
+    if k < 1:
+        raise ValueError("a rate needs k >= 1")
+    return (length - 1.0) / k
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """The threshold ``auto`` learned from one benchmark."""
+
+    benchmark: BenchmarkFigures
+    revision: str | None  # the revision the benchmark measured
+    draft_cost: float
+    break_even_length: float
+    margin: float = BREAK_EVEN_MARGIN
+
+    @property
+    def min_length(self) -> float:
+        return self.break_even_length * (1.0 + self.margin)
+
+    @property
+    def min_rate(self) -> float:
+        return rate_for_length(self.min_length, self.benchmark.num_speculative_tokens)
+
+    def basis(self) -> str:
+        """Where the threshold comes from, for the Degraded message."""
+        b = self.benchmark
+        return (f"break-even {self.break_even_length:.2f} + {self.margin:.0%}, from benchmark {b.name}: "
+                f"{b.speedup:.2f}x at length {b.acceptance_length:.2f}, k={b.num_speculative_tokens}, "
+                f"draft cost {self.draft_cost:.2f}")
+
+
+def learn(figures: BenchmarkFigures, revision: str | None = None, margin: float = BREAK_EVEN_MARGIN) -> BreakEven:
+    """The break-even threshold of a benchmark's figures; ValueError when they cannot give one."""
+    problem = figures.problem()
+    if problem:
+        raise ValueError(f"benchmark {figures.name}: {problem}")
+    if margin < 0:
+        raise ValueError(f"the margin must be >= 0, got {margin!r}")
+    k = figures.num_speculative_tokens
+    cost = draft_cost(figures.acceptance_length, figures.speedup, k)
+    return BreakEven(benchmark=figures, revision=revision, draft_cost=cost,
+                     break_even_length=break_even_length(cost, k), margin=margin)
+
+
+def uses_auto(acceptance) -> bool:
+    """Whether an ``api.serving.AcceptanceSpec`` asks for a learned threshold."""
+    return acceptance is not None and AUTO in (acceptance.min_acceptance_rate, acceptance.min_acceptance_length)
+
+
+def from_last_benchmark(last: dict | None, revision: str | None) -> BreakEven | str:
+    """The threshold ``status.lastBenchmark`` gives for the active ``revision``, or why there is none (a
+    sentence for the ``NoBenchmark`` message). Only a benchmark of that very revision counts: the draft
+    cost belongs to one drafter, k and engine."""
+    how = ("a gated swap records one: set spec.swap.gate with a baseline (baseline.tokensPerSecond or "
+           "baseline.servingRef, so the benchmark measures a speedup) and change the drafter")
+    if not last:
+        return f"no benchmark of this serving yet ({how}); auto never makes a threshold up"
+    name = last.get("name") or "(unnamed)"
+    if revision is None or last.get("revision") != revision:
+        return (f"the last benchmark ({name}) measured revision {last.get('revision') or 'unknown'}, not the active "
+                f"revision {revision}: a threshold belongs to one drafter ({how})")
+    if last.get("speedup") is None:
+        return f"benchmark {name} measured no speedup: it ran without a baseline ({how})"
+    if last.get("acceptanceLength") is None:
+        return f"benchmark {name} measured no mean acceptance length (the engine's counters were not read)"
+    figures = BenchmarkFigures(name=name, speedup=float(last["speedup"]),
+                               acceptance_length=float(last["acceptanceLength"]),
+                               num_speculative_tokens=last.get("numSpeculativeTokens"))
+    problem = figures.problem()
+    if problem:
+        return f"benchmark {name} cannot give a threshold: {problem}"
+    return learn(figures, revision)
+
+
+def status_block(acceptance, learned: BreakEven | None) -> dict | None:
+    """``status.acceptanceThreshold`` (camelCase): the thresholds in force and, for ``auto``, how they
+    were learned. None when there are none (``auto`` without a benchmark)."""
+    if acceptance is None:
+        return None
+    auto_rate, auto_length = acceptance.min_acceptance_rate == AUTO, acceptance.min_acceptance_length == AUTO
+    if (auto_rate or auto_length) and learned is None:
+        return None
+
+    def spec_number(text: str | None) -> float | None:
+        return float(text) if text is not None else None
+
+    block = {"source": f"benchmark {learned.benchmark.name}" if auto_rate or auto_length else "spec",
+             "minAcceptanceRate": round(learned.min_rate, 4) if auto_rate else spec_number(acceptance.min_acceptance_rate),
+             "minAcceptanceLength": round(learned.min_length, 4) if auto_length
+             else spec_number(acceptance.min_acceptance_length)}
+    if auto_rate or auto_length:
+        block.update(draftCost=round(learned.draft_cost, 4), breakEvenLength=round(learned.break_even_length, 4),
+                     margin=learned.margin, revision=learned.revision)
+    return {k: v for k, v in block.items() if v is not None}
