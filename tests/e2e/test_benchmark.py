@@ -3,6 +3,9 @@ really serve (the emulator), and its result lands in status."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 import yaml
 
@@ -36,6 +39,9 @@ def bench_env(cluster, namespace, operator, engine_nodes, model_volume):
 
 def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(bench_env):
     cluster, namespace, operator = bench_env
+    # A quarter of real time, not a tenth: at 10x the emulator's own CPU work per token shows in the ratio
+    # when the machine is busy (0.70x measured under load average 7 against the model's 0.66x).
+    emulator_settings(cluster, namespace, time_scale="0.25", startup_seconds="2")
     bad = seed_serving("kimi")
     bad["spec"]["drafter"]["model"] = SEED_DRAFTER
     baseline = seed_serving("kimi-baseline")
@@ -61,6 +67,8 @@ def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(benc
     assert labels and not any("nvidia.com/gpu.present" in node for node in labels)  # never on a GPU node
     printed = cluster.kubectl("-n", namespace, "get", "drafterbenchmark", "seed").stdout
     assert "Succeeded" in printed and "eagle3" in printed
+    detail = cluster.get_json("-n", namespace, "configmap", status["resultConfigMap"])["data"]["result.json"]
+    assert len(json.loads(detail)["prompts"]) == 3  # every prompt, beside the compact status.result
 
 
 def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(bench_env):
@@ -108,7 +116,7 @@ def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_pro
             cluster, namespace, "kimi")) and condition(s, "Progressing").get("reason") == "RevisionFailed" and s,
             timeout=180)
         message = condition(refused, "Progressing")["message"]
-        assert "failed spec.swap.gate (speedup 0.6" in message and "< 1.20x)" in message, message
+        assert re.search(r"failed spec.swap.gate \(speedup 0\.[5-8]\dx < 1\.20x\)", message), message
         assert refused["activeRevision"] == good
         cluster.wait_for("the refused revision removed", lambda: list(deployments(cluster, namespace, "kimi")) == [good],
                          timeout=60)

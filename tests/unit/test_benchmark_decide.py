@@ -168,3 +168,20 @@ def test_a_sweep_passes_its_levels_and_its_summary_names_the_crossover():
     done = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(swept))]))
     assert done.status["result"]["crossoverConcurrency"] == 32
     assert "slower than the baseline from concurrency 32" in condition(done, "Complete")["message"]
+
+
+def test_the_full_result_goes_to_a_configmap_beside_the_compact_one():
+    import dataclasses
+
+    body = benchmark()
+    body["status"] = {"state": "Running", "observedGeneration": 1}
+    full = {**SEED_RESULT, "prompts": [{"index": i, "completionTokens": 512, "seconds": 9.4, "tokensPerSecond": 54.4}
+                                       for i in range(5)]}
+    plan = decide(dataclasses.replace(state(body, serving(), jobs=[job("Complete")],
+                                            job_pods=[job_pod(0, json.dumps(SEED_RESULT))]), detail=full))
+    assert plan.config_map["metadata"]["name"] == "seed-result" and plan.status["resultConfigMap"] == "seed-result"
+    assert json.loads(plan.config_map["data"]["result.json"])["prompts"][4]["index"] == 4
+    huge = {**SEED_RESULT, "prompts": [{"index": i, "text": "x" * 1000} for i in range(2000)]}
+    from drafter_operator.controllers.benchmark_decide import MAX_DETAIL_BYTES, result_config_map
+    capped = result_config_map("team", "seed", huge)["data"]["result.json"]
+    assert len(capped.encode()) < MAX_DETAIL_BYTES and "truncated" in json.loads(capped)

@@ -231,6 +231,8 @@ class DrafterBenchmarkStatus(StatusModel):
     """When the run finished."""
     result: BenchmarkResult | None = None
     """What was measured."""
+    result_config_map: str | None = None
+    """A ConfigMap holding the full result (every prompt and level, key result.json); status.result keeps what fits the 4 KiB termination message."""
 
 
 class DrafterBenchmark(KindModel):

@@ -13,10 +13,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
-from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
-from drafter_operator.kube import Kube, object_path
+from drafter_operator.controllers.benchmark_decide import (
+    BenchmarkPlan,
+    BenchmarkState,
+    Target,
+    decide,
+    termination_message,
+)
+from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
+from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
 
 log = logging.getLogger("drafter.benchmark")
@@ -59,13 +65,26 @@ class BenchmarkReconciler:
             return None
         spec = body.get("spec") or {}
         selector = f"{BENCHMARK_LABEL}={name}"
+        job_pods = tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector))
         return BenchmarkState(
             benchmark=body,
             target=self._target(namespace, (spec.get("servingRef") or {}).get("name")),
             baseline=self._target(namespace, ((spec.get("baseline") or {}).get("servingRef") or {}).get("name")),
             jobs=tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)),
-            job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
-            now=self.clock(), image=self.image)
+            job_pods=job_pods, now=self.clock(), image=self.image,
+            detail=None if (body.get("status") or {}).get("resultConfigMap") else self._detail(namespace, job_pods))
+
+    def _detail(self, namespace: str, pods: tuple[dict, ...]) -> dict | None:
+        """The full result a succeeded bench container printed on stdout (its log), if any."""
+        for pod in pods:
+            _, exit_code = termination_message(pod)
+            if exit_code == 0:
+                try:
+                    return self.kube.request("GET", object_path("v1", "pods", namespace, pod["metadata"]["name"], "log"),
+                                             query={"container": CONTAINER})
+                except (ApiError, ValueError) as exc:
+                    log.warning("%s: no full result from the bench log: %s", pod["metadata"]["name"], exc)
+        return None
 
     def reconcile(self, namespace: str, name: str, post_event: EventSink) -> BenchmarkPlan | None:
         with self._lock(f"{namespace}/{name}"), metrics.reconcile_timer("DrafterBenchmark"):
@@ -88,6 +107,11 @@ class BenchmarkReconciler:
                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
             log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
             self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
+        if plan.config_map:
+            plan.config_map["metadata"]["ownerReferences"] = [{
+                "apiVersion": GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            self.kube.create(object_path("v1", "configmaps", namespace), plan.config_map)
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
             self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})

@@ -23,7 +23,7 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
-from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, job_name
+from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, benchmark_labels, job_name
 from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -48,17 +48,19 @@ class BenchmarkState:
     job_pods: tuple[dict, ...]  # their pods
     now: dt.datetime
     image: str  # the operator's image, which the Job runs
+    detail: dict | None = None  # the full result the bench container printed (its log), once it succeeded
 
 
 @dataclass
 class BenchmarkPlan:
     create: dict | None = None  # the Job to create
+    config_map: dict | None = None  # the full result, when it is first known
     deletes: list[str] = field(default_factory=list)  # Jobs of older generations
     status: dict = field(default_factory=dict)  # only the fields that changed
     events: list[Event] = field(default_factory=list)
 
     def writes_anything(self) -> bool:
-        return bool(self.create or self.deletes or self.status or self.events)
+        return bool(self.create or self.config_map or self.deletes or self.status or self.events)
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -276,13 +278,33 @@ def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, n
     message, exit_code = next(((m, c) for m, c in map(termination_message, pods) if c is not None), (None, None))
     finished = _job_finished(job)
     if exit_code == 0 and message:
-        return _succeeded(spec, message, finish, now)
+        plan = _succeeded(spec, message, finish, now)
+        if state.detail is not None and plan.status.get("state") == "Succeeded":
+            meta = state.benchmark["metadata"]
+            plan.config_map = result_config_map(meta["namespace"], meta["name"], state.detail)
+            plan.status["resultConfigMap"] = plan.config_map["metadata"]["name"]
+        return plan
     if finished is None:  # running, or the container ended and the Job controller has not said so yet
         return finish({"state": "Running", "jobName": name}, Verdict("False", "Running", f"Job {name} is running"))
     reason = finished[1]
     text = ((message or "").strip() or finished[2] or f"Job {name} failed ({reason})")[:1000]
     return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, text),
                   events=[("Warning", reason, text)])
+
+
+#: A ConfigMap holds at most 1 MiB; the full result of 1,000 prompts is about 200 KB.
+MAX_DETAIL_BYTES = 900 * 1024
+
+
+def result_config_map(namespace: str, benchmark: str, detail: dict) -> dict:
+    """The full result beside the compact one in status (pure)."""
+    text = json.dumps(detail, indent=1)
+    if len(text.encode()) > MAX_DETAIL_BYTES:
+        text = json.dumps({**{k: v for k, v in detail.items() if k not in ("prompts", "levels")},
+                           "truncated": "prompts and levels dropped: over 900 KiB"}, indent=1)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"{benchmark}-result", "namespace": namespace, "labels": benchmark_labels(benchmark)},
+            "data": {"result.json": text}}
 
 
 def _succeeded(spec, message: str, finish, now: dt.datetime) -> BenchmarkPlan:
