@@ -121,3 +121,11 @@ def emulator_settings(cluster, namespace: str, **env: str) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": data}
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
+
+
+@pytest.fixture
+def fast_engines(cluster, namespace, operator, engine_nodes, model_volume):
+    """The cluster, a namespace whose engine pods run ten times faster than real time (same token counts
+    and ratios, shorter tests) and start in 2 s, and the session's operator."""
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
+    return cluster, namespace, operator

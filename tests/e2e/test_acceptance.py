@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, emulator_settings
+from tests.e2e.conftest import OperatorProcess
 from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -104,14 +104,8 @@ def events(cluster, namespace: str, name: str) -> list[dict]:
                             f"involvedObject.name={name},involvedObject.kind=DrafterServing")["items"]
 
 
-@pytest.fixture
-def monitored_env(cluster, namespace, operator, engine_nodes, model_volume):
-    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
-    return cluster, namespace, operator
-
-
-def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in_time(monitored_env):
-    cluster, namespace, operator = monitored_env
+def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in_time(fast_engines):
+    cluster, namespace, operator = fast_engines
     apply(cluster, namespace, monitored())
     revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
     with Traffic(cluster, namespace, "kimi"):
@@ -149,8 +143,8 @@ def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in
     assert list(deployments(cluster, namespace, "kimi")) == [revision]
 
 
-def test_rollback_returns_to_the_previous_drafter_and_degraded_clears(monitored_env):
-    cluster, namespace, _ = monitored_env
+def test_rollback_returns_to_the_previous_drafter_and_degraded_clears(fast_engines):
+    cluster, namespace, _ = fast_engines
     serving = monitored(on_degraded="Rollback")
     apply(cluster, namespace, serving)
     good = wait_ready(cluster, namespace, "kimi")["activeRevision"]
@@ -178,8 +172,8 @@ def test_rollback_returns_to_the_previous_drafter_and_degraded_clears(monitored_
                      lambda: list(deployments(cluster, namespace, "kimi")) == [good], timeout=60)
 
 
-def test_disable_speculation_serves_the_target_without_a_drafter(monitored_env):
-    cluster, namespace, _ = monitored_env
+def test_disable_speculation_serves_the_target_without_a_drafter(fast_engines):
+    cluster, namespace, _ = fast_engines
     apply(cluster, namespace, monitored(drafter=SEED_DRAFTER, on_degraded="DisableSpeculation"))
     bad = wait_ready(cluster, namespace, "kimi")["activeRevision"]
     with Traffic(cluster, namespace, "kimi"):
@@ -197,8 +191,8 @@ def test_disable_speculation_serves_the_target_without_a_drafter(monitored_env):
     assert "SpeculationDisabled" in reasons
 
 
-def test_two_replicas_one_bad_report_the_combined_figure_and_each_replica(monitored_env):
-    cluster, namespace, _ = monitored_env
+def test_two_replicas_one_bad_report_the_combined_figure_and_each_replica(fast_engines):
+    cluster, namespace, _ = fast_engines
     apply(cluster, namespace, monitored(replicas=2))
     revision = wait_ready(cluster, namespace, "kimi")["activeRevision"]
     pods = engine_pods(cluster, namespace, "kimi", revision)

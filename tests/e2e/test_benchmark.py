@@ -31,14 +31,8 @@ def finished(cluster, namespace: str, name: str, timeout: float = 240) -> dict:
         cluster, namespace, name)).get("state") in ("Succeeded", "Failed") and s, timeout=timeout)
 
 
-@pytest.fixture
-def bench_env(cluster, namespace, operator, engine_nodes, model_volume):
-    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
-    return cluster, namespace, operator
-
-
-def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(bench_env):
-    cluster, namespace, operator = bench_env
+def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(fast_engines):
+    cluster, namespace, operator = fast_engines
     # A quarter of real time, not a tenth: at 10x the emulator's own CPU work per token shows in the ratio
     # when the machine is busy (0.70x measured under load average 7 against the model's 0.66x).
     emulator_settings(cluster, namespace, time_scale="0.25", startup_seconds="2")
@@ -71,8 +65,8 @@ def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(benc
     assert len(json.loads(detail)["prompts"]) == 3  # every prompt, beside the compact status.result
 
 
-def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(bench_env):
-    cluster, namespace, _ = bench_env
+def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(fast_engines):
+    cluster, namespace, _ = fast_engines
     cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump(benchmark("nothing", "no-such-serving")))
     status = finished(cluster, namespace, "nothing", timeout=60)
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
@@ -93,10 +87,10 @@ def half_node(name: str, **spec) -> dict:
     return serving
 
 
-def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_promotes_a_good_one(bench_env):
+def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_promotes_a_good_one(fast_engines):
     from tests.e2e.test_serving import ClientLoop, condition, deployments, service_ip, serving_status
 
-    cluster, namespace, operator = bench_env
+    cluster, namespace, operator = fast_engines
     baseline = half_node("kimi-baseline")
     baseline["spec"]["drafter"] = {"method": "none"}
     gate = {"minSpeedup": "1.2", "baseline": {"servingRef": {"name": "kimi-baseline"}}, "numPrompts": 3,
@@ -141,12 +135,12 @@ def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_pro
     assert condition(promoted, "Ready")["status"] == "True"
 
 
-def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(bench_env):
+def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(fast_engines):
     """vLLM, the good drafter (a = 0.89, k = 5): engines/batching.py gives 1.73x at 1 to 4 streams, 1.45x at 8,
     0.98x at 16 and 0.60x at 32 (crossover 15.6 streams), so the first level of [1, 4, 8, 32] below 1.0 is 32."""
     from drafter_operator.engines import batching
 
-    cluster, namespace, _ = bench_env
+    cluster, namespace, _ = fast_engines
     emulator_settings(cluster, namespace, time_scale="1.0", startup_seconds="2")  # batches as the model says
     serving = half_node("kimi")
     serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
