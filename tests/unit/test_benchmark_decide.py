@@ -185,3 +185,21 @@ def test_the_full_result_goes_to_a_configmap_beside_the_compact_one():
     from drafter_operator.controllers.benchmark_decide import MAX_DETAIL_BYTES, result_config_map
     capped = result_config_map("team", "seed", huge)["data"]["result.json"]
     assert len(capped.encode()) < MAX_DETAIL_BYTES and "truncated" in json.loads(capped)
+
+
+def test_another_benchmarks_result_is_a_baseline_once_it_finished():
+    import dataclasses
+
+    body = benchmark(baseline={"benchmarkRef": {"name": "kimi-baseline-run"}})
+    missing = decide(dataclasses.replace(state(body, serving()), baseline_benchmark=None))
+    assert missing.status["state"] == "Failed" and condition(missing, "Failed")["reason"] == "BaselineNotFound"
+    other = {"metadata": {"name": "kimi-baseline-run"}, "status": {"state": "Running"}}
+    waiting = decide(dataclasses.replace(state(body, serving()), baseline_benchmark=other))
+    assert waiting.create is None and waiting.status["state"] == "Pending"
+    assert condition(waiting, "Complete")["reason"] == "WaitingForBaseline"
+    other["status"] = {"state": "Succeeded", "result": {"tokensPerSecond": 82.5}}
+    run = decide(dataclasses.replace(state(body, serving()), baseline_benchmark=other))
+    argv = run.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--baseline-tps") + 1] == "82.5" and "--baseline-url" not in argv
+    itself = decide(state(benchmark(baseline={"benchmarkRef": {"name": "seed"}}), serving()))
+    assert condition(itself, "Failed")["reason"] == "InvalidReference"

@@ -346,13 +346,13 @@ class Gate(ApiModel):
 
 
 class Baseline(ApiModel):
-    """What a speedup is measured against: a no-speculation DrafterServing, or a recorded throughput."""
+    """What a speedup is measured against: a no-speculation DrafterServing, another benchmark's result, or a recorded throughput."""
 
     rules = (
         Rule(
-            cel="has(self.servingRef) != has(self.tokensPerSecond)",
-            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing) or baseline.tokensPerSecond (a recorded figure)",
-            check=lambda b: (b.serving_ref is None) != (b.tokens_per_second is None),
+            cel="[has(self.servingRef), has(self.benchmarkRef), has(self.tokensPerSecond)].filter(x, x).size() == 1",
+            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
+            check=lambda b: [b.serving_ref, b.benchmark_ref, b.tokens_per_second].count(None) == 2,
         ),
         Rule(
             cel=cel_decimal_range("self.tokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
@@ -364,6 +364,8 @@ class Baseline(ApiModel):
 
     serving_ref: LocalObjectReference | None = None
     """A DrafterServing with drafter.method none, benchmarked under the same settings."""
+    benchmark_ref: LocalObjectReference | None = None
+    """A DrafterBenchmark of a no-speculation serving in this namespace: its result's tokensPerSecond is the baseline (waited for until it finishes)."""
     tokens_per_second: Decimal | None = None
     """A recorded no-speculation throughput in tokens per second, e.g. "82.5"."""
 

@@ -72,7 +72,12 @@ class BenchmarkReconciler:
             baseline=self._target(namespace, ((spec.get("baseline") or {}).get("servingRef") or {}).get("name")),
             jobs=tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)),
             job_pods=job_pods, now=self.clock(), image=self.image,
+            baseline_benchmark=self._baseline_benchmark(namespace, spec),
             detail=None if (body.get("status") or {}).get("resultConfigMap") else self._detail(namespace, job_pods))
+
+    def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
+        name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
+        return self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name)) if name else None
 
     def _detail(self, namespace: str, pods: tuple[dict, ...]) -> dict | None:
         """The full result a succeeded bench container printed on stdout (its log), if any."""

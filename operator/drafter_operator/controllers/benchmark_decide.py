@@ -49,6 +49,8 @@ class BenchmarkState:
     now: dt.datetime
     image: str  # the operator's image, which the Job runs
     detail: dict | None = None  # the full result the bench container printed (its log), once it succeeded
+    # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
+    baseline_benchmark: dict | None = None
 
 
 @dataclass
@@ -227,6 +229,14 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
         return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, message),
                       events=[("Warning", reason, message)])
 
+    reference = spec.baseline.benchmark_ref if spec.baseline is not None else None
+    recorded = _recorded_baseline(reference, state.baseline_benchmark, name)
+    if isinstance(recorded, Verdict):
+        if recorded.status == "False":
+            return finish({"state": "Failed", "completionTime": iso(now)}, recorded,
+                          events=[("Warning", recorded.reason, recorded.message)])
+        return finish({"state": "Pending"}, Verdict("False", recorded.reason, recorded.message))
+
     waiting = []
     for label, target in (("spec.servingRef", state.target), ("spec.baseline.servingRef", state.baseline)):
         if target is not None and target.serving is not None and not (_ready(target.serving) and service_url(target)):
@@ -251,6 +261,8 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
                       metrics_urls(state.baseline) if state.baseline is not None else [])
     if argv_k:
         argv += ["--num-speculative-tokens", argv_k]
+    if recorded is not None:
+        argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
                                 (prompts.name, prompts.key) if prompts is not None else None)
@@ -260,6 +272,27 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
                    "completionTime": None},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
+
+
+def _recorded_baseline(reference, benchmark: dict | None, own_name: str) -> float | Verdict | None:
+    """spec.baseline.benchmarkRef: the other run's tok/s, or a Verdict saying why there is none yet
+    (status "Unknown": wait for it; "False": fail)."""
+    if reference is None:
+        return None
+    field = f"spec.baseline.benchmarkRef: DrafterBenchmark {reference.name!r}"
+    if reference.name == own_name:
+        return Verdict("False", "InvalidReference", f"{field} is this benchmark: name a no-speculation run")
+    if benchmark is None:
+        return Verdict("False", "BaselineNotFound", f"{field} not found in this namespace: create it or fix the name")
+    status = benchmark.get("status") or {}
+    if status.get("state") == "Failed":
+        return Verdict("False", "BaselineFailed", f"{field} failed: run it again or name another")
+    tps = (status.get("result") or {}).get("tokensPerSecond")
+    if status.get("state") != "Succeeded":
+        return Verdict("Unknown", "WaitingForBaseline", f"{field} has not finished: waiting")
+    if not tps:
+        return Verdict("False", "BaselineFailed", f"{field} recorded no tokensPerSecond")
+    return float(tps)
 
 
 def _endpoint_engine(body: dict) -> str:
