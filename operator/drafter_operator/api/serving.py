@@ -171,6 +171,13 @@ class DrafterSpec(ApiModel):
             or d.num_draft_tokens == d.num_steps + 1,
             field_path=".numDraftTokens",
         ),
+        Rule(
+            cel="self.method != 'none' || !has(self.dynamic)",
+            message="spec.drafter.dynamic needs speculation but spec.drafter.method is none: remove dynamic or choose a method",
+            check=lambda d: d.method != "none" or d.dynamic is None,
+            field_path=".dynamic",
+            reason="FieldValueForbidden",
+        ),
     )
 
     method: DrafterMethod
@@ -185,6 +192,8 @@ class DrafterSpec(ApiModel):
     """SGLang only: branching factor of the draft tree (--speculative-eagle-topk), e.g. 1. Not for ngram: SGLang replaces it with its n-gram BFS breadth (10)."""
     num_draft_tokens: Annotated[int, Field(ge=1, le=256)] | None = None
     """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1. The one ngram setting on SGLang (default 12; steps become numDraftTokens // 10)."""
+    dynamic: Literal["fromBenchmark"] | None = None
+    """vLLM only: load-aware speculation. fromBenchmark drafts numSpeculativeTokens below the crossover of the serving's last gate benchmark with a load sweep (the first concurrency whose speedup is below 1.0) and none from it upwards (vLLM's num_speculative_tokens_per_batch_size). Until such a sweep exists the static k is served; status.speculationSchedule says which. SGLang has no per-batch-size control."""
     allow_known_bad: bool = True
     """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""
 
@@ -354,6 +363,16 @@ class DrafterServingSpec(ApiModel):
             ),
             check=lambda s: s.engine != "sglang" or s.drafter.num_speculative_tokens is None,
             field_path=".drafter.numSpeculativeTokens",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="self.engine != 'sglang' || !has(self.drafter.dynamic)",
+            message=(
+                "spec.drafter.dynamic is vLLM only: SGLang 0.5.23 has no per-batch-size control of the draft "
+                "length; remove dynamic or use engine vllm"
+            ),
+            check=lambda s: s.engine != "sglang" or s.drafter.dynamic is None,
+            field_path=".drafter.dynamic",
             reason="FieldValueForbidden",
         ),
         Rule(
@@ -577,6 +596,32 @@ class LastBenchmarkStatus(StatusModel):
     """The revision it measured (the gate benchmark of the active revision)."""
 
 
+class ScheduleRangeStatus(StatusModel):
+    """One inclusive batch-size range of a speculation schedule and the tokens drafted in it."""
+
+    start: int
+    """First batch size of the range."""
+    end: int
+    """Last batch size of the range (the last range ends at 65536: vLLM clamps it to --max-num-seqs)."""
+    num_speculative_tokens: int
+    """Tokens drafted per step at these batch sizes: k, or 0 (no speculation)."""
+
+
+class SpeculationScheduleStatus(StatusModel):
+    """spec.drafter.dynamic: the draft length per batch size the engine runs, and where it came from."""
+
+    source: str | None = None
+    """"benchmark <name>" (the schedule comes from that gate benchmark's load sweep) or "static" (no sweep yet: the static k)."""
+    revision: str | None = None
+    """The revision the sweep measured (the static-k revision of the current spec)."""
+    crossover_concurrency: int | None = None
+    """The first measured concurrency whose speedup is below 1.0; unset when speculation paid at every level."""
+    ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=16)] | None = None
+    """The schedule rendered into --speculative-config (num_speculative_tokens_per_batch_size); unset with source static."""
+    message: str | None = None
+    """Why this schedule (e.g. why the static k is served)."""
+
+
 class AcceptanceThresholdStatus(StatusModel):
     """The acceptance thresholds in force; with "auto", the break-even threshold learned from status.lastBenchmark."""
 
@@ -628,6 +673,8 @@ class DrafterServingStatus(StatusModel):
     """The Rollback or DisableSpeculation in force, if any."""
     last_benchmark: LastBenchmarkStatus | None = None
     """Latest benchmark of this serving: the finished gate benchmark of the active revision."""
+    speculation_schedule: SpeculationScheduleStatus | None = None
+    """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None
     """The acceptance thresholds in force (with "auto": learned from lastBenchmark, and how)."""
     endpoint: EndpointStatus | None = None

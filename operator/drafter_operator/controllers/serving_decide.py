@@ -14,6 +14,8 @@ action, which can change what the serving runs (a Rollback or DisableSpeculation
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -21,6 +23,7 @@ import kopf
 import pydantic
 
 from drafter_operator import engines
+from drafter_operator.engines import dynamic
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
 from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.revisions import drafter_summary, revision_hash
@@ -193,12 +196,17 @@ def decide(state: ServingState) -> ServingPlan:
 
     active = service_revision(observed.service) if observed.service else status.get("activeRevision")
     benchmarked = last_benchmark(observed.gates.get(active) if active else None, status.get("lastBenchmark"))
-    judged = decide_acceptance(serving.spec, running, status, active, revision_hash(running.spec, running.image),
+    schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.gates,
+                                                     status.get("speculationSchedule"))
+    judged = decide_acceptance(serving.spec, running, status, active,
+                               scheduled_revision(revision_hash(running.spec, running.image), schedule),
                                state.acceptance, status.get("revisions") or [], now, benchmarked)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
+        schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.gates,
+                                                         status.get("speculationSchedule"))
     spec, image = running.spec, running.image
-    desired = revision_hash(spec, image)
+    desired = scheduled_revision(revision_hash(spec, image), schedule)
 
     known_bad = compatibility.matching_known_bad(spec, image)
     blocked = bool(known_bad) and not spec.drafter.allow_known_bad
@@ -239,7 +247,7 @@ def decide(state: ServingState) -> ServingPlan:
     if plan.record_first:
         status = {**status, **plan.record_first}
 
-    argv = engine.render_command(spec)
+    argv = engine.render_command(spec, schedule=schedule) if schedule else engine.render_command(spec)
     pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
     for revision, replicas in swap.scale.items():
         if revision == desired:
@@ -285,6 +293,7 @@ def decide(state: ServingState) -> ServingPlan:
         ], generation, now),
     }
     _acceptance_status(new_status, judged, benchmarked)
+    new_status["speculationSchedule"] = schedule_status  # None removes it (merge patch)
     plan.status = changed_fields(status, new_status)
 
     plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
@@ -315,6 +324,53 @@ def last_benchmark(gate: dict | None, known: dict | None) -> dict | None:
              "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": int(k) if k.isdigit() else None,
              "revision": (meta.get("labels") or {}).get(REVISION_LABEL)}
     return {key: value for key, value in block.items() if value is not None}
+
+
+def speculation_schedule(spec, image: str, gates: Mapping[str, dict],
+                         known: dict | None) -> tuple[list[tuple[int, int, int]] | None, dict | None]:
+    """spec.drafter.dynamic fromBenchmark (pure): the batch-size schedule to render and status.speculationSchedule.
+
+    The sweep is the load sweep (status.result.levels) of the gate DrafterBenchmark of the static-k
+    revision of this spec (the revision the spec runs before any schedule: its hash, without one).
+    Not the active revision's: once a schedule runs, that revision's own gate measures the schedule,
+    and a schedule learned from it would start yet another revision. Only gate benchmarks are
+    observed; a gate without concurrency levels (or no gate) leaves the static k, said in the status.
+    When the gate is no longer observed, the schedule already recorded for that revision is kept."""
+    drafter = spec.drafter
+    if getattr(drafter, "dynamic", None) != "fromBenchmark" or spec.engine != "vllm" or drafter.method == "none":
+        return None, None
+    measured_revision = revision_hash(spec, image)
+    k = drafter.num_speculative_tokens or engines.vllm.MTP_DEFAULT_SPECULATIVE_TOKENS
+    gate = gates.get(measured_revision) or {}
+    state = gate.get("status") or {}
+    levels = (state.get("result") or {}).get("levels") if state.get("state") == "Succeeded" else None
+    if dynamic.measured(levels):
+        schedule = dynamic.schedule_from_levels(levels, k)
+        at = dynamic.crossover(levels)
+        name = gate["metadata"]["name"]
+        message = (f"k={k} below {at} concurrent streams, none from {at} (crossover of {name})" if at is not None
+                   else f"speculation paid at every level {name} measured: k={k} at every batch size")
+        block = {"source": f"benchmark {name}", "revision": measured_revision, "crossoverConcurrency": at,
+                 "ranges": [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule],
+                 "message": message}
+        return schedule, {key: value for key, value in block.items() if value is not None}
+    known = known or {}
+    if known.get("revision") == measured_revision and known.get("ranges") and known.get("source", "").startswith("benchmark"):
+        return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
+    why = ("its gate benchmark has not finished" if gate and state.get("state") not in ("Succeeded", "Failed")
+           else "its gate benchmark has no load sweep (concurrencyLevels)" if state.get("state") == "Succeeded"
+           else "its gate benchmark failed" if gate
+           else "no gate benchmark of it exists (spec.swap.gate unset, or the first revision, which is not gated)")
+    return None, {"source": "static", "revision": measured_revision,
+                  "message": f"static k={k}: no load sweep of revision {measured_revision} yet ({why})"}
+
+
+def scheduled_revision(revision: str, schedule: list[tuple[int, int, int]] | None) -> str:
+    """The revision name of a static-k revision run with a schedule: a new engine process, a new name."""
+    if not schedule:
+        return revision
+    canonical = json.dumps([revision, [list(entry) for entry in schedule]], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:len(revision)]
 
 
 def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:

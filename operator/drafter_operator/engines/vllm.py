@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
     check_extra_args,
@@ -148,8 +149,11 @@ SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngra
 MTP_DEFAULT_SPECULATIVE_TOKENS = 1
 
 
-def speculative_config(drafter) -> dict | None:
-    """The `--speculative-config` JSON object for a DrafterSpec, or None for method none."""
+def speculative_config(drafter, schedule=None) -> dict | None:
+    """The `--speculative-config` JSON object for a DrafterSpec, or None for method none.
+
+    ``schedule`` (spec.drafter.dynamic, engines/dynamic.py): ``[(start, end, k or 0), ...]`` rendered as
+    vLLM 0.33.0's num_speculative_tokens_per_batch_size; num_speculative_tokens stays the maximum."""
     if drafter.method == "none":
         return None
     config: dict = {"method": SPECULATIVE_METHODS[drafter.method]}
@@ -161,6 +165,8 @@ def speculative_config(drafter) -> dict | None:
         # vLLM 0.33.0 does not read it from the model for MTP: SpeculativeConfig raises without it
         # (ValueError with no model, TypeError with one; tests/contract). One MTP layer (DeepSeek-V3/Kimi).
         config["num_speculative_tokens"] = MTP_DEFAULT_SPECULATIVE_TOKENS
+    if schedule:
+        config[SCHEDULE_KEY] = [[int(start), int(end), int(k)] for start, end, k in schedule]
     return config
 
 
@@ -212,8 +218,8 @@ def spec_problems(spec) -> list[str]:
     ]
 
 
-def render_command(spec) -> list[str]:
-    """`vllm serve` argv for a DrafterServingSpec.
+def render_command(spec, schedule=None) -> list[str]:
+    """`vllm serve` argv for a DrafterServingSpec (``schedule``: see :func:`speculative_config`).
 
     extraArgs come right after the model and before every flag the operator owns: they are checked
     against the owned destinations, and argparse's last-one-wins rule protects the owned values too.
@@ -234,7 +240,7 @@ def render_command(spec) -> list[str]:
         argv += ["--tool-call-parser", target.tool_call_parser, "--enable-auto-tool-choice"]
     if target.reasoning_parser:
         argv += ["--reasoning-parser", target.reasoning_parser]
-    config = speculative_config(spec.drafter)
+    config = speculative_config(spec.drafter, schedule)
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     return argv

@@ -1,0 +1,71 @@
+"""Load-aware speculation for vLLM: a batch-size schedule of k from a measured load sweep (pure).
+
+vLLM 0.33.0's ``--speculative-config`` takes ``num_speculative_tokens_per_batch_size``: a list of
+``(range_start, range_end, num_speculative_tokens)`` with inclusive batch-size ranges. Its validator
+(vllm/v1/spec_decode/dynamic/utils.py) wants positive, non-overlapping ranges, the first starting at
+1; the scheduler expands them up to ``--max-num-seqs``, clamping each k to num_speculative_tokens and
+carrying the last k forward, so an upper bound above any real ``max-num-seqs`` is safe.
+
+The schedule drafts k tokens below the crossover (the first measured concurrency whose speedup is
+below 1.0) and none from the crossover upwards. SGLang 0.5.23 has no per-batch-size control.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+#: Upper end of the last range: above any --max-num-seqs (vLLM clamps the ranges to it).
+MAX_BATCH_SIZE = 65536
+#: The speculative-config key vLLM 0.33.0 reads the schedule from.
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
+Schedule = list[tuple[int, int, int]]
+
+
+def _level(level: Any) -> tuple[int | None, float | None]:
+    if isinstance(level, Mapping):
+        return level.get("concurrency"), level.get("speedup")
+    return getattr(level, "concurrency", None), getattr(level, "speedup", None)
+
+
+def crossover(levels: Iterable[Any]) -> int | None:
+    """The lowest measured concurrency whose speedup is below 1.0; None when speculation paid at every level.
+
+    ``levels`` are status.result.levels entries (mappings with ``concurrency`` and ``speedup``, or
+    objects with those attributes); levels without a speedup (no baseline) are skipped."""
+    measured = sorted((c, s) for c, s in map(_level, levels) if c is not None and s is not None and c >= 1)
+    return next((c for c, s in measured if s < 1.0), None)
+
+
+def measured(levels: Iterable[Any] | None) -> bool:
+    """True when the sweep has at least one level with a concurrency and a speedup."""
+    return any(c is not None and s is not None and c >= 1 for c, s in map(_level, levels or ()))
+
+
+def schedule_from_levels(levels: Iterable[Any], k: int, max_batch_size: int = MAX_BATCH_SIZE) -> Schedule:
+    """``[(start, end, k or 0), ...]`` covering batch sizes 1..max_batch_size: k below the crossover, 0 from it.
+
+    No crossover (speculation paid at every measured level, or nothing measured): k throughout."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+    at = crossover(levels)
+    if at is None or at > max_batch_size:
+        return [(1, max_batch_size, k)]
+    if at <= 1:
+        return [(1, max_batch_size, 0)]
+    return [(1, at - 1, k), (at, max_batch_size, 0)]
+
+
+def k_for_batch(schedule: Iterable[Iterable[int]], batch_size: int, default: int) -> int:
+    """k for one batch size the way vLLM 0.33.0 expands a schedule: the range holding it, else the k
+    of the last range before it (gaps and the tail carry the previous k), at most ``default``."""
+    chosen = None
+    for start, end, value in sorted(tuple(entry) for entry in schedule):
+        if start > batch_size:
+            break
+        chosen = value
+        if batch_size <= end:
+            break
+    return default if chosen is None else min(default, chosen)

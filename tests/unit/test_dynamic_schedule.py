@@ -1,0 +1,127 @@
+"""spec.drafter.dynamic fromBenchmark: the schedule from a load sweep, its rendering, the API rules, the wiring."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving_decide import scheduled_revision, speculation_schedule
+from drafter_operator.engines import dynamic, vllm
+
+IMAGE = "vllm/vllm-openai:v0.33.0"
+
+levels_strategy = st.lists(
+    st.fixed_dictionaries({"concurrency": st.integers(1, 256),
+                           "speedup": st.one_of(st.none(), st.floats(0.05, 4.0))}), max_size=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(levels=levels_strategy, k=st.integers(1, 16))
+def test_schedule_is_contiguous_from_one_and_k_or_zero(levels, k):
+    schedule = dynamic.schedule_from_levels(levels, k)
+    assert schedule[0][0] == 1
+    assert schedule[-1][1] == dynamic.MAX_BATCH_SIZE
+    for (_, end, _), (start, _, _) in zip(schedule, schedule[1:]):
+        assert start == end + 1  # contiguous, non-overlapping
+    assert all(start <= end for start, end, _ in schedule)
+    assert {n for _, _, n in schedule} <= {0, k}
+    # k exactly below the crossover, 0 from it
+    at = dynamic.crossover(levels)
+    for batch in {1, 2, 7, 64, 255, 256, dynamic.MAX_BATCH_SIZE}:
+        expected = k if at is None or batch < at else 0
+        assert dynamic.k_for_batch(schedule, batch, k) == expected
+
+
+def test_schedule_examples():
+    sweep = [{"concurrency": 1, "speedup": 1.67}, {"concurrency": 4, "speedup": 1.53},
+             {"concurrency": 8, "speedup": 1.27}, {"concurrency": 32, "speedup": 0.69}]
+    assert dynamic.schedule_from_levels(sweep, 5) == [(1, 31, 5), (32, 65536, 0)]
+    assert dynamic.schedule_from_levels(list(reversed(sweep)), 5) == [(1, 31, 5), (32, 65536, 0)]
+    assert dynamic.schedule_from_levels([{"concurrency": 1, "speedup": 0.9}], 3) == [(1, 65536, 0)]
+    assert dynamic.schedule_from_levels([{"concurrency": 1, "speedup": 1.2}], 3) == [(1, 65536, 3)]
+    assert dynamic.schedule_from_levels([], 3) == [(1, 65536, 3)]
+    # a level without a speedup (no baseline) says nothing
+    assert dynamic.schedule_from_levels([{"concurrency": 2, "speedup": None}, {"concurrency": 4, "speedup": 0.5}],
+                                        4) == [(1, 3, 4), (4, 65536, 0)]
+    with pytest.raises(ValueError):
+        dynamic.schedule_from_levels(sweep, 0)
+
+
+def spec(engine="vllm", **drafter) -> DrafterServingSpec:
+    drafter = {"method": "eagle3", "model": "/models/d", "numSpeculativeTokens": 5, **drafter}
+    if engine == "sglang":
+        drafter.pop("numSpeculativeTokens")
+    return DrafterServingSpec.model_validate({"engine": engine, "target": {"model": "/models/t"}, "drafter": drafter})
+
+
+def test_vllm_renders_the_schedule_in_speculative_config():
+    s = spec(dynamic="fromBenchmark")
+    argv = vllm.render_command(s, schedule=[(1, 31, 5), (32, 65536, 0)])
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config == {"method": "eagle3", "model": "/models/d", "num_speculative_tokens": 5,
+                      "num_speculative_tokens_per_batch_size": [[1, 31, 5], [32, 65536, 0]]}
+    # no schedule: the static k, as before
+    assert "num_speculative_tokens_per_batch_size" not in " ".join(vllm.render_command(s))
+
+
+def test_api_refuses_dynamic_on_sglang_and_without_speculation():
+    with pytest.raises(ValidationError, match="vLLM only: SGLang 0.5.23 has no per-batch-size control"):
+        spec("sglang", dynamic="fromBenchmark")
+    with pytest.raises(ValidationError, match="dynamic needs speculation"):
+        DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/t"},
+                                           "drafter": {"method": "none", "dynamic": "fromBenchmark"}})
+    with pytest.raises(ValidationError):
+        spec(dynamic="always")
+    assert spec(dynamic="fromBenchmark").drafter.dynamic == "fromBenchmark"
+
+
+def gate(name: str, levels=None, state="Succeeded") -> dict:
+    result = {"speedup": 1.5, **({"levels": levels} if levels is not None else {})}
+    return {"metadata": {"name": name}, "status": {"state": state, "result": result}}
+
+
+SWEEP = [{"concurrency": 1, "speedup": 1.6, "tokensPerSecond": 90.0},
+         {"concurrency": 16, "speedup": 1.1, "tokensPerSecond": 500.0},
+         {"concurrency": 32, "speedup": 0.7, "tokensPerSecond": 700.0}]
+
+
+def test_wiring_static_until_the_static_revision_has_a_sweep():
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    schedule, status = speculation_schedule(s, IMAGE, {}, None)
+    assert schedule is None and status["source"] == "static" and status["revision"] == base
+    assert "no gate benchmark" in status["message"]
+    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0")}, None)
+    assert schedule is None and "no load sweep" in status["message"]
+    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0", SWEEP, state="Running")}, None)
+    assert schedule is None and "not finished" in status["message"]
+
+
+def test_wiring_reads_the_static_revisions_gate_sweep():
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0", SWEEP), "other": gate("g1", [])}, None)
+    assert schedule == [(1, 31, 5), (32, 65536, 0)]
+    assert status["source"] == "benchmark g0" and status["crossoverConcurrency"] == 32
+    assert status["ranges"][1] == {"start": 32, "end": 65536, "numSpeculativeTokens": 0}
+    # a new schedule is a new engine process: a new revision name, stable for the same schedule
+    assert scheduled_revision(base, schedule) != base
+    assert scheduled_revision(base, schedule) == scheduled_revision(base, list(schedule))
+    assert scheduled_revision(base, None) == base
+    # the gate left the index: the recorded schedule of the same revision is kept
+    again, kept = speculation_schedule(s, IMAGE, {}, status)
+    assert again == schedule and kept == status
+    # the status of another revision is not reused
+    assert speculation_schedule(s, IMAGE, {}, {**status, "revision": "elsewhere"})[0] is None
+
+
+def test_wiring_off_without_dynamic():
+    assert speculation_schedule(spec(), IMAGE, {}, None) == (None, None)
+    base = revision_hash(spec(), IMAGE)
+    assert speculation_schedule(spec(), IMAGE, {base: gate("g0", SWEEP)}, None) == (None, None)
