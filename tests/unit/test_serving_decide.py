@@ -317,12 +317,14 @@ def test_a_gated_swap_benchmarks_the_ready_revision_before_traffic_moves_and_a_f
 
 
 def test_a_passed_gate_moves_traffic():
-    world = World(gated_body())
+    world = World(gated_body(concurrencyLevels=[1, 8, 32]))
     world.converge()
     world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
     world.apply(world.decide())
     world.settle()
     world.apply(world.decide())
+    (gate,) = world.benchmarks.values()
+    assert gate["spec"]["concurrencyLevels"] == [1, 8, 32] and "concurrencyLevels" not in gate["spec"]["gate"]
     finish_gate(world, True, "every spec.swap.gate threshold met")
     switched = world.decide()
     assert switched.swapped == "BlueGreen"

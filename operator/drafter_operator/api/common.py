@@ -389,6 +389,8 @@ class BenchmarkGate(Gate):
     """Prompts in the gate benchmark."""
     max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
     """Tokens generated per prompt in the gate benchmark."""
+    concurrency_levels: Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=2, max_length=16)] | None = None
+    """A load sweep in the gate benchmark, e.g. [1, 4, 8, 32]: the thresholds judge its first level, and the sweep gives spec.drafter.dynamic fromBenchmark its crossover."""
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -24,13 +24,15 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
                    port: int) -> dict:
     gate = spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                 exclude={"baseline", "num_prompts", "max_tokens"})
+                                 exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels"})
     k = spec.drafter.num_speculative_tokens if spec.engine == "vllm" else spec.drafter.num_steps
     body_spec = {"endpoint": f"http://{pod_ip}:{port}",
                  "model": spec.target.served_model_name or spec.target.model,
                  "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens, "gate": thresholds}
     if gate.baseline is not None:
         body_spec["baseline"] = gate.baseline.to_json()
+    if gate.concurrency_levels:
+        body_spec["concurrencyLevels"] = list(gate.concurrency_levels)
     annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)
