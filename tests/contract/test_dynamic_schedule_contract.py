@@ -92,3 +92,39 @@ def test_rendered_schedule_is_accepted_and_survives(parsers, engine_python, swee
     assert lookup[1] == (0 if at == 1 else 4)
     if at is not None and at <= MAX_NUM_SEQS:
         assert lookup[at] == 0 and (at == 1 or lookup[at - 1] == 4)
+
+
+# The emulator refuses what vLLM's scheduler refuses at start-up: engines/dynamic.validate_schedule against
+# validate_and_normalize_dynamic_sd_schedule on good and bad schedules (verdict, message, normal form).
+VALIDATOR_SCRIPT = r"""
+import json, sys
+from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+out = []
+for raw in json.loads(sys.argv[1]):
+    try:
+        out.append({"ok": [list(e) for e in validate_and_normalize_dynamic_sd_schedule(raw)]})
+    except (TypeError, ValueError) as exc:
+        out.append({"error": f"{type(exc).__name__}: {exc}"})
+print(json.dumps(out))
+"""
+
+SCHEDULE_CORPUS = [
+    [[1, 31, 4], [32, 65536, 0]], [[32, 64, 0], [1, 16, 3]], [[1, 16, 3], [32, 128, 2]], [[1, 1, 0]],
+    [[2, 8, 3]], [[1, 8, 3], [8, 16, 0]], [[1, 0, 3]], [[0, 4, 3]], [[4, 2, 3]], [[1, 8, -1]], [], None,
+    [[1, 8]], [[1, 8, 3, 4]], "1-8:3", [[1, "8", 3]], [[1, 8, "x"]], [[1, 8.0, 3]], {"1": 3},
+]
+
+
+def test_the_emulator_validates_schedules_like_vllm(engine_python):
+    done = subprocess.run([engine_python, "-c", VALIDATOR_SCRIPT, json.dumps(SCHEDULE_CORPUS)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    for raw, verdict in zip(SCHEDULE_CORPUS, theirs, strict=True):
+        try:
+            ours = {"ok": [list(e) for e in dynamic.validate_schedule(raw)]}
+        except (TypeError, ValueError) as exc:
+            ours = {"error": f"{type(exc).__name__}: {exc}"}
+        assert ours == verdict, raw
+    assert sum("error" in v for v in theirs) >= 10 and sum("ok" in v for v in theirs) >= 4

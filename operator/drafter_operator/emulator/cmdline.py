@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from drafter_operator.engines import command_line, flags
+from drafter_operator.engines import command_line, dynamic, flags
 
 EngineName = Literal["vllm", "sglang"]
 
@@ -75,6 +75,9 @@ class SpeculationConfig:
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
     options: dict[str, object] = field(default_factory=dict)
+    #: vLLM's ``num_speculative_tokens_per_batch_size`` as its scheduler normalises it (engines/dynamic.py):
+    #: the k each step drafts depends on how many requests the step schedules. Empty: k every step.
+    schedule: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def drafter_key(self) -> str:
@@ -232,7 +235,14 @@ def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
         method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model" if model else "ngram"
     if str(method).endswith("_mtp"):
         method = "mtp"  # vLLM rewrites the model-specific MTP methods
-    return SpeculationConfig(method=str(method), draft_model=model, num_speculative_tokens=k, options=config)
+    raw_schedule = config.pop(dynamic.SCHEDULE_KEY, None)
+    try:
+        # vLLM validates the schedule when its scheduler starts, before serving anything
+        schedule = tuple(dynamic.validate_schedule(raw_schedule)) if raw_schedule is not None else ()
+    except (TypeError, ValueError) as exc:
+        raise EngineRefused(f"ValueError: {exc}", status=1) from None
+    return SpeculationConfig(method=str(method), draft_model=model, num_speculative_tokens=k, options=config,
+                             schedule=schedule)
 
 
 def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:

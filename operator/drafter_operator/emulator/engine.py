@@ -84,7 +84,7 @@ class EmulatedEngine:
         draft_cost = 0.0 if spec is not None and spec.method.lower() in PROMPT_LOOKUP_METHODS else profile.draft_cost
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=draft_cost, rng=self.rng, costs=profile.costs,
-                               **_tree_shape(spec))
+                               schedule=spec.schedule if spec else (), **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
@@ -152,13 +152,14 @@ class EmulatedEngine:
         self.totals.generated_tokens += 1
         self._load_changed(0, 1)
 
-    def on_step(self, ticket: Ticket, emitted: int, accepted: int, at: float) -> None:
-        k = self.decoder.k
-        self.exporter.step(emitted, k, accepted, at - ticket.last_token_at)
+    def on_step(self, ticket: Ticket, emitted: int, drafted: int, accepted: int, at: float) -> None:
+        # ``drafted`` is this step's k: below the configured k (even 0) under a per-batch-size schedule,
+        # and like vLLM a step that drafted nothing counts no draft.
+        self.exporter.step(emitted, drafted, accepted, at - ticket.last_token_at)
         self.totals.generated_tokens += emitted
-        if k:
+        if drafted:
             self.totals.verification_steps += 1
-            self.totals.draft_tokens += k
+            self.totals.draft_tokens += drafted
             self.totals.accepted_tokens += accepted
         self._load_changed(0, emitted)
 
@@ -203,6 +204,7 @@ class EmulatedEngine:
                 "numSpeculativeTokens": spec.num_speculative_tokens,
                 "eagleTopk": spec.eagle_topk,
                 "numDraftTokens": spec.num_draft_tokens,
+                "numSpeculativeTokensPerBatchSize": [list(entry) for entry in spec.schedule] or None,
             },
             "acceptance": self.decoder.acceptance,
             "acceptanceSource": self.acceptance_source,

@@ -18,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from drafter_operator.engines import batching, speedup
+from drafter_operator.engines import batching, dynamic, speedup
 
 ENV_HOST = "DRAFTER_EMULATOR_HOST"
 ENV_STARTUP_SECONDS = "DRAFTER_EMULATOR_STARTUP_SECONDS"
@@ -91,18 +91,25 @@ class Decoder:
 
     def __init__(self, k: int, acceptance: float, *, target_step_ms: float, draft_cost: float,
                  rng: random.Random, costs: batching.StepCosts | None = None,
-                 verify_tokens: int | None = None, draft_width: int = 1) -> None:
+                 verify_tokens: int | None = None, draft_width: int = 1,
+                 schedule: Iterable[tuple[int, int, int]] = ()) -> None:
         """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
-        replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting."""
+        replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting;
+        ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size."""
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
+        self.schedule = tuple(schedule) if k else ()
         self.target_step_ms = target_step_ms
         self.draft_cost = draft_cost
         base = costs or batching.StepCosts()
         self.costs = batching.StepCosts(target_step_ms, draft_cost, base.compute_knee_tokens,
                                         base.draft_knee_tokens, base.prefill_tokens_per_second)
         self.speculation = batching.Speculation(k, verify_tokens if k else None, draft_width if k else 1)
+        # What a step computes when the schedule gives it k' < k: a chain of k' (0: no drafting at all).
+        self._speculation_by_k = {k: self.speculation,
+                                  **{step_k: batching.Speculation(step_k) for _, _, step_k in self.schedule
+                                     if step_k < k}}
         self.rng = rng
         self._acceptance = 0.0
         self.acceptance = acceptance
@@ -121,20 +128,30 @@ class Decoder:
     def speculative(self) -> bool:
         return self.k > 0
 
+    def k_at(self, scheduled: int) -> int:
+        """Draft tokens per request in a step that schedules ``scheduled`` requests (vLLM counts every
+        request of the step, prefills included: ``len(num_scheduled_tokens)``)."""
+        if not self.schedule:
+            return self.k
+        return dynamic.k_for_batch(self.schedule, max(1, scheduled), self.k)
+
     def prefill_seconds(self, prompt_tokens: int = 1) -> float:
         """A step that only prefills ``prompt_tokens`` (an idle engine's time to first token)."""
         return batching.step_ms(0, self.speculation, self.costs, prompt_tokens) / 1000.0
 
-    def step_seconds(self, running: int = 1, prefill_tokens: int = 0) -> float:
-        """One engine step: ``running`` requests verify while ``prefill_tokens`` are prefilled."""
-        return batching.step_ms(running, self.speculation, self.costs, prefill_tokens) / 1000.0
+    def step_seconds(self, running: int = 1, prefill_tokens: int = 0, k: int | None = None) -> float:
+        """One engine step: ``running`` requests verify ``k`` draft tokens each (default: the configured
+        k) while ``prefill_tokens`` are prefilled."""
+        spec = self.speculation if k is None else self._speculation_by_k[k]
+        return batching.step_ms(running, spec, self.costs, prefill_tokens) / 1000.0
 
-    def draw_accepted(self) -> int:
-        """Accepted draft tokens in one verification step (0..k)."""
+    def draw_accepted(self, k: int | None = None) -> int:
+        """Accepted draft tokens in one verification step of ``k`` drafts (default: the configured k)."""
+        limit = self.k if k is None else k
         accepted = 0
         a = self._acceptance
         random_ = self.rng.random
-        while accepted < self.k and random_() < a:
+        while accepted < limit and random_() < a:
             accepted += 1
         return accepted
 
@@ -146,15 +163,16 @@ class Decoder:
         """Aggregate throughput and speedup the batching model predicts at each concurrency."""
         a, spec, costs = self._acceptance, self.speculation, self.costs
         crossover = batching.crossover_streams(a, spec, costs) if self.speculative else None
+        at = {n: self._speculation_by_k[self.k_at(n)] for n in streams}  # a scheduled k per batch size
         return {
             "computeKneeTokens": costs.compute_knee_tokens,
             "draftKneeTokens": costs.draft_knee_tokens,
             "prefillTokensPerSecond": costs.prefill_tokens_per_second,
             "tokensVerifiedPerRequest": spec.verified_per_request,
             "breakEvenStreams": crossover,
-            "byStreams": [{"streams": n,
-                           "tokensPerSecond": batching.tokens_per_second(n, a, spec, costs),
-                           "speedup": batching.speedup_at(n, a, spec, costs)} for n in streams],
+            "byStreams": [{"streams": n, "numSpeculativeTokens": at[n].k,
+                           "tokensPerSecond": batching.tokens_per_second(n, a, at[n], costs),
+                           "speedup": batching.speedup_at(n, a, at[n], costs)} for n in streams],
         }
 
 

@@ -3,7 +3,9 @@
 Like the real engines' schedulers, each iteration is one step: requests that arrived since the last
 step are admitted and prefilled in it (their first token comes at its end), every running request
 verifies one speculative step (``1 + accepted`` tokens, capped at its ``max_tokens``), and the step's
-duration comes from the batching model (``Decoder.step_seconds``) for that batch. A request arriving
+duration comes from the batching model (``Decoder.step_seconds``) for that batch. With vLLM's
+per-batch-size schedule the step drafts the k the schedule gives for the number of requests it
+schedules (``Decoder.k_at``), possibly none. A request arriving
 mid-step waits for the next one, as it would on a real engine. The loop runs while there is work and
 exits when idle; the next arrival starts it again.
 
@@ -44,7 +46,7 @@ class Ticket:
 class Observer(Protocol):
     def on_first_token(self, ticket: Ticket, at: float) -> None: ...
 
-    def on_step(self, ticket: Ticket, emitted: int, accepted: int, at: float) -> None: ...
+    def on_step(self, ticket: Ticket, emitted: int, drafted: int, accepted: int, at: float) -> None: ...
 
     def on_finished(self, ticket: Ticket, at: float) -> None: ...
 
@@ -109,7 +111,9 @@ class Scheduler:
             if not admitted and not running:
                 self._running = []
                 return
-            seconds = decoder.step_seconds(len(running), sum(t.prompt_tokens for t in admitted))
+            # vLLM's dynamic speculation picks this step's k from every request it schedules.
+            k = decoder.k_at(len(running) + len(admitted))
+            seconds = decoder.step_seconds(len(running), sum(t.prompt_tokens for t in admitted), k)
             self.model_seconds += seconds
             self.steps += 1
             deadline += seconds * self.time_scale
@@ -121,11 +125,11 @@ class Scheduler:
             for ticket in running:
                 if ticket.cancelled:
                     continue
-                accepted = decoder.draw_accepted() if decoder.speculative else 0
+                accepted = decoder.draw_accepted(k) if k else 0
                 emitted = min(1 + accepted, ticket.max_tokens - ticket.emitted)
                 ticket.emitted += emitted
                 ticket.verify_steps += 1
-                self.observer.on_step(ticket, emitted, accepted, now)
+                self.observer.on_step(ticket, emitted, k, accepted, now)
                 ticket.last_token_at = now
                 ticket.outbox.put_nowait(emitted)
                 self._finish_or_keep(ticket, now, still_running)

@@ -58,6 +58,44 @@ def schedule_from_levels(levels: Iterable[Any], k: int, max_batch_size: int = MA
     return [(1, at - 1, k), (at, max_batch_size, 0)]
 
 
+def validate_schedule(raw: object) -> Schedule:
+    """A schedule as vLLM 0.33.0 validates and normalises it when its scheduler starts
+    (``validate_and_normalize_dynamic_sd_schedule``): the same verdicts and messages (ValueError).
+
+    The emulator refuses what the engine would refuse at start-up; the contract tier holds this to
+    vLLM's own function on a corpus of good and bad schedules."""
+    if raw is None:
+        raise ValueError(f"{SCHEDULE_KEY} is required for dynamic speculative decoding.")
+    if not isinstance(raw, list):
+        raise ValueError(f"{SCHEDULE_KEY} must be a non-empty list of "
+                         "(range_start, range_end, num_speculative_tokens) entries.")
+    if not raw:
+        raise ValueError(f"{SCHEDULE_KEY} must not be empty.")
+    parsed: Schedule = []
+    for entry in raw:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise ValueError(f"Each {SCHEDULE_KEY} entry must be a "
+                             "3-item sequence: (range_start, range_end, num_speculative_tokens).")
+        start, end, k = (int(value) for value in entry)
+        if start <= 0 or end <= 0:
+            raise ValueError(f"Batch-size range ({start}, {end}) must be positive.")
+        if start > end:
+            raise ValueError(f"Batch-size range start must be <= end for ({start}, {end}, {k}).")
+        if k < 0:
+            raise ValueError(f"{SCHEDULE_KEY} values must be >= 0.")
+        parsed.append((start, end, k))
+    parsed.sort(key=lambda entry: entry[0])
+    previous_end = 0
+    for start, end, _ in parsed:
+        if start <= previous_end:
+            raise ValueError("Batch-size ranges must be non-overlapping and sorted.")
+        previous_end = end
+    if parsed[0][0] != 1:
+        raise ValueError("The first batch-size range must start at 1 so every runtime "
+                         "batch size has a defined schedule.")
+    return parsed
+
+
 def k_for_batch(schedule: Iterable[Iterable[int]], batch_size: int, default: int) -> int:
     """k for one batch size the way vLLM 0.33.0 expands a schedule: the range holding it, else the k
     of the last range before it (gaps and the tail carry the previous k), at most ``default``."""
