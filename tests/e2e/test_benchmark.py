@@ -160,3 +160,65 @@ def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(fast_engin
     print({n: (round(speedups[n], 2), round(truth[n], 2)) for n in speedups})
     assert result["crossoverConcurrency"] == 32
     assert speedups[1] == pytest.approx(truth[1], rel=0.1) and speedups[8] > 1.0 > speedups[32]
+
+
+def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision_stops_drafting_at_load(fast_engines):
+    """The first revision of a serving is never gated: a DrafterBenchmark run by hand against it is what
+    `minAcceptanceLength: auto` and `dynamic: fromBenchmark` learn from. Its sweep finds the crossover
+    (32, as above), the serving moves to a revision that runs vLLM's per-batch-size schedule, the
+    auto threshold carries over to it, and at 32 streams that revision drafts nothing (the emulator
+    honours the schedule) instead of the static drafter's 0.6x."""
+    from tests.e2e.test_serving import condition, serving_status
+
+    cluster, namespace, operator = fast_engines
+    emulator_settings(cluster, namespace, time_scale="1.0", startup_seconds="2")
+    serving = half_node("kimi")
+    serving["spec"]["drafter"].update(model=GOOD_DRAFTER, dynamic="fromBenchmark")
+    serving["spec"]["acceptance"] = {"minAcceptanceLength": "auto", "window": "1m", "minDraftTokens": 100}
+    baseline = half_node("kimi-baseline")
+    baseline["spec"]["drafter"] = {"method": "none"}
+    for body in (serving, baseline):
+        apply(cluster, namespace, body)
+    static = wait_ready(cluster, namespace, "kimi")
+    wait_ready(cluster, namespace, "kimi-baseline")
+    assert static["speculationSchedule"]["source"] == "static"
+    assert "run a DrafterBenchmark with concurrencyLevels" in static["speculationSchedule"]["message"]
+    waiting = condition(static, "Degraded")
+    assert (waiting["status"], waiting["reason"]) == ("Unknown", "NoBenchmark"), waiting
+
+    apply(cluster, namespace, benchmark("sweep", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
+                                        concurrencyLevels=[1, 4, 8, 32], numPrompts=4, maxTokens=128))
+    swept = finished(cluster, namespace, "sweep", timeout=300)
+    assert swept["state"] == "Succeeded", (swept, operator.log_tail())
+    assert swept["revision"] == static["activeRevision"] and swept["numSpeculativeTokens"] == 5
+    assert swept["result"]["crossoverConcurrency"] == 32
+
+    scheduled = cluster.wait_for("the scheduled revision to serve", lambda: (s := serving_status(
+        cluster, namespace, "kimi")).get("activeRevision") not in (None, static["activeRevision"])
+        and condition(s, "Ready").get("status") == "True" and s.get("acceptanceThreshold") and s, timeout=180)
+    schedule = scheduled["speculationSchedule"]
+    assert schedule["source"] == "benchmark sweep" and schedule["scheduledRevision"] == scheduled["activeRevision"]
+    assert [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in schedule["ranges"]] == [(1, 31, 5), (32, 65536, 0)]
+    threshold = scheduled["acceptanceThreshold"]
+    assert threshold["source"] == "benchmark sweep" and threshold["revision"] == static["activeRevision"]
+    # break-even length = measured length / speedup at one stream; the good drafter is far above it
+    result = swept["result"]
+    assert threshold["breakEvenLength"] == pytest.approx(result["acceptanceLength"] / result["speedup"], rel=1e-3)
+    assert threshold["minAcceptanceLength"] < result["acceptanceLength"]
+
+    pods = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/revision={scheduled['activeRevision']}")
+    ip = next(p["status"]["podIP"] for p in pods["items"] if p.get("status", {}).get("podIP"))
+    import urllib.request
+    with urllib.request.urlopen(f"http://{ip}:8000/emulator/state", timeout=10) as response:
+        state = json.loads(response.read())
+    assert state["speculation"]["numSpeculativeTokensPerBatchSize"] == [[1, 31, 5], [32, 65536, 0]]
+
+    apply(cluster, namespace, benchmark("at-load", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
+                                        concurrencyLevels=[1, 32], numPrompts=4, maxTokens=128))
+    loaded = finished(cluster, namespace, "at-load", timeout=300)
+    assert loaded["state"] == "Succeeded" and loaded["revision"] == scheduled["activeRevision"]
+    speedups = {level["concurrency"]: level["speedup"] for level in loaded["result"]["levels"]}
+    static_speedups = {level["concurrency"]: level["speedup"] for level in result["levels"]}
+    print({"static": static_speedups, "scheduled": speedups})
+    assert speedups[1] == pytest.approx(static_speedups[1], rel=0.15)  # still drafts k=5 at one stream
+    assert speedups[32] == pytest.approx(1.0, abs=0.12) and speedups[32] > static_speedups[32] + 0.2

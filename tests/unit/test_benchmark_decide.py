@@ -203,3 +203,45 @@ def test_another_benchmarks_result_is_a_baseline_once_it_finished():
     assert argv[argv.index("--baseline-tps") + 1] == "82.5" and "--baseline-url" not in argv
     itself = decide(state(benchmark(baseline={"benchmarkRef": {"name": "seed"}}), serving()))
     assert condition(itself, "Failed")["reason"] == "InvalidReference"
+
+
+def serving_on(active: str, k: int | None = 3) -> Target:
+    """The serving with its active revision recorded as it ran (k from that record, not from the spec)."""
+    target = serving()
+    drafter = {"method": "eagle3", "model": "/models/old-drafter", **({"numSpeculativeTokens": k} if k else {})}
+    target.serving["status"].update(activeRevision=active, revisions=[
+        {"name": active, "engine": "vllm", "drafterSpec": drafter, "image": "img"}])
+    return target
+
+
+def test_a_run_records_the_revision_it_measures_and_that_revisions_k():
+    plan = decide(state(benchmark(), serving_on("r1", k=3)))
+    # mid-swap the spec already says k=5; the Service still serves r1, which drafts 3
+    assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r1", 3)
+    done = benchmark()
+    done["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1", "revision": "r1",
+                      "numSpeculativeTokens": 3}
+    finished = decide(state(done, serving_on("r1"), jobs=[job("Complete")],
+                            job_pods=[job_pod(0, json.dumps(SEED_RESULT))]))
+    assert finished.status["state"] == "Succeeded" and "revision" not in finished.status  # unchanged: kept
+
+
+def test_a_run_that_straddled_a_swap_is_taught_to_no_revision():
+    body = benchmark()
+    body["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1", "revision": "r1",
+                      "numSpeculativeTokens": 3}
+    plan = decide(state(body, serving_on("r2"), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(SEED_RESULT))]))
+    assert plan.status["state"] == "Succeeded"
+    assert plan.status["revision"] is None and plan.status["numSpeculativeTokens"] is None  # merge patch: removed
+    message = condition(plan, "Complete")["message"]
+    assert "moved from revision r1 to r2 during the run" in message and "0.66x" in message
+
+
+def test_a_gate_records_the_revision_it_gates_from_its_label_and_annotation():
+    body = benchmark()
+    body["spec"] = {"endpoint": "http://10.1.0.9:8000", "numPrompts": 5, "maxTokens": 512,
+                    "baseline": {"tokensPerSecond": "82.5"}, "timeout": "10m"}
+    body["metadata"]["labels"] = {"drafter.dev/revision": "r9", "drafter.dev/gate": "true"}
+    body["metadata"]["annotations"] = {"drafter.dev/num-speculative-tokens": "4"}
+    plan = decide(state(body, None))
+    assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r9", 4)

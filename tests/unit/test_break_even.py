@@ -95,13 +95,26 @@ def test_a_faster_benchmark_lowers_the_threshold(k, e, s1, s2):
 def test_from_last_benchmark_only_learns_from_the_active_revision_with_full_figures():
     last = {"name": "kimi-gate-r1", "speedup": 0.66, "acceptanceLength": 1.75, "numSpeculativeTokens": 5,
             "revision": "r1"}
-    learned = be.from_last_benchmark(last, "r1")
+    learned = be.from_last_benchmark(last, ("r1",))
     assert isinstance(learned, be.BreakEven) and learned.revision == "r1"
-    assert "no benchmark" in be.from_last_benchmark(None, "r1")
-    assert "not the active revision r2" in be.from_last_benchmark(last, "r2")
-    assert "without a baseline" in be.from_last_benchmark({**last, "speedup": None}, "r1")
-    assert "no mean acceptance length" in be.from_last_benchmark({**last, "acceptanceLength": None}, "r1")
-    assert "k = None" in be.from_last_benchmark({**last, "numSpeculativeTokens": None}, "r1")
+    assert "no benchmark" in be.from_last_benchmark(None, ("r1",))
+    assert "not the active revision r2" in be.from_last_benchmark(last, ("r2",))
+    assert "without a baseline" in be.from_last_benchmark({**last, "speedup": None}, ("r1",))
+    assert "no mean acceptance length" in be.from_last_benchmark({**last, "acceptanceLength": None}, ("r1",))
+    assert "k = None" in be.from_last_benchmark({**last, "numSpeculativeTokens": None}, ("r1",))
+    # a revision running the schedule learned from r1's sweep: same drafter, k and draft cost
+    learned = be.from_last_benchmark(last, ("r1-scheduled", "r1"))
+    assert isinstance(learned, be.BreakEven) and learned.revision == "r1"
+
+
+def test_a_scheduled_revision_learns_from_its_static_revision_only_while_it_is_the_one_scheduled():
+    from drafter_operator.controllers.revisions import measured_as
+    block = {"source": "benchmark sweep", "revision": "static", "scheduledRevision": "scheduled"}
+    assert measured_as("scheduled", block) == ("scheduled", "static")
+    assert measured_as("older", block) == ("older",)  # mid-swap from another drafter: only its own
+    assert measured_as("static", block) == ("static",)
+    assert measured_as("static", {"source": "static", "revision": "static"}) == ("static",)
+    assert measured_as(None, block) == ()
 
 
 def test_thresholds_take_the_learned_values_and_the_verdict_cites_the_benchmark():

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_decide import scheduled_revision, speculation_schedule
+from drafter_operator.controllers.serving_decide import speculation_schedule
 from drafter_operator.engines import dynamic, vllm
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
@@ -81,9 +81,10 @@ def test_api_refuses_dynamic_on_sglang_and_without_speculation():
     assert spec(dynamic="fromBenchmark").drafter.dynamic == "fromBenchmark"
 
 
-def gate(name: str, levels=None, state="Succeeded") -> dict:
+def run(name: str, levels=None, completed="2026-12-01T00:00:00Z") -> dict:
+    """A finished DrafterBenchmark as Observed.measured holds it."""
     result = {"speedup": 1.5, **({"levels": levels} if levels is not None else {})}
-    return {"metadata": {"name": name}, "status": {"state": state, "result": result}}
+    return {"metadata": {"name": name}, "status": {"state": "Succeeded", "result": result, "completionTime": completed}}
 
 
 SWEEP = [{"concurrency": 1, "speedup": 1.6, "tokensPerSecond": 90.0},
@@ -96,24 +97,29 @@ def test_wiring_static_until_the_static_revision_has_a_sweep():
     base = revision_hash(s, IMAGE)
     schedule, status = speculation_schedule(s, IMAGE, {}, None)
     assert schedule is None and status["source"] == "static" and status["revision"] == base
-    assert "no gate benchmark" in status["message"]
-    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0")}, None)
-    assert schedule is None and "no load sweep" in status["message"]
-    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0", SWEEP, state="Running")}, None)
-    assert schedule is None and "not finished" in status["message"]
+    assert "no finished benchmark of it: run a DrafterBenchmark with concurrencyLevels" in status["message"]
+    schedule, status = speculation_schedule(s, IMAGE, {base: [run("g0")]}, None)
+    assert schedule is None and "1 finished benchmark(s) of it, none with concurrencyLevels" in status["message"]
+    # another revision's sweep (an older drafter) is not this one's
+    schedule, status = speculation_schedule(s, IMAGE, {"other": [run("g1", SWEEP)]}, None)
+    assert schedule is None
 
 
 def test_wiring_reads_the_static_revisions_gate_sweep():
     s = spec(dynamic="fromBenchmark")
     base = revision_hash(s, IMAGE)
-    schedule, status = speculation_schedule(s, IMAGE, {base: gate("g0", SWEEP), "other": gate("g1", [])}, None)
+    # the newest run with a sweep counts, whichever made it (a gate or a run by hand)
+    runs = [run("single-level"), run("by-hand", SWEEP), run("g0", SWEEP[:2])]
+    schedule, status = speculation_schedule(s, IMAGE, {base: runs, "other": [run("g1", [])]}, None)
     assert schedule == [(1, 31, 5), (32, 65536, 0)]
-    assert status["source"] == "benchmark g0" and status["crossoverConcurrency"] == 32
+    assert status["source"] == "benchmark by-hand" and status["crossoverConcurrency"] == 32
     assert status["ranges"][1] == {"start": 32, "end": 65536, "numSpeculativeTokens": 0}
     # a new schedule is a new engine process: a new revision name, stable for the same schedule
-    assert scheduled_revision(base, schedule) != base
-    assert scheduled_revision(base, schedule) == scheduled_revision(base, list(schedule))
-    assert scheduled_revision(base, None) == base
+    scheduled = revision_hash(s, IMAGE, schedule)
+    assert scheduled != base and status["scheduledRevision"] == scheduled
+    assert scheduled == revision_hash(s, IMAGE, [list(entry) for entry in schedule])
+    assert revision_hash(s, IMAGE, None) == revision_hash(s, IMAGE, []) == base
+    assert revision_hash(s, IMAGE, [(1, 15, 5), (16, 65536, 0)]) not in (base, scheduled)
     # the gate left the index: the recorded schedule of the same revision is kept
     again, kept = speculation_schedule(s, IMAGE, {}, status)
     assert again == schedule and kept == status
@@ -124,4 +130,4 @@ def test_wiring_reads_the_static_revisions_gate_sweep():
 def test_wiring_off_without_dynamic():
     assert speculation_schedule(spec(), IMAGE, {}, None) == (None, None)
     base = revision_hash(spec(), IMAGE)
-    assert speculation_schedule(spec(), IMAGE, {base: gate("g0", SWEEP)}, None) == (None, None)
+    assert speculation_schedule(spec(), IMAGE, {base: [run("g0", SWEEP)]}, None) == (None, None)

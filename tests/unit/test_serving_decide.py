@@ -11,6 +11,7 @@ import copy
 import datetime as dt
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -331,3 +332,50 @@ def test_a_passed_gate_moves_traffic():
     world.apply(switched)
     world.converge()
     assert world.condition("Ready")["status"] == "True" and len(world.benchmarks) == 1
+
+
+def finished_run(name: str, revision: str | None, completed: str, *, speedup: float = 0.66, length: float = 1.75,
+                 k: int | None = 5, gate_of: str | None = None, state: str = "Succeeded") -> dict:
+    """A DrafterBenchmark of the serving: run by hand (spec.servingRef), or the gate of ``gate_of``."""
+    meta: dict = {"name": name, "namespace": "team"}
+    spec: dict = {"servingRef": {"name": "kimi"}}
+    if gate_of:
+        meta.update(labels={"drafter.dev/serving": "kimi", REVISION_LABEL: gate_of, "drafter.dev/gate": "true"},
+                    ownerReferences=[{"uid": "u-1"}])
+        spec = {"endpoint": "http://10.0.0.1:8000"}
+    status = {"state": state, "completionTime": completed,
+              "result": {"tokensPerSecond": 54.4, "speedup": speedup, "acceptanceLength": length}}
+    status.update({key: value for key, value in (("revision", revision), ("numSpeculativeTokens", k)) if value})
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def test_auto_learns_from_the_newest_finished_run_of_the_active_revision_by_hand_or_gate():
+    world = World(seed_body(acceptance={"minAcceptanceRate": "auto"}))
+    world.converge()
+    active = world.body["status"]["activeRevision"]
+    assert "acceptanceThreshold" not in world.body["status"]  # the first revision is never gated: nothing yet
+    world.benchmarks = {b["metadata"]["name"]: b for b in (
+        finished_run("older", active, "2026-11-29T10:00:00Z", speedup=1.2, length=2.5),
+        finished_run("by-hand", active, "2026-11-29T11:00:00Z"),
+        finished_run("other-revision", "0123456789", "2026-11-29T12:00:00Z", speedup=1.9, length=3.9),
+        finished_run("straddled-a-swap", None, "2026-11-29T12:30:00Z", speedup=1.9, length=3.9),
+        finished_run("still-running", active, "", state="Running", speedup=1.9, length=3.9),
+        finished_run("foreign-gate", active, "2026-11-29T13:00:00Z", gate_of=active) | {"metadata": {
+            "name": "foreign-gate", "labels": {"drafter.dev/gate": "true", REVISION_LABEL: active}}},
+    )}
+    world.converge()
+    status = world.body["status"]
+    assert status["lastBenchmark"] == {"name": "by-hand", "tokensPerSecond": 54.4, "speedup": 0.66,
+                                       "acceptanceLength": 1.75, "numSpeculativeTokens": 5, "revision": active}
+    threshold = status["acceptanceThreshold"]
+    assert threshold["source"] == "benchmark by-hand"
+    # draft cost c = (1.75 / 0.66 - 1) / 5 = 0.330; break-even length 1 + 5c = 2.65: above what it accepts
+    assert threshold["breakEvenLength"] == pytest.approx(1.75 / 0.66, abs=1e-3)
+    # an own gate finished later wins; its k comes from its annotation when its status has none
+    world.benchmarks["gate"] = finished_run("gate", None, "2026-11-29T14:00:00Z", k=None, speedup=1.5, length=3.0,
+                                            gate_of=active)
+    world.benchmarks["gate"]["metadata"]["annotations"] = {"drafter.dev/num-speculative-tokens": "5"}
+    world.converge()
+    assert world.body["status"]["lastBenchmark"]["name"] == "gate"
+    assert world.body["status"]["lastBenchmark"]["numSpeculativeTokens"] == 5
+    assert world.body["status"]["acceptanceThreshold"]["source"] == "benchmark gate"

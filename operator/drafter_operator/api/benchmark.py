@@ -223,6 +223,10 @@ class DrafterBenchmarkStatus(StatusModel):
     """One-word summary for kubectl get; the conditions carry the details."""
     drafter: str | None = None
     """The drafter of the benchmarked serving at run time, e.g. "eagle3" or "none"."""
+    revision: str | None = None
+    """The DrafterServing revision the run measured: the serving's active revision when the run started (a gate: the revision it gates). Unset when the serving swapped revisions during the run, or for an endpoint outside the operator. What minAcceptanceRate auto and drafter.dynamic fromBenchmark learn from."""
+    num_speculative_tokens: int | None = None
+    """Draft tokens per step of the benchmarked revision (vLLM numSpeculativeTokens, SGLang numSteps), when its spec says."""
     job_name: str | None = None
     """The Job running the benchmark."""
     start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})

@@ -183,7 +183,7 @@ def render_docs() -> str:
             f"- Plural `{names['plural']}`, short name{'s' if len(names['shortNames']) > 1 else ''} "
             + ", ".join(f"`{n}`" for n in names["shortNames"]) + f", category `{names['categories'][0]}`.",
             f"- `kubectl get {names['plural']}` columns: {columns}.",
-            f"- Status subresource: yes. Example: [`examples/`](../examples/).",
+            "- Status subresource: yes. Example: [`examples/`](../examples/).",
             "",
         ]
         root_rules = schema.get("x-kubernetes-validations") or []

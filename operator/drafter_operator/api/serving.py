@@ -611,9 +611,11 @@ class SpeculationScheduleStatus(StatusModel):
     """spec.drafter.dynamic: the draft length per batch size the engine runs, and where it came from."""
 
     source: str | None = None
-    """"benchmark <name>" (the schedule comes from that gate benchmark's load sweep) or "static" (no sweep yet: the static k)."""
+    """"benchmark <name>" (the schedule comes from that benchmark's load sweep: a gate's or one run by hand) or "static" (no sweep yet: the static k)."""
     revision: str | None = None
     """The revision the sweep measured (the static-k revision of the current spec)."""
+    scheduled_revision: str | None = None
+    """The revision that runs the schedule (a new engine process, so a new name); its auto thresholds learn from the sweep's revision too."""
     crossover_concurrency: int | None = None
     """The first measured concurrency whose speedup is below 1.0; unset when speculation paid at every level."""
     ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=16)] | None = None

@@ -19,6 +19,7 @@ import pydantic
 from drafter_operator import engines
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.api.serving import AcceptanceSpec, DrafterSpec
+from drafter_operator.controllers.revisions import measured_as
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.monitoring import break_even as be
@@ -66,7 +67,8 @@ def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
     """The break-even threshold of the active revision's last benchmark, when ``acceptance`` says auto."""
     if not be.uses_auto(acceptance):
         return None
-    learned = be.from_last_benchmark(status.get("lastBenchmark"), status.get("activeRevision"))
+    learned = be.from_last_benchmark(status.get("lastBenchmark"),
+                                     measured_as(status.get("activeRevision"), status.get("speculationSchedule")))
     return learned if isinstance(learned, be.BreakEven) else None
 
 
@@ -111,12 +113,6 @@ def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
                      below_since=since)
 
 
-def num_speculative_tokens(spec) -> int | None:
-    """k as the engine runs it: vLLM's numSpeculativeTokens, SGLang's numSteps (when the spec says)."""
-    drafter = spec.drafter
-    return drafter.num_speculative_tokens if spec.engine == "vllm" else drafter.num_steps
-
-
 class AcceptanceMonitor:
     """The acceptance watch of one serving (kept by the serving loop between reconciles)."""
 
@@ -138,7 +134,7 @@ class AcceptanceMonitor:
             self.key, self.verdict = key, None
             self.thresholds = a.Thresholds.from_spec(acceptance, getattr(acceptance, "learned", None))
             self.engine_source = EngineSource(spec.engine, self.thresholds.window_seconds,
-                                              num_speculative_tokens(spec),
+                                              engines.draft_tokens_per_step(spec.engine, spec.drafter),
                                               model_name=spec.target.served_model_name or None)
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
@@ -176,7 +172,7 @@ class AcceptanceMonitor:
             found = await prom.fetch_acceptance(
                 spec.acceptance.prometheus_url, spec.engine,
                 prom.revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
-                num_speculative_tokens=num_speculative_tokens(spec))
+                num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter))
         except prom.MetricsUnavailable as exc:
             return a.Sample.unavailable(at, str(exc))
         except m.MetricsUnusable as exc:

@@ -19,6 +19,7 @@ import pydantic
 from drafter_operator import engines
 from drafter_operator.api import DrafterBenchmark, DrafterServing, parse_decimal, parse_duration
 from drafter_operator.api.benchmark import BenchmarkResult, benchmark_problems
+from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
@@ -96,6 +97,25 @@ def service_url(target: Target) -> str | None:
     return f"http://{ip}:{ports[0]['port']}"
 
 
+def measured_revision(body: dict, target: Target | None) -> tuple[str | None, int | None]:
+    """The serving revision a run measures and its draft tokens per step (status.revision and
+    status.numSpeculativeTokens): the serving's active revision, with k from that revision's record
+    (mid-swap the spec may already describe the next one); for a gate, the revision it gates."""
+    if target is None:
+        meta = body["metadata"]
+        k = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+        return (meta.get("labels") or {}).get(REVISION_LABEL), int(k) if k.isdigit() else None
+    status = (target.serving or {}).get("status") or {}
+    active = status.get("activeRevision")
+    record = next((r for r in status.get("revisions") or [] if r.get("name") == active), None)
+    try:
+        drafter = DrafterSpec.model_validate(record["drafterSpec"]) if record else None
+    except (pydantic.ValidationError, KeyError):
+        drafter = None
+    k = engines.draft_tokens_per_step(record.get("engine", ""), drafter) if drafter is not None else None
+    return active, k
+
+
 def metrics_urls(target: Target) -> list[str]:
     """Every Ready pod of the active revision: acceptance is summed over the replicas, not sampled."""
     status = (target.serving or {}).get("status") or {}
@@ -125,7 +145,7 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
     for metrics_url in metrics:
         argv += ["--metrics-url", metrics_url]
     if serving_spec is not None:
-        k = serving_spec.drafter.num_speculative_tokens if engine == "vllm" else serving_spec.drafter.num_steps
+        k = engines.draft_tokens_per_step(engine, serving_spec.drafter)
         if k:
             argv += ["--num-speculative-tokens", str(k)]
     if baseline_url:
@@ -268,9 +288,10 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
                                 (prompts.name, prompts.key) if prompts is not None else None)
     drafter = drafter_summary(serving_spec) if serving_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
+    revision, k = measured_revision(body, state.target)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
     return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
-                   "completionTime": None},
+                   "completionTime": None, "revision": revision, "numSpeculativeTokens": k},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
 
 
@@ -311,7 +332,7 @@ def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, n
     message, exit_code = next(((m, c) for m, c in map(termination_message, pods) if c is not None), (None, None))
     finished = _job_finished(job)
     if exit_code == 0 and message:
-        plan = _succeeded(spec, message, finish, now)
+        plan = _succeeded(spec, message, finish, now, _swapped_during_run(state, status))
         if state.detail is not None and plan.status.get("state") == "Succeeded":
             meta = state.benchmark["metadata"]
             plan.config_map = result_config_map(meta["namespace"], meta["name"], state.detail)
@@ -340,7 +361,18 @@ def result_config_map(namespace: str, benchmark: str, detail: dict) -> dict:
             "data": {"result.json": text}}
 
 
-def _succeeded(spec, message: str, finish, now: dt.datetime) -> BenchmarkPlan:
+def _swapped_during_run(state: BenchmarkState, status: dict) -> str | None:
+    """Why the result belongs to no single revision: the serving's active revision changed since the start."""
+    started_on = status.get("revision")
+    if state.target is None or started_on is None:
+        return None
+    active, _ = measured_revision(state.benchmark, state.target)
+    if active == started_on:
+        return None
+    return f"the serving moved from revision {started_on} to {active} during the run: the result belongs to neither"
+
+
+def _succeeded(spec, message: str, finish, now: dt.datetime, swapped: str | None = None) -> BenchmarkPlan:
     try:
         result = BenchmarkResult.model_validate(json.loads(message))
     except (ValueError, pydantic.ValidationError) as exc:
@@ -351,12 +383,14 @@ def _succeeded(spec, message: str, finish, now: dt.datetime) -> BenchmarkPlan:
     if gate is not None:
         result = result.model_copy(update={"verdict": "Passed" if gate.status == "True" else "Failed",
                                            "verdict_message": gate.message})
-    summary = _summary(result)
+    summary = _summary(result) + (f"; {swapped}" if swapped else "")
     events = [("Normal", "Completed", summary)]
     if gate is not None and gate.status == "False":
         events.append(("Warning", "BelowGate", gate.message))
-    return finish({"state": "Succeeded", "completionTime": iso(now), "result": result.to_json()},
-                  Verdict("True", "Succeeded", summary), gate, events)
+    done = {"state": "Succeeded", "completionTime": iso(now), "result": result.to_json()}
+    if swapped:
+        done.update(revision=None, numSpeculativeTokens=None)  # never taught to a revision it did not measure
+    return finish(done, Verdict("True", "Succeeded", summary), gate, events)
 
 
 def _summary(result: BenchmarkResult) -> str:

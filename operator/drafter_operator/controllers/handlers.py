@@ -88,14 +88,23 @@ def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-@kopf.index(GROUP, VERSION, "drafterbenchmarks", labels={SERVING_LABEL: kopf.PRESENT})
-def serving_benchmarks(namespace, labels, body, **_):
-    return _by_serving(namespace, labels, body)  # a gated swap's benchmarks
+def _benchmarked_serving(labels: kopf.Labels, spec: kopf.Spec) -> str | None:
+    """The serving a DrafterBenchmark measures: a gate's by its label, anyone's by spec.servingRef."""
+    return labels.get(SERVING_LABEL) or (spec.get("servingRef") or {}).get("name")
 
 
-@kopf.on.event(GROUP, VERSION, "drafterbenchmarks", labels={SERVING_LABEL: kopf.PRESENT})
-async def gate_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
-    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "drafterbenchmarks", name, meta.get("resourceVersion"))
+@kopf.index(GROUP, VERSION, "drafterbenchmarks")
+def serving_benchmarks(namespace, labels, spec, body, **_):
+    # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
+    serving = _benchmarked_serving(labels, spec)
+    return {(namespace, serving): copy.deepcopy(dict(body))} if serving else None
+
+
+@kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
+async def serving_benchmark_event(namespace, labels, spec, name, meta, memo: kopf.Memo, **_) -> None:
+    serving = _benchmarked_serving(labels, spec)
+    if serving:
+        memo.wakeups.saw((namespace, serving), "drafterbenchmarks", name, meta.get("resourceVersion"))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})

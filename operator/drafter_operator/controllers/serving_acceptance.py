@@ -107,8 +107,10 @@ def no_benchmark_verdict(acceptance, why: str) -> Verdict:
 
 def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: dict, active: str | None,
                       desired: str, measurement: Measurement | None, revisions: list[dict],
-                      now: dt.datetime, last_benchmark: dict | None = None) -> AcceptanceDecision:
-    """``last_benchmark``: status.lastBenchmark as this decision fills it (where ``auto`` learns from)."""
+                      now: dt.datetime, last_benchmark: dict | None = None,
+                      benchmark_revisions: tuple[str, ...] | None = None) -> AcceptanceDecision:
+    """``last_benchmark``: status.lastBenchmark as this decision fills it (where ``auto`` learns from);
+    ``benchmark_revisions``: whose benchmarks describe the active drafter (default: the active revision's)."""
     out = AcceptanceDecision()
     stored = status.get("degradedAction")
     if stored and running.action is None:
@@ -122,7 +124,9 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         if status.get("acceptance"):
             out.write_acceptance = True  # figures of a watch that no longer runs would mislead
         return out
-    learned = be.from_last_benchmark(last_benchmark, active) if be.uses_auto(spec.acceptance) else None
+    if benchmark_revisions is None:
+        benchmark_revisions = (active,) if active else ()
+    learned = be.from_last_benchmark(last_benchmark, benchmark_revisions) if be.uses_auto(spec.acceptance) else None
     out.threshold = be.status_block(spec.acceptance, learned if isinstance(learned, be.BreakEven) else None)
     if running.action and running.action.get("action") == "DisableSpeculation":
         out.degraded = Verdict("True", SPECULATION_DISABLED, running.action.get("message", ""))

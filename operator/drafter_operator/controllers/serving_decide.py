@@ -14,8 +14,6 @@ action, which can change what the serving runs (a Rollback or DisableSpeculation
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -26,7 +24,7 @@ from drafter_operator import engines
 from drafter_operator.engines import dynamic
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
 from drafter_operator.controllers import compatibility, conditions
-from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
 from drafter_operator.controllers.serving_acceptance import (
     SPECULATION_DISABLED,
     AcceptanceDecision,
@@ -72,6 +70,8 @@ class Observed:
     foreign: frozenset[tuple[str, str]] = frozenset()
     ready_pod_ips: dict[str, list[str]] = field(default_factory=dict)  # revision -> its Ready pods' IPs
     gates: dict[str, dict] = field(default_factory=dict)  # revision -> its gate DrafterBenchmark
+    # revision -> every finished DrafterBenchmark of it (gates and runs by hand), newest first
+    measured: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
@@ -105,9 +105,31 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
             unschedulable=unschedulable)
     for benchmark in benchmarks:
         labels = benchmark["metadata"].get("labels") or {}
-        if labels.get(GATE_LABEL) and owned_by(benchmark, owner_uid) and labels.get(REVISION_LABEL):
+        gate = bool(labels.get(GATE_LABEL))
+        if gate and owned_by(benchmark, owner_uid) and labels.get(REVISION_LABEL):
             observed.gates[labels[REVISION_LABEL]] = benchmark
+        measured = benchmark_revision(benchmark)
+        if measured and (owned_by(benchmark, owner_uid) or not gate):  # another serving's gate never counts
+            observed.measured.setdefault(measured, []).append(benchmark)
+    for revision, runs in observed.measured.items():
+        observed.measured[revision] = newest_first([runs])
     return observed
+
+
+def newest_first(groups: Iterable[list[dict]]) -> list[dict]:
+    """Finished DrafterBenchmarks, newest completion first (the name breaks ties)."""
+    return sorted((b for runs in groups for b in runs),
+                  key=lambda b: ((b.get("status") or {}).get("completionTime") or "", b["metadata"]["name"]), reverse=True)
+
+
+def benchmark_revision(benchmark: dict) -> str | None:
+    """The revision a finished DrafterBenchmark measured (status.revision; a gate's label for gates
+    recorded before status had it), None while it runs, when it failed, or when it measured no single one."""
+    status = benchmark.get("status") or {}
+    if status.get("state") != "Succeeded" or not status.get("result"):
+        return None
+    labels = benchmark["metadata"].get("labels") or {}
+    return status.get("revision") or (labels.get(REVISION_LABEL) if labels.get(GATE_LABEL) else None)
 
 
 def gate_verdict(benchmark: dict | None) -> Verdict | None:
@@ -195,18 +217,20 @@ def decide(state: ServingState) -> ServingPlan:
     running = running_spec(serving.spec, spec_image, status)
 
     active = service_revision(observed.service) if observed.service else status.get("activeRevision")
-    benchmarked = last_benchmark(observed.gates.get(active) if active else None, status.get("lastBenchmark"))
-    schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.gates,
+    schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.measured,
                                                      status.get("speculationSchedule"))
+    describing = measured_as(active, schedule_status)
+    benchmarked = last_benchmark(newest_first(observed.measured.get(r, []) for r in describing),
+                                 status.get("lastBenchmark"))
     judged = decide_acceptance(serving.spec, running, status, active,
-                               scheduled_revision(revision_hash(running.spec, running.image), schedule),
-                               state.acceptance, status.get("revisions") or [], now, benchmarked)
+                               revision_hash(running.spec, running.image, schedule),
+                               state.acceptance, status.get("revisions") or [], now, benchmarked, describing)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
-        schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.gates,
+        schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.measured,
                                                          status.get("speculationSchedule"))
     spec, image = running.spec, running.image
-    desired = scheduled_revision(revision_hash(spec, image), schedule)
+    desired = revision_hash(spec, image, schedule)
 
     known_bad = compatibility.matching_known_bad(spec, image)
     blocked = bool(known_bad) and not spec.drafter.allow_known_bad
@@ -310,67 +334,62 @@ def decide(state: ServingState) -> ServingPlan:
     return plan
 
 
-def last_benchmark(gate: dict | None, known: dict | None) -> dict | None:
-    """status.lastBenchmark (pure): the gate DrafterBenchmark of the active revision once it succeeded
-    (name, throughput, speedup, mean acceptance length, k and revision from its labels and annotations),
-    else what status already holds."""
-    state = (gate or {}).get("status") or {}
-    result = state.get("result")
-    if state.get("state") != "Succeeded" or not result:
+def last_benchmark(runs: list[dict], known: dict | None) -> dict | None:
+    """status.lastBenchmark (pure): the newest finished DrafterBenchmark of the active revision (``runs``,
+    newest first: its gate or a run by hand), with its name, throughput, speedup, mean acceptance
+    length, k and revision; else what status already holds."""
+    if not runs:
         return known
-    meta = gate["metadata"]
-    k = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+    benchmark = runs[0]
+    meta, status = benchmark["metadata"], benchmark["status"]
+    result = status["result"]
+    k = status.get("numSpeculativeTokens")
+    if k is None:  # a gate recorded before status had it
+        annotated = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+        k = int(annotated) if annotated.isdigit() else None
     block = {"name": meta["name"], "tokensPerSecond": result.get("tokensPerSecond"), "speedup": result.get("speedup"),
-             "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": int(k) if k.isdigit() else None,
-             "revision": (meta.get("labels") or {}).get(REVISION_LABEL)}
+             "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": k,
+             "revision": benchmark_revision(benchmark)}
     return {key: value for key, value in block.items() if value is not None}
 
 
-def speculation_schedule(spec, image: str, gates: Mapping[str, dict],
+def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
                          known: dict | None) -> tuple[list[tuple[int, int, int]] | None, dict | None]:
     """spec.drafter.dynamic fromBenchmark (pure): the batch-size schedule to render and status.speculationSchedule.
 
-    The sweep is the load sweep (status.result.levels) of the gate DrafterBenchmark of the static-k
-    revision of this spec (the revision the spec runs before any schedule: its hash, without one).
-    Not the active revision's: once a schedule runs, that revision's own gate measures the schedule,
-    and a schedule learned from it would start yet another revision. Only gate benchmarks are
-    observed; a gate without concurrency levels (or no gate) leaves the static k, said in the status.
-    When the gate is no longer observed, the schedule already recorded for that revision is kept."""
+    The sweep is the load sweep (status.result.levels) of the newest finished DrafterBenchmark (its gate,
+    or one run by hand while it served) of the static-k revision of this spec (the revision the spec runs
+    before any schedule: its hash, without one). Not the active revision's: once a schedule runs, its
+    own benchmarks measure the schedule, and a schedule learned from them would start yet another
+    revision. Without a sweep of it the static k runs, and the status says why. When the benchmark is
+    no longer observed, the schedule already recorded for that revision is kept."""
     drafter = spec.drafter
     if getattr(drafter, "dynamic", None) != "fromBenchmark" or spec.engine != "vllm" or drafter.method == "none":
         return None, None
     measured_revision = revision_hash(spec, image)
     k = drafter.num_speculative_tokens or engines.vllm.MTP_DEFAULT_SPECULATIVE_TOKENS
-    gate = gates.get(measured_revision) or {}
-    state = gate.get("status") or {}
-    levels = (state.get("result") or {}).get("levels") if state.get("state") == "Succeeded" else None
-    if dynamic.measured(levels):
+    runs = measured.get(measured_revision, [])
+    sweep = next((b for b in runs if dynamic.measured(b["status"]["result"].get("levels"))), None)
+    if sweep is not None:
+        levels = sweep["status"]["result"]["levels"]
         schedule = dynamic.schedule_from_levels(levels, k)
         at = dynamic.crossover(levels)
-        name = gate["metadata"]["name"]
+        name = sweep["metadata"]["name"]
         message = (f"k={k} below {at} concurrent streams, none from {at} (crossover of {name})" if at is not None
                    else f"speculation paid at every level {name} measured: k={k} at every batch size")
-        block = {"source": f"benchmark {name}", "revision": measured_revision, "crossoverConcurrency": at,
+        block = {"source": f"benchmark {name}", "revision": measured_revision,
+                 "scheduledRevision": revision_hash(spec, image, schedule), "crossoverConcurrency": at,
                  "ranges": [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule],
                  "message": message}
         return schedule, {key: value for key, value in block.items() if value is not None}
     known = known or {}
     if known.get("revision") == measured_revision and known.get("ranges") and known.get("source", "").startswith("benchmark"):
         return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
-    why = ("its gate benchmark has not finished" if gate and state.get("state") not in ("Succeeded", "Failed")
-           else "its gate benchmark has no load sweep (concurrencyLevels)" if state.get("state") == "Succeeded"
-           else "its gate benchmark failed" if gate
-           else "no gate benchmark of it exists (spec.swap.gate unset, or the first revision, which is not gated)")
+    why = (f"{len(runs)} finished benchmark(s) of it, none with concurrencyLevels" if runs
+           else "no finished benchmark of it: run a DrafterBenchmark with concurrencyLevels against this serving, "
+                "or set spec.swap.gate.concurrencyLevels")
     return None, {"source": "static", "revision": measured_revision,
                   "message": f"static k={k}: no load sweep of revision {measured_revision} yet ({why})"}
-
-
-def scheduled_revision(revision: str, schedule: list[tuple[int, int, int]] | None) -> str:
-    """The revision name of a static-k revision run with a schedule: a new engine process, a new name."""
-    if not schedule:
-        return revision
-    canonical = json.dumps([revision, [list(entry) for entry in schedule]], separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:len(revision)]
 
 
 def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:

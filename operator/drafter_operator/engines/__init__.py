@@ -30,3 +30,9 @@ def engine(name: str) -> ModuleType:
         return ENGINES[name]
     except KeyError:
         raise ValueError(f"unknown engine {name!r}: choose one of {sorted(ENGINES)}") from None
+
+
+def draft_tokens_per_step(engine_name: str, drafter) -> int | None:
+    """k as a drafter spec (``api.serving.DrafterSpec``) gives it to ``engine_name``: vLLM's
+    numSpeculativeTokens, SGLang's numSteps (the draft chain length); None when the engine picks it."""
+    return drafter.num_speculative_tokens if engine_name == "vllm" else drafter.num_steps

@@ -115,16 +115,19 @@ def uses_auto(acceptance) -> bool:
     return acceptance is not None and AUTO in (acceptance.min_acceptance_rate, acceptance.min_acceptance_length)
 
 
-def from_last_benchmark(last: dict | None, revision: str | None) -> BreakEven | str:
-    """The threshold ``status.lastBenchmark`` gives for the active ``revision``, or why there is none (a
-    sentence for the ``NoBenchmark`` message). Only a benchmark of that very revision counts: the draft
-    cost belongs to one drafter, k and engine."""
-    how = ("a gated swap records one: set spec.swap.gate with a baseline (baseline.tokensPerSecond or "
-           "baseline.servingRef, so the benchmark measures a speedup) and change the drafter")
+def from_last_benchmark(last: dict | None, revisions: tuple[str, ...]) -> BreakEven | str:
+    """The threshold ``status.lastBenchmark`` gives for the active revision, or why there is none (a
+    sentence for the ``NoBenchmark`` message). ``revisions``: the active revision first, then any other
+    that runs the same drafter (``controllers.revisions.measured_as``). Only a benchmark of one of them
+    counts: the draft cost belongs to one drafter, k and engine."""
+    revision = revisions[0] if revisions else None
+    how = ("run a DrafterBenchmark against this serving with a baseline (baseline.tokensPerSecond, "
+           "servingRef or benchmarkRef, so it measures a speedup), or let a gated swap record one "
+           "(spec.swap.gate with a baseline)")
     if not last:
         return f"no benchmark of this serving yet ({how}); auto never makes a threshold up"
     name = last.get("name") or "(unnamed)"
-    if revision is None or last.get("revision") != revision:
+    if revision is None or last.get("revision") not in revisions:
         return (f"the last benchmark ({name}) measured revision {last.get('revision') or 'unknown'}, not the active "
                 f"revision {revision}: a threshold belongs to one drafter ({how})")
     if last.get("speedup") is None:
@@ -137,7 +140,7 @@ def from_last_benchmark(last: dict | None, revision: str | None) -> BreakEven | 
     problem = figures.problem()
     if problem:
         return f"benchmark {name} cannot give a threshold: {problem}"
-    return learn(figures, revision)
+    return learn(figures, last["revision"])
 
 
 def status_block(acceptance, learned: BreakEven | None) -> dict | None:

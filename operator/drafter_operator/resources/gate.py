@@ -6,6 +6,7 @@ which still points at the active revision: the gate measures exactly the drafter
 
 from __future__ import annotations
 
+from drafter_operator import engines
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
@@ -25,7 +26,7 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
     gate = spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
                                  exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels"})
-    k = spec.drafter.num_speculative_tokens if spec.engine == "vllm" else spec.drafter.num_steps
+    k = engines.draft_tokens_per_step(spec.engine, spec.drafter)
     body_spec = {"endpoint": f"http://{pod_ip}:{port}",
                  "model": spec.target.served_model_name or spec.target.model,
                  "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens, "gate": thresholds}
