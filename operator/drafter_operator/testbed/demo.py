@@ -10,8 +10,9 @@ Degraded and, with `onDegraded: DisableSpeculation`, is replaced by the no-specu
 (about 1.0x instead of 0.66x) while the SGLang drafter stays healthy at about 1.7x; a timeline and
 the final table follow. Then a retrained drafter goes through a gated swap: benchmarked on its own pod
 by a DrafterBenchmark against the baseline and promoted only because it beats 1.2x. Last, a
-DrafterBenchmark load sweep finds where the good drafter stops paying, and a hand-tuned speculative
-flag is refused before any pod.
+DrafterBenchmark load sweep finds where the retrained drafter stops paying, the serving (drafter.dynamic
+fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, and a
+hand-tuned speculative flag is refused before any pod.
 """
 
 from __future__ import annotations
@@ -188,13 +189,19 @@ RETRAINED_DRAFTER = "/models/drafters/kimi-k25-eagle3-regenerated"
 GATE = {"minSpeedup": "1.2", "baseline": {"servingRef": {"name": "kimi-baseline"}}, "numPrompts": 3, "maxTokens": 256}
 
 
+def retrained_spec() -> dict:
+    """The retrained drafter behind a gate, drafting only at the loads a sweep says pay (vLLM schedule)."""
+    spec = copy.deepcopy(SERVINGS[DEGRADING])
+    spec["drafter"].update(model=RETRAINED_DRAFTER, dynamic="fromBenchmark")
+    spec["swap"] = {"strategy": "BlueGreen", "gate": GATE}
+    return spec
+
+
 def show_gated_promotion(max_tokens: int, prompts: int, results: dict[str, bench.RunResult]) -> dict[str, dict]:
     """The retrained drafter replaces the disabled one only after its own benchmark beats the gate."""
     name = DEGRADING
     before = _servings()[name]["status"]["activeRevision"]
-    spec = copy.deepcopy(SERVINGS[name])
-    spec["drafter"]["model"] = RETRAINED_DRAFTER
-    spec["swap"] = {"strategy": "BlueGreen", "gate": GATE}
+    spec = retrained_spec()
     kubectl("apply", "-f", "-", input=yaml.safe_dump(serving_manifest(name, spec)))
     console.print(f"\n{name}: drafter -> {RETRAINED_DRAFTER}, spec.swap.gate minSpeedup {GATE['minSpeedup']} "
                   f"against kimi-baseline (the spec change also ends DisableSpeculation)")
@@ -226,11 +233,13 @@ SWEEP_LEVELS = [1, 8, 32]
 
 
 def show_load_sweep(max_tokens: int) -> None:
-    """A DrafterBenchmark sweep: aggregate throughput at growing concurrency, where speculation stops paying."""
-    name = "sglang-load-sweep"
+    """A DrafterBenchmark sweep: aggregate throughput at growing concurrency, where speculation stops paying;
+    the serving (drafter.dynamic fromBenchmark) then drafts only below that load."""
+    name, swept = "vllm-load-sweep", DEGRADING
+    before = _servings()[swept]["status"]["activeRevision"]
     manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
                 "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {"servingRef": {"name": "kimi-sglang-eagle3"}, "baseline": {"servingRef": {"name": "kimi-baseline"}},
+                "spec": {"servingRef": {"name": swept}, "baseline": {"servingRef": {"name": "kimi-baseline"}},
                          "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}}
     kubectl("-n", NAMESPACE, "delete", "drafterbenchmark", name, "--ignore-not-found", "--wait=true")
     kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
@@ -247,8 +256,9 @@ def show_load_sweep(max_tokens: int) -> None:
         complete = watch.condition(item, "Failed")
         raise local.ClusterError(f"DrafterBenchmark {name}: {status.get('state')}: {complete.get('message')}")
     result = status["result"]
-    table = Table(title=f"DrafterBenchmark {name}: kimi-sglang-eagle3 against kimi-baseline, output tok/s")
-    for column in ("streams", "kimi-baseline", "kimi-sglang-eagle3", "speedup"):
+    table = Table(title=f"DrafterBenchmark {name}: {swept} (revision {status.get('revision')}) against kimi-baseline, "
+                        "output tok/s")
+    for column in ("streams", "kimi-baseline", swept, "speedup"):
         table.add_column(column)
     for level in result.get("levels") or []:
         table.add_row(str(level["concurrency"]), f"{level.get('baselineTokensPerSecond') or 0:.0f}",
@@ -258,6 +268,28 @@ def show_load_sweep(max_tokens: int) -> None:
     console.print(f"crossoverConcurrency: {crossover}. Verification multiplies the tokens each step computes, so "
                   "under load speculation costs throughput." if crossover else
                   f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
+    show_learned_schedule(swept, before)
+
+
+def show_learned_schedule(name: str, before: str) -> None:
+    """spec.drafter.dynamic fromBenchmark: the sweep becomes vLLM's per-batch-size schedule, in a new
+    revision that goes through the same gate before it takes traffic."""
+    deadline = time.monotonic() + 300
+    with console.status(f"{name}: learning the batch-size schedule from the sweep"):
+        while time.monotonic() < deadline:
+            item = _servings()[name]
+            schedule = item["status"].get("speculationSchedule") or {}
+            active = item["status"].get("activeRevision")
+            if schedule.get("scheduledRevision") == active != before and \
+                    watch.condition(item, "Ready").get("status") == "True":
+                break
+            time.sleep(1)
+        else:
+            raise local.ClusterError(f"{name}: the learned schedule did not take traffic within 300 s: {schedule}")
+    ranges = ", ".join(f"batch {r['start']}-{r['end']}: k={r['numSpeculativeTokens']}" for r in schedule["ranges"])
+    console.print(f"{name} status.speculationSchedule: {schedule['message']}\n  rendered into --speculative-config "
+                  f"num_speculative_tokens_per_batch_size ({ranges}); revision {before} -> {active}, "
+                  "through the gate")
 
 
 def show_refused_spelling() -> None:
