@@ -379,3 +379,24 @@ def test_auto_learns_from_the_newest_finished_run_of_the_active_revision_by_hand
     assert world.body["status"]["lastBenchmark"]["name"] == "gate"
     assert world.body["status"]["lastBenchmark"]["numSpeculativeTokens"] == 5
     assert world.body["status"]["acceptanceThreshold"]["source"] == "benchmark gate"
+
+
+def test_an_engine_that_exits_before_it_was_ever_ready_is_read_from_its_pod_with_its_last_output():
+    from drafter_operator.controllers.serving_decide import EXIT_MESSAGE_CHARS, engine_exit
+
+    def pod(state: dict, last: dict | None = None, started: bool = False, name: str = "engine") -> dict:
+        status = {"name": name, "ready": False, "started": started, "state": state, "restartCount": 1}
+        if last:
+            status["lastState"] = last
+        return {"status": {"containerStatuses": [status]}}
+
+    log = "INFO loading\n" + "x" * 2000 + "\nOSError: offline mode is enabled, no file for org/model"
+    crashed = pod({"waiting": {"reason": "CrashLoopBackOff"}}, {"terminated": {"exitCode": 1, "message": log}})
+    message = engine_exit(crashed)
+    assert message.startswith("engine exited with code 1: ...") and message.endswith("no file for org/model")
+    assert len(message) <= len("engine exited with code 1: ...") + EXIT_MESSAGE_CHARS
+    assert engine_exit(pod({"terminated": {"exitCode": 2}})) == "engine exited with code 2"
+    assert engine_exit(pod({"running": {}})) is None
+    assert engine_exit(pod({"terminated": {"exitCode": 0}})) is None
+    assert engine_exit(pod({"running": {}}, {"terminated": {"exitCode": 137}}, started=True)) is None  # it had started
+    assert engine_exit(pod({"terminated": {"exitCode": 1}}, name="sidecar")) is None

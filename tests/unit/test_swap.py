@@ -14,16 +14,17 @@ TIMEOUT = dt.timedelta(minutes=45)
 
 
 def rev(name: str, ready: int = 0, replicas: int = 1, pods: int | None = None, age_min: float = 1,
-        unschedulable: str | None = None) -> RevisionObservation:
+        unschedulable: str | None = None, exited: str | None = None) -> RevisionObservation:
     return RevisionObservation(name=name, replicas=replicas, ready=ready, pods=replicas if pods is None else pods,
-                               created=T0 - dt.timedelta(minutes=age_min), unschedulable=unschedulable)
+                               created=T0 - dt.timedelta(minutes=age_min), unschedulable=unschedulable, exited=exited)
 
 
 def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1, previous=None,
-        switched_ago: float | None = None) -> SwapInput:
+        switched_ago: float | None = None, good=("old",)) -> SwapInput:
     return SwapInput(desired=desired, strategy=strategy, replicas=replicas, startup_timeout=TIMEOUT, active=active,
                      failed=frozenset(failed), revisions={r.name: r for r in revisions}, now=T0, previous=previous,
-                     switched_at=None if switched_ago is None else T0 - dt.timedelta(seconds=switched_ago))
+                     switched_at=None if switched_ago is None else T0 - dt.timedelta(seconds=switched_ago),
+                     good=frozenset(good))
 
 
 def test_first_revision_points_traffic_at_itself_and_becomes_ready():
@@ -153,3 +154,37 @@ def test_observed_from_groups_children_by_revision():
     assert observed.revisions["b"].ready == 0 and observed.revisions["b"].pods == 2
     assert "Insufficient nvidia.com/gpu" in observed.revisions["b"].unschedulable
     assert observed.revisions["a"].created == T0
+
+
+OFFLINE_EXIT = "engine exited with code 1: OSError: We couldn't connect to 'https://huggingface.co' ..."
+
+
+def test_a_first_revision_whose_engine_exits_fails_at_once_with_its_output_even_behind_its_service():
+    for active in (None, "new"):  # before and after its Service exists (it points at the revision at once)
+        plan = plan_swap(inp(active=active, good=(), revisions=[rev("new", exited=OFFLINE_EXIT)]))
+        assert plan.mark_failed == "new" and plan.failure_reason == f"failed to start: {OFFLINE_EXIT}"
+        assert plan.progressing.reason == "RevisionFailed" and OFFLINE_EXIT in plan.progressing.message
+        assert "no earlier revision to fall back to" in plan.progressing.message
+        assert plan.ready.reason == "EngineExited" and OFFLINE_EXIT in plan.ready.message
+        assert [e[1] for e in plan.events] == ["RevisionFailed"]
+    # recorded: not failed again, the message stays
+    again = plan_swap(inp(active="new", good=(), failed=["new"], revisions=[rev("new", exited=OFFLINE_EXIT)]))
+    assert again.mark_failed is None and again.events == [] and again.progressing.reason == "RevisionFailed"
+
+
+def test_a_first_revision_that_never_starts_times_out_behind_its_service_too():
+    plan = plan_swap(inp(active="new", good=(), revisions=[rev("new", age_min=46)]))
+    assert plan.mark_failed == "new" and "did not become Ready within spec.startup.timeout 45m" in plan.progressing.message
+
+
+def test_a_new_revision_whose_engine_exits_is_rolled_back_without_waiting_for_the_timeout():
+    for strategy in ("BlueGreen", "Recreate"):
+        plan = plan_swap(inp(strategy=strategy, revisions=[rev("old", ready=1 if strategy == "BlueGreen" else 0),
+                                                           rev("new", exited=OFFLINE_EXIT, age_min=0.2)]))
+        assert plan.mark_failed == "new" and plan.failure_reason.startswith("failed to start: engine exited")
+        assert "new" in plan.delete and plan.scale["old"] == 1 and plan.service_revision == "old"
+
+
+def test_a_revision_that_has_served_is_restarted_not_failed_when_its_engine_exits():
+    plan = plan_swap(inp(desired="old", active="old", revisions=[rev("old", exited=OFFLINE_EXIT)]))
+    assert plan.mark_failed is None and plan.progressing.reason == "RevisionActive"

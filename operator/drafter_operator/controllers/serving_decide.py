@@ -36,6 +36,7 @@ from drafter_operator.controllers.swap import RevisionObservation, SwapInput, Sw
     is_ready, plan_swap
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import (
+    ENGINE_CONTAINER,
     PREVIOUS_REVISION_ANNOTATION,
     SWITCHED_AT_ANNOTATION,
     engine_deployment,
@@ -102,7 +103,7 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
             name=revision, replicas=deployment["spec"].get("replicas", 1),
             ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
             pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
-            unschedulable=unschedulable)
+            unschedulable=unschedulable, exited=next(filter(None, map(engine_exit, own)), None))
     for benchmark in benchmarks:
         labels = benchmark["metadata"].get("labels") or {}
         gate = bool(labels.get(GATE_LABEL))
@@ -120,6 +121,28 @@ def newest_first(groups: Iterable[list[dict]]) -> list[dict]:
     """Finished DrafterBenchmarks, newest completion first (the name breaks ties)."""
     return sorted((b for runs in groups for b in runs),
                   key=lambda b: ((b.get("status") or {}).get("completionTime") or "", b["metadata"]["name"]), reverse=True)
+
+
+#: How much of an exited engine's last output (its termination message: the log tail) a condition quotes.
+EXIT_MESSAGE_CHARS = 600
+
+
+def engine_exit(pod: dict) -> str | None:
+    """How the engine container of a pod that was never Ready exited: exit code and the end of its
+    output (terminationMessagePolicy FallbackToLogsOnError puts the log tail there). None while it runs,
+    or once it has been Ready (an engine that served and then died is restarted, not failed)."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != ENGINE_CONTAINER or container.get("ready") or container.get("started"):
+            continue
+        terminated = (container.get("state") or {}).get("terminated") or \
+            (container.get("lastState") or {}).get("terminated")
+        if not terminated or terminated.get("exitCode") in (None, 0):
+            continue
+        output = " ".join((terminated.get("message") or "").split())
+        if len(output) > EXIT_MESSAGE_CHARS:
+            output = "..." + output[-EXIT_MESSAGE_CHARS:]
+        return f"engine exited with code {terminated['exitCode']}" + (f": {output}" if output else "")
+    return None
 
 
 def benchmark_revision(benchmark: dict) -> str | None:
@@ -254,7 +277,8 @@ def decide(state: ServingState) -> ServingPlan:
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
             switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain,
             gated=spec.swap.gate is not None, gate=gate_verdict(observed.gates.get(desired)),
-            failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")})
+            failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
+            good=frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good")))
         swap = plan_swap(swap_input)
 
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)

@@ -34,6 +34,9 @@ class RevisionObservation:
     pods: int
     created: dt.datetime
     unschedulable: str | None = None  # the scheduler's message when a pod cannot be placed
+    # How an engine container of a never-Ready revision exited (code and its last output): a load that
+    # fails (a bad flag, a missing file offline) fails in seconds, not at the end of spec.startup.timeout.
+    exited: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class SwapInput:
     gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
     failure_reasons: dict[str, str] = field(default_factory=dict)  # failed revision -> why, when recorded
+    good: frozenset[str] = frozenset()  # revisions that have been Ready (an engine exit then is a restart)
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,15 @@ def is_ready(observed: RevisionObservation | None, replicas: int) -> bool:
     return observed.ready >= replicas and (replicas == 0 or observed.ready >= 1)
 
 
-def timed_out(observed: RevisionObservation | None, replicas: int, inp: SwapInput) -> bool:
-    return observed is not None and not is_ready(observed, replicas) and \
-        inp.now - observed.created > inp.startup_timeout
+def start_failure(observed: RevisionObservation | None, replicas: int, inp: SwapInput) -> str | None:
+    """Why a revision that never became Ready failed (its engine exited, or its startup timed out), else None."""
+    if observed is None or is_ready(observed, replicas):
+        return None
+    if observed.exited:
+        return f"failed to start: {observed.exited}"
+    if inp.now - observed.created > inp.startup_timeout:
+        return f"did not become Ready within spec.startup.timeout {_format(inp.startup_timeout)}"
+    return None
 
 
 def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: int) -> Verdict:
@@ -97,6 +107,8 @@ def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: in
     if observed and observed.unschedulable:
         return Verdict("False", "Unschedulable", f"revision {name}: {ready}/{replicas} Ready; "
                                                    f"scheduler: {observed.unschedulable}")
+    if observed and observed.exited:
+        return Verdict("False", "EngineExited", f"revision {name}: {ready}/{replicas} Ready; {observed.exited}")
     return Verdict("False", "EngineStarting", f"revision {name}: {ready}/{replicas} engine pods Ready")
 
 
@@ -120,18 +132,20 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
     desired, active = inp.desired, inp.active
     timeout_text = _format(inp.startup_timeout)
 
-    if active is None:
-        # First revision: nothing to protect, traffic points at it from the start.
+    if active is None or (desired == active and active not in inp.good):
+        # First revision: nothing to protect, traffic points at it from the start (the Service points
+        # at it before it is Ready, so until it has been Ready it is judged as a start, not as serving).
         observed = inp.revisions.get(desired)
         _steady(inp, plan, desired)
-        if desired in inp.failed or timed_out(observed, inp.replicas, inp):
+        failure = start_failure(observed, inp.replicas, inp)
+        if desired in inp.failed or failure:
+            why = inp.failure_reasons.get(desired) or failure or f"did not become Ready within {timeout_text}"
             if desired not in inp.failed:
                 plan.mark_failed = desired
-                plan.events.append(("Warning", "RevisionFailed",
-                                    f"revision {desired} not Ready within spec.startup.timeout {timeout_text}"))
+                plan.failure_reason = failure
+                plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}"))
             plan.progressing = Verdict("False", "RevisionFailed",
-                                       f"revision {desired} did not become Ready within {timeout_text}; "
-                                       "there is no earlier revision to fall back to")
+                                       f"revision {desired} {why}; there is no earlier revision to fall back to")
             plan.mark_good = None
         elif is_ready(observed, inp.replicas):
             plan.progressing = Verdict("False", "RevisionActive", f"revision {desired} is serving")
@@ -157,17 +171,17 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
     plan.service_revision = plan.active = active
     plan.delete += [name for name in inp.revisions if name not in (active, desired)]
 
-    if timed_out(new, inp.replicas, inp):
+    failure = start_failure(new, inp.replicas, inp)
+    if failure:
         plan.mark_failed = desired
+        plan.failure_reason = failure
         plan.delete.append(desired)
         plan.scale[active] = inp.replicas
         plan.ready = _ready_verdict(active, old, inp.replicas)
-        plan.progressing = Verdict("False", "RevisionFailed",
-                                   f"revision {desired} did not become Ready within {timeout_text}; rolled back "
-                                   f"to revision {active}")
-        plan.events.append(("Warning", "RevisionFailed",
-                            f"revision {desired} not Ready within spec.startup.timeout {timeout_text}; "
-                            f"revision {active} keeps serving"))
+        plan.progressing = Verdict("False", "RevisionFailed", f"revision {desired} {failure}; rolled back "
+                                                              f"to revision {active}")
+        plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}; "
+                                                         f"revision {active} keeps serving"))
         return plan
 
     if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
