@@ -21,6 +21,7 @@ import pytest
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.bench.run import WARMUP_TOKENS, Options, level_schedule, run
+from drafter_operator.bench.stream import event
 from drafter_operator.engines import speedup
 from tests.processes import free_port, listening_process
 
@@ -176,6 +177,29 @@ def test_waves_are_whole():
     assert level_schedule(5, 1, 1) == [[0], [1], [2], [3], [4]]
     assert level_schedule(5, 1, 4) == [[0, 1, 2, 3], [4, 0, 1, 2]]
     assert level_schedule(2, 2, 4) == [[0, 1, 0, 1]]
+
+
+def test_a_wave_reaches_the_engine_together(baseline):
+    # 64 streams a wave, two waves: the second reuses the first's kept-alive connections, where httpx's
+    # pool handed one idle connection to many requests and let them leave one by one (0.6 s at 64
+    # streams). Requests arriving apart make the engine take extra, under-filled steps: a wave of 64
+    # that arrives together takes max_tokens steps (the first prefills every prompt), give or take a few.
+    waves, max_tokens = 2, 64
+    before = state(baseline)["batching"]["steps"]
+    result = bench(url=baseline, num_prompts=64, repetitions=waves, max_tokens=max_tokens, concurrency=(64,),
+                   num_speculative_tokens=None)
+    steps = state(baseline)["batching"]["steps"] - before - WARMUP_TOKENS
+    assert result.total_tokens == waves * 64 * max_tokens
+    assert steps <= 1.25 * waves * max_tokens, f"{steps} engine steps for {waves} waves of {max_tokens} tokens"
+
+
+def test_stream_events_are_read_from_the_raw_lines():
+    assert event(b'data: {"choices": [{"text": "a"}]}\n') == {"choices": [{"text": "a"}]}
+    assert event(b'data:{"usage": {"completion_tokens": 3}}') == {"usage": {"completion_tokens": 3}}
+    assert event(b"data: [DONE]\n") is None
+    assert event(b"\n") is None and event(b": keep-alive\n") is None and event(b"data: \n") is None
+    with pytest.raises(json.JSONDecodeError):
+        event(b"data: {not json\n")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

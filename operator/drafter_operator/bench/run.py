@@ -7,6 +7,8 @@ without a pool's ragged tail; the last wave is filled by reusing prompts from th
 never ends with fewer streams than it claims. With a baseline URL, each target wave is followed by the
 same prompts on the baseline (target prompt i, then baseline prompt i): both see the same client
 machine, network and time of day, and a drift during the run hits both alike.
+A wave measures N streams only if its N requests reach the engine together, in one step: the streams
+go through aiohttp for that (``stream.py`` says why not httpx).
 
 Acceptance comes from the target pods' counters scraped after the warm-up and after the last level,
 so it covers exactly the measured requests (when nothing else sends traffic to those pods).
@@ -19,13 +21,14 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import aiohttp
 import httpx
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.bench import prompts as prompt_sets
 from drafter_operator.bench import scrape
 from drafter_operator.bench.result import Level, Stream, benchmark_result
-from drafter_operator.bench.stream import BenchError, Endpoint, first_model, stream_one
+from drafter_operator.bench.stream import BenchError, Endpoint, first_model, stream_one, stream_session
 
 #: Warm-up generation length: enough to take the first-request costs (connections, graph capture,
 #: prefix caches of the template) out of the measurement, short enough to cost nothing.
@@ -75,23 +78,24 @@ def level_schedule(num_prompts: int, repetitions: int, concurrency: int) -> list
     return [padded[w * concurrency:(w + 1) * concurrency] for w in range(waves)]
 
 
-async def _wave(client: httpx.AsyncClient, endpoint: Endpoint, prompts: list[str], indices: list[int],
+async def _wave(session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], indices: list[int],
                 concurrency: int) -> tuple[list[Stream], float]:
     started = time.perf_counter()
-    streams = await asyncio.gather(*(stream_one(client, endpoint, prompts[i], i, concurrency) for i in indices))
+    streams = await asyncio.gather(*(stream_one(session, endpoint, prompts[i], i, concurrency) for i in indices))
     return list(streams), time.perf_counter() - started
 
 
-async def run_level(client: httpx.AsyncClient, target: Endpoint, baseline: Endpoint | None, prompts: list[str],
-                    repetitions: int, concurrency: int, baseline_tps: float | None = None) -> Level:
+async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint | None,
+                    prompts: list[str], repetitions: int, concurrency: int,
+                    baseline_tps: float | None = None) -> Level:
     streams: list[Stream] = []
     seconds = base_tokens = base_seconds = 0.0
     for indices in level_schedule(len(prompts), repetitions, concurrency):
-        wave, wall = await _wave(client, target, prompts, indices, concurrency)
+        wave, wall = await _wave(session, target, prompts, indices, concurrency)
         streams.extend(wave)
         seconds += wall
         if baseline is not None:
-            base_wave, base_wall = await _wave(client, baseline, prompts, indices, concurrency)
+            base_wave, base_wall = await _wave(session, baseline, prompts, indices, concurrency)
             base_tokens += sum(s.completion_tokens for s in base_wave)
             base_seconds += base_wall
     if baseline is not None:
@@ -105,9 +109,9 @@ async def run(options: Options) -> BenchmarkResult:
     prompts = prompt_sets.select(list(options.prompts) or prompt_sets.load(options.prompts_file), options.num_prompts)
     base_url = options.url.rstrip("/")
     metrics_urls = options.metrics_urls or (base_url,)
-    streams = max(options.concurrency)
-    limits = httpx.Limits(max_connections=2 * streams + len(metrics_urls), max_keepalive_connections=2 * streams)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(options.timeout), limits=limits) as client:
+    # httpx for the few one-off requests (model id, /metrics), aiohttp for the streams (stream.py says why).
+    async with httpx.AsyncClient(timeout=httpx.Timeout(options.timeout)) as client, \
+            stream_session(max(options.concurrency), options.timeout) as session:
         target = Endpoint("target", base_url, options.model or await first_model(client, base_url),
                           options.max_tokens, options.temperature, chat=not options.completions)
         baseline = None
@@ -119,9 +123,9 @@ async def run(options: Options) -> BenchmarkResult:
             if endpoint is not None:
                 warm = Endpoint(endpoint.name + " warm-up", endpoint.base_url, endpoint.model, WARMUP_TOKENS,
                                 endpoint.temperature, endpoint.chat)
-                await stream_one(client, warm, prompts[0], 0)
+                await stream_one(session, warm, prompts[0], 0)
         before = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
-        levels = [await run_level(client, target, baseline, prompts, options.repetitions, concurrency,
+        levels = [await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                   options.baseline_tps)
                   for concurrency in options.concurrency]
         after = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
