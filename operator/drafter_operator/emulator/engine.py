@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 from drafter_operator.emulator.cmdline import EngineConfig
 from drafter_operator.emulator.exporters import Exporter, SglangExporter, VllmExporter
+from drafter_operator.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
 from drafter_operator.emulator.model import Decoder, Settings
 from drafter_operator.emulator.profiles import Profile
 from drafter_operator.emulator.scheduler import Scheduler, Ticket
@@ -61,10 +62,16 @@ def _tree_shape(spec) -> dict[str, int]:
 
 class EmulatedEngine:
     def __init__(self, config: EngineConfig, settings: Settings, profile: Profile,
-                 clock=time.monotonic) -> None:
+                 clock=time.monotonic, *, environment_names: Iterable[str] | None = None,
+                 hub: HubReport | None = None) -> None:
+        """``environment_names``: the names (never the values) of the environment the engine started with,
+        None when it was built without one (in-process tests); ``hub``: how its models were resolved."""
         self.config = config
         self.settings = settings
         self.profile = profile
+        self.environment_names = None if environment_names is None else sorted(
+            name for name in environment_names if not name.startswith(EMULATOR_ENV_PREFIX))
+        self.hub = hub
         self._clock = clock
         self.started_at = clock()
         # Acceptance draws and synthetic text use separate streams, so the text never shifts the draws.
@@ -217,4 +224,8 @@ class EmulatedEngine:
             "prediction": prediction,
             "totals": measured,
             "ignoredFlags": {k: v for k, v in config.ignored.items()},
+            # Names only, without the emulator's own DRAFTER_EMULATOR_* knobs (emulator/hub.py).
+            "environment": None if self.environment_names is None else {
+                "names": list(self.environment_names), "excludedPrefixes": [EMULATOR_ENV_PREFIX]},
+            "hub": None if self.hub is None else self.hub.as_dict(),
         }

@@ -30,6 +30,7 @@ ENV_TIME_SCALE = "DRAFTER_EMULATOR_TIME_SCALE"
 ENV_SEED = "DRAFTER_EMULATOR_SEED"
 ENV_PROFILE = "DRAFTER_EMULATOR_PROFILE"
 ENV_ACCEPTANCE = "DRAFTER_EMULATOR_ACCEPTANCE"
+ENV_DOWNLOAD_SECONDS = "DRAFTER_EMULATOR_DOWNLOAD_SECONDS"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -51,6 +52,8 @@ class Settings:
     profile_path: str | None = None
     #: Per-token acceptance that overrides the profile.
     acceptance: float | None = None
+    #: Wall-clock seconds an emulated hub download takes, per model not in the hub cache (emulator/hub.py).
+    download_seconds: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -83,6 +86,7 @@ class Settings:
             seed=seed,
             profile_path=env.get(ENV_PROFILE, "").strip() or None,
             acceptance=number(ENV_ACCEPTANCE, 0.0, 0.0, 1.0) if acceptance_raw else None,
+            download_seconds=number(ENV_DOWNLOAD_SECONDS, 0.0),
         )
 
 

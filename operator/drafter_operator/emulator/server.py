@@ -22,9 +22,11 @@ HTTP API (aiohttp), per engine:
   lifetime counts.
 
 Environment (see ``emulator/model.py``): ``DRAFTER_EMULATOR_HOST``, ``_STARTUP_SECONDS``,
-``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``.
+``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_DOWNLOAD_SECONDS``.
+The names (never the values) of the other variables are logged and reported in ``/emulator/state``;
+hub ids, ``HF_HUB_OFFLINE`` and the hub cache are handled as the engines do (``emulator/hub.py``).
 Exit status: 0 after SIGTERM/SIGINT, 2 for a bad command line or environment, 1 when the port
-cannot be bound.
+cannot be bound or a hub id is offline and not cached (the engine's own error).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -49,6 +52,7 @@ from drafter_operator.emulator.cmdline import (
 )
 from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
 from drafter_operator.emulator.exporters import SglangExporter
+from drafter_operator.emulator.hub import HubModelUnavailable, environment_names, resolve_models
 from drafter_operator.emulator.model import Pacer, Settings
 from drafter_operator.emulator.native import NativeResponseBuilder, parse_generate
 from drafter_operator.emulator.openai import (
@@ -351,15 +355,27 @@ class EmulatorServer:
             self._runner = None
 
 
-def build_engine(argv: list[str], env: dict[str, str] | os._Environ) -> EmulatedEngine:
-    """Parse the command line and environment into an engine (raises like ``main`` reports)."""
+def _log(line: str) -> None:
+    print(f"drafter-operator emulate: {line}", file=sys.stderr, flush=True)
+
+
+def build_engine(argv: list[str], env: Mapping[str, str], log: Callable[[str], None] = _log) -> EmulatedEngine:
+    """Parse the command line and environment into an engine (raises like ``main`` reports).
+
+    Resolves hub ids against the hub cache before the engine (and its startup delay) starts: offline and
+    not cached raises :class:`HubModelUnavailable` at once; online and not cached waits out the emulated
+    download (``emulator/hub.py``).
+    """
     config = parse_command_line(argv)
     problems = startup_problems(config)
     if problems:  # what the real engine refuses once it reads the model config
         raise ValueError("; ".join(problems))
     settings = Settings.from_env(env)
     profile = load_profile(settings.profile_path)
-    return EmulatedEngine(config, settings, profile)
+    names = environment_names(env)
+    log(f"environment: {len(names)} variables (names only, in /emulator/state): {', '.join(names)}")
+    hub = resolve_models(config, env, download_seconds=settings.download_seconds, log=log)
+    return EmulatedEngine(config, settings, profile, environment_names=names, hub=hub)
 
 
 def bind_host(engine: EmulatedEngine) -> str:
@@ -412,6 +428,9 @@ def main(argv: list[str]) -> int:
     except (ValueError, ProfileError) as exc:
         print(f"drafter-operator emulate: error: {exc}", file=sys.stderr)
         return 2
+    except HubModelUnavailable as exc:  # the engine's own error, as the last lines of its traceback
+        print(exc, file=sys.stderr, flush=True)
+        return exc.status
     try:
         return asyncio.run(_serve(engine))
     except KeyboardInterrupt:
