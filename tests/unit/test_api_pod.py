@@ -46,7 +46,8 @@ from drafter_operator.resources.benchmark_job import benchmark_labels
 from drafter_operator.resources.labels import revision_labels, serving_labels
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MODELS: list[type[ApiModel]] = [*KUBERNETES_TYPES, PodPolicy]
+# PodPolicy and Placement mirror no single core/v1 type: they spread over ObjectMeta and PodSpec.
+MODELS: list[type[ApiModel]] = [*KUBERNETES_TYPES, PodPolicy, pod.Placement]
 
 
 def _refusal(model: type[BaseModel], data) -> str | None:
@@ -162,6 +163,12 @@ REFUSALS: list[tuple[type[BaseModel], dict, str, str]] = [
     (EnvFromSource, {"prefix": "A_"}, "needs exactly one of envFrom[].configMapRef and envFrom[].secretRef", "envFrom[].secretRef"),
     (EnvFromSource, {"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}, "needs exactly one", "envFrom[].configMapRef"),
     (ContainerResources, {"requests": {"nvidia.com/gpu": "8"}}, "spec.resources.gpusPerReplica", "resources.requests"),
+    (pod.Placement, {"gpuProduct": "NVIDIA-B200", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"}},
+     "set the same label: keep only one", "placement.gpuProduct"),
+    (pod.Toleration, {"key": "nvidia.com/gpu", "operator": "Exists", "value": "present"},
+     "must be empty when operator is Exists", "tolerations[].value"),
+    (pod.Toleration, {"key": "a", "value": "b", "effect": "NoSchedule", "tolerationSeconds": 30},
+     "applies only to effect NoExecute", "tolerations[].tolerationSeconds"),
     (ContainerResources, {"limits": {"nvidia.com/gpu": "1"}}, "must not hold nvidia.com/gpu", "resources.limits"),
     (ContainerResources, {"requests": {"hugepages-2Mi": "1Gi"}}, "take only cpu, memory and ephemeral-storage", "resources.requests"),
     (ContainerResources, {"limits": {"example.com/fpga": "1"}}, "take only cpu, memory and ephemeral-storage", "resources.limits"),

@@ -245,3 +245,18 @@ def test_a_gate_records_the_revision_it_gates_from_its_label_and_annotation():
     body["metadata"]["annotations"] = {"drafter.dev/num-speculative-tokens": "4"}
     plan = decide(state(body, None))
     assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r9", 4)
+
+
+def test_the_benchmark_pod_takes_the_specs_resources_and_pod_policy():
+    plan = decide(state(benchmark(resources={"requests": {"cpu": "2", "memory": "1Gi"}},
+                                  pod={"serviceAccountName": "bench", "imagePullSecrets": [{"name": "registry"}],
+                                       "labels": {"example.com/team": "ml"}}), serving()))
+    template = plan.create["spec"]["template"]
+    pod = template["spec"]
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
+    assert pod["serviceAccountName"] == "bench" and pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert template["metadata"]["labels"]["example.com/team"] == "ml"
+    assert template["metadata"]["labels"]["drafter.dev/benchmark"] == "seed"
+    assert pod["containers"][0]["securityContext"]["runAsNonRoot"] is True  # the default stays without one
+    default = decide(state(benchmark(), serving())).create["spec"]["template"]["spec"]["containers"][0]
+    assert default["resources"] == {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}

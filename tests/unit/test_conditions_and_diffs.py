@@ -59,3 +59,26 @@ def test_changed_keeps_only_differing_status_fields():
     assert changed_fields({"a": 1, "b": [1]}, {"a": 1, "b": [2], "c": None}) == {"b": [2]}
     assert changed_fields({"a": 1}, {"a": None}) == {"a": None}
     assert changed_fields({"a": 1}, {"a": 1}) == {}
+
+
+def test_an_unset_pod_policy_field_is_a_change_and_its_patch_deletes_it():
+    from drafter_operator.controllers.serving_decide import merge_overlay, removed_from_template
+
+    container = {"name": "engine", "image": "vllm:1", "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}]}
+    wanted = {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": [container]}}
+    served = {"metadata": {"labels": {"team": "a", "cost-center": "42"}, "annotations": {"x": "y"}},
+              "spec": {"dnsPolicy": "ClusterFirst", "priorityClassName": "inference", "securityContext": {},
+                       "containers": [{**container, "envFrom": [{"secretRef": {"name": "hub"}}],
+                                       "imagePullPolicy": "IfNotPresent"}]}}
+    assert template_differs(served, wanted)  # the subset comparison alone would see no change
+    overlay = removed_from_template(served, wanted)
+    assert overlay == {"metadata": {"labels": {"cost-center": None}, "annotations": {"x": None}},
+                       "spec": {"priorityClassName": None, "containers": None}}
+    patch = merge_overlay(overlay, wanted)
+    # deletions where wanted is silent; what wanted sets (its containers list, whole) wins
+    assert patch == {"metadata": {"labels": {"team": "a", "cost-center": None}, "annotations": {"x": None}},
+                     "spec": {"containers": [container], "priorityClassName": None}}
+    # apiserver defaults (an empty securityContext, dnsPolicy) are not removals
+    same = {"metadata": {"labels": {"team": "a"}}, "spec": {"dnsPolicy": "ClusterFirst", "securityContext": {},
+                                                            "containers": [dict(container)]}}
+    assert removed_from_template(same, wanted) == {} and not template_differs(same, wanted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -14,10 +15,14 @@ from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.api.serving import StorageSpec
 from drafter_operator.resources.engine import (
     GPU_TOLERATION,
     engine_deployment,
     engine_pod_spec,
+    hub_models,
+    operator_environment,
+    runs_offline,
     serving_service,
     startup_failure_threshold,
 )
@@ -145,7 +150,39 @@ def test_sglang_readiness_uses_health_generate():
 
 @pytest.mark.parametrize("timeout,expected", [("1m", 6), ("45m", 270), ("90s", 9), ("2h", 720)])
 def test_startup_failure_threshold(timeout, expected):
-    assert startup_failure_threshold(timeout) == expected
+    local = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/Kimi-K2.5"},
+                                               "drafter": {"method": "none"}, "startup": {"timeout": timeout}})
+    assert startup_failure_threshold(local) == expected
+    # a hub id may have to be downloaded first: spec.startup.downloadTimeout (default 1h) on top
+    hub = local.model_copy(update={"target": local.target.model_copy(update={"model": "moonshotai/Kimi-K2.5"})})
+    assert startup_failure_threshold(hub) == expected + 360
+    offline = hub.model_copy(update={"storage": StorageSpec(cache_claim="hf", offline=True)})
+    assert startup_failure_threshold(offline) == expected  # offline: nothing is downloaded
+
+
+def test_the_operator_owns_hub_offline_and_cache_variables():
+    on_volume = example("serving-vllm-kimi-k25-eagle3.yaml").spec  # every model a path on the model claim
+    assert runs_offline(on_volume) and hub_models(on_volume) == []
+    assert operator_environment(on_volume) == [{"name": "HF_HUB_OFFLINE", "value": "1"}]
+    hub = example("serving-sglang-kimi-k25-eagle3.yaml").spec  # the public drafter is a hub id
+    assert hub_models(hub) == ["AQ-MedAI/Kimi-K2-Instruct-eagle3"] and not runs_offline(hub)
+    cached = hub.model_copy(update={"storage": hub.storage.model_copy(update={"cache_claim": "hf-cache"})})
+    assert operator_environment(cached) == [{"name": "HF_HUB_OFFLINE", "value": "0"},
+                                            {"name": "HF_HOME", "value": "/var/cache/huggingface"}]
+    pod = engine_pod_spec(DrafterServing(metadata={"name": "k", "namespace": "n"}, spec=cached), "img", ["x"], 30000,
+                          "/health", "/health_generate")
+    assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}} in pod["volumes"]
+    assert {"name": "hf-cache", "mountPath": "/var/cache/huggingface"} in pod["containers"][0]["volumeMounts"]
+
+
+def test_offline_with_a_hub_id_needs_a_cache_and_the_cache_stays_off_the_model_volume():
+    base = {"engine": "sglang", "target": {"model": "/models/Kimi-K2.5"},
+            "drafter": {"method": "eagle3", "model": "AQ-MedAI/Kimi-K2-Instruct-eagle3"}}
+    with pytest.raises(ValueError, match="spec.storage.offline is true but a model is a hub id"):
+        DrafterServingSpec.model_validate({**base, "storage": {"modelClaim": "models", "offline": True}})
+    DrafterServingSpec.model_validate({**base, "storage": {"modelClaim": "models", "offline": True, "cacheClaim": "hf"}})
+    with pytest.raises(ValueError, match="cachePath and spec.storage.mountPath overlap"):
+        DrafterServingSpec.model_validate({**base, "storage": {"cacheClaim": "hf", "cachePath": "/models/cache"}})
 
 
 def test_deployment_and_service_select_one_revision():
@@ -186,3 +223,75 @@ def test_image_version_parsing():
     assert compatibility.image_version("lmsysorg/sglang:v0.5.23-cu130") == (0, 5, 23)
     assert compatibility.image_version("vllm/vllm-openai:latest") is None
     assert compatibility.image_version("registry:5000/vllm") is None
+
+
+POLICY_SPEC = {
+    "env": [{"name": "NCCL_DEBUG", "value": "WARN"},
+            {"name": "HF_HUB_OFFLINE", "value": "0"},  # the operator's: dropped, its own value wins
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}],
+    "envFrom": [{"secretRef": {"name": "hub-token"}}, {"configMapRef": {"name": "engine-tuning"}, "prefix": "X_"}],
+    "resources": {"gpusPerReplica": 8, "requests": {"cpu": "32", "memory": "512Gi"}, "limits": {"memory": "1Ti"}},
+    "placement": {"gpuProduct": "NVIDIA-B200",
+                  "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                      {"topologyKey": "kubernetes.io/hostname",
+                       "labelSelector": {"matchLabels": {"drafter.dev/serving": "kimi"}}}]}},
+                  "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                                 "whenUnsatisfiable": "ScheduleAnyway"}]},
+    "pod": {"labels": {"example.com/team": "inference"}, "annotations": {"example.com/owner": "ml-platform"},
+            "serviceAccountName": "engines", "imagePullSecrets": [{"name": "registry"}],
+            "priorityClassName": "serving-critical", "runtimeClassName": "nvidia",
+            "securityContext": {"fsGroup": 1000},
+            "containerSecurityContext": {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}},
+}
+
+
+def policy_serving(**changes) -> DrafterServing:
+    body = yaml.safe_load((EXAMPLES / "serving-vllm-kimi-k25-eagle3.yaml").read_text())
+    body["spec"].update(copy.deepcopy(POLICY_SPEC), **changes)
+    body["metadata"] = {"name": "kimi", "namespace": "team"}
+    return DrafterServing.model_validate(body)
+
+
+def test_pod_policy_env_and_resources_render_into_the_pod_template():
+    serving = policy_serving()
+    pod = engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health")
+    (container,) = pod["containers"]
+    assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"},
+                                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}},
+                                {"name": "HF_HUB_OFFLINE", "value": "1"}]  # every model is on the model claim
+    assert container["envFrom"] == POLICY_SPEC["envFrom"]
+    assert container["resources"] == {"requests": {"cpu": "32", "memory": "512Gi", "nvidia.com/gpu": "8"},
+                                      "limits": {"memory": "1Ti", "nvidia.com/gpu": "8"}}
+    assert container["securityContext"] == POLICY_SPEC["pod"]["containerSecurityContext"]
+    for field in ("serviceAccountName", "imagePullSecrets", "priorityClassName", "runtimeClassName", "securityContext"):
+        assert pod[field] == POLICY_SPEC["pod"][field], field
+    assert pod["affinity"] == POLICY_SPEC["placement"]["affinity"]
+    assert pod["topologySpreadConstraints"] == POLICY_SPEC["placement"]["topologySpreadConstraints"]
+    template = engine_deployment(serving, "r1", 1, pod)["spec"]["template"]
+    assert template["metadata"]["labels"]["example.com/team"] == "inference"
+    assert template["metadata"]["labels"]["drafter.dev/revision"] == "r1"  # the operator's labels stay
+    assert template["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+
+
+def test_without_a_policy_the_engine_runs_where_the_upstream_images_run():
+    pod = engine_pod_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), "img", ["x"], 8000, "/health", "/health")
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert "runAsNonRoot" not in str(container["securityContext"])  # vLLM's and SGLang's images run as root
+    assert "envFrom" not in container and "serviceAccountName" not in pod and "affinity" not in pod
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}
+
+
+def test_pod_policy_changes_keep_the_revision():
+    plain = example("serving-vllm-kimi-k25-eagle3.yaml")
+    assert revision_hash(policy_serving().spec, "img") == revision_hash(plain.spec, "img")
+
+
+def test_a_hub_token_is_never_rendered_as_a_value():
+    token = "hf_aVeryRealLookingToken123"
+    serving = policy_serving()
+    rendered = json.dumps([engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health"),
+                           serving.model_dump(mode="json", by_alias=True)])
+    assert token not in rendered and "secretKeyRef" in rendered  # the reference travels, never the value
+    with pytest.raises(ValueError, match="must not hold a hub token"):
+        policy_serving(env=[{"name": "HF_TOKEN", "value": token}])

@@ -22,6 +22,7 @@ from drafter_operator.api.common import (
     duration_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.pod import ContainerResources, PodPolicy
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
 
@@ -121,6 +122,10 @@ class DrafterBenchmarkSpec(ApiModel):
     """Thresholds for a Passed / Failed verdict."""
     timeout: Duration = "30m"
     """Deadline of the benchmark Job."""
+    resources: ContainerResources | None = None
+    """CPU and memory of the benchmark pod; default requests cpu 500m and memory 256Mi, limit memory 1Gi."""
+    pod: PodPolicy | None = None
+    """Pod settings of the benchmark pod: labels, annotations, serviceAccountName, imagePullSecrets (for the operator's image), priorityClassName, security contexts."""
 
 
 class PromptResult(StatusModel):

@@ -19,7 +19,6 @@ from drafter_operator.api.common import (
     Image,
     ModelRef,
     ObjectName,
-    Placement,
     Quantity,
     Ratio,
     Rule,
@@ -31,6 +30,7 @@ from drafter_operator.api.common import (
     duration_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.pod import ContainerResources, EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.engines import DEFAULT_IMAGES, owned_spellings
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.images import image_repository
@@ -198,8 +198,8 @@ class DrafterSpec(ApiModel):
     """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""
 
 
-class ResourcesSpec(ApiModel):
-    """Resources of one replica."""
+class ResourcesSpec(ContainerResources):
+    """Resources of one replica: its GPUs, and CPU and memory beside them."""
 
     gpus_per_replica: Annotated[int, Field(ge=1, le=64)] = 8
     """nvidia.com/gpu per replica (one engine pod)."""
@@ -215,6 +215,21 @@ class StorageSpec(ApiModel):
             check=lambda s: not re.match(_SYSTEM_PATH_PATTERN, s.mount_path),
             field_path=".mountPath",
         ),
+        Rule(
+            cel=f"!self.cachePath.matches(r'{_SYSTEM_PATH_PATTERN}')",
+            message="spec.storage.cachePath must not be under /dev, /proc or /sys: use e.g. /var/cache/huggingface",
+            check=lambda s: not re.match(_SYSTEM_PATH_PATTERN, s.cache_path),
+            field_path=".cachePath",
+        ),
+        Rule(
+            cel=("self.cachePath != self.mountPath && !self.cachePath.startsWith(self.mountPath + '/') "
+                 "&& !self.mountPath.startsWith(self.cachePath + '/')"),
+            message=("spec.storage.cachePath and spec.storage.mountPath overlap (the model volume is read-only, the "
+                     "cache is written): use separate paths, e.g. /models and /var/cache/huggingface"),
+            check=lambda s: s.cache_path != s.mount_path and not s.cache_path.startswith(s.mount_path + "/")
+            and not s.mount_path.startswith(s.cache_path + "/"),
+            field_path=".cachePath",
+        ),
     )
 
     model_claim: ObjectName | None = None
@@ -223,6 +238,12 @@ class StorageSpec(ApiModel):
     """Where the model volume is mounted in the engine pods."""
     shm_size: Quantity | None = None
     """Size limit of the in-memory /dev/shm volume (NCCL needs a large one with tensor parallelism), e.g. "64Gi"."""
+    cache_claim: ObjectName | None = None
+    """PersistentVolumeClaim for the Hugging Face cache, mounted read-write at cachePath with HF_HOME pointing at it: a hub id in target.model or drafter.model is downloaded there once, and every later revision finds it there (a swap does not download the target again). Use a ReadWriteMany claim when BlueGreen revisions may run on different nodes."""
+    cache_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/var/cache/huggingface"
+    """Where the cache volume is mounted (HF_HOME)."""
+    offline: bool | None = None
+    """Run the engine with HF_HUB_OFFLINE=1: a model that is not on the volumes fails the start in seconds, naming it, instead of a download or a wait for spec.startup.timeout. Default: on when every model is an absolute path (all on the model volume), off when a hub id must be downloaded."""
 
 
 class StartupSpec(ApiModel):
@@ -235,10 +256,18 @@ class StartupSpec(ApiModel):
             check=lambda s: duration_ok(s.timeout, "1m", "48h"),
             field_path=".timeout",
         ),
+        Rule(
+            cel=cel_duration_range("self.downloadTimeout", "0s", "48h"),
+            message='spec.startup.downloadTimeout must be between 0s and 48h, e.g. "1h"',
+            check=lambda s: duration_ok(s.download_timeout, "0s", "48h"),
+            field_path=".downloadTimeout",
+        ),
     )
 
     timeout: Duration = "45m"
     """How long the model may take to load before the revision is marked failed (sizes the startupProbe)."""
+    download_timeout: Duration = "1h"
+    """Added to timeout when a model is a hub id the engine may have to download (not offline): a 547 GB target takes about an hour at 1.2 Gbit/s."""
 
 
 class SwapSpec(ApiModel):
@@ -456,6 +485,20 @@ class DrafterServingSpec(ApiModel):
             or _under(s.drafter.model, s.storage.mount_path),
             field_path=".drafter.model",
         ),
+        Rule(
+            cel=(
+                "!has(self.storage) || !has(self.storage.offline) || !self.storage.offline "
+                "|| has(self.storage.cacheClaim) || (self.target.model.startsWith('/') "
+                "&& (!has(self.drafter.model) || self.drafter.model.startsWith('/')))"
+            ),
+            message=(
+                "spec.storage.offline is true but a model is a hub id and there is no spec.storage.cacheClaim to find "
+                "it in: put the model on the model volume and use its path, or set cacheClaim to a cache that holds it"
+            ),
+            check=lambda s: s.storage is None or not s.storage.offline or s.storage.cache_claim is not None
+            or all(m is None or m.startswith("/") for m in (s.target.model, s.drafter.model)),
+            field_path=".storage.offline",
+        ),
     )
 
     engine: Engine
@@ -480,6 +523,12 @@ class DrafterServingSpec(ApiModel):
     """How a new revision replaces the running one."""
     acceptance: AcceptanceSpec | None = None
     """Live acceptance monitoring (needs a drafter)."""
+    env: EnvVars | None = None
+    """Variables of the engine container (Kubernetes EnvVar: value, or valueFrom a Secret or ConfigMap key), e.g. NCCL and engine tuning flags. The operator's own win: HF_HUB_OFFLINE (from storage.offline) and HF_HOME (with storage.cacheClaim). Like replicas, a change restarts the active revision's pods in place; it never makes a new revision."""
+    env_from: EnvFromSources | None = None
+    """Every key of a Secret or ConfigMap as a variable of the engine container, e.g. {secretRef: {name: hf-token}} for the hub token HF_TOKEN (its value never appears in this object, its status or the operator's logs)."""
+    pod: PodPolicy | None = None
+    """Pod settings a cluster's policies may require: labels, annotations, serviceAccountName, imagePullSecrets, priorityClassName, runtimeClassName (e.g. nvidia), security contexts. Applied to the active revision in place."""
 
 
 def _min_length_ok(s: DrafterServingSpec) -> bool:

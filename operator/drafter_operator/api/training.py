@@ -17,7 +17,6 @@ from drafter_operator.api.common import (
     LocalObjectReference,
     ModelRef,
     ObjectName,
-    Placement,
     Quantity,
     Rule,
     StatusModel,
@@ -25,6 +24,7 @@ from drafter_operator.api.common import (
     decimal_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.pod import ContainerResources, EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving import MOUNT_PATH_PATTERN
 
 STAGES: tuple[str, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
@@ -56,6 +56,10 @@ class TrainingStorage(ApiModel):
     """PersistentVolumeClaim with the target (and base drafter); the trained drafter is written to it."""
     mount_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/models"
     """Where the volume is mounted in the stage pods."""
+    cache_claim: ObjectName | None = None
+    """PersistentVolumeClaim for the Hugging Face cache (HF_HOME) of the stage pods: hub ids (target, base drafter, dataset) are downloaded there once for every stage."""
+    cache_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/var/cache/huggingface"
+    """Where the cache volume is mounted (HF_HOME)."""
 
 
 class GenerationSpec(ApiModel):
@@ -160,8 +164,8 @@ class PromoteSpec(ApiModel):
     """The benchmark the new drafter must pass (besides beating the current drafter) before it is swapped in."""
 
 
-class TrainingResources(ApiModel):
-    """Resources of each stage pod."""
+class TrainingResources(ContainerResources):
+    """Resources of each stage pod: GPUs for the GPU stages, CPU and memory for all."""
 
     gpus: Annotated[int, Field(ge=1, le=64)] = 8
     """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
@@ -234,6 +238,12 @@ class DrafterTrainingSpec(ApiModel):
     """Resources of each stage pod."""
     placement: Placement | None = None
     """Where the stage pods may run."""
+    env: EnvVars | None = None
+    """Variables of the stage containers (Kubernetes EnvVar), e.g. NCCL settings or HF_TOKEN from a Secret through valueFrom."""
+    env_from: EnvFromSources | None = None
+    """Every key of a Secret or ConfigMap as a variable of the stage containers, e.g. {secretRef: {name: hf-token}}."""
+    pod: PodPolicy | None = None
+    """Pod settings of the stage pods: labels, annotations, serviceAccountName, imagePullSecrets, priorityClassName, runtimeClassName, security contexts."""
 
 
 class TrainingProgress(StatusModel):

@@ -285,7 +285,8 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
-                                (prompts.name, prompts.key) if prompts is not None else None)
+                                (prompts.name, prompts.key) if prompts is not None else None,
+                                resources=spec.resources, policy=spec.pod)
     drafter = drafter_summary(serving_spec) if serving_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     revision, k = measured_revision(body, state.target)

@@ -22,7 +22,7 @@ import pydantic
 
 from drafter_operator import engines
 from drafter_operator.engines import dynamic
-from drafter_operator.api import DrafterServing, parse_duration, serving_problems
+from drafter_operator.api import DrafterServing, serving_problems
 from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
 from drafter_operator.controllers.serving_acceptance import (
@@ -41,6 +41,7 @@ from drafter_operator.resources.engine import (
     SWITCHED_AT_ANNOTATION,
     engine_deployment,
     engine_pod_spec,
+    startup_limit_seconds,
     service_revision,
     serving_service,
 )
@@ -272,7 +273,7 @@ def decide(state: ServingState) -> ServingPlan:
     else:
         swap_input = SwapInput(
             desired=active if blocked else desired, strategy=spec.swap.strategy, replicas=spec.replicas,
-            startup_timeout=dt.timedelta(seconds=parse_duration(spec.startup.timeout)), active=active,
+            startup_timeout=dt.timedelta(seconds=startup_limit_seconds(spec)), active=active,
             failed=failed, revisions=observed.revisions, now=now,
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
             switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain,
@@ -459,8 +460,10 @@ def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Wri
     current = existing["spec"]
     if current.get("replicas") != manifest["spec"]["replicas"] or \
             template_differs(current["template"], manifest["spec"]["template"]):
+        template = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
+                                 manifest["spec"]["template"])
         return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {"spec": {
-            "replicas": manifest["spec"]["replicas"], "template": manifest["spec"]["template"],
+            "replicas": manifest["spec"]["replicas"], "template": template,
             "progressDeadlineSeconds": manifest["spec"]["progressDeadlineSeconds"]}})
     return None
 
@@ -571,15 +574,55 @@ def _transitioned(status: dict, kind: str, to: str) -> bool:
     return old is None or old.get("status") != to
 
 
+# Pod template fields the spec may set and later unset (pod policy, placement): a comparison of what we
+# set alone would miss their removal. The apiserver defaults none of them in a Deployment's template.
+OWNED_POD_FIELDS = ("affinity", "topologySpreadConstraints", "nodeSelector", "tolerations", "serviceAccountName",
+                    "imagePullSecrets", "priorityClassName", "runtimeClassName", "securityContext")
+OWNED_CONTAINER_FIELDS = ("env", "envFrom", "securityContext", "resources")
+
+
+def removed_from_template(current: dict, wanted: dict) -> dict:
+    """A merge-patch overlay deleting what the current template has and the wanted one no longer does:
+    pod labels and annotations, owned pod fields; a removed container field shows as {"containers": None}
+    (merge patch replaces the containers list whole, so the wanted list alone removes it)."""
+    overlay: dict = {}
+    for key in ("labels", "annotations"):
+        gone = set((current.get("metadata") or {}).get(key) or {}) - set((wanted.get("metadata") or {}).get(key) or {})
+        if gone:
+            overlay.setdefault("metadata", {})[key] = dict.fromkeys(sorted(gone))
+    have, want = current.get("spec") or {}, wanted.get("spec") or {}
+    gone_fields = [f for f in OWNED_POD_FIELDS if have.get(f) and f not in want]
+    if gone_fields:
+        overlay["spec"] = dict.fromkeys(gone_fields)
+    wanted_containers = {c.get("name"): c for c in want.get("containers") or []}
+    for container in have.get("containers") or []:
+        other = wanted_containers.get(container.get("name"), {})
+        if any(container.get(f) and f not in other for f in OWNED_CONTAINER_FIELDS):
+            overlay.setdefault("spec", {})["containers"] = None
+    return overlay
+
+
+def merge_overlay(overlay: dict, wanted: dict) -> dict:
+    """``wanted`` with the deletions of ``overlay`` (None values) wherever ``wanted`` does not set the key."""
+    out = dict(wanted)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_overlay(value, out[key])
+        elif key not in out:
+            out[key] = value
+    return out
+
+
 def template_differs(current: dict, wanted: dict) -> bool:
-    """Compare only what we set: the apiserver adds defaults (imagePullPolicy, dnsPolicy, ...)."""
+    """Compare only what we set (the apiserver adds defaults: imagePullPolicy, dnsPolicy, ...), and
+    whether something we set before is gone."""
     def subset(want, have) -> bool:
         if isinstance(want, dict):
             return isinstance(have, dict) and all(subset(v, have.get(k)) for k, v in want.items())
         if isinstance(want, list):
             return isinstance(have, list) and len(want) == len(have) and all(map(subset, want, have))
         return want == have or (isinstance(want, (int, str)) and str(want) == str(have))
-    return not subset(wanted, current)
+    return not subset(wanted, current) or bool(removed_from_template(current, wanted))
 
 
 def _adopt(manifest: dict, owner: dict) -> None:

@@ -8,6 +8,7 @@ in the container's termination message (at most 4 KiB), which the controller cop
 
 from __future__ import annotations
 
+from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import MANAGED_BY
 
 BENCHMARK_LABEL = "drafter.dev/benchmark"
@@ -16,6 +17,11 @@ PROMPTS_VOLUME = "prompts"
 PROMPTS_DIR = "/etc/drafter/prompts"
 #: Labels a GPU node carries (NVIDIA GPU feature discovery); the Job's affinity avoids them.
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
+#: A small async client: its CPU is a few percent of one core per 1,000 tokens/s (docs/performance.md).
+DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+#: The operator's image runs as a non-root user and needs nothing from the kernel.
+DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
+                            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def job_name(benchmark: str, generation: int) -> str:
@@ -29,22 +35,24 @@ def benchmark_labels(benchmark: str) -> dict[str, str]:
 
 
 def benchmark_job(namespace: str, benchmark: str, generation: int, image: str, argv: list[str],
-                  timeout_seconds: int, prompts_config_map: tuple[str, str] | None = None) -> dict:
+                  timeout_seconds: int, prompts_config_map: tuple[str, str] | None = None,
+                  resources=None, policy=None) -> dict:
     """`argv` is the bench command line after `drafter-operator bench`; `prompts_config_map`
-    (name, key) mounts that key at PROMPTS_DIR/<key>."""
+    (name, key) mounts that key at PROMPTS_DIR/<key>; `resources` and `policy` are the spec's
+    (api/pod.py ContainerResources and PodPolicy)."""
     labels = benchmark_labels(benchmark)
     container = {
         "name": CONTAINER, "image": image, "command": ["drafter-operator", "bench", *argv],
         "terminationMessagePolicy": "File",
-        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
-                            "capabilities": {"drop": ["ALL"]}},
+        "resources": pod_policy.container_resources(resources, default=DEFAULT_RESOURCES),
+        "securityContext": pod_policy.container_security(policy, DEFAULT_SECURITY_CONTEXT),
     }
     pod_spec: dict = {
         "restartPolicy": "Never",
         "containers": [container],
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}]}}},
+        **pod_policy.pod_fields(policy),
     }
     if prompts_config_map:
         name, key = prompts_config_map
@@ -54,5 +62,5 @@ def benchmark_job(namespace: str, benchmark: str, generation: int, image: str, a
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(benchmark, generation), "namespace": namespace, "labels": labels},
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": timeout_seconds,
-                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+                 "template": {"metadata": pod_policy.template_metadata(labels, policy), "spec": pod_spec}},
     }
