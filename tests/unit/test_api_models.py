@@ -70,7 +70,19 @@ def test_format_duration_round_trips(seconds):
 def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
-    assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterTraining"]
+    assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
+                     "DrafterTraining"]
+
+
+def test_the_hub_and_air_gapped_examples_say_how_they_get_their_models():
+    from drafter_operator.resources.engine import hub_models, operator_environment, runs_offline
+
+    sglang = _examples()["kimi-k25-sglang-eagle3"].spec
+    assert sglang.env_from[0].secret_ref.name == "hf-token" and sglang.storage.cache_claim == "hf-cache"
+    assert not runs_offline(sglang) and {"name": "HF_HOME", "value": "/var/cache/huggingface"} in operator_environment(sglang)
+    airgapped = _examples()["kimi-k25-airgapped"].spec
+    assert hub_models(airgapped) == [] and runs_offline(airgapped) and airgapped.storage.offline is True
+    assert airgapped.pod.image_pull_secrets[0].name == "internal-registry" and airgapped.pod.runtime_class_name == "nvidia"
 
 
 def test_seed_example_matches_the_issue():
