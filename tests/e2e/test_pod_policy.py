@@ -88,6 +88,7 @@ def test_the_hub_cache_is_shared_by_revisions_so_a_swap_does_not_download_again(
     serving = seed_serving("kimi-sglang", engine="sglang",
                            drafter={"method": "eagle3", "model": PUBLIC_DRAFTER, "numSteps": 3, "eagleTopk": 1,
                                     "numDraftTokens": 4})
+    serving["spec"]["image"] = "lmsysorg/sglang:v0.5.23"
     serving["spec"]["storage"] = {**serving["spec"]["storage"], "cacheClaim": "hf-cache"}
     serving["spec"].pop("acceptance")
     apply(cluster, namespace, serving)
@@ -96,7 +97,7 @@ def test_the_hub_cache_is_shared_by_revisions_so_a_swap_does_not_download_again(
     drafter = next(m for m in hub["models"] if m["model"] == PUBLIC_DRAFTER)
     assert hub["offline"] is False and drafter["source"] == "downloaded" and drafter["persisted"] is True
 
-    serving["spec"]["drafter"]["numDraftTokens"] = 3  # a new revision: a new engine process
+    serving["spec"]["drafter"].update(numSteps=2, numDraftTokens=3)  # a new revision: a new engine process
     apply(cluster, namespace, serving)
     second = cluster.wait_for("the new revision to serve", lambda: (s := serving_status(
         cluster, namespace, "kimi-sglang")).get("activeRevision") not in (None, first)
