@@ -400,3 +400,33 @@ def test_an_engine_that_exits_before_it_was_ever_ready_is_read_from_its_pod_with
     assert engine_exit(pod({"terminated": {"exitCode": 0}})) is None
     assert engine_exit(pod({"running": {}}, {"terminated": {"exitCode": 137}}, started=True)) is None  # it had started
     assert engine_exit(pod({"terminated": {"exitCode": 1}}, name="sidecar")) is None
+
+
+def test_pod_settings_change_in_place_on_a_new_generation_but_an_operator_upgrade_never_restarts_engines():
+    world = World(seed_body())
+    world.converge()
+    (name,) = world.deployments
+    # A spec change to pod settings: the same Deployment, its template rewritten (and nothing else created).
+    world.body["spec"]["pod"] = {"labels": {"example.com/team": "inference"}}
+    world.body["metadata"]["generation"] = 2
+    plan = world.decide()
+    (write,) = [w for w in plan.writes if w.plural == "deployments"]
+    assert write.verb == "patch" and write.path.endswith(name)
+    assert write.body["spec"]["template"]["metadata"]["labels"]["example.com/team"] == "inference"
+    assert write.body["metadata"]["annotations"]["drafter.dev/serving-generation"] == "2"
+    world.apply(plan)
+    world.settle()
+    assert list(world.deployments) == [name]
+    # Unset again: the label is deleted from the template (merge patch null), not left behind.
+    del world.body["spec"]["pod"]
+    world.body["metadata"]["generation"] = 3
+    (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
+    assert write.body["spec"]["template"]["metadata"]["labels"]["example.com/team"] is None
+    world.converge()
+    # The template as an older operator rendered it (no env, say): same generation, so no rewrite.
+    world.deployments[name]["spec"]["template"]["spec"]["containers"][0].pop("env")
+    assert [w for w in world.decide().writes if w.plural == "deployments"] == []
+    # A Deployment from before the annotation: only the generation is recorded, the pods stay.
+    world.deployments[name]["metadata"]["annotations"].pop("drafter.dev/serving-generation")
+    (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
+    assert write.body == {"metadata": {"annotations": {"drafter.dev/serving-generation": "3"}}}

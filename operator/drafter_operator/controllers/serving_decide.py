@@ -302,7 +302,8 @@ def decide(state: ServingState) -> ServingPlan:
         if revision == desired:
             write = _deployment_write(body, engine_deployment(
                 serving, revision, replicas, pod_spec,
-                annotations={"drafter.dev/drafter": drafter_summary(spec), "drafter.dev/engine": spec.engine}),
+                annotations={"drafter.dev/drafter": drafter_summary(spec), "drafter.dev/engine": spec.engine,
+                             SERVING_GENERATION_ANNOTATION: str(generation)}),
                 observed.deployments.get(revision))
         elif revision in observed.deployments:
             write = _scale_write(namespace, observed.deployments[revision], replicas)
@@ -452,20 +453,34 @@ def _invalid(body: dict, status: dict, problems: list[str], now: dt.datetime) ->
     return ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
 
 
+#: The DrafterServing generation a Deployment's pod template was last rendered for.
+SERVING_GENERATION_ANNOTATION = "drafter.dev/serving-generation"
+
+
 def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
+    """Create, or bring the active revision's Deployment to the spec in place. The pod template is
+    rewritten only for a new spec generation: an operator upgrade that renders templates differently
+    must not restart every running engine (a 30-minute load each); its template applies at the
+    serving's next spec change. A Deployment from before the annotation just gets it recorded."""
     _adopt(manifest, owner)
     path = object_path("apps/v1", "deployments", manifest["metadata"]["namespace"])
     if existing is None:
         return Write("create", "deployments", path, manifest)
     current = existing["spec"]
-    if current.get("replicas") != manifest["spec"]["replicas"] or \
-            template_differs(current["template"], manifest["spec"]["template"]):
-        template = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
-                                 manifest["spec"]["template"])
-        return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {"spec": {
-            "replicas": manifest["spec"]["replicas"], "template": template,
-            "progressDeadlineSeconds": manifest["spec"]["progressDeadlineSeconds"]}})
-    return None
+    wanted_generation = manifest["metadata"]["annotations"][SERVING_GENERATION_ANNOTATION]
+    recorded = (existing["metadata"].get("annotations") or {}).get(SERVING_GENERATION_ANNOTATION)
+    spec_changed = recorded is not None and recorded != wanted_generation
+    patch: dict = {}
+    if current.get("replicas") != manifest["spec"]["replicas"]:
+        patch["replicas"] = manifest["spec"]["replicas"]
+    if spec_changed and template_differs(current["template"], manifest["spec"]["template"]):
+        patch["template"] = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
+                                          manifest["spec"]["template"])
+        patch["progressDeadlineSeconds"] = manifest["spec"]["progressDeadlineSeconds"]
+    if not patch and recorded == wanted_generation:
+        return None
+    body = {"metadata": {"annotations": {SERVING_GENERATION_ANNOTATION: wanted_generation}}}
+    return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
 
 
 def _gate_write(owner: dict, spec, revision: str | None, observed: Observed, port: int) -> Write | None:
