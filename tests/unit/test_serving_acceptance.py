@@ -185,7 +185,8 @@ def test_the_watch_measures_the_drafter_the_active_revision_runs():
     look(world, measured(world, "True", 0.15))
     world.settle()
     converge_with(world, lambda w: None)
-    spec, revision = watched_revision(world.body)
+    watched = watched_revision(world.body)
+    spec, revision = watched.spec, watched.revision
     assert revision == world.body["status"]["activeRevision"]
     assert spec.drafter.num_speculative_tokens == 5 and world.body["spec"]["drafter"]["numSpeculativeTokens"] == 3
 
@@ -298,9 +299,10 @@ def gated_swap(world: World, result: dict) -> str:
 def watched_verdict(world: World, mean_length: float) -> Measurement:
     """What the acceptance watch hands decide after one window at ``mean_length`` (k = 5, vLLM counters),
     through the watch's own path: watched_revision, then the monitor's thresholds, then evaluate."""
-    spec, revision = watched_revision(world.body)
+    watched = watched_revision(world.body)
+    revision = watched.revision
     monitor = AcceptanceMonitor("team", "kimi")
-    monitor._restart_if_changed(spec, revision)
+    monitor._restart_if_changed(watched.spec, revision, watched.learned)
     drafts = 1000.0
     accepted = (mean_length - 1) * drafts
     window = m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=5 * drafts, accepted_tokens=accepted,

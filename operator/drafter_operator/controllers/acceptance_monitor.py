@@ -18,7 +18,7 @@ import pydantic
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.api.serving import AcceptanceSpec, DrafterSpec
+from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.revisions import measured_as
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
@@ -56,10 +56,14 @@ def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
     return sorted(replicas, key=lambda r: r.name)
 
 
-class WatchedAcceptance(AcceptanceSpec):
-    """``spec.acceptance`` as the watch applies it: with the break-even threshold an ``auto`` threshold
-    learned from ``status.lastBenchmark`` (never part of the API; the CRD schema is ``AcceptanceSpec``'s)."""
+@dataclass(frozen=True)
+class Watched:
+    """What the acceptance watch measures: the active revision, the spec it runs, and for ``auto``
+    thresholds the break-even learned from ``status.lastBenchmark`` (an input of the measurement, like
+    the spec, never part of the API)."""
 
+    spec: DrafterServingSpec
+    revision: str
     learned: be.BreakEven | None = None
 
 
@@ -72,12 +76,11 @@ def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
     return learned if isinstance(learned, be.BreakEven) else None
 
 
-def watched_revision(body: dict) -> tuple[DrafterServingSpec, str] | None:
+def watched_revision(body: dict) -> Watched | None:
     """What to measure for a serving body (pure): its active revision, with the spec that revision runs
     (the spec with the revision's own recorded drafter: after a Rollback it is not the spec's). None
     when nothing is to be watched: no spec.acceptance, no active revision, an invalid spec, or an
-    ``auto`` threshold with no benchmark of the active revision to learn it from (``NoBenchmark``).
-    An ``auto`` spec comes back with its ``acceptance`` a :class:`WatchedAcceptance`."""
+    ``auto`` threshold with no benchmark of the active revision to learn it from (``NoBenchmark``)."""
     status = body.get("status") or {}
     active = status.get("activeRevision")
     try:
@@ -92,12 +95,10 @@ def watched_revision(body: dict) -> tuple[DrafterServingSpec, str] | None:
             spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
         except pydantic.ValidationError:
             return None
-    if be.uses_auto(spec.acceptance):
-        learned = learned_threshold(spec.acceptance, status)
-        if learned is None:
-            return None
-        spec = spec.model_copy(update={"acceptance": WatchedAcceptance(**dict(spec.acceptance), learned=learned)})
-    return spec, active
+    learned = learned_threshold(spec.acceptance, status)
+    if be.uses_auto(spec.acceptance) and learned is None:
+        return None
+    return Watched(spec, active, learned)
 
 
 def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
@@ -125,27 +126,28 @@ class AcceptanceMonitor:
         self.thresholds: a.Thresholds | None = None
         self.engine_source: EngineSource | None = None
 
-    def _restart_if_changed(self, spec, revision: str) -> None:
+    def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None) -> None:
         acceptance = spec.acceptance
-        key = (revision, spec.engine, acceptance.model_dump_json() if acceptance else None)
+        key = (revision, spec.engine, acceptance.model_dump_json() if acceptance else None, learned)
         if key != self.key:
             if self.key is not None:
                 operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
             self.key, self.verdict = key, None
-            self.thresholds = a.Thresholds.from_spec(acceptance, getattr(acceptance, "learned", None))
+            self.thresholds = a.Thresholds.from_spec(acceptance, learned)
             self.engine_source = EngineSource(spec.engine, self.thresholds.window_seconds,
                                               engines.draft_tokens_per_step(spec.engine, spec.drafter),
                                               model_name=spec.target.served_model_name or None)
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
-                      resume_from: a.Verdict | None = None) -> Measurement | None:
+                      resume_from: a.Verdict | None = None, learned: be.BreakEven | None = None) -> Measurement | None:
         """One sample of the active revision and the verdict on it; None when nothing is watched.
-        ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch."""
+        ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch;
+        ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``)."""
         if spec.acceptance is None or spec.drafter.method == "none" or not revision \
-                or (be.uses_auto(spec.acceptance) and getattr(spec.acceptance, "learned", None) is None):
+                or (be.uses_auto(spec.acceptance) and learned is None):
             self.forget()  # nothing to judge (auto without a benchmark: decide says NoBenchmark)
             return None
-        self._restart_if_changed(spec, revision)
+        self._restart_if_changed(spec, revision, learned)
         if self.verdict is None:
             self.verdict = resume_from
         thresholds = self.thresholds

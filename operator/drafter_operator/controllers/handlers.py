@@ -146,9 +146,9 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         if watched is None:
             monitor.forget()
             return None
-        spec, revision = watched
-        return await monitor.measure(spec, revision, list(serving_pods.get(key, [])), now_utc(),
-                                     resume_from=persisted_verdict(body.get("status") or {}, revision))
+        return await monitor.measure(watched.spec, watched.revision, list(serving_pods.get(key, [])), now_utc(),
+                                     resume_from=persisted_verdict(body.get("status") or {}, watched.revision),
+                                     learned=watched.learned)
 
     def publish(measurement) -> None:
         latest["acceptance"] = measurement
