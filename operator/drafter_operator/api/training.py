@@ -102,6 +102,8 @@ class HiddenStatesStorage(ApiModel):
     """Size of the claim the operator creates when claimName is unset, e.g. "1Ti"."""
     storage_class_name: ObjectName | None = None
     """StorageClass of the claim the operator creates."""
+    retain: bool = False
+    """Keep the claim the operator created after the training succeeded (by default it is deleted then, never while a stage uses it); a claimName given here is never deleted."""
 
 
 class HiddenStatesSpec(ApiModel):
@@ -291,6 +293,19 @@ class EvaluationResult(StatusModel):
     """Throughput of the serving's current drafter under the same settings."""
 
 
+class HiddenStatesStatus(StatusModel):
+    """The hidden-state volume: how much the extraction wrote against what it will need."""
+
+    claim_name: str | None = None
+    """The PersistentVolumeClaim holding them."""
+    bytes_written: int | None = None
+    """Bytes the extraction has written so far."""
+    estimated_bytes: int | None = None
+    """What the whole extraction will write: samples x tokens x (layers + 1) x hidden size x 2 bytes."""
+    deleted: bool | None = None
+    """The operator deleted its claim after the training succeeded (storage.retain unset)."""
+
+
 class DrafterTrainingStatus(StatusModel):
     """Observed state of a DrafterTraining."""
 
@@ -308,6 +323,8 @@ class DrafterTrainingStatus(StatusModel):
     """What the stages produced."""
     evaluation: EvaluationResult | None = None
     """The new drafter's benchmark."""
+    hidden_states: HiddenStatesStatus | None = None
+    """The hidden-state volume: claim, bytes written, estimate."""
     promoted: bool | None = None
     """Whether the drafter was swapped into promote.servingRef."""
 

@@ -1,0 +1,57 @@
+"""Pure builders for what a DrafterTraining owns besides its stage Jobs: the hidden-state claim and
+its size estimate.
+
+The hidden states are the pipeline's largest artifact (the seed wrote 828 GB for 10k samples of a
+7168-wide target), so the claim is sized from the spec, its fill is reported against the estimate,
+and it is deleted once the training succeeded unless the user keeps it.
+"""
+
+from __future__ import annotations
+
+from drafter_operator.resources.labels import MANAGED_BY
+
+TRAINING_LABEL = "drafter.dev/training"
+#: Hidden states are stored in bf16; each token also stores its id and loss mask (int64 each).
+BYTES_PER_VALUE = 2
+BYTES_PER_TOKEN_OVERHEAD = 16
+
+
+def training_labels(training: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "drafter-training", "app.kubernetes.io/instance": training, **MANAGED_BY,
+            TRAINING_LABEL: training}
+
+
+def hidden_states_claim_name(training: str, spec) -> str:
+    """The claim the extraction writes to: the spec's own, else the one the operator creates."""
+    return spec.hidden_states.storage.claim_name or f"{training}-hidden-states"
+
+
+def owns_hidden_states_claim(spec) -> bool:
+    """The operator creates (and may delete) the claim only when the spec names none."""
+    return spec.hidden_states.storage.claim_name is None
+
+
+def hidden_states_claim(namespace: str, training: str, spec) -> dict | None:
+    """The PersistentVolumeClaim for the hidden states, when the operator creates it (else None)."""
+    storage = spec.hidden_states.storage
+    if not owns_hidden_states_claim(spec):
+        return None
+    claim: dict = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": hidden_states_claim_name(training, spec), "namespace": namespace,
+                     "labels": training_labels(training)},
+        # One stage writes it, the next reads it; they never run at once, possibly on different nodes.
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}},
+    }
+    if storage.storage_class_name:
+        claim["spec"]["storageClassName"] = storage.storage_class_name
+    return claim
+
+
+def estimate_hidden_state_bytes(num_samples: int, tokens_per_sample: int, hidden_size: int, layers: int = 3) -> int:
+    """What an EAGLE-3 extraction writes: per token the ``layers`` auxiliary hidden states and the last
+    one (``layers + 1`` vectors of ``hidden_size`` bf16 values) plus its id and loss mask."""
+    if min(num_samples, tokens_per_sample, hidden_size, layers) < 1:
+        raise ValueError("samples, tokens per sample, hidden size and layers must all be at least 1")
+    per_token = (layers + 1) * hidden_size * BYTES_PER_VALUE + BYTES_PER_TOKEN_OVERHEAD
+    return num_samples * tokens_per_sample * per_token
