@@ -1,0 +1,143 @@
+"""A tiny target model and chat dataset for running the real training frameworks on a CPU.
+
+    python -m drafter_operator.testbed.tiny_target target  OUT_DIR [--seed 0]
+    python -m drafter_operator.testbed.tiny_target dataset OUT.jsonl [--conversations 48] [--seed 0]
+
+``target`` writes a randomly initialised Llama-style causal LM (4 layers, hidden 64, 2 heads of 32:
+vLLM's CPU attention accepts head_dim 32/64/80/..., SpecForge's loader needs a sharded checkpoint with
+``model.safetensors.index.json``) with the project's own byte-level BPE tokenizer
+(``drafter_operator/data/tokenizer``, 4096 tokens, ChatML chat template without a system prompt), so
+nothing is downloaded. The same seed writes the same weights.
+
+``dataset`` writes conversations in the JSONL format SpecForge's ``scripts/prepare_data.py`` writes and
+both frameworks read: one ``{"id": ..., "conversations": [{"role": "user"|"assistant", "content": ...}]}``
+per line, built from word lists with a seeded generator (short: a few dozen tokens per turn).
+
+Runs in an environment with torch and transformers (the training environment ``.ci/training-env``
+builds); importing this module needs neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizer"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+#: The target's shape. vocab_size is the shipped tokenizer's (special tokens included).
+NUM_LAYERS = 4
+HIDDEN_SIZE = 64
+NUM_HEADS = 2
+HEAD_DIM = 32
+INTERMEDIATE_SIZE = 128
+VOCAB_SIZE = 4096
+MAX_POSITIONS = 2048
+#: Small shards so the checkpoint is sharded (with its index) like a real target.
+MAX_SHARD_SIZE = "200KB"
+ARCHITECTURE = "LlamaForCausalLM"
+
+
+def target_config() -> dict[str, Any]:
+    """The config.json fields of the tiny target (transformers LlamaConfig keyword arguments)."""
+    return {
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": HIDDEN_SIZE,
+        "intermediate_size": INTERMEDIATE_SIZE,
+        "num_hidden_layers": NUM_LAYERS,
+        "num_attention_heads": NUM_HEADS,
+        "num_key_value_heads": NUM_HEADS,
+        "head_dim": HEAD_DIM,
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": 2,  # <|im_end|> in the shipped tokenizer
+        "pad_token_id": 0,  # <|endoftext|>
+        "architectures": [ARCHITECTURE],
+    }
+
+
+def write_target(out_dir: Path, seed: int = 0) -> Path:
+    """Write the tiny target (sharded safetensors + index, config, tokenizer) into ``out_dir``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    config = LlamaConfig(**target_config())
+    model = LlamaForCausalLM(config)
+    # Wider than the default init so the hidden states and logits are not all near zero.
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() == 2:
+                parameter.normal_(0.0, 0.08)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(out_dir, max_shard_size=MAX_SHARD_SIZE, safe_serialization=True)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(TOKENIZER_DIR / name, out_dir / name)
+    if not (out_dir / "model.safetensors.index.json").is_file():
+        raise RuntimeError(f"tiny_target: {out_dir} was not saved sharded (no model.safetensors.index.json)")
+    return out_dir
+
+
+SUBJECTS = ("the server", "a drafter", "the cluster", "our model", "the cache", "a request", "the team",
+            "the network", "the scheduler", "each worker", "the database", "a student", "the city")
+VERBS = ("explain", "describe", "summarize", "list", "compare", "improve", "measure", "test", "plan", "build")
+OBJECTS = ("the latency", "its memory use", "the token budget", "the error rate", "the weekly report",
+           "the training data", "a small program", "the water supply", "the morning schedule", "the results")
+REASONS = ("because the load keeps growing", "so that people can trust it", "before the next release",
+           "without spending more money", "while the service stays online", "for the new users")
+STEPS = ("First, look at the numbers from last week.", "Then write down what changed and why.",
+         "Next, try one small change at a time.", "Check the result against the old value.",
+         "Keep a short note for the team.", "Finally, repeat the test to be sure.",
+         "Ask a colleague to read the plan.", "Start with the part that costs the most.")
+
+
+def conversation(rng: random.Random, index: int) -> dict[str, Any]:
+    """One chat: one to two user/assistant exchanges in plain English, a few dozen tokens each."""
+    turns = []
+    for _ in range(rng.randint(1, 2)):
+        question = (f"Please {rng.choice(VERBS)} {rng.choice(OBJECTS)} of {rng.choice(SUBJECTS)} "
+                    f"{rng.choice(REASONS)}.")
+        answer = " ".join(rng.sample(STEPS, rng.randint(3, 5)))
+        answer = f"Sure. To {rng.choice(VERBS)} {rng.choice(OBJECTS)}: {answer}"
+        turns += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return {"id": f"tiny-{index:04d}", "conversations": turns}
+
+
+def write_dataset(path: Path, conversations: int = 48, seed: int = 0) -> Path:
+    """Write ``conversations`` chats as JSONL to ``path``."""
+    rng = random.Random(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for index in range(conversations):
+            out.write(json.dumps(conversation(rng, index), ensure_ascii=False) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    target = sub.add_parser("target", help="write the tiny target model directory")
+    target.add_argument("out", type=Path)
+    target.add_argument("--seed", type=int, default=0)
+    dataset = sub.add_parser("dataset", help="write the tiny chat dataset (JSONL)")
+    dataset.add_argument("out", type=Path)
+    dataset.add_argument("--conversations", type=int, default=48)
+    dataset.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "target":
+        print(write_target(args.out, seed=args.seed))
+    else:
+        print(write_dataset(args.out, conversations=args.conversations, seed=args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
