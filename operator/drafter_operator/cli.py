@@ -50,8 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     _add_bench_command(subparsers)
+    _add_preflight_command(subparsers)
     _add_cluster_commands(subparsers)
     return parser
+
+
+def _add_preflight_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator preflight`: its options and exit codes live in preflight/cli.py (no engine imports).
+    from drafter_operator.preflight import cli as preflight_cli
+
+    preflight_cli.register(subparsers)
 
 
 def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:

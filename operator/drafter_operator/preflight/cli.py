@@ -1,0 +1,90 @@
+"""`drafter-operator preflight`: the preflight as a command (exit 0 compatible, 1 problems, 2 usage)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import textwrap
+from typing import TextIO
+
+from drafter_operator.preflight.engines import CONVENTIONS, ENGINES, VLLM_RUNNERS
+from drafter_operator.preflight.verdict import Verdict
+
+METHODS = ("eagle3", "eagle", "mtp")
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "preflight", help="check a drafter checkpoint against its target and engine in seconds, before serving",
+        description="Reads config.json, safetensors headers and tokenizer files of the drafter and the target "
+                    "(never the weights) and checks what vLLM 0.33.0 / SGLang 0.5.23 would refuse late or serve "
+                    "with collapsed acceptance. Exit 0: compatible (warnings allowed); 1: problems; 2: usage error.")
+    parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp)")
+    parser.add_argument("--target", required=True, metavar="DIR", help="the target model's checkpoint directory")
+    parser.add_argument("--engine", required=True, choices=ENGINES, help="the engine that will serve")
+    parser.add_argument("--method", required=True, choices=METHODS, help="spec.drafter.method")
+    parser.add_argument("--trained-convention", choices=CONVENTIONS, metavar="{vllm,sglang}",
+                        help="how the drafter's eagle_aux_hidden_state_layer_ids were meant in training: vllm "
+                             "(speculators: ids are positions) or sglang (SpecForge: layer id + 1); default: from "
+                             "the checkpoint's format")
+    parser.add_argument("--vllm-model-runner", choices=VLLM_RUNNERS, default="v2",
+                        help="vLLM's model runner (v2, the 0.33.0 default on GPUs; v1 with VLLM_USE_V2_MODEL_RUNNER=0)")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.set_defaults(handler=_handler)
+
+
+def _handler(args: argparse.Namespace, extra: list[str]) -> int:
+    return main(args)
+
+
+def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from drafter_operator.preflight import preflight
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if args.method != "mtp" and not args.drafter:
+        print(f"drafter-operator preflight: --drafter is required for method {args.method}", file=err)
+        return EXIT_USAGE
+    for flag, path in (("--target", args.target), ("--drafter", args.drafter)):
+        if path is not None and not os.path.isdir(path):
+            print(f"drafter-operator preflight: {flag} {path}: not a directory", file=err)
+            return EXIT_USAGE
+    verdict = preflight(args.drafter, args.target, args.engine, args.method,
+                        trained_convention=args.trained_convention, vllm_runner=args.vllm_model_runner)
+    if args.json:
+        json.dump(verdict.to_dict(), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render(verdict, width=shutil.get_terminal_size((110, 24)).columns))
+    return EXIT_OK if verdict.ok else EXIT_PROBLEMS
+
+
+def render(verdict: Verdict, width: int = 110) -> str:
+    """A table: one row per finding (problems first), the fix under its message."""
+    width = max(72, min(width, 160))
+    state = "COMPATIBLE" if verdict.ok else "NOT COMPATIBLE"
+    counts = f"{len(verdict.problems)} problem(s), {len(verdict.warnings)} warning(s), {len(verdict.passed)} passed"
+    drafter = verdict.drafter or "(target's own MTP layers)"
+    lines = [f"preflight {verdict.engine} method {verdict.method}: {state} ({counts})",
+             f"  drafter {drafter}", f"  target  {verdict.target}", ""]
+    rows = [(f.check, {"problem": "PROBLEM", "warning": "warning", "ok": "ok"}[f.severity], f)
+            for f in verdict.problems + verdict.warnings + verdict.passed]
+    check_w = max([len("CHECK")] + [len(r[0]) for r in rows])
+    result_w = len("PROBLEM")
+    detail_w = width - check_w - result_w - 4
+    lines.append(f"{'CHECK':<{check_w}}  {'RESULT':<{result_w}}  DETAIL")
+    for check, result, finding in rows:
+        detail = textwrap.wrap(finding.message, detail_w) or [""]
+        if finding.fix:
+            detail += textwrap.wrap("fix: " + finding.fix, detail_w, subsequent_indent="     ")
+        pad = " " * (check_w + result_w + 4)
+        lines.append(f"{check:<{check_w}}  {result:<{result_w}}  {detail[0]}")
+        lines.extend(pad + d for d in detail[1:])
+    lines.append("")
+    condition = verdict.condition()
+    lines.append(f"condition {condition['type']}={condition['status']} reason={condition['reason']}")
+    return "\n".join(lines) + "\n"
