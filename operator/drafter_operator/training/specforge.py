@@ -1,0 +1,223 @@
+"""SpecForge 0.2.0 (SGLang's training framework): the stages of a DrafterTraining as commands.
+
+Names as SpecForge 0.2.0 defines them (checked against the installed package by
+tests/contract/test_training_contract.py):
+
+* ``scripts/prepare_data.py`` (repository script, not in the wheel): ``--dataset <preset>
+  --output-path DIR --sample-size N [--data-path FILE]`` writes ``DIR/<preset>_train.jsonl`` of
+  ``{id, conversations: [{role, content}]}``. A dataset that is already a path is used as it is (it
+  must be in that format).
+* ``scripts/regenerate_train_data.py``: ``--model --input-file-path --output-file-path --num-samples
+  --max-tokens --server-address HOST:PORT`` against an SGLang server serving the target.
+* ``scripts/prepare_hidden_states.py``: ``--target-model-path --draft-model-config --data-path
+  --output-path --chat-template --max-length --num-samples --tp-size --batch-size``, under ``torchrun``;
+  writes ``rows_*/data_<i>.ckpt`` and ``vocab_mapping/vocab_mapping.pt``.
+* ``specforge train --config run.yaml``: the typed config (``specforge.config.Config``: sections
+  model, data, training, tracking, profiling, runtime, deployment, plus run_id and output_dir);
+  checkpoints at ``<output_dir>/<run_id>-step<N>`` with ``<run_id>-latest`` pointing at the last.
+* ``specforge export --to sglang|hf --checkpoint --draft-config --output-dir --vocab-mapping
+  [--embedding-source TARGET]`` (hf needs the embedding from the target; sglang omits it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drafter_operator.api.training import DrafterTrainingSpec
+from drafter_operator.training import (
+    Command,
+    ConfigFile,
+    RenderOptions,
+    Stage,
+    TrainingPaths,
+    is_local,
+    specforge_layer_ids,
+)
+
+DRAFT_ARCHITECTURE = "LlamaForCausalLMEagle3"
+RUN_ID = "drafter"
+#: The fields SpecForge copies from the target into a generated draft config
+#: (specforge/training/model_loading.py _TARGET_ARCHITECTURE_FIELDS), plus transformers 5's rope_parameters.
+TARGET_ARCHITECTURE_FIELDS = (
+    "vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "max_position_embeddings", "rms_norm_eps", "hidden_act", "initializer_range", "attention_bias",
+    "attention_dropout", "head_dim", "rope_theta", "rope_scaling", "rope_parameters", "bos_token_id",
+    "eos_token_id", "pad_token_id", "sliding_window", "use_sliding_window", "max_window_layers",
+)
+DRAFT_CONFIG = "draft-config.json"
+TRAIN_CONFIG = "specforge-train.yaml"
+
+
+def work_paths(paths: TrainingPaths) -> dict[str, str]:
+    return {
+        "data": f"{paths.work}/data",
+        "hidden_states": f"{paths.work}/hidden_states",
+        "vocab_mapping": f"{paths.work}/hidden_states/vocab_mapping/vocab_mapping.pt",
+        "base_vocab_mapping": f"{paths.work}/base_vocab_mapping.pt",
+        "cache": f"{paths.work}/cache",
+        "train": f"{paths.work}/train",
+        "checkpoint": f"{paths.work}/train/{RUN_ID}-latest",
+    }
+
+
+def conversations_path(spec: DrafterTrainingSpec, paths: TrainingPaths) -> str:
+    """The conversations JSONL the hidden states are extracted from."""
+    data = work_paths(paths)["data"]
+    if spec.data.generation is not None:
+        return f"{data}/regenerated.jsonl"
+    if is_local(spec.data.dataset):
+        return spec.data.dataset
+    return f"{data}/{spec.data.dataset}_train.jsonl"
+
+
+def draft_config(spec: DrafterTrainingSpec, options: RenderOptions) -> dict[str, Any]:
+    """The draft model config (draft-config.json): the base drafter's, or derived from the target's.
+
+    Derived as SpecForge derives one when none is given (one Llama layer shaped like the target), with
+    ``draft_vocab_size`` and, when spec.hiddenStates.layers is set, ``eagle_config`` in SpecForge's ids.
+    """
+    if spec.base_drafter is not None:
+        if options.base_drafter_config is None:
+            raise ValueError("specforge: spec.baseDrafter is set: pass the base drafter's config.json "
+                             "(RenderOptions.base_drafter_config)")
+        config = dict(options.base_drafter_config)
+    else:
+        if options.target_config is None:
+            raise ValueError("specforge: the draft config is derived from the target's config.json: "
+                             "pass it (RenderOptions.target_config)")
+        target = dict(options.target_config.get("text_config") or options.target_config)
+        config = {name: target[name] for name in TARGET_ARCHITECTURE_FIELDS if target.get(name) is not None}
+        config.update({
+            "architectures": [DRAFT_ARCHITECTURE], "model_type": "llama", "num_hidden_layers": 1,
+            "tie_word_embeddings": False, "use_cache": True, "draft_vocab_size": options.draft_vocab_size,
+        })
+        config.setdefault("pad_token_id", 0)
+    if spec.hidden_states.layers:
+        eagle = dict(config.get("eagle_config") or {})
+        eagle["eagle_aux_hidden_state_layer_ids"] = specforge_layer_ids(spec.hidden_states.layers)
+        eagle.setdefault("use_aux_hidden_state", True)
+        config["eagle_config"] = eagle
+    return config
+
+
+def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> dict[str, Any]:
+    """``specforge train``'s typed run config (specforge.config.Config) for offline training."""
+    work = work_paths(paths)
+    model: dict[str, Any] = {"target_model_path": spec.target.model, "torch_dtype": "bfloat16"}
+    if spec.base_drafter is not None:
+        # Weights-only warm start; the draft config comes from the checkpoint. The base drafter's own
+        # vocabulary mapping is kept: a mapping regenerated from the new data would not match the
+        # base's lm_head rows (acceptance collapses while train accuracy looks fine).
+        model["draft_checkpoint_path"] = spec.base_drafter
+        model["vocab_mapping_path"] = work["base_vocab_mapping"]
+    else:
+        model["draft_model_config"] = f"{paths.files}/{DRAFT_CONFIG}"
+        model["vocab_mapping_path"] = work["vocab_mapping"]
+    if spec.hidden_states.layers:
+        model["aux_hidden_state_layer_ids"] = specforge_layer_ids(spec.hidden_states.layers)
+    training: dict[str, Any] = {
+        "strategy": "eagle3",
+        "num_epochs": spec.train.epochs,
+        "batch_size": spec.train.batch_size,
+        "learning_rate": float(spec.train.learning_rate),
+        "seed": options.seed,
+    }
+    if options.cpu:
+        training.update({"attention_backend": "sdpa", "fsdp_sharding": "NO_SHARD", "log_interval": 10})
+    data: dict[str, Any] = {
+        "hidden_states_path": work["hidden_states"],
+        "max_length": spec.train.max_length,
+        "chat_template": chat_template(options),
+        "cache_dir": work["cache"],
+    }
+    if options.cpu:
+        data.update({"build_dataset_num_proc": 1, "dataloader_num_workers": 0})
+    return {
+        "model": model,
+        "data": data,
+        "training": training,
+        "deployment": {"mode": "local_colocated",
+                       "trainer": {"nnodes": 1, "nproc_per_node": 1 if options.cpu else spec.resources.gpus}},
+        "run_id": RUN_ID,
+        "output_dir": work["train"],
+    }
+
+
+def chat_template(options: RenderOptions) -> str:
+    if not options.chat_template:
+        raise ValueError("specforge: the target's chat template name is required (RenderOptions.chat_template, "
+                         "one of specforge.data.template's, e.g. 'kimi-k2-instruct'); SpecForge's default "
+                         "'llama3' would mask the wrong tokens for another model")
+    return options.chat_template
+
+
+def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[Stage]:
+    work = work_paths(paths)
+    python = paths.python
+    scripts = paths.specforge_scripts
+    conversations = conversations_path(spec, paths)
+    num_samples = str(spec.data.num_samples)
+    draft = ConfigFile(DRAFT_CONFIG, draft_config(spec, options), "json")
+    train = ConfigFile(TRAIN_CONFIG, train_config(spec, paths, options))
+
+    # Generate: the conversations JSONL (converted from a hub preset; answers regenerated by the target).
+    generate: list[Command] = []
+    source = spec.data.dataset
+    if not is_local(source):
+        generate.append(Command((python, f"{scripts}/prepare_data.py", "--dataset", source,
+                                 "--output-path", work["data"], "--sample-size", num_samples)))
+        source = f"{work['data']}/{source}_train.jsonl"
+    if spec.data.generation is not None:
+        port = str(options.port)
+        generate.append(Command(
+            (python, "-m", "sglang.launch_server", "--model-path", spec.target.model,
+             "--tp-size", str(spec.target.tensor_parallel_size), "--host", "127.0.0.1", "--port", port),
+            server=True, ready_url=f"http://127.0.0.1:{port}/health"))
+        generate.append(Command((python, f"{scripts}/regenerate_train_data.py", "--model", spec.target.model,
+                                 "--input-file-path", source, "--output-file-path", conversations,
+                                 "--num-samples", num_samples, "--max-tokens", str(spec.data.max_tokens),
+                                 "--server-address", f"127.0.0.1:{port}")))
+
+    # Extract: the hidden states (and the vocabulary mapping) of every conversation.
+    extract_args = ("--target-model-path", spec.target.model, "--draft-model-config", f"{paths.files}/{DRAFT_CONFIG}",
+                    "--data-path", conversations, "--output-path", work["hidden_states"],
+                    "--chat-template", chat_template(options), "--max-length", str(spec.train.max_length),
+                    "--num-samples", num_samples, "--cache-dir", work["cache"])
+    if options.cpu:
+        extract = Command((python, f"{paths.adapters}/hf_hidden_states.py", "specforge", *extract_args,
+                           "--tp-size", "1", "--batch-size", "1", "--build-dataset-num-proc", "1"),
+                          env={"SPECFORGE_DEVICE": "cpu"})
+    else:
+        extract = Command((python, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node", str(spec.resources.gpus), f"{scripts}/prepare_hidden_states.py",
+                           *extract_args, "--tp-size", str(spec.target.tensor_parallel_size)))
+
+    # Train.
+    train_commands: list[Command] = []
+    if spec.base_drafter is not None:
+        train_commands.append(Command((python, f"{paths.adapters}/base_vocab_mapping.py", spec.base_drafter,
+                                       work["base_vocab_mapping"])))
+    if options.cpu:
+        train_commands.append(Command((python, f"{paths.adapters}/eager_loss.py", "train",
+                                       "--config", f"{paths.files}/{TRAIN_CONFIG}"), env={"SPECFORGE_DEVICE": "cpu"}))
+    else:
+        train_commands.append(Command(("specforge", "train", "--config", f"{paths.files}/{TRAIN_CONFIG}")))
+
+    # Export.
+    vocab = work["base_vocab_mapping"] if spec.base_drafter is not None else work["vocab_mapping"]
+    export_argv = ["specforge", "export", "--to", options.export_to, "--checkpoint", work["checkpoint"],
+                   "--draft-config", f"{paths.files}/{DRAFT_CONFIG}", "--output-dir", spec.output.path,
+                   "--vocab-mapping", vocab]
+    if options.export_to == "hf":
+        export_argv += ["--embedding-source", spec.target.model]
+    env = {"SPECFORGE_DEVICE": "cpu"} if options.cpu else {}
+
+    stages = []
+    if generate:
+        stages.append(Stage("Generate", tuple(generate), outputs={"conversations": conversations}))
+    stages += [
+        Stage("Extract", (extract,), (draft,), {"hiddenStates": work["hidden_states"]}),
+        Stage("Train", tuple(train_commands), (draft, train), {"checkpoint": work["checkpoint"]}),
+        Stage("Export", (Command(tuple(export_argv), env=env),), (draft,), {"drafter": spec.output.path}),
+    ]
+    return stages

@@ -1,0 +1,180 @@
+"""speculators 0.9.0 (vLLM's training framework): the stages of a DrafterTraining as commands.
+
+Names as speculators 0.9.0 defines them (checked against the installed package by
+tests/contract/test_training_contract.py):
+
+* ``speculators regenerate-responses --endpoint URL/v1/chat/completions --dataset D --limit N
+  --max-tokens M --outfile F`` against ``vllm serve TARGET``.
+* ``speculators prepare-data --model T --data D --output DIR --seq-length L --max-samples N
+  --render-endpoint URL --no-skip-token-freq``: renders each conversation through vLLM's
+  ``/v1/chat/completions/render`` (``vllm launch render T``: GPU-less), writes an Arrow dataset and
+  ``token_freq.pt`` (the token counts the draft vocabulary is chosen from; skipped by default).
+* Hidden states: ``vllm serve T --speculative-config {"method": "extract_hidden_states", ...}
+  --kv-transfer-config {"kv_connector": "ExampleHiddenStatesConnector", ...}`` (what speculators'
+  ``scripts/launch_vllm.py`` execs: the target layer ids plus the last layer ``num_hidden_layers``),
+  then ``speculators generate-offline-data --endpoint URL/v1 --preprocessed-data DIR --output HS``
+  writes ``hs_<i>.safetensors``.
+* ``speculators train`` (``torchrun -m speculators.train`` on several GPUs) with TrainConfig's flags;
+  checkpoints ``<save-path>/<epoch>/{config.json, model.safetensors}``, ``checkpoint_best`` (with
+  ``--save-best``) pointing at the lowest validation loss.
+* ``speculators convert BASE --algorithm eagle3 --verifier T --output-path DIR``: a base drafter in
+  the EAGLE-3 research format (e.g. AQ-MedAI/Kimi-K2-Instruct-eagle3, SpecForge's export) into the
+  speculators format that ``train --from-pretrained`` loads, its vocabulary mapping kept.
+
+``spec.train.batchSize`` has no speculators counterpart (it packs sequences up to
+``--total-seq-len``, here spec.train.maxLength).
+"""
+
+from __future__ import annotations
+
+import json
+
+from drafter_operator.api.training import DrafterTrainingSpec
+from drafter_operator.training import Command, RenderOptions, Stage, TrainingPaths
+
+SPECULATORS = "speculators"
+
+
+def work_paths(paths: TrainingPaths) -> dict[str, str]:
+    return {
+        "data": f"{paths.work}/data",
+        "regenerated": f"{paths.work}/data/regenerated.jsonl",
+        "prepared": f"{paths.work}/data/prepared",
+        "hidden_states": f"{paths.work}/hidden_states",
+        "staging": f"{paths.work}/hidden_states_staging",
+        "base": f"{paths.work}/base_drafter",
+        "train": f"{paths.work}/train",
+        "best": f"{paths.work}/train/checkpoint_best",
+    }
+
+
+def num_target_layers(options: RenderOptions) -> int:
+    if options.target_config is None:
+        raise ValueError("speculators: vLLM's hidden-state extraction also captures the last layer: "
+                         "pass the target's config.json (RenderOptions.target_config)")
+    config = options.target_config.get("text_config") or options.target_config
+    return int(config["num_hidden_layers"])
+
+
+def extraction_layer_ids(spec: DrafterTrainingSpec, options: RenderOptions) -> list[int]:
+    """The ids vLLM captures, as launch_vllm.py computes them: the three, then num_hidden_layers."""
+    n = num_target_layers(options)
+    layers = list(spec.hidden_states.layers or [2, n // 2, n - 3])
+    return layers if n in layers else [*layers, n]
+
+
+def extraction_server(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[str, ...]:
+    """``vllm serve`` configured for hidden-state extraction (launch_vllm.py's command)."""
+    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                   "draft_model_config": {"hf_config": {
+                       "eagle_aux_hidden_state_layer_ids": extraction_layer_ids(spec, options)}}}
+    transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                "kv_connector_extra_config": {"shared_storage_path": work_paths(paths)["staging"]}}
+    tp = spec.target.tensor_parallel_size
+    return (paths.python, "-m", "vllm.entrypoints.cli.main", "serve", spec.target.model,
+            "--speculative-config", json.dumps(speculative, sort_keys=True),
+            "--kv-transfer-config", json.dumps(transfer, sort_keys=True),
+            "--tensor-parallel-size", str(tp), "--data-parallel-size", str(spec.resources.gpus // tp),
+            "--max-model-len", str(spec.train.max_length),
+            "--host", "127.0.0.1", "--port", str(options.port))
+
+
+def train_flags(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[str]:
+    """``speculators train`` flags (TrainConfig's CLI), CPU substitutions included when options.cpu."""
+    work = work_paths(paths)
+    flags = ["--verifier-name-or-path", spec.target.model, "--speculator-type", "eagle3",
+             "--data-path", work["prepared"], "--hidden-states-path", work["hidden_states"],
+             "--save-path", work["train"], "--epochs", str(spec.train.epochs), "--lr", spec.train.learning_rate,
+             "--total-seq-len", str(spec.train.max_length), "--on-missing", "raise", "--save-best",
+             "--seed", str(options.seed)]
+    if spec.hidden_states.layers:
+        flags += ["--target-layer-ids", *map(str, spec.hidden_states.layers)]
+    if spec.base_drafter is not None:
+        # The converted base drafter keeps its d2t/t2d; --draft-vocab-size would derive new ones.
+        flags += ["--from-pretrained", work["base"]]
+    else:
+        flags += ["--draft-vocab-size", str(options.draft_vocab_size)]
+    if options.cpu:
+        flags += ["--draft-attn-impl", "sdpa", "--loss-implementation", "eager", "--num-workers", "0"]
+    return flags
+
+
+def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[Stage]:
+    work = work_paths(paths)
+    python = paths.python
+    port = str(options.port)
+    url = f"http://127.0.0.1:{port}"
+    samples = str(spec.data.num_samples)
+    target = spec.target.model
+
+    # Generate: (regenerate the answers with the target,) render and tokenize the conversations.
+    generate: list[Command] = []
+    data = spec.data.dataset
+    if spec.data.generation is not None:
+        generate += [
+            Command((python, "-m", "vllm.entrypoints.cli.main", "serve", target,
+                     "--tensor-parallel-size", str(spec.target.tensor_parallel_size),
+                     "--host", "127.0.0.1", "--port", port), server=True, ready_url=f"{url}/health"),
+            Command((SPECULATORS, "regenerate-responses", "--endpoint", f"{url}/v1/chat/completions",
+                     "--dataset", data, "--limit", samples, "--max-tokens", str(spec.data.max_tokens),
+                     "--outfile", work["regenerated"])),
+        ]
+        data = work["regenerated"]
+    prepare = [SPECULATORS, "prepare-data", "--model", target, "--data", data, "--output", work["prepared"],
+               "--seq-length", str(spec.train.max_length), "--max-samples", samples,
+               "--render-endpoint", url, "--no-skip-token-freq", "--seed", str(options.seed)]
+    if options.cpu:
+        prepare += ["--num-preprocessing-workers", "1"]
+    render_port = str(options.port + 1) if spec.data.generation is not None else port
+    if render_port != port:
+        prepare[prepare.index("--render-endpoint") + 1] = f"http://127.0.0.1:{render_port}"
+    generate += [
+        Command((python, "-m", "vllm.entrypoints.cli.main", "launch", "render", target,
+                 "--host", "127.0.0.1", "--port", render_port),
+                env={"VLLM_TARGET_DEVICE": "cpu"} if options.cpu else {}, server=True,
+                ready_url=f"http://127.0.0.1:{render_port}/health"),
+        Command(tuple(prepare)),
+    ]
+
+    # Extract.
+    if options.cpu:
+        layer_flags = ["--target-layer-ids", *map(str, spec.hidden_states.layers)] if spec.hidden_states.layers else []
+        extract: tuple[Command, ...] = (Command((
+            python, f"{paths.adapters}/hf_hidden_states.py", "speculators", "--model", target, *layer_flags,
+            "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
+            "--max-samples", samples, "--validate-outputs")),)
+    else:
+        extract = (
+            Command(extraction_server(spec, paths, options), server=True, ready_url=f"{url}/health"),
+            Command((SPECULATORS, "generate-offline-data", "--endpoint", f"{url}/v1",
+                     "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
+                     "--max-samples", samples, "--validate-outputs")),
+        )
+
+    # Train.
+    train: list[Command] = []
+    if spec.base_drafter is not None:
+        convert = [SPECULATORS, "convert", spec.base_drafter, "--algorithm", "eagle3", "--verifier", target,
+                   "--output-path", work["base"]]
+        if spec.hidden_states.layers:
+            convert += ["--algorithm-kwargs",
+                        json.dumps({"eagle_aux_hidden_state_layer_ids": list(spec.hidden_states.layers)})]
+        train.append(Command(tuple(convert)))
+    flags = train_flags(spec, paths, options)
+    if options.cpu:
+        train.append(Command((python, f"{paths.adapters}/cpu_trainer.py", "train", *flags)))
+    else:
+        train.append(Command((python, "-m", "torch.distributed.run", "--standalone",
+                              "--nproc_per_node", str(spec.resources.gpus), "-m", "speculators.train", *flags)))
+
+    # Export: the best checkpoint (lowest validation loss) is the drafter, already in speculators format.
+    parent = spec.output.path.rsplit("/", 1)[0] or "/"
+    export = (Command(("mkdir", "-p", parent)), Command(("cp", "-rL", work["best"], spec.output.path)))
+
+    return [
+        Stage("Generate", tuple(generate), outputs={"dataset": work["prepared"]}),
+        Stage("Extract", extract, outputs={"hiddenStates": work["hidden_states"]}),
+        Stage("Train", tuple(train), outputs={"checkpoint": work["best"]}),
+        Stage("Export", export, outputs={"drafter": spec.output.path}),
+    ]
+
