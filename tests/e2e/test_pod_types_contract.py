@@ -34,6 +34,7 @@ from drafter_operator.api.pod import (
     EnvVars,
     PodPolicy,
     SecurityContext,
+    Toleration,
     TopologySpreadConstraints,
     parse_kube_quantity,
 )
@@ -69,6 +70,8 @@ class PodContractSpec(ApiModel):
     """Pod affinity."""
     topology_spread_constraints: TopologySpreadConstraints | None = None
     """Pod topology spread constraints."""
+    tolerations: Annotated[list[Toleration], Field(max_length=32)] | None = None
+    """Pod tolerations."""
 
 
 def contract_crd() -> dict:
@@ -294,6 +297,11 @@ def good_spec() -> dict:
              "nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Ignore", "matchLabelKeys": ["pod-template-hash"]},
             {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"},
         ],
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "example.com/maintenance", "operator": "Equal", "value": "soon", "effect": "NoExecute",
+             "tolerationSeconds": 300},
+        ],
     }
 
 
@@ -358,6 +366,11 @@ CASES: list[tuple] = [
      "resources.limits must not be below resources.requests"),
     ("exists-with-values", {"affinity": _affinity_expr({"key": "example.com/x", "operator": "Exists", "values": ["a"]})},
      "values must be empty when operator is Exists", True),
+    ("toleration-exists-with-value", {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "value": "x"}]},
+     "tolerations[].value must be empty when operator is Exists", True),
+    ("toleration-seconds-without-noexecute", {"tolerations": [{"key": "a", "value": "b", "effect": "NoSchedule",
+                                                               "tolerationSeconds": 30}]},
+     "tolerations[].tolerationSeconds applies only to effect NoExecute", True),
     ("in-without-values", {"affinity": _affinity_expr({"key": "example.com/x", "operator": "In"})},
      "values must not be empty when operator is In", True),
     ("gt-two-values", {"affinity": _affinity_expr({"key": "example.com/x", "operator": "Gt", "values": ["1", "2"]})},
@@ -465,6 +478,7 @@ def pod_from(spec: dict, name: str) -> dict:
                  "resources": spec.get("resources"), "securityContext": policy.get("containerSecurityContext")}
     pod_spec = {"containers": [{k: v for k, v in container.items() if v is not None}],
                 "affinity": spec.get("affinity"), "topologySpreadConstraints": spec.get("topologySpreadConstraints"),
+                "tolerations": spec.get("tolerations"),
                 **{k: v for k, v in policy.items() if k not in ("labels", "annotations", "containerSecurityContext")}}
     metadata = {"name": name, "labels": policy.get("labels"), "annotations": policy.get("annotations")}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {k: v for k, v in metadata.items() if v is not None},
@@ -488,6 +502,8 @@ def rendered_pod(spec: PodContractSpec, name: str) -> dict:
         pod_spec["affinity"] = spec.affinity.to_json()
     if spec.topology_spread_constraints is not None:
         pod_spec["topologySpreadConstraints"] = [c.to_json() for c in spec.topology_spread_constraints]
+    if spec.tolerations is not None:
+        pod_spec["tolerations"] = [t.to_json() for t in spec.tolerations]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **policy.pod_metadata()}, "spec": pod_spec}
 
 
@@ -521,7 +537,12 @@ def test_every_accepted_object_renders_a_valid_pod(cluster, contract, case):
             values = side["spec"]["containers"][0].get("resources", {}).get(kind, {})
             for resource, quantity in values.items():
                 values[resource] = parse(quantity)
-    assert _subset(pod, live), json.dumps(live["spec"], indent=1)
+    # the DefaultTolerationSeconds admission plugin adds its own not-ready/unreachable tolerations
+    live["spec"]["tolerations"] = [t for t in live["spec"].get("tolerations") or []
+                                   if t.get("key") not in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+    if not live["spec"]["tolerations"]:
+        del live["spec"]["tolerations"]
+    assert _subset(pod, live), json.dumps(live["spec"], indent=1, default=str)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if len(c) > 3 and c[3]], ids=[c[0] for c in CASES if len(c) > 3 and c[3]])
