@@ -5,8 +5,9 @@
 speculators 0.9.0's ``Trainer`` puts the model and every batch on ``get_local_rank()`` (an int, i.e. a
 CUDA device), picks its autocast device from ``torch.accelerator.current_accelerator()`` (which names
 ``cuda`` on PyPI's CUDA build of torch even where no GPU is present) and its step timer calls
-``torch.accelerator.synchronize()``. This wrapper changes exactly those three things, in the trainer
-module only, so the model, batches and autocast use ``cpu``; then it hands the command line to
+``torch.accelerator.synchronize()``; its checkpointer loads a checkpoint to resume from onto
+``get_current_device()`` (``cuda:0`` again). This wrapper changes exactly those things, in those two
+modules only, so the model, batches, autocast and a resumed checkpoint use ``cpu``; then it hands the command line to
 speculators' own CLI (``speculators.cli.app``) in this process. Nothing else is changed: the
 rest of the CPU run is the trainer's own options, ``--draft-attn-impl sdpa`` (flex attention has no
 CPU backward) and ``--loss-implementation eager`` (the fused loss is a Triton kernel).
@@ -25,6 +26,7 @@ def install() -> None:
     import types
 
     import torch
+    import speculators.train.checkpointer as checkpointer
     import speculators.train.trainer as trainer
 
     cpu = torch.device("cpu")
@@ -37,6 +39,7 @@ def install() -> None:
                                              if not name.startswith("__")})
     trainer.torch.accelerator = accelerator
     trainer.get_local_rank = lambda: "cpu"
+    checkpointer.get_current_device = lambda: "cpu"  # resuming from a checkpoint loads it here
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,517 @@
+"""Contract tier: the rendered DrafterTraining stages against the real SpecForge 0.2.0 and speculators 0.9.0.
+
+Two kinds of checks, both in the environment `.ci/training-env` builds (DRAFTER_TRAINING_PYTHON; every
+test here skips without it):
+
+* Parsers and schemas: every rendered command line and config file of a few specs (the seed example,
+  a from-scratch spec, the CPU variants) goes through the framework's own code without running it:
+  SpecForge's ``Config.from_file`` + ``specforge train --plan`` (typed config, algorithm resolution,
+  launch plan) and its CLI parser for ``export``; speculators' ``TrainConfig.resolve`` (its train CLI)
+  and the click commands behind ``prepare-data``, ``generate-offline-data``, ``regenerate-responses``
+  and ``convert``; vLLM 0.33.0's ``serve`` parser for the render and hidden-state servers.
+  SpecForge's repository scripts are not in its wheel: ``prepare_hidden_states.py``'s arguments are
+  checked against the adapter's copy of its parser, ``prepare_data.py`` and
+  ``regenerate_train_data.py`` not at all (docs/training.md).
+* End to end, on a tiny random Llama target (testbed/tiny_target.py) in a temporary directory, one
+  process on the CPU with the adapters of training/adapters: every stage the renderer gives, in order
+  (data, hidden states, train one epoch, export), then the exported drafter's config and tensors, and
+  vLLM 0.33.0's SpeculativeConfig building from it on the CPU (in DRAFTER_ENGINE_PYTHON when set, else
+  the training environment, which contains vLLM). speculators also fine-tunes from SpecForge's export
+  (``convert`` + ``--from-pretrained``) and must keep its vocabulary mapping.
+
+Stage wall times and artifact sizes are printed (``-s``) for docs/training.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render, specforge_layer_ids
+from drafter_operator.training.adapters import ADAPTERS_DIR
+from drafter_operator.training.specforge import TRAIN_CONFIG
+from tests.processes import free_port
+
+pytestmark = pytest.mark.contract
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_EXAMPLE = ROOT / "examples" / "training-kimi-k25-eagle3.yaml"
+CHECK_TIMEOUT = 300
+STAGE_TIMEOUT = 600
+SERVER_START_TIMEOUT = 180
+TINY_LAYERS = [1, 2, 3]  # vLLM ids on the 4-layer tiny target (SpecForge: 0, 1, 2)
+TINY_DRAFT_VOCAB = 256
+CONVERSATIONS = 24
+ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu",
+       "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore", "WANDB_MODE": "disabled"}
+
+
+def environment_python(variable: str, script: str, what: str) -> str:
+    python = os.environ.get(variable)
+    if not python:
+        pytest.skip(f"contract tier: {variable} is not set; run `export {variable}=\"$({script})\"` ({what})")
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"contract tier: {variable}={python!r} is not an executable; rebuild it with {script}")
+    return python
+
+
+@pytest.fixture(scope="module")
+def training_python() -> str:
+    return environment_python("DRAFTER_TRAINING_PYTHON", ".ci/training-env",
+                              "SpecForge 0.2.0 + speculators 0.9.0 on the engines venv, ~310 MB beside it")
+
+
+def run_env(python: str) -> dict[str, str]:
+    bin_dir = str(Path(python).parent)
+    return {**os.environ, **ENV, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsers and schemas
+# --------------------------------------------------------------------------------------------------
+
+CHECKER = r'''
+import contextlib, io, json, os, sys, tempfile, traceback
+cases = json.load(sys.stdin)
+results = []
+
+def specforge_train(case, d):
+    from specforge.config import Config
+    from specforge.application import resolve_run
+    cfg = Config.from_file(os.path.join(d, case["config"]))
+    resolve_run(cfg)
+    import specforge.cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = specforge.cli.main(case["argv"] + ["--plan"])
+    return {"code": code, "plan": out.getvalue()[-2000:], "mode": cfg.mode,
+            "config": json.loads(cfg.model_dump_json())}
+
+def specforge_export(case, d):
+    import specforge.cli, specforge.export.to_hf as hf, specforge.export.to_sglang as sg
+    seen = {}
+    hf.export_to_hf = lambda *a, **k: seen.update(to="hf", args=list(a), kwargs=k)
+    sg.export_to_sglang = lambda *a, **k: seen.update(to="sglang", args=list(a), kwargs=k)
+    code = specforge.cli.main(case["argv"])
+    return {"code": code, "call": seen}
+
+def specforge_extract(case, d):
+    sys.path.insert(0, case["adapters"])
+    import hf_hidden_states
+    ns = hf_hidden_states.specforge_parser().parse_args(case["argv"])
+    return {"args": vars(ns)}
+
+def speculators_train(case, d):
+    from speculators.train.config import TrainConfig
+    cfg = TrainConfig.resolve(case["argv"])
+    return {"config": json.loads(cfg.model_dump_json()), "backend": {k: str(v) for k, v in cfg.backend_args.items()}}
+
+def speculators_command(case, d):
+    import typer.main
+    from speculators.cli import app
+    group = typer.main.get_command(app)
+    name, *args = case["argv"]
+    command = group.commands[name]
+    ctx = command.make_context(name, list(args))
+    return {"params": {k: (v if isinstance(v, (int, float, str, bool, list, type(None))) else str(v))
+                       for k, v in ctx.params.items()}}
+
+def vllm_serve(case, d):
+    from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    ns = parser.parse_args(case["argv"])
+    validate_parsed_serve_args(ns)
+    out = {"model_tag": ns.model_tag, "port": ns.port}
+    for key in ("speculative_config", "kv_transfer_config", "tensor_parallel_size", "data_parallel_size"):
+        value = getattr(ns, key, None)
+        out[key] = value if isinstance(value, (dict, int, type(None))) else str(value)
+    return out
+
+KINDS = {"specforge-train": specforge_train, "specforge-export": specforge_export,
+         "specforge-extract": specforge_extract, "speculators-train": speculators_train,
+         "speculators-command": speculators_command, "vllm-serve": vllm_serve}
+
+for case in cases:
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in case.get("files", {}).items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        case["argv"] = [a.replace("@FILES@", d) for a in case["argv"]]
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                results.append({"id": case["id"], "ok": KINDS[case["kind"]](case, d)})
+        except SystemExit as exc:
+            results.append({"id": case["id"], "error": f"SystemExit({exc.code})", "stderr": err.getvalue()[-3000:]})
+        except BaseException as exc:
+            results.append({"id": case["id"], "error": f"{type(exc).__name__}: {exc}",
+                            "trace": traceback.format_exc()[-3000:], "stderr": err.getvalue()[-1500:]})
+print(json.dumps(results, default=str))
+'''
+
+
+def check(python: str, cases: list[dict]) -> dict[str, dict]:
+    proc = subprocess.run([python, "-c", CHECKER], input=json.dumps(cases), capture_output=True, text=True,
+                          env=run_env(python), timeout=CHECK_TIMEOUT)
+    assert proc.returncode == 0, f"checker failed ({proc.returncode}):\n{proc.stderr[-5000:]}"
+    results = {r["id"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
+    failed = {k: v for k, v in results.items() if "error" in v}
+    assert not failed, json.dumps(failed, indent=1)[:8000]
+    return {k: v["ok"] for k, v in results.items()}
+
+
+def seed_spec(framework: str) -> DrafterTrainingSpec:
+    raw = yaml.safe_load(SEED_EXAMPLE.read_text())
+    raw["spec"]["framework"] = framework
+    return DrafterTraining.model_validate(raw).spec
+
+
+KIMI_TARGET = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+               "text_config": {"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61,
+                               "num_attention_heads": 64, "num_key_value_heads": 64, "intermediate_size": 18432,
+                               "vocab_size": 163840, "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
+                               "rope_theta": 50000.0, "hidden_act": "silu", "bos_token_id": 163584,
+                               "eos_token_id": 163585}}
+KIMI_BASE_DRAFTER = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 7168,
+                     "num_hidden_layers": 1, "num_attention_heads": 64, "num_key_value_heads": 64,
+                     "intermediate_size": 18432, "vocab_size": 163840, "draft_vocab_size": 32000,
+                     "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True}}
+
+
+def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptions]]:
+    """The seed example as written (fine-tune, regenerated data), from scratch on a hub preset, and on the CPU."""
+    seed = seed_spec(framework)
+    scratch = seed.model_copy(update={"base_drafter": None, "data": seed.data.model_copy(
+        update={"dataset": "sharegpt", "generation": None})})
+    cpu = scratch.model_copy(update={"data": scratch.data.model_copy(update={"dataset": "/models/datasets/chat.jsonl"})})
+    options = RenderOptions(chat_template="kimi-k2-instruct", target_config=KIMI_TARGET,
+                            base_drafter_config=KIMI_BASE_DRAFTER)
+    return {"seed": (seed, options), "scratch": (scratch, options),
+            "cpu": (cpu, RenderOptions(**{**options.__dict__, "cpu": True}))}
+
+
+def files_of(stage: Stage) -> dict[str, str]:
+    return {f.name: f.text() for f in stage.files}
+
+
+PATHS = TrainingPaths(files="@FILES@", adapters=str(ADAPTERS_DIR))
+
+
+def test_specforge_commands_and_configs_parse(training_python: str) -> None:
+    cases: list[dict] = []
+    for name, (spec, options) in variants("specforge").items():
+        stages = {s.name: s for s in render(spec, PATHS, options)}
+        train = stages["Train"]
+        argv = list(train.commands[-1].argv)
+        cli = argv[argv.index("train"):]
+        cases.append({"id": f"{name}/train", "kind": "specforge-train", "argv": cli, "files": files_of(train),
+                      "config": TRAIN_CONFIG})
+        export = stages["Export"].commands[0].argv
+        assert export[:2] == ("specforge", "export")
+        cases.append({"id": f"{name}/export", "kind": "specforge-export", "argv": list(export[1:])})
+        extract = list(stages["Extract"].commands[0].argv)
+        start = extract.index("--target-model-path")
+        cases.append({"id": f"{name}/extract", "kind": "specforge-extract", "argv": extract[start:],
+                      "adapters": str(ADAPTERS_DIR)})
+    results = check(training_python, cases)
+
+    seed = results["seed/train"]
+    assert seed["code"] == 0 and seed["mode"] == "offline"
+    model = seed["config"]["model"]
+    assert model["aux_hidden_state_layer_ids"] == [1, 29, 57]  # spec [2, 30, 58] in SpecForge's ids
+    assert model["draft_checkpoint_path"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3"
+    assert model["vocab_mapping_path"].endswith("base_vocab_mapping.pt")
+    assert seed["config"]["deployment"]["trainer"]["nproc_per_node"] == 8
+    assert seed["config"]["training"]["num_epochs"] == 5 and seed["config"]["data"]["max_length"] == 4096
+    cpu = results["cpu/train"]["config"]
+    assert cpu["training"]["attention_backend"] == "sdpa" and cpu["training"]["fsdp_sharding"] == "NO_SHARD"
+    assert cpu["deployment"]["trainer"]["nproc_per_node"] == 1
+    assert results["seed/export"]["call"]["to"] == "sglang"
+    extract = results["seed/extract"]["args"]
+    assert extract["chat_template"] == "kimi-k2-instruct" and extract["tp_size"] == 8
+    assert extract["num_samples"] == 10000 and extract["max_length"] == 4096
+
+
+def test_speculators_commands_parse(training_python: str) -> None:
+    cases: list[dict] = []
+    for name, (spec, options) in variants("speculators").items():
+        for stage in render(spec, PATHS, options):
+            for i, command in enumerate(stage.commands):
+                argv = list(command.argv)
+                case_id = f"{name}/{stage.name}/{i}"
+                if argv[0] == "speculators":
+                    # regenerate-responses wants a local dataset to exist: one stands in for it.
+                    argv = ["@FILES@/dataset.jsonl" if a == spec.data.dataset else a for a in argv]
+                    cases.append({"id": case_id, "kind": "speculators-command", "argv": argv[1:],
+                                  "files": {"dataset.jsonl": ""}})
+                elif "vllm.entrypoints.cli.main" in argv:
+                    rest = argv[argv.index("vllm.entrypoints.cli.main") + 1:]
+                    rest = rest[2:] if rest[:2] == ["launch", "render"] else rest[1:]
+                    cases.append({"id": case_id, "kind": "vllm-serve", "argv": rest})
+                elif "speculators.train" in argv or argv[1].endswith("cpu_trainer.py"):
+                    flags = argv[argv.index("speculators.train") + 1:] if "speculators.train" in argv \
+                        else argv[argv.index("train") + 1:]
+                    cases.append({"id": case_id, "kind": "speculators-train", "argv": flags})
+                elif argv[1].endswith("hf_hidden_states.py") or argv[0] in ("mkdir", "cp"):
+                    continue
+                else:
+                    raise AssertionError(f"no check for {argv}")
+    results = check(training_python, cases)
+    train = results["seed/Train/1"]["config"]
+    assert train["draft"]["target_layer_ids"] == [2, 30, 58]
+    assert train["draft"]["from_pretrained"].endswith("base_drafter")
+    assert train["draft"]["draft_vocab_size"] is None  # the converted base keeps its mapping
+    assert train["trainer"]["epochs"] == 5 and train["optimizer"]["lr"] == 1e-4
+    assert train["data"]["total_seq_len"] == 4096
+    scratch = results["scratch/Train/0"]["config"]
+    assert scratch["draft"]["draft_vocab_size"] == 32000
+    cpu = results["cpu/Train/0"]["config"]
+    assert cpu["draft"]["draft_attn_impl"] == "sdpa" and cpu["loss"]["loss_implementation"] == "eager"
+    server = results["seed/Extract/0"]
+    assert server["speculative_config"]["method"] == "extract_hidden_states"
+    assert server["speculative_config"]["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"] == \
+        [2, 30, 58, 61]
+    assert server["tensor_parallel_size"] == 8 and server["data_parallel_size"] == 1
+    convert = results["seed/Train/0"]["params"]
+    assert convert["model"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3" and convert["algorithm"] == "eagle3"
+
+
+# --------------------------------------------------------------------------------------------------
+# End to end on the tiny target
+# --------------------------------------------------------------------------------------------------
+
+def du(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"server not ready at {url} in {SERVER_START_TIMEOUT}s:\n{log.read_text()[-4000:]}")
+
+
+def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
+    """Write the stage's files, run its commands in order (servers in the background); wall seconds."""
+    files_dir.mkdir(parents=True, exist_ok=True)
+    for config in stage.files:
+        (files_dir / config.name).write_text(config.text())
+    servers: list[subprocess.Popen] = []
+    started = time.monotonic()
+    try:
+        for i, command in enumerate(stage.commands):
+            log = logs / f"{stage.name}-{i}.log"
+            env = {**run_env(python), **command.env}
+            with log.open("w") as out:
+                if command.server:
+                    proc = subprocess.Popen(list(command.argv), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+                    servers.append(proc)
+                    wait_ready(proc, command.ready_url, log)
+                    continue
+                try:
+                    proc = subprocess.run(list(command.argv), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                          timeout=STAGE_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"{stage.name}: {command.argv[:4]} timed out:\n{log.read_text()[-4000:]}")
+            assert proc.returncode == 0, \
+                f"{stage.name}: {' '.join(command.argv[:4])} failed ({proc.returncode}):\n{log.read_text()[-6000:]}"
+    finally:
+        for proc in servers:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def tiny(training_python: str, tmp_path_factory) -> Path:
+    """The tiny target and dataset, under a root that is the specs' storage.mountPath."""
+    root = tmp_path_factory.mktemp("training")
+    env = {**run_env(training_python), "PYTHONPATH": str(ROOT / "operator")}
+    for argv in (["target", str(root / "target")],
+                 ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
+        subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+                       capture_output=True, timeout=CHECK_TIMEOUT)
+    assert (root / "target" / "model.safetensors.index.json").is_file()
+    return root
+
+
+def tiny_spec(root: Path, framework: str, name: str, base_drafter: str | None = None) -> DrafterTrainingSpec:
+    return DrafterTrainingSpec.model_validate({
+        "target": {"model": str(root / "target"), "tensorParallelSize": 1},
+        "framework": framework,
+        "baseDrafter": base_drafter,
+        "storage": {"modelClaim": "models", "mountPath": str(root)},
+        "data": {"dataset": str(root / "chats.jsonl"), "numSamples": CONVERSATIONS, "maxTokens": 256},
+        "hiddenStates": {"layers": TINY_LAYERS, "storage": {"size": "1Gi"}},
+        "train": {"epochs": 1, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512},
+        "output": {"path": str(root / "drafters" / name)},
+        "resources": {"gpus": 1},
+    })
+
+
+def tiny_options(root: Path, **extra) -> RenderOptions:
+    config = json.loads((root / "target" / "config.json").read_text())
+    return RenderOptions(cpu=True, draft_vocab_size=TINY_DRAFT_VOCAB, chat_template="qwen", target_config=config,
+                         port=free_port(), **extra)
+
+
+def tiny_paths(root: Path, python: str, work: str) -> TrainingPaths:
+    return TrainingPaths(work=str(root / work), files=str(root / work / "files"), adapters=str(ADAPTERS_DIR),
+                         python=python)
+
+
+def run_all(stages: list[Stage], python: str, paths: TrainingPaths, only: tuple[str, ...] = ()) -> dict[str, float]:
+    logs = Path(paths.work) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return {stage.name: run_stage(stage, python, Path(paths.files), logs)
+            for stage in stages if not only or stage.name in only}
+
+
+def read_safetensors(path: Path) -> dict[str, tuple[tuple[int, ...], bytes]]:
+    """name -> (shape, raw bytes), from the file's own header (8-byte length + JSON): no safetensors here."""
+    data = path.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    header.pop("__metadata__", None)
+    return {name: (tuple(h["shape"]), data[8 + size + h["data_offsets"][0]:8 + size + h["data_offsets"][1]])
+            for name, h in header.items()}
+
+
+def tensors(path: Path) -> dict[str, tuple[int, ...]]:
+    return {name: shape for name, (shape, _) in read_safetensors(path).items()}
+
+
+VLLM_CHECK = r'''
+import contextlib, json, sys
+from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+target, drafter = sys.argv[1], sys.argv[2]
+with contextlib.redirect_stdout(sys.stderr):
+    model = ModelConfig(model=target, tokenizer=target, skip_tokenizer_init=True)
+    spec = SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3, target_model_config=model,
+                             target_parallel_config=ParallelConfig(tensor_parallel_size=1))
+hf = spec.draft_model_config.hf_config
+print(json.dumps({"method": spec.method, "k": spec.num_speculative_tokens,
+                  "draft_vocab_size": getattr(hf, "draft_vocab_size", None),
+                  "layer_ids": getattr(hf, "eagle_aux_hidden_state_layer_ids", None)
+                               or (getattr(hf, "eagle_config", None) or {}).get("eagle_aux_hidden_state_layer_ids")}))
+'''
+
+
+def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
+    python = os.environ.get("DRAFTER_ENGINE_PYTHON") or training_python
+    proc = subprocess.run([python, "-c", VLLM_CHECK, str(target), str(drafter)], capture_output=True, text=True,
+                          env=run_env(python), timeout=CHECK_TIMEOUT)
+    assert proc.returncode == 0, f"vLLM refused {drafter}:\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(framework: str, times: dict[str, float], sizes: dict[str, int]) -> None:
+    print(f"\n[training e2e] {framework}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items())
+          + "; " + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items()), file=sys.stderr)
+
+
+def test_specforge_end_to_end(training_python: str, tiny: Path) -> None:
+    spec = tiny_spec(tiny, "specforge", "specforge-hf")
+    paths = tiny_paths(tiny, training_python, "specforge")
+    stages = render(spec, paths, tiny_options(tiny, export_to="hf"))
+    assert [s.name for s in stages] == ["Extract", "Train", "Export"]  # a local JSONL needs no preparation
+    times = run_all(stages, training_python, paths)
+    # The sglang export of the same checkpoint (no embedding).
+    sglang_spec = tiny_spec(tiny, "specforge", "specforge-sglang")
+    times["Export (sglang)"] = run_all(render(sglang_spec, paths, tiny_options(tiny)), training_python, paths,
+                                       only=("Export",))["Export"]
+
+    work = Path(paths.work)
+    assert list((work / "hidden_states").glob("rows_*/data_*.ckpt"))
+    for name in ("specforge-hf", "specforge-sglang"):
+        out = tiny / "drafters" / name
+        config = json.loads((out / "config.json").read_text())
+        assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+        assert config["draft_vocab_size"] == TINY_DRAFT_VOCAB
+        assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == specforge_layer_ids(TINY_LAYERS)
+        shapes = tensors(out / "model.safetensors")
+        assert shapes["d2t"] == (TINY_DRAFT_VOCAB,) and shapes["t2d"] == (4096,)
+        assert shapes["lm_head.weight"] == (TINY_DRAFT_VOCAB, 64) and shapes["fc.weight"] == (64, 3 * 64)
+        assert ("embed_tokens.weight" in shapes) == (name == "specforge-hf")
+        accepted = vllm_accepts(training_python, tiny / "target", out)
+        assert accepted["method"] == "eagle3" and accepted["draft_vocab_size"] == TINY_DRAFT_VOCAB
+        # vLLM reads SpecForge's ids as written (SpecForge's convention, one below vLLM's): see docs/training.md.
+        assert accepted["layer_ids"] == specforge_layer_ids(TINY_LAYERS)
+    report("specforge", times, {"hidden states": du(work / "hidden_states"), "checkpoint": du(work / "train"),
+                                "export hf": du(tiny / "drafters" / "specforge-hf"),
+                                "export sglang": du(tiny / "drafters" / "specforge-sglang")})
+
+
+def test_speculators_end_to_end(training_python: str, tiny: Path) -> None:
+    spec = tiny_spec(tiny, "speculators", "speculators")
+    paths = tiny_paths(tiny, training_python, "speculators")
+    stages = render(spec, paths, tiny_options(tiny))
+    assert [s.name for s in stages] == ["Generate", "Extract", "Train", "Export"]
+    times = run_all(stages, training_python, paths)
+
+    work = Path(paths.work)
+    assert (work / "data" / "prepared" / "token_freq.pt").is_file()
+    assert list((work / "hidden_states").glob("hs_*.safetensors"))
+    out = tiny / "drafters" / "speculators"
+    config = json.loads((out / "config.json").read_text())
+    assert config["speculators_model_type"] == "eagle3"
+    assert config["draft_vocab_size"] == TINY_DRAFT_VOCAB
+    assert config["eagle_aux_hidden_state_layer_ids"] == TINY_LAYERS
+    assert config["speculators_config"]["algorithm"] == "eagle3"
+    assert config["speculators_config"]["verifier"]["name_or_path"] == str(tiny / "target")
+    shapes = tensors(out / "model.safetensors")
+    assert shapes["d2t"] == (TINY_DRAFT_VOCAB,) and shapes["t2d"] == (4096,)
+    accepted = vllm_accepts(training_python, tiny / "target", out)
+    assert accepted["method"] == "eagle3" and accepted["layer_ids"] == TINY_LAYERS
+    report("speculators", times, {"prepared data": du(work / "data"), "hidden states": du(work / "hidden_states"),
+                                  "checkpoints": du(work / "train"), "drafter": du(out)})
+
+
+def test_speculators_fine_tunes_specforge_export(training_python: str, tiny: Path) -> None:
+    """baseDrafter = SpecForge's hf export: convert + --from-pretrained keep its vocabulary mapping."""
+    base = tiny / "drafters" / "specforge-hf"
+    if not (base / "model.safetensors").is_file():
+        pytest.skip("needs test_specforge_end_to_end's export")
+    if not (tiny / "speculators" / "hidden_states").is_dir():
+        pytest.skip("needs test_speculators_end_to_end's data and hidden states")
+    spec = tiny_spec(tiny, "speculators", "speculators-ft", base_drafter=str(base))
+    paths = tiny_paths(tiny, training_python, "speculators-ft")
+    # The same data and hidden states; a fresh save path (the trainer resumes from one that has checkpoints).
+    Path(paths.work).mkdir(parents=True, exist_ok=True)
+    for name in ("data", "hidden_states"):
+        (Path(paths.work) / name).symlink_to(tiny / "speculators" / name)
+    times = run_all(render(spec, paths, tiny_options(tiny)), training_python, paths, only=("Train", "Export"))
+    out = tiny / "drafters" / "speculators-ft"
+    config = json.loads((out / "config.json").read_text())
+    assert config["speculators_model_type"] == "eagle3" and config["eagle_aux_hidden_state_layer_ids"] == TINY_LAYERS
+
+    before, after = read_safetensors(base / "model.safetensors"), read_safetensors(out / "model.safetensors")
+    assert before["d2t"] == after["d2t"] and before["t2d"] == after["t2d"]
+    vllm_accepts(training_python, tiny / "target", out)
+    report("speculators fine-tune", times, {"drafter": du(out)})
