@@ -137,7 +137,12 @@ def vllm_serve(case, d):
         out[key] = value if isinstance(value, (dict, int, type(None))) else str(value)
     return out
 
-KINDS = {"specforge-train": specforge_train, "specforge-export": specforge_export,
+def sglang_server(case, d):
+    from sglang.srt.server_args import prepare_server_args
+    args = prepare_server_args(case["argv"])
+    return {"model_path": args.model_path, "tp_size": args.tp_size, "port": args.port}
+
+KINDS = {"sglang-server": sglang_server, "specforge-train": specforge_train, "specforge-export": specforge_export,
          "specforge-extract": specforge_extract, "speculators-train": speculators_train,
          "speculators-command": speculators_command, "vllm-serve": vllm_serve}
 
@@ -220,6 +225,9 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
         export = stages["Export"].commands[0].argv
         assert export[:2] == ("specforge", "export")
         cases.append({"id": f"{name}/export", "kind": "specforge-export", "argv": list(export[1:])})
+        for i, command in enumerate(stages["Generate"].commands if "Generate" in stages else ()):
+            if command.argv[:3] == ("python", "-m", "sglang.launch_server"):
+                cases.append({"id": f"{name}/generate/{i}", "kind": "sglang-server", "argv": list(command.argv[3:])})
         extract = list(stages["Extract"].commands[0].argv)
         start = extract.index("--target-model-path")
         cases.append({"id": f"{name}/extract", "kind": "specforge-extract", "argv": extract[start:],
@@ -238,6 +246,7 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
     assert cpu["training"]["attention_backend"] == "sdpa" and cpu["training"]["fsdp_sharding"] == "NO_SHARD"
     assert cpu["deployment"]["trainer"]["nproc_per_node"] == 1
     assert results["seed/export"]["call"]["to"] == "sglang"
+    assert results["seed/generate/0"] == {"model_path": "/models/Kimi-K2.5", "tp_size": 8, "port": 30000}
     extract = results["seed/extract"]["args"]
     assert extract["chat_template"] == "kimi-k2-instruct" and extract["tp_size"] == 8
     assert extract["num_samples"] == 10000 and extract["max_length"] == 4096
@@ -466,6 +475,27 @@ def test_specforge_end_to_end(training_python: str, tiny: Path) -> None:
     report("specforge", times, {"hidden states": du(work / "hidden_states"), "checkpoint": du(work / "train"),
                                 "export hf": du(tiny / "drafters" / "specforge-hf"),
                                 "export sglang": du(tiny / "drafters" / "specforge-sglang")})
+
+
+def test_specforge_fine_tunes_its_export(training_python: str, tiny: Path) -> None:
+    """baseDrafter = SpecForge's own hf export: weights-only warm start, the base's vocabulary mapping kept."""
+    base = tiny / "drafters" / "specforge-hf"
+    if not (base / "model.safetensors").is_file():
+        pytest.skip("needs test_specforge_end_to_end's export")
+    spec = tiny_spec(tiny, "specforge", "specforge-ft", base_drafter=str(base))
+    paths = tiny_paths(tiny, training_python, "specforge-ft")
+    Path(paths.work).mkdir(parents=True, exist_ok=True)
+    (Path(paths.work) / "hidden_states").symlink_to(tiny / "specforge" / "hidden_states")
+    options = tiny_options(tiny, base_drafter_config=json.loads((base / "config.json").read_text()))
+    times = run_all(render(spec, paths, options), training_python, paths, only=("Train", "Export"))
+    out = tiny / "drafters" / "specforge-ft"
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == specforge_layer_ids(TINY_LAYERS)
+    before, after = read_safetensors(base / "model.safetensors"), read_safetensors(out / "model.safetensors")
+    assert before["d2t"] == after["d2t"] and before["t2d"] == after["t2d"]
+    assert before["fc.weight"] != after["fc.weight"]  # trained further
+    report("specforge fine-tune", times, {"drafter": du(out)})
 
 
 def test_speculators_end_to_end(training_python: str, tiny: Path) -> None:
