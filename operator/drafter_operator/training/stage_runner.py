@@ -1,0 +1,128 @@
+"""Run one rendered DrafterTraining stage inside its Job container: `drafter-operator run-stage PLAN`.
+
+The stage's plan (``stage_plan``: its commands and config files, rendered by ``training.render``) is
+mounted from a ConfigMap. The runner writes the files, starts the stage's server commands in the
+background and waits until each answers, runs the other commands in order with their output on its
+own, and stops the servers at the end. What the controller reads back is the container's
+termination message (at most 4 KiB): a JSON line with the stage, its outcome, the sizes of its
+outputs, or the failing command with the end of its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from drafter_operator.training import Stage
+
+#: The termination message of a container holds at most 4096 bytes.
+TERMINATION_MESSAGE_BYTES = 4096
+#: Output lines of a failing command quoted in its termination message.
+TAIL_LINES = 30
+
+
+def stage_plan(stage: Stage) -> dict:
+    """The JSON a stage's Job runs (pure): its commands and files, as ``run_stage`` reads them."""
+    return {
+        "stage": stage.name,
+        "files": [{"name": f.name, "text": f.text()} for f in stage.files],
+        "commands": [{"argv": list(c.argv), "env": dict(c.env), "server": c.server, "readyUrl": c.ready_url}
+                     for c in stage.commands],
+        "outputs": dict(stage.outputs),
+    }
+
+
+def tree_bytes(path: str) -> int | None:
+    """Bytes under ``path`` (a file or a directory), None when it does not exist."""
+    root = Path(path)
+    if root.is_file():
+        return root.stat().st_size
+    if not root.is_dir():
+        return None
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def termination_message(payload: Mapping) -> str:
+    """One JSON object within the 4 KiB limit: a long ``tail`` is cut from its start."""
+    text = json.dumps(payload, separators=(",", ":"))
+    if len(text.encode()) <= TERMINATION_MESSAGE_BYTES or "tail" not in payload:
+        return text[:TERMINATION_MESSAGE_BYTES]
+    tail = payload["tail"]
+    excess = len(text.encode()) - TERMINATION_MESSAGE_BYTES + 3
+    return json.dumps({**payload, "tail": "..." + tail[excess:]}, separators=(",", ":"))[:TERMINATION_MESSAGE_BYTES]
+
+
+def wait_until_ready(url: str, server: subprocess.Popen, timeout: float, sleep: Callable[[float], None] = time.sleep,
+                     clock: Callable[[], float] = time.monotonic) -> str | None:
+    """None once ``url`` answers 200; else why not (the server exited, or the timeout passed)."""
+    deadline = clock() + timeout
+    while clock() < deadline:
+        if server.poll() is not None:
+            return f"the server exited with code {server.returncode} before {url} answered"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return None
+        except (urllib.error.URLError, OSError):
+            pass
+        sleep(1.0)
+    return f"{url} did not answer within {timeout:.0f} s"
+
+
+def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run one command with its output streamed to ours; its exit code and the end of its output."""
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    with subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as process:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            tail.append(line.rstrip("\n"))
+        code = process.wait()
+    return code, "\n".join(tail)
+
+
+def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout: float = 900.0) -> int:
+    """Run ``plan`` (``stage_plan``'s JSON); write the outcome to ``termination_log``; return the exit code."""
+    Path(files_dir).mkdir(parents=True, exist_ok=True)
+    for file in plan.get("files") or []:
+        (Path(files_dir) / file["name"]).write_text(file["text"])
+    servers: list[subprocess.Popen] = []
+    started = time.monotonic()
+    outcome: dict = {"stage": plan["stage"]}
+    try:
+        for command in plan.get("commands") or []:
+            argv, env = list(command["argv"]), dict(command.get("env") or {})
+            if command.get("server"):
+                server = subprocess.Popen(argv, env={**os.environ, **env})
+                servers.append(server)
+                problem = wait_until_ready(command["readyUrl"], server, ready_timeout) if command.get("readyUrl") else None
+                if problem:
+                    outcome.update(outcome="Failed", command=argv[:8], reason="ServerNotReady", tail=problem)
+                    return 1
+                continue
+            code, tail = _run(argv, env)
+            if code != 0:
+                outcome.update(outcome="Failed", command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
+                return code
+        outputs = {name: {"path": path, "sizeBytes": tree_bytes(path)} for name, path in (plan.get("outputs") or {}).items()}
+        outcome.update(outcome="Succeeded", outputs=outputs)
+        return 0
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        outcome["seconds"] = round(time.monotonic() - started, 1)
+        Path(termination_log).parent.mkdir(parents=True, exist_ok=True)
+        Path(termination_log).write_text(termination_message(outcome))

@@ -1,0 +1,70 @@
+"""The stage runner: files written, servers started and stopped, commands in order, the outcome in the
+termination message (real subprocesses, loopback only)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+from drafter_operator.training import Command, ConfigFile, Stage
+from drafter_operator.training.stage_runner import (
+    TERMINATION_MESSAGE_BYTES,
+    run_stage,
+    stage_plan,
+    termination_message,
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_stage_writes_its_files_runs_its_commands_in_order_and_reports_its_outputs(tmp_path):
+    out = tmp_path / "out"
+    port = free_port()
+    server = Command((sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"), server=True,
+                     ready_url=f"http://127.0.0.1:{port}/")
+    write = Command((sys.executable, "-c",
+                     "import json,os,pathlib,urllib.request; cfg=json.load(open(os.environ['CFG']));"
+                     "urllib.request.urlopen('http://127.0.0.1:%d/').read();" % port +
+                     "p=pathlib.Path(cfg['out']); p.mkdir(); (p/'w.bin').write_bytes(b'x'*1234)"),
+                    env={"CFG": str(tmp_path / "files" / "c.json")})
+    stage = Stage("Train", (server, write), (ConfigFile("c.json", {"out": str(out)}, "json"),), {"drafter": str(out)})
+    log = tmp_path / "termination-log"
+    plan = json.loads(json.dumps(stage_plan(stage)))  # it travels as JSON in a ConfigMap
+    assert run_stage(plan, str(tmp_path / "files"), str(log)) == 0
+    outcome = json.loads(log.read_text())
+    assert outcome["outcome"] == "Succeeded" and outcome["stage"] == "Train"
+    assert outcome["outputs"] == {"drafter": {"path": str(out), "sizeBytes": 1234}}
+    # the server was stopped with the stage
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_failing_command_stops_the_stage_with_its_exit_code_and_output(tmp_path):
+    fail = Command((sys.executable, "-c", "import sys; print('loading'); print('RuntimeError: CUDA missing'); sys.exit(3)"))
+    never = Command((sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'w')"))
+    log = tmp_path / "log"
+    assert run_stage(stage_plan(Stage("Extract", (fail, never))), str(tmp_path / "f"), str(log)) == 3
+    outcome = json.loads(log.read_text())
+    assert (outcome["outcome"], outcome["reason"], outcome["exitCode"]) == ("Failed", "CommandFailed", 3)
+    assert outcome["tail"].endswith("RuntimeError: CUDA missing") and not (tmp_path / "ran").exists()
+
+
+def test_a_server_that_exits_before_it_answers_fails_the_stage(tmp_path):
+    port = free_port()
+    dead = Command((sys.executable, "-c", "raise SystemExit(7)"), server=True, ready_url=f"http://127.0.0.1:{port}/")
+    log = tmp_path / "log"
+    assert run_stage(stage_plan(Stage("Generate", (dead,))), str(tmp_path / "f"), str(log), ready_timeout=30) == 1
+    outcome = json.loads(log.read_text())
+    assert outcome["reason"] == "ServerNotReady" and "exited with code 7" in outcome["tail"]
+
+
+def test_the_termination_message_fits_4_kib_and_keeps_the_end_of_the_output():
+    message = termination_message({"stage": "Train", "outcome": "Failed", "tail": "x" * 10000 + "THE ERROR"})
+    assert len(message.encode()) <= TERMINATION_MESSAGE_BYTES
+    parsed = json.loads(message)
+    assert parsed["tail"].startswith("...") and parsed["tail"].endswith("THE ERROR")
