@@ -51,8 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_bench_command(subparsers)
     _add_preflight_command(subparsers)
+    _add_run_stage_command(subparsers)
     _add_cluster_commands(subparsers)
     return parser
+
+
+def _add_run_stage_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator run-stage`: what a DrafterTraining stage Job runs (training/stage_runner.py).
+    from drafter_operator.training import stage_runner
+
+    stage_runner.register(subparsers)
 
 
 def _add_preflight_command(subparsers: argparse._SubParsersAction) -> None:

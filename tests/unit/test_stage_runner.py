@@ -68,3 +68,49 @@ def test_the_termination_message_fits_4_kib_and_keeps_the_end_of_the_output():
     assert len(message.encode()) <= TERMINATION_MESSAGE_BYTES
     parsed = json.loads(message)
     assert parsed["tail"].startswith("...") and parsed["tail"].endswith("THE ERROR")
+
+
+def test_options_come_from_the_configs_on_the_volume_and_the_stage_is_rendered_where_they_are(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    from drafter_operator.api import DrafterTraining
+    from drafter_operator.training.stage_runner import resolve_options, stage_of
+
+    body = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
+    body["spec"].pop("baseDrafter")
+    spec = DrafterTraining.model_validate(body).spec
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
+              "vocab_size": 163840, "num_attention_heads": 64, "intermediate_size": 18432,
+              "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 50000.0}
+    read = {"/models/Kimi-K2.5/config.json": json.dumps(config)}
+    options = resolve_options(spec, cpu=False, chat_template="kimi-k2-instruct", read_text=read.__getitem__)
+    assert options.target_config["hidden_size"] == 7168 and options.base_drafter_config is None
+    train = stage_of(spec, "Train", options)
+    assert train.name == "Train" and train.commands
+    try:
+        stage_of(spec, "Evaluate", options)
+    except ValueError as exc:
+        assert "not part of this training" in str(exc)
+    else:
+        raise AssertionError("an unknown stage must be refused")
+
+
+def test_run_stage_refuses_a_stage_it_cannot_render_with_the_reason_in_the_termination_message(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    from drafter_operator.cli import main
+
+    body = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
+    body["spec"].pop("baseDrafter")  # a hub id: never looked up from a unit test
+    spec_file = tmp_path / "training.json"
+    spec_file.write_text(json.dumps(body["spec"]))
+    log = tmp_path / "termination-log"
+    # the target's config.json is not on this machine's /models: the stage cannot be rendered here
+    code = main(["run-stage", "--training", str(spec_file), "--stage", "Train", "--termination-log", str(log),
+                 "--files", str(tmp_path / "files")])
+    outcome = json.loads(log.read_text())
+    assert code == 2 and outcome["reason"] == "RenderFailed" and "config.json" in outcome["tail"]

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from drafter_operator.training import Stage
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render
 
 #: The termination message of a container holds at most 4096 bytes.
 TERMINATION_MESSAGE_BYTES = 4096
@@ -126,3 +126,60 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
         outcome["seconds"] = round(time.monotonic() - started, 1)
         Path(termination_log).parent.mkdir(parents=True, exist_ok=True)
         Path(termination_log).write_text(termination_message(outcome))
+
+
+def model_config(ref: str, read_text: Callable[[str], str]) -> dict | None:
+    """A model's config.json as the stage container sees it: a path on the model volume, or a hub id
+    read through the hub cache (HF_HOME) by huggingface_hub, which the trainer image carries."""
+    if ref.startswith("/"):
+        return json.loads(read_text(f"{ref.rstrip('/')}/config.json"))
+    from huggingface_hub import hf_hub_download  # only in the trainer image
+
+    return json.loads(Path(hf_hub_download(ref, "config.json")).read_text())
+
+
+def resolve_options(spec, *, cpu: bool, chat_template: str | None = None, draft_vocab_size: int = 32000,
+                    read_text: Callable[[str], str] = lambda path: Path(path).read_text()) -> RenderOptions:
+    """The render options only the stage container can know: the target's (and base drafter's)
+    config.json from the volumes. The operator cannot read them; rendering happens where they are."""
+    target = model_config(spec.target.model, read_text)  # first: a missing target fails before any hub request
+    base = model_config(spec.base_drafter, read_text) if spec.base_drafter else None
+    return RenderOptions(cpu=cpu, chat_template=chat_template, draft_vocab_size=draft_vocab_size,
+                         target_config=target, base_drafter_config=base)
+
+
+def stage_of(spec, name: str, options: RenderOptions, paths: TrainingPaths = TrainingPaths()) -> Stage:
+    """The stage ``name`` of the spec's rendered pipeline; ValueError when the spec has no such stage."""
+    stages = {stage.name: stage for stage in render(spec, paths, options)}
+    if name not in stages:
+        raise ValueError(f"stage {name!r} is not part of this training: it has {', '.join(stages)}")
+    return stages[name]
+
+
+def register(subparsers) -> None:
+    """``drafter-operator run-stage``: what a DrafterTraining stage Job runs."""
+    parser = subparsers.add_parser("run-stage", help="run one DrafterTraining stage (inside its Job)")
+    parser.add_argument("--training", required=True, help="the DrafterTraining spec as JSON (mounted from a ConfigMap)")
+    parser.add_argument("--stage", required=True, help="Generate, Extract, Train or Export")
+    parser.add_argument("--chat-template", help="SpecForge's chat template name for the target")
+    parser.add_argument("--draft-vocab-size", type=int, default=32000)
+    parser.add_argument("--cpu", action="store_true", help="the substitutions a machine without a GPU needs")
+    parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
+    parser.add_argument("--termination-log", default="/dev/termination-log")
+    parser.set_defaults(handler=_main)
+
+
+def _main(args, _extra=()) -> int:
+    from drafter_operator.api.training import DrafterTrainingSpec
+
+    spec = DrafterTrainingSpec.model_validate(json.loads(Path(args.training).read_text()))
+    try:
+        options = resolve_options(spec, cpu=args.cpu, chat_template=args.chat_template,
+                                  draft_vocab_size=args.draft_vocab_size)
+        stage = stage_of(spec, args.stage, options)
+    except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
+        Path(args.termination_log).write_text(termination_message(
+            {"stage": args.stage, "outcome": "Failed", "reason": "RenderFailed", "tail": str(exc)}))
+        print(f"run-stage: {exc}", file=sys.stderr)
+        return 2
+    return run_stage(stage_plan(stage), args.files, args.termination_log)
