@@ -1,7 +1,8 @@
-"""Pure builders for one DrafterTraining stage: its plan ConfigMap and its Job.
+"""Pure builders for one DrafterTraining stage: the spec ConfigMap its Job reads, and the Job.
 
 A stage Job runs ``drafter-operator run-stage`` (training/stage_runner.py) in the trainer image with
-the stage's plan (training.render) mounted from a ConfigMap. It mounts the model volume (read-write
+the DrafterTraining spec mounted from a ConfigMap (one per spec generation); it renders its own stage
+there, where the target's config.json is (training.render). It mounts the model volume (read-write
 only for Export, which writes the drafter to spec.output.path), the hidden-state claim as the work
 directory, and the hub cache when the spec has one. Stages that run the target (Generate with
 regeneration, Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
@@ -16,13 +17,12 @@ import json
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
-from drafter_operator.training import Stage, TrainingPaths
-from drafter_operator.training.stage_runner import stage_plan
+from drafter_operator.training import TrainingPaths
 
 STAGE_LABEL = "drafter.dev/training-stage"
 CONTAINER = "stage"
-PLAN_KEY = "plan.json"
-PLAN_DIR = "/etc/drafter-training-plan"
+SPEC_KEY = "training.json"
+SPEC_DIR = "/etc/drafter-training-spec"
 #: Stages that run the target model (and so need its GPUs).
 GPU_STAGES = frozenset({"Generate", "Extract", "Train"})
 #: Trainer containers run as their image's user; they write to the claims and need nothing more.
@@ -34,12 +34,16 @@ def stage_job_name(training: str, stage: str, generation: int) -> str:
     return f"{training}-{stage.lower()}-g{generation}"
 
 
-def plan_config_map(namespace: str, training: str, stage: Stage, generation: int) -> dict:
-    name = stage_job_name(training, stage.name, generation)
+def spec_config_map_name(training: str, generation: int) -> str:
+    return f"{training}-spec-g{generation}"
+
+
+def spec_config_map(namespace: str, training: str, spec, generation: int) -> dict:
+    """The spec every stage Job of this generation renders its stage from."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"{name}-plan", "namespace": namespace,
-                         "labels": {**training_labels(training), STAGE_LABEL: stage.name}},
-            "data": {PLAN_KEY: json.dumps(stage_plan(stage), indent=1)}}
+            "metadata": {"name": spec_config_map_name(training, generation), "namespace": namespace,
+                         "labels": training_labels(training)},
+            "data": {SPEC_KEY: json.dumps(spec.to_json(), indent=1, sort_keys=True)}}
 
 
 def stage_environment(spec) -> list[dict]:
@@ -51,22 +55,24 @@ def stage_environment(spec) -> list[dict]:
     return pod_policy.environment(spec.env, own)
 
 
-def stage_job(namespace: str, training: str, spec, stage: Stage, generation: int, image: str,
-              paths: TrainingPaths = TrainingPaths()) -> dict:
-    """The Job of ``stage`` for the DrafterTrainingSpec ``spec`` (pure)."""
-    name = stage_job_name(training, stage.name, generation)
-    labels = {**training_labels(training), STAGE_LABEL: stage.name}
-    gpu = stage.name in GPU_STAGES
+def stage_job(namespace: str, training: str, spec, stage: str, generation: int, image: str,
+              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = ()) -> dict:
+    """The Job of ``stage`` for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are extra
+    ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
+    name = stage_job_name(training, stage, generation)
+    labels = {**training_labels(training), STAGE_LABEL: stage}
+    gpu = stage in GPU_STAGES
+    writes_models = stage == "Export"
     storage = spec.storage
     volumes = [
-        {"name": "models", "persistentVolumeClaim": {"claimName": storage.model_claim, "readOnly": stage.name != "Export"}},
+        {"name": "models", "persistentVolumeClaim": {"claimName": storage.model_claim, "readOnly": not writes_models}},
         {"name": "work", "persistentVolumeClaim": {"claimName": hidden_states_claim_name(training, spec)}},
-        {"name": "plan", "configMap": {"name": f"{name}-plan"}},
+        {"name": "spec", "configMap": {"name": spec_config_map_name(training, generation)}},
     ]
     mounts = [
-        {"name": "models", "mountPath": storage.mount_path, "readOnly": stage.name != "Export"},
+        {"name": "models", "mountPath": storage.mount_path, "readOnly": not writes_models},
         {"name": "work", "mountPath": paths.work},
-        {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+        {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
     ]
     if storage.cache_claim:
         volumes.append({"name": "hf-cache", "persistentVolumeClaim": {"claimName": storage.cache_claim}})
@@ -75,7 +81,8 @@ def stage_job(namespace: str, training: str, spec, stage: Stage, generation: int
         if gpu else None
     container = {
         "name": CONTAINER, "image": image,
-        "command": ["drafter-operator", "run-stage", f"{PLAN_DIR}/{PLAN_KEY}", "--files", paths.files],
+        "command": ["drafter-operator", "run-stage", "--training", f"{SPEC_DIR}/{SPEC_KEY}", "--stage", stage,
+                    "--files", paths.files, *render_args],
         "env": stage_environment(spec),
         "resources": pod_policy.container_resources(spec.resources, own=own),
         "volumeMounts": mounts,
