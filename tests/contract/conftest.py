@@ -95,6 +95,12 @@ def engine_python() -> str:
 
 
 @pytest.fixture(scope="session")
+def training_python() -> str:
+    return environment_python("DRAFTER_TRAINING_PYTHON", ".ci/training-env",
+                              "SpecForge 0.2.0 + speculators 0.9.0 on the engines venv, ~310 MB beside it")
+
+
+@pytest.fixture(scope="session")
 def clients_python() -> str:
     return environment_python("DRAFTER_CLIENTS_PYTHON", ".ci/clients-env",
                               "vLLM, SGLang and GuideLLM benchmark clients")

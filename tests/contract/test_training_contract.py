@@ -55,21 +55,6 @@ ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE"
        "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore", "WANDB_MODE": "disabled"}
 
 
-def environment_python(variable: str, script: str, what: str) -> str:
-    python = os.environ.get(variable)
-    if not python:
-        pytest.skip(f"contract tier: {variable} is not set; run `export {variable}=\"$({script})\"` ({what})")
-    if not os.access(python, os.X_OK):
-        pytest.skip(f"contract tier: {variable}={python!r} is not an executable; rebuild it with {script}")
-    return python
-
-
-@pytest.fixture(scope="module")
-def training_python() -> str:
-    return environment_python("DRAFTER_TRAINING_PYTHON", ".ci/training-env",
-                              "SpecForge 0.2.0 + speculators 0.9.0 on the engines venv, ~310 MB beside it")
-
-
 def run_env(python: str) -> dict[str, str]:
     bin_dir = str(Path(python).parent)
     return {**os.environ, **ENV, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}

@@ -218,6 +218,8 @@ def test_a_run_records_the_revision_it_measures_and_that_revisions_k():
     plan = decide(state(benchmark(), serving_on("r1", k=3)))
     # mid-swap the spec already says k=5; the Service still serves r1, which drafts 3
     assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r1", 3)
+    argv = plan.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--num-speculative-tokens") + 1] == "3"  # the bench reads r1's k, not the spec's
     done = benchmark()
     done["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1", "revision": "r1",
                       "numSpeculativeTokens": 3}

@@ -393,24 +393,32 @@ class ContainerResources(ApiModel):
 _INTEGER_VALUE_PATTERN = r"^[0-9]{1,18}$"
 
 
-class NodeSelectorRequirement(ApiModel):
-    """A condition on one node label (or, in matchFields, on the node's name)."""
-
-    rules = (
+def _values_rules(field: str, example: str) -> tuple[Rule, Rule]:
+    """The two rules every selector requirement shares: In/NotIn list values, Exists/DoesNotExist none.
+    ``field`` names the list in messages (e.g. matchExpressions[].values), ``example`` a value."""
+    return (
         Rule(
             cel="!(self.operator in ['In', 'NotIn']) || (has(self.values) && self.values.size() > 0)",
-            message="matchExpressions[].values must not be empty when operator is In or NotIn: e.g. values: [NVIDIA-H200]",
+            message=f"{field} must not be empty when operator is In or NotIn: e.g. values: [{example}]",
             check=lambda r: r.operator not in ("In", "NotIn") or bool(r.values),
             field_path=".values",
             reason="FieldValueRequired",
         ),
         Rule(
             cel="!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || self.values.size() == 0",
-            message="matchExpressions[].values must be empty when operator is Exists or DoesNotExist: remove values or use operator In",
+            message=f"{field} must be empty when operator is Exists or DoesNotExist: remove values or use operator In",
             check=lambda r: r.operator not in ("Exists", "DoesNotExist") or not r.values,
             field_path=".values",
             reason="FieldValueForbidden",
         ),
+    )
+
+
+class NodeSelectorRequirement(ApiModel):
+    """A condition on one node label (or, in matchFields, on the node's name)."""
+
+    rules = (
+        *_values_rules("matchExpressions[].values", "NVIDIA-H200"),
         Rule(
             cel=(
                 "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && self.values.size() == 1 "
@@ -494,22 +502,7 @@ class NodeAffinity(ApiModel):
 class LabelSelectorRequirement(ApiModel):
     """A condition on one label."""
 
-    rules = (
-        Rule(
-            cel="!(self.operator in ['In', 'NotIn']) || (has(self.values) && self.values.size() > 0)",
-            message="labelSelector.matchExpressions[].values must not be empty when operator is In or NotIn: e.g. values: [engine]",
-            check=lambda r: r.operator not in ("In", "NotIn") or bool(r.values),
-            field_path=".values",
-            reason="FieldValueRequired",
-        ),
-        Rule(
-            cel="!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || self.values.size() == 0",
-            message="labelSelector.matchExpressions[].values must be empty when operator is Exists or DoesNotExist: remove values or use operator In",
-            check=lambda r: r.operator not in ("Exists", "DoesNotExist") or not r.values,
-            field_path=".values",
-            reason="FieldValueForbidden",
-        ),
-    )
+    rules = _values_rules("labelSelector.matchExpressions[].values", "engine")
 
     key: LabelKey
     """The label key."""

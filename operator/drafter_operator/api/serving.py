@@ -723,7 +723,7 @@ class DrafterServingStatus(StatusModel):
     degraded_action: DegradedActionStatus | None = None
     """The Rollback or DisableSpeculation in force, if any."""
     last_benchmark: LastBenchmarkStatus | None = None
-    """Latest benchmark of this serving: the finished gate benchmark of the active revision."""
+    """The newest finished DrafterBenchmark of the active revision (its gate or one run by hand): where auto thresholds learn."""
     speculation_schedule: SpeculationScheduleStatus | None = None
     """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None

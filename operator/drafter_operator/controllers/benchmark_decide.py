@@ -99,8 +99,9 @@ def service_url(target: Target) -> str | None:
 
 def measured_revision(body: dict, target: Target | None) -> tuple[str | None, int | None]:
     """The serving revision a run measures and its draft tokens per step (status.revision and
-    status.numSpeculativeTokens): the serving's active revision, with k from that revision's record
-    (mid-swap the spec may already describe the next one); for a gate, the revision it gates."""
+    status.numSpeculativeTokens, and the bench's --num-speculative-tokens): the serving's active
+    revision, with k from that revision's record (mid-swap the spec may already describe the next
+    one; without a record, the spec's); for a gate, the revision it gates."""
     if target is None:
         meta = body["metadata"]
         k = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
@@ -109,11 +110,11 @@ def measured_revision(body: dict, target: Target | None) -> tuple[str | None, in
     active = status.get("activeRevision")
     record = next((r for r in status.get("revisions") or [] if r.get("name") == active), None)
     try:
-        drafter = DrafterSpec.model_validate(record["drafterSpec"]) if record else None
-    except (pydantic.ValidationError, KeyError):
-        drafter = None
-    k = engines.draft_tokens_per_step(record.get("engine", ""), drafter) if drafter is not None else None
-    return active, k
+        engine, drafter = record["engine"], DrafterSpec.model_validate(record["drafterSpec"])
+    except (TypeError, KeyError, pydantic.ValidationError):
+        spec = _serving_spec(target)
+        engine, drafter = (spec.engine, spec.drafter) if spec is not None else ("", None)
+    return active, engines.draft_tokens_per_step(engine, drafter) if drafter is not None else None
 
 
 def metrics_urls(target: Target) -> list[str]:
@@ -133,7 +134,7 @@ def metrics_urls(target: Target) -> list[str]:
 
 
 def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, baseline_url: str | None,
-               baseline_metrics: list[str]) -> list[str]:
+               baseline_metrics: list[str], num_speculative_tokens: int | None = None) -> list[str]:
     """The `drafter-operator bench` command line for this run (pure)."""
     argv = ["--url", url, "--engine", engine, "--num-prompts", str(spec.num_prompts),
             "--max-tokens", str(spec.max_tokens), "--concurrency", concurrency_arg(spec),
@@ -144,10 +145,8 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--model", model]
     for metrics_url in metrics:
         argv += ["--metrics-url", metrics_url]
-    if serving_spec is not None:
-        k = engines.draft_tokens_per_step(engine, serving_spec.drafter)
-        if k:
-            argv += ["--num-speculative-tokens", str(k)]
+    if num_speculative_tokens:
+        argv += ["--num-speculative-tokens", str(num_speculative_tokens)]
     if baseline_url:
         argv += ["--baseline-url", baseline_url]
         for metrics_url in baseline_metrics:
@@ -275,12 +274,10 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
         metrics = metrics_urls(state.target)
     else:
         url, engine, metrics = str(spec.endpoint).rstrip("/"), _endpoint_engine(body), []
-    argv_k = _endpoint_k(body) if state.target is None else None
+    revision, k = measured_revision(body, state.target)
     baseline_url = service_url(state.baseline) if state.baseline is not None else None
     argv = bench_argv(spec, url, engine, metrics, serving_spec, baseline_url,
-                      metrics_urls(state.baseline) if state.baseline is not None else [])
-    if argv_k:
-        argv += ["--num-speculative-tokens", argv_k]
+                      metrics_urls(state.baseline) if state.baseline is not None else [], k)
     if recorded is not None:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
@@ -289,7 +286,6 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
                                 resources=spec.resources, policy=spec.pod)
     drafter = drafter_summary(serving_spec) if serving_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
-    revision, k = measured_revision(body, state.target)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
     return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
                    "completionTime": None, "revision": revision, "numSpeculativeTokens": k},
@@ -321,10 +317,6 @@ def _endpoint_engine(body: dict) -> str:
     """An endpoint outside the operator: its engine from the annotation, vLLM when unsaid."""
     return (body["metadata"].get("annotations") or {}).get(ENGINE_ANNOTATION) or "vllm"
 
-
-def _endpoint_k(body: dict) -> str | None:
-    """Draft tokens per step of an endpoint (a gate sets it; SGLang's rate is derived from it)."""
-    return (body["metadata"].get("annotations") or {}).get(K_ANNOTATION)
 
 
 def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, now: dt.datetime) -> BenchmarkPlan:

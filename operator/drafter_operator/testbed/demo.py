@@ -11,8 +11,9 @@ Degraded and, with `onDegraded: DisableSpeculation`, is replaced by the no-specu
 the final table follow. Then a retrained drafter goes through a gated swap: benchmarked on its own pod
 by a DrafterBenchmark against the baseline and promoted only because it beats 1.2x. Last, a
 DrafterBenchmark load sweep finds where the retrained drafter stops paying, the serving (drafter.dynamic
-fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, and a
-hand-tuned speculative flag is refused before any pod.
+fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, the baseline
+takes a hub token from a Secret and a pod label in place (same revision; the token never in the
+resource), and a hand-tuned speculative flag is refused before any pod.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 import yaml
 from rich.console import Console
@@ -124,6 +126,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     # whatever an interrupted run left to a garbage collector that had not yet mapped the CRD.
     kubectl("-n", NAMESPACE, "delete", "drafterservings", "--all", "--cascade=foreground", "--wait=true",
             "--timeout=120s")
+    # An earlier run's benchmarks would teach the new servings their thresholds and schedules at once.
+    kubectl("-n", NAMESPACE, "delete", "drafterbenchmarks", "--all", "--wait=true", "--timeout=120s")
     kubectl("-n", NAMESPACE, "delete", "deployments,services", "-l", "drafter.dev/serving", "--wait=true",
             "--timeout=120s")
     timeline = watch.Timeline(started=time.monotonic())
@@ -153,6 +157,7 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
     servings = show_gated_promotion(max_tokens, prompts, results)
     show_load_sweep(max_tokens)
+    show_engine_pod_settings()
     show_refused_spelling()
     console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
                   f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
@@ -290,6 +295,40 @@ def show_learned_schedule(name: str, before: str) -> None:
     console.print(f"{name} status.speculationSchedule: {schedule['message']}\n  rendered into --speculative-config "
                   f"num_speculative_tokens_per_batch_size ({ranges}); revision {before} -> {active}, "
                   "through the gate")
+
+
+DEMO_HUB_TOKEN = "hf_demoTokenThatMustNeverBePrinted"
+
+
+def show_engine_pod_settings() -> None:
+    """A hub token from a Secret and cluster pod policy, applied to the running baseline in place: the
+    same revision and Deployment, the engine sees the variable by name, the token is nowhere in the resource."""
+    name = "kimi-baseline"
+    kubectl("-n", NAMESPACE, "create", "secret", "generic", "hf-token", f"--from-literal=HF_TOKEN={DEMO_HUB_TOKEN}",
+            check=False)
+    before = _servings()[name]["status"]["activeRevision"]
+    spec = {**copy.deepcopy(SERVINGS[name]), "envFrom": [{"secretRef": {"name": "hf-token"}}],
+            "env": [{"name": "NCCL_DEBUG", "value": "WARN"}], "pod": {"labels": {"example.com/team": "inference"}}}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(serving_manifest(name, spec)))
+    selector = f"drafter.dev/serving={name},example.com/team=inference"
+    deadline, pod = time.monotonic() + 180, None
+    with console.status(f"{name}: envFrom Secret hf-token, env NCCL_DEBUG, pod label example.com/team (in place)"):
+        while time.monotonic() < deadline and pod is None:
+            items = json.loads(kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json").stdout)["items"]
+            pod = next((p for p in items if any(c["type"] == "Ready" and c["status"] == "True"
+                                                for c in p.get("status", {}).get("conditions") or [])), None)
+            time.sleep(1)
+    if pod is None:
+        raise local.ClusterError(f"{name}: the changed pod template did not become Ready within 180 s")
+    item = _servings()[name]
+    port = item["status"]["endpoint"]["port"]
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/emulator/state", timeout=10) as response:
+        names = json.loads(response.read())["environment"]["names"]
+    shown = kubectl("-n", NAMESPACE, "get", "drafterserving,deployment", "-l", f"drafter.dev/serving={name}",
+                    "-o", "yaml").stdout + kubectl("-n", NAMESPACE, "get", "drafterserving", name, "-o", "yaml").stdout
+    console.print(f"\n{name}: revision {before} -> {item['status']['activeRevision']} (pod settings never make a new "
+                  f"revision); the engine sees {[n for n in names if n in ('HF_TOKEN', 'NCCL_DEBUG', 'HF_HUB_OFFLINE')]} "
+                  f"by name; the token in the DrafterServing or its Deployment: {DEMO_HUB_TOKEN in shown}")
 
 
 def show_refused_spelling() -> None:
