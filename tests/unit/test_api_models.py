@@ -220,7 +220,7 @@ def test_benchmark_problems_need_the_referenced_servings():
 def test_training_problems():
     spec = DrafterTrainingSpec.model_validate({
         "target": {"model": "/models/K"}, "storage": {"modelClaim": "models"},
-        "data": {"dataset": "sharegpt/x", "numSamples": 10, "maxTokens": 4096},
+        "data": {"dataset": "sharegpt/x", "numSamples": 10, "maxTokens": 4096, "chatTemplate": "qwen"},
         "hiddenStates": {"layers": [2, 30, 61], "storage": {"size": "1Ti"}},
         "output": {"path": "/models/drafters/new"}, "promote": {"servingRef": {"name": "kimi"}},
     })

@@ -220,7 +220,7 @@ def test_ratio_rules(text):
 @given(st.lists(st.integers(0, 1023), min_size=3, max_size=3))
 def test_hidden_state_layers_must_be_three_distinct_ascending(layers):
     spec = {"target": {"model": "/models/T"}, "storage": {"modelClaim": "models"},
-            "data": {"dataset": "d/x", "numSamples": 1}, "hiddenStates": {"layers": layers, "storage": {"size": "1Ti"}},
+            "data": {"dataset": "d/x", "numSamples": 1, "chatTemplate": "qwen"}, "hiddenStates": {"layers": layers, "storage": {"size": "1Ti"}},
             "output": {"path": "/models/out"}}
     try:
         DrafterTrainingSpec.model_validate(spec)

@@ -130,7 +130,7 @@ def test_specforge_seed_draft_config_is_the_base_drafters_with_the_spec_layers()
 
 
 def test_specforge_from_scratch_derives_the_draft_config_from_the_target() -> None:
-    spec = seed(baseDrafter=None, data={"dataset": "sharegpt", "numSamples": 500})
+    spec = seed(baseDrafter=None, data={"dataset": "sharegpt", "numSamples": 500, "chatTemplate": "kimi-k2-instruct"})
     config = draft_config(spec, OPTIONS)
     assert config == {
         "vocab_size": 163840, "hidden_size": 7168, "num_attention_heads": 64, "num_key_value_heads": 64,
@@ -152,7 +152,7 @@ def test_specforge_from_scratch_derives_the_draft_config_from_the_target() -> No
 
 
 def test_specforge_local_dataset_needs_no_generate_stage() -> None:
-    spec = seed(baseDrafter=None, data={"dataset": "/models/chat.jsonl", "numSamples": 10})
+    spec = seed(baseDrafter=None, data={"dataset": "/models/chat.jsonl", "numSamples": 10, "chatTemplate": "kimi-k2-instruct"})
     got = stages(spec)
     assert list(got) == ["Extract", "Train", "Export"]
     assert flag(got["Extract"].commands[0].argv, "--data-path") == "/models/chat.jsonl"
@@ -167,7 +167,7 @@ def test_specforge_defaults_leave_the_layers_to_the_framework() -> None:
 
 
 def test_specforge_cpu_substitutions_are_explicit() -> None:
-    spec = seed(baseDrafter=None, data={"dataset": "/models/chat.jsonl", "numSamples": 24})
+    spec = seed(baseDrafter=None, data={"dataset": "/models/chat.jsonl", "numSamples": 24, "chatTemplate": "kimi-k2-instruct"})
     paths = TrainingPaths(work="/w", files="/f", adapters=str(ADAPTERS_DIR), python="/venv/bin/python")
     got = stages(spec, RenderOptions(**{**OPTIONS.__dict__, "cpu": True, "export_to": "hf"}), paths)
     (extract,) = got["Extract"].commands

@@ -257,6 +257,10 @@ def training_specs(draw) -> dict[str, Any]:
         spec["baseDrafter"] = draw(model_refs(mount).filter(lambda m: m != spec["output"]["path"]))
     if draw(st.booleans()):
         spec["framework"] = draw(st.sampled_from(["specforge", "speculators"]))
+    if spec.get("framework", "specforge") == "specforge" or draw(st.booleans()):
+        spec["data"]["chatTemplate"] = draw(st.sampled_from(["kimi-k2-instruct", "deepseek-v3", "qwen", "llama3"]))
+    if draw(st.booleans()):
+        spec["output"]["format"] = draw(st.sampled_from(["sglang", "hf"]))
     if draw(st.booleans()):
         spec["data"]["maxTokens"] = draw(st.integers(1, 131072))
     if draw(st.booleans()):
@@ -271,6 +275,7 @@ def training_specs(draw) -> dict[str, Any]:
             "learningRate": draw(st.sampled_from(["1e-4", "2e-5", "0.0003", "1", "5E-6"])),
             "batchSize": draw(st.integers(1, 1024)),
             "maxLength": draw(st.integers(128, 131072)),
+            "draftVocabSize": draw(st.integers(16, 1048576)),
         }
     if draw(st.booleans()):
         promote: dict[str, Any] = {"servingRef": {"name": draw(_NAME)}}

@@ -82,6 +82,8 @@ class DataSpec(ApiModel):
     """Longest generated answer in tokens."""
     generation: GenerationSpec | None = None
     """Regenerate answers with the target (recommended); unset uses the dataset's answers as they are."""
+    chat_template: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)] | None = None
+    """SpecForge's name for the target's chat template (its loss masks follow it), e.g. kimi-k2-instruct, deepseek-v3, qwen, llama3; required with framework specforge. speculators renders through the target's own template and ignores it."""
 
 
 class HiddenStatesStorage(ApiModel):
@@ -148,6 +150,8 @@ class TrainSpec(ApiModel):
     """Batch size per GPU."""
     max_length: Annotated[int, Field(ge=128, le=131072)] = 2048
     """Longest training sequence in tokens (prompt and answer)."""
+    draft_vocab_size: Annotated[int, Field(ge=16, le=1048576)] = 32000
+    """Draft vocabulary: the drafter predicts only the N most frequent target tokens (d2t/t2d map them); both frameworks default to 32000. Must not exceed the target's vocabulary. Ignored when fine-tuning (the base drafter's vocabulary is kept)."""
 
 
 class OutputSpec(ApiModel):
@@ -155,6 +159,8 @@ class OutputSpec(ApiModel):
 
     path: AbsPath
     """Directory on the model volume (under storage.mountPath) for the exported drafter checkpoint."""
+    format: Literal["sglang", "hf"] = "sglang"
+    """SpecForge's export format: sglang (the drafter weights only; SGLang and vLLM load it) or hf (with the target's embedding copied in). speculators always writes its own format, which vLLM loads."""
 
 
 class PromoteSpec(ApiModel):
@@ -207,6 +213,13 @@ class DrafterTrainingSpec(ApiModel):
             message="spec.baseDrafter is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
             check=lambda s: s.base_drafter is None or _under(s.base_drafter, s.storage.mount_path),
             field_path=".baseDrafter",
+        ),
+        Rule(
+            cel="self.framework != 'specforge' || has(self.data.chatTemplate)",
+            message="spec.data.chatTemplate is required with framework specforge (its loss masks follow the target's template): e.g. kimi-k2-instruct, deepseek-v3, qwen or llama3",
+            check=lambda s: s.framework != "specforge" or s.data.chat_template is not None,
+            field_path=".data.chatTemplate",
+            reason="FieldValueRequired",
         ),
         Rule(
             cel="self.output.path != self.target.model && (!has(self.baseDrafter) || self.output.path != self.baseDrafter)",

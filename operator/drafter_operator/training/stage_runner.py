@@ -138,14 +138,15 @@ def model_config(ref: str, read_text: Callable[[str], str]) -> dict | None:
     return json.loads(Path(hf_hub_download(ref, "config.json")).read_text())
 
 
-def resolve_options(spec, *, cpu: bool, chat_template: str | None = None, draft_vocab_size: int = 32000,
+def resolve_options(spec, *, cpu: bool,
                     read_text: Callable[[str], str] = lambda path: Path(path).read_text()) -> RenderOptions:
-    """The render options only the stage container can know: the target's (and base drafter's)
-    config.json from the volumes. The operator cannot read them; rendering happens where they are."""
+    """The render options: the spec's choices, and what only the stage container can know, the target's
+    (and base drafter's) config.json from the volumes. The operator cannot read them; rendering happens
+    where they are."""
     target = model_config(spec.target.model, read_text)  # first: a missing target fails before any hub request
     base = model_config(spec.base_drafter, read_text) if spec.base_drafter else None
-    return RenderOptions(cpu=cpu, chat_template=chat_template, draft_vocab_size=draft_vocab_size,
-                         target_config=target, base_drafter_config=base)
+    return RenderOptions(cpu=cpu, chat_template=spec.data.chat_template, draft_vocab_size=spec.train.draft_vocab_size,
+                         export_to=spec.output.format, target_config=target, base_drafter_config=base)
 
 
 def stage_of(spec, name: str, options: RenderOptions, paths: TrainingPaths = TrainingPaths()) -> Stage:
@@ -161,8 +162,6 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("run-stage", help="run one DrafterTraining stage (inside its Job)")
     parser.add_argument("--training", required=True, help="the DrafterTraining spec as JSON (mounted from a ConfigMap)")
     parser.add_argument("--stage", required=True, help="Generate, Extract, Train or Export")
-    parser.add_argument("--chat-template", help="SpecForge's chat template name for the target")
-    parser.add_argument("--draft-vocab-size", type=int, default=32000)
     parser.add_argument("--cpu", action="store_true", help="the substitutions a machine without a GPU needs")
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
     parser.add_argument("--termination-log", default="/dev/termination-log")
@@ -174,8 +173,7 @@ def _main(args, _extra=()) -> int:
 
     spec = DrafterTrainingSpec.model_validate(json.loads(Path(args.training).read_text()))
     try:
-        options = resolve_options(spec, cpu=args.cpu, chat_template=args.chat_template,
-                                  draft_vocab_size=args.draft_vocab_size)
+        options = resolve_options(spec, cpu=args.cpu)
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
