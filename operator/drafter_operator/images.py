@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: The trainer image (drafter-operator plus SpecForge, speculators and their engines): what stage Jobs run.
+TRAINER_REPOSITORY = "drafter-dev/drafter-trainer"
+
 
 def image_repository(image: str) -> str:
     """`docker.io/vllm/vllm-openai:v0.33.0@sha256:..` -> `vllm/vllm-openai`."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
+from drafter_operator.images import TRAINER_REPOSITORY
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
@@ -27,7 +28,7 @@ EventSink = Callable[[dict, str, str, str], None]  # (body, type, reason, messag
 
 def trainer_image() -> str:
     """The image stage Jobs run when spec.image is unset: the operator's trainer image."""
-    return os.environ.get("DRAFTER_TRAINER_IMAGE", f"ghcr.io/drafter-dev/drafter-trainer:{__version__}")
+    return os.environ.get("DRAFTER_TRAINER_IMAGE", f"ghcr.io/{TRAINER_REPOSITORY}:{__version__}")
 
 
 def render_args() -> tuple[str, ...]:

@@ -68,11 +68,14 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
         {"name": "models", "persistentVolumeClaim": {"claimName": storage.model_claim, "readOnly": not writes_models}},
         {"name": "work", "persistentVolumeClaim": {"claimName": hidden_states_claim_name(training, spec)}},
         {"name": "spec", "configMap": {"name": spec_config_map_name(training, generation)}},
+        # run-stage writes the stage's config files here (the image's filesystem may be read-only).
+        {"name": "files", "emptyDir": {}},
     ]
     mounts = [
         {"name": "models", "mountPath": storage.mount_path, "readOnly": not writes_models},
         {"name": "work", "mountPath": paths.work},
         {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
+        {"name": "files", "mountPath": paths.files},
     ]
     if storage.cache_claim:
         volumes.append({"name": "hf-cache", "persistentVolumeClaim": {"claimName": storage.cache_claim}})

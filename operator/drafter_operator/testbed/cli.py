@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--name-prefix", default=None, help="node name prefix (default gpu-<runtime>-extra)")
     add.set_defaults(cluster_handler=_add_nodes)
 
+    training = verbs.add_parser("training-env", help="run trainer-image containers with this training environment's python")
+    training.add_argument("python", help="e.g. the path .ci/training-env prints")
+    training.set_defaults(cluster_handler=_training_env)
+
     cluster.set_defaults(handler=lambda args, extra: args.cluster_handler(args))
 
 
@@ -104,6 +108,17 @@ def _env(args: argparse.Namespace) -> int:
         print("error: no local cluster state; run `drafter-operator cluster up` first", file=sys.stderr)
         return 1
     print(f"export KUBECONFIG={layout.kubeconfig}")
+    return 0
+
+
+def _training_env(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    try:
+        cluster.use_training_python(args.python)
+    except cluster.ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

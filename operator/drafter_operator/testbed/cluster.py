@@ -131,6 +131,11 @@ class Layout:
         return self.root / "kubeconfig"
 
     @property
+    def training_python(self) -> Path:
+        """Names the python of the training environment trainer-image containers run with."""
+        return self.root / "training-python"
+
+    @property
     def record(self) -> Path:
         return self.root / "cluster.json"
 
@@ -438,6 +443,15 @@ def status(layout: Layout | None = None) -> dict:
         "ports": record.get("ports"),
         "cluster_id": record.get("cluster_id"),
     }
+
+
+def use_training_python(python: str, layout: Layout | None = None) -> None:
+    """Run trainer-image containers with this training environment (read by the runner per container)."""
+    if not os.access(python, os.X_OK):
+        raise ClusterError(f"{python} is not an executable python: build the training environment with .ci/training-env")
+    layout = layout or Layout()
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.training_python.write_text(python + "\n")
 
 
 def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None = None,

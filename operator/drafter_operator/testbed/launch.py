@@ -11,13 +11,15 @@ plan. Two translations make a container image runnable on a host without contain
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drafter_operator.images import image_repository
+from drafter_operator.container_paths import PATH_MAP_ENV, remap
+from drafter_operator.images import TRAINER_REPOSITORY, image_repository
 
 EMULATED_PYTHON_MODULES = ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
 HOST_TOOLS = ("sh", "bash", "sleep", "echo", "cat", "true", "false", "env", "ls", "test", "printf")
@@ -85,13 +87,6 @@ def host_argv(argv: list[str], python: str = sys.executable) -> list[str]:
         return argv
     raise LaunchError(f"command {argv[0]!r} is not available on the local process runner (it runs engine "
                       f"entrypoints, drafter-operator, python and {', '.join(HOST_TOOLS)})")
-
-
-def remap(value: str, path_map: dict[str, str]) -> str:
-    """Replace mapped path prefixes (longest first) wherever they occur in a string."""
-    for src in sorted(path_map, key=len, reverse=True):
-        value = value.replace(src, path_map[src])
-    return value
 
 
 def _field_value(pod: dict, field_path: str, pod_ip: str) -> str:
@@ -173,8 +168,13 @@ def volume_host_paths(pod: dict, pod_dir: Path, shared_dir: Path) -> dict[str, P
     return paths
 
 
+def is_trainer(container: dict) -> bool:
+    return image_repository(container.get("image", "")).endswith(TRAINER_REPOSITORY)
+
+
 def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port: int, lookup,
-         volume_paths: dict[str, Path] | None = None, python: str = sys.executable) -> LaunchPlan:
+         volume_paths: dict[str, Path] | None = None, python: str = sys.executable,
+         training_python: str | None = None) -> LaunchPlan:
     name = container["name"]
     termination = pod_dir / f"{name}.termination-log"
     path_map = {container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH: str(termination)}
@@ -193,8 +193,19 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
     env = {k: remap(v, path_map) for k, v in container_env(pod, container, pod_ip, lookup).items()}
     if emulated:
         env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))
+    search_path = os.environ.get("PATH", "/usr/bin:/bin")
+    if is_trainer(container):
+        # The trainer image's `python`, `specforge`, `speculators` and `torchrun` are the training
+        # environment's (docs/testbed.md); run-stage itself stays on this interpreter.
+        if not training_python:
+            raise LaunchError(f"container {name!r} runs the trainer image, and this runner has no training "
+                              "environment: build it (.ci/training-env) and record it with "
+                              "`drafter-operator cluster training-env PYTHON`")
+        search_path = f"{os.path.dirname(training_python)}:{search_path}"
     base_env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": search_path,
+        # What the container would see at its mount paths, for tools that build paths inside it.
+        PATH_MAP_ENV: json.dumps(path_map, sort_keys=True),
         "HOME": str(pod_dir),
         "HOSTNAME": pod["metadata"]["name"],
         "PYTHONUNBUFFERED": "1",

@@ -323,11 +323,17 @@ class Runner:
         path = object_path("v1", "serviceaccounts", run.namespace, sa, "token")
         return self.kube.request("POST", path, request)["status"]["token"]
 
+    def _training_python(self) -> str | None:
+        """The training environment recorded by `drafter-operator cluster training-env` (read per container)."""
+        recorded = self.state_dir / "training-python"
+        return recorded.read_text().strip() if recorded.exists() else None
+
     async def _start(self, run: PodRun, container: ContainerRun) -> None:
         try:
             container.plan = await asyncio.to_thread(
                 launch.plan, run.pod, container.spec, run.ip, run.directory, self.apiserver_port, self.lookup,
-                launch.volume_host_paths(run.pod, run.directory, self.state_dir))
+                launch.volume_host_paths(run.pod, run.directory, self.state_dir),
+                training_python=self._training_python())
         except (launch.LaunchError, ApiError) as exc:
             container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(exc)
             if run.pod["spec"].get("restartPolicy", "Always") == "Never" or isinstance(exc, launch.LaunchError):

@@ -21,7 +21,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from drafter_operator.container_paths import from_environment, remap
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render
+
+ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
 #: The termination message of a container holds at most 4096 bytes.
 TERMINATION_MESSAGE_BYTES = 4096
@@ -168,16 +171,32 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=_main)
 
 
+def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
+    """``plan`` with container paths mapped to where they are (container_paths.py); unchanged on a real node."""
+    if not path_map:
+        return dict(plan)
+    return {
+        **plan,
+        "files": [{**f, "text": remap(f["text"], path_map)} for f in plan.get("files") or []],
+        "commands": [{**c, "argv": [remap(a, path_map) for a in c["argv"]],
+                      "env": {k: remap(v, path_map) for k, v in (c.get("env") or {}).items()}}
+                     for c in plan.get("commands") or []],
+        "outputs": {k: remap(v, path_map) for k, v in (plan.get("outputs") or {}).items()},
+    }
+
+
 def _main(args, _extra=()) -> int:
     from drafter_operator.api.training import DrafterTrainingSpec
 
     spec = DrafterTrainingSpec.model_validate(json.loads(Path(args.training).read_text()))
+    path_map = from_environment()
     try:
-        options = resolve_options(spec, cpu=args.cpu)
-        stage = stage_of(spec, args.stage, options)
+        options = resolve_options(spec, cpu=args.cpu, read_text=lambda path: Path(remap(path, path_map)).read_text())
+        # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
+        stage = stage_of(spec, args.stage, options, TrainingPaths(adapters=str(ADAPTERS_DIR)))
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
             {"stage": args.stage, "outcome": "Failed", "reason": "RenderFailed", "tail": str(exc)}))
         print(f"run-stage: {exc}", file=sys.stderr)
         return 2
-    return run_stage(stage_plan(stage), args.files, args.termination_log)
+    return run_stage(on_host(stage_plan(stage), path_map), args.files, args.termination_log)

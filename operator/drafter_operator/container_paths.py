@@ -1,0 +1,31 @@
+"""Container paths on a node runtime without a filesystem namespace.
+
+A real kubelet mounts each volume at its mountPath inside the container, so a process there opens
+`/models/target/config.json` as it is written in the spec. The local process runner runs containers
+as host processes instead: it rewrites the container's own argv and env (testbed/launch.py), and
+hands every process the same mapping in ``DRAFTER_CONTAINER_PATHS`` (JSON: container path -> host
+path) so that a tool that builds further paths and commands inside the container (``run-stage``
+renders a training stage there) maps them the same way. On a real node the variable is unset and
+nothing changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+PATH_MAP_ENV = "DRAFTER_CONTAINER_PATHS"
+
+
+def remap(value: str, path_map: Mapping[str, str]) -> str:
+    """Replace mapped path prefixes (longest first) wherever they occur in a string."""
+    for source in sorted(path_map, key=len, reverse=True):
+        value = value.replace(source, path_map[source])
+    return value
+
+
+def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The runtime's mapping, or {} where containers see their volumes at their mount paths."""
+    raw = environ.get(PATH_MAP_ENV)
+    return dict(json.loads(raw)) if raw else {}
