@@ -272,8 +272,18 @@ class TrainingProgress(StatusModel):
     """Current training epoch (1-based)."""
     epochs: int | None = None
     """Training epochs in total."""
+    step: int | None = None
+    """Optimizer steps done in training."""
+    steps: int | None = None
+    """Optimizer steps in the whole training, when the framework says."""
+    loss: float | None = None
+    """The latest training loss the framework reported."""
+    eta_seconds: int | None = None
+    """Estimated seconds until the current stage ends, from its rate so far."""
     percent: float | None = None
     """Overall progress of the current stage, 0-100."""
+    updated: str | None = None
+    """When the stage last reported progress (RFC 3339)."""
     summary: str | None = None
     """Short text for kubectl get, e.g. "6200/10000 samples" or "epoch 3/5"."""
 
