@@ -9,7 +9,9 @@ import sys
 
 from drafter_operator.training import Command, ConfigFile, Stage
 from drafter_operator.training.stage_runner import (
+    PROGRESS_INTERVAL,
     TERMINATION_MESSAGE_BYTES,
+    ProgressReporter,
     run_stage,
     stage_plan,
     termination_message,
@@ -115,3 +117,77 @@ def test_run_stage_refuses_a_stage_it_cannot_render_with_the_reason_in_the_termi
                  "--files", str(tmp_path / "files")])
     outcome = json.loads(log.read_text())
     assert code == 2 and outcome["reason"] == "RenderFailed" and "config.json" in outcome["tail"]
+
+
+TQDM_LIKE = r'''
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+print("Loading weights: 100%|##########| 39/39 [00:00<00:00, 100.00it/s]", flush=True)
+for i in range(1, 7):
+    time.sleep(0.05)
+    (out / f"hs_{i}.bin").write_bytes(b"x" * 1000)
+    # tqdm off a terminal: carriage-return updates, no newline until it closes
+    sys.stderr.write(f"\r{100 * i // 6:3d}%|##        | {i}/6 [00:00<00:00, 20.00it/s]"); sys.stderr.flush()
+sys.stderr.write("\n")
+'''
+
+
+def progress_lines(text: str) -> list[dict]:
+    return [json.loads(line[len("drafter-progress "):]) for line in text.splitlines()
+            if line.startswith("drafter-progress ")]
+
+
+def test_the_runner_prints_progress_lines_from_its_commands_output(tmp_path, capsys):
+    out = tmp_path / "hidden_states"
+    stage = Stage("Extract", (Command((sys.executable, "-c", TQDM_LIKE, str(out))),), outputs={"hiddenStates": str(out)})
+    plan = stage_plan(stage)
+    lines: list[str] = []
+    # every change reported (interval 0): what the throttle lets through is tested below
+    reporter = ProgressReporter(plan, write=lines.append, interval=0.0)
+    log = tmp_path / "termination-log"
+    assert run_stage(plan, str(tmp_path / "files"), str(log), reporter=reporter) == 0
+    records = progress_lines("\n".join(lines))
+    assert records[0]["stage"] == "Extract" and records[0]["summary"] == "Extract running"
+    done = [r["samplesDone"] for r in records if "samplesDone" in r]
+    assert done == sorted(done) and set(done) >= {1, 6} and len(set(done)) >= 3  # the \r updates, one by one
+    assert all(r.get("samplesTotal") == 6 for r in records if "samplesDone" in r)  # not the 39/39 loading bar
+    assert max(r.get("bytesWritten", 0) for r in records) == 6000
+    last = records[-1]
+    assert (last["outcome"], last["percent"], last["etaSeconds"], last["summary"]) == ("Succeeded", 100.0, 0, "6/6 samples")
+    # the termination message carries the last progress, and the command's output still went to ours
+    assert json.loads(log.read_text())["progress"] == last
+    assert "6/6 [00:00" in capsys.readouterr().out
+
+
+def test_progress_lines_go_to_stdout_at_the_start_and_the_end_and_no_more_often_than_the_interval(tmp_path, capsys):
+    out = tmp_path / "hidden_states"
+    stage = Stage("Extract", (Command((sys.executable, "-c", TQDM_LIKE, str(out))),), outputs={"hiddenStates": str(out)})
+    assert run_stage(stage_plan(stage), str(tmp_path / "files"), str(tmp_path / "log")) == 0
+    records = progress_lines(capsys.readouterr().out)
+    # the command takes well under PROGRESS_INTERVAL: its start and its end only
+    assert PROGRESS_INTERVAL >= 5 and len(records) == 2
+    assert "samplesDone" not in records[0] and records[1]["samplesDone"] == 6 and records[1]["bytesWritten"] == 6000
+
+
+def test_a_failing_stage_ends_with_its_progress_so_far(tmp_path):
+    script = "import sys; print('hf_hidden_states: extracted 3/10 samples', flush=True); sys.exit(4)"
+    plan = stage_plan(Stage("Extract", (Command((sys.executable, "-c", script)),)))
+    lines: list[str] = []
+    log = tmp_path / "log"
+    assert run_stage(plan, str(tmp_path / "f"), str(log), reporter=ProgressReporter(plan, write=lines.append)) == 4
+    progress = json.loads(log.read_text())["progress"]
+    assert (progress["outcome"], progress["samplesDone"], progress["samplesTotal"]) == ("Failed", 3, 10)
+    assert progress["percent"] == 30.0 and progress_lines("\n".join(lines))[-1] == progress
+
+
+def test_a_silent_command_still_reports_its_outputs_growing(tmp_path):
+    out = tmp_path / "out"
+    script = ("import pathlib, sys, time; p = pathlib.Path(sys.argv[1]); p.mkdir();"
+              "(p / 'a').write_bytes(b'x' * 500); time.sleep(2.5)")
+    plan = stage_plan(Stage("Extract", (Command((sys.executable, "-c", script, str(out))),), outputs={"h": str(out)}))
+    lines: list[str] = []
+    assert run_stage(plan, str(tmp_path / "f"), str(tmp_path / "log"),
+                     reporter=ProgressReporter(plan, write=lines.append, interval=0.5)) == 0
+    records = progress_lines("\n".join(lines))
+    # no output at all, yet a line before the end shows the bytes written (the runner ticks while it waits)
+    assert any(r.get("bytesWritten") == 500 and "outcome" not in r for r in records)

@@ -5,24 +5,32 @@ mounted from a ConfigMap. The runner writes the files, starts the stage's server
 background and waits until each answers, runs the other commands in order with their output on its
 own, and stops the servers at the end. What the controller reads back is the container's
 termination message (at most 4 KiB): a JSON line with the stage, its outcome, the sizes of its
-outputs, or the failing command with the end of its output.
+outputs, or the failing command with the end of its output, and the stage's last progress.
+
+While the stage runs, its commands' output goes through training/progress.py and the runner prints
+``drafter-progress {json}`` lines (docs/training.md, "Progress") that the operator reads from the
+pod's log tail: at the start, when the progress changes (at most every PROGRESS_INTERVAL seconds),
+and at the end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, progress, render
 
 ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
@@ -30,6 +38,9 @@ ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 TERMINATION_MESSAGE_BYTES = 4096
 #: Output lines of a failing command quoted in its termination message.
 TAIL_LINES = 30
+#: Seconds between two progress lines at least (the operator reads the log every ~10 s), and between
+#: two measurements of the outputs' size (a walk over the hidden-states directory).
+PROGRESS_INTERVAL = 5.0
 
 
 def stage_plan(stage: Stage) -> dict:
@@ -80,23 +91,106 @@ def wait_until_ready(url: str, server: subprocess.Popen, timeout: float, sleep: 
     return f"{url} did not answer within {timeout:.0f} s"
 
 
-def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
-    """Run one command with its output streamed to ours; its exit code and the end of its output."""
+class ProgressReporter:
+    """The ``drafter-progress`` lines of one stage: its commands' output parsed (training/progress.py),
+    with the growth of its outputs (``bytesWritten``: e.g. Extract's hidden states) when they grow."""
+
+    def __init__(self, plan: Mapping, write: Callable[[str], None] = print,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 measure: Callable[[str], int | None] = tree_bytes, interval: float = PROGRESS_INTERVAL):
+        self.stage = plan["stage"]
+        self.state = progress.start(plan)
+        self.outputs = list((plan.get("outputs") or {}).values())
+        self.write, self.clock, self.wall, self.measure, self.interval = write, clock, wall, measure, interval
+        self.baseline = self._bytes()  # what was there before (a resumed stage): growth is what counts
+        self.bytes_written: int | None = None
+        self.measured = self.emitted = self.clock()
+        self.last: dict | None = None
+
+    def _bytes(self) -> int | None:
+        sizes = [size for path in self.outputs if (size := self.measure(path)) is not None]
+        return sum(sizes) if sizes else None
+
+    def _measure(self) -> None:
+        size = self._bytes()
+        if size is not None and size > (self.baseline or 0):
+            self.bytes_written = size
+        self.measured = self.clock()
+
+    def _emit(self, outcome: str | None = None) -> None:
+        self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome)
+        self.write(progress.format_line(self.last))
+        self.emitted = self.clock()
+
+    def begin(self) -> None:
+        self._emit()
+
+    def line(self, text: str) -> None:
+        self.state = progress.advance(self.state, text, self.stage, self.clock())
+        self.tick()
+
+    def tick(self) -> None:
+        """Print a line when the progress changed and the last one is PROGRESS_INTERVAL old."""
+        now = self.clock()
+        if now - self.emitted < self.interval:
+            return
+        if now - self.measured >= self.interval:
+            self._measure()
+        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written)
+        if self.last is None or {**candidate, "updated": None} != {**self.last, "updated": None}:
+            self._emit()
+
+    def end(self, outcome: str) -> dict:
+        self._measure()
+        self._emit(outcome)
+        return self.last
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _run(argv: list[str], env: Mapping[str, str], reporter: ProgressReporter | None = None) -> tuple[int, str]:
+    """Run one command with its output streamed to ours; its exit code and the end of its output.
+
+    The output is read as text with universal newlines, so each tqdm carriage-return update arrives
+    as a line of its own. A reader thread lets the reporter also tick while the command is silent
+    (its outputs may still be growing).
+    """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     with subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace") as process:
-        for line in process.stdout:
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+        while True:
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
+                if reporter is not None:
+                    reporter.tick()
+                continue
+            if line is None:
+                break
             sys.stdout.write(line)
+            sys.stdout.flush()  # the operator reads the pod log while the stage runs
             tail.append(line.rstrip("\n"))
+            if reporter is not None:
+                reporter.line(line)
         code = process.wait()
     return code, "\n".join(tail)
 
 
-def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout: float = 900.0) -> int:
+def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout: float = 900.0,
+              reporter: ProgressReporter | None = None) -> int:
     """Run ``plan`` (``stage_plan``'s JSON); write the outcome to ``termination_log``; return the exit code."""
     Path(files_dir).mkdir(parents=True, exist_ok=True)
     for file in plan.get("files") or []:
         (Path(files_dir) / file["name"]).write_text(file["text"])
+    reporter = reporter or ProgressReporter(plan, write=lambda text: print(text, flush=True))
+    reporter.begin()
     servers: list[subprocess.Popen] = []
     started = time.monotonic()
     outcome: dict = {"stage": plan["stage"]}
@@ -111,7 +205,7 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
                     outcome.update(outcome="Failed", command=argv[:8], reason="ServerNotReady", tail=problem)
                     return 1
                 continue
-            code, tail = _run(argv, env)
+            code, tail = _run(argv, env, reporter)
             if code != 0:
                 outcome.update(outcome="Failed", command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
                 return code
@@ -127,6 +221,7 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
             except subprocess.TimeoutExpired:
                 server.kill()
         outcome["seconds"] = round(time.monotonic() - started, 1)
+        outcome["progress"] = reporter.end(outcome.get("outcome", "Failed"))
         Path(termination_log).parent.mkdir(parents=True, exist_ok=True)
         Path(termination_log).write_text(termination_message(outcome))
 
@@ -172,7 +267,7 @@ def register(subparsers) -> None:
 
 
 def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
-    """``plan`` with container paths mapped to where they are (container_paths.py); unchanged on a real node."""
+    """``plan`` with container paths mapped to where they are (container_paths.py, the adapters)."""
     if not path_map:
         return dict(plan)
     return {
@@ -192,11 +287,12 @@ def _main(args, _extra=()) -> int:
     path_map = from_environment()
     try:
         options = resolve_options(spec, cpu=args.cpu, read_text=lambda path: Path(remap(path, path_map)).read_text())
-        # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
-        stage = stage_of(spec, args.stage, options, TrainingPaths(adapters=str(ADAPTERS_DIR)))
+        stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
             {"stage": args.stage, "outcome": "Failed", "reason": "RenderFailed", "tail": str(exc)}))
         print(f"run-stage: {exc}", file=sys.stderr)
         return 2
-    return run_stage(on_host(stage_plan(stage), path_map), args.files, args.termination_log)
+    # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
+    installed = {**path_map, TrainingPaths().adapters: str(ADAPTERS_DIR)}
+    return run_stage(on_host(stage_plan(stage), installed), args.files, args.termination_log)

@@ -203,6 +203,7 @@ def specforge_main(argv: list[str]) -> int:
                                         shuffle=False, process_group=get_dp_group())
         extension = ".ckpt.gz" if args.compress else ".ckpt"
         index = written = 0
+        total = len(eagle3_dataset)
         for batch in loader:
             stream, last = _forward(model, batch["input_ids"], batch["attention_mask"])
             aux = torch.cat([stream[layer + 1] for layer in layers], dim=-1)
@@ -228,6 +229,8 @@ def specforge_main(argv: list[str]) -> int:
                 else:
                     torch.save(record, path)
                 written += 1
+            # One line per batch: what run-stage's progress parser reads (training/progress.py).
+            print(f"hf_hidden_states: extracted {index}/{total} samples", flush=True)
         dist.barrier()
         print(f"hf_hidden_states: wrote {written} records and vocab_mapping.pt to {output}", flush=True)
     finally:
@@ -286,7 +289,7 @@ def speculators_main(argv: list[str]) -> int:
     todo = get_indices_to_process(len(dataset), args.max_samples, get_existing_hidden_state_indices(out),
                                   args.world_size, args.rank)
     print(f"hf_hidden_states: vLLM layer ids {layers} (inputs of those layers; {num_layers}: the last output)", flush=True)
-    for i in todo:
+    for done, i in enumerate(todo, 1):
         token_ids = build_client_item(dataset[i])["input_ids"]
         ids = torch.tensor([token_ids])
         stream, _last = _forward(model, ids)
@@ -296,6 +299,8 @@ def speculators_main(argv: list[str]) -> int:
                   str(path))
         if args.validate_outputs:
             check_hidden_states(load_file(str(path)), token_ids)
+        # One line per sample: what run-stage's progress parser reads (training/progress.py).
+        print(f"hf_hidden_states: extracted {done}/{len(todo)} samples", flush=True)
     print(f"hf_hidden_states: wrote {len(todo)} hs_<i>.safetensors to {out}", flush=True)
     return 0
 
