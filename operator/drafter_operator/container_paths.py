@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 
 PATH_MAP_ENV = "DRAFTER_CONTAINER_PATHS"
 
 
 def remap(value: str, path_map: Mapping[str, str]) -> str:
-    """Replace mapped path prefixes (longest first) wherever they occur in a string."""
-    for source in sorted(path_map, key=len, reverse=True):
-        value = value.replace(source, path_map[source])
-    return value
+    """Replace mapped paths wherever they occur in a string, in one pass (a replacement is never mapped
+    again: a host path may itself start with a container path), longest first, and only whole path
+    components (``/work`` maps ``/work/data``, not ``/workspace``)."""
+    if not path_map:
+        return value
+    sources = sorted(path_map, key=len, reverse=True)
+    pattern = "|".join(re.escape(s.rstrip("/") or "/") for s in sources)
+    return re.sub(f"(?:{pattern})(?![\\w.-])", lambda m: path_map.get(m.group(0), path_map.get(m.group(0) + "/", m.group(0))), value)
 
 
 def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -43,6 +43,8 @@ class OperatorProcess:
     def start(self) -> None:
         env = {**self.cluster.env, "PYTHONUNBUFFERED": "1",
                "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS)}
+        if self.cluster.local:
+            env["DRAFTER_TRAINING_CPU"] = "1"  # no GPU: training stages take the CPU adapters
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run",
                                       "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",

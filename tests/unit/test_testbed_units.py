@@ -186,8 +186,16 @@ def test_missing_config_key_is_an_error_naming_the_variable(tmp_path):
         launch.plan(POD, container, "127.10.0.2", tmp_path, 1, lambda *a: {}, {})
 
 
-@given(st.lists(st.sampled_from(["/a/b", "/a", "x", "y"]), max_size=12))
+@given(st.lists(st.sampled_from(["/a/b", "/a", "x", "y", "=", " "]), max_size=12))
 def test_remap_maps_every_occurrence_longest_prefix_first(segments):
     mapping = {"/a": "/X", "/a/b": "/Y"}
-    expected = "".join({"/a/b": "/Y", "/a": "/X"}.get(s, s) for s in segments)
-    assert launch.remap("".join(segments), mapping) == expected
+    text = " ".join(segments)
+    expected = " ".join({"/a/b": "/Y", "/a": "/X"}.get(s, s) for s in segments)
+    assert launch.remap(text, mapping) == expected
+
+
+def test_remap_maps_whole_components_once():
+    # The local runner's pod directories live under host paths that may start like a container path.
+    mapping = {"/work": "/tmp/claims/hs", "/opt/adapters": "/work/repo/adapters"}
+    assert launch.remap("/opt/adapters/x.py --out=/work/data /workspace /work", mapping) == \
+        "/work/repo/adapters/x.py --out=/tmp/claims/hs/data /workspace /tmp/claims/hs"

@@ -82,11 +82,25 @@ def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
         cluster.apply(plan)
     assert cluster.body["status"]["stage"] == "Succeeded" and cluster.condition("Exported")["status"] == "True"
     assert [e[1] for e in cluster.events].count("StageStarted") == 4
-    # the Jobs still exist: the claim stays until they are gone
-    assert cluster.claim is not None
-    cluster.jobs.clear()
-    cluster.apply(cluster.decide())
+    # every Job finished (they stay as the record): the claim goes
     assert cluster.claim is None and cluster.body["status"]["hiddenStates"]["deleted"] is True
+
+
+def test_the_claim_stays_while_any_job_of_the_training_is_unfinished():
+    cluster = Cluster(training())
+    cluster.apply(cluster.decide())
+    for stage in ("Generate", "Extract", "Train"):
+        cluster.finish(stage)
+        cluster.apply(cluster.decide())
+    # an older generation's Job still running (being deleted, its pod still writing)
+    cluster.jobs["kimi-ft-extract-g0"] = {"metadata": {"name": "kimi-ft-extract-g0", "deletionTimestamp": "x",
+                                                       "labels": {"drafter.dev/training-stage": "Extract"}}}
+    cluster.finish("Export")
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Succeeded" and cluster.claim is not None
+    cluster.jobs.pop("kimi-ft-extract-g0")
+    cluster.apply(cluster.decide())
+    assert cluster.claim is None
 
 
 def test_a_failed_stage_stops_the_run_with_its_error_and_a_spec_change_starts_again():

@@ -24,10 +24,12 @@ from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_decide import observed_from
+from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.kube import Kube, load_api_client
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.resources.training import TRAINING_LABEL
 
 GROUP, VERSION = "drafter.dev", "v1alpha1"
 # How long an old revision keeps running after traffic left it (connections in flight finish).
@@ -49,6 +51,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     operator_metrics.track_api_requests(kube)
     memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
     memo.benchmarks = BenchmarkReconciler(kube)
+    memo.trainings = TrainingReconciler(kube)
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
     # it would only repeat the same decision.
@@ -223,3 +226,38 @@ async def benchmark_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
 @kopf.on.event("", "v1", "pods", labels={BENCHMARK_LABEL: kopf.PRESENT})
 async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_benchmark(memo, namespace, labels[BENCHMARK_LABEL])
+
+
+# --------------------------------------------------------------------------------------------------
+# DrafterTraining: reconciled when it, one of its Jobs or their pods changes, and every few seconds
+# while a stage runs (its progress is read from the stage pod's log; nothing announces it).
+
+
+async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> None:
+    def post(body: dict, kind: str, reason: str, message: str) -> None:
+        kopf.event(body, type=kind, reason=reason, message=message[:1024])
+
+    context = contextvars.copy_context()
+    await asyncio.get_running_loop().run_in_executor(
+        memo.reconcile_pool, context.run, memo.trainings.reconcile, namespace, name, post)
+
+
+@kopf.on.event(GROUP, VERSION, "draftertrainings")
+async def training_event(type, namespace, name, memo: kopf.Memo, **_) -> None:
+    if type != "DELETED":
+        await _reconcile_training(memo, namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, "draftertrainings", interval=10.0, when=_unfinished)
+async def training_timer(namespace, name, memo: kopf.Memo, **_) -> None:
+    await _reconcile_training(memo, namespace, name)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={TRAINING_LABEL: kopf.PRESENT})
+async def training_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
+
+
+@kopf.on.event("", "v1", "pods", labels={TRAINING_LABEL: kopf.PRESENT})
+async def training_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])

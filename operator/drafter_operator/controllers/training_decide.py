@@ -6,7 +6,8 @@ generation exist. A stage's outcome is its container's termination message (stag
 failed stage stops the run with its own error; a spec change starts a new generation whose Jobs
 start again from the first stage, and the older generation's Jobs are deleted. Once every stage
 succeeded, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
-and never while a Job of the run still exists.
+and never while a Job of the training is unfinished (its pod may still write to it; the finished Jobs
+stay as the record, and their finished pods do not hold the claim).
 
 Evaluate and Promote (a DrafterBenchmark of the new drafter, then the serving's gated swap) are not
 decided here yet.
@@ -57,12 +58,17 @@ class TrainingPlan:
     events: list[Event] = field(default_factory=list)
 
 
+def _job_finished(job: dict) -> str | None:
+    """Complete or Failed once the Job has finished (its pod no longer uses the claim), else None."""
+    return next((c["type"] for c in (job.get("status") or {}).get("conditions") or []
+                 if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+
+
 def _job_state(job: dict, pods: tuple[dict, ...]) -> StageJob | None:
     stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
     if not stage:
         return None
-    finished = next((c["type"] for c in (job.get("status") or {}).get("conditions") or []
-                     if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+    finished = _job_finished(job)
     if finished is None:
         return StageJob(stage, "Running")
     if finished == "Complete":
@@ -138,7 +144,7 @@ def decide(state: TrainingState) -> TrainingPlan:
 
     if decision.stage == "Succeeded":
         if owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain and state.claim is not None \
-                and not [j for j in state.jobs if not j["metadata"].get("deletionTimestamp")]:
+                and not [j for j in state.jobs if _job_finished(j) is None]:
             plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, claim_name))
             extra["hiddenStates"] = {**(status.get("hiddenStates") or {}), "claimName": claim_name, "deleted": True}
         verdicts.append(("Ready", Verdict("True", "Succeeded", f"the drafter is at {spec.output.path}")))

@@ -1,0 +1,222 @@
+"""DrafterTraining end to end on the local cluster: every stage a real Job whose pod runs the real
+framework code on the CPU (SpecForge 0.2.0, speculators 0.9.0; the named CPU adapters of
+docs/training.md), on a tiny random Llama target the test writes to the model volume.
+
+What is checked: the stages run in order as Jobs and record a condition each; the drafter is written
+to spec.output.path and is accepted by vLLM 0.33.0's SpeculativeConfig and our preflight; the
+hidden-state claim the operator created is gone after success; an operator stopped mid-stage resumes
+without repeating a stage; deleting a training mid-stage leaves no Job, pod, ConfigMap or claim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import REPO
+
+pytestmark = pytest.mark.usefixtures("local_cluster_only")
+
+TINY_LAYERS = [1, 2, 3]  # vLLM's ids on the 4-layer tiny target
+TINY_DRAFT_VOCAB = 256
+CONVERSATIONS = 24
+# Each stage starts a python with torch; on two busy cores a run of three or four stages takes minutes.
+RUN_TIMEOUT = 900
+# What the stage containers need on a machine without GPUs or internet (the spec's env).
+CPU_ENV = [{"name": "VLLM_TARGET_DEVICE", "value": "cpu"}, {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
+           {"name": "WANDB_MODE", "value": "disabled"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"},
+           {"name": "TRANSFORMERS_OFFLINE", "value": "1"}]
+
+
+@pytest.fixture(scope="session")
+def training_python(local_cluster_only) -> str:
+    """The training environment (.ci/training-env, cached), recorded for the runner's trainer containers."""
+    from drafter_operator.testbed import cluster as local
+
+    python = os.environ.get("DRAFTER_TRAINING_PYTHON") or subprocess.run(
+        [str(REPO / ".ci" / "training-env")], check=True, capture_output=True, text=True).stdout.strip()
+    local.use_training_python(python)
+    return python
+
+
+@pytest.fixture
+def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operator) -> Path:
+    """The tiny target and dataset on the model volume (host side of the claim `models`)."""
+    from drafter_operator.testbed import cluster as local
+
+    root = local.Layout().root / "claims" / namespace / model_volume
+    env = {**os.environ, "PYTHONPATH": str(REPO / "operator"), "HF_HUB_OFFLINE": "1"}
+    for argv in (["target", str(root / "tiny-target")],
+                 ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
+        subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+                       capture_output=True, timeout=300)
+    return root
+
+
+def hidden_states_volume(cluster, namespace: str, training: str) -> None:
+    """A volume pre-bound to the claim the operator will create (the local cluster runs no provisioner)."""
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{training}-hs"},
+        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Delete", "hostPath": {"path": f"/tmp/drafter-e2e/{namespace}-hs"},
+                 "claimRef": {"namespace": namespace, "name": f"{training}-hidden-states"}}}))
+
+
+def training_manifest(name: str, framework: str, **spec) -> dict:
+    body = {
+        "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "metadata": {"name": name},
+        "spec": {
+            "target": {"model": "/models/tiny-target", "tensorParallelSize": 1},
+            "framework": framework,
+            "storage": {"modelClaim": "models", "mountPath": "/models"},
+            "data": {"dataset": "/models/chats.jsonl", "numSamples": CONVERSATIONS, "maxTokens": 256,
+                     **({"chatTemplate": "qwen"} if framework == "specforge" else {})},
+            "hiddenStates": {"layers": TINY_LAYERS, "storage": {"size": "1Gi"}},
+            "train": {"epochs": 1, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512,
+                      "draftVocabSize": TINY_DRAFT_VOCAB},
+            "output": {"path": f"/models/drafters/{name}"},
+            "resources": {"gpus": 1, "requests": {"cpu": "100m", "memory": "256Mi"}},
+            "env": CPU_ENV,
+            **spec,
+        },
+    }
+    return body
+
+
+def apply_training(cluster, namespace: str, body: dict) -> None:
+    hidden_states_volume(cluster, namespace, body["metadata"]["name"])
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(body))  # YAML would make 1e-4 a number
+
+
+def training(cluster, namespace: str, name: str) -> dict:
+    return cluster.get_json("-n", namespace, "draftertrainings.drafter.dev", name)
+
+
+def wait_stage(cluster, namespace: str, name: str, stages: tuple[str, ...], timeout: float = RUN_TIMEOUT) -> dict:
+    def reached():
+        body = training(cluster, namespace, name)
+        stage = (body.get("status") or {}).get("stage")
+        if stage == "Failed" and "Failed" not in stages:
+            ready = next((c for c in body["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+            raise AssertionError(f"training failed: {ready.get('message')}\n{stage_logs(cluster, namespace, name)}")
+        return body if stage in stages else None
+
+    return cluster.wait_for(f"training {name} at {stages}", reached, timeout=timeout, interval=2)
+
+
+def stage_logs(cluster, namespace: str, name: str) -> str:
+    out = cluster.kubectl("-n", namespace, "logs", "-l", f"drafter.dev/training={name}", "--tail=30",
+                          "--prefix", check=False)
+    return out.stdout[-6000:] if out.returncode == 0 else out.stderr
+
+
+def labelled(cluster, namespace: str, kind: str, name: str) -> list[str]:
+    items = cluster.get_json("-n", namespace, kind, "-l", f"drafter.dev/training={name}")["items"]
+    return [i["metadata"]["name"] for i in items]
+
+
+def conditions(body: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}
+
+
+VLLM_CHECK = r'''
+import contextlib, json, sys
+from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+target, drafter = sys.argv[1], sys.argv[2]
+with contextlib.redirect_stdout(sys.stderr):
+    model = ModelConfig(model=target, tokenizer=target, skip_tokenizer_init=True)
+    spec = SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3, target_model_config=model,
+                             target_parallel_config=ParallelConfig(tensor_parallel_size=1))
+print(json.dumps({"method": spec.method, "draft_vocab_size": getattr(spec.draft_model_config.hf_config, "draft_vocab_size", None)}))
+'''
+
+
+def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([training_python, "-c", VLLM_CHECK, str(target), str(drafter)], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, f"vLLM refused {drafter}:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_operator_restart(
+        cluster, namespace, tiny, training_python, operator):
+    name = "sf"
+    apply_training(cluster, namespace, training_manifest(name, "specforge", output={"path": "/models/drafters/sf",
+                                                                                      "format": "hf"}))
+    started = time.monotonic()
+    # The operator stops while Train runs; the Job finishes without it.
+    wait_stage(cluster, namespace, name, ("Train",))
+    operator.stop()
+    try:
+        cluster.wait_for("the Train Job to finish without the operator", lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (cluster.get_json("-n", namespace, "job", f"{name}-train-g1").get("status") or {}).get("conditions") or []),
+            timeout=RUN_TIMEOUT, interval=2)
+    finally:
+        operator.start()
+    body = wait_stage(cluster, namespace, name, ("Succeeded",))
+    elapsed = time.monotonic() - started
+
+    conds = conditions(body)
+    for kind in ("Extracted", "Trained", "Exported", "Ready"):
+        assert conds[kind]["status"] == "True", conds[kind]
+    assert "Generated" not in conds  # a local JSONL needs no Generate stage
+    # One Job per stage, none repeated after the restart.
+    jobs = sorted(labelled(cluster, namespace, "jobs", name))
+    assert jobs == [f"{name}-export-g1", f"{name}-extract-g1", f"{name}-train-g1"], jobs
+    pods = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/training={name}")["items"]
+    assert sorted(p["metadata"]["labels"]["drafter.dev/training-stage"] for p in pods) == ["Export", "Extract", "Train"]
+    # The drafter is on the model volume and the engines accept it.
+    drafter = tiny / "drafters" / name
+    config = json.loads((drafter / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["draft_vocab_size"] == TINY_DRAFT_VOCAB
+    assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["draft_vocab_size"] == TINY_DRAFT_VOCAB
+    # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it).
+    assert body["status"]["hiddenStates"]["deleted"] is True
+    cluster.wait_for("the hidden-state claim to go", lambda: not cluster.get_json(
+        "-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"], timeout=60)
+    reasons = [e["reason"] for e in cluster.get_json("-n", namespace, "events", "--field-selector",
+                                                     f"involvedObject.name={name}")["items"]]
+    assert reasons.count("StageStarted") == 3 and "Exported" in reasons, reasons
+    print(f"\n[training e2e] specforge: {elapsed:.0f} s for Extract, Train, Export through Jobs")
+
+
+def test_speculators_training_runs_generate_extract_train_export(cluster, namespace, tiny, training_python):
+    name = "spec"
+    apply_training(cluster, namespace, training_manifest(name, "speculators"))
+    started = time.monotonic()
+    body = wait_stage(cluster, namespace, name, ("Succeeded",))
+    elapsed = time.monotonic() - started
+    conds = conditions(body)
+    for kind in ("Generated", "Extracted", "Trained", "Exported"):
+        assert conds[kind]["status"] == "True", conds[kind]
+    drafter = tiny / "drafters" / name
+    config = json.loads((drafter / "config.json").read_text())
+    assert config["speculators_model_type"] == "eagle3"
+    assert config["eagle_aux_hidden_state_layer_ids"] == TINY_LAYERS
+    assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["method"] == "eagle3"
+    print(f"\n[training e2e] speculators: {elapsed:.0f} s for Generate, Extract, Train, Export through Jobs")
+
+
+def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):
+    name = "gone"
+    apply_training(cluster, namespace, training_manifest(name, "specforge"))
+    wait_stage(cluster, namespace, name, ("Extract",))
+    cluster.wait_for("the Extract pod to run", lambda: any(
+        (p.get("status") or {}).get("phase") == "Running"
+        for p in cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/training={name}")["items"]), timeout=120)
+    assert labelled(cluster, namespace, "pvc", name) and labelled(cluster, namespace, "configmaps", name)
+    cluster.kubectl("-n", namespace, "delete", "draftertrainings.drafter.dev", name, "--wait=true", "--timeout=60s")
+
+    def nothing_left():
+        left = {kind: labelled(cluster, namespace, kind, name) for kind in ("jobs", "pods", "configmaps", "pvc")}
+        return all(not names for names in left.values()) or None
+
+    cluster.wait_for("every object of the deleted training to go", nothing_left, timeout=120, interval=2)
