@@ -28,6 +28,7 @@ from drafter_operator.resources.engine import (
 )
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+OPERATOR_IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
 
 
 def example(name: str) -> DrafterServing:
@@ -128,7 +129,7 @@ def test_revision_hash_is_stable_and_distinct(k, drafter_model):
 
 def test_engine_pod_spec_has_gpus_shm_model_volume_probes_and_tolerations():
     serving = example("serving-vllm-kimi-k25-eagle3.yaml")
-    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve", "m"], 8000, "/health", "/health")
+    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve", "m"], 8000, "/health", "/health", OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}} in pod["volumes"]
@@ -143,7 +144,7 @@ def test_engine_pod_spec_has_gpus_shm_model_volume_probes_and_tolerations():
 def test_sglang_readiness_uses_health_generate():
     serving = example("serving-sglang-kimi-k25-eagle3.yaml")
     engine = engines.engine("sglang")
-    pod = engine_pod_spec(serving, "img", ["x"], engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
+    pod = engine_pod_spec(serving, "img", ["x"], engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH, OPERATOR_IMAGE)
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/health_generate"
     assert pod["containers"][0]["ports"][0]["containerPort"] == 30000
 
@@ -170,7 +171,7 @@ def test_the_operator_owns_hub_offline_and_cache_variables():
     assert operator_environment(cached) == [{"name": "HF_HUB_OFFLINE", "value": "0"},
                                             {"name": "HF_HOME", "value": "/var/cache/huggingface"}]
     pod = engine_pod_spec(DrafterServing(metadata={"name": "k", "namespace": "n"}, spec=cached), "img", ["x"], 30000,
-                          "/health", "/health_generate")
+                          "/health", "/health_generate", OPERATOR_IMAGE)
     assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}} in pod["volumes"]
     assert {"name": "hf-cache", "mountPath": "/var/cache/huggingface"} in pod["containers"][0]["volumeMounts"]
 
@@ -254,7 +255,7 @@ def policy_serving(**changes) -> DrafterServing:
 
 def test_pod_policy_env_and_resources_render_into_the_pod_template():
     serving = policy_serving()
-    pod = engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health")
+    pod = engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health", OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"},
                                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}},
@@ -274,7 +275,7 @@ def test_pod_policy_env_and_resources_render_into_the_pod_template():
 
 
 def test_without_a_policy_the_engine_runs_where_the_upstream_images_run():
-    pod = engine_pod_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), "img", ["x"], 8000, "/health", "/health")
+    pod = engine_pod_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), "img", ["x"], 8000, "/health", "/health", OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
     assert "runAsNonRoot" not in str(container["securityContext"])  # vLLM's and SGLang's images run as root
@@ -290,8 +291,82 @@ def test_pod_policy_changes_keep_the_revision():
 def test_a_hub_token_is_never_rendered_as_a_value():
     token = "hf_aVeryRealLookingToken123"
     serving = policy_serving()
-    rendered = json.dumps([engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health"),
+    rendered = json.dumps([engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health", OPERATOR_IMAGE),
                            serving.model_dump(mode="json", by_alias=True)])
     assert token not in rendered and "secretKeyRef" in rendered  # the reference travels, never the value
     with pytest.raises(ValueError, match="must not hold a hub token"):
         policy_serving(env=[{"name": "HF_TOKEN", "value": token}])
+
+
+# ---------------------------------------------------------------------------------------------------
+# The drafter preflight init container
+
+
+def with_spec(serving: DrafterServing, **changes) -> DrafterServing:
+    body = serving.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        node = body["spec"]
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return DrafterServing.model_validate(body)
+
+
+def test_engine_pods_that_load_a_drafter_from_the_volume_get_the_preflight_first():
+    serving = example("serving-vllm-kimi-k25-eagle3.yaml")
+    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve"], 8000, "/health", "/health",
+                          OPERATOR_IMAGE)
+    (init,) = pod["initContainers"]
+    assert init == {
+        "name": "preflight", "image": OPERATOR_IMAGE,
+        "command": ["drafter-operator", "preflight", "--target", "/models/Kimi-K2.5", "--engine", "vllm",
+                    "--method", "eagle3", "--drafter", "/models/drafters/kimi-k25-eagle3", "--vllm-model-runner", "v2",
+                    "--skip-missing", "--termination-message", "/dev/termination-log"],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+        "volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}],
+        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+        "securityContext": {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}} in pod["volumes"]
+    # The CLI it runs accepts exactly these arguments.
+    from drafter_operator import cli as top_cli
+
+    args = top_cli.build_parser().parse_args(init["command"][1:])
+    assert (args.skip_missing, args.termination_message, args.method) == (True, "/dev/termination-log", "eagle3")
+
+
+def test_the_preflight_follows_the_engine_method_runner_and_mount_path():
+    serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), storage__mountPath="/weights",
+                        target__model="/weights/Kimi-K2.5", drafter__model="/weights/d", drafter__method="eagle",
+                        env=[{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}])
+    (init,) = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    command = init["command"]
+    assert command[command.index("--method") + 1] == "eagle" and command[command.index("--drafter") + 1] == "/weights/d"
+    assert command[command.index("--vllm-model-runner") + 1] == "v1"  # where vLLM v1 reads the layer ids
+    assert init["volumeMounts"] == [{"name": "models", "mountPath": "/weights", "readOnly": True}]
+    sglang = example("serving-sglang-kimi-k25-eagle3.yaml")
+    on_volume = with_spec(sglang, drafter__model="/models/drafters/kimi-eagle3")
+    (init,) = engine_pod_spec(on_volume, "img", ["x"], 30000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    assert "--vllm-model-runner" not in init["command"] and "sglang" in init["command"]
+    # mtp: the target's own head is checked; no drafter directory is needed.
+    mtp = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), drafter={"method": "mtp", "numSpeculativeTokens": 1})
+    (init,) = engine_pod_spec(mtp, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    assert "--drafter" not in init["command"] and init["command"][init["command"].index("--method") + 1] == "mtp"
+
+
+@pytest.mark.parametrize("changes,why", [
+    ({"drafter": {"method": "none"}, "acceptance": None}, "no drafter"),
+    ({"drafter": {"method": "ngram", "numSpeculativeTokens": 3}}, "no checkpoint"),
+    ({"drafter": {"method": "draftModel", "model": "/models/small", "numSpeculativeTokens": 3}}, "no rules"),
+    ({"drafter__model": "org/kimi-eagle3"}, "a hub drafter"),
+    ({"target__model": "moonshotai/Kimi-K2.5"}, "a hub target"),
+    ({"storage": {"shmSize": "64Gi"}}, "no model claim"),
+])
+def test_no_preflight_where_there_is_nothing_on_the_volume_to_check(changes, why):
+    serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), **changes)
+    pod = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)
+    assert "initContainers" not in pod, why

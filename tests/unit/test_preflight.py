@@ -347,7 +347,7 @@ def test_condition_message_is_bounded_and_names_every_problem(ckpts, tmp_path):
 
 def cli_args(**kw):
     base = dict(drafter=None, target=None, engine="vllm", method="eagle3", trained_convention=None,
-                vllm_model_runner="v2", json=False)
+                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False)
     return Namespace(**{**base, **kw})
 
 
@@ -374,6 +374,69 @@ def test_cli_is_registered_and_argparse_errors_exit_2(ckpts, capsys):
     with pytest.raises(SystemExit) as exc:
         top_cli.main(["preflight", "--target", str(ckpts["target"]), "--engine", "tgi", "--method", "eagle3"])
     assert exc.value.code == 2
+
+
+def test_cli_termination_message_is_the_compact_record_the_operator_reads(ckpts, tmp_path):
+    from drafter_operator.preflight.verdict import TERMINATION_MESSAGE_BYTES, parse_termination_record
+
+    message = tmp_path / "termination-log"
+    broken = tiny.make_specforge(tmp_path / "broken", drop=("d2t",))
+    args = cli_args(drafter=str(broken), target=str(ckpts["target"]), engine="sglang",
+                    termination_message=str(message))
+    assert pf_cli.main(args, io.StringIO(), io.StringIO()) == 1
+    record = parse_termination_record(message.read_text())
+    verdict = run(broken, ckpts["target"], "sglang")
+    assert record["ok"] is False and record["checked"] is True
+    assert (record["status"], record["reason"], record["message"]) == (verdict.status, verdict.reason, verdict.message)
+    assert (record["problems"], record["passed"]) == (len(verdict.problems), len(verdict.passed))
+    assert 0 <= record["seconds"] < 5
+    assert len(message.read_bytes()) <= TERMINATION_MESSAGE_BYTES and "\n" not in message.read_text()
+
+
+def test_cli_skip_missing_reports_a_checkpoint_that_is_not_there_as_not_checked(ckpts, tmp_path):
+    from drafter_operator.preflight.verdict import parse_termination_record
+
+    message = tmp_path / "termination-log"
+    args = cli_args(drafter=str(tmp_path / "nowhere"), target=str(ckpts["target"]), skip_missing=True,
+                    termination_message=str(message))
+    out = io.StringIO()
+    assert pf_cli.main(args, out, io.StringIO()) == 0
+    record = parse_termination_record(message.read_text())
+    assert record["ok"] is True and record["checked"] is False and record["passed"] == 0
+    assert "preflight checked nothing" in record["message"] and "nowhere is not a directory here" in record["message"]
+    assert "NOT CHECKED" in out.getvalue() and "is not a directory here" in out.getvalue()
+    # Without the flag it stays a usage error, and writes no record.
+    message.unlink()
+    assert pf_cli.main(Namespace(**{**vars(args), "skip_missing": False}), io.StringIO(), io.StringIO()) == 2
+    assert not message.exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=400), min_size=1, max_size=40))
+def test_termination_record_fits_the_kubelets_4096_bytes_whatever_the_findings(texts):
+    from drafter_operator.preflight.verdict import (TERMINATION_MESSAGE_BYTES, Finding, Verdict,
+                                                    parse_termination_record, termination_record)
+
+    verdict = Verdict(engine="vllm", method="eagle3", drafter="/d", target="/t",
+                      findings=[Finding("vocab-mapping", "problem", "DraftVocabMappingMissing", t, fix=t) for t in texts])
+    text = termination_record(verdict, seconds=0.25)
+    assert len(text.encode()) <= TERMINATION_MESSAGE_BYTES
+    record = parse_termination_record(text)
+    assert record["reason"] == "DraftVocabMappingMissing" and record["problems"] == len(texts)
+    assert verdict.message.startswith(record["message"].removesuffix(" ...(truncated)"))
+
+
+def test_termination_record_parser_refuses_what_is_not_a_record():
+    from drafter_operator.preflight.verdict import parse_termination_record
+
+    for text in (None, "", "Traceback (most recent call last):", "[]", '{"ok": false}',
+                 '{"kind": "drafter.dev/preflight/v1", "ok": "no", "status": "False", "reason": "R", "message": "m"}'):
+        assert parse_termination_record(text) is None, text
+
+
+@pytest.mark.parametrize("value,runner", [(None, "v2"), ("1", "v2"), ("0", "v1"), ("00", "v1"), ("yes", "v2")])
+def test_vllm_model_runner_from_its_variable(value, runner):
+    assert eng.vllm_runner_from_env(value) == runner
 
 
 def test_package_imports_no_engine_and_no_weights_library():

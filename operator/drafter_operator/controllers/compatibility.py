@@ -1,4 +1,6 @@
-"""Known-bad drafter combinations (data/known-bad.yaml) checked when a revision is created."""
+"""The DrafterCompatible condition: known-bad drafter combinations (data/known-bad.yaml), checked when a
+revision is created, and the verdict of the drafter checkpoint preflight its engine pods run first (the
+`preflight` init container, resources/engine.py; docs/preflight.md). All pure."""
 
 from __future__ import annotations
 
@@ -6,10 +8,14 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Iterable
 
 import yaml
 
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.swap import Verdict
+from drafter_operator.preflight.verdict import parse_termination_record
+from drafter_operator.resources.engine import PREFLIGHT_CONTAINER
 
 
 @dataclass(frozen=True)
@@ -73,3 +79,102 @@ def matching_known_bad(spec: DrafterServingSpec, image: str, architecture: str |
         if hit:
             matches.append(entry)
     return matches
+
+
+# ---------------------------------------------------------------------------------------------------
+# The preflight init container's verdict
+
+#: How much of a preflight verdict a revision's failure (status.revisions[].failedReason, Progressing, the
+#: RevisionFailed Event) quotes; DrafterCompatible carries the whole message.
+FAILURE_MESSAGE_CHARS = 600
+
+
+@dataclass(frozen=True)
+class PreflightOutcome:
+    """What one engine pod's preflight init container said, once it finished."""
+
+    status: str  # the DrafterCompatible status it implies: True, False, or Unknown (no verdict)
+    reason: str
+    message: str
+    failed: bool  # it exited non-zero: the engine container never starts in this pod
+    checked: bool  # a rule ran (False: a checkpoint not on the volume, nothing to say either way)
+    seconds: float | None = None  # how long the check itself took
+
+    def failure(self) -> str:
+        """The revision's failure, as RevisionObservation.exited carries it."""
+        message = self.message if len(self.message) <= FAILURE_MESSAGE_CHARS else \
+            self.message[:FAILURE_MESSAGE_CHARS] + "..."
+        return f"drafter preflight failed ({self.reason}): {message}"
+
+
+def pod_preflight(pod: dict) -> PreflightOutcome | None:
+    """The outcome of ``pod``'s preflight init container from its status: its current termination, else
+    the last one while the kubelet restarts it (restartPolicy Always restarts a failed init container
+    with back-off, so a failure may show only as lastState). None while it has not finished once."""
+    for container in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if container.get("name") != PREFLIGHT_CONTAINER:
+            continue
+        terminated = (container.get("state") or {}).get("terminated") or \
+            (container.get("lastState") or {}).get("terminated")
+        if not terminated or terminated.get("exitCode") is None:
+            return None
+        code = terminated["exitCode"]
+        record = parse_termination_record(terminated.get("message"))
+        if record is not None and record["ok"] == (code == 0):
+            return PreflightOutcome(status=record["status"], reason=record["reason"], message=record["message"],
+                                    failed=code != 0, checked=bool(record.get("checked")),
+                                    seconds=record.get("seconds"))
+        if code == 0:
+            return None  # exited cleanly without a verdict: nothing to report, and the engine starts
+        # No verdict (killed, out of memory, an image whose CLI lacks the flags): the engine cannot start
+        # in this pod all the same, so the revision fails now rather than at spec.startup.timeout.
+        name = (pod.get("metadata") or {}).get("name", "<pod>")
+        output = " ".join((terminated.get("message") or "").split())[:FAILURE_MESSAGE_CHARS]
+        return PreflightOutcome(
+            status="Unknown", reason="PreflightError",
+            message=f"preflight init container exited with code {code} ({terminated.get('reason') or 'Error'}) "
+                    f"without a verdict{': ' + output if output else ''}. See `kubectl logs {name} -c "
+                    f"{PREFLIGHT_CONTAINER}`; the container needs the operator's image (DRAFTER_OPERATOR_IMAGE) "
+                    "and read access to the model volume",
+            failed=True, checked=False)
+    return None
+
+
+def revision_preflight(pods: Iterable[dict]) -> PreflightOutcome | None:
+    """One revision's outcome over its pods: a failure first (one pod that cannot start is enough to
+    know), else a verdict that checked something, else any."""
+    outcomes = [o for o in map(pod_preflight, pods) if o is not None]
+    return next((o for o in outcomes if o.failed), None) or next((o for o in outcomes if o.checked), None) or \
+        next(iter(outcomes), None)
+
+
+def _preflight_text(revision: str, outcome: PreflightOutcome) -> str:
+    return f"revision {revision}: {outcome.message}"
+
+
+def is_preflight_condition(condition: dict | None, revision: str) -> bool:
+    """Whether ``condition`` (DrafterCompatible as last written) is the preflight verdict of ``revision``."""
+    return bool(condition) and condition.get("message", "").startswith(f"revision {revision}: preflight")
+
+
+def drafter_compatible(known_bad: Verdict, preflight: PreflightOutcome | None, revision: str,
+                       current: dict | None) -> Verdict | None:
+    """DrafterCompatible for the revision the spec asks for (None: leave the condition as it is).
+
+    ``known_bad``: the known-bad verdict; ``preflight``: its pods' preflight outcome, if one finished;
+    ``current``: the condition as last written. A failed preflight wins (the engine will not start); a
+    known-bad match comes next (it names an engine behaviour a surface check cannot see); then a preflight
+    that checked something. A verdict outlives the pods it came from (a failed revision's Deployment is
+    deleted; replicas 0): the condition keeps what this revision's preflight said."""
+    if preflight is None:
+        if is_preflight_condition(current, revision) and (current["status"] != "True" or known_bad.status == "True"):
+            return None
+        return known_bad
+    verdict = Verdict(preflight.status, preflight.reason, _preflight_text(revision, preflight))
+    if preflight.failed:
+        return verdict
+    if known_bad.status != "True":
+        return known_bad
+    if preflight.checked:
+        return verdict
+    return Verdict(known_bad.status, known_bad.reason, f"{known_bad.message}; {_preflight_text(revision, preflight)}")

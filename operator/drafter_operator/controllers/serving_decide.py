@@ -24,6 +24,7 @@ from drafter_operator import engines
 from drafter_operator.engines import dynamic
 from drafter_operator.api import DrafterServing, serving_problems
 from drafter_operator.controllers import compatibility, conditions
+from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
 from drafter_operator.controllers.serving_acceptance import (
     SPECULATION_DISABLED,
@@ -74,6 +75,8 @@ class Observed:
     gates: dict[str, dict] = field(default_factory=dict)  # revision -> its gate DrafterBenchmark
     # revision -> every finished DrafterBenchmark of it (gates and runs by hand), newest first
     measured: dict[str, list[dict]] = field(default_factory=dict)
+    # revision -> what its pods' drafter preflight init containers said, once one finished
+    preflight: dict[str, compatibility.PreflightOutcome] = field(default_factory=dict)
 
 
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
@@ -100,11 +103,17 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
             p["status"]["podIP"] for p in own if (p.get("status") or {}).get("podIP") and not p["metadata"].get(
                 "deletionTimestamp") and any(c.get("type") == "Ready" and c.get("status") == "True"
                                              for c in p["status"].get("conditions") or []))
+        preflight = compatibility.revision_preflight(own)
+        if preflight is not None:
+            observed.preflight[revision] = preflight
+        # A failed preflight fails the start as an engine exit does, in seconds: its engine never starts.
+        exited = preflight.failure() if preflight is not None and preflight.failed else \
+            next(filter(None, map(engine_exit, own)), None)
         observed.revisions[revision] = RevisionObservation(
             name=revision, replicas=deployment["spec"].get("replicas", 1),
             ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
             pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
-            unschedulable=unschedulable, exited=next(filter(None, map(engine_exit, own)), None))
+            unschedulable=unschedulable, exited=exited)
     for benchmark in benchmarks:
         labels = benchmark["metadata"].get("labels") or {}
         gate = bool(labels.get(GATE_LABEL))
@@ -191,6 +200,9 @@ class ServingState:
     default_images: Mapping[str, str]
     drain: dt.timedelta  # how long an old revision keeps running after traffic left it
     acceptance: Measurement | None = None  # the latest look at the active revision's acceptance
+    # The image of the engine pods' drafter preflight init container: the operator's own, which carries
+    # the CLI (DRAFTER_OPERATOR_IMAGE, read where the state is built, not in decide).
+    operator_image: str = field(default_factory=operator_image)
 
 
 @dataclass(frozen=True)
@@ -258,7 +270,10 @@ def decide(state: ServingState) -> ServingPlan:
 
     known_bad = compatibility.matching_known_bad(spec, image)
     blocked = bool(known_bad) and not spec.drafter.allow_known_bad
-    compatible = _compatibility_verdict(known_bad, blocked)
+    known_verdict = _compatibility_verdict(known_bad, blocked)
+    current_compatible = next((c for c in status.get("conditions") or [] if c["type"] == "DrafterCompatible"), None)
+    compatible = compatibility.drafter_compatible(known_verdict, observed.preflight.get(desired), desired,
+                                                  current_compatible)
 
     if active is not None and active not in observed.revisions and active != desired:
         active = None  # its Deployment is gone: nothing left to protect or fall back to
@@ -268,7 +283,7 @@ def decide(state: ServingState) -> ServingPlan:
 
     swap_input = None
     if blocked and active is None:
-        swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", compatible.message),
+        swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", known_verdict.message),
                         progressing=Verdict("False", "Blocked", "spec.drafter.allowKnownBad is false"))
     else:
         swap_input = SwapInput(
@@ -281,6 +296,7 @@ def decide(state: ServingState) -> ServingPlan:
             failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
             good=frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good")))
         swap = plan_swap(swap_input)
+        swap.ready = _preflight_ready(swap.ready, observed)
 
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
     revisions = _updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(now)),
@@ -297,7 +313,8 @@ def decide(state: ServingState) -> ServingPlan:
         status = {**status, **plan.record_first}
 
     argv = engine.render_command(spec, schedule=schedule) if schedule else engine.render_command(spec)
-    pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
+    pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH,
+                               state.operator_image)
     for revision, replicas in swap.scale.items():
         if revision == desired:
             write = _deployment_write(body, engine_deployment(
@@ -352,7 +369,7 @@ def decide(state: ServingState) -> ServingPlan:
     posted = {reason for _, reason, _ in swap.events}
     plan.events = [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
                    if event[1] not in posted or event in swap.events]
-    if compatible.status == "False" and _transitioned(status, "DrafterCompatible", "False"):
+    if compatible is not None and compatible.status != "True" and _changed(current_compatible, compatible):
         plan.events.append(("Warning", compatible.reason, compatible.message))
     plan.events += judged.events
     plan.swapped = spec.swap.strategy if swap.switched_from else None
@@ -516,6 +533,17 @@ def _service_write(owner: dict, manifest: dict, existing: dict | None) -> Write 
     return None
 
 
+def _preflight_ready(ready: Verdict | None, observed: Observed) -> Verdict | None:
+    """Ready as the swap planner judged it, with EngineExited named DrafterIncompatible when what "exited"
+    was a revision's preflight: its engine never started."""
+    if ready is None or ready.reason != "EngineExited":
+        return ready
+    failures = [o.failure() for o in observed.preflight.values() if o.failed]
+    if any(ready.message.endswith(failure) for failure in failures):
+        return Verdict("False", "DrafterIncompatible", ready.message)
+    return ready
+
+
 def _compatibility_verdict(known_bad: list[compatibility.KnownBad], blocked: bool) -> Verdict:
     if not known_bad:
         return Verdict("True", "NoKnownIssues", "no known-bad entry matches this engine, drafter method and target")
@@ -584,15 +612,16 @@ def changed_fields(current: dict, desired: dict) -> dict:
     return {k: v for k, v in desired.items() if current.get(k) != v}
 
 
-def _transitioned(status: dict, kind: str, to: str) -> bool:
-    old = next((c for c in status.get("conditions") or [] if c["type"] == kind), None)
-    return old is None or old.get("status") != to
+def _changed(current: dict | None, verdict: Verdict) -> bool:
+    """Whether a condition's status or reason differs from what is written (a new problem is news)."""
+    return current is None or (current.get("status"), current.get("reason")) != (verdict.status, verdict.reason)
 
 
 # Pod template fields the spec may set and later unset (pod policy, placement): a comparison of what we
 # set alone would miss their removal. The apiserver defaults none of them in a Deployment's template.
 OWNED_POD_FIELDS = ("affinity", "topologySpreadConstraints", "nodeSelector", "tolerations", "serviceAccountName",
-                    "imagePullSecrets", "priorityClassName", "runtimeClassName", "securityContext")
+                    "imagePullSecrets", "priorityClassName", "runtimeClassName", "securityContext",
+                    "initContainers")  # the preflight goes when the model claim does (not a new revision)
 OWNED_CONTAINER_FIELDS = ("env", "envFrom", "securityContext", "resources")
 
 

@@ -8,10 +8,11 @@ import os
 import shutil
 import sys
 import textwrap
+import time
 from typing import TextIO
 
 from drafter_operator.preflight.engines import CONVENTIONS, ENGINES, VLLM_RUNNERS
-from drafter_operator.preflight.verdict import Verdict
+from drafter_operator.preflight.verdict import Finding, Verdict, termination_record
 
 METHODS = ("eagle3", "eagle", "mtp")
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -34,6 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--vllm-model-runner", choices=VLLM_RUNNERS, default="v2",
                         help="vLLM's model runner (v2, the 0.33.0 default on GPUs; v1 with VLLM_USE_V2_MODEL_RUNNER=0)")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--termination-message", metavar="PATH",
+                        help="also write the verdict as compact JSON of at most 4096 bytes to PATH (the engine "
+                             "pod's preflight init container: /dev/termination-log, read by the operator)")
+    parser.add_argument("--skip-missing", action="store_true",
+                        help="a --drafter or --target that is not a directory is reported as not checked (a "
+                             "warning, exit 0) instead of a usage error: the engine names a missing model itself "
+                             "within seconds of starting")
     parser.set_defaults(handler=_handler)
 
 
@@ -49,12 +57,21 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     if args.method != "mtp" and not args.drafter:
         print(f"drafter-operator preflight: --drafter is required for method {args.method}", file=err)
         return EXIT_USAGE
-    for flag, path in (("--target", args.target), ("--drafter", args.drafter)):
-        if path is not None and not os.path.isdir(path):
+    missing = [(flag, path) for flag, path in (("--target", args.target), ("--drafter", args.drafter))
+               if path is not None and not os.path.isdir(path)]
+    if missing and not args.skip_missing:
+        for flag, path in missing:
             print(f"drafter-operator preflight: {flag} {path}: not a directory", file=err)
-            return EXIT_USAGE
-    verdict = preflight(args.drafter, args.target, args.engine, args.method,
-                        trained_convention=args.trained_convention, vllm_runner=args.vllm_model_runner)
+        return EXIT_USAGE
+    started = time.monotonic()
+    if missing:
+        verdict = not_checked(args, missing)
+    else:
+        verdict = preflight(args.drafter, args.target, args.engine, args.method,
+                            trained_convention=args.trained_convention, vllm_runner=args.vllm_model_runner)
+    if args.termination_message:
+        with open(args.termination_message, "w", encoding="utf-8") as handle:
+            handle.write(termination_record(verdict, seconds=time.monotonic() - started))
     if args.json:
         json.dump(verdict.to_dict(), out, indent=2)
         out.write("\n")
@@ -63,10 +80,21 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     return EXIT_OK if verdict.ok else EXIT_PROBLEMS
 
 
+def not_checked(args: argparse.Namespace, missing: list[tuple[str, str]]) -> Verdict:
+    """The verdict with --skip-missing when a checkpoint directory is not there: nothing checked."""
+    verdict = Verdict(engine=args.engine, method=args.method, drafter=args.drafter, target=args.target)
+    role = {"--target": "the target", "--drafter": "the drafter"}
+    verdict.findings = [Finding("checkpoint-files", "warning", "CheckpointNotFound",
+                                f"not checked: {role[flag]} {path} is not a directory here; the engine names a "
+                                "missing model itself when it starts")
+                        for flag, path in missing]
+    return verdict
+
+
 def render(verdict: Verdict, width: int = 110) -> str:
     """A table: one row per finding (problems first), the fix under its message."""
     width = max(72, min(width, 160))
-    state = "COMPATIBLE" if verdict.ok else "NOT COMPATIBLE"
+    state = "NOT COMPATIBLE" if not verdict.ok else "COMPATIBLE" if verdict.checked else "NOT CHECKED"
     counts = f"{len(verdict.problems)} problem(s), {len(verdict.warnings)} warning(s), {len(verdict.passed)} passed"
     drafter = verdict.drafter or "(target's own MTP layers)"
     lines = [f"preflight {verdict.engine} method {verdict.method}: {state} ({counts})",

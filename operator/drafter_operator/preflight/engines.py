@@ -29,6 +29,18 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang")
 CONVENTIONS: tuple[str, ...] = ("vllm", "sglang")
 VLLM_RUNNERS: tuple[str, ...] = ("v1", "v2")
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+# vllm/envs.py: VLLM_USE_V2_MODEL_RUNNER is read with maybe_convert_bool (bool(int(value))); unset, the v2
+# runner is the GPU default (vllm/config/vllm.py VllmConfig.use_v2_model_runner).
+VLLM_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def vllm_runner_from_env(value: str | None) -> VllmRunner:
+    """The model runner vLLM picks from VLLM_USE_V2_MODEL_RUNNER's value (None: unset). vLLM also falls
+    back to v1 by itself for features v2 lacks; that choice is made at startup and is not known here."""
+    try:
+        return "v1" if value is not None and int(value) == 0 else "v2"
+    except ValueError:
+        return "v2"  # vLLM itself refuses a non-integer value at startup: nothing to check against
 
 # ---------------------------------------------------------------------------------------------------
 # Architectures

@@ -3,12 +3,18 @@ warnings (worth a look, not blocking), the checks that passed, and the Kubernete
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["problem", "warning", "ok"]
 CONDITION_TYPE = "DrafterCompatible"
 MAX_CONDITION_MESSAGE = 4096  # well under the API server's 32768; long enough for every problem's first line
+# The kubelet keeps at most 4096 bytes of a container's termination message (and 12 KiB per pod): the
+# record the preflight init container leaves there must fit whole, or it no longer parses.
+TERMINATION_MESSAGE_BYTES = 4096
+# Marks a termination message as a preflight record (and its layout's version).
+RECORD_KIND = "drafter.dev/preflight/v1"
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,12 @@ class Verdict:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def checked(self) -> bool:
+        """Whether any rule ran: False when nothing could be checked (an unchecked method, a checkpoint
+        that is not there), so the verdict says nothing about compatibility either way."""
+        return bool(self.problems or self.passed)
+
     # The condition (controllers/conditions.py takes anything with status, reason and message).
     @property
     def status(self) -> str:
@@ -66,7 +78,9 @@ class Verdict:
             head = f"preflight refused the drafter for {where}: {len(self.problems)} problem(s)"
             body = [f"[{p.check}] {p.line()}" for p in self.problems]
         elif self.warnings:
-            head = f"preflight passed for {where} with {len(self.warnings)} warning(s)"
+            # Nothing checked (an unchecked method, a checkpoint that is not there) is not "passed".
+            head = (f"preflight passed for {where} with {len(self.warnings)} warning(s)" if self.checked
+                    else f"preflight checked nothing for {where}")
             body = [f"[{w.check}] {w.line()}" for w in self.warnings]
         else:
             return f"preflight passed for {where}: {len(self.passed)} checks"
@@ -84,6 +98,47 @@ class Verdict:
             "facts": self.facts,
             "condition": self.condition(),
         }
+
+
+def termination_record(verdict: Verdict, seconds: float | None = None) -> str:
+    """The verdict as compact JSON of at most TERMINATION_MESSAGE_BYTES: what the preflight init container
+    writes to its termination message and the serving controller reads back (`parse_termination_record`).
+    Counts, not findings: the condition's message already carries every problem with its fix, and the
+    full verdict (facts, passed checks) is in the container's log."""
+    record: dict[str, Any] = {"kind": RECORD_KIND, "ok": verdict.ok, "checked": verdict.checked,
+                              "status": verdict.status, "reason": verdict.reason, "message": verdict.message,
+                              "problems": len(verdict.problems), "warnings": len(verdict.warnings),
+                              "passed": len(verdict.passed)}
+    if seconds is not None:
+        record["seconds"] = round(seconds, 3)
+    return _fit(record, TERMINATION_MESSAGE_BYTES)
+
+
+def parse_termination_record(text: str | None) -> dict[str, Any] | None:
+    """A record written by `termination_record`, or None when ``text`` is not one (empty, cut, another
+    program's output)."""
+    try:
+        record = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("kind") != RECORD_KIND:
+        return None
+    if not isinstance(record.get("ok"), bool) or not all(isinstance(record.get(k), str)
+                                                         for k in ("status", "reason", "message")):
+        return None
+    return record
+
+
+def _fit(record: dict[str, Any], limit: int) -> str:
+    """Compact JSON within ``limit`` bytes, shortening the message (escaping and UTF-8 can make one
+    character several bytes, so measure the encoded text, not the message)."""
+    message = record["message"]
+    text = json.dumps(record, separators=(",", ":"))
+    while len(text.encode()) > limit:
+        excess = len(text.encode()) - limit
+        message = _truncate(message, max(len(message) - max(excess, 16), 20))
+        text = json.dumps({**record, "message": message}, separators=(",", ":"))
+    return text
 
 
 def _truncate(text: str, limit: int) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
+from drafter_operator.preflight import CHECKED_METHODS
+from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import (
     REVISION_LABEL,
@@ -21,6 +23,12 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedu
 STARTUP_PROBE_PERIOD_SECONDS = 10
 ENGINE_CONTAINER = "engine"
 PORT_NAME = "http"
+# The drafter checkpoint preflight (preflight/, docs/preflight.md), run before the engine in the same pod.
+PREFLIGHT_CONTAINER = "preflight"
+TERMINATION_LOG = "/dev/termination-log"
+# It reads config.json files, safetensors headers and the d2t/t2d tensors (a few hundred KB): well under a
+# second of one core, and tens of MB beside the interpreter even for a 1T-parameter checkpoint's headers.
+PREFLIGHT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
 
 
 # The engine variables the operator sets itself; they win over spec.env and spec.envFrom.
@@ -62,8 +70,72 @@ def operator_environment(spec: DrafterServingSpec) -> list[dict]:
     return env
 
 
+def on_model_volume(spec: DrafterServingSpec, model: str | None) -> bool:
+    """Whether ``model`` is a path on spec.storage.modelClaim, as the engine pod mounts it."""
+    mount = spec.storage.mount_path if spec.storage else None
+    if not model or not (spec.storage and spec.storage.model_claim):
+        return False
+    return model == mount or model.startswith(mount.rstrip("/") + "/")
+
+
+def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
+    """`drafter-operator preflight` for this serving's drafter, target, engine and method, or None where
+    there is nothing it can check before the engine starts:
+    - methods without checkpoint rules: none and ngram load no drafter, draftModel is a whole LLM the
+      rules do not cover (preflight.CHECKED_METHODS);
+    - a target or (eagle, eagle3) drafter that is a hub id, not a path on the model volume: it reaches the
+      pod only when the engine downloads it, after this container has run, and every rule compares the
+      drafter with the target's config.
+    A path on the volume that does not exist is passed on: --skip-missing reports it as not checked, since
+    the engine itself names a missing model within seconds of starting."""
+    drafter = spec.drafter
+    if drafter.method not in CHECKED_METHODS or not on_model_volume(spec, spec.target.model):
+        return None
+    argv = ["drafter-operator", "preflight", "--target", spec.target.model, "--engine", spec.engine,
+            "--method", drafter.method]
+    if drafter.method == "mtp":
+        # mtp drafts with the target's own layers; a drafter given anyway only earns a warning.
+        if on_model_volume(spec, drafter.model):
+            argv += ["--drafter", drafter.model]
+    elif on_model_volume(spec, drafter.model):
+        argv += ["--drafter", drafter.model]
+    else:
+        return None
+    if spec.engine == "vllm":
+        # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by this variable.
+        literal = next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)
+        argv += ["--vllm-model-runner", vllm_runner_from_env(literal)]
+    return argv + ["--skip-missing", "--termination-message", TERMINATION_LOG]
+
+
+def preflight_container(serving: DrafterServing, image: str) -> dict | None:
+    """The init container that checks the drafter checkpoint before the engine loads the target (a
+    30-minute load for a Kimi-class model): its verdict, compact JSON in its termination message, becomes
+    the DrafterCompatible condition; a failing verdict exits 1 and the engine never starts. None where
+    `preflight_argv` has nothing to check. ``image``: the operator's own (it carries the CLI)."""
+    spec = serving.spec
+    argv = preflight_argv(spec)
+    if argv is None:
+        return None
+    return {
+        "name": PREFLIGHT_CONTAINER,
+        "image": image,
+        "command": argv,
+        "resources": {kind: dict(values) for kind, values in PREFLIGHT_RESOURCES.items()},
+        # Only the model volume, read-only: the preflight never writes a checkpoint and needs no secret.
+        "volumeMounts": [{"name": "models", "mountPath": spec.storage.mount_path, "readOnly": True}],
+        # File, not FallbackToLogsOnError: the record is the whole message, and the log's table would not parse.
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "File",
+        # The engine's security context: whoever may read the checkpoints as the engine may read them here.
+        "securityContext": pod_policy.container_security(spec.pod, pod_policy.DEFAULT_ENGINE_SECURITY_CONTEXT),
+    }
+
+
 def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], port: int, health_path: str,
-                    readiness_path: str) -> dict:
+                    readiness_path: str, preflight_image: str) -> dict:
+    """The engine pod of a revision. ``preflight_image``: the operator's image, for the drafter preflight
+    init container (`preflight_container`)."""
     spec = serving.spec
     placement = spec.placement
     node_selector = dict(placement.node_selector or {}) if placement else {}
@@ -109,6 +181,9 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], port: 
         container["envFrom"] = pod_policy.environment_from(spec.env_from)
     pod_spec = {"containers": [container], "volumes": volumes, "tolerations": tolerations,
                 "terminationGracePeriodSeconds": 60, "enableServiceLinks": False, **pod_policy.pod_fields(spec.pod)}
+    preflight = preflight_container(serving, preflight_image)
+    if preflight:
+        pod_spec["initContainers"] = [preflight]
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     if placement and placement.affinity:

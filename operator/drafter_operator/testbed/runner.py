@@ -411,6 +411,9 @@ class Runner:
                         continue
                     if container.proc is None and time.monotonic() >= container.restart_at and not (
                             container.terminated and policy == "Never"):
+                        # A retried init container counts its restarts and keeps its last termination
+                        # (lastState) as a kubelet does: the failure stays readable while it runs again.
+                        container.restart_count += 1 if container.terminated else 0
                         await self._start(run, container)
                     break  # init containers run one at a time, in order
             else:
