@@ -57,17 +57,26 @@ class Kube:
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def request(self, method: str, path: str, body=None, content_type: str = "application/json",
-                query: dict | None = None) -> dict | None:
+    def _send(self, method: str, path: str, body=None, content_type: str = "application/json",
+              query: dict | None = None, accept: str = "application/json") -> bytes:
         url = self.api_client.configuration.host + path + (("?" + urlencode(query)) if query else "")
         with self._lock:
             self.requests[method] += 1
         resp = self.api_client.rest_client.request(method, url, body=body, headers={
-            "Content-Type": content_type, "Accept": "application/json"})
+            "Content-Type": content_type, "Accept": accept})
         data = resp.read()
         if not 200 <= resp.status < 300:
             raise ApiError(resp.status, resp.reason or "", (data or b"").decode(errors="replace"))
+        return data or b""
+
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json",
+                query: dict | None = None) -> dict | None:
+        data = self._send(method, path, body, content_type, query)
         return json.loads(data) if data else None
+
+    def read_text(self, path: str, query: dict | None = None) -> str:
+        """A GET whose answer is text, not JSON (a pod's log)."""
+        return self._send("GET", path, query=query, accept="text/plain").decode(errors="replace")
 
     # convenience verbs
     def get(self, path: str) -> dict | None:

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import REPO
+from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
 pytestmark = pytest.mark.usefixtures("local_cluster_only")
 
@@ -180,29 +181,70 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["draft_vocab_size"] == TINY_DRAFT_VOCAB
     # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it).
     assert body["status"]["hiddenStates"]["deleted"] is True
-    cluster.wait_for("the hidden-state claim to go", lambda: not cluster.get_json(
-        "-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"], timeout=60)
+    claims = lambda: cluster.get_json("-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"]  # noqa: E731
+    try:
+        cluster.wait_for("the hidden-state claim to go", lambda: not claims(), timeout=120)
+    except AssertionError:
+        raise AssertionError(f"the claim stays: {[c['metadata'] for c in claims()]}")
     reasons = [e["reason"] for e in cluster.get_json("-n", namespace, "events", "--field-selector",
                                                      f"involvedObject.name={name}")["items"]]
     assert reasons.count("StageStarted") == 3 and "Exported" in reasons, reasons
     print(f"\n[training e2e] specforge: {elapsed:.0f} s for Extract, Train, Export through Jobs")
 
 
-def test_speculators_training_runs_generate_extract_train_export(cluster, namespace, tiny, training_python):
+def test_speculators_training_is_evaluated_against_the_serving_and_promoted_through_its_gate(
+        fast_engines, tiny, training_python):
+    cluster, namespace, operator = fast_engines
+    # The serving the drafter goes into: vLLM with the seed's drafter (15 % acceptance, 0.66x in the
+    # emulator), serving the same tiny target.
+    serving = seed_serving("tiny", target={"model": "/models/tiny-target", "tensorParallelSize": 1},
+                           resources={"gpusPerReplica": 1})
+    serving["spec"].pop("acceptance")
+    apply(cluster, namespace, serving)
+    wait_ready(cluster, namespace, "tiny")
     name = "spec"
-    apply_training(cluster, namespace, training_manifest(name, "speculators"))
+    apply_training(cluster, namespace, training_manifest(name, "speculators", promote={
+        "servingRef": {"name": "tiny"}, "gate": {"minAcceptanceRate": "0.3", "numPrompts": 3, "maxTokens": 256}}))
     started = time.monotonic()
-    body = wait_stage(cluster, namespace, name, ("Succeeded",))
+    progress_seen = set()
+
+    def finished():
+        body = training(cluster, namespace, name)
+        status = body.get("status") or {}
+        if (status.get("progress") or {}).get("summary"):
+            progress_seen.add((status.get("stage"), status["progress"]["summary"]))
+        if status.get("stage") == "Failed":
+            raise AssertionError(f"training failed: {conditions(body).get('Ready')}\n{stage_logs(cluster, namespace, name)}")
+        return body if status.get("stage") == "Succeeded" else None
+
+    body = cluster.wait_for("the training to be promoted", finished, timeout=RUN_TIMEOUT, interval=2)
     elapsed = time.monotonic() - started
     conds = conditions(body)
-    for kind in ("Generated", "Extracted", "Trained", "Exported"):
+    for kind in ("Generated", "Extracted", "Trained", "Exported", "Evaluated", "Promoted"):
         assert conds[kind]["status"] == "True", conds[kind]
     drafter = tiny / "drafters" / name
     config = json.loads((drafter / "config.json").read_text())
     assert config["speculators_model_type"] == "eagle3"
     assert config["eagle_aux_hidden_state_layer_ids"] == TINY_LAYERS
     assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["method"] == "eagle3"
-    print(f"\n[training e2e] speculators: {elapsed:.0f} s for Generate, Extract, Train, Export through Jobs")
+    # Progress was read from the stage pods while they ran (sample counts during Generate/Extract).
+    assert any(stage in ("Generate", "Extract") and "samples" in summary for stage, summary in progress_seen), progress_seen
+    status = body["status"]
+    artifacts = {a["stage"]: a for a in status["artifacts"]}
+    assert artifacts["Export"]["path"] == "/models/drafters/spec" and artifacts["Export"]["sizeBytes"] > 0
+    # Evaluate measured the current drafter; the gate then required the new one to beat it, and it did.
+    evaluation = status["evaluation"]
+    assert evaluation["tokensPerSecond"] > evaluation["currentTokensPerSecond"]
+    served = cluster.get_json("-n", namespace, "drafterserving", "tiny")
+    assert served["spec"]["drafter"]["model"] == "/models/drafters/spec"
+    assert served["status"]["activeRevision"] == status["promotedRevision"]
+    assert served["metadata"]["annotations"]["drafter.dev/promoted-by"] == "spec (generation 1)"
+    assert float(served["spec"]["swap"]["gate"]["minTokensPerSecond"]) == pytest.approx(
+        evaluation["currentTokensPerSecond"], abs=0.01)
+    compatible = next(c for c in served["status"]["conditions"] if c["type"] == "DrafterCompatible")
+    assert compatible["status"] == "True", compatible  # the preflight init container checked the new drafter
+    print(f"\n[training e2e] speculators: {elapsed:.0f} s for Generate, Extract, Train, Export, Evaluate, Promote; "
+          f"current {evaluation['currentTokensPerSecond']:.1f} tok/s -> new {evaluation['tokensPerSecond']:.1f} tok/s")
 
 
 def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):

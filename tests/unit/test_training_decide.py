@@ -11,7 +11,8 @@ import yaml
 
 from drafter_operator.controllers.training_decide import TrainingState, decide
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "training-kimi-k25-eagle3.yaml"
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 
@@ -23,14 +24,18 @@ def training(**spec) -> dict:
 
 
 class Cluster:
-    def __init__(self, body: dict):
+    def __init__(self, body: dict, serving: dict | None = None):
         self.body, self.jobs, self.claim, self.config_maps, self.events = body, {}, None, set(), []
         self.deleted: list[str] = []
+        self.serving, self.benchmarks, self.patches = serving, {}, []
+        self.log: str | None = None
 
     def decide(self):
         return decide(TrainingState(training=copy.deepcopy(self.body), jobs=tuple(copy.deepcopy(list(self.jobs.values()))),
                                     job_pods=tuple(self.pods()), claim=self.claim, config_maps=frozenset(self.config_maps),
-                                    now=T0, image="trainer:1"))
+                                    now=T0, image="trainer:1", serving=copy.deepcopy(self.serving),
+                                    benchmarks=tuple(copy.deepcopy(list(self.benchmarks.values()))),
+                                    progress_log=self.log))
 
     def pods(self):
         return [{"metadata": {"labels": {"job-name": name}},
@@ -44,6 +49,8 @@ class Cluster:
                 self.jobs[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
             elif kind == "PersistentVolumeClaim":
                 self.claim = manifest
+            elif kind == "DrafterBenchmark":
+                self.benchmarks[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
             else:
                 self.config_maps.add(manifest["metadata"]["name"])
         for path in plan.deletes:
@@ -51,6 +58,11 @@ class Cluster:
             self.jobs.pop(path.rsplit("/", 1)[1], None)
             if "/persistentvolumeclaims/" in path:
                 self.claim = None
+        for path, patch in plan.patches:
+            self.patches.append((path, patch))
+            self.serving["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+            self.serving["spec"]["drafter"] = {k: v for k, v in patch["spec"]["drafter"].items() if v is not None}
+            self.serving["spec"]["swap"] = patch["spec"]["swap"]
         status = self.body.setdefault("status", {})
         for key, value in plan.status.items():
             if value is None:
@@ -69,7 +81,7 @@ class Cluster:
 
 
 def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
-    cluster = Cluster(training())
+    cluster = Cluster(training(promote=None))
     first = cluster.decide()
     kinds = [m["kind"] for _, m in first.creates]
     assert kinds == ["PersistentVolumeClaim", "ConfigMap", "Job"]
@@ -87,7 +99,7 @@ def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
 
 
 def test_the_claim_stays_while_any_job_of_the_training_is_unfinished():
-    cluster = Cluster(training())
+    cluster = Cluster(training(promote=None))
     cluster.apply(cluster.decide())
     for stage in ("Generate", "Extract", "Train"):
         cluster.finish(stage)
@@ -146,3 +158,137 @@ def test_a_claim_named_in_the_spec_is_used_and_never_deleted():
         cluster.apply(cluster.decide())
     cluster.jobs.clear()
     assert not [p for p in cluster.decide().deletes if "persistentvolumeclaims" in p]
+
+
+def sglang_serving() -> dict:
+    body = yaml.safe_load((EXAMPLES / "serving-sglang-kimi-k25-eagle3.yaml").read_text())
+    body["metadata"].update(namespace="team", generation=3, uid="s-1")
+    body["status"] = {"activeRevision": "old", "revisions": [
+        {"name": "old", "good": True, "drafterSpec": dict(body["spec"]["drafter"])}]}
+    return body
+
+
+def through_export(cluster: Cluster) -> None:
+    cluster.apply(cluster.decide())
+    for stage in ("Generate", "Extract", "Train", "Export"):
+        cluster.finish(stage)
+        cluster.apply(cluster.decide())
+
+
+def finish_benchmark(cluster: Cluster, state: str = "Succeeded", **result) -> None:
+    (benchmark,) = cluster.benchmarks.values()
+    benchmark["status"] = {"state": state, "result": result,
+                           "conditions": [{"type": "Failed", "status": "True", "message": "the serving is gone"}]
+                           if state == "Failed" else []}
+
+
+def test_evaluate_benchmarks_the_current_drafter_then_promote_swaps_through_the_gate_and_records_the_revision():
+    serving = sglang_serving()
+    assert serving["metadata"]["name"] == "kimi-k25-sglang-eagle3"
+    cluster = Cluster(training(), serving)
+    through_export(cluster)
+    # the hidden states are spent once the drafter is exported
+    assert cluster.claim is None and cluster.body["status"]["stage"] == "Evaluate"
+    (benchmark,) = cluster.benchmarks.values()
+    assert benchmark["spec"]["servingRef"] == {"name": "kimi-k25-sglang-eagle3"}
+    assert benchmark["spec"]["baseline"] == {"servingRef": {"name": "kimi-k25-baseline"}}
+    assert benchmark["metadata"]["labels"]["drafter.dev/training"] == "kimi-ft"
+    cluster.apply(cluster.decide())
+    assert cluster.patches == []  # nothing is promoted before the current drafter is measured
+    finish_benchmark(cluster, tokensPerSecond=41.26, baselineTokensPerSecond=62.0, speedup=0.66)
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Promote"
+    assert cluster.body["status"]["evaluation"]["currentTokensPerSecond"] == 41.26
+    (path, patch), = cluster.patches
+    assert path.endswith("/drafterservings/kimi-k25-sglang-eagle3")
+    assert patch["spec"]["drafter"]["model"] == "/models/drafters/kimi-k25-eagle3-ft"
+    assert patch["spec"]["drafter"]["method"] == "eagle3"
+    # the gate: promote.gate's thresholds, and beat the current drafter's measured throughput
+    assert patch["spec"]["swap"] == {"strategy": "BlueGreen", "gate": {
+        "minSpeedup": "1.5", "baseline": {"servingRef": {"name": "kimi-k25-baseline"}}, "minTokensPerSecond": "41.26",
+        "numPrompts": 5, "maxTokens": 512}}
+    assert patch["metadata"]["annotations"]["drafter.dev/promoted-by"] == "kimi-ft (generation 1)"
+    cluster.apply(cluster.decide())
+    assert len(cluster.patches) == 1  # patched once; now waiting for the serving
+    revisions = cluster.serving["status"]["revisions"]
+    revisions.append({"name": "new", "drafterSpec": dict(cluster.serving["spec"]["drafter"])})
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Promote"
+    revisions[-1]["good"] = True
+    cluster.serving["status"].update(activeRevision="new", lastBenchmark={
+        "name": "kimi-k25-sglang-eagle3-gate-new", "revision": "new", "tokensPerSecond": 118.0, "speedup": 1.9})
+    cluster.apply(cluster.decide())
+    status = cluster.body["status"]
+    assert status["stage"] == "Succeeded" and status["promoted"] is True and status["promotedRevision"] == "new"
+    assert status["evaluation"]["tokensPerSecond"] == 118.0 and status["evaluation"]["speedup"] == 1.9
+    assert cluster.condition("Promoted")["status"] == "True"
+    assert "revision new" in cluster.condition("Ready")["message"]
+
+
+def test_a_drafter_the_gate_refuses_fails_promote_and_the_old_revision_keeps_serving():
+    cluster = Cluster(training(), sglang_serving())
+    through_export(cluster)
+    finish_benchmark(cluster, tokensPerSecond=80.0)
+    cluster.apply(cluster.decide())
+    cluster.serving["status"]["revisions"].append({
+        "name": "new", "good": False, "failedReason": "failed spec.swap.gate (61.0 tok/s is below 80.00)",
+        "drafterSpec": dict(cluster.serving["spec"]["drafter"])})
+    cluster.apply(cluster.decide())
+    status = cluster.body["status"]
+    assert status["stage"] == "Failed" and status["promoted"] is False
+    assert "61.0 tok/s is below 80.00" in cluster.condition("Promoted")["message"]
+    assert "revision old keeps serving" in cluster.condition("Promoted")["message"]
+    assert ("Warning", "StageFailed") in [(k, r) for k, r, _ in cluster.events]
+
+
+def test_evaluate_fails_at_once_when_the_serving_is_missing_or_serves_another_target():
+    cluster = Cluster(training())
+    through_export(cluster)
+    assert cluster.body["status"]["stage"] == "Failed" and not cluster.benchmarks
+    assert "not found in this namespace" in cluster.condition("Evaluated")["message"]
+    other = sglang_serving()
+    other["spec"]["target"]["model"] = "/models/DeepSeek-V3"
+    cluster = Cluster(training(), other)
+    through_export(cluster)
+    assert "a drafter only fits the target it was trained for" in cluster.condition("Evaluated")["message"]
+
+
+def test_a_failed_evaluation_benchmark_stops_the_run_with_its_reason():
+    cluster = Cluster(training(), sglang_serving())
+    through_export(cluster)
+    finish_benchmark(cluster, state="Failed")
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Failed" and not cluster.patches
+    assert "the serving is gone" in cluster.condition("Evaluated")["message"]
+
+
+def test_progress_comes_from_the_running_stage_pods_log_and_never_from_another_stage():
+    cluster = Cluster(training(promote=None))
+    cluster.apply(cluster.decide())
+    cluster.finish("Generate")
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["progress"] == {"summary": "Extract starting"}
+    cluster.log = ('noise\ndrafter-progress {"stage":"Generate","samplesDone":5,"samplesTotal":5}\n')
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["progress"] == {"summary": "Extract starting"}
+    cluster.log += ('drafter-progress {"stage":"Extract","samplesDone":12,"samplesTotal":24,"summary":"12/24 samples",'
+                    '"bytesWritten":1000,"estimatedBytes":5000,"updated":"2026-12-01T11:59:50Z","etaSeconds":30}\n')
+    cluster.apply(cluster.decide())
+    status = cluster.body["status"]
+    assert status["progress"]["summary"] == "12/24 samples" and status["progress"]["etaSeconds"] == 20
+    assert status["hiddenStates"]["bytesWritten"] == 1000 and status["hiddenStates"]["estimatedBytes"] == 5000
+    cluster.log = None  # the log cannot be read for a moment: the last progress stays
+    cluster.apply(cluster.decide())
+    assert status["progress"]["summary"] == "12/24 samples"
+
+
+def test_artifacts_come_from_the_finished_stages_outcomes():
+    cluster = Cluster(training(promote=None))
+    cluster.apply(cluster.decide())
+    cluster.finish("Generate")
+    job = cluster.jobs["kimi-ft-generate-g1"]
+    job["_message"] = json.dumps({"stage": "Generate", "outcome": "Succeeded",
+                                  "outputs": {"data": {"path": "/work/data/regenerated.jsonl", "sizeBytes": 4096}}})
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["artifacts"] == [
+        {"stage": "Generate", "path": "/work/data/regenerated.jsonl", "sizeBytes": 4096}]

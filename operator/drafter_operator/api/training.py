@@ -313,7 +313,13 @@ class EvaluationResult(StatusModel):
     acceptance_length: float | None = None
     """Mean acceptance length."""
     current_tokens_per_second: float | None = None
-    """Throughput of the serving's current drafter under the same settings."""
+    """Throughput of the serving's current drafter under the same settings (the Evaluate benchmark)."""
+    baseline_tokens_per_second: float | None = None
+    """No-speculation throughput the speedups are measured against, when the promote gate has a baseline."""
+    current_speedup: float | None = None
+    """The current drafter's speedup against that baseline."""
+    revision: str | None = None
+    """The serving revision the new drafter's figures come from (its gate benchmark)."""
 
 
 class HiddenStatesStatus(StatusModel):
@@ -350,6 +356,8 @@ class DrafterTrainingStatus(StatusModel):
     """The hidden-state volume: claim, bytes written, estimate."""
     promoted: bool | None = None
     """Whether the drafter was swapped into promote.servingRef."""
+    promoted_revision: str | None = None
+    """The revision of promote.servingRef that serves this training's drafter (also in that serving's annotation drafter.dev/promoted-by)."""
 
 
 class DrafterTraining(KindModel):

@@ -258,6 +258,11 @@ async def training_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
 
+@kopf.on.event(GROUP, VERSION, "drafterbenchmarks", labels={TRAINING_LABEL: kopf.PRESENT})
+async def training_benchmark_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
+
+
 @kopf.on.event("", "v1", "pods", labels={TRAINING_LABEL: kopf.PRESENT})
 async def training_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])

@@ -18,11 +18,14 @@ from drafter_operator.controllers.training_decide import TrainingPlan, TrainingS
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
+from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
 
 log = logging.getLogger("drafter.training")
 
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURAL = "draftertrainings"
+#: Lines of the running stage's log read per reconcile: the runner prints a progress line every few seconds.
+LOG_TAIL_LINES = 40
 EventSink = Callable[[dict, str, str, str], None]  # (body, type, reason, message)
 
 
@@ -59,14 +62,34 @@ class TrainingReconciler:
             claim_name = hidden_states_claim_name(name, DrafterTraining.model_validate(body).spec)
         except ValueError:
             claim_name = None
+        promote = ((body.get("spec") or {}).get("promote") or {}).get("servingRef") or {}
+        jobs = tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector))
+        pods = tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector))
         return TrainingState(
-            training=body,
-            jobs=tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)),
-            job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
+            training=body, jobs=jobs, job_pods=pods,
             claim=self.kube.get(object_path("v1", "persistentvolumeclaims", namespace, claim_name)) if claim_name else None,
             config_maps=frozenset(c["metadata"]["name"] for c in self.kube.list(
                 object_path("v1", "configmaps", namespace), label_selector=selector)),
-            now=self.clock(), image=self.image, render_args=render_args())
+            now=self.clock(), image=self.image, render_args=render_args(),
+            serving=self.kube.get(object_path(GROUP_VERSION, "drafterservings", namespace, promote["name"]))
+            if promote.get("name") else None,
+            benchmarks=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
+                                            label_selector=selector)),
+            progress_log=self._running_log(namespace, jobs, pods))
+
+    def _running_log(self, namespace: str, jobs: tuple[dict, ...], pods: tuple[dict, ...]) -> str | None:
+        """The log tail of the running stage pod (its drafter-progress lines), or None."""
+        unfinished = {j["metadata"]["name"] for j in jobs if not (j.get("status") or {}).get("completionTime")
+                      and not (j.get("status") or {}).get("failed")}
+        for pod in pods:
+            if (pod["metadata"].get("labels") or {}).get("job-name") in unfinished \
+                    and (pod.get("status") or {}).get("phase") == "Running":
+                try:
+                    return self.kube.read_text(object_path("v1", "pods", namespace, pod["metadata"]["name"], "log"),
+                                               query={"container": STAGE_CONTAINER, "tailLines": str(LOG_TAIL_LINES)})
+                except ApiError as exc:  # the kubelet may not answer for a moment: progress waits
+                    log.debug("%s: no log: %s", pod["metadata"]["name"], exc)
+        return None
 
     def reconcile(self, namespace: str, name: str, post_event: EventSink) -> TrainingPlan | None:
         with self._lock(f"{namespace}/{name}"), metrics.reconcile_timer("DrafterTraining"):
@@ -84,6 +107,9 @@ class TrainingReconciler:
         for path in plan.deletes:
             log.info("%s/%s: delete %s", namespace, name, path)
             self.kube.delete(path, propagation="Background")
+        for path, patch in plan.patches:
+            log.info("%s/%s: patch %s", namespace, name, path)
+            self.kube.patch(path, patch)
         for path, manifest in plan.creates:
             manifest["metadata"]["ownerReferences"] = [owner]
             log.info("%s/%s: create %s %s", namespace, name, manifest["kind"], manifest["metadata"]["name"])

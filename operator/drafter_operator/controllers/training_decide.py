@@ -4,13 +4,18 @@ The Job stages (Generate, Extract, Train, Export) run as one Job each, in order 
 before the first, the hidden-state claim (when the operator owns it) and the spec ConfigMap of this
 generation exist. A stage's outcome is its container's termination message (stage_runner.py). A
 failed stage stops the run with its own error; a spec change starts a new generation whose Jobs
-start again from the first stage, and the older generation's Jobs are deleted. Once every stage
-succeeded, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
+start again from the first stage, and the older generation's Jobs are deleted. Once the drafter is
+exported, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
 and never while a Job of the training is unfinished (its pod may still write to it; the finished Jobs
 stay as the record, and their finished pods do not hold the claim).
 
-Evaluate and Promote (a DrafterBenchmark of the new drafter, then the serving's gated swap) are not
-decided here yet.
+With spec.promote, Evaluate and Promote follow (training_promotion.py): a DrafterBenchmark of the
+serving's current drafter, then a patch of the serving that swaps the new drafter in through its gate;
+their outcomes come from that benchmark and from the serving's revisions. The hidden-state claim the
+operator created goes once Export succeeded (the later stages do not read it).
+
+While a Job stage runs, status.progress comes from the last `drafter-progress` line of its pod's log
+(training/progress.py), read by the reconciler; artifacts come from the finished stages' outcomes.
 """
 
 from __future__ import annotations
@@ -24,9 +29,20 @@ import pydantic
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
+from drafter_operator.controllers.training_promotion import (
+    evaluate_benchmark,
+    evaluate_benchmark_name,
+    evaluation_outcome,
+    promotion_outcome,
+    promotion_patch,
+    serving_problems,
+)
 from drafter_operator.controllers.training_stages import STAGE_CONDITIONS, StageJob, plan_stages, stages_for
+from drafter_operator import API_GROUP, API_VERSION
 from drafter_operator.kube import object_path
 from drafter_operator.resources.training import hidden_states_claim, hidden_states_claim_name, owns_hidden_states_claim
+from drafter_operator.training.progress import latest_status
+from drafter_operator.training.stages import job_stages
 from drafter_operator.resources.training_job import (
     STAGE_LABEL,
     spec_config_map,
@@ -36,6 +52,9 @@ from drafter_operator.resources.training_job import (
 )
 
 Event = tuple[str, str, str]
+GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+#: The stages that run as Jobs (Evaluate and Promote are a benchmark and a serving patch).
+JOB_STAGES = ("Generate", "Extract", "Train", "Export")
 
 
 @dataclass(frozen=True)
@@ -48,12 +67,16 @@ class TrainingState:
     now: dt.datetime
     image: str  # the trainer image when spec.image is unset
     render_args: tuple[str, ...] = ()  # extra run-stage options (--cpu on the local cluster)
+    serving: dict | None = None  # spec.promote.servingRef, when set and found
+    benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
+    progress_log: str | None = None  # the log tail of the running stage pod
 
 
 @dataclass
 class TrainingPlan:
     creates: list[tuple[str, dict]] = field(default_factory=list)  # (collection path, manifest), in order
     deletes: list[str] = field(default_factory=list)
+    patches: list[tuple[str, dict]] = field(default_factory=list)  # (object path, merge patch)
     status: dict = field(default_factory=dict)  # only the fields that changed
     events: list[Event] = field(default_factory=list)
 
@@ -78,6 +101,19 @@ def _job_state(job: dict, pods: tuple[dict, ...]) -> StageJob | None:
     return StageJob(stage, "Failed", message or f"Job {name} failed")
 
 
+def _outcome(pod: dict) -> dict | None:
+    """The stage runner's outcome: the JSON of its container's termination message, when it is one."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        raw = ((container.get("state") or {}).get("terminated") or {}).get("message") or ""
+        try:
+            outcome = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(outcome, dict):
+            return outcome
+    return None
+
+
 def _failure_text(pod: dict) -> str:
     """The stage runner's outcome (its termination message) as one sentence."""
     for container in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -87,7 +123,7 @@ def _failure_text(pod: dict) -> str:
             outcome = json.loads(raw)
         except ValueError:
             return raw.strip()[-1000:]
-        if outcome.get("outcome") == "Failed":
+        if isinstance(outcome, dict) and outcome.get("outcome") == "Failed":
             what = " ".join(outcome.get("command") or []) or outcome.get("reason", "")
             code = f" exited with code {outcome['exitCode']}" if "exitCode" in outcome else ""
             return f"{what}{code}: {outcome.get('tail', '')}"[-1000:]
@@ -114,24 +150,53 @@ def decide(state: TrainingState) -> TrainingPlan:
         plan.events.append(("Warning", "InvalidSpec", message))
         return finish("Failed", [("Ready", Verdict("False", "InvalidSpec", message))])
 
-    current = {stage_job_name(name, stage, generation) for stage in ("Generate", "Extract", "Train", "Export")}
+    current = {stage_job_name(name, stage, generation) for stage in JOB_STAGES}
     plan.deletes = [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
                     if j["metadata"]["name"] not in current and not j["metadata"].get("deletionTimestamp")]
-    observed = {s.stage: s for s in (_job_state(j, state.job_pods) for j in state.jobs
-                                     if j["metadata"]["name"] in current) if s is not None}
+    evaluate_name = evaluate_benchmark_name(name, generation)
+    plan.deletes += [object_path(GROUP_VERSION, "drafterbenchmarks", namespace, b["metadata"]["name"])
+                     for b in state.benchmarks
+                     if b["metadata"]["name"] != evaluate_name and not b["metadata"].get("deletionTimestamp")]
+    current_jobs = [j for j in state.jobs if j["metadata"]["name"] in current]
+    observed = {s.stage: s for s in (_job_state(j, state.job_pods) for j in current_jobs) if s is not None}
     recorded = frozenset(stage for stage, kind in STAGE_CONDITIONS.items() if any(
         c["type"] == kind and c.get("status") == "True" and c.get("observedGeneration") == generation
         for c in status.get("conditions") or []))
-    stages = stages_for(generate=spec.data.generation is not None, evaluate=False, promote=False)
+    promote = spec.promote is not None
+    stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
+    evaluation = dict(status.get("evaluation") or {}) if status.get("observedGeneration") == generation else {}
+    benchmark = next((b for b in state.benchmarks if b["metadata"]["name"] == evaluate_name), None)
+    if promote and benchmark is not None:
+        outcome = evaluation_outcome(benchmark)
+        observed["Evaluate"] = StageJob("Evaluate", outcome.state, outcome.message)
+        evaluation.update(outcome.figures or {}, benchmark=evaluate_name)
+    if promote and state.serving is not None and \
+            ((state.serving.get("spec") or {}).get("drafter") or {}).get("model") == spec.output.path:
+        outcome = promotion_outcome(state.serving, spec.output.path)
+        observed["Promote"] = StageJob("Promote", outcome.state, outcome.message)
+        evaluation.update(outcome.figures or {})
     decision = plan_stages(stages, observed, recorded)
 
-    verdicts = [(STAGE_CONDITIONS[s], Verdict("True", "Succeeded", f"{s} succeeded")) if s in decision.done
+    verdicts = [(STAGE_CONDITIONS[s], Verdict("True", "Succeeded", _success(s, observed))) if s in decision.done
                 else (STAGE_CONDITIONS[s], Verdict("Unknown", "Pending", f"{s} has not run for generation {generation}"))
                 for s in stages if decision.failed is None or s != decision.failed.stage]
     newly_done = [s for s in decision.done if s not in recorded]
-    plan.events += [("Normal", STAGE_CONDITIONS[s], f"{s} succeeded") for s in newly_done]
+    plan.events += [("Normal", STAGE_CONDITIONS[s], _success(s, observed)) for s in newly_done]
     claim_name = hidden_states_claim_name(name, spec)
-    extra: dict = {"jobName": None}
+    extra: dict = {"jobName": None, "artifacts": _artifacts(current_jobs, state.job_pods) or status.get("artifacts")}
+    if promote:
+        extra["evaluation"] = evaluation or None
+        extra["promoted"] = "Promote" in decision.done
+        if "revision" in evaluation and "Promote" in decision.done:
+            extra["promotedRevision"] = evaluation["revision"]
+    hidden = {**(status.get("hiddenStates") or {}), "claimName": claim_name}
+    # The hidden states are spent once the drafter is exported: the claim the operator made goes then
+    # (unless retained), never while a Job of the training is unfinished.
+    if "Export" in decision.done and owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain \
+            and state.claim is not None and not [j for j in state.jobs if _job_finished(j) is None]:
+        plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, claim_name))
+        hidden["deleted"] = True
+    extra["hiddenStates"] = hidden
 
     if decision.failed is not None:
         failed = decision.failed
@@ -140,17 +205,39 @@ def decide(state: TrainingState) -> TrainingPlan:
             plan.events.append(("Warning", "StageFailed", message))
         verdicts += [(STAGE_CONDITIONS[failed.stage], Verdict("False", "StageFailed", message)),
                      ("Ready", Verdict("False", "StageFailed", message + "; change the spec to run again"))]
+        extra["progress"] = None
         return finish("Failed", verdicts, extra)
 
     if decision.stage == "Succeeded":
-        if owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain and state.claim is not None \
-                and not [j for j in state.jobs if _job_finished(j) is None]:
-            plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, claim_name))
-            extra["hiddenStates"] = {**(status.get("hiddenStates") or {}), "claimName": claim_name, "deleted": True}
-        verdicts.append(("Ready", Verdict("True", "Succeeded", f"the drafter is at {spec.output.path}")))
+        where = f"the drafter is at {spec.output.path}"
+        if promote:
+            where += f" and serves in {spec.promote.serving_ref.name} (revision {evaluation.get('revision')})"
+        verdicts.append(("Ready", Verdict("True", "Succeeded", where)))
+        extra["progress"] = None
         return finish("Succeeded", verdicts, extra)
 
-    if decision.start is not None:
+    if decision.start in ("Evaluate", "Promote"):
+        problems = serving_problems(spec, state.serving)
+        if problems:
+            message = f"{decision.start} failed: {'; '.join(problems)}"
+            plan.events.append(("Warning", "StageFailed", message))
+            verdicts += [(STAGE_CONDITIONS[decision.start], Verdict("False", "ServingUnsuitable", message)),
+                         ("Ready", Verdict("False", "ServingUnsuitable", message + "; fix it or change spec.promote"))]
+            extra["progress"] = None
+            return finish("Failed", verdicts, extra)
+    if decision.start == "Evaluate":
+        plan.creates.append((object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
+                             evaluate_benchmark(namespace, name, spec, generation)))
+        plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
+                                                      f"{spec.promote.serving_ref.name}"))
+    elif decision.start == "Promote":
+        patch = promotion_patch(state.serving, spec, name, generation, evaluation.get("currentTokensPerSecond"))
+        if patch is not None:
+            plan.patches.append((object_path(GROUP_VERSION, "drafterservings", namespace,
+                                             spec.promote.serving_ref.name), patch))
+        plan.events.append(("Normal", "StageStarted", f"Promote started: {spec.promote.serving_ref.name} swaps to "
+                                                      f"{spec.output.path} through its gate"))
+    elif decision.start is not None:
         if owns_hidden_states_claim(spec) and state.claim is None:
             plan.creates.append((object_path("v1", "persistentvolumeclaims", namespace),
                                  hidden_states_claim(namespace, name, spec)))
@@ -161,7 +248,46 @@ def decide(state: TrainingState) -> TrainingPlan:
                              stage_job(namespace, name, spec, decision.start, generation, spec.image or state.image,
                                        render_args=state.render_args)))
         plan.events.append(("Normal", "StageStarted", f"{decision.start} started"))
-    extra["jobName"] = stage_job_name(name, decision.stage, generation)
-    extra["hiddenStates"] = {**(status.get("hiddenStates") or {}), "claimName": claim_name}
+    if decision.stage in JOB_STAGES:
+        extra["jobName"] = stage_job_name(name, decision.stage, generation)
+    extra["progress"] = _progress(decision.stage, state, status, hidden)
     verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
     return finish(decision.stage, verdicts, extra)
+
+
+def _success(stage: str, observed: dict[str, StageJob]) -> str:
+    job = observed.get(stage)
+    return job.message if job is not None and job.message and stage in ("Evaluate", "Promote") else f"{stage} succeeded"
+
+
+def _progress(stage: str, state: TrainingState, status: dict, hidden: dict) -> dict:
+    """status.progress of the running stage from its pod's log tail (training/progress.py); the hidden
+    states' bytes go into ``hidden`` during Extract. Another stage's progress is never carried over."""
+    latest = latest_status(state.progress_log, state.now) if state.progress_log else None
+    if latest is None or latest.stage != stage:
+        previous = status.get("progress")
+        return previous if previous and status.get("stage") == stage else {"summary": f"{stage} starting"}
+    if stage == "Extract":
+        if latest.bytes_written is not None:
+            hidden["bytesWritten"] = latest.bytes_written
+        if latest.estimated_bytes is not None:
+            hidden["estimatedBytes"] = latest.estimated_bytes
+    return latest.progress
+
+
+def _artifacts(jobs: list[dict], pods: tuple[dict, ...]) -> list[dict] | None:
+    """What the finished stages wrote (their runner's outputs with sizes), in stage order."""
+    found = []
+    for job in jobs:
+        stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
+        if _job_finished(job) != "Complete" or not stage:
+            continue
+        for pod in pods:
+            if (pod["metadata"].get("labels") or {}).get("job-name") != job["metadata"]["name"]:
+                continue
+            outcome = _outcome(pod) or {}
+            for output in (outcome.get("outputs") or {}).values():
+                if isinstance(output, dict) and output.get("path"):
+                    found.append({"stage": stage, "path": output["path"], "sizeBytes": output.get("sizeBytes")})
+    order = {s: i for i, s in enumerate(JOB_STAGES)}
+    return sorted(found, key=lambda a: (order.get(a["stage"], 9), a["path"])) or None

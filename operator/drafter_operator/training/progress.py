@@ -42,7 +42,7 @@ PREFIX = "drafter-progress "
 #: status.progress's fields (api/training.py TrainingProgress), in the line's camelCase.
 PROGRESS_FIELDS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "loss", "etaSeconds",
                    "percent", "summary", "updated")
-_COUNTS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "etaSeconds", "bytesWritten")
+_COUNTS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "etaSeconds", "bytesWritten", "estimatedBytes")
 SAMPLE_STAGES = ("Generate", "Extract")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -228,7 +228,7 @@ def rfc3339(at: datetime) -> str:
 
 
 def record(state: Progress, stage: str, at: datetime, bytes_written: int | None = None,
-           outcome: str | None = None) -> dict:
+           outcome: str | None = None, estimated_bytes: int | None = None) -> dict:
     """The JSON of a ``drafter-progress`` line: the TrainingProgress fields that are known, in
     camelCase, plus ``stage`` and ``bytesWritten``; ``outcome`` ("Succeeded", "Failed") on the last."""
     percent, eta = state.percent(), state.eta_seconds()
@@ -240,7 +240,7 @@ def record(state: Progress, stage: str, at: datetime, bytes_written: int | None 
         "epoch": state.epoch, "epochs": state.epochs, "step": state.step, "steps": state.steps,
         "loss": state.loss, "etaSeconds": eta, "percent": percent,
         "summary": state.summary() or (f"{stage} {outcome.lower()}" if outcome else f"{stage} running"),
-        "updated": rfc3339(at), "bytesWritten": bytes_written, "outcome": outcome,
+        "updated": rfc3339(at), "bytesWritten": bytes_written, "estimatedBytes": estimated_bytes, "outcome": outcome,
     }
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -258,6 +258,8 @@ class LatestProgress(NamedTuple):
     progress: dict
     #: Bytes the stage's outputs grew to (status.hiddenStates.bytesWritten for Extract), or None.
     bytes_written: int | None
+    #: What the stage expects to write in all (status.hiddenStates.estimatedBytes for Extract), or None.
+    estimated_bytes: int | None = None
 
 
 def _valid(name: str, value) -> bool:
@@ -301,8 +303,9 @@ def latest_status(log_text: str, now: datetime) -> LatestProgress | None:
             progress["etaSeconds"] = max(0, progress["etaSeconds"] - max(0, int((now - at).total_seconds())))
         if "percent" in progress:
             progress["percent"] = min(100.0, max(0.0, float(progress["percent"])))
-        written = payload.get("bytesWritten")
+        written, estimated = payload.get("bytesWritten"), payload.get("estimatedBytes")
         stage = payload.get("stage")
         return LatestProgress(stage if isinstance(stage, str) else None, progress,
-                              written if _valid("bytesWritten", written) else None)
+                              written if _valid("bytesWritten", written) else None,
+                              estimated if _valid("estimatedBytes", estimated) else None)
     return None

@@ -101,10 +101,11 @@ class ProgressReporter:
                  measure: Callable[[str], int | None] = tree_bytes, interval: float = PROGRESS_INTERVAL):
         self.stage = plan["stage"]
         self.state = progress.start(plan)
-        self.outputs = list((plan.get("outputs") or {}).values())
+        self.outputs = list(_where_outputs_are(plan).values())
         self.write, self.clock, self.wall, self.measure, self.interval = write, clock, wall, measure, interval
         self.baseline = self._bytes()  # what was there before (a resumed stage): growth is what counts
         self.bytes_written: int | None = None
+        self.estimated_bytes: int | None = plan.get("estimatedBytes")
         self.measured = self.emitted = self.clock()
         self.last: dict | None = None
 
@@ -119,7 +120,8 @@ class ProgressReporter:
         self.measured = self.clock()
 
     def _emit(self, outcome: str | None = None) -> None:
-        self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome)
+        self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome,
+                                    self.estimated_bytes)
         self.write(progress.format_line(self.last))
         self.emitted = self.clock()
 
@@ -137,7 +139,7 @@ class ProgressReporter:
             return
         if now - self.measured >= self.interval:
             self._measure()
-        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written)
+        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written, None, self.estimated_bytes)
         if self.last is None or {**candidate, "updated": None} != {**self.last, "updated": None}:
             self._emit()
 
@@ -209,7 +211,8 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
             if code != 0:
                 outcome.update(outcome="Failed", command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
                 return code
-        outputs = {name: {"path": path, "sizeBytes": tree_bytes(path)} for name, path in (plan.get("outputs") or {}).items()}
+        where = _where_outputs_are(plan)
+        outputs = {name: {"path": path, "sizeBytes": tree_bytes(where[name])} for name, path in (plan.get("outputs") or {}).items()}
         outcome.update(outcome="Succeeded", outputs=outputs)
         return 0
     finally:
@@ -266,6 +269,10 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=_main)
 
 
+def _where_outputs_are(plan: Mapping) -> dict[str, str]:
+    return dict(plan.get("outputsOnHost") or plan.get("outputs") or {})
+
+
 def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
     """``plan`` with container paths mapped to where they are (container_paths.py, the adapters)."""
     if not path_map:
@@ -276,7 +283,8 @@ def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
         "commands": [{**c, "argv": [remap(a, path_map) for a in c["argv"]],
                       "env": {k: remap(v, path_map) for k, v in (c.get("env") or {}).items()}}
                      for c in plan.get("commands") or []],
-        "outputs": {k: remap(v, path_map) for k, v in (plan.get("outputs") or {}).items()},
+        # Reported as the container sees them; measured where they are.
+        "outputsOnHost": {k: remap(v, path_map) for k, v in (plan.get("outputs") or {}).items()},
     }
 
 
@@ -295,4 +303,17 @@ def _main(args, _extra=()) -> int:
         return 2
     # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
     installed = {**path_map, TrainingPaths().adapters: str(ADAPTERS_DIR)}
-    return run_stage(on_host(stage_plan(stage), installed), args.files, args.termination_log)
+    plan = on_host(stage_plan(stage), installed)
+    if stage.name == "Extract" and options.target_config:
+        plan["estimatedBytes"] = hidden_states_estimate(spec, options.target_config)
+    return run_stage(plan, args.files, args.termination_log)
+
+
+def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
+    """What Extract writes at most: every sample at train.maxLength tokens (the claim must hold that)."""
+    from drafter_operator.resources.training import estimate_hidden_state_bytes
+
+    hidden = (target_config.get("text_config") or target_config).get("hidden_size")
+    if not isinstance(hidden, int):
+        return None
+    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden)
