@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_command(subparsers)
     _add_preflight_command(subparsers)
     _add_run_stage_command(subparsers)
+    _add_regenerate_command(subparsers)
     _add_cluster_commands(subparsers)
     return parser
 
@@ -61,6 +62,13 @@ def _add_run_stage_command(subparsers: argparse._SubParsersAction) -> None:
     from drafter_operator.training import stage_runner
 
     stage_runner.register(subparsers)
+
+
+def _add_regenerate_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator regenerate`: the Generate stage's client of the target's engine (training/regenerate.py).
+    from drafter_operator.training import regenerate
+
+    regenerate.register(subparsers)
 
 
 def _add_preflight_command(subparsers: argparse._SubParsersAction) -> None:

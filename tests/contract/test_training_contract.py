@@ -7,23 +7,27 @@ test here skips without it):
   a from-scratch spec, the CPU variants) goes through the framework's own code without running it:
   SpecForge's ``Config.from_file`` + ``specforge train --plan`` (typed config, algorithm resolution,
   launch plan) and its CLI parser for ``export``; speculators' ``TrainConfig.resolve`` (its train CLI)
-  and the click commands behind ``prepare-data``, ``generate-offline-data``, ``regenerate-responses``
-  and ``convert``; vLLM 0.33.0's ``serve`` parser for the render and hidden-state servers.
-  SpecForge's repository scripts are not in its wheel: ``prepare_hidden_states.py``'s arguments are
-  checked against the adapter's copy of its parser, ``prepare_data.py`` and
-  ``regenerate_train_data.py`` not at all (docs/training.md).
+  and the click commands behind ``prepare-data``, ``generate-offline-data`` and ``convert``; vLLM
+  0.33.0's ``serve`` parser for the render and hidden-state servers, and SGLang's or vLLM's for the
+  engine pod that serves the target during regeneration (resources/training_engine.py); our own parser
+  for ``drafter-operator regenerate``. SpecForge's repository scripts are not in its wheel:
+  ``prepare_hidden_states.py``'s arguments are checked against the adapter's copy of its parser,
+  ``prepare_data.py`` not at all (docs/training.md).
 * End to end, on a tiny random Llama target (testbed/tiny_target.py) in a temporary directory, one
   process on the CPU with the adapters of training/adapters: every stage the renderer gives, in order
   (data, hidden states, train one epoch, export), then the exported drafter's config and tensors, and
   vLLM 0.33.0's SpeculativeConfig building from it on the CPU (in DRAFTER_ENGINE_PYTHON when set, else
   the training environment, which contains vLLM). speculators also fine-tunes from SpecForge's export
-  (``convert`` + ``--from-pretrained``) and must keep its vocabulary mapping.
+  (``convert`` + ``--from-pretrained``) and must keep its vocabulary mapping. speculators' Generate also
+  runs with regeneration: ``drafter-operator regenerate`` against the engine emulator, whose
+  conversations ``prepare-data`` must take.
 
 Stage wall times and artifact sizes are printed (``-s``) for docs/training.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -36,10 +40,12 @@ import pytest
 import yaml
 
 from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
+from drafter_operator.cli import build_parser
+from drafter_operator.resources.training_engine import generation_engine
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render, specforge_layer_ids
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.specforge import TRAIN_CONFIG
-from tests.processes import free_port
+from tests.processes import free_port, listening_process
 
 pytestmark = pytest.mark.contract
 
@@ -186,7 +192,7 @@ def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptio
         update={"dataset": "sharegpt", "generation": None})})
     cpu = scratch.model_copy(update={"data": scratch.data.model_copy(update={"dataset": "/models/datasets/chat.jsonl"})})
     options = RenderOptions(chat_template="kimi-k2-instruct", target_config=KIMI_TARGET,
-                            base_drafter_config=KIMI_BASE_DRAFTER)
+                            base_drafter_config=KIMI_BASE_DRAFTER, generation_endpoint=GENERATION_ENDPOINT)
     return {"seed": (seed, options), "scratch": (scratch, options),
             "cpu": (cpu, RenderOptions(**{**options.__dict__, "cpu": True}))}
 
@@ -196,6 +202,23 @@ def files_of(stage: Stage) -> dict[str, str]:
 
 
 PATHS = TrainingPaths(files="@FILES@", adapters=str(ADAPTERS_DIR))
+GENERATION_ENDPOINT = "http://kimi-ft-gen-g1.team.svc.cluster.local:30000/v1"
+
+
+def regenerate_args(argv: tuple[str, ...]) -> dict:
+    """``drafter-operator regenerate`` as our own CLI parses it (it runs in the trainer image, not a framework)."""
+    assert argv[:2] == ("drafter-operator", "regenerate")
+    args = build_parser().parse_args(list(argv[1:]))
+    return {"endpoint": args.endpoint, "model": args.model, "input": args.input, "output": args.output,
+            "num_samples": args.num_samples, "max_tokens": args.max_tokens}
+
+
+def engine_argv(spec: DrafterTrainingSpec, engine: str) -> list[str]:
+    """The command of the engine pod that serves the target during regeneration."""
+    spec = spec.model_copy(update={"data": spec.data.model_copy(
+        update={"generation": spec.data.generation.model_copy(update={"engine": engine})})})
+    deployment, _ = generation_engine("team", "kimi-ft", spec, 1, "image")
+    return deployment["spec"]["template"]["spec"]["containers"][0]["command"]
 
 
 def test_specforge_commands_and_configs_parse(training_python: str) -> None:
@@ -210,13 +233,14 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
         export = stages["Export"].commands[0].argv
         assert export[:2] == ("specforge", "export")
         cases.append({"id": f"{name}/export", "kind": "specforge-export", "argv": list(export[1:])})
-        for i, command in enumerate(stages["Generate"].commands if "Generate" in stages else ()):
-            if command.argv[:3] == ("python", "-m", "sglang.launch_server"):
-                cases.append({"id": f"{name}/generate/{i}", "kind": "sglang-server", "argv": list(command.argv[3:])})
         extract = list(stages["Extract"].commands[0].argv)
         start = extract.index("--target-model-path")
         cases.append({"id": f"{name}/extract", "kind": "specforge-extract", "argv": extract[start:],
                       "adapters": str(ADAPTERS_DIR)})
+    seed_training, seed_options = variants("specforge")["seed"]
+    argv = engine_argv(seed_training, "sglang")
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    cases.append({"id": "seed/engine", "kind": "sglang-server", "argv": argv[3:]})
     results = check(training_python, cases)
 
     seed = results["seed/train"]
@@ -231,7 +255,13 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
     assert cpu["training"]["attention_backend"] == "sdpa" and cpu["training"]["fsdp_sharding"] == "NO_SHARD"
     assert cpu["deployment"]["trainer"]["nproc_per_node"] == 1
     assert results["seed/export"]["call"]["to"] == "sglang"
-    assert results["seed/generate/0"] == {"model_path": "/models/Kimi-K2.5", "tp_size": 8, "port": 30000}
+    assert results["seed/engine"] == {"model_path": "/models/Kimi-K2.5", "tp_size": 8, "port": 30000}
+    stages = {s.name: s for s in render(seed_training, PATHS, seed_options)}
+    (regenerate,) = stages["Generate"].commands
+    assert regenerate_args(regenerate.argv) == {
+        "endpoint": GENERATION_ENDPOINT, "model": "/models/Kimi-K2.5", "input": "/models/datasets/prompts.jsonl",
+        "output": "/work/data/regenerated.jsonl", "num_samples": 10000, "max_tokens": 2048}
+    assert results["seed/extract"]["args"]["data_path"] == "/work/data/regenerated.jsonl"
     extract = results["seed/extract"]["args"]
     assert extract["chat_template"] == "kimi-k2-instruct" and extract["tp_size"] == 8
     assert extract["num_samples"] == 10000 and extract["max_length"] == 4096
@@ -239,16 +269,16 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
 
 def test_speculators_commands_parse(training_python: str) -> None:
     cases: list[dict] = []
+    regenerated: dict[str, dict] = {}
     for name, (spec, options) in variants("speculators").items():
         for stage in render(spec, PATHS, options):
             for i, command in enumerate(stage.commands):
                 argv = list(command.argv)
                 case_id = f"{name}/{stage.name}/{i}"
-                if argv[0] == "speculators":
-                    # regenerate-responses wants a local dataset to exist: one stands in for it.
-                    argv = ["@FILES@/dataset.jsonl" if a == spec.data.dataset else a for a in argv]
-                    cases.append({"id": case_id, "kind": "speculators-command", "argv": argv[1:],
-                                  "files": {"dataset.jsonl": ""}})
+                if argv[0] == "drafter-operator":
+                    regenerated[case_id] = regenerate_args(command.argv)
+                elif argv[0] == "speculators":
+                    cases.append({"id": case_id, "kind": "speculators-command", "argv": argv[1:]})
                 elif "vllm.entrypoints.cli.main" in argv:
                     rest = argv[argv.index("vllm.entrypoints.cli.main") + 1:]
                     rest = rest[2:] if rest[:2] == ["launch", "render"] else rest[1:]
@@ -261,7 +291,17 @@ def test_speculators_commands_parse(training_python: str) -> None:
                     continue
                 else:
                     raise AssertionError(f"no check for {argv}")
+    argv = engine_argv(variants("speculators")["seed"][0], "vllm")
+    assert argv[:2] == ["vllm", "serve"]
+    cases.append({"id": "seed/engine", "kind": "vllm-serve", "argv": argv[2:]})
     results = check(training_python, cases)
+    assert results["seed/engine"]["model_tag"] == "/models/Kimi-K2.5"
+    assert results["seed/engine"]["speculative_config"] is None and results["seed/engine"]["tensor_parallel_size"] == 8
+    # The seed regenerates, then prepare-data reads the regenerated file.
+    assert regenerated == {"seed/Generate/0": {
+        "endpoint": GENERATION_ENDPOINT, "model": "/models/Kimi-K2.5", "input": "/models/datasets/prompts.jsonl",
+        "output": "/work/data/regenerated.jsonl", "num_samples": 10000, "max_tokens": 2048}}
+    assert results["seed/Generate/2"]["params"]["data"] == ["/work/data/regenerated.jsonl"]
     train = results["seed/Train/1"]["config"]
     assert train["draft"]["target_layer_ids"] == [2, 30, 58]
     assert train["draft"]["from_pretrained"].endswith("base_drafter")
@@ -361,7 +401,8 @@ def tiny_spec(root: Path, framework: str, name: str, base_drafter: str | None = 
         "framework": framework,
         "baseDrafter": base_drafter,
         "storage": {"modelClaim": "models", "mountPath": str(root)},
-        "data": {"dataset": str(root / "chats.jsonl"), "numSamples": CONVERSATIONS, "maxTokens": 256},
+        "data": {"dataset": str(root / "chats.jsonl"), "numSamples": CONVERSATIONS, "maxTokens": 256,
+                 "chatTemplate": "qwen"},  # SpecForge's name for the tiny target's ChatML; speculators ignores it
         "hiddenStates": {"layers": TINY_LAYERS, "storage": {"size": "1Gi"}},
         "train": {"epochs": 1, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512},
         "output": {"path": str(root / "drafters" / name)},
@@ -506,6 +547,38 @@ def test_speculators_end_to_end(training_python: str, tiny: Path) -> None:
     assert accepted["method"] == "eagle3" and accepted["layer_ids"] == TINY_LAYERS
     report("speculators", times, {"prepared data": du(work / "data"), "hidden states": du(work / "hidden_states"),
                                   "checkpoints": du(work / "train"), "drafter": du(out)})
+
+
+def test_speculators_prepares_regenerated_conversations(training_python: str, tiny: Path) -> None:
+    """Generate with spec.data.generation: ``drafter-operator regenerate`` against the engine emulator serving
+    the tiny target (what the engine pod runs on the local cluster), then prepare-data on its conversations."""
+    raw = tiny_spec(tiny, "speculators", "speculators-regenerated").to_json()
+    raw["data"].update(maxTokens=32, generation={"engine": "vllm"})
+    spec = DrafterTrainingSpec.model_validate(raw)
+    paths = tiny_paths(tiny, training_python, "speculators-regenerated")
+    port = free_port()
+    emulate = [sys.executable, "-m", "drafter_operator.cli", "emulate", "vllm", "serve", spec.target.model,
+               "--port", str(port)]
+    env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.01"}
+    with listening_process(emulate, env, port):  # listening first: the render server's free port is another
+        stages = render(spec, paths, tiny_options(tiny, generation_endpoint=f"http://127.0.0.1:{port}/v1"))
+        generate = next(s for s in stages if s.name == "Generate")
+        regenerate = generate.commands[0]
+        assert regenerate.argv[:2] == ("drafter-operator", "regenerate")
+        # The trainer image has the drafter-operator command; here it is this checkout's module.
+        local = dataclasses.replace(regenerate, argv=(sys.executable, "-m", "drafter_operator.cli",
+                                                      *regenerate.argv[1:]))
+        times = run_all([dataclasses.replace(generate, commands=(local, *generate.commands[1:]))],
+                        training_python, paths)
+
+    work = Path(paths.work)
+    rows = [json.loads(line) for line in (work / "data" / "regenerated.jsonl").read_text().splitlines()]
+    source = [json.loads(line) for line in (tiny / "chats.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in source)
+    assert all(m["content"].strip() for r in rows for m in r["conversations"] if m["role"] == "assistant")
+    assert (work / "data" / "prepared" / "token_freq.pt").is_file()
+    report("speculators regenerated", times, {"regenerated": du(work / "data" / "regenerated.jsonl"),
+                                              "prepared data": du(work / "data" / "prepared")})
 
 
 def test_speculators_fine_tunes_specforge_export(training_python: str, tiny: Path) -> None:

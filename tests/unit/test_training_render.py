@@ -16,6 +16,7 @@ import yaml
 
 from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
 from drafter_operator.training import (
+    Command,
     ConfigFile,
     RenderOptions,
     TrainingPaths,
@@ -34,7 +35,9 @@ KIMI = {"architectures": ["KimiK25ForConditionalGeneration"],
 BASE = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 7168,
         "draft_vocab_size": 32000, "vocab_size": 163840,
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True}}
-OPTIONS = RenderOptions(chat_template="kimi-k2-instruct", target_config=KIMI, base_drafter_config=BASE)
+ENDPOINT = "http://kimi-k25-eagle3-ft-gen-g1.team.svc.cluster.local:30000/v1"
+OPTIONS = RenderOptions(chat_template="kimi-k2-instruct", target_config=KIMI, base_drafter_config=BASE,
+                        generation_endpoint=ENDPOINT)
 
 
 def seed(framework: str = "specforge", **spec_updates) -> DrafterTrainingSpec:
@@ -71,15 +74,12 @@ def test_specforge_seed_stages() -> None:
     got = stages(seed())
     assert list(got) == ["Generate", "Extract", "Train", "Export"]
 
-    server, regenerate = got["Generate"].commands
-    assert server.server and server.ready_url == "http://127.0.0.1:30000/health"
-    assert server.argv[:3] == ("python", "-m", "sglang.launch_server")
-    assert flag(server.argv, "--model-path") == "/models/Kimi-K2.5" and flag(server.argv, "--tp-size") == "8"
-    assert regenerate.argv[1] == "/opt/SpecForge/scripts/regenerate_train_data.py"
-    assert flag(regenerate.argv, "--input-file-path") == "/models/datasets/prompts.jsonl"
-    assert flag(regenerate.argv, "--output-file-path") == "/work/data/regenerated.jsonl"
-    assert flag(regenerate.argv, "--num-samples") == "10000" and flag(regenerate.argv, "--max-tokens") == "2048"
-    assert flag(regenerate.argv, "--server-address") == "127.0.0.1:30000"
+    (regenerate,) = got["Generate"].commands  # the target answers from its engine pod: no server in the Job
+    assert regenerate == Command((
+        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "/models/Kimi-K2.5",
+        "--input", "/models/datasets/prompts.jsonl", "--output", "/work/data/regenerated.jsonl",
+        "--num-samples", "10000", "--max-tokens", "2048"))
+    assert got["Generate"].outputs == {"conversations": "/work/data/regenerated.jsonl"}
 
     (extract,) = got["Extract"].commands
     assert extract.argv[:6] == ("python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "8")
@@ -193,8 +193,26 @@ def test_specforge_refusals() -> None:
         render(seed(), TrainingPaths(), RenderOptions(chat_template="qwen", target_config=KIMI))
     with pytest.raises(ValueError, match="target's config.json"):
         render(seed(baseDrafter=None), TrainingPaths(), RenderOptions(chat_template="qwen"))
-    with pytest.raises(ValueError, match="not on a CPU"):
-        render(seed(), TrainingPaths(), RenderOptions(**{**OPTIONS.__dict__, "cpu": True}))
+    with pytest.raises(ValueError, match="no engine endpoint"):
+        render(seed(), TrainingPaths(), RenderOptions(**{**OPTIONS.__dict__, "generation_endpoint": None}))
+
+
+@pytest.mark.parametrize("framework", ["specforge", "speculators"])
+def test_regeneration_is_the_same_client_on_a_cpu(framework: str) -> None:
+    """Regeneration is an HTTP client of the engine pod: nothing in it needs a GPU."""
+    gpu = stages(seed(framework))["Generate"].commands[0]
+    cpu = stages(seed(framework), RenderOptions(**{**OPTIONS.__dict__, "cpu": True}))["Generate"].commands[0]
+    assert gpu == cpu and cpu.argv[:2] == ("drafter-operator", "regenerate") and not cpu.server
+
+
+def test_specforge_regenerates_a_converted_hub_preset() -> None:
+    spec = seed(data={"dataset": "sharegpt", "numSamples": 500, "chatTemplate": "kimi-k2-instruct",
+                      "generation": {"engine": "vllm"}})
+    prepare, regenerate = stages(spec)["Generate"].commands
+    assert flag(prepare.argv, "--output-path") == "/work/data"
+    assert flag(regenerate.argv, "--input") == "/work/data/sharegpt_train.jsonl"
+    assert flag(regenerate.argv, "--output") == "/work/data/regenerated.jsonl"
+    assert flag(regenerate.argv, "--num-samples") == "500"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -205,19 +223,18 @@ def test_speculators_seed_stages() -> None:
     got = stages(seed("speculators"))
     assert list(got) == ["Generate", "Extract", "Train", "Export"]
 
-    serve, regenerate, render_server, prepare = got["Generate"].commands
-    assert serve.server and serve.argv[2:5] == ("vllm.entrypoints.cli.main", "serve", "/models/Kimi-K2.5")
-    assert regenerate.argv[:2] == ("speculators", "regenerate-responses")
-    assert flag(regenerate.argv, "--endpoint") == "http://127.0.0.1:30000/v1/chat/completions"
-    assert flag(regenerate.argv, "--dataset") == "/models/datasets/prompts.jsonl"
-    assert flag(regenerate.argv, "--limit") == "10000" and flag(regenerate.argv, "--max-tokens") == "2048"
+    regenerate, render_server, prepare = got["Generate"].commands
+    assert regenerate == Command((
+        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "/models/Kimi-K2.5",
+        "--input", "/models/datasets/prompts.jsonl", "--output", "/work/data/regenerated.jsonl",
+        "--num-samples", "10000", "--max-tokens", "2048"))
     assert render_server.server and render_server.argv[2:6] == ("vllm.entrypoints.cli.main", "launch", "render",
                                                                 "/models/Kimi-K2.5")
-    assert flag(render_server.argv, "--port") == "30001"  # beside the generation server
+    assert flag(render_server.argv, "--port") == "30000"
     assert prepare.argv[:2] == ("speculators", "prepare-data")
     assert flag(prepare.argv, "--data") == "/work/data/regenerated.jsonl"
     assert flag(prepare.argv, "--output") == "/work/data/prepared"
-    assert flag(prepare.argv, "--render-endpoint") == "http://127.0.0.1:30001"
+    assert flag(prepare.argv, "--render-endpoint") == "http://127.0.0.1:30000"
     assert flag(prepare.argv, "--seq-length") == "4096" and "--no-skip-token-freq" in prepare.argv
 
     server, generate = got["Extract"].commands
@@ -266,10 +283,18 @@ def test_speculators_from_scratch_and_cpu() -> None:
     assert "--from-pretrained" not in train.argv
 
 
+def test_speculators_regenerates_only_a_conversations_file() -> None:
+    spec = seed("speculators", data={"dataset": "sharegpt", "numSamples": 500, "generation": {"engine": "vllm"}})
+    with pytest.raises(ValueError, match="'sharegpt' is a hub preset"):
+        render(spec, TrainingPaths(), OPTIONS)
+    with pytest.raises(ValueError, match="no engine endpoint"):
+        render(seed("speculators"), TrainingPaths(), RenderOptions(target_config=KIMI))
+
+
 def test_speculators_extraction_needs_the_target_depth() -> None:
     spec = seed("speculators", baseDrafter=None)
     with pytest.raises(ValueError, match="config.json"):
-        render(spec, TrainingPaths(), RenderOptions())
+        render(spec, TrainingPaths(), RenderOptions(generation_endpoint=ENDPOINT))
     raw = yaml.safe_load(SEED.read_text())
     del raw["spec"]["hiddenStates"]["layers"]
     raw["spec"]["framework"] = "speculators"

@@ -7,8 +7,9 @@ tests/contract/test_training_contract.py):
   --output-path DIR --sample-size N [--data-path FILE]`` writes ``DIR/<preset>_train.jsonl`` of
   ``{id, conversations: [{role, content}]}``. A dataset that is already a path is used as it is (it
   must be in that format).
-* ``scripts/regenerate_train_data.py``: ``--model --input-file-path --output-file-path --num-samples
-  --max-tokens --server-address HOST:PORT`` against an SGLang server serving the target.
+* Regeneration (spec.data.generation) is ours, not ``scripts/regenerate_train_data.py``: ``drafter-operator
+  regenerate`` (training/regenerate.py, the same semantics and file format) against the target's engine
+  pod, writing the conversations JSONL the extraction reads.
 * ``scripts/prepare_hidden_states.py``: ``--target-model-path --draft-model-config --data-path
   --output-path --chat-template --max-length --num-samples --tp-size --batch-size``, under ``torchrun``;
   writes ``rows_*/data_<i>.ckpt`` and ``vocab_mapping/vocab_mapping.pt``.
@@ -31,6 +32,7 @@ from drafter_operator.training import (
     Stage,
     TrainingPaths,
     is_local,
+    regeneration,
     specforge_layer_ids,
 )
 
@@ -168,15 +170,7 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
                                  "--output-path", work["data"], "--sample-size", num_samples)))
         source = f"{work['data']}/{source}_train.jsonl"
     if spec.data.generation is not None:
-        port = str(options.port)
-        generate.append(Command(
-            (python, "-m", "sglang.launch_server", "--model-path", spec.target.model,
-             "--tp-size", str(spec.target.tensor_parallel_size), "--host", "127.0.0.1", "--port", port),
-            server=True, ready_url=f"http://127.0.0.1:{port}/health"))
-        generate.append(Command((python, f"{scripts}/regenerate_train_data.py", "--model", spec.target.model,
-                                 "--input-file-path", source, "--output-file-path", conversations,
-                                 "--num-samples", num_samples, "--max-tokens", str(spec.data.max_tokens),
-                                 "--server-address", f"127.0.0.1:{port}")))
+        generate.append(regeneration(spec, options, source, conversations))
 
     # Extract: the hidden states (and the vocabulary mapping) of every conversation.
     extract_args = ("--target-model-path", spec.target.model, "--draft-model-config", f"{paths.files}/{DRAFT_CONFIG}",

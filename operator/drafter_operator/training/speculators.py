@@ -3,8 +3,9 @@
 Names as speculators 0.9.0 defines them (checked against the installed package by
 tests/contract/test_training_contract.py):
 
-* ``speculators regenerate-responses --endpoint URL/v1/chat/completions --dataset D --limit N
-  --max-tokens M --outfile F`` against ``vllm serve TARGET``.
+* Regeneration (spec.data.generation) is ours, not ``speculators regenerate-responses`` (which writes
+  tokenized boundary rows, not conversations): ``drafter-operator regenerate`` (training/regenerate.py)
+  against the target's engine pod writes a conversations JSONL that ``prepare-data`` then renders.
 * ``speculators prepare-data --model T --data D --output DIR --seq-length L --max-samples N
   --render-endpoint URL --no-skip-token-freq``: renders each conversation through vLLM's
   ``/v1/chat/completions/render`` (``vllm launch render T``: GPU-less), writes an Arrow dataset and
@@ -30,7 +31,7 @@ from __future__ import annotations
 import json
 
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.training import Command, RenderOptions, Stage, TrainingPaths
+from drafter_operator.training import Command, RenderOptions, Stage, TrainingPaths, is_local, regeneration
 
 SPECULATORS = "speculators"
 
@@ -107,32 +108,26 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
     samples = str(spec.data.num_samples)
     target = spec.target.model
 
-    # Generate: (regenerate the answers with the target,) render and tokenize the conversations.
+    # Generate: (regenerate the answers with the target's engine pod,) render and tokenize the conversations.
     generate: list[Command] = []
     data = spec.data.dataset
     if spec.data.generation is not None:
-        generate += [
-            Command((python, "-m", "vllm.entrypoints.cli.main", "serve", target,
-                     "--tensor-parallel-size", str(spec.target.tensor_parallel_size),
-                     "--host", "127.0.0.1", "--port", port), server=True, ready_url=f"{url}/health"),
-            Command((SPECULATORS, "regenerate-responses", "--endpoint", f"{url}/v1/chat/completions",
-                     "--dataset", data, "--limit", samples, "--max-tokens", str(spec.data.max_tokens),
-                     "--outfile", work["regenerated"])),
-        ]
+        if not is_local(data):
+            # prepare-data reads speculators' presets itself; regeneration needs the conversations as a file.
+            raise ValueError(f"speculators: spec.data.generation regenerates a conversations JSONL, and "
+                             f"spec.data.dataset {data!r} is a hub preset: give a path on the model volume "
+                             "({id, conversations: [{role, content}]} per line), or unset generation")
+        generate.append(regeneration(spec, options, data, work["regenerated"]))
         data = work["regenerated"]
     prepare = [SPECULATORS, "prepare-data", "--model", target, "--data", data, "--output", work["prepared"],
                "--seq-length", str(spec.train.max_length), "--max-samples", samples,
                "--render-endpoint", url, "--no-skip-token-freq", "--seed", str(options.seed)]
     if options.cpu:
         prepare += ["--num-preprocessing-workers", "1"]
-    render_port = str(options.port + 1) if spec.data.generation is not None else port
-    if render_port != port:
-        prepare[prepare.index("--render-endpoint") + 1] = f"http://127.0.0.1:{render_port}"
     generate += [
         Command((python, "-m", "vllm.entrypoints.cli.main", "launch", "render", target,
-                 "--host", "127.0.0.1", "--port", render_port),
-                env={"VLLM_TARGET_DEVICE": "cpu"} if options.cpu else {}, server=True,
-                ready_url=f"http://127.0.0.1:{render_port}/health"),
+                 "--host", "127.0.0.1", "--port", port),
+                env={"VLLM_TARGET_DEVICE": "cpu"} if options.cpu else {}, server=True, ready_url=f"{url}/health"),
         Command(tuple(prepare)),
     ]
 
