@@ -172,8 +172,11 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     # One Job per stage, none repeated after the restart.
     jobs = sorted(labelled(cluster, namespace, "jobs", name))
     assert jobs == [f"{name}-export-g1", f"{name}-extract-g1", f"{name}-train-g1"], jobs
-    pods = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/training={name}")["items"]
-    assert sorted(p["metadata"]["labels"]["drafter.dev/training-stage"] for p in pods) == ["Export", "Extract", "Train"]
+    for job in jobs:  # each ran one pod (none repeated)
+        job_status = cluster.get_json("-n", namespace, "job", job)["status"]
+        assert job_status.get("succeeded") == 1 and not job_status.get("failed"), (job, job_status)
+    artifacts = {a["stage"]: a for a in body["status"]["artifacts"]}
+    assert artifacts["Export"]["path"] == f"/models/drafters/{name}" and artifacts["Export"]["sizeBytes"] > 100_000
     # The drafter is on the model volume and the engines accept it.
     drafter = tiny / "drafters" / name
     config = json.loads((drafter / "config.json").read_text())

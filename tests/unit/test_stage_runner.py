@@ -87,9 +87,10 @@ def test_options_come_from_the_configs_on_the_volume_and_the_stage_is_rendered_w
               "vocab_size": 163840, "num_attention_heads": 64, "intermediate_size": 18432,
               "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 50000.0}
     read = {"/models/Kimi-K2.5/config.json": json.dumps(config)}
-    options = resolve_options(spec, cpu=False, read_text=read.__getitem__)
+    options = resolve_options(spec, cpu=False, generation_endpoint="http://10.0.0.7:30000/v1", read_text=read.__getitem__)
     assert options.target_config["hidden_size"] == 7168 and options.base_drafter_config is None
     assert (options.chat_template, options.draft_vocab_size, options.export_to) == ("kimi-k2-instruct", 32000, "sglang")
+    assert options.generation_endpoint == "http://10.0.0.7:30000/v1"
     train = stage_of(spec, "Train", options)
     assert train.name == "Train" and train.commands
     try:

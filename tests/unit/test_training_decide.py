@@ -29,16 +29,18 @@ class Cluster:
         self.deleted: list[str] = []
         self.serving, self.benchmarks, self.patches = serving, {}, []
         self.log: str | None = None
+        self.engine: dict[tuple[str, str], dict] = {}  # (kind, name) -> Generate's engine objects
+        self.engine_starts_ready = True
 
     def decide(self):
         return decide(TrainingState(training=copy.deepcopy(self.body), jobs=tuple(copy.deepcopy(list(self.jobs.values()))),
                                     job_pods=tuple(self.pods()), claim=self.claim, config_maps=frozenset(self.config_maps),
                                     now=T0, image="trainer:1", serving=copy.deepcopy(self.serving),
                                     benchmarks=tuple(copy.deepcopy(list(self.benchmarks.values()))),
-                                    progress_log=self.log))
+                                    progress_log=self.log, engine=tuple(copy.deepcopy(list(self.engine.values())))))
 
     def pods(self):
-        return [{"metadata": {"labels": {"job-name": name}},
+        return [{"metadata": {"name": f"{name}-pod", "labels": {"job-name": name}},
                  "status": {"containerStatuses": [{"state": {"terminated": {"message": job["_message"]}}}]}}
                 for name, job in self.jobs.items() if job.get("_message")]
 
@@ -49,12 +51,21 @@ class Cluster:
                 self.jobs[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
             elif kind == "PersistentVolumeClaim":
                 self.claim = manifest
+            elif kind in ("Deployment", "Service"):
+                obj = copy.deepcopy(manifest)
+                if kind == "Service":
+                    obj["spec"]["clusterIP"] = "10.96.0.9"
+                elif self.engine_starts_ready:
+                    obj["status"] = {"readyReplicas": 1}
+                self.engine[(kind, manifest["metadata"]["name"])] = obj
             elif kind == "DrafterBenchmark":
                 self.benchmarks[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
             else:
                 self.config_maps.add(manifest["metadata"]["name"])
         for path in plan.deletes:
             self.deleted.append(path)
+            for key in [k for k in self.engine if path.endswith(f"/{'deployments' if k[0] == 'Deployment' else 'services'}/{k[1]}")]:
+                self.engine.pop(key)
             self.jobs.pop(path.rsplit("/", 1)[1], None)
             if "/persistentvolumeclaims/" in path:
                 self.claim = None
@@ -80,13 +91,29 @@ class Cluster:
         return next(c for c in self.body["status"]["conditions"] if c["type"] == kind)
 
 
+def start(cluster: Cluster) -> None:
+    """Reconcile until the first stage Job exists (Generate's engine comes first, Ready at once here)."""
+    for _ in range(3):
+        cluster.apply(cluster.decide())
+        if cluster.jobs:
+            return
+    raise AssertionError("no stage Job started")
+
+
 def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
     cluster = Cluster(training(promote=None))
+    engine = cluster.decide()  # Generate regenerates answers: the target's engine first
+    assert [m["kind"] for _, m in engine.creates] == ["Deployment", "Service"]
+    cluster.apply(engine)
     first = cluster.decide()
     kinds = [m["kind"] for _, m in first.creates]
     assert kinds == ["PersistentVolumeClaim", "ConfigMap", "Job"]
-    assert first.creates[2][1]["metadata"]["name"] == "kimi-ft-generate-g1" and first.status["stage"] == "Generate"
     cluster.apply(first)
+    job = first.creates[2][1]
+    assert job["metadata"]["name"] == "kimi-ft-generate-g1" and cluster.body["status"]["stage"] == "Generate"
+    # Generate reaches the engine by its Service's cluster IP
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--generation-endpoint") + 1] == "http://10.96.0.9:30000/v1"
     assert cluster.decide().creates == []  # running: nothing new
     for stage in ("Generate", "Extract", "Train", "Export"):
         cluster.finish(stage)
@@ -94,13 +121,20 @@ def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
         cluster.apply(plan)
     assert cluster.body["status"]["stage"] == "Succeeded" and cluster.condition("Exported")["status"] == "True"
     assert [e[1] for e in cluster.events].count("StageStarted") == 4
-    # every Job finished (they stay as the record): the claim goes
+    assert cluster.engine == {}  # the engine went once Generate finished
+    # every Job finished (they stay as the record): once Export is recorded, the claim goes, and the
+    # finished pods that still name it
+    assert cluster.claim is not None
+    cluster.jobs["kimi-ft-export-g1"]["_message"] = json.dumps({"outcome": "Succeeded"})
+    cluster.apply(cluster.decide())
     assert cluster.claim is None and cluster.body["status"]["hiddenStates"]["deleted"] is True
+    assert "/api/v1/namespaces/team/pods/kimi-ft-export-g1-pod" in cluster.deleted
+    assert set(cluster.jobs) == {f"kimi-ft-{s}-g1" for s in ("generate", "extract", "train", "export")}
 
 
 def test_the_claim_stays_while_any_job_of_the_training_is_unfinished():
     cluster = Cluster(training(promote=None))
-    cluster.apply(cluster.decide())
+    start(cluster)
     for stage in ("Generate", "Extract", "Train"):
         cluster.finish(stage)
         cluster.apply(cluster.decide())
@@ -108,6 +142,7 @@ def test_the_claim_stays_while_any_job_of_the_training_is_unfinished():
     cluster.jobs["kimi-ft-extract-g0"] = {"metadata": {"name": "kimi-ft-extract-g0", "deletionTimestamp": "x",
                                                        "labels": {"drafter.dev/training-stage": "Extract"}}}
     cluster.finish("Export")
+    cluster.apply(cluster.decide())
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["stage"] == "Succeeded" and cluster.claim is not None
     cluster.jobs.pop("kimi-ft-extract-g0")
@@ -117,7 +152,7 @@ def test_the_claim_stays_while_any_job_of_the_training_is_unfinished():
 
 def test_a_failed_stage_stops_the_run_with_its_error_and_a_spec_change_starts_again():
     cluster = Cluster(training())
-    cluster.apply(cluster.decide())
+    start(cluster)
     cluster.finish("Generate")
     cluster.apply(cluster.decide())
     outcome = {"stage": "Extract", "outcome": "Failed", "command": ["python", "prepare_hidden_states.py"],
@@ -133,13 +168,15 @@ def test_a_failed_stage_stops_the_run_with_its_error_and_a_spec_change_starts_ag
     cluster.body["metadata"]["generation"] = 2
     cluster.body["spec"]["train"]["epochs"] = 3
     again = cluster.decide()
-    assert [m["metadata"]["name"] for _, m in again.creates if m["kind"] == "Job"] == ["kimi-ft-generate-g2"]
+    assert [m["metadata"]["name"] for _, m in again.creates] == ["kimi-ft-gen-g2", "kimi-ft-gen-g2"]
     assert sorted(p.rsplit("/", 1)[1] for p in again.deletes) == ["kimi-ft-extract-g1", "kimi-ft-generate-g1"]
+    cluster.apply(again)
+    assert [m["metadata"]["name"] for _, m in cluster.decide().creates if m["kind"] == "Job"] == ["kimi-ft-generate-g2"]
 
 
 def test_a_restarted_operator_resumes_and_never_repeats_a_finished_stage_even_without_its_job():
     cluster = Cluster(training())
-    cluster.apply(cluster.decide())
+    start(cluster)
     cluster.finish("Generate")
     cluster.apply(cluster.decide())  # Extract starts; Generated recorded
     cluster.jobs.pop("kimi-ft-generate-g1")  # a TTL controller removed the finished Job
@@ -150,6 +187,7 @@ def test_a_restarted_operator_resumes_and_never_repeats_a_finished_stage_even_wi
 
 def test_a_claim_named_in_the_spec_is_used_and_never_deleted():
     cluster = Cluster(training(hiddenStates={"layers": [2, 30, 58], "storage": {"claimName": "scratch"}}))
+    cluster.apply(cluster.decide())  # the engine
     first = cluster.decide()
     assert [m["kind"] for _, m in first.creates] == ["ConfigMap", "Job"]
     cluster.apply(first)
@@ -169,7 +207,7 @@ def sglang_serving() -> dict:
 
 
 def through_export(cluster: Cluster) -> None:
-    cluster.apply(cluster.decide())
+    start(cluster)
     for stage in ("Generate", "Extract", "Train", "Export"):
         cluster.finish(stage)
         cluster.apply(cluster.decide())
@@ -187,6 +225,7 @@ def test_evaluate_benchmarks_the_current_drafter_then_promote_swaps_through_the_
     assert serving["metadata"]["name"] == "kimi-k25-sglang-eagle3"
     cluster = Cluster(training(), serving)
     through_export(cluster)
+    cluster.apply(cluster.decide())
     # the hidden states are spent once the drafter is exported
     assert cluster.claim is None and cluster.body["status"]["stage"] == "Evaluate"
     (benchmark,) = cluster.benchmarks.values()
@@ -264,7 +303,7 @@ def test_a_failed_evaluation_benchmark_stops_the_run_with_its_reason():
 
 def test_progress_comes_from_the_running_stage_pods_log_and_never_from_another_stage():
     cluster = Cluster(training(promote=None))
-    cluster.apply(cluster.decide())
+    start(cluster)
     cluster.finish("Generate")
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["progress"] == {"summary": "Extract starting"}
@@ -284,7 +323,7 @@ def test_progress_comes_from_the_running_stage_pods_log_and_never_from_another_s
 
 def test_artifacts_come_from_the_finished_stages_outcomes():
     cluster = Cluster(training(promote=None))
-    cluster.apply(cluster.decide())
+    start(cluster)
     cluster.finish("Generate")
     job = cluster.jobs["kimi-ft-generate-g1"]
     job["_message"] = json.dumps({"stage": "Generate", "outcome": "Succeeded",
@@ -292,3 +331,21 @@ def test_artifacts_come_from_the_finished_stages_outcomes():
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["artifacts"] == [
         {"stage": "Generate", "path": "/work/data/regenerated.jsonl", "sizeBytes": 4096}]
+
+
+def test_generate_waits_for_its_engine_and_fails_with_the_reason_when_the_engine_never_becomes_ready():
+    cluster = Cluster(training(promote=None))
+    cluster.engine_starts_ready = False
+    cluster.apply(cluster.decide())
+    plan = cluster.decide()
+    cluster.apply(plan)
+    assert not [m for _, m in plan.creates if m["kind"] == "Job"]
+    assert cluster.body["status"]["progress"] == {"summary": "waiting for the target's engine to be Ready"}
+    cluster.engine[("Deployment", "kimi-ft-gen-g1")]["status"] = {"conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+         "message": "ReplicaSet has timed out progressing."}]}
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Failed"
+    assert "kimi-ft-gen-g1 did not become Ready: ReplicaSet has timed out" in cluster.condition("Generated")["message"]
+    cluster.apply(cluster.decide())
+    assert cluster.engine == {}  # a failed run frees the GPUs

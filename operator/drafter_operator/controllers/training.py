@@ -18,7 +18,10 @@ from drafter_operator.controllers.training_decide import TrainingPlan, TrainingS
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
+from drafter_operator.resources.training_engine import COMPONENT_LABEL, GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
+
+ENGINE_SELECTOR = f"{COMPONENT_LABEL}={GENERATION_ENGINE}"
 
 log = logging.getLogger("drafter.training")
 
@@ -75,7 +78,16 @@ class TrainingReconciler:
             if promote.get("name") else None,
             benchmarks=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
                                             label_selector=selector)),
-            progress_log=self._running_log(namespace, jobs, pods))
+            progress_log=self._running_log(namespace, jobs, pods),
+            engine=tuple(obj for path in (object_path("apps/v1", "deployments", namespace),
+                                          object_path("v1", "services", namespace))
+                         for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),
+                                                 "Deployment" if "deployments" in path else "Service")))
+
+    @staticmethod
+    def _kinded(items: list[dict], kind: str) -> list[dict]:
+        # List items carry no kind; the decide tells Deployments from Services by it.
+        return [{**item, "kind": kind} for item in items]
 
     def _running_log(self, namespace: str, jobs: tuple[dict, ...], pods: tuple[dict, ...]) -> str | None:
         """The log tail of the running stage pod (its drafter-progress lines), or None."""

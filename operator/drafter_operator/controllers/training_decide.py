@@ -40,6 +40,14 @@ from drafter_operator.controllers.training_promotion import (
 from drafter_operator.controllers.training_stages import STAGE_CONDITIONS, StageJob, plan_stages, stages_for
 from drafter_operator import API_GROUP, API_VERSION
 from drafter_operator.kube import object_path
+from drafter_operator.engines import DEFAULT_IMAGES
+from drafter_operator.resources.training_engine import (
+    engine_name,
+    generation_endpoint,
+    generation_engine,
+    generation_engine_ready,
+    service_endpoint,
+)
 from drafter_operator.resources.training import hidden_states_claim, hidden_states_claim_name, owns_hidden_states_claim
 from drafter_operator.training.progress import latest_status
 from drafter_operator.training.stages import job_stages
@@ -55,6 +63,7 @@ Event = tuple[str, str, str]
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 #: The stages that run as Jobs (Evaluate and Promote are a benchmark and a serving patch).
 JOB_STAGES = ("Generate", "Extract", "Train", "Export")
+ENGINE_FAILED = "failed: "
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class TrainingState:
     serving: dict | None = None  # spec.promote.servingRef, when set and found
     benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
     progress_log: str | None = None  # the log tail of the running stage pod
+    engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
 
 
 @dataclass
@@ -162,6 +172,13 @@ def decide(state: TrainingState) -> TrainingPlan:
     recorded = frozenset(stage for stage, kind in STAGE_CONDITIONS.items() if any(
         c["type"] == kind and c.get("status") == "True" and c.get("observedGeneration") == generation
         for c in status.get("conditions") or []))
+    # A stage that failed without a Job of its own to show it (Generate's engine never served, a serving
+    # unfit for Evaluate) stays failed by its condition: nothing retries it until the spec changes.
+    for stage, kind in STAGE_CONDITIONS.items():
+        failed = next((c for c in status.get("conditions") or [] if c["type"] == kind and c.get("status") == "False"
+                       and c.get("observedGeneration") == generation), None)
+        if failed and stage not in observed:
+            observed[stage] = StageJob(stage, "Failed", (failed.get("message") or "").removeprefix(f"{stage} failed: "))
     promote = spec.promote is not None
     stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
     evaluation = dict(status.get("evaluation") or {}) if status.get("observedGeneration") == generation else {}
@@ -176,6 +193,11 @@ def decide(state: TrainingState) -> TrainingPlan:
         observed["Promote"] = StageJob("Promote", outcome.state, outcome.message)
         evaluation.update(outcome.figures or {})
     decision = plan_stages(stages, observed, recorded)
+    # Generate's engine holds GPUs: it runs only while Generate does (a finished, failed or newer run
+    # deletes it).
+    generating = spec.data.generation is not None and decision.stage == "Generate"
+    plan.deletes += [_engine_path(namespace, obj) for obj in state.engine if not obj["metadata"].get("deletionTimestamp")
+                     and (not generating or obj["metadata"]["name"] != engine_name(name, generation))]
 
     verdicts = [(STAGE_CONDITIONS[s], Verdict("True", "Succeeded", _success(s, observed))) if s in decision.done
                 else (STAGE_CONDITIONS[s], Verdict("Unknown", "Pending", f"{s} has not run for generation {generation}"))
@@ -183,7 +205,7 @@ def decide(state: TrainingState) -> TrainingPlan:
     newly_done = [s for s in decision.done if s not in recorded]
     plan.events += [("Normal", STAGE_CONDITIONS[s], _success(s, observed)) for s in newly_done]
     claim_name = hidden_states_claim_name(name, spec)
-    extra: dict = {"jobName": None, "artifacts": _artifacts(current_jobs, state.job_pods) or status.get("artifacts")}
+    extra: dict = {"jobName": None, "artifacts": _artifacts(current_jobs, state.job_pods, status.get("artifacts"))}
     if promote:
         extra["evaluation"] = evaluation or None
         extra["promoted"] = "Promote" in decision.done
@@ -191,9 +213,14 @@ def decide(state: TrainingState) -> TrainingPlan:
             extra["promotedRevision"] = evaluation["revision"]
     hidden = {**(status.get("hiddenStates") or {}), "claimName": claim_name}
     # The hidden states are spent once the drafter is exported: the claim the operator made goes then
-    # (unless retained), never while a Job of the training is unfinished.
-    if "Export" in decision.done and owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain \
+    # (unless retained), never while a Job of the training is unfinished. The finished stage pods go
+    # with it (Kubernetes keeps a claim while any pod names it, finished or not); their Jobs stay as the
+    # record, and what the pods said is already in status (Export recorded in an earlier reconcile).
+    if "Export" in recorded and owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain \
             and state.claim is not None and not [j for j in state.jobs if _job_finished(j) is None]:
+        plan.deletes += [object_path("v1", "pods", namespace, p["metadata"]["name"]) for p in state.job_pods
+                         if (p["metadata"].get("labels") or {}).get("job-name")
+                         and not p["metadata"].get("deletionTimestamp")]
         plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, claim_name))
         hidden["deleted"] = True
     extra["hiddenStates"] = hidden
@@ -225,6 +252,20 @@ def decide(state: TrainingState) -> TrainingPlan:
                          ("Ready", Verdict("False", "ServingUnsuitable", message + "; fix it or change spec.promote"))]
             extra["progress"] = None
             return finish("Failed", verdicts, extra)
+    endpoint = None
+    if generating:
+        endpoint, waiting = _generation_engine(plan, state, namespace, name, spec, generation)
+        if waiting:
+            if waiting.startswith(ENGINE_FAILED):
+                message = f"Generate failed: the target's engine {engine_name(name, generation)} {waiting.removeprefix(ENGINE_FAILED)}"
+                plan.events.append(("Warning", "StageFailed", message))
+                verdicts += [(STAGE_CONDITIONS["Generate"], Verdict("False", "StageFailed", message)),
+                             ("Ready", Verdict("False", "StageFailed", message + "; change the spec to run again"))]
+                extra["progress"] = None
+                return finish("Failed", verdicts, extra)
+            extra["progress"] = {"summary": waiting}
+            verdicts.append(("Ready", Verdict("False", "Running", f"stage Generate: {waiting}")))
+            return finish("Generate", verdicts, extra)
     if decision.start == "Evaluate":
         plan.creates.append((object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
                              evaluate_benchmark(namespace, name, spec, generation)))
@@ -244,15 +285,50 @@ def decide(state: TrainingState) -> TrainingPlan:
         if spec_config_map_name(name, generation) not in state.config_maps:
             plan.creates.append((object_path("v1", "configmaps", namespace),
                                  spec_config_map(namespace, name, spec, generation)))
+        render_args = state.render_args
+        if spec.data.generation is not None:
+            # Generate reaches the engine by its Service's cluster IP; the other stages render Generate
+            # too (run-stage renders the whole pipeline) but never call it: its stable name will do.
+            render_args += ("--generation-endpoint",
+                            endpoint or generation_endpoint(namespace, name, spec, generation))
         plan.creates.append((object_path("batch/v1", "jobs", namespace),
                              stage_job(namespace, name, spec, decision.start, generation, spec.image or state.image,
-                                       render_args=state.render_args)))
+                                       render_args=render_args)))
         plan.events.append(("Normal", "StageStarted", f"{decision.start} started"))
     if decision.stage in JOB_STAGES:
         extra["jobName"] = stage_job_name(name, decision.stage, generation)
     extra["progress"] = _progress(decision.stage, state, status, hidden)
     verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
     return finish(decision.stage, verdicts, extra)
+
+
+def _engine_path(namespace: str, obj: dict) -> str:
+    kind = "deployments" if obj.get("kind") == "Deployment" else "services"
+    return object_path("apps/v1" if kind == "deployments" else "v1", kind, namespace, obj["metadata"]["name"])
+
+
+def _generation_engine(plan: TrainingPlan, state: TrainingState, namespace: str, name: str, spec,
+                       generation: int) -> tuple[str | None, str | None]:
+    """Generate's engine: created when missing; (its endpoint, None) once it serves, else (None, what it
+    waits for) or (None, ENGINE_FAILED + why) when its Deployment gave up."""
+    mine = {obj.get("kind"): obj for obj in state.engine if obj["metadata"]["name"] == engine_name(name, generation)}
+    if not mine:
+        image = spec.data.generation.image or DEFAULT_IMAGES[spec.data.generation.engine]
+        for manifest in generation_engine(namespace, name, spec, generation, image):
+            kind = "deployments" if manifest["kind"] == "Deployment" else "services"
+            plan.creates.append((object_path("apps/v1" if kind == "deployments" else "v1", kind, namespace), manifest))
+        plan.events.append(("Normal", "EngineStarting", f"{spec.data.generation.engine} serves the target for "
+                                                        f"Generate as {engine_name(name, generation)}"))
+        return None, "waiting for the target's engine to start"
+    deployment, service = mine.get("Deployment"), mine.get("Service")
+    stalled = next((c for c in ((deployment or {}).get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"), None)
+    if stalled:
+        return None, f"{ENGINE_FAILED}did not become Ready: {stalled.get('message', '')}"
+    endpoint = service_endpoint(service) if service else None
+    if not generation_engine_ready(deployment) or endpoint is None:
+        return None, "waiting for the target's engine to be Ready"
+    return endpoint, None
 
 
 def _success(stage: str, observed: dict[str, StageJob]) -> str:
@@ -275,9 +351,11 @@ def _progress(stage: str, state: TrainingState, status: dict, hidden: dict) -> d
     return latest.progress
 
 
-def _artifacts(jobs: list[dict], pods: tuple[dict, ...]) -> list[dict] | None:
-    """What the finished stages wrote (their runner's outputs with sizes), in stage order."""
-    found = []
+def _artifacts(jobs: list[dict], pods: tuple[dict, ...], recorded: list[dict] | None) -> list[dict] | None:
+    """What the finished stages wrote (their runner's outputs with sizes), in stage order; what status
+    already records stays (the pods that said it may be gone)."""
+    found = [a for a in recorded or [] if a.get("stage") in {(j["metadata"].get("labels") or {}).get(STAGE_LABEL)
+                                                              for j in jobs}]
     for job in jobs:
         stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
         if _job_finished(job) != "Complete" or not stage:
@@ -288,6 +366,7 @@ def _artifacts(jobs: list[dict], pods: tuple[dict, ...]) -> list[dict] | None:
             outcome = _outcome(pod) or {}
             for output in (outcome.get("outputs") or {}).values():
                 if isinstance(output, dict) and output.get("path"):
-                    found.append({"stage": stage, "path": output["path"], "sizeBytes": output.get("sizeBytes")})
+                    artifact = {"stage": stage, "path": output["path"], "sizeBytes": output.get("sizeBytes")}
+                    found = [a for a in found if (a["stage"], a["path"]) != (stage, output["path"])] + [artifact]
     order = {s: i for i, s in enumerate(JOB_STAGES)}
     return sorted(found, key=lambda a: (order.get(a["stage"], 9), a["path"])) or None

@@ -5,7 +5,7 @@ the DrafterTraining spec mounted from a ConfigMap (one per spec generation); it 
 there, where the target's config.json is (training.render). It mounts the model volume (read-write
 only for Export, which writes the drafter to spec.output.path), the hidden-state claim as the work
 directory, and the hub cache when the spec has one. Stages that run the target (Generate with
-regeneration, Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
+Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
 stage never retries (``backoffLimit: 0``): its failure stops the run with its own error, and a spec
 change is the retry.
 """
@@ -23,8 +23,9 @@ STAGE_LABEL = "drafter.dev/training-stage"
 CONTAINER = "stage"
 SPEC_KEY = "training.json"
 SPEC_DIR = "/etc/drafter-training-spec"
-#: Stages that run the target model (and so need its GPUs).
-GPU_STAGES = frozenset({"Generate", "Extract", "Train"})
+#: Stages that run the target model (and so need its GPUs). Generate only asks the target's engine pod
+#: over HTTP (resources/training_engine.py), which has the GPUs.
+GPU_STAGES = frozenset({"Extract", "Train"})
 #: Trainer containers run as their image's user; they write to the claims and need nothing more.
 DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
 

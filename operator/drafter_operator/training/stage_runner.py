@@ -239,7 +239,7 @@ def model_config(ref: str, read_text: Callable[[str], str]) -> dict | None:
     return json.loads(Path(hf_hub_download(ref, "config.json")).read_text())
 
 
-def resolve_options(spec, *, cpu: bool,
+def resolve_options(spec, *, cpu: bool, generation_endpoint: str | None = None,
                     read_text: Callable[[str], str] = lambda path: Path(path).read_text()) -> RenderOptions:
     """The render options: the spec's choices, and what only the stage container can know, the target's
     (and base drafter's) config.json from the volumes. The operator cannot read them; rendering happens
@@ -247,7 +247,8 @@ def resolve_options(spec, *, cpu: bool,
     target = model_config(spec.target.model, read_text)  # first: a missing target fails before any hub request
     base = model_config(spec.base_drafter, read_text) if spec.base_drafter else None
     return RenderOptions(cpu=cpu, chat_template=spec.data.chat_template, draft_vocab_size=spec.train.draft_vocab_size,
-                         export_to=spec.output.format, target_config=target, base_drafter_config=base)
+                         export_to=spec.output.format, target_config=target, base_drafter_config=base,
+                         generation_endpoint=generation_endpoint)
 
 
 def stage_of(spec, name: str, options: RenderOptions, paths: TrainingPaths = TrainingPaths()) -> Stage:
@@ -264,6 +265,7 @@ def register(subparsers) -> None:
     parser.add_argument("--training", required=True, help="the DrafterTraining spec as JSON (mounted from a ConfigMap)")
     parser.add_argument("--stage", required=True, help="Generate, Extract, Train or Export")
     parser.add_argument("--cpu", action="store_true", help="the substitutions a machine without a GPU needs")
+    parser.add_argument("--generation-endpoint", help="OpenAI base URL of the engine serving the target (spec.data.generation)")
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
     parser.add_argument("--termination-log", default="/dev/termination-log")
     parser.set_defaults(handler=_main)
@@ -293,8 +295,11 @@ def _main(args, _extra=()) -> int:
 
     spec = DrafterTrainingSpec.model_validate(json.loads(Path(args.training).read_text()))
     path_map = from_environment()
+    # Defaults are container paths too (the runtime mapped only what the command line spelled out).
+    args.termination_log, args.files = remap(args.termination_log, path_map), remap(args.files, path_map)
     try:
-        options = resolve_options(spec, cpu=args.cpu, read_text=lambda path: Path(remap(path, path_map)).read_text())
+        options = resolve_options(spec, cpu=args.cpu, generation_endpoint=args.generation_endpoint,
+                                  read_text=lambda path: Path(remap(path, path_map)).read_text())
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
