@@ -76,7 +76,7 @@ class Kube:
 
     def read_text(self, path: str, query: dict | None = None) -> str:
         """A GET whose answer is text, not JSON (a pod's log)."""
-        return self._send("GET", path, query=query, accept="text/plain").decode(errors="replace")
+        return self._send("GET", path, query=query, accept="*/*").decode(errors="replace")  # the apiserver refuses text/plain
 
     # convenience verbs
     def get(self, path: str) -> dict | None:

@@ -229,7 +229,7 @@ async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# DrafterTraining: reconciled when it, one of its Jobs or their pods changes, and every few seconds
+# DrafterTraining: reconciled when it, one of its Jobs, their pods or its benchmark changes, and every 5 s
 # while a stage runs (its progress is read from the stage pod's log; nothing announces it).
 
 
@@ -248,7 +248,7 @@ async def training_event(type, namespace, name, memo: kopf.Memo, **_) -> None:
         await _reconcile_training(memo, namespace, name)
 
 
-@kopf.timer(GROUP, VERSION, "draftertrainings", interval=10.0, when=_unfinished)
+@kopf.timer(GROUP, VERSION, "draftertrainings", interval=5.0, when=_unfinished)
 async def training_timer(namespace, name, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, name)
 
