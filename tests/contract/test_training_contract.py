@@ -557,8 +557,13 @@ def test_speculators_prepares_regenerated_conversations(training_python: str, ti
     spec = DrafterTrainingSpec.model_validate(raw)
     paths = tiny_paths(tiny, training_python, "speculators-regenerated")
     port = free_port()
-    emulate = [sys.executable, "-m", "drafter_operator.cli", "emulate", "vllm", "serve", spec.target.model,
-               "--port", str(port)]
+    # The engine pod's own command (resources/training_engine.py), on a free loopback port.
+    from drafter_operator.resources.training_engine import generation_engine
+
+    deployment, _ = generation_engine("ns", "t", spec, 1, "vllm/vllm-openai:v0.33.0")
+    argv = list(deployment["spec"]["template"]["spec"]["containers"][0]["command"])
+    argv[argv.index("--port") + 1] = str(port)
+    emulate = [sys.executable, "-m", "drafter_operator.cli", "emulate", *argv]
     env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.01"}
     with listening_process(emulate, env, port):  # listening first: the render server's free port is another
         stages = render(spec, paths, tiny_options(tiny, generation_endpoint=f"http://127.0.0.1:{port}/v1"))

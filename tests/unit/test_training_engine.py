@@ -57,7 +57,7 @@ def test_the_seed_serves_its_target_on_sglang_without_a_drafter():
     assert container == {
         "name": "engine", "image": SGLANG_IMAGE,
         "command": ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5", "--host", "0.0.0.0",
-                    "--port", "30000", "--tp-size", "8", "--enable-metrics"],
+                    "--port", "30000", "--tp-size", "8", "--served-model-name", "target", "--enable-metrics"],
         "ports": [{"name": "http", "containerPort": 30000, "protocol": "TCP"}],
         "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}},
         "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
@@ -96,7 +96,7 @@ def test_vllm_and_the_training_pod_settings():
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000",
-                                    "--tensor-parallel-size", "4"]
+                                    "--tensor-parallel-size", "4", "--served-model-name", "target"]
     # The GPUs the engine shards the target over; cpu and memory as the stage pods get them.
     assert container["resources"] == {"requests": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "4"},
                                       "limits": {"nvidia.com/gpu": "4"}}

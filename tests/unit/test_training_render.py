@@ -76,7 +76,7 @@ def test_specforge_seed_stages() -> None:
 
     (regenerate,) = got["Generate"].commands  # the target answers from its engine pod: no server in the Job
     assert regenerate == Command((
-        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "/models/Kimi-K2.5",
+        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "target",
         "--input", "/models/datasets/prompts.jsonl", "--output", "/work/data/regenerated.jsonl",
         "--num-samples", "10000", "--max-tokens", "2048"))
     assert got["Generate"].outputs == {"conversations": "/work/data/regenerated.jsonl"}
@@ -225,7 +225,7 @@ def test_speculators_seed_stages() -> None:
 
     regenerate, render_server, prepare = got["Generate"].commands
     assert regenerate == Command((
-        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "/models/Kimi-K2.5",
+        "drafter-operator", "regenerate", "--endpoint", ENDPOINT, "--model", "target",
         "--input", "/models/datasets/prompts.jsonl", "--output", "/work/data/regenerated.jsonl",
         "--num-samples", "10000", "--max-tokens", "2048"))
     assert render_server.server and render_server.argv[2:6] == ("vllm.entrypoints.cli.main", "launch", "render",

@@ -21,6 +21,7 @@ from drafter_operator.engines import engine as engine_module
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
 from drafter_operator.resources.training import TRAINING_LABEL, training_labels
+from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 GENERATION_ENGINE = "generation-engine"
@@ -55,7 +56,8 @@ def serving_for(namespace: str, training: str, spec, generation: int) -> Drafter
     storage = spec.storage
     body: dict = {
         "engine": spec.data.generation.engine,
-        "target": {"model": spec.target.model, "tensorParallelSize": spec.target.tensor_parallel_size},
+        "target": {"model": spec.target.model, "tensorParallelSize": spec.target.tensor_parallel_size,
+                   "servedModelName": SERVED_MODEL_NAME},
         "drafter": {"method": "none"},
         "replicas": 1,
         "resources": {**resources, "gpusPerReplica": spec.target.tensor_parallel_size},

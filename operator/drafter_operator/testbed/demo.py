@@ -8,8 +8,10 @@ about 15% of its tokens and makes serving slower than no speculation at all. The
 acceptance watch does what the seed's operators did by hand, under traffic: the vLLM drafter goes
 Degraded and, with `onDegraded: DisableSpeculation`, is replaced by the no-speculation baseline
 (about 1.0x instead of 0.66x) while the SGLang drafter stays healthy at about 1.7x; a timeline and
-the final table follow. Then a retrained drafter goes through a gated swap: benchmarked on its own pod
-by a DrafterBenchmark against the baseline and promoted only because it beats 1.2x. Last, a
+the final table follow. Then a DrafterTraining trains a new drafter with the real speculators code in
+Jobs (on a tiny stand-in target: no GPU here), measures what it must beat (Evaluate) and promotes it
+through the serving's gate: benchmarked on its own pod against the baseline and swapped in only because
+it beats 1.2x and the current throughput. Last, a
 DrafterBenchmark load sweep finds where the retrained drafter stops paying, the serving (drafter.dynamic
 fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, the baseline
 takes a hub token from a Secret and a pod label in place (same revision; the token never in the
@@ -34,6 +36,7 @@ from drafter_operator.api.generate import render_crd
 from drafter_operator.bench import client as bench
 from drafter_operator.testbed import cluster as local
 from drafter_operator.testbed import demo_acceptance as watch
+from drafter_operator.testbed import demo_training
 from drafter_operator.testbed import processes
 from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
 from drafter_operator.testbed.volumes import static_claim
@@ -90,7 +93,8 @@ def start_operator(layout: local.Layout) -> None:
     if processes.running_pid(OPERATOR_COMPONENT, layout.run):
         return
     env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig),
-           "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(watch.DEMO_ACCEPTANCE_INTERVAL_SECONDS)}
+           "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(watch.DEMO_ACCEPTANCE_INTERVAL_SECONDS),
+           "DRAFTER_TRAINING_CPU": "1"}  # no GPU here: training stages take the CPU adapters
     processes.start(OPERATOR_COMPONENT, [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
                     layout.run, layout.logs, env=env)
 
@@ -155,7 +159,13 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     results[DEGRADING] = measure(DEGRADING, servings[DEGRADING], max_tokens, prompts)
     print_report(servings, results, f"After the operator acted: {DEGRADING} serves without speculation")
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
-    servings = show_gated_promotion(max_tokens, prompts, results)
+    python = demo_training.training_python()
+    if python:
+        servings = show_trained_promotion(layout, python, max_tokens, prompts, results)
+    else:
+        console.print("\nDRAFTER_TRAINING_PYTHON is unset (`./dev demo` builds the training environment and sets "
+                      "it): the retrained drafter is declared by hand instead of trained by a DrafterTraining.")
+        servings = show_gated_promotion(max_tokens, prompts, results)
     show_load_sweep(max_tokens)
     show_engine_pod_settings()
     show_refused_spelling()
@@ -202,6 +212,26 @@ def retrained_spec() -> dict:
     return spec
 
 
+def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, prompts: int,
+                           results: dict[str, bench.RunResult]) -> dict[str, dict]:
+    """A DrafterTraining trains the new drafter (real speculators code in Jobs), benchmarks what it must
+    beat and promotes it into the degraded serving through the gate (testbed/demo_training.py)."""
+    name = DEGRADING
+    target = BASE_SPEC["target"]["model"]
+    console.print(f"\nA DrafterTraining trains the replacement for {name}'s drafter: speculators 0.9.0 on the CPU "
+                  f"(a tiny stand-in for {target} on the model volume), then Evaluate (the serving as it runs now) "
+                  f"and Promote through spec.swap.gate minSpeedup {GATE['minSpeedup']} against kimi-baseline.")
+    demo_training.prepare(layout, NAMESPACE, target, python, kubectl)
+    body = demo_training.manifest(NAMESPACE, target, RETRAINED_DRAFTER, name, GATE)
+    item = demo_training.run(console, kubectl, NAMESPACE, body)
+    console.print(kubectl("-n", NAMESPACE, "get", "draftertrainings").stdout)
+    demo_training.report(console, item)
+    servings = wait_ready(list(SERVINGS))
+    results[name] = measure(name, servings[name], max_tokens, prompts)
+    print_report(servings, results, f"After the trained drafter's promotion: {name} serves it")
+    return servings
+
+
 def show_gated_promotion(max_tokens: int, prompts: int, results: dict[str, bench.RunResult]) -> dict[str, dict]:
     """The retrained drafter replaces the disabled one only after its own benchmark beats the gate."""
     name = DEGRADING
@@ -241,6 +271,10 @@ def show_load_sweep(max_tokens: int) -> None:
     """A DrafterBenchmark sweep: aggregate throughput at growing concurrency, where speculation stops paying;
     the serving (drafter.dynamic fromBenchmark) then drafts only below that load."""
     name, swept = "vllm-load-sweep", DEGRADING
+    if not _servings()[swept]["spec"]["drafter"].get("dynamic"):
+        # A promoted drafter keeps the serving's drafter settings; the schedule is asked for here.
+        kubectl("-n", NAMESPACE, "patch", "drafterserving", swept, "--type", "merge",
+                "-p", json.dumps({"spec": {"drafter": {"dynamic": "fromBenchmark"}}}))
     before = _servings()[swept]["status"]["activeRevision"]
     manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
                 "metadata": {"name": name, "namespace": NAMESPACE},

@@ -75,6 +75,11 @@ class Sample:
 # The command line (its one home: the renderers build it with ``command_line``)
 
 
+#: The name Generate's engine serves the target under (resources/training_engine.py), and the model this
+#: client asks for: a name, not the target's path, so no runtime's path mapping ever rewrites it.
+SERVED_MODEL_NAME = "target"
+
+
 def command_line(endpoint: str, model: str, input_path: str, output_path: str, num_samples: int,
                  max_tokens: int) -> tuple[str, ...]:
     """The argv a Generate stage runs (training/specforge.py, training/speculators.py)."""

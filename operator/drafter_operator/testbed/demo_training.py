@@ -1,0 +1,124 @@
+"""The demo's training chapter: a new drafter trained by a DrafterTraining, benchmarked and promoted.
+
+The stage Jobs run the real speculators 0.9.0 code on the CPU (the adapters of docs/training.md) in
+the training environment (`.ci/training-env`, recorded with `drafter-operator cluster training-env`).
+Real frameworks need a real target, and Kimi-K2.5 is 547 GB: the demo's model volume holds a tiny
+random Llama (testbed/tiny_target.py) at the Kimi path as a stand-in, which the frameworks train on
+and the preflight checks the drafter against. The engine emulator serving "Kimi-K2.5" reads no
+weights; it gives the new drafter the acceptance its profile assumes for a drafter trained on
+target-regenerated data. What is real: every stage's framework code, the Jobs, the claim, the
+progress, the Evaluate benchmark, the gate and the swap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from drafter_operator.testbed import cluster as local
+
+TRAINING = "kimi-k25-eagle3-regenerated"
+CONVERSATIONS = 24
+# What the stage containers need on a machine without GPUs or internet (the spec's env).
+CPU_ENV = [{"name": "VLLM_TARGET_DEVICE", "value": "cpu"}, {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
+           {"name": "WANDB_MODE", "value": "disabled"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"},
+           {"name": "TRANSFORMERS_OFFLINE", "value": "1"}]
+
+
+def training_python() -> str | None:
+    """The training environment from DRAFTER_TRAINING_PYTHON (`./dev demo` builds and exports it)."""
+    python = os.environ.get("DRAFTER_TRAINING_PYTHON")
+    return python if python and os.access(python, os.X_OK) else None
+
+
+def prepare(layout: local.Layout, namespace: str, target: str, python: str, kubectl) -> None:
+    """The stand-in target and a chat dataset on the model volume, the training environment recorded for
+    the runner, and a volume pre-bound to the hidden-state claim (the local cluster has no provisioner)."""
+    local.use_training_python(python, layout)
+    root = layout.root / "claims" / namespace / "models"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1"}
+    for argv in (["target", str(root / target.lstrip("/").removeprefix("models/"))],
+                 ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
+        subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+                       capture_output=True, timeout=300)
+    kubectl("delete", "pv", f"{namespace}-{TRAINING}-hs", "--ignore-not-found", "--wait=true")
+    kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{TRAINING}-hs"},
+        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "hostPath": {"path": f"/tmp/drafter-demo-{TRAINING}"},
+                 "claimRef": {"namespace": namespace, "name": f"{TRAINING}-hidden-states"}}}))
+
+
+def manifest(namespace: str, target: str, output: str, serving: str, gate: dict) -> dict:
+    return {
+        "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining",
+        "metadata": {"name": TRAINING, "namespace": namespace},
+        "spec": {
+            "target": {"model": target, "tensorParallelSize": 1},
+            "framework": "speculators",
+            "storage": {"modelClaim": "models", "mountPath": "/models"},
+            "data": {"dataset": "/models/datasets/chats.jsonl", "numSamples": CONVERSATIONS, "maxTokens": 256},
+            "hiddenStates": {"layers": [1, 2, 3], "storage": {"size": "1Gi"}},
+            "train": {"epochs": 1, "learningRate": "1e-4", "maxLength": 512, "draftVocabSize": 256},
+            "output": {"path": output},
+            "promote": {"servingRef": {"name": serving}, "gate": gate},
+            "resources": {"gpus": 1, "requests": {"cpu": "100m", "memory": "256Mi"}},
+            "env": CPU_ENV,
+        },
+    }
+
+
+def run(console: Console, kubectl, namespace: str, body: dict, timeout: float = 900) -> dict:
+    """Apply the training and follow it: each stage and its progress as the operator reports them."""
+    kubectl("-n", namespace, "delete", "draftertrainings", TRAINING, "--ignore-not-found", "--wait=true",
+            "--timeout=120s")
+    kubectl("apply", "-f", "-", input=json.dumps(body))  # JSON: YAML would read "1e-4" as a number
+    started = time.monotonic()
+    seen: list[tuple[float, str, str]] = []
+    with console.status(f"DrafterTraining {TRAINING}") as status:
+        while time.monotonic() - started < timeout:
+            item = json.loads(kubectl("-n", namespace, "get", "draftertrainings", TRAINING, "-o", "json").stdout)
+            state = item.get("status") or {}
+            stage, summary = state.get("stage") or "Pending", (state.get("progress") or {}).get("summary") or ""
+            if not seen or seen[-1][1:] != (stage, summary):
+                seen.append((time.monotonic() - started, stage, summary))
+                console.print(f"  {seen[-1][0]:5.0f} s  {stage:<9} {summary}")
+            status.update(f"DrafterTraining {TRAINING}: {stage} {summary}")
+            if stage in ("Succeeded", "Failed"):
+                break
+            time.sleep(1)
+    if stage != "Succeeded":
+        ready = next((c for c in state.get("conditions") or [] if c["type"] == "Ready"), {})
+        raise local.ClusterError(f"DrafterTraining {TRAINING}: {stage}: {ready.get('message')}; "
+                                 f"see `kubectl -n {namespace} describe draftertraining {TRAINING}`")
+    return item
+
+
+def report(console: Console, item: dict) -> None:
+    status = item["status"]
+    table = Table(title=f"DrafterTraining {TRAINING}: stages (from their conditions)")
+    for column in ("stage", "finished at", "what"):
+        table.add_column(column)
+    order = ("Generated", "Extracted", "Trained", "Exported", "Evaluated", "Promoted")
+    for condition in sorted((c for c in status["conditions"] if c["type"] in order), key=lambda c: order.index(c["type"])):
+        table.add_row(condition["type"], condition["lastTransitionTime"][11:19], condition.get("message", ""))
+    console.print(table)
+    for artifact in status.get("artifacts") or []:
+        console.print(f"  artifact of {artifact['stage']}: {artifact['path']} ({(artifact.get('sizeBytes') or 0) / 1e6:.2f} MB)")
+    evaluation = status.get("evaluation") or {}
+    hidden = status.get("hiddenStates") or {}
+    console.print(f"  hidden states: claim {hidden.get('claimName')} deleted after export: {hidden.get('deleted')}")
+    console.print(f"  Evaluate: the current drafter measured {evaluation.get('currentTokensPerSecond', 0):.1f} tok/s; "
+                  f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate "
+                  f"(speedup {evaluation.get('speedup') or 0:.2f}x); promoted as revision {status.get('promotedRevision')}")
+
+
+if __name__ == "__main__":  # pragma: no cover - run through `drafter-operator demo`
+    sys.exit("run `drafter-operator demo`")
