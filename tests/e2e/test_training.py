@@ -148,8 +148,21 @@ def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def sglang_reads(training_python: str, tmp_path: Path, target: Path, drafter: Path) -> dict:
+    """What SGLang 0.5.23's own config code makes of the drafter (the preflight contract tier's probe)."""
+    from tests.contract.test_preflight_contract import PROBE, Probe
+
+    script = tmp_path / "preflight_probe.py"
+    script.write_text(PROBE)
+    probe = Probe(training_python, "sglang", script)
+    try:
+        return probe.ok("config", target=str(target), drafter=str(drafter))
+    finally:
+        probe.close()
+
+
 def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_operator_restart(
-        cluster, namespace, tiny, training_python, operator):
+        cluster, namespace, tiny, training_python, operator, tmp_path):
     name = "sf"
     apply_training(cluster, namespace, training_manifest(name, "specforge", output={"path": "/models/drafters/sf",
                                                                                       "format": "hf"}))
@@ -184,6 +197,15 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     config = json.loads((drafter / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["draft_vocab_size"] == TINY_DRAFT_VOCAB
     assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["draft_vocab_size"] == TINY_DRAFT_VOCAB
+    # SGLang 0.5.23 reads it as an EAGLE-3 drafter of the target, capturing the layers it was trained on
+    # (SGLang adds 1 to SpecForge's ids), and our preflight passes it for SGLang.
+    sglang = sglang_reads(training_python, tmp_path, tiny / "tiny-target", drafter)
+    assert sglang["draft_vocab_size"] == TINY_DRAFT_VOCAB and sglang["eagle_use_aux"] is True
+    assert sglang["layers_to_capture"] == TINY_LAYERS, sglang
+    from drafter_operator.preflight import preflight
+
+    verdict = preflight(drafter, tiny / "tiny-target", "sglang", "eagle3")
+    assert verdict.ok and verdict.checked, verdict.message
     # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it).
     assert body["status"]["hiddenStates"]["deleted"] is True
     claims = lambda: cluster.get_json("-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"]  # noqa: E731
