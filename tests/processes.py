@@ -44,3 +44,18 @@ def listening_process(argv: list[str], env: dict[str, str], port: int,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+@contextlib.contextmanager
+def loopback_http(handler) -> Iterator[str]:
+    """Serve ``handler`` (a BaseHTTPRequestHandler class) on 127.0.0.1 in a thread; yields its base URL."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

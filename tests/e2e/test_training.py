@@ -128,24 +128,11 @@ def conditions(body: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (body.get("status") or {}).get("conditions") or []}
 
 
-VLLM_CHECK = r'''
-import contextlib, json, sys
-from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
-target, drafter = sys.argv[1], sys.argv[2]
-with contextlib.redirect_stdout(sys.stderr):
-    model = ModelConfig(model=target, tokenizer=target, skip_tokenizer_init=True)
-    spec = SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3, target_model_config=model,
-                             target_parallel_config=ParallelConfig(tensor_parallel_size=1))
-print(json.dumps({"method": spec.method, "draft_vocab_size": getattr(spec.draft_model_config.hf_config, "draft_vocab_size", None)}))
-'''
-
-
 def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run([training_python, "-c", VLLM_CHECK, str(target), str(drafter)], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert proc.returncode == 0, f"vLLM refused {drafter}:\n{proc.stderr[-3000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """What vLLM 0.33.0's SpeculativeConfig makes of the drafter (the training contract tier's check)."""
+    from tests.contract.test_training_contract import vllm_accepts as check
+
+    return check(training_python, target, drafter)
 
 
 def sglang_reads(training_python: str, tmp_path: Path, target: Path, drafter: Path) -> dict:

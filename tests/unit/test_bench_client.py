@@ -12,10 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.request
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -23,7 +22,7 @@ from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.bench.run import WARMUP_TOKENS, Options, level_schedule, run
 from drafter_operator.bench.stream import event
 from drafter_operator.engines import speedup
-from tests.processes import free_port, listening_process
+from tests.processes import free_port, listening_process, loopback_http
 
 MODEL = "/models/kimi-k2.5"
 SEED_DRAFTER = ["vllm", "serve", MODEL, "--speculative-config",
@@ -74,14 +73,8 @@ def fake_metrics(body: bytes):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http(Handler) as url:
+        yield url
 
 
 def state(url: str) -> dict:

@@ -10,11 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from drafter_operator.training.regenerate import (
     regenerate,
     regenerate_conversation,
 )
-from tests.processes import free_port, listening_process
+from tests.processes import free_port, listening_process, loopback_http
 
 MODEL = "/models/tiny-target"
 OLD = "an answer from the dataset, not the target"
@@ -222,14 +221,8 @@ def flaky_engine(failures: int, status: int = 503):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http(Handler) as url:
+        yield f"{url}/v1", seen
 
 
 def regenerate_now(endpoint: str, tmp_path: Path, retries: int) -> tuple[int, str]:

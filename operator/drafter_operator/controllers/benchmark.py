@@ -8,9 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.controllers.benchmark_decide import (
@@ -20,8 +19,8 @@ from drafter_operator.controllers.benchmark_decide import (
     decide,
     termination_message,
 )
+from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
-from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
 
@@ -29,7 +28,6 @@ log = logging.getLogger("drafter.benchmark")
 
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURAL = "drafterbenchmarks"
-EventSink = Callable[[dict, str, str, str], None]  # (body, type, reason, message)
 
 
 def operator_image() -> str:
@@ -38,16 +36,12 @@ def operator_image() -> str:
 
 
 @dataclass
-class BenchmarkReconciler:
+class BenchmarkReconciler(OneAtATime):
     kube: Kube
     image: str = field(default_factory=operator_image)
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
-    _locks: dict[str, threading.Lock] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-
-    def _lock(self, key: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+    locks: ObjectLocks = field(default_factory=ObjectLocks)
+    kind: ClassVar[str] = "DrafterBenchmark"
 
     def _target(self, namespace: str, serving: str | None) -> Target | None:
         if not serving:
@@ -91,14 +85,13 @@ class BenchmarkReconciler:
                     log.warning("%s: no full result from the bench log: %s", pod["metadata"]["name"], exc)
         return None
 
-    def reconcile(self, namespace: str, name: str, post_event: EventSink) -> BenchmarkPlan | None:
-        with self._lock(f"{namespace}/{name}"), metrics.reconcile_timer("DrafterBenchmark"):
-            state = self.observe(namespace, name)
-            if state is None:
-                return None
-            plan = decide(state)
-            self.apply(state.benchmark, plan, post_event)
-            return plan
+    @staticmethod
+    def decide(state):
+        return decide(state)
+
+    @staticmethod
+    def body(state) -> dict:
+        return state.benchmark
 
     def apply(self, body: dict, plan: BenchmarkPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]

@@ -194,13 +194,19 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
 # for its serving or runs (a deadline passes with no event).
 
 
-async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> None:
-    def post(body: dict, kind: str, reason: str, message: str) -> None:
-        kopf.event(body, type=kind, reason=reason, message=message[:1024])
+def _post_event(body: dict, kind: str, reason: str, message: str) -> None:
+    kopf.event(body, type=kind, reason=reason, message=message[:1024])
 
+
+async def _in_pool(memo: kopf.Memo, reconcile, namespace: str, name: str) -> None:
+    # In this task's context: kopf.event() finds kopf's Event queue through context variables.
     context = contextvars.copy_context()
-    await asyncio.get_running_loop().run_in_executor(
-        memo.reconcile_pool, context.run, memo.benchmarks.reconcile, namespace, name, post)
+    await asyncio.get_running_loop().run_in_executor(memo.reconcile_pool, context.run, reconcile, namespace, name,
+                                                     _post_event)
+
+
+async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> None:
+    await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
 
 
 def _unfinished(status, **_) -> bool:
@@ -234,12 +240,7 @@ async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
 
 
 async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> None:
-    def post(body: dict, kind: str, reason: str, message: str) -> None:
-        kopf.event(body, type=kind, reason=reason, message=message[:1024])
-
-    context = contextvars.copy_context()
-    await asyncio.get_running_loop().run_in_executor(
-        memo.reconcile_pool, context.run, memo.trainings.reconcile, namespace, name, post)
+    await _in_pool(memo, memo.trainings.reconcile, namespace, name)
 
 
 @kopf.on.event(GROUP, VERSION, "draftertrainings")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import engines
 from drafter_operator.controllers.acceptance_monitor import Measurement
 from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, decide
+from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
 
@@ -46,19 +46,14 @@ class ServingReconciler:
     default_images: dict[str, str] = field(default_factory=lambda: dict(engines.DEFAULT_IMAGES))
     clock: Callable[[], dt.datetime] = now_utc
     drain: dt.timedelta = dt.timedelta(seconds=15)
-    _locks: dict[str, threading.Lock] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-
-    def _lock(self, key: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+    locks: ObjectLocks = field(default_factory=ObjectLocks)
 
     def reconcile(self, body: dict, post_event: EventSink, observed: Observed,
                   acceptance: Measurement | None = None) -> Applied:
         """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
         `acceptance`: the acceptance watch's latest measurement."""
-        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-        with self._lock(key), metrics.reconcile_timer("DrafterServing"):
+        with self.locks.of(body["metadata"]["namespace"], body["metadata"]["name"]), \
+                metrics.reconcile_timer("DrafterServing"):
             plan = decide(ServingState(serving=body, observed=observed, now=self.clock(),
                                        default_images=self.default_images, drain=self.drain,
                                        acceptance=acceptance))

@@ -8,15 +8,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.images import TRAINER_REPOSITORY
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
-from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
 from drafter_operator.resources.training_engine import COMPONENT_LABEL, GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
@@ -29,7 +28,6 @@ GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURAL = "draftertrainings"
 #: Lines of the running stage's log read per reconcile: the runner prints a progress line every few seconds.
 LOG_TAIL_LINES = 40
-EventSink = Callable[[dict, str, str, str], None]  # (body, type, reason, message)
 
 
 def trainer_image() -> str:
@@ -43,16 +41,12 @@ def render_args() -> tuple[str, ...]:
 
 
 @dataclass
-class TrainingReconciler:
+class TrainingReconciler(OneAtATime):
     kube: Kube
     image: str = field(default_factory=trainer_image)
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
-    _locks: dict[str, threading.Lock] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-
-    def _lock(self, key: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+    locks: ObjectLocks = field(default_factory=ObjectLocks)
+    kind: ClassVar[str] = "DrafterTraining"
 
     def observe(self, namespace: str, name: str) -> TrainingState | None:
         body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
@@ -103,14 +97,13 @@ class TrainingReconciler:
                     log.debug("%s: no log: %s", pod["metadata"]["name"], exc)
         return None
 
-    def reconcile(self, namespace: str, name: str, post_event: EventSink) -> TrainingPlan | None:
-        with self._lock(f"{namespace}/{name}"), metrics.reconcile_timer("DrafterTraining"):
-            state = self.observe(namespace, name)
-            if state is None:
-                return None
-            plan = decide(state)
-            self.apply(state.training, plan, post_event)
-            return plan
+    @staticmethod
+    def decide(state):
+        return decide(state)
+
+    @staticmethod
+    def body(state) -> dict:
+        return state.training
 
     def apply(self, body: dict, plan: TrainingPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
