@@ -222,7 +222,7 @@ def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, p
                   f"(a tiny stand-in for {target} on the model volume), then Evaluate (the serving as it runs now) "
                   f"and Promote through spec.swap.gate minSpeedup {GATE['minSpeedup']} against kimi-baseline.")
     demo_training.prepare(layout, NAMESPACE, target, python, kubectl)
-    body = demo_training.manifest(NAMESPACE, target, RETRAINED_DRAFTER, name, GATE)
+    body = demo_training.manifest(NAMESPACE, target, RETRAINED_DRAFTER, name, GATE, BASE_SPEC["placement"])
     item = demo_training.run(console, kubectl, NAMESPACE, body)
     console.print(kubectl("-n", NAMESPACE, "get", "draftertrainings").stdout)
     demo_training.report(console, item)
@@ -272,9 +272,11 @@ def show_load_sweep(max_tokens: int) -> None:
     the serving (drafter.dynamic fromBenchmark) then drafts only below that load."""
     name, swept = "vllm-load-sweep", DEGRADING
     if not _servings()[swept]["spec"]["drafter"].get("dynamic"):
-        # A promoted drafter keeps the serving's drafter settings; the schedule is asked for here.
+        # A promoted drafter keeps the serving's drafter settings; the schedule is asked for here. That
+        # is a new revision (through the gate): the sweep measures it once it serves.
         kubectl("-n", NAMESPACE, "patch", "drafterserving", swept, "--type", "merge",
                 "-p", json.dumps({"spec": {"drafter": {"dynamic": "fromBenchmark"}}}))
+        settled(swept)
     before = _servings()[swept]["status"]["activeRevision"]
     manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
                 "metadata": {"name": name, "namespace": NAMESPACE},
@@ -308,6 +310,21 @@ def show_load_sweep(max_tokens: int) -> None:
                   "under load speculation costs throughput." if crossover else
                   f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
     show_learned_schedule(swept, before)
+
+
+def settled(name: str, timeout: float = 300) -> dict:
+    """The serving once it reflects its latest spec and its active revision serves (no swap under way)."""
+    deadline = time.monotonic() + timeout
+    with console.status(f"{name}: waiting for its new revision to serve"):
+        while time.monotonic() < deadline:
+            item = _servings()[name]
+            status = item.get("status") or {}
+            if status.get("observedGeneration") == item["metadata"]["generation"] and \
+                    watch.condition(item, "Progressing").get("reason") == "RevisionActive" and \
+                    watch.condition(item, "Ready").get("status") == "True":
+                return item
+            time.sleep(1)
+    raise local.ClusterError(f"{name}: no settled revision within {timeout:.0f} s; see `kubectl describe drafterserving {name}`")
 
 
 def show_learned_schedule(name: str, before: str) -> None:

@@ -40,7 +40,8 @@ def training_python() -> str | None:
 
 def prepare(layout: local.Layout, namespace: str, target: str, python: str, kubectl) -> None:
     """The stand-in target and a chat dataset on the model volume, the training environment recorded for
-    the runner, and a volume pre-bound to the hidden-state claim (the local cluster has no provisioner)."""
+    the runner, no earlier run's training, and a volume pre-bound to the hidden-state claim (the local
+    cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1"}
@@ -48,7 +49,13 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
-    kubectl("delete", "pv", f"{namespace}-{TRAINING}-hs", "--ignore-not-found", "--wait=true")
+    # An earlier run's training goes first: its claim holds the volume, which is then made afresh (a
+    # released volume binds to no new claim).
+    kubectl("-n", namespace, "delete", "draftertrainings", TRAINING, "--ignore-not-found", "--wait=true",
+            "--timeout=120s")
+    kubectl("-n", namespace, "delete", "pvc", f"{TRAINING}-hidden-states", "--ignore-not-found", "--wait=true",
+            "--timeout=120s")
+    kubectl("delete", "pv", f"{namespace}-{TRAINING}-hs", "--ignore-not-found", "--wait=true", "--timeout=60s")
     kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{TRAINING}-hs"},
         "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
@@ -56,7 +63,8 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
                  "claimRef": {"namespace": namespace, "name": f"{TRAINING}-hidden-states"}}}))
 
 
-def manifest(namespace: str, target: str, output: str, serving: str, gate: dict) -> dict:
+def manifest(namespace: str, target: str, output: str, serving: str, gate: dict, placement: dict) -> dict:
+    """``placement``: where the GPU stages run (the process nodes: on a kwok node a pod only pretends)."""
     return {
         "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining",
         "metadata": {"name": TRAINING, "namespace": namespace},
@@ -70,6 +78,7 @@ def manifest(namespace: str, target: str, output: str, serving: str, gate: dict)
             "output": {"path": output},
             "promote": {"servingRef": {"name": serving}, "gate": gate},
             "resources": {"gpus": 1, "requests": {"cpu": "100m", "memory": "256Mi"}},
+            "placement": placement,
             "env": CPU_ENV,
         },
     }
@@ -77,8 +86,6 @@ def manifest(namespace: str, target: str, output: str, serving: str, gate: dict)
 
 def run(console: Console, kubectl, namespace: str, body: dict, timeout: float = 900) -> dict:
     """Apply the training and follow it: each stage and its progress as the operator reports them."""
-    kubectl("-n", namespace, "delete", "draftertrainings", TRAINING, "--ignore-not-found", "--wait=true",
-            "--timeout=120s")
     kubectl("apply", "-f", "-", input=json.dumps(body))  # JSON: YAML would read "1e-4" as a number
     started = time.monotonic()
     seen: list[tuple[float, str, str]] = []
