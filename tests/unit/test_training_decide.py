@@ -331,6 +331,12 @@ def test_artifacts_come_from_the_finished_stages_outcomes():
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["artifacts"] == [
         {"stage": "Generate", "path": "/work/data/regenerated.jsonl", "sizeBytes": 4096}]
+    cluster.finish("Extract", message=json.dumps({"stage": "Extract", "outcome": "Succeeded", "outputs": {
+        "hidden_states": {"path": "/work/hidden_states", "sizeBytes": 1_370_000}}}))
+    cluster.apply(cluster.decide())
+    # the extraction's final size, even when it ended between two progress reads
+    assert cluster.body["status"]["hiddenStates"]["bytesWritten"] == 1_370_000
+    assert [a["stage"] for a in cluster.body["status"]["artifacts"]] == ["Generate", "Extract"]
 
 
 def test_generate_waits_for_its_engine_and_fails_with_the_reason_when_the_engine_never_becomes_ready():

@@ -223,6 +223,10 @@ def decide(state: TrainingState) -> TrainingPlan:
                          and not p["metadata"].get("deletionTimestamp")]
         plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, claim_name))
         hidden["deleted"] = True
+    # A short extraction can end between two progress reads: its outcome's size is the final figure.
+    extracted = next((a.get("sizeBytes") for a in extra["artifacts"] or [] if a["stage"] == "Extract"), None)
+    if extracted is not None:
+        hidden["bytesWritten"] = extracted
     extra["hiddenStates"] = hidden
 
     if decision.failed is not None:
