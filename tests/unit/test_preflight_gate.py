@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from argparse import Namespace
 from pathlib import Path
 
@@ -208,7 +209,12 @@ def test_a_known_bad_match_outranks_a_passed_preflight_but_a_failed_one_outranks
     first = world.decide()
     revision = created_revision(first)
     world.apply(first)
-    world.init[revision] = init_status(*records["good"])
+    code, message = records["good"]
+    record = json.loads(message)
+    assert "aux-layers" in record["passedChecks"]
+    # a preflight that passed, but not the rule that checks the entry's cause
+    record["passedChecks"] = [c for c in record["passedChecks"] if c != "aux-layers"]
+    world.init[revision] = init_status(code, json.dumps(record))
     world.converge()
     assert world.condition("DrafterCompatible")["reason"] == "KnownBadCombination"
     failing = GateWorld(seed_body())
@@ -217,6 +223,21 @@ def test_a_known_bad_match_outranks_a_passed_preflight_but_a_failed_one_outranks
     failing.init[created_revision(plan)] = init_status(*records["broken"])
     failing.apply(failing.decide())
     assert failing.condition("DrafterCompatible")["reason"] == "DraftVocabMappingMissing"
+
+
+def test_a_known_bad_entry_does_not_apply_to_a_drafter_whose_preflight_passed_the_rule_for_its_cause(records):
+    # The seed's entry (vLLM + EAGLE-3 + Kimi/DeepSeek) is about layer ids; a drafter whose aux-layers
+    # check passed (e.g. trained for vLLM's ids by a DrafterTraining) is not that case.
+    world = GateWorld(seed_body())
+    first = world.decide()
+    revision = created_revision(first)
+    world.apply(first)
+    world.init[revision] = init_status(*records["good"])
+    world.converge()
+    compatible = world.condition("DrafterCompatible")
+    assert (compatible["status"], compatible["reason"]) == ("True", "PreflightPassed")
+    assert "known-bad vllm-eagle3-deepseek-mla matches" in compatible["message"]
+    assert "ruled out its cause" in compatible["message"]
 
 
 def test_a_checkpoint_not_on_the_volume_is_not_a_verdict_the_known_bad_one_stays_with_a_note(records):

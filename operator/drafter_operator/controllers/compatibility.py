@@ -29,6 +29,8 @@ class KnownBad:
     reason: str
     link: str
     observed: str
+    #: Preflight rules that, when they pass on the checkpoint, rule out this entry's cause.
+    resolved_by_preflight: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -37,7 +39,8 @@ def known_bad() -> tuple[KnownBad, ...]:
     return tuple(KnownBad(id=e["id"], engine=e["engine"], engine_versions=e.get("engineVersions") or "",
                           methods=tuple(e["methods"]), architectures=tuple(e.get("architectures") or ()),
                           model_patterns=tuple(e.get("modelPatterns") or ()), reason=" ".join(e["reason"].split()),
-                          link=e.get("link", ""), observed=e.get("observed", ""))
+                          link=e.get("link", ""), observed=e.get("observed", ""),
+                          resolved_by_preflight=tuple(e.get("resolvedByPreflight") or ()))
                  for e in yaml.safe_load(text))
 
 
@@ -99,6 +102,7 @@ class PreflightOutcome:
     failed: bool  # it exited non-zero: the engine container never starts in this pod
     checked: bool  # a rule ran (False: a checkpoint not on the volume, nothing to say either way)
     seconds: float | None = None  # how long the check itself took
+    passed_checks: frozenset[str] = frozenset()  # the rules that passed, by name
 
     def failure(self) -> str:
         """The revision's failure, as RevisionObservation.exited carries it."""
@@ -123,7 +127,9 @@ def pod_preflight(pod: dict) -> PreflightOutcome | None:
         if record is not None and record["ok"] == (code == 0):
             return PreflightOutcome(status=record["status"], reason=record["reason"], message=record["message"],
                                     failed=code != 0, checked=bool(record.get("checked")),
-                                    seconds=record.get("seconds"))
+                                    seconds=record.get("seconds"),
+                                    passed_checks=frozenset(c for c in record.get("passedChecks") or []
+                                                            if isinstance(c, str)))
         if code == 0:
             return None  # exited cleanly without a verdict: nothing to report, and the engine starts
         # No verdict (killed, out of memory, an image whose CLI lacks the flags): the engine cannot start
@@ -157,14 +163,23 @@ def is_preflight_condition(condition: dict | None, revision: str) -> bool:
     return bool(condition) and condition.get("message", "").startswith(f"revision {revision}: preflight")
 
 
+def unresolved(entries: list[KnownBad], preflight: PreflightOutcome | None) -> list[KnownBad]:
+    """The known-bad entries a passed preflight did not rule out: an entry names the preflight rules that
+    check its cause (resolvedByPreflight), and when one of them passed on this very checkpoint, the
+    catalogue's warning about the combination does not apply to it."""
+    if preflight is None or preflight.failed:
+        return list(entries)
+    return [e for e in entries if not set(e.resolved_by_preflight) & preflight.passed_checks]
+
+
 def drafter_compatible(known_bad: Verdict, preflight: PreflightOutcome | None, revision: str,
                        current: dict | None) -> Verdict | None:
     """DrafterCompatible for the revision the spec asks for (None: leave the condition as it is).
 
     ``known_bad``: the known-bad verdict; ``preflight``: its pods' preflight outcome, if one finished;
     ``current``: the condition as last written. A failed preflight wins (the engine will not start); a
-    known-bad match comes next (it names an engine behaviour a surface check cannot see); then a preflight
-    that checked something. A verdict outlives the pods it came from (a failed revision's Deployment is
+    known-bad match comes next (it names an engine behaviour a surface check cannot see), unless the
+    preflight rule that checks its cause passed (``unresolved``); then a preflight that checked something. A verdict outlives the pods it came from (a failed revision's Deployment is
     deleted; replicas 0): the condition keeps what this revision's preflight said."""
     if preflight is None:
         if is_preflight_condition(current, revision) and (current["status"] != "True" or known_bad.status == "True"):
@@ -176,5 +191,7 @@ def drafter_compatible(known_bad: Verdict, preflight: PreflightOutcome | None, r
     if known_bad.status != "True":
         return known_bad
     if preflight.checked:
+        if known_bad.message.startswith("known-bad"):  # an entry this preflight ruled out: say so
+            return Verdict(verdict.status, verdict.reason, f"{verdict.message}; {known_bad.message}")
         return verdict
     return Verdict(known_bad.status, known_bad.reason, f"{known_bad.message}; {_preflight_text(revision, preflight)}")

@@ -268,9 +268,10 @@ def decide(state: ServingState) -> ServingPlan:
     spec, image = running.spec, running.image
     desired = revision_hash(spec, image, schedule)
 
-    known_bad = compatibility.matching_known_bad(spec, image)
+    matched = compatibility.matching_known_bad(spec, image)
+    known_bad = compatibility.unresolved(matched, observed.preflight.get(desired))
     blocked = bool(known_bad) and not spec.drafter.allow_known_bad
-    known_verdict = _compatibility_verdict(known_bad, blocked)
+    known_verdict = _compatibility_verdict(known_bad, blocked, [e.id for e in matched if e not in known_bad])
     current_compatible = next((c for c in status.get("conditions") or [] if c["type"] == "DrafterCompatible"), None)
     compatible = compatibility.drafter_compatible(known_verdict, observed.preflight.get(desired), desired,
                                                   current_compatible)
@@ -544,8 +545,12 @@ def _preflight_ready(ready: Verdict | None, observed: Observed) -> Verdict | Non
     return ready
 
 
-def _compatibility_verdict(known_bad: list[compatibility.KnownBad], blocked: bool) -> Verdict:
+def _compatibility_verdict(known_bad: list[compatibility.KnownBad], blocked: bool,
+                           ruled_out: list[str] = ()) -> Verdict:
     if not known_bad:
+        if ruled_out:
+            return Verdict("True", "NoKnownIssues", f"known-bad {', '.join(ruled_out)} matches this engine, drafter "
+                                                    "method and target, but this drafter's preflight ruled out its cause")
         return Verdict("True", "NoKnownIssues", "no known-bad entry matches this engine, drafter method and target")
     entry = known_bad[0]
     action = "blocked by spec.drafter.allowKnownBad: false" if blocked else "serving anyway (warning)"

@@ -108,7 +108,10 @@ def termination_record(verdict: Verdict, seconds: float | None = None) -> str:
     record: dict[str, Any] = {"kind": RECORD_KIND, "ok": verdict.ok, "checked": verdict.checked,
                               "status": verdict.status, "reason": verdict.reason, "message": verdict.message,
                               "problems": len(verdict.problems), "warnings": len(verdict.warnings),
-                              "passed": len(verdict.passed)}
+                              "passed": len(verdict.passed),
+                              # The rules that passed, by name: a known-bad entry whose cause one of them
+                              # rules out does not apply to this checkpoint (controllers/compatibility.py).
+                              "passedChecks": sorted({f.check for f in verdict.passed})}
     if seconds is not None:
         record["seconds"] = round(seconds, 3)
     return _fit(record, TERMINATION_MESSAGE_BYTES)
