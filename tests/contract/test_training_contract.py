@@ -44,6 +44,7 @@ from drafter_operator.cli import build_parser
 from drafter_operator.resources.training_engine import generation_engine
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render, specforge_layer_ids
 from drafter_operator.training.adapters import ADAPTERS_DIR
+from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import TRAIN_CONFIG
 from tests.processes import free_port, listening_process
 
@@ -259,7 +260,7 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
     stages = {s.name: s for s in render(seed_training, PATHS, seed_options)}
     (regenerate,) = stages["Generate"].commands
     assert regenerate_args(regenerate.argv) == {
-        "endpoint": GENERATION_ENDPOINT, "model": "/models/Kimi-K2.5", "input": "/models/datasets/prompts.jsonl",
+        "endpoint": GENERATION_ENDPOINT, "model": SERVED_MODEL_NAME, "input": "/models/datasets/prompts.jsonl",
         "output": "/work/data/regenerated.jsonl", "num_samples": 10000, "max_tokens": 2048}
     assert results["seed/extract"]["args"]["data_path"] == "/work/data/regenerated.jsonl"
     extract = results["seed/extract"]["args"]
@@ -299,7 +300,7 @@ def test_speculators_commands_parse(training_python: str) -> None:
     assert results["seed/engine"]["speculative_config"] is None and results["seed/engine"]["tensor_parallel_size"] == 8
     # The seed regenerates, then prepare-data reads the regenerated file.
     assert regenerated == {"seed/Generate/0": {
-        "endpoint": GENERATION_ENDPOINT, "model": "/models/Kimi-K2.5", "input": "/models/datasets/prompts.jsonl",
+        "endpoint": GENERATION_ENDPOINT, "model": SERVED_MODEL_NAME, "input": "/models/datasets/prompts.jsonl",
         "output": "/work/data/regenerated.jsonl", "num_samples": 10000, "max_tokens": 2048}}
     assert results["seed/Generate/2"]["params"]["data"] == ["/work/data/regenerated.jsonl"]
     train = results["seed/Train/1"]["config"]
