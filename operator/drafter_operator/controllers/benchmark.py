@@ -42,6 +42,8 @@ class BenchmarkReconciler(OneAtATime):
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     kind: ClassVar[str] = "DrafterBenchmark"
+    decide = staticmethod(decide)  # the pure decision of this kind (the mixin calls it)
+    body_field: ClassVar[str] = "benchmark"  # where the state holds the resource's body
 
     def _target(self, namespace: str, serving: str | None) -> Target | None:
         if not serving:
@@ -84,14 +86,6 @@ class BenchmarkReconciler(OneAtATime):
                 except (ApiError, ValueError) as exc:
                     log.warning("%s: no full result from the bench log: %s", pod["metadata"]["name"], exc)
         return None
-
-    @staticmethod
-    def decide(state):
-        return decide(state)
-
-    @staticmethod
-    def body(state) -> dict:
-        return state.benchmark
 
     def apply(self, body: dict, plan: BenchmarkPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]

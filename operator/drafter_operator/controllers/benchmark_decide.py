@@ -196,10 +196,8 @@ def termination_message(pod: dict | None) -> tuple[str | None, int | None]:
 
 def _job_finished(job: dict) -> tuple[str, str, str] | None:
     """("Complete" | "Failed", reason, message) from the Job's conditions."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return cond["type"], cond.get("reason") or cond["type"], cond.get("message") or ""
-    return None
+    cond = conditions.job_finished(job)
+    return None if cond is None else (cond["type"], cond.get("reason") or cond["type"], cond.get("message") or "")
 
 
 def decide(state: BenchmarkState) -> BenchmarkPlan:

@@ -1,4 +1,4 @@
-"""Kubernetes conditions: keep lastTransitionTime unless the status really changed."""
+"""Kubernetes conditions: keep lastTransitionTime unless the status really changed; read a Job's end."""
 
 from __future__ import annotations
 
@@ -27,3 +27,9 @@ def merge(current: list[dict] | None, updates: Iterable[tuple[str, VerdictLike |
                          "message": verdict.message, "lastTransitionTime": since, "observedGeneration": generation}
     order = ["Ready", "Progressing", "Degraded", "DrafterCompatible"]
     return sorted(by_type.values(), key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]))
+
+
+def job_finished(job: dict) -> dict | None:
+    """The Job's Complete or Failed condition once it has finished (its pod is done), else None."""
+    return next((c for c in (job.get("status") or {}).get("conditions") or []
+                 if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)

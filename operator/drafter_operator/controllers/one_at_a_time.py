@@ -29,6 +29,7 @@ class OneAtATime:
     under the resource's lock, timed in the operator's reconcile metric as ``kind``."""
 
     kind: ClassVar[str]
+    body_field: ClassVar[str]
     locks: ObjectLocks
 
     def reconcile(self, namespace: str, name: str, post_event: EventSink) -> Any:
@@ -37,5 +38,5 @@ class OneAtATime:
             if state is None:
                 return None
             plan = self.decide(state)
-            self.apply(self.body(state), plan, post_event)
+            self.apply(getattr(state, self.body_field), plan, post_event)
             return plan

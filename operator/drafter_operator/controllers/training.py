@@ -14,6 +14,7 @@ from typing import Callable, ClassVar
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.images import TRAINER_REPOSITORY
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
@@ -47,6 +48,8 @@ class TrainingReconciler(OneAtATime):
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     kind: ClassVar[str] = "DrafterTraining"
+    decide = staticmethod(decide)  # the pure decision of this kind (the mixin calls it)
+    body_field: ClassVar[str] = "training"  # where the state holds the resource's body
 
     def observe(self, namespace: str, name: str) -> TrainingState | None:
         body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
@@ -85,8 +88,7 @@ class TrainingReconciler(OneAtATime):
 
     def _running_log(self, namespace: str, jobs: tuple[dict, ...], pods: tuple[dict, ...]) -> str | None:
         """The log tail of the running stage pod (its drafter-progress lines), or None."""
-        unfinished = {j["metadata"]["name"] for j in jobs if not (j.get("status") or {}).get("completionTime")
-                      and not (j.get("status") or {}).get("failed")}
+        unfinished = {j["metadata"]["name"] for j in jobs if conditions.job_finished(j) is None}
         for pod in pods:
             if (pod["metadata"].get("labels") or {}).get("job-name") in unfinished \
                     and (pod.get("status") or {}).get("phase") == "Running":
@@ -96,14 +98,6 @@ class TrainingReconciler(OneAtATime):
                 except ApiError as exc:  # the kubelet may not answer for a moment: progress waits
                     log.debug("%s: no log: %s", pod["metadata"]["name"], exc)
         return None
-
-    @staticmethod
-    def decide(state):
-        return decide(state)
-
-    @staticmethod
-    def body(state) -> dict:
-        return state.training
 
     def apply(self, body: dict, plan: TrainingPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]

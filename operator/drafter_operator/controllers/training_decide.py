@@ -93,8 +93,7 @@ class TrainingPlan:
 
 def _job_finished(job: dict) -> str | None:
     """Complete or Failed once the Job has finished (its pod no longer uses the claim), else None."""
-    return next((c["type"] for c in (job.get("status") or {}).get("conditions") or []
-                 if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
+    return (conditions.job_finished(job) or {}).get("type")
 
 
 def _job_state(job: dict, pods: tuple[dict, ...]) -> StageJob | None:
