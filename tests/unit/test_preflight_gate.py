@@ -118,6 +118,16 @@ def created_revision(plan) -> str:
     return write.body["metadata"]["labels"][REVISION_LABEL]
 
 
+def started(world, init: dict) -> str:
+    """Create the first revision, let its pods' preflight say ``init``, and converge; the revision."""
+    first = world.decide()
+    revision = created_revision(first)
+    world.apply(first)
+    world.init[revision] = init
+    world.converge()
+    return revision
+
+
 def test_the_engine_pods_get_the_preflight_init_container_in_the_operators_image():
     world = GateWorld(tiny_body())
     plan = world.decide()
@@ -190,11 +200,7 @@ def test_a_failing_preflight_leaves_the_old_revision_serving_and_its_verdict_out
 
 def test_a_passing_preflight_sets_drafter_compatible_true_with_its_summary(records):
     world = GateWorld(tiny_body())
-    first = world.decide()
-    revision = created_revision(first)
-    world.apply(first)
-    world.init[revision] = init_status(*records["good"])
-    world.converge()
+    revision = started(world, init_status(*records["good"]))
     compatible = world.condition("DrafterCompatible")
     assert (compatible["status"], compatible["reason"]) == ("True", "PreflightPassed")
     assert compatible["message"].startswith(f"revision {revision}: preflight passed for vllm method eagle3: ")
@@ -229,11 +235,7 @@ def test_a_known_bad_entry_does_not_apply_to_a_drafter_whose_preflight_passed_th
     # The seed's entry (vLLM + EAGLE-3 + Kimi/DeepSeek) is about layer ids; a drafter whose aux-layers
     # check passed (e.g. trained for vLLM's ids by a DrafterTraining) is not that case.
     world = GateWorld(seed_body())
-    first = world.decide()
-    revision = created_revision(first)
-    world.apply(first)
-    world.init[revision] = init_status(*records["good"])
-    world.converge()
+    started(world, init_status(*records["good"]))
     compatible = world.condition("DrafterCompatible")
     assert (compatible["status"], compatible["reason"]) == ("True", "PreflightPassed")
     assert "known-bad vllm-eagle3-deepseek-mla matches" in compatible["message"]
@@ -242,11 +244,7 @@ def test_a_known_bad_entry_does_not_apply_to_a_drafter_whose_preflight_passed_th
 
 def test_a_checkpoint_not_on_the_volume_is_not_a_verdict_the_known_bad_one_stays_with_a_note(records):
     world = GateWorld(tiny_body())
-    first = world.decide()
-    revision = created_revision(first)
-    world.apply(first)
-    world.init[revision] = init_status(*records["missing"])
-    world.converge()
+    revision = started(world, init_status(*records["missing"]))
     compatible = world.condition("DrafterCompatible")
     assert (compatible["status"], compatible["reason"]) == ("True", "NoKnownIssues")
     assert f"revision {revision}: preflight checked nothing" in compatible["message"]
