@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+# What the stage containers need on a machine without GPUs or internet (the spec's env).
+from drafter_operator.testbed.demo_training import CPU_ENV
 from tests.e2e.conftest import E2E_GPU_PRODUCT, REPO
 from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
@@ -29,10 +31,6 @@ TINY_DRAFT_VOCAB = 256
 CONVERSATIONS = 24
 # Each stage starts a python with torch; on two busy cores a run of three or four stages takes minutes.
 RUN_TIMEOUT = 900
-# What the stage containers need on a machine without GPUs or internet (the spec's env).
-CPU_ENV = [{"name": "VLLM_TARGET_DEVICE", "value": "cpu"}, {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
-           {"name": "WANDB_MODE", "value": "disabled"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"},
-           {"name": "TRANSFORMERS_OFFLINE", "value": "1"}]
 
 
 @pytest.fixture(scope="session")
@@ -62,11 +60,10 @@ def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operat
 
 def hidden_states_volume(cluster, namespace: str, training: str) -> None:
     """A volume pre-bound to the claim the operator will create (the local cluster runs no provisioner)."""
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{training}-hs"},
-        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                 "persistentVolumeReclaimPolicy": "Delete", "hostPath": {"path": f"/tmp/drafter-e2e/{namespace}-hs"},
-                 "claimRef": {"namespace": namespace, "name": f"{training}-hidden-states"}}}))
+    from drafter_operator.testbed.volumes import volume_for_claim
+
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(volume_for_claim(
+        namespace, f"{training}-hidden-states", f"/tmp/drafter-e2e/{namespace}-hs")))
 
 
 def training_manifest(name: str, framework: str, **spec) -> dict:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drafter_operator.testbed import cluster as local
+from drafter_operator.testbed.volumes import volume_for_claim
 
 TRAINING = "kimi-k25-eagle3-regenerated"
 CONVERSATIONS = 24
@@ -55,12 +56,9 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
             "--timeout=120s")
     kubectl("-n", namespace, "delete", "pvc", f"{TRAINING}-hidden-states", "--ignore-not-found", "--wait=true",
             "--timeout=120s")
-    kubectl("delete", "pv", f"{namespace}-{TRAINING}-hs", "--ignore-not-found", "--wait=true", "--timeout=60s")
-    kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{TRAINING}-hs"},
-        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                 "hostPath": {"path": f"/tmp/drafter-demo-{TRAINING}"},
-                 "claimRef": {"namespace": namespace, "name": f"{TRAINING}-hidden-states"}}}))
+    volume = volume_for_claim(namespace, f"{TRAINING}-hidden-states", f"/tmp/drafter-demo-{TRAINING}")
+    kubectl("delete", "pv", volume["metadata"]["name"], "--ignore-not-found", "--wait=true", "--timeout=60s")
+    kubectl("apply", "-f", "-", input=json.dumps(volume))
 
 
 def manifest(namespace: str, target: str, output: str, serving: str, gate: dict, placement: dict) -> dict:

@@ -19,3 +19,11 @@ def static_claim(namespace: str, claim: str, host_path: str, size: str = "1Ti") 
          "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name,
                   "resources": {"requests": {"storage": size}}}},
     ]
+
+
+def volume_for_claim(namespace: str, claim: str, host_path: str, size: str = "2Gi") -> dict:
+    """A PersistentVolume bound in advance to a claim someone else will create under that name (the
+    operator's hidden-state claim): with no provisioner, nothing else would ever bind it."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                     "hostPath": {"path": host_path}, "claimRef": {"namespace": namespace, "name": claim}}}
