@@ -24,6 +24,7 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
+from drafter_operator.resources import engine as engine_resources
 from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, benchmark_labels, job_name
 from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
@@ -89,12 +90,8 @@ def _serving_spec(target: Target | None):
 
 
 def service_url(target: Target) -> str | None:
-    """The Service's cluster IP and port (a Job on any node reaches it; cluster DNS is not assumed)."""
-    spec = (target.service or {}).get("spec") or {}
-    ip, ports = spec.get("clusterIP"), spec.get("ports") or []
-    if not ip or ip == "None" or not ports:
-        return None
-    return f"http://{ip}:{ports[0]['port']}"
+    """The serving's Service by its cluster IP and port (a Job on any node reaches it)."""
+    return engine_resources.service_url(target.service)
 
 
 def measured_revision(body: dict, target: Target | None) -> tuple[str | None, int | None]:

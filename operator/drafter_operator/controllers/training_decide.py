@@ -41,12 +41,12 @@ from drafter_operator.controllers.training_stages import STAGE_CONDITIONS, Stage
 from drafter_operator import API_GROUP, API_VERSION
 from drafter_operator.kube import object_path
 from drafter_operator.engines import DEFAULT_IMAGES
+from drafter_operator.resources.engine import service_url
 from drafter_operator.resources.training_engine import (
     engine_name,
     generation_endpoint,
     generation_engine,
     generation_engine_ready,
-    service_endpoint,
 )
 from drafter_operator.resources.training import hidden_states_claim, hidden_states_claim_name, owns_hidden_states_claim
 from drafter_operator.training.progress import latest_status
@@ -328,7 +328,8 @@ def _generation_engine(plan: TrainingPlan, state: TrainingState, namespace: str,
                     if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"), None)
     if stalled:
         return None, f"{ENGINE_FAILED}did not become Ready: {stalled.get('message', '')}"
-    endpoint = service_endpoint(service) if service else None
+    url = service_url(service)
+    endpoint = f"{url}/v1" if url else None
     if not generation_engine_ready(deployment) or endpoint is None:
         return None, "waiting for the target's engine to be Ready"
     return endpoint, None

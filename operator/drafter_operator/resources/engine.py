@@ -237,3 +237,13 @@ def serving_service(serving: DrafterServing, active_revision: str, port: int,
 
 def service_revision(service: dict) -> str | None:
     return ((service.get("spec") or {}).get("selector") or {}).get(REVISION_LABEL)
+
+
+def service_url(service: dict | None) -> str | None:
+    """http://<cluster IP>:<first port> of a Service once the apiserver assigned the IP: what a pod on any
+    node reaches (cluster DNS is not assumed; the local cluster has none)."""
+    spec = (service or {}).get("spec") or {}
+    ip, ports = spec.get("clusterIP"), spec.get("ports") or []
+    if not ip or ip == "None" or not ports:
+        return None
+    return f"http://{ip}:{ports[0]['port']}"

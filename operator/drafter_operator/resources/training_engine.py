@@ -107,16 +107,6 @@ def generation_endpoint(namespace: str, training: str, spec, generation: int) ->
     return f"http://{engine_name(training, generation)}.{namespace}.svc.cluster.local:{port}/v1"
 
 
-def service_endpoint(service: dict) -> str | None:
-    """The engine's OpenAI base URL by the Service's cluster IP (reachable from any pod, and on the local
-    cluster, which has no DNS), once the apiserver assigned one."""
-    ip = (service.get("spec") or {}).get("clusterIP")
-    ports = (service.get("spec") or {}).get("ports") or []
-    if not ip or ip == "None" or not ports:
-        return None
-    return f"http://{ip}:{ports[0]['port']}/v1"
-
-
 def generation_engine_ready(deployment: dict | None) -> bool:
     """Whether the engine Deployment has a Ready pod of its current template (the Generate Job may start)."""
     if not deployment:
