@@ -148,6 +148,7 @@ class Operator:
         self.cluster, self.log_path, self.recheck_seconds = cluster, log_path, recheck_seconds
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.extra_args: list[str] = []  # more `drafter-operator run` options (bench/fleet_scale.py)
 
     def start(self, timeout: float = 60) -> None:
         env = {**self.cluster.env, "PYTHONUNBUFFERED": "1"}
@@ -156,7 +157,7 @@ class Operator:
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", str(self.port),
-                 "--metrics-host", "127.0.0.1"],
+                 "--metrics-host", "127.0.0.1", *self.extra_args],
                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -8,12 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from drafter_operator.testbed.processes import free_port  # noqa: F401 (the tests import it from here)
 
 
 def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:

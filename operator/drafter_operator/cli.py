@@ -2,24 +2,80 @@
 
 Subcommand implementations live in their own modules and are imported lazily, so `drafter-operator
 emulate` does not pay for kopf and `drafter-operator cluster` does not pay for the emulator.
+
+The operator's own install is lean: the local cluster and the emulator are the `testbed` extra
+(pyproject.toml). Their subcommands stay listed, and say which extra to install when it is missing,
+instead of failing later with an ImportError from deep inside.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import re
 import sys
+from typing import Callable
+
+# Standard library only: the Lease timings' defaults and checks live with the leader election.
+from drafter_operator.controllers.leadership import Timings
+
+DISTRIBUTION = "drafter-operator"
+
+#: Subcommands that are tools around the operator, and the extra whose packages they import.
+EXTRA_OF_COMMAND = {"cluster": "testbed", "demo": "testbed", "emulate": "testbed"}
 
 
 def _add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
+    # testbed/cli.py imports only the standard library at the top, so its options register without the extra.
     from drafter_operator.testbed import cli as testbed_cli
 
     testbed_cli.register(subparsers)
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """Distribution names the installed drafter-operator declares for ``extra`` (its own metadata, i.e.
+    pyproject.toml); empty when this code runs from a source tree without install metadata."""
+    try:
+        requires = importlib.metadata.requires(DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    names = []
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        if re.fullmatch(rf"""\s*extra\s*==\s*["']{re.escape(extra)}["']\s*""", marker):
+            names.append(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1))
+    return names
+
+
+def missing_distributions(names: list[str]) -> list[str]:
+    """The names not installed in this Python environment."""
+    missing = []
+    for name in names:
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
+def missing_extra_error(command: str) -> str | None:
+    """Why ``command`` cannot run in this install (its extra is not installed), or None."""
+    extra = EXTRA_OF_COMMAND.get(command)
+    if extra is None:
+        return None
+    missing = missing_distributions(extra_requirements(extra))
+    if not missing:
+        return None
+    return (f"drafter-operator {command} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]' "
+            f"(not installed: {', '.join(missing)})")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drafter-operator",
         description="Speculative-decoding LLM serving on Kubernetes.",
+        epilog=f"{', '.join(sorted(EXTRA_OF_COMMAND))} need the testbed extra: pip install '{DISTRIBUTION}[testbed]'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -29,8 +85,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=8080,
                      help="port of the operator's own /metrics (0 disables)")
     run.add_argument("--metrics-host", default="0.0.0.0", help="address of the operator's /metrics listener")
+    run.add_argument("--health-port", type=int, default=0,
+                     help="port of kopf's liveness endpoint /healthz, for the pod's probes (0, the default, disables)")
+    run.add_argument("--health-host", default="0.0.0.0", help="address of the /healthz listener")
     run.add_argument("--verbose", action="store_true")
+    run.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
+                     help="act only while holding a Lease, so a second operator for the same namespaces stands by "
+                          "(a helm upgrade's overlap, an operator run by hand); default: on")
+    run.add_argument("--lease-namespace", type=_dns_label("--lease-namespace"), default=None,
+                     help="namespace of the Lease; default: POD_NAMESPACE, else the pod's or the kubeconfig "
+                          "context's namespace, else default")
+    run.add_argument("--lease-name", type=_dns_subdomain("--lease-name"), default=None,
+                     help="name of the Lease; default: drafter-operator cluster-wide, drafter-operator-<hash of the "
+                          "namespaces> in namespaced mode (operators for the same scope exclude each other)")
+    # kube-controller-manager's --leader-elect-* flags, with client-go's defaults (leadership.Timings).
+    defaults = Timings()
+    run.add_argument("--lease-duration", type=_positive_seconds("--lease-duration"), default=defaults.lease_duration,
+                     metavar="SECONDS", help="how long a stand-by waits after the Lease's last renewal before it "
+                                             f"takes over; default: {defaults.lease_duration:g}")
+    run.add_argument("--renew-deadline", type=_positive_seconds("--renew-deadline"), default=defaults.renew_deadline,
+                     metavar="SECONDS", help="how long the leader keeps acting without a successful renewal before it "
+                                             "exits (status 3); raise it with --lease-duration where the apiserver "
+                                             f"can be slow for longer; default: {defaults.renew_deadline:g}")
+    run.add_argument("--retry-period", type=_positive_seconds("--retry-period"), default=defaults.retry_period,
+                     metavar="SECONDS", help="how often the leader renews and a stand-by tries; "
+                                             f"default: {defaults.retry_period:g}")
     run.set_defaults(handler=_run_operator)
+
+    rbac = subparsers.add_parser(
+        "rbac", help="print the RBAC rules the operator needs, each with its reason (the Helm chart's files/rbac-rules.yaml)")
+    rbac.set_defaults(handler=_print_rbac_rules)
 
     crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
     crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
@@ -40,11 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     emulate = subparsers.add_parser(
         "emulate", add_help=False,
-        help="serve an engine emulator from a vLLM or SGLang command line (emulate vllm serve ... | emulate sglang ...)",
+        help="serve an engine emulator from a vLLM or SGLang command line (emulate vllm serve ... | emulate sglang ...); "
+             "testbed extra",
     )
     emulate.set_defaults(handler=_emulate)
 
-    demo = subparsers.add_parser("demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured")
+    demo = subparsers.add_parser(
+        "demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured; testbed extra")
     demo.add_argument("--max-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
     demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
     demo.set_defaults(handler=_demo)
@@ -120,11 +206,70 @@ def _concurrency(text: str) -> tuple[int, ...]:
     return concurrency_list(text)
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _dns_label(option: str):
+    def parse(text: str) -> str:
+        if not _DNS_LABEL.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: a namespace name is lowercase letters, digits and "
+                                             "'-', at most 63, starting and ending with a letter or digit")
+        return text
+    return parse
+
+
+def _dns_subdomain(option: str):
+    def parse(text: str) -> str:
+        if len(text) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in text.split(".")):
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: an object name is lowercase letters, digits, '-' "
+                                             "and '.', at most 253, each dot-separated part starting and ending "
+                                             "with a letter or digit")
+        return text
+    return parse
+
+
+def _positive_seconds(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: give seconds as a number, e.g. {flag}=30") from None
+        if not seconds > 0 or seconds == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: must be a finite number of seconds above 0")
+        return seconds
+    return parse
+
+
+def lease_timings(args: argparse.Namespace) -> Timings:
+    """The Lease timings of `run`'s flags; ValueError naming the flags when they do not fit together."""
+    try:
+        return Timings(lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
+                       retry_period=args.retry_period)
+    except ValueError as exc:
+        raise ValueError(f"drafter-operator run: --lease-duration {args.lease_duration:g}, --renew-deadline "
+                         f"{args.renew_deadline:g}, --retry-period {args.retry_period:g}: {exc}. Keep "
+                         "lease duration > renew deadline > 1.2 x retry period, e.g. 30, 20, 4") from None
+
+
 def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.controllers import runner
 
+    try:
+        timings = lease_timings(args)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2  # a usage error, as argparse's
     return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose,
-                      metrics_host=args.metrics_host)
+                      metrics_host=args.metrics_host, health_port=args.health_port, health_host=args.health_host,
+                      leader_election=args.leader_election, lease_namespace=args.lease_namespace,
+                      lease_name=args.lease_name, lease_timings=timings)
+
+
+def _print_rbac_rules(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_operator import permissions
+
+    sys.stdout.write(permissions.rules_document())
+    return 0
 
 
 def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
@@ -153,6 +298,10 @@ def _emulate(args: argparse.Namespace, extra: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Before parsing, so even `drafter-operator cluster up --help` says what to install.
+    if argv and (error := missing_extra_error(argv[0])):
+        print(error, file=sys.stderr)
+        return 2
     parser = build_parser()
     # `emulate` passes everything after it verbatim: the engine's own flags are not ours to parse here.
     if argv and argv[0] == "emulate":

@@ -15,6 +15,12 @@ from urllib.parse import quote, urlencode
 
 from kubernetes import client, config
 
+from drafter_operator import __version__
+
+# Names the operator's own requests in the apiserver's audit log and metrics (apiserver_request_total has no
+# user label, but audit events carry userAgent); without it they showed as python-urllib3, like any script's.
+USER_AGENT = f"drafter-operator/{__version__}"
+
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -58,20 +64,25 @@ class Kube:
         self._lock = threading.Lock()
 
     def _send(self, method: str, path: str, body=None, content_type: str = "application/json",
-              query: dict | None = None, accept: str = "application/json") -> bytes:
+              query: dict | None = None, accept: str = "application/json", timeout: float | None = None) -> bytes:
         url = self.api_client.configuration.host + path + (("?" + urlencode(query)) if query else "")
         with self._lock:
             self.requests[method] += 1
-        resp = self.api_client.rest_client.request(method, url, body=body, headers={
-            "Content-Type": content_type, "Accept": accept})
+        headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": USER_AGENT}
+        # The REST client below the ApiClient only carries TLS client certificates; a bearer token (in-cluster
+        # ServiceAccount token, kubeconfig token or tokenFile, exec and OIDC plugins) is a header the ApiClient
+        # adds, refreshing a rotated in-cluster token on the way. Without it, token identities are anonymous.
+        self.api_client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        resp = self.api_client.rest_client.request(method, url, body=body, headers=headers, _request_timeout=timeout)
         data = resp.read()
         if not 200 <= resp.status < 300:
             raise ApiError(resp.status, resp.reason or "", (data or b"").decode(errors="replace"))
         return data or b""
 
     def request(self, method: str, path: str, body=None, content_type: str = "application/json",
-                query: dict | None = None) -> dict | None:
-        data = self._send(method, path, body, content_type, query)
+                query: dict | None = None, timeout: float | None = None) -> dict | None:
+        """`timeout`: seconds for the whole request (None: no limit), for callers with a deadline."""
+        data = self._send(method, path, body, content_type, query, timeout=timeout)
         return json.loads(data) if data else None
 
     def read_text(self, path: str, query: dict | None = None) -> str:

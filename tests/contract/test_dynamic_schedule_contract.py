@@ -18,30 +18,34 @@ from drafter_operator.engines import dynamic, vllm
 HERE = Path(__file__).resolve().parent
 MAX_NUM_SEQS = 256  # the scheduler expands the schedule up to --max-num-seqs
 
-# Run in the engine environment: parse, build SpeculativeConfig from the parsed JSON (field types checked),
-# read the schedule back, validate it and expand it the way vLLM's scheduler does.
+# Run in the engine environment, once for all cases (importing vLLM is most of the cost): parse, build
+# SpeculativeConfig from the parsed JSON (field types checked), read the schedule back, validate it and
+# expand it the way vLLM's scheduler does.
 SCRIPT = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from engine_parsers import Vllm
 from vllm.config import SpeculativeConfig
 from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup, validate_and_normalize_dynamic_sd_schedule
-argv, max_num_seqs = json.loads(sys.argv[2]), int(sys.argv[3])
+argvs, max_num_seqs = json.loads(sys.argv[2]), int(sys.argv[3])
 helper = Vllm()
-ns = helper.parse(argv[2:])
-helper.validate(ns)
-original = SpeculativeConfig.__post_init__
-SpeculativeConfig.__post_init__ = lambda self: None
-try:
-    config = SpeculativeConfig(**ns.speculative_config)
-finally:
-    SpeculativeConfig.__post_init__ = original
-schedule = config.num_speculative_tokens_per_batch_size
-normalized = validate_and_normalize_dynamic_sd_schedule(schedule)
-lookup = build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=max_num_seqs,
-                                          vllm_num_speculative_tokens=config.num_speculative_tokens)
-print(json.dumps({"schedule": [list(e) for e in schedule], "normalized": [list(e) for e in normalized],
-                  "uses_dynamic": config.uses_dynamic_speculative_decoding(), "lookup": lookup}))
+out = {}
+for case, argv in argvs.items():
+    ns = helper.parse(argv[2:])
+    helper.validate(ns)
+    original = SpeculativeConfig.__post_init__
+    SpeculativeConfig.__post_init__ = lambda self: None
+    try:
+        config = SpeculativeConfig(**ns.speculative_config)
+    finally:
+        SpeculativeConfig.__post_init__ = original
+    schedule = config.num_speculative_tokens_per_batch_size
+    normalized = validate_and_normalize_dynamic_sd_schedule(schedule)
+    lookup = build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=max_num_seqs,
+                                              vllm_num_speculative_tokens=config.num_speculative_tokens)
+    out[case] = {"schedule": [list(e) for e in schedule], "normalized": [list(e) for e in normalized],
+                 "uses_dynamic": config.uses_dynamic_speculative_decoding(), "lookup": lookup}
+print(json.dumps(out))
 """
 
 SWEEPS = {
@@ -60,16 +64,37 @@ def serving(method: str, model: str | None) -> DrafterServingSpec:
                                               "drafter": drafter})
 
 
+METHODS = [("eagle3", "/models/drafters/kimi-eagle3"), ("ngram", None)]
+
+
+def rendered_argv(method: str, model: str | None, sweep: str) -> list[str]:
+    return vllm.render_command(serving(method, model), schedule=dynamic.schedule_from_levels(SWEEPS[sweep], 4))
+
+
+@pytest.fixture(scope="module")
+def vllm_reads(parsers, engine_python) -> dict[str, dict]:
+    """Every case's rendered command through the shared helper and through SCRIPT (one engine process for all)."""
+    argvs = {f"{method}-{sweep}": rendered_argv(method, model, sweep) for method, model in METHODS for sweep in SWEEPS}
+    checked = parsers["vllm"].check([{"id": case, "argv": argv, "full": True} for case, argv in argvs.items()])
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([engine_python, "-c", SCRIPT, str(HERE), json.dumps(argvs), str(MAX_NUM_SEQS)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expanded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(checked) == len(argvs) == len(expanded)
+    return {case: {"checked": result, "expanded": expanded[case]} for case, result in zip(argvs, checked)}
+
+
 @pytest.mark.parametrize("sweep", list(SWEEPS), ids=list(SWEEPS))
-@pytest.mark.parametrize("method,model", [("eagle3", "/models/drafters/kimi-eagle3"), ("ngram", None)])
-def test_rendered_schedule_is_accepted_and_survives(parsers, engine_python, sweep, method, model):
-    spec = serving(method, model)
+@pytest.mark.parametrize("method,model", METHODS)
+def test_rendered_schedule_is_accepted_and_survives(vllm_reads, sweep, method, model):
+    argv = rendered_argv(method, model, sweep)
     schedule = dynamic.schedule_from_levels(SWEEPS[sweep], 4)
-    argv = vllm.render_command(spec, schedule=schedule)
     rendered = json.loads(argv[argv.index("--speculative-config") + 1])
+    read = vllm_reads[f"{method}-{sweep}"]
 
     # the shared helper: parser, SpeculativeConfig fields, and the real SpeculativeConfig (__post_init__)
-    (result,) = parsers["vllm"].check([{"id": "dynamic", "argv": argv, "full": True}])
+    result = read["checked"]
     assert result["status"] == "ok", result
     assert result["speculative"]["json"] == rendered
     assert "ok" in result["speculative"]["fields"], result["speculative"]["fields"]
@@ -77,11 +102,7 @@ def test_rendered_schedule_is_accepted_and_survives(parsers, engine_python, swee
     assert result["speculative"]["full"]["ok"]["num_speculative_tokens"] == 4
 
     # the schedule read back from SpeculativeConfig, validated and expanded by vLLM's own functions
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([engine_python, "-c", SCRIPT, str(HERE), json.dumps(argv), str(MAX_NUM_SEQS)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = read["expanded"]
     assert out["uses_dynamic"] is True
     assert [tuple(e) for e in out["schedule"]] == schedule == [tuple(e) for e in out["normalized"]]
     lookup = out["lookup"]

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec
-from drafter_operator.api.strategies import serving_specs
+from tests.api_strategies import serving_specs
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 

@@ -36,8 +36,9 @@ class OperatorProcess:
     #: How often the operator measures a watched serving's acceptance here (production default 15 s).
     ACCEPTANCE_INTERVAL_SECONDS = 2
 
-    def __init__(self, cluster, log_path: Path):
+    def __init__(self, cluster, log_path: Path, namespaces: str = f"{NAMESPACE_PREFIX}*"):
         self.cluster, self.log_path, self.proc = cluster, log_path, None
+        self.namespaces = namespaces  # a glob: the session's operator watches only this session's namespaces
         self.metrics_port = free_port()
 
     def start(self) -> None:
@@ -48,7 +49,7 @@ class OperatorProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run",
                                       "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",
-                                      "--namespace", f"{NAMESPACE_PREFIX}*"],
+                                      "--namespace", self.namespaces],
                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
@@ -82,10 +83,14 @@ class OperatorProcess:
 def operator(cluster, crds, tmp_path_factory):
     if cluster.local:
         # One operator per cluster: the demo's would reconcile the same objects as the one under test.
+        # The demo installs it with the chart (scaled to zero here; its next `helm upgrade` restores it);
+        # older demos started it as a process beside the cluster.
         from drafter_operator.testbed import cluster as local, processes
-        from drafter_operator.testbed.demo import OPERATOR_COMPONENT
+        from drafter_operator.testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
 
-        processes.stop(OPERATOR_COMPONENT, local.Layout().run)
+        processes.stop(LEGACY_OPERATOR_PROCESS, local.Layout().run)
+        cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_RELEASE}", "--replicas=0",
+                        check=False)
     handle = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
     handle.start()
     yield handle

@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import OperatorProcess
+from tests.serving_client import set_acceptance
 from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -40,13 +41,6 @@ def engine_pods(cluster, namespace: str, name: str, revision: str) -> list[dict]
     items = cluster.get_json("-n", namespace, "pods", "-l",
                              f"drafter.dev/serving={name},drafter.dev/revision={revision}")["items"]
     return [p for p in items if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
-
-
-def set_acceptance(pod: dict, per_token: float) -> None:
-    body = json.dumps({"acceptance": per_token}).encode()
-    request = urllib.request.Request(f"http://{pod['status']['podIP']}:8000/emulator/acceptance", data=body,
-                                     headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(request, timeout=10).read()
 
 
 class Traffic(threading.Thread):

@@ -3,13 +3,14 @@
 The Prometheus finds the engine pods itself, through Kubernetes service discovery (``kubernetes_sd_configs``,
 role pod) against the test cluster's kube-apiserver, scrapes them every second, and the operator asks it
 for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``drafter_dev_serving``,
-``drafter_dev_revision``, replicas by ``pod``): the scrape config below is the usual kubernetes-pods job
+``drafter_dev_revision``, replicas by ``pod``): the scrape job is the usual kubernetes-pods job
 that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
 operator creates.
 
-Which Prometheus: the cluster build's (``testbed.versions.bin_dir()``), Prometheus 3 built from its Go module
-with Kubernetes service discovery compiled in (Debian's package is built without it; docs/testbed.md).
-``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``) overrides it.
+The Prometheus, its scrape jobs and its API are ``testbed/prometheus.py``'s (the demo's too): the cluster
+build's Prometheus 3, built with Kubernetes service discovery (Debian's package is built without it;
+docs/testbed.md); ``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``)
+overrides it.
 """
 
 from __future__ import annotations
@@ -17,23 +18,17 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
-import subprocess
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
 
-from drafter_operator.testbed.versions import bin_dir
+from drafter_operator.testbed.prometheus import Prometheus, config, engine_pods_job, running
 from tests.e2e.conftest import OperatorProcess, emulator_settings
 from tests.e2e.test_serving import (ClientLoop, apply, condition, deployments, seed_serving, service_ip,
                                     serving_status, wait_ready)
-from tests.processes import free_port, listening_process
 
 pytestmark = pytest.mark.e2e
 
@@ -51,71 +46,11 @@ DETECTION_BOUND = WINDOW + FOR + OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS + S
 SLACK = 15
 
 
-def scrape_config(kubeconfig: str, namespace: str) -> dict:
-    """The kubernetes-pods job, limited to one namespace: engine pods only, their engine port only."""
-    return {
-        "global": {"scrape_interval": f"{SCRAPE_INTERVAL}s", "scrape_timeout": f"{SCRAPE_INTERVAL}s",
-                   "evaluation_interval": "15s"},
-        "scrape_configs": [{
-            "job_name": "kubernetes-pods",
-            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
-                                       "namespaces": {"names": [namespace]}}],
-            "relabel_configs": [
-                # Pods the operator created (drafter.dev/serving set), on the engine's port.
-                {"source_labels": ["__meta_kubernetes_pod_label_drafter_dev_serving"], "regex": ".+",
-                 "action": "keep"},
-                {"source_labels": ["__meta_kubernetes_pod_container_port_number"], "regex": str(ENGINE_PORT),
-                 "action": "keep"},
-                # Pod labels as labels (drafter.dev/revision -> drafter_dev_revision), namespace, pod.
-                {"action": "labelmap", "regex": "__meta_kubernetes_pod_label_(.+)"},
-                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-            ],
-        }],
-    }
-
-
-@dataclass
-class Prometheus:
-    url: str
-    version: str
-
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(self.url + path, timeout=5) as response:
-            return json.loads(response.read())
-
-    def targets(self) -> list[dict]:
-        return self.get("/api/v1/targets?state=active")["data"]["activeTargets"]
-
-    def up_pods(self, namespace: str, revision: str) -> set[str]:
-        """The pods of ``revision`` Prometheus discovered and scraped successfully."""
-        return {t["labels"]["pod"] for t in self.targets() if t["health"] == "up"
-                and t["labels"].get("namespace") == namespace and t["labels"].get("drafter_dev_revision") == revision}
-
-
-def _prometheus_binaries() -> tuple[Path, Path]:
-    directory = Path(os.environ.get("DRAFTER_TEST_PROMETHEUS_DIR") or bin_dir())
-    return directory / "prometheus", directory / "promtool"
-
-
 @pytest.fixture
 def prometheus(cluster, namespace, tmp_path) -> Iterator[Prometheus]:
     """A real Prometheus discovering this test's namespace through the kube-apiserver; stopped afterwards."""
-    binary, promtool = _prometheus_binaries()
-    assert binary.exists() and promtool.exists(), \
-        f"no prometheus/promtool in {binary.parent}: run `drafter-operator cluster build`"
-    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
-    version_line = f"{binary}: " + (version.stdout + version.stderr).splitlines()[0]
-    config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump(scrape_config(cluster.kubeconfig, namespace)))
-    check = subprocess.run([str(promtool), "check", "config", str(config)], capture_output=True, text=True,
-                           timeout=30)
-    assert check.returncode == 0, f"{version_line}: " + check.stdout + check.stderr
-    port = free_port()
-    with listening_process([str(binary), f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/data",
-                            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                           dict(os.environ), port, timeout=60):
-        yield Prometheus(f"http://127.0.0.1:{port}", version_line)
+    with running(config([engine_pods_job(cluster.kubeconfig, [namespace])], SCRAPE_INTERVAL), tmp_path) as started:
+        yield started
 
 
 @pytest.fixture

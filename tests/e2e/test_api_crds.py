@@ -24,7 +24,7 @@ from drafter_operator.api import (
     parse_object,
 )
 from drafter_operator.api.generate import crd_filename
-from drafter_operator.api.strategies import benchmark_specs, mutated_serving_specs, serving_specs, training_specs
+from tests.api_strategies import benchmark_specs, mutated_serving_specs, serving_specs, training_specs
 
 pytestmark = pytest.mark.e2e
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.e2e.conftest import E2E_GPU_PRODUCT, emulator_settings
+from tests.serving_client import ClientLoop, stream_completion  # noqa: F401 - other tests import them from here
 
 pytestmark = pytest.mark.e2e
 
@@ -59,48 +57,6 @@ def deployments(cluster, namespace: str, name: str) -> dict[str, dict]:
 
 def service_ip(cluster, namespace: str, name: str) -> str:
     return cluster.get_json("-n", namespace, "service", name)["spec"]["clusterIP"]
-
-
-def stream_completion(ip: str, port: int, model: str, max_tokens: int, timeout: float = 30) -> list[dict]:
-    body = json.dumps({"model": model, "prompt": "Explain speculative decoding.", "max_tokens": max_tokens,
-                       "stream": True, "temperature": 0}).encode()
-    request = urllib.request.Request(f"http://{ip}:{port}/v1/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-    chunks = []
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
-        assert resp.headers["Content-Type"].startswith("text/event-stream")
-        for raw in resp:
-            line = raw.decode().strip()
-            if not line.startswith("data: "):
-                continue
-            if line == "data: [DONE]":
-                return chunks
-            chunks.append(json.loads(line[len("data: "):]))
-    raise AssertionError("stream ended without data: [DONE]")
-
-
-class ClientLoop(threading.Thread):
-    """Sends completions through the Service back to back and counts failures (bounded in time)."""
-
-    def __init__(self, ip: str, port: int, model: str, limit_seconds: float = 240):
-        super().__init__(daemon=True)
-        self.ip, self.port, self.model, self.limit = ip, port, model, limit_seconds
-        self.stop_event = threading.Event()
-        self.ok, self.failures = 0, []
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.limit
-        while not self.stop_event.is_set() and time.monotonic() < deadline:
-            try:
-                chunks = stream_completion(self.ip, self.port, self.model, max_tokens=8, timeout=20)
-                assert sum(len(c["choices"][0]["text"]) > 0 for c in chunks) >= 1
-                self.ok += 1
-            except (OSError, AssertionError, urllib.error.URLError, ValueError) as exc:
-                self.failures.append(repr(exc))
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(30)
 
 
 @pytest.fixture

@@ -190,8 +190,12 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
 
     verdict = preflight(drafter, tiny / "tiny-target", "sglang", "eagle3")
     assert verdict.ok and verdict.checked, verdict.message
-    # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it).
-    assert body["status"]["hiddenStates"]["deleted"] is True
+    # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it). That
+    # is the reconcile after the one that recorded Export (the stage pods it deletes carry Export's
+    # outcome, so it must be in status first): the "Succeeded" read above may come between the two.
+    cluster.wait_for("status.hiddenStates.deleted", lambda: (training(cluster, namespace, name)["status"]
+                                                            .get("hiddenStates") or {}).get("deleted") is True,
+                     timeout=60, interval=1)
     claims = lambda: cluster.get_json("-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"]  # noqa: E731
     try:
         cluster.wait_for("the hidden-state claim to go", lambda: not claims(), timeout=120)

@@ -69,3 +69,24 @@ def test_nothing_is_watched_without_spec_acceptance():
     plain = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/m"},
                                                "drafter": {"method": "none"}})
     assert asyncio.run(AcceptanceMonitor("ns", "x").measure(plain, "r", [], T0)) is None
+
+
+def metrics_available_gauge(revision: str) -> float | None:
+    return REGISTRY.get_sample_value("drafter_engine_metrics_available", {
+        "namespace": "ns", "name": "kimi", "engine": "vllm", "drafter": "eagle3:/models/emulator-good-drafter",
+        "revision": revision})
+
+
+def test_engine_metrics_are_not_called_unavailable_while_no_pod_is_ready():
+    """A new serving's engines load the model for minutes: nothing to read is not an unreadable endpoint,
+    or DrafterEngineMetricsUnavailable would page for every model load."""
+    monitor = AcceptanceMonitor("ns", "kimi", port=9)
+    loading = [pod("loading", "rev7", "127.0.0.9", ready=False)]
+    measured = asyncio.run(monitor.measure(spec(), "rev7", loading, T0))
+    assert measured.verdict.status == "Unknown"
+    assert metrics_available_gauge("rev7") is None
+    # Ready but its port answers nothing (127.0.0.9:9, discard, is closed here): that is unavailable.
+    answered_nothing = asyncio.run(monitor.measure(spec(), "rev7", [pod("loading", "rev7", "127.0.0.9")],
+                                                   T0 + dt.timedelta(seconds=5)))
+    assert answered_nothing.verdict.status == "Unknown"
+    assert metrics_available_gauge("rev7") == 0.0

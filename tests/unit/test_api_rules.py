@@ -18,7 +18,7 @@ from drafter_operator.api import (
     DrafterTrainingSpec,
     parse_object,
 )
-from drafter_operator.api.strategies import benchmark_specs, serving_specs, training_specs
+from tests.api_strategies import benchmark_specs, serving_specs, training_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = sorted((ROOT / "tests" / "e2e" / "invalid").glob("*.yaml"))

@@ -1,7 +1,7 @@
 """The prometheus acceptance source against a REAL Prometheus scraping real emulator processes.
 
 All on loopback: two vLLM and two SGLang emulator subprocesses, and the prometheus binary the local
-cluster build makes in ``testbed.versions.bin_dir()`` scraping them every second from a
+cluster build makes (started by ``testbed/prometheus.py``) scraping them every second from a
 static config with a ``pod`` label per target, the label Kubernetes service discovery would give.
 Skips (saying why) when the binaries are absent: ``drafter-operator cluster build`` builds them.
 
@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,12 +28,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.monitoring import prometheus_source as ps
-from drafter_operator.testbed.versions import bin_dir
+from drafter_operator.testbed.prometheus import binaries, running
 from tests.processes import free_port, listening_process
 
 SCRAPE_INTERVAL = 1.0
@@ -90,28 +88,17 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    binaries = bin_dir()
-    prometheus, promtool = binaries / "prometheus", binaries / "promtool"
+    prometheus, promtool = binaries()
     if not (prometheus.exists() and promtool.exists()):
-        pytest.skip(f"no prometheus/promtool in {binaries}: run `drafter-operator cluster build`")
+        pytest.skip(f"no prometheus/promtool in {prometheus.parent}: run `drafter-operator cluster build`")
     ports = {(engine, replica): free_port() for engine in ("vllm", "sglang") for replica in REPLICAS}
     with tempfile.TemporaryDirectory(prefix="drafter-prom-") as tmp, contextlib.ExitStack() as stack:
-        config = Path(tmp) / "prometheus.yml"
-        config.write_text(yaml.safe_dump(scrape_config(ports)))
-        check = subprocess.run([str(promtool), "check", "config", str(config)], capture_output=True, text=True,
-                               timeout=30)
-        assert check.returncode == 0, check.stdout + check.stderr
         for i, ((engine, replica), port) in enumerate(ports.items()):
             env = {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.002",
                    "DRAFTER_EMULATOR_SEED": str(11 + i)}
             stack.enter_context(listening_process([sys.executable, "-m", "drafter_operator.cli", "emulate",
                                                    *_argv(engine, port)], env, port, timeout=60))
-        prom_port = free_port()
-        stack.enter_context(listening_process([str(prometheus), f"--config.file={config}",
-                                               f"--storage.tsdb.path={tmp}/data",
-                                               f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-                                              dict(os.environ), prom_port, timeout=60))
-        lab = Lab(ports, f"http://127.0.0.1:{prom_port}")
+        lab = Lab(ports, stack.enter_context(running(scrape_config(ports), Path(tmp) / "prometheus")).url)
         # SGLang creates its counter series on the first finished request, and increase() cannot count
         # a series' first sample (nothing before it): one request each, then every drafts series
         # scraped twice, so the tests' windows open on an idle sample of every counter.

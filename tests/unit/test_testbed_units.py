@@ -10,7 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.testbed import build, launch, nodes
-from drafter_operator.testbed.cluster import Ports, kubeconfig_dict
+from drafter_operator.testbed.cluster import (
+    ClusterError,
+    Layout,
+    Ports,
+    audit_policy,
+    component_commands,
+    kubeconfig_dict,
+    restart,
+    scheduler_config,
+)
 from drafter_operator.testbed.versions import Pins
 
 KUBERNETES_GO_MOD = """module k8s.io/kubernetes
@@ -96,8 +105,68 @@ def test_clusters_in_different_port_slots_get_disjoint_addresses(port_base, othe
     if (port_base // 8) % 59 == (other // 8) % 59:
         return
     a, b = nodes.network_for(port_base), nodes.network_for(other)
-    assert not {a.base, a.base + 1, a.base + 2} & {b.base, b.base + 1, b.base + 2}
-    assert max(a.base, b.base) + 2 <= 255
+    assert not set(range(a.base, a.base + 4)) & set(range(b.base, b.base + 4))
+    assert max(a.base, b.base) + 3 <= 255
+
+
+@given(st.integers(0, nodes.MAX_KWOK_NODES - 1), st.integers(0, nodes.MAX_KWOK_NODES - 1), st.integers(1024, 65000))
+def test_kwok_pod_cidrs_reach_past_255_nodes_without_overlapping(index, other, port_base):
+    # A scale run registers 500+ kwok nodes; a /24 per node in one /16 stopped at 255 (add_nodes raised
+    # StopIteration). Every index maps to its own loopback CIDR, away from Services, process pods and kwok's
+    # fallback range, and back to the same index (add_nodes finds the free ones that way).
+    network = nodes.network_for(port_base)
+    cidr = network.pod_cidr(nodes.KWOK, index)
+    net = ipaddress.ip_network(cidr)
+    assert net.is_loopback and net.num_addresses >= 128  # more than a node's 110 pods
+    assert network.pod_cidr_index(nodes.KWOK, cidr) == index
+    assert network.pod_cidr_index(nodes.PROCESS, cidr) is None
+    for foreign in (network.service_cidr, network.kwok_fallback_cidr, f"127.{network.base}.0.0/16"):
+        assert not net.overlaps(ipaddress.ip_network(foreign))
+    if other != index:
+        assert not net.overlaps(ipaddress.ip_network(network.pod_cidr(nodes.KWOK, other)))
+
+
+@pytest.mark.parametrize("cidr", ["", "10.0.0.0/24", "127.{process}.3.0/24", "127.x.1.0/24", "127.{extra}.0.64/25",
+                                  "127.{extra}.0.0/24", "127.{services}.0.0/24", "127.{kwok}.7.0/25"])
+def test_cidrs_not_made_by_pod_cidr_have_no_index(cidr):
+    network = nodes.network_for(16440)
+    cidr = cidr.format(process=network.base, kwok=network.base + 1, services=network.base + 2, extra=network.base + 3)
+    assert network.pod_cidr_index(nodes.KWOK, cidr) is None
+
+
+def test_node_indexes_past_the_limit_are_refused():
+    network = nodes.network_for(16440)
+    with pytest.raises(ValueError, match="out of range"):
+        network.pod_cidr(nodes.KWOK, nodes.MAX_KWOK_NODES)
+    with pytest.raises(ValueError, match="out of range"):
+        network.pod_cidr(nodes.PROCESS, 255)
+
+
+def test_audit_policy_logs_only_the_audited_users_and_no_request_bodies():
+    policy = audit_policy()
+    assert policy["rules"][0] == {"level": "Metadata", "users": ["admin"]}
+    assert policy["rules"][-1] == {"level": "None"}  # the control plane's own traffic stays out
+    assert "RequestReceived" in policy["omitStages"]  # one event per request, not two
+
+
+def test_audit_flags_only_when_asked(tmp_path):
+    layout = Layout(tmp_path)
+    plain = component_commands(layout, Ports(20000), tmp_path, audit=False)["kube-apiserver"]
+    audited = component_commands(layout, Ports(20000), tmp_path, audit=True)["kube-apiserver"]
+    assert "--audit-policy-file" not in plain
+    assert audited[audited.index("--audit-log-path") + 1] == str(layout.audit_log)
+
+
+def test_controllers_and_scheduler_run_with_production_client_limits(tmp_path):
+    commands = component_commands(Layout(tmp_path), Ports(20000), tmp_path)
+    manager = commands["kube-controller-manager"]
+    for flag in ("--kube-api-qps", "--kube-api-burst", "--concurrent-deployment-syncs", "--concurrent-replicaset-syncs"):
+        assert int(manager[manager.index(flag) + 1]) > 20  # above every default (20, 30, 5, 5)
+    scheduler = commands["kube-scheduler"]
+    assert scheduler[scheduler.index("--config") + 1] == str(Layout(tmp_path).scheduler_config)
+    assert "--kubeconfig" not in scheduler  # ignored beside --config: the config file carries it
+    connection = scheduler_config(tmp_path / "kc")["clientConnection"]
+    assert connection["kubeconfig"] == str(tmp_path / "kc") and connection["qps"] > 50 and connection["burst"] > 100 - 1
 
 
 def test_the_developer_and_ci_clusters_do_not_share_addresses():
@@ -113,6 +182,13 @@ def test_default_topology_gives_distinct_names_and_cidrs():
 def test_ports_are_consecutive_and_distinct():
     ports = Ports(20000).all()
     assert sorted(ports.values()) == list(range(20000, 20008))
+
+
+def test_restart_names_what_it_can_restart_and_refuses_a_component_that_is_not_running(tmp_path):
+    with pytest.raises(ClusterError, match="choose one of etcd, kube-apiserver, kube-controller-manager"):
+        restart("demo-operator", layout=Layout(tmp_path))
+    with pytest.raises(ClusterError, match="etcd of the local cluster in .* is not running"):
+        restart("etcd", layout=Layout(tmp_path))
 
 
 def test_kubeconfig_points_at_loopback_with_client_certs(tmp_path):

@@ -109,6 +109,26 @@ def test_bars_of_other_stages_are_not_taken_for_progress():
         assert p.advance(p.Progress(), bar, stage, 0.0) == p.Progress()
 
 
+def test_our_regenerate_client_counts_samples_during_generate():
+    # What `drafter-operator regenerate` prints (spec.data.generation) is read back as Generate's samples;
+    # without it a Generate through the target's engine pod showed "Generate running" until it ended.
+    import io
+
+    from drafter_operator.training.regenerate import Progress as RegenerateProgress
+
+    out = io.StringIO()
+    printer = RegenerateProgress(0, 5, out)
+    printer.report()
+    for _ in range(3):
+        printer.advance()
+    seen = [p.advance(p.Progress(), line, "Generate", 0.0) for line in out.getvalue().splitlines()]
+    assert [(s.samples_done, s.samples_total) for s in seen] == [(0, 5), (1, 5), (2, 5), (3, 5)]
+    assert seen[-1].summary() == "3/5 samples"
+    # the same words in another stage, or inside another line, are not Generate's samples
+    assert p.advance(p.Progress(), "regenerated 3/5 samples", "Train", 0.0) == p.Progress()
+    assert p.advance(p.Progress(), "WARNING regenerated 3/5 samples twice", "Generate", 0.0) == p.Progress()
+
+
 def test_the_plan_gives_what_is_asked_for_before_any_output():
     generate = {"stage": "Generate", "commands": [
         {"argv": ["vllm", "launch", "render", "--max-samples", "7"], "server": True},

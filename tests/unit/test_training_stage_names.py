@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from drafter_operator.api.strategies import training_specs
+from tests.api_strategies import training_specs
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.training import RenderOptions, TrainingPaths, render
 from drafter_operator.training.stages import job_stages

@@ -152,17 +152,22 @@ class AcceptanceMonitor:
             self.verdict = resume_from
         thresholds = self.thresholds
         at = now.timestamp()
+        port = self.port or engines.engine(spec.engine).DEFAULT_PORT
+        replicas = ready_replicas(pods, revision, port)
         if spec.acceptance.source == "prometheus":
             sample = await self._prometheus_sample(spec, revision, thresholds, at)
         else:
-            port = self.port or engines.engine(spec.engine).DEFAULT_PORT
-            sample = await self.engine_source.sample(ready_replicas(pods, revision, port), at)
+            sample = await self.engine_source.sample(replicas, at)
         previous = self.verdict
         self.verdict = a.evaluate(previous, sample, thresholds)
         drafter = f"{spec.drafter.method}:{spec.drafter.model or ''}".rstrip(":")
         labels = (self.namespace, self.name, spec.engine, drafter, revision)
         operator_metrics.set_acceptance(*labels, self.verdict.window)
         operator_metrics.set_degraded(*labels, {"True": True, "False": False}.get(self.verdict.status))
+        # No Ready pod of the revision (its engines still load the model, or all restart) is nothing to read
+        # yet, not an unreadable endpoint: the series is left out, so DrafterEngineMetricsUnavailable does not
+        # page for every model load of a new serving.
+        operator_metrics.set_engine_metrics_available(*labels, sample.problem is None if replicas else None)
         block = a.status_block(sample, spec.acceptance.source, thresholds.window_seconds,
                                now.strftime("%Y-%m-%dT%H:%M:%SZ"))
         if block is not None:

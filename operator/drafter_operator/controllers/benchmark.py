@@ -21,6 +21,7 @@ from drafter_operator.controllers.benchmark_decide import (
 )
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
+from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
 
@@ -58,6 +59,7 @@ class BenchmarkReconciler(OneAtATime):
     def observe(self, namespace: str, name: str) -> BenchmarkState | None:
         body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
+            metrics.forget_benchmark(namespace, name)  # a deleted run's failure must not page anyone
             return None
         spec = body.get("spec") or {}
         selector = f"{BENCHMARK_LABEL}={name}"
@@ -109,3 +111,6 @@ class BenchmarkReconciler(OneAtATime):
             self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
+        serving = ((body["metadata"].get("labels") or {}).get(SERVING_LABEL)
+                   or ((body.get("spec") or {}).get("servingRef") or {}).get("name") or "")
+        metrics.set_benchmark_state(namespace, name, serving, {**(body.get("status") or {}), **plan.status})

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import datetime as dt
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import kopf
 
@@ -25,6 +24,7 @@ from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, p
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_decide import observed_from
 from drafter_operator.controllers.training import TrainingReconciler
+from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, load_api_client
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
@@ -49,6 +49,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
+    operator_metrics.start_reconcile_counters(("DrafterServing", BenchmarkReconciler.kind, TrainingReconciler.kind))
     memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
     memo.benchmarks = BenchmarkReconciler(kube)
     memo.trainings = TrainingReconciler(kube)
@@ -73,7 +74,7 @@ def release(memo: kopf.Memo, **_) -> None:
 
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:
     # A snapshot: kopf's body is a live view, and the reconciler reads it from another thread.
-    return {(namespace, labels[SERVING_LABEL]): copy.deepcopy(dict(body))}
+    return {(namespace, labels[SERVING_LABEL]): kept_copy(body)}
 
 
 @kopf.index("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
@@ -100,7 +101,7 @@ def _benchmarked_serving(labels: kopf.Labels, spec: kopf.Spec) -> str | None:
 def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
     serving = _benchmarked_serving(labels, spec)
-    return {(namespace, serving): copy.deepcopy(dict(body))} if serving else None
+    return {(namespace, serving): kept_copy(body)} if serving else None
 
 
 @kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
@@ -145,7 +146,7 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
     latest: dict = {}
 
     async def measure_once():
-        watched = watched_revision(copy.deepcopy(dict(body)))
+        watched = watched_revision(kept_copy(body))
         if watched is None:
             monitor.forget()
             return None
@@ -157,18 +158,22 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         latest["acceptance"] = measurement
         memo.wakeups.saw(key, "acceptance", name, None)
 
+    in_flight: set[Future] = set()
+
     async def reconcile_once():
         # Snapshots taken on the event loop, where kopf updates the body and the indexes.
-        snapshot = copy.deepcopy(dict(body))
+        snapshot = kept_copy(body)
         service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
         observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
                                  benchmarks=serving_benchmarks.get(key, []))
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            memo.reconcile_pool, context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot), observed,
-            latest.get("acceptance"))
+        running = memo.reconcile_pool.submit(context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot),
+                                             observed, latest.get("acceptance"))
+        in_flight.add(running)
+        running.add_done_callback(in_flight.discard)
+        return await asyncio.wrap_future(running)
 
     tasks = {asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
                                                   memo.error_retry_seconds, now_utc)),
@@ -181,9 +186,18 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         for task in tasks | {stop}:
             task.cancel()
         await asyncio.gather(*tasks, stop, return_exceptions=True)
-        # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
-        monitor.forget()
-        operator_metrics.forget_serving(namespace, name)
+
+        def forget(_finished=None) -> None:
+            # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
+            monitor.forget()
+            operator_metrics.forget_serving(namespace, name)
+
+        forget()
+        # Cancelling the loop does not stop a reconcile already running in the pool, and the gauges it sets at
+        # its end would bring the series back for good: forget again once it is done. A callback, not an await:
+        # kopf cancels this task after cancellation_timeout, and a cancelled await here would forget nothing.
+        for running in list(in_flight):
+            running.add_done_callback(forget)
     for task in tasks:
         if not task.cancelled() and task.exception():
             raise task.exception()  # kopf restarts the daemon after its backoff

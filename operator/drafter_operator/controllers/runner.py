@@ -1,18 +1,51 @@
-"""`drafter-operator run`: start kopf with our handlers and the operator's /metrics endpoint."""
+"""`drafter-operator run`: start kopf with our handlers, the operator's /metrics and kopf's /healthz."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
+import sys
+import threading
 
 import kopf
 from prometheus_client import start_http_server
 
+from drafter_operator.controllers import leadership
+
 
 def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
-        metrics_host: str = "0.0.0.0") -> int:
-    """Run until interrupted. `namespaces` empty: cluster-wide; else only those (namespaced mode)."""
+        metrics_host: str = "0.0.0.0", health_port: int = 0, health_host: str = "0.0.0.0",
+        leader_election: bool = True, lease_namespace: str | None = None, lease_name: str | None = None,
+        lease_timings: leadership.Timings = leadership.Timings()) -> int:
+    """Run until interrupted. `namespaces` empty: cluster-wide; else only those (namespaced mode).
+
+    `health_port`: serve a liveness endpoint (`/healthz`) for the pod's probes; 0 leaves it off. kopf's
+    answers while the operator leads (200 while its event loop answers); before, the stand-by's does.
+
+    `leader_election`: act only while holding the Lease `lease_name` (default: named after the scope, see
+    leadership.lease_name) in `lease_namespace` (default: leader_election.default_lease_namespace), so a
+    second operator for the same scope stands by instead of acting too (docs/reliability.md).
+    `lease_timings`: its lease duration, renew deadline and retry period; default: client-go's.
+
+    Exits 2 before kopf starts when the apiserver denies a permission the operator needs where it is to
+    act (permissions.py), naming each denied permission and the fix, or when the Lease's namespace does
+    not exist; 3 when it loses the Lease."""
+    from drafter_operator import permissions
     from drafter_operator.controllers import handlers  # noqa: F401 - registers the handlers
+    from drafter_operator.controllers import leader_election as election
+    from drafter_operator.kube import Kube, load_api_client
+    from drafter_operator.monitoring import operator_metrics
+
+    if leader_election:
+        lease_namespace = lease_namespace or election.default_lease_namespace()
+        lease_name = lease_name or leadership.lease_name(namespaces)
+    missing = permissions.missing_access(Kube(load_api_client()), namespaces,
+                                         lease_namespace if leader_election else None)
+    if missing:
+        print(permissions.explain_missing(missing, namespaces), file=sys.stderr)
+        return 2
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -20,5 +53,61 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host)
-    asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True))
+    liveness = f"http://{health_host}:{health_port}/healthz" if health_port else None
+
+    if not leader_election:
+        operator_metrics.set_leader(True)
+        asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True,
+                                  liveness_endpoint=liveness))
+        return 0
+
+    # Its own client: the lease traffic stays out of drafter_operator_api_requests, the reconciles' figure.
+    elector = election.LeaderElector(Kube(load_api_client()), lease_namespace, lease_name,
+                                     election.holder_identity(), timings=lease_timings)
+    stop = threading.Event()  # SIGTERM or SIGINT while standing by
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    standby = election.StandbyHealth(health_host, health_port, elector) if health_port else None
+    try:
+        leading = elector.acquire(stop)
+    except election.LeaseNamespaceMissing as exc:
+        print(f"drafter-operator: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if standby:
+            standby.stop()  # kopf serves /healthz on the same port from here on
+    if not leading:
+        return 0
+    elector.start_renewing()
+    memo = kopf.Memo()
+
+    async def lead() -> None:
+        # A signal before kopf installs its own handlers (it replaces these) cancels kopf. Not kopf's
+        # stop_flag: kopf leaves that flag's waiter running after a signal and then waits 5 s for it.
+        loop = asyncio.get_running_loop()
+        early = asyncio.Event()
+        for sig in previous:
+            loop.add_signal_handler(sig, early.set)
+        if stop.is_set():  # a signal that came while acquiring
+            return
+        operator = asyncio.create_task(kopf.operator(namespaces=namespaces, clusterwide=not namespaces,
+                                                     standalone=True, liveness_endpoint=liveness, memo=memo))
+        signalled = asyncio.create_task(early.wait())
+        await asyncio.wait({operator, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        if not operator.done():
+            operator.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await operator
+
+    try:
+        asyncio.run(lead())
+    finally:
+        # Release only once nothing acts for this process: kopf has stopped its handlers, and the reconciles
+        # its cleanup left running in the pool finish while the renewer still holds the Lease.
+        pool = getattr(memo, "reconcile_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+        elector.release()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0

@@ -57,7 +57,12 @@ class ServingReconciler:
             plan = decide(ServingState(serving=body, observed=observed, now=self.clock(),
                                        default_images=self.default_images, drain=self.drain,
                                        acceptance=acceptance))
-            return self.apply(body["metadata"]["namespace"], body["metadata"]["name"], plan, post_event)
+            namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+            applied = self.apply(namespace, name, plan, post_event)
+            # The alert rules' view (Ready, a swap under way, the last benchmark) is the status just written.
+            metrics.set_serving_state(namespace, name, plan.engine or (body.get("spec") or {}).get("engine", ""),
+                                      {**(body.get("status") or {}), **plan.record_first, **plan.status})
+            return applied
 
     def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink) -> Applied:
         """Write the plan in its order: verdict record, children, status, deletions, Events, counters."""

@@ -351,7 +351,10 @@ def decide(state: ServingState) -> ServingPlan:
     new_status = {
         "observedGeneration": generation,
         "activeRevision": swap.active,
-        "previousRevision": swap.switched_from or status.get("previousRevision"),
+        # The Service records the revision traffic left in the same write that moves it: a restart after
+        # that write but before this status landed still finds it there.
+        "previousRevision": swap.switched_from or switch_record.get(PREVIOUS_REVISION_ANNOTATION)
+        or status.get("previousRevision"),
         "revisions": revisions,
         "endpoint": {"host": f"{name}.{namespace}.svc.cluster.local", "port": engine.DEFAULT_PORT,
                      "url": f"http://{name}.{namespace}.svc.cluster.local:{engine.DEFAULT_PORT}/v1"},

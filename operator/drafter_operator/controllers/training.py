@@ -17,6 +17,7 @@ from drafter_operator.controllers.training_decide import TrainingPlan, TrainingS
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
+from drafter_operator.monitoring import operator_metrics as metrics
 from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
 from drafter_operator.resources.training_engine import COMPONENT_LABEL, GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
@@ -54,6 +55,7 @@ class TrainingReconciler(OneAtATime):
     def observe(self, namespace: str, name: str) -> TrainingState | None:
         body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
+            metrics.forget_training(namespace, name)  # a deleted run's failure must not page anyone
             return None  # owner references take the Jobs, ConfigMaps and the owned claim with it
         selector = f"{TRAINING_LABEL}={name}"
         from drafter_operator.api import DrafterTraining
@@ -121,3 +123,4 @@ class TrainingReconciler(OneAtATime):
             self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
+        metrics.set_training_state(namespace, name, {**(body.get("status") or {}), **plan.status})

@@ -18,8 +18,10 @@ HTTP API (aiohttp), per engine:
   ``POST``/``GET /flush_cache``. ``tokenizer_path`` in the info bodies is the shipped tokenizer's
   directory, which ``sglang.bench_serving`` loads when given no ``--tokenizer``;
 - control (emulator only): ``POST /emulator/acceptance`` ``{"acceptance": 0.2}`` sets the running
-  drafter's per-token acceptance; ``GET /emulator/state`` returns configuration, model prediction and
-  lifetime counts.
+  drafter's per-token acceptance; ``POST /emulator/metrics-fault`` ``{"mode": "hang"}`` makes ``/metrics``
+  hang, answer late, dribble, answer garbage or an error, or drop the connection
+  (``emulator/metrics_faults.py``); ``GET /emulator/state`` returns configuration, model prediction,
+  lifetime counts and the metrics fault in force.
 
 Environment (see ``emulator/model.py``): ``DRAFTER_EMULATOR_HOST``, ``_STARTUP_SECONDS``,
 ``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_DOWNLOAD_SECONDS``.
@@ -53,6 +55,7 @@ from drafter_operator.emulator.cmdline import (
 from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
 from drafter_operator.emulator.exporters import SglangExporter
 from drafter_operator.emulator.hub import HubModelUnavailable, environment_names, resolve_models
+from drafter_operator.emulator.metrics_faults import MetricsFault
 from drafter_operator.emulator.model import Pacer, Settings
 from drafter_operator.emulator.native import NativeResponseBuilder, parse_generate
 from drafter_operator.emulator.openai import (
@@ -81,6 +84,9 @@ class EmulatorApp:
         self.engine = engine
         self.config: EngineConfig = engine.config
         self.created = int(time.time())
+        self.metrics_fault = MetricsFault()
+        #: Set (and replaced) whenever the metrics fault changes: a hanging /metrics request waits on it.
+        self._fault_changed = asyncio.Event()
 
     def build(self) -> web.Application:
         app = web.Application()
@@ -91,6 +97,7 @@ class EmulatorApp:
             web.post(vllm_engine.COMPLETIONS_PATH, self.completions),
             web.post(vllm_engine.CHAT_COMPLETIONS_PATH, self.chat_completions),
             web.post("/emulator/acceptance", self.set_acceptance),
+            web.post("/emulator/metrics-fault", self.set_metrics_fault),
             web.get("/emulator/state", self.state),
         ]
         if cfg.engine == "vllm" or cfg.enable_metrics:
@@ -176,13 +183,61 @@ class EmulatorApp:
             "version": ENGINE_VERSIONS[cfg.engine],
         })
 
-    async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.engine.exporter.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics(self, request: web.Request) -> web.StreamResponse:
+        fault = self.metrics_fault
+        headers = {"Content-Type": CONTENT_TYPE_LATEST}
+        if fault.mode == "hang":
+            # Until the client gives up or the fault changes (then answer as the new fault says).
+            changed = self._fault_changed
+            while not changed.is_set():
+                if request.transport is None or request.transport.is_closing():
+                    return web.Response(status=499)  # nobody is listening any more
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 0.5)
+            return await self.metrics(request)
+        if fault.mode == "reset":
+            if request.transport is not None:
+                request.transport.abort()  # no status line, no headers: the connection just ends
+            return web.Response(status=499)
+        if fault.mode == "status":
+            return web.Response(status=fault.status, text=f"{fault.status} emulated /metrics failure\n")
+        if fault.mode == "garbage":
+            return web.Response(body=fault.body, headers=headers)
+        if fault.mode == "slow":
+            await asyncio.sleep(fault.seconds)
+        body = self.engine.exporter.render()
+        if fault.mode != "trickle":
+            return web.Response(body=body, headers=headers)
+        response = web.StreamResponse(headers=headers)
+        await response.prepare(request)
+        pieces = 20
+        step = -(-len(body) // pieces)
+        try:
+            for start in range(0, len(body), step):
+                await asyncio.sleep(fault.seconds / pieces)
+                await response.write(body[start:start + step])
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client gave up
+        return response
 
     # ---------------------------------------------------------------------------------- control
 
     async def state(self, request: web.Request) -> web.Response:
-        return web.json_response(self.engine.state())
+        return web.json_response(self.state_body())
+
+    async def set_metrics_fault(self, request: web.Request) -> web.Response:
+        try:
+            fault = MetricsFault.from_json(await request.json())
+        except (json.JSONDecodeError, ValueError) as exc:
+            return _error(str(exc), 400, "BadRequestError")
+        self.metrics_fault = fault
+        self._fault_changed.set()  # wakes the requests hanging on the old fault
+        self._fault_changed = asyncio.Event()
+        return web.json_response(self.state_body())
+
+    def state_body(self) -> dict[str, object]:
+        return {**self.engine.state(), "metricsFault": self.metrics_fault.as_dict()}
 
     async def set_acceptance(self, request: web.Request) -> web.Response:
         try:
@@ -193,7 +248,7 @@ class EmulatorApp:
             self.engine.set_acceptance(acceptance)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             return _error(f'expected {{"acceptance": <number in [0, 1]>}}: {exc}', 400, "BadRequestError")
-        return web.json_response(self.engine.state())
+        return web.json_response(self.state_body())
 
     # ------------------------------------------------------------------------------ tokenizer
 

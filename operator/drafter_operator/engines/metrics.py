@@ -85,6 +85,7 @@ class UnusableReason(StrEnum):
     MISSING_SERIES = "MissingSeries"                  # some spec-decode counters without the others
     ACCEPTED_EXCEEDS_DRAFTED = "AcceptedExceedsDrafted"
     COUNTER_DECREASE = "CounterDecrease"              # a decrease that is not a clean reset
+    INCONSISTENT_COUNTERS = "InconsistentCounters"    # counts no engine produces (see check_steps_consistent)
 
 
 Labels = tuple[tuple[str, str], ...]
@@ -197,6 +198,15 @@ def _samples(text: str) -> Iterator[Sample]:
         yield from family.samples
 
 
+def _as_float(value: int | float) -> float:
+    """The parser's value as a double: it reads an integer literal as a Python int of any size, which
+    would be infinite as a double (math.isfinite raises OverflowError on it instead of saying so)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def read_series(body: str | bytes, engine_prefix: str, names: Collection[str],
                 labels: Mapping[str, str | None] | None = None, *,
                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> dict[str, list[Series]]:
@@ -223,9 +233,10 @@ def read_series(body: str | bytes, engine_prefix: str, names: Collection[str],
         if key in seen:
             raise unusable(UnusableReason.DUPLICATE_SERIES, f"{series_name(*key)} appears more than once", *key)
         seen.add(key)
-        if not math.isfinite(sample.value):
-            raise unusable(UnusableReason.NON_FINITE, f"{series_name(*key)} is {sample.value}", *key)
-        found.setdefault(sample.name, []).append(Series(key[0], key[1], sample.value))
+        value = _as_float(sample.value)
+        if not math.isfinite(value):
+            raise unusable(UnusableReason.NON_FINITE, f"{series_name(*key)} is {_clip(str(sample.value), 40)}", *key)
+        found.setdefault(sample.name, []).append(Series(key[0], key[1], value))
     if not any_sample:
         raise unusable(UnusableReason.EMPTY, "/metrics body has no samples")
     if not engine_seen:
@@ -400,6 +411,23 @@ def check_accepted_within_drafted(where: str, drafts: float | None, draft_tokens
                            f"{where}: position {i} accepted {value:g} times in {drafts or 0:g} drafts")
 
 
+def check_steps_consistent(where: str, engine: EngineName, drafts: float, draft_tokens: float | None,
+                           generation_tokens: float, k: int | None) -> None:
+    """Counts the engine cannot produce, which a plausible-looking number (a scaled or garbled counter)
+    would otherwise turn into a low acceptance: vLLM counts a draft only when it proposed tokens, at most
+    k of them (``drafts <= draft tokens <= k x drafts``); every SGLang verification emits at least one
+    token (``verify calls <= generation tokens``, both counted when a request finishes)."""
+    if engine == "vllm" and draft_tokens is not None and drafts > 0:
+        if draft_tokens < drafts or (k and draft_tokens > k * drafts):
+            bound = f"1 to {k}" if k else "at least 1"
+            raise unusable(UnusableReason.INCONSISTENT_COUNTERS,
+                           f"{where}: {draft_tokens:g} draft tokens in {drafts:g} drafts, not {bound} per draft")
+    if engine == "sglang" and generation_tokens < drafts:
+        raise unusable(UnusableReason.INCONSISTENT_COUNTERS,
+                       f"{where}: {generation_tokens:g} generated tokens in {drafts:g} verification calls, "
+                       "fewer than one per call")
+
+
 # --------------------------------------------------------------------------------------------------
 # Window math
 # --------------------------------------------------------------------------------------------------
@@ -519,18 +547,30 @@ def window(before: SpecDecodeCounters, after: SpecDecodeCounters,
     if reset:
         # A restart: the previous values belong to another process; count from zero.
         before = SpecDecodeCounters(engine=after.engine, speculative=after.speculative)
-    drafts = _delta(before.drafts, after.drafts)
-    generation = _delta(before.generation_tokens, after.generation_tokens)
+    # A counter missing from `before` while the engine was already counting (a scrape that lost a family:
+    # cut short at a line, a half-written exposition) counts from its first value, as Prometheus'
+    # increase() loses a new series' first sample. Counting it from zero would put the engine's whole
+    # history into this window against the other counters' few seconds.
+    counting = any((getattr(before, name) or 0.0) > 0 for name in _COUNT_FIELDS)
+
+    def delta(name: str) -> float:
+        start, end = getattr(before, name), getattr(after, name)
+        return _delta(end if start is None and counting else start, end)
+
+    drafts = delta("drafts")
+    generation = delta("generation_tokens")
 
     if after.engine == "vllm":
-        draft_tokens = _delta(before.draft_tokens, after.draft_tokens)
-        accepted = _delta(before.accepted_tokens, after.accepted_tokens)
-        previous = before.accepted_per_position
+        draft_tokens = delta("draft_tokens")
+        accepted = delta("accepted_tokens")
+        previous = before.accepted_per_position or (after.accepted_per_position if counting else ())
         per_position_counts = tuple(_delta(previous[i] if i < len(previous) else 0.0, value)
                                     for i, value in enumerate(after.accepted_per_position))
         # Each scrape can be consistent and the difference still not: e.g. 50 more accepted tokens
         # for 20 more draft tokens. That is a verdict, not a rate of 2.5.
         check_accepted_within_drafted("between the two scrapes", drafts, draft_tokens, accepted, per_position_counts)
+        check_steps_consistent("between the two scrapes", "vllm", drafts, draft_tokens, generation,
+                               num_speculative_tokens or after.num_speculative_tokens)
         rate = acceptance_rate(accepted, draft_tokens)
         return AcceptanceWindow(
             engine="vllm", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
@@ -541,6 +581,7 @@ def window(before: SpecDecodeCounters, after: SpecDecodeCounters,
         )
 
     # SGLang
+    check_steps_consistent("between the two scrapes", "sglang", drafts, None, generation, None)
     length = tokens_per_verification(generation, drafts)
     k = num_speculative_tokens or after.num_speculative_tokens
     draft_tokens = accepted = rate = None

@@ -38,6 +38,23 @@ METRICS_INVALID = "MetricsInvalid"
 NOT_MONITORED = "NotMonitored"
 NO_BENCHMARK = "NoBenchmark"
 
+
+class MetricsUnavailable(Exception):
+    """No answer to judge (condition reason ``MetricsUnavailable``), from either source.
+
+    ``reason`` says why, in one word: ``Unreachable`` (connection refused, reset or closed without an
+    answer), ``Timeout`` (no complete answer in time), ``HTTPError`` (an error status), and for the
+    ``prometheus`` source ``QueryError`` and ``NoSeries``.
+    """
+
+    condition_reason = METRICS_UNAVAILABLE
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
 #: Recovery needs the rate this far above its threshold (absolute), and the length this far above its
 #: own, so a drafter hovering at the threshold does not flip the condition with every window.
 RATE_HYSTERESIS = 0.02
@@ -73,15 +90,22 @@ class ScrapeHistory:
         """Acceptance over (up to) the last ``seconds``, and the seconds it really covers.
 
         None with fewer than two scrapes. Raises ``MetricsUnusable`` when the two scrapes do not make
-        an honest window (see ``engines.metrics.window``).
+        an honest window (see ``engines.metrics.window``), or when any two consecutive scrapes inside
+        it do not: the figures are the difference of the window's ends, and a scrape that contradicts
+        its neighbours (one counter gone back, a family missing) would otherwise bias them the whole
+        time it is the window's start, unseen.
         """
         if len(self._scrapes) < 2:
             return None
         end, newest = self._scrapes[-1]
-        start, oldest = self._scrapes[0]
-        for at, counters in self._scrapes:
+        first = 0
+        for i, (at, _) in enumerate(self._scrapes):
             if at <= end - seconds:
-                start, oldest = at, counters
+                first = i
+        inside = [counters for _, counters in list(self._scrapes)[first:]]
+        for earlier, later in zip(inside, inside[1:]):
+            m.window(earlier, later, num_speculative_tokens)
+        start, oldest = self._scrapes[first]
         return m.window(oldest, newest, num_speculative_tokens), end - start
 
 

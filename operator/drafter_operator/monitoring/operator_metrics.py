@@ -6,10 +6,15 @@ for a deleted serving would page someone forever: :func:`forget_revision` and :f
 remove them (``prometheus_client``'s ``.remove()``). "No figure" is an absent series, never a stale
 number or NaN: a window without drafts removes the rate and length series; Degraded=Unknown removes
 ``drafter_degraded``. See docs/monitoring.md.
+
+The state gauges (serving Ready, a swap under way, the last benchmark's speedup, a failed benchmark or
+training, usable engine metrics) exist for the chart's alert rules (charts/drafter-operator/files/alerts.yaml):
+they are set from the status each reconcile leaves, so Prometheus sees what ``kubectl get`` shows.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -38,10 +43,40 @@ ACCEPTANCE_LENGTH = Gauge("drafter_acceptance_length",
                           REVISION_LABELS)
 DEGRADED = Gauge("drafter_degraded", "1 when the revision's Degraded condition is True, 0 when False; "
                  "absent when Unknown.", REVISION_LABELS)
+ENGINE_METRICS_AVAILABLE = Gauge(
+    "drafter_engine_metrics_available", "1 when the revision's last acceptance measurement could read and trust "
+    "the engines' metrics; 0 when a scrape or query failed (MetricsUnavailable) or an answer was refused "
+    "(MetricsInvalid); absent while the revision has no Ready pod.", REVISION_LABELS)
+SERVING_READY = Gauge("drafter_serving_ready", "1 when the serving's Ready condition is True, else 0.", SERVING_LABELS)
+SWAP_STARTED = Gauge("drafter_swap_started_timestamp_seconds",
+                     "While a swap is under way (Progressing True): when it started, Unix seconds; absent otherwise.",
+                     SERVING_LABELS + ("reason",))
+LAST_BENCHMARK_LABELS = SERVING_LABELS + ("drafter", "revision", "benchmark")
+LAST_BENCHMARK_SPEEDUP = Gauge("drafter_last_benchmark_speedup",
+                               "Speedup against its baseline of the newest finished benchmark of the active "
+                               "revision (status.lastBenchmark); absent without one.", LAST_BENCHMARK_LABELS)
 #: Per-revision series and their label names (the order ``.remove()`` wants).
-_BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION_LABELS), (DEGRADED, REVISION_LABELS))
+_BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION_LABELS), (DEGRADED, REVISION_LABELS),
+                (ENGINE_METRICS_AVAILABLE, REVISION_LABELS))
 #: Everything labelled by serving; forget_serving clears all of them.
-_BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS))
+_BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS),
+                              (SERVING_READY, SERVING_LABELS), (SWAP_STARTED, SERVING_LABELS + ("reason",)),
+                              (LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS))
+BENCHMARK_LABELS = ("namespace", "benchmark", "serving")
+BENCHMARK_FAILED = Gauge("drafter_benchmark_failed", "1 when the DrafterBenchmark's state is Failed, else 0.",
+                         BENCHMARK_LABELS)
+BENCHMARK_SPEEDUP = Gauge("drafter_benchmark_speedup", "A finished DrafterBenchmark's speedup against its baseline.",
+                          BENCHMARK_LABELS)
+BENCHMARK_CROSSOVER = Gauge("drafter_benchmark_crossover_concurrency",
+                            "A load sweep's lowest concurrency whose speedup is below 1.0; absent when none is.",
+                            BENCHMARK_LABELS)
+_BY_BENCHMARK = ((BENCHMARK_FAILED, BENCHMARK_LABELS), (BENCHMARK_SPEEDUP, BENCHMARK_LABELS),
+                 (BENCHMARK_CROSSOVER, BENCHMARK_LABELS))
+TRAINING_LABELS = ("namespace", "training")
+TRAINING_FAILED = Gauge("drafter_training_failed", "1 when the DrafterTraining's stage is Failed, else 0.",
+                        TRAINING_LABELS)
+LEADER = Gauge("drafter_operator_leader", "1 while this operator process leads (holds the leader Lease, or runs "
+               "with --no-leader-election), 0 while it stands by: only a leader runs handlers.")
 API_REQUESTS = Gauge("drafter_operator_api_requests", "Kubernetes API requests made by the operator, by verb.",
                      ("verb",))
 
@@ -108,6 +143,88 @@ def forget_serving(namespace: str, name: str) -> int:
     return _forget(_BY_SERVING, lambda labels: (labels["namespace"], labels["name"]) != (namespace, name))
 
 
+def set_engine_metrics_available(namespace: str, name: str, engine: str, drafter: str, revision: str,
+                                 available: bool | None) -> None:
+    """1 or 0; None (no Ready pod to read) removes the series."""
+    if available is None:
+        _remove(ENGINE_METRICS_AVAILABLE, (namespace, name, engine, drafter, revision))
+        return
+    ENGINE_METRICS_AVAILABLE.labels(namespace, name, engine, drafter, revision).set(1.0 if available else 0.0)
+
+
+def _condition(status: dict, kind: str) -> dict:
+    return next((c for c in status.get("conditions") or () if c.get("type") == kind), {})
+
+
+def _timestamp(text: str | None) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def _keep_only(metric: Gauge, names: tuple[str, ...], mine: Callable[[dict[str, str]], bool],
+               values: tuple[str, ...] | None) -> None:
+    """Remove the series of ``metric`` that ``mine`` claims except ``values`` (None: remove them all)."""
+    _forget(((metric, names),), lambda labels: not mine(labels)
+            or (values is not None and tuple(labels[n] for n in names) == values))
+
+
+def set_serving_state(namespace: str, name: str, engine: str, status: dict) -> None:
+    """Ready, the swap under way and the last benchmark's speedup, from the status a reconcile leaves.
+    The rollback counter is created at zero here, so ``increase()`` sees a serving's first rollback."""
+    ROLLBACKS.labels(namespace, name, engine)
+    SERVING_READY.labels(namespace, name, engine).set(1.0 if _condition(status, "Ready").get("status") == "True" else 0.0)
+
+    def of_serving(labels: dict[str, str]) -> bool:
+        return (labels["namespace"], labels["name"]) == (namespace, name)
+
+    progressing = _condition(status, "Progressing")
+    since = _timestamp(progressing.get("lastTransitionTime")) if progressing.get("status") == "True" else None
+    swap_values = (namespace, name, engine, progressing.get("reason") or "") if since is not None else None
+    _keep_only(SWAP_STARTED, SERVING_LABELS + ("reason",), of_serving, swap_values)
+    if swap_values:
+        SWAP_STARTED.labels(*swap_values).set(since)
+
+    last = status.get("lastBenchmark") or {}
+    speedup = last.get("speedup")
+    drafter = next((r.get("drafter") or "" for r in status.get("revisions") or () if r.get("name") == last.get("revision")), "")
+    bench_values = (namespace, name, engine, drafter, last.get("revision") or "", last.get("name") or "") \
+        if isinstance(speedup, (int, float)) else None
+    _keep_only(LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS, of_serving, bench_values)
+    if bench_values:
+        LAST_BENCHMARK_SPEEDUP.labels(*bench_values).set(speedup)
+
+
+def set_benchmark_state(namespace: str, benchmark: str, serving: str, status: dict) -> None:
+    """Failed or not, and a finished run's speedup and crossover concurrency (absent when it has none)."""
+    values = (namespace, benchmark, serving)
+    forget_benchmark(namespace, benchmark, keep_serving=serving)  # the serving it measures may have changed
+    BENCHMARK_FAILED.labels(*values).set(1.0 if status.get("state") == "Failed" else 0.0)
+    result = status.get("result") or {}
+    for gauge, value in ((BENCHMARK_SPEEDUP, result.get("speedup")),
+                         (BENCHMARK_CROSSOVER, result.get("crossoverConcurrency"))):
+        if isinstance(value, (int, float)):
+            gauge.labels(*values).set(value)
+        else:
+            _remove(gauge, values)
+
+
+def forget_benchmark(namespace: str, benchmark: str, keep_serving: str | None = None) -> int:
+    """Remove a benchmark's series (it was deleted); ``keep_serving``: except those naming that serving."""
+    return _forget(_BY_BENCHMARK, lambda labels: (labels["namespace"], labels["benchmark"]) != (namespace, benchmark)
+                   or labels["serving"] == keep_serving)
+
+
+def set_training_state(namespace: str, training: str, status: dict) -> None:
+    TRAINING_FAILED.labels(namespace, training).set(1.0 if status.get("stage") == "Failed" else 0.0)
+
+
+def forget_training(namespace: str, training: str) -> int:
+    return _forget(((TRAINING_FAILED, TRAINING_LABELS),), lambda labels: (labels["namespace"], labels["training"])
+                   != (namespace, training))
+
+
 @contextmanager
 def reconcile_timer(kind: str):
     started = time.perf_counter()
@@ -118,6 +235,19 @@ def reconcile_timer(kind: str):
     finally:
         RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - started)
         RECONCILES.labels(kind, result).inc()
+
+
+def start_reconcile_counters(kinds: tuple[str, ...]) -> None:
+    """Create each kind's reconcile counters at zero when the operator starts. A counter's first sample
+    has no increase: created by the first reconcile instead, ``increase(drafter_reconcile_total[...])``
+    would miss it and DrafterOperatorNotReconciling go pending for a freshly started operator."""
+    for kind in kinds:
+        for result in ("ok", "error"):
+            RECONCILES.labels(kind, result)
+
+
+def set_leader(leading: bool) -> None:
+    LEADER.set(1.0 if leading else 0.0)
 
 
 def track_api_requests(kube) -> None:

@@ -66,12 +66,15 @@ from drafter_operator.engines.metrics import (
     mean_acceptance_length,
     tokens_per_verification,
 )
+from drafter_operator.monitoring import http_fetch
+from drafter_operator.monitoring.acceptance import MetricsUnavailable
 
 #: Largest /api/v1/query answer read, in bytes. A window answer holds ~5 series per replica plus k
 #: per-position series (~300 bytes each): 1 MiB is thousands of replicas, and keeps a parse cheap.
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
-#: Connect / read timeouts (seconds). The query is a handful of increase()s; a healthy server answers
-#: in milliseconds, and a verdict loop must not hang on a sick one.
+#: Connect / read timeouts (seconds); the whole answer must arrive within their sum. The query is a
+#: handful of increase()s; a healthy server answers in milliseconds, and a verdict loop must not hang on
+#: a sick one.
 DEFAULT_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
 #: The label each series of the answer is tagged with, naming the counter it carries.
 SERIES_LABEL = "drafter_series"
@@ -82,20 +85,6 @@ _RELATIVE_SLACK = 1e-9
 # --------------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------------
-
-
-class MetricsUnavailable(Exception):
-    """No answer to judge: Prometheus unreachable, an HTTP or query error, or no series matched.
-
-    ``reason`` says which (``Unreachable``, ``Timeout``, ``HTTPError``, ``QueryError``, ``NoSeries``).
-    """
-
-    condition_reason = "MetricsUnavailable"
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 class MetricsInvalid(MetricsUnusable):
@@ -423,19 +412,6 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
 # The HTTP call
 # --------------------------------------------------------------------------------------------------
 
-async def _read_bounded(response: httpx.Response, max_bytes: int) -> bytes:
-    declared = response.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise _invalid(UnusableReason.TOO_LARGE, f"the query answer is {declared} bytes, over the {max_bytes}-byte cap")
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise _invalid(UnusableReason.TOO_LARGE, f"the query answer is over the {max_bytes}-byte cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[Matcher], window_seconds: float, *,
                            replica_label: str = "pod", num_speculative_tokens: int | None = None,
                            end: float | None = None, client: httpx.AsyncClient | None = None,
@@ -449,16 +425,13 @@ async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[
     # POST form: the union query is long, and Prometheus accepts the same parameters in a form body.
     data = {"query": query, "time": f"{end:.3f}", "timeout": f"{max(timeout.read or 5.0, 1.0):g}s"}
     own = client is None
-    client = client or httpx.AsyncClient(timeout=timeout)
+    client = client or http_fetch.client(timeout)
     started = time.perf_counter()
     try:
-        async with client.stream("POST", url, data=data, timeout=timeout) as response:
-            body = await _read_bounded(response, max_response_bytes)
-            status = response.status_code
-    except httpx.TimeoutException as exc:
-        raise MetricsUnavailable("Timeout", f"{url}: {type(exc).__name__}") from None
-    except httpx.HTTPError as exc:
-        raise MetricsUnavailable("Unreachable", f"{url}: {type(exc).__name__}: {str(exc)[:200]}") from None
+        status, body = await http_fetch.fetch(
+            client, "POST", url, data=data, deadline_seconds=(timeout.connect or 0.0) + (timeout.read or 5.0),
+            max_bytes=max_response_bytes, timeout=timeout,
+            too_large=lambda why: _invalid(UnusableReason.TOO_LARGE, f"the query answer: {why}"))
     finally:
         if own:
             await client.aclose()

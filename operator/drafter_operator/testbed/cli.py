@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="kwok: pods only pretend to run (scale tests); process: the local runner really "
                          "starts them (engine pods become emulator processes)")
     up.add_argument("--port-base", type=int, default=None, help="first of 8 consecutive ports on 127.0.0.1")
+    up.add_argument("--audit", action="store_true",
+                    help="write every request of the admin user (kubectl, tests, the operator) to the apiserver's "
+                         "audit log, <state>/logs/audit.log (off by default; bench/fleet_scale.py counts with it)")
     up.set_defaults(cluster_handler=_up)
 
     down = verbs.add_parser("down", help="stop every process the local cluster started")
@@ -34,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     env = verbs.add_parser("env", help="print `export KUBECONFIG=...` for the local cluster")
     env.add_argument("--bin-dir", action="store_true", help="print the directory of kubectl, helm, promtool instead")
     env.set_defaults(cluster_handler=_env)
+
+    restart = verbs.add_parser("restart", help="stop one component of the running local cluster and start it again "
+                                                "(fault tests: a control-plane restart mid-swap)")
+    restart.add_argument("component", help="etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok or runner")
+    restart.add_argument("--timeout", type=float, default=90, help="seconds to wait for it to be healthy (default 90)")
+    restart.set_defaults(cluster_handler=_restart)
 
     build = verbs.add_parser("build", help="build the pinned toolchain into the cache (no-op when cached)")
     build.set_defaults(cluster_handler=_build)
@@ -60,7 +69,7 @@ def _up(args: argparse.Namespace) -> int:
     topology = cluster.Topology(gpu_nodes=args.gpu_nodes, gpu_runtime=args.gpu_runtime,
                                 gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product)
     try:
-        record = cluster.up(topology, port_base=args.port_base or cluster.default_port_base())
+        record = cluster.up(topology, port_base=args.port_base or cluster.default_port_base(), audit=args.audit)
     except (BuildError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -82,6 +91,18 @@ def _status(args: argparse.Namespace) -> int:
     report = cluster.status()
     print(json.dumps(report, indent=2))
     return 0 if report["healthy"] else 3
+
+
+def _restart(args: argparse.Namespace) -> int:
+    from drafter_operator.testbed import cluster
+
+    try:
+        seconds = cluster.restart(args.component, timeout=args.timeout)
+    except cluster.ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"restarted {args.component}: healthy after {seconds}s")
+    return 0
 
 
 def _build(args: argparse.Namespace) -> int:

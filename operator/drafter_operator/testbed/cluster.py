@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,10 @@ console = Console(stderr=True)
 
 DEFAULT_PORT_BASE = 16440
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
-              "demo-operator")
+              # an operator process older versions of the demo started (it now installs the Helm chart)
+              "demo-operator",
+              # the Prometheus the demo leaves running with the chart's alert rules (testbed/demo_alerts.py)
+              "demo-prometheus")
 
 
 def default_port_base() -> int:
@@ -139,6 +143,19 @@ class Layout:
     def record(self) -> Path:
         return self.root / "cluster.json"
 
+    @property
+    def scheduler_config(self) -> Path:
+        return self.root / "kube-scheduler.yaml"
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        """Written only when the cluster was started with `up(audit=True)` (`cluster up --audit`)."""
+        return self.logs / "audit.log"
+
     def component_kubeconfig(self, stem: str) -> Path:
         return self.root / f"kubeconfig.{stem}"
 
@@ -195,7 +212,40 @@ def _http_ok(url: str) -> bool:
         return resp.status == 200
 
 
-def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, list[str]]:
+# Client rate limits and sync concurrency as large production clusters set them (the Kubernetes scalability
+# tests run controller manager and scheduler with qps 100, burst 100). The defaults (qps 20, burst 30, 5
+# concurrent Deployment and ReplicaSet syncs) throttle ReplicaSet and pod creation as soon as a few dozen
+# Deployments change at once: with 100 servings applied together they made up 20 of the 21 s to Ready.
+CONTROL_PLANE_CLIENT_QPS = 100
+CONTROL_PLANE_CLIENT_BURST = 100
+CONCURRENT_WORKLOAD_SYNCS = 25
+
+# The identity users, tests and the operator run as (kubeconfig `admin`); with `up(audit=True)` every request
+# it sends is written to the audit log, and nothing else (kwok's 500 node Leases alone would flood it).
+AUDITED_USERS = ("admin",)
+
+
+def audit_policy() -> dict:
+    """Metadata (who, verb, resource, userAgent, response code) for every request of the audited users."""
+    return {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": list(AUDITED_USERS)}, {"level": "None"}]}
+
+
+def scheduler_config(kubeconfig: Path) -> dict:
+    # The scheduler takes its client rate limits from a config file (its --kube-api-qps and --kubeconfig are
+    # deprecated and ignored beside --config, so the kubeconfig moves in here too).
+    return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": CONTROL_PLANE_CLIENT_QPS,
+                                 "burst": CONTROL_PLANE_CLIENT_BURST},
+            "leaderElection": {"leaderElect": False}}
+
+
+def audit_flags(layout: Layout) -> list[str]:
+    return ["--audit-policy-file", str(layout.audit_policy), "--audit-log-path", str(layout.audit_log),
+            "--audit-log-format", "json", "--audit-log-maxsize", "0"]
+
+
+def component_commands(layout: Layout, ports: Ports, bins: Path, audit: bool = False) -> dict[str, list[str]]:
     pki = layout.pki
     # Loopback Service and pod ranges: ClusterIPs and pod IPs never point at a real network.
     network = network_for(ports.base)
@@ -232,6 +282,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             "--kubelet-certificate-authority", str(pki / "ca.crt"),
             "--kubelet-preferred-address-types", "InternalIP",
             "--profiling=false", "--v", "1",
+            *(audit_flags(layout) if audit else []),
         ],
         "kube-controller-manager": [
             str(bins / "kube-controller-manager"),
@@ -247,13 +298,16 @@ def component_commands(layout: Layout, ports: Ports, bins: Path) -> dict[str, li
             # Pods on a node that stops heartbeating are evicted quickly: the local runner's nodes die
             # with it, and tests should not wait five minutes to see that.
             "--node-monitor-grace-period", "40s",
+            "--kube-api-qps", str(CONTROL_PLANE_CLIENT_QPS), "--kube-api-burst", str(CONTROL_PLANE_CLIENT_BURST),
+            "--concurrent-deployment-syncs", str(CONCURRENT_WORKLOAD_SYNCS),
+            "--concurrent-replicaset-syncs", str(CONCURRENT_WORKLOAD_SYNCS),
             "--profiling=false", "--v", "1",
         ],
         "kube-scheduler": [
             str(bins / "kube-scheduler"),
-            "--kubeconfig", str(kc("scheduler")),
+            "--config", str(layout.scheduler_config),
             "--authentication-kubeconfig", str(kc("scheduler")), "--authorization-kubeconfig", str(kc("scheduler")),
-            "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(ports.scheduler),
+            "--bind-address", "127.0.0.1", "--secure-port", str(ports.scheduler),
             "--profiling=false", "--v", "1",
         ],
         "kwok": [
@@ -328,10 +382,13 @@ def apply_nodes(layout: Layout, nodes: list[NodeSpec], identity: str) -> None:
                 "-f", "-", input=yaml.safe_dump_all(manifests))
     # Creating a Node ignores the status we sent; capacity and allocatable go through the status
     # subresource (kwok and the runner keep conditions fresh afterwards).
-    for manifest in manifests:
+    # One kubectl per node (each patch is its own); a few at once, or 500 nodes take minutes.
+    def patch_status(manifest: dict) -> None:
         status = {"status": {k: manifest["status"][k] for k in ("capacity", "allocatable", "addresses", "nodeInfo")}}
         _kubectl_ok(layout, "patch", "node", manifest["metadata"]["name"], "--subresource", "status",
                     "--type", "merge", "-p", json.dumps(status))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(patch_status, manifests))
 
 
 def _nodes_ready(layout: Layout, names: list[str]) -> bool:
@@ -354,8 +411,10 @@ def _check_ports_free(ports: Ports) -> None:
                            f"or choose another range with `drafter-operator cluster up --port-base N`.")
 
 
-def up(topology: Topology | None = None, port_base: int | None = None, layout: Layout | None = None) -> dict:
-    """Bring the local cluster up (or reuse the running one); return its record."""
+def up(topology: Topology | None = None, port_base: int | None = None, layout: Layout | None = None,
+       audit: bool = False) -> dict:
+    """Bring the local cluster up (or reuse the running one); return its record. `audit`: the apiserver
+    writes every request of AUDITED_USERS to `Layout.audit_log` (off by default: it costs apiserver CPU)."""
     layout = layout or Layout()
     port_base = port_base or default_port_base()
     topology = topology or Topology()
@@ -363,6 +422,8 @@ def up(topology: Topology | None = None, port_base: int | None = None, layout: L
         record = read_record(layout)
         console.print(f"[yellow]A local cluster is already running[/] (apiserver 127.0.0.1:"
                       f"{record['ports']['apiserver']}, state {layout.root}); reusing it.")
+        if audit and not record.get("audit_log"):
+            console.print("[yellow]It runs without an audit log[/]: `cluster down`, then `cluster up --audit`.")
         return record
     leftovers = running_components(layout)
     if leftovers:
@@ -373,34 +434,39 @@ def up(topology: Topology | None = None, port_base: int | None = None, layout: L
     ports = Ports(port_base)
     _check_ports_free(ports)
     try:
-        return _start(layout, topology, ports, bins, port_base, started)
+        return _start(layout, topology, ports, bins, port_base, started, audit)
     except BaseException:
         # Never leave half a cluster behind: stop whatever this attempt started, keep state for the logs.
         down(layout=layout)
         raise
 
 
-def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_base: int, started: float) -> dict:
+def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_base: int, started: float,
+           audit: bool) -> dict:
     layout.root.mkdir(parents=True, exist_ok=True)
     certs.ensure_pki(layout.pki)
     _write_kubeconfigs(layout, ports)
-    commands = component_commands(layout, ports, bins)
-    env = dict(os.environ)
-    env.pop("KUBECONFIG", None)  # components use their own kubeconfigs, never a user's
+    layout.scheduler_config.write_text(yaml.safe_dump(scheduler_config(layout.component_kubeconfig("scheduler"))))
+    if audit:
+        layout.logs.mkdir(parents=True, exist_ok=True)
+        layout.audit_policy.write_text(yaml.safe_dump(audit_policy()))
+    commands = component_commands(layout, ports, bins, audit)
+    env = _component_env()
 
     def start(name: str) -> None:
         processes.start(name, commands[name], layout.run, layout.logs, env=env)
 
     with console.status("starting etcd"):
         start("etcd")
-        _wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health"), 30, layout.logs / "etcd.log")
+        _wait("etcd", lambda: _component_healthy("etcd", layout, ports), 30, layout.logs / "etcd.log")
     with console.status("starting kube-apiserver"):
         start("kube-apiserver")
-        _wait("kube-apiserver", lambda: _https_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", layout), 90,
+        _wait("kube-apiserver", lambda: _component_healthy("kube-apiserver", layout, ports), 90,
               layout.logs / "kube-apiserver.log")
     identity = cluster_id(layout)
     record = {"ports": ports.all(), "port_base": port_base, "pins": asdict(PINS), "cluster_id": identity,
-              "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root)}
+              "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root),
+              "audit_log": str(layout.audit_log) if audit else None}
     layout.record.write_text(json.dumps(record, indent=2))
     nodes = topology.nodes(network_for(port_base))
     with console.status(f"registering {len(nodes)} nodes, starting controllers, kwok and the process runner"):
@@ -418,12 +484,56 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
     return record
 
 
+#: The components `restart` can bounce (the demo's leftovers are not the cluster's own).
+RESTARTABLE = COMPONENTS[:COMPONENTS.index("runner") + 1]
+
+
+def _component_healthy(name: str, layout: Layout, ports: Ports) -> bool:
+    """The probe `up` waits on at start and `restart` after a restart."""
+    if name == "etcd":
+        return _http_ok(f"http://127.0.0.1:{ports.etcd}/health")
+    if name == "kube-apiserver":
+        return _https_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", layout)
+    # The others have no probe of their own here: running again is what a restart can promise.
+    return processes.running_pid(name, layout.run) is not None
+
+
+def restart(name: str, layout: Layout | None = None, timeout: float = 90) -> float:
+    """Stop one component of the running local cluster and start it again with the command line `up`
+    gave it (a control-plane restart mid-work, for fault tests); returns the seconds until it is healthy."""
+    layout = layout or Layout()
+    if name not in RESTARTABLE:
+        raise ClusterError(f"cannot restart {name!r}: choose one of {', '.join(RESTARTABLE)}")
+    record = read_record(layout)
+    if not record or processes.running_pid(name, layout.run) is None:
+        raise ClusterError(f"{name} of the local cluster in {layout.root} is not running. "
+                           "Fix: `drafter-operator cluster up` first.")
+    ports = Ports(record["port_base"])
+    # The same flags `up` gave it, the audit log included (its record says whether there is one).
+    command = component_commands(layout, ports, bin_dir(), audit=bool(record.get("audit_log")))[name]
+    started = time.monotonic()
+    processes.stop(name, layout.run, timeout=_stop_timeout(name))
+    processes.start(name, command, layout.run, layout.logs, env=_component_env())
+    _wait(name, lambda: _component_healthy(name, layout, ports), timeout, layout.logs / f"{name}.log")
+    return round(time.monotonic() - started, 2)
+
+
+def _stop_timeout(name: str) -> float:
+    return 15 if name == "runner" else 10  # the runner first stops its pods' processes
+
+
+def _component_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)  # components use their own kubeconfigs, never a user's
+    return env
+
+
 def down(wipe: bool = False, layout: Layout | None = None) -> list[str]:
     layout = layout or Layout()
     stopped = []
     # Reverse start order: the runner first (it stops its pods' processes), etcd last.
     for name in reversed(COMPONENTS):
-        if processes.stop(name, layout.run, timeout=15 if name == "runner" else 10):
+        if processes.stop(name, layout.run, timeout=_stop_timeout(name)):
             stopped.append(name)
     if wipe and layout.root.exists():
         shutil.rmtree(layout.root)
@@ -442,6 +552,7 @@ def status(layout: Layout | None = None) -> dict:
                               if name in running else None} for name in COMPONENTS},
         "ports": record.get("ports"),
         "cluster_id": record.get("cluster_id"),
+        "audit_log": record.get("audit_log"),
     }
 
 
@@ -464,17 +575,18 @@ def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix
     network = network_for(record["port_base"])
     existing = json.loads(_kubectl_ok(layout, "get", "nodes", "-o", "json"))["items"]
     names = {n["metadata"]["name"] for n in existing}
-    used = {int(n["spec"]["podCIDR"].split(".")[2]) for n in existing
-            if network.owns_pod_cidr(runtime, n.get("spec", {}).get("podCIDR", ""))}
+    used = {network.pod_cidr_index(runtime, n.get("spec", {}).get("podCIDR", "")) for n in existing}
+    free = [i for i in range(network.max_nodes(runtime)) if i not in used]
+    if len(free) < count:
+        raise ClusterError(f"{count} more {runtime} nodes asked for, room for {len(free)} "
+                           f"(at most {network.max_nodes(runtime)} per cluster)")
     prefix = name_prefix or f"gpu-{runtime}-extra"
     specs = []
-    for _ in range(count):
-        index = next(i for i in range(255) if i not in used)
-        used.add(index)
+    for index in free[:count]:
         name = next(f"{prefix}-{i}" for i in range(10_000) if f"{prefix}-{i}" not in names)
         names.add(name)
         specs.append(NodeSpec(name=name, runtime=runtime, pod_cidr=network.pod_cidr(runtime, index), gpus=gpus,
                               gpu_product=gpu_product, cpu="224" if gpus else "32", memory="2Ti" if gpus else "128Gi"))
     apply_nodes(layout, specs, record["cluster_id"])
-    _wait("new nodes Ready", lambda: _nodes_ready(layout, [s.name for s in specs]), 60)
+    _wait("new nodes Ready", lambda: _nodes_ready(layout, [s.name for s in specs]), 60 + count / 5)
     return [s.name for s in specs]

@@ -1,6 +1,7 @@
 """`drafter-operator demo`: the seed's story on the embedded local cluster, end to end.
 
-Brings the local cluster up, installs the CRDs, starts the operator, declares three DrafterServings
+Brings the local cluster up, installs the CRDs, installs the operator with its Helm chart (its pod runs
+as the chart's ServiceAccount, so the whole story runs with the chart's RBAC), declares three DrafterServings
 (the no-speculation baseline, the seed's vLLM + EAGLE-3 drafter, SGLang with the public drafter) on
 GPU nodes whose engine pods really run (as the engine emulator), waits for them to be Ready, measures
 each through its Service and prints what the seed's operators found by hand: the vLLM drafter accepts
@@ -15,15 +16,15 @@ it beats 1.2x and the current throughput. Last, a
 DrafterBenchmark load sweep finds where the retrained drafter stops paying, the serving (drafter.dynamic
 fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, the baseline
 takes a hub token from a Secret and a pod label in place (same revision; the token never in the
-resource), and a hand-tuned speculative flag is refused before any pod.
+resource), and a hand-tuned speculative flag is refused before any pod. Throughout, a real Prometheus
+evaluates the chart's alert rules (`for` shortened to seconds) against the operator and the engine pods,
+and the demo prints when each alert went pending, firing and resolved (testbed/demo_alerts.py).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import sys
 import time
 import urllib.request
 
@@ -34,8 +35,10 @@ from rich.table import Table
 from drafter_operator.api import KINDS
 from drafter_operator.api.generate import render_crd
 from drafter_operator.bench import client as bench
+from drafter_operator.testbed import chart
 from drafter_operator.testbed import cluster as local
 from drafter_operator.testbed import demo_acceptance as watch
+from drafter_operator.testbed import demo_alerts
 from drafter_operator.testbed import demo_training
 from drafter_operator.testbed import processes
 from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
@@ -45,7 +48,10 @@ from drafter_operator.testbed.volumes import static_claim
 console = Console(width=None if Console().is_terminal else 140)
 NAMESPACE = "drafter-demo"
 DEMO_GPU_PRODUCT = "NVIDIA-B200"
-OPERATOR_COMPONENT = "demo-operator"
+OPERATOR_RELEASE = "drafter-operator"
+OPERATOR_NAMESPACE = "drafter-system"
+OPERATOR_LOGS = f"kubectl -n {OPERATOR_NAMESPACE} logs deploy/{OPERATOR_RELEASE}"
+LEGACY_OPERATOR_PROCESS = "demo-operator"
 
 BASE_SPEC = {
     "target": {"model": "/models/Kimi-K2.5", "tensorParallelSize": 8, "maxModelLen": 32768,
@@ -89,14 +95,21 @@ def ensure_engine_nodes(count: int) -> None:
         local.add_nodes(count - len(nodes), PROCESS, 8, DEMO_GPU_PRODUCT, "gpu-demo")
 
 
-def start_operator(layout: local.Layout) -> None:
-    if processes.running_pid(OPERATOR_COMPONENT, layout.run):
-        return
-    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig),
-           "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(watch.DEMO_ACCEPTANCE_INTERVAL_SECONDS),
-           "DRAFTER_TRAINING_CPU": "1"}  # no GPU here: training stages take the CPU adapters
-    processes.start(OPERATOR_COMPONENT, [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", "0"],
-                    layout.run, layout.logs, env=env)
+def start_operator(layout: local.Layout) -> float:
+    """The operator as users install it: `helm install` of charts/drafter-operator, its pod on a process
+    node as the chart's ServiceAccount (testbed/chart.py). Returns seconds from install to the pod Ready."""
+    # An operator process an earlier version of the demo started beside the cluster would act too.
+    processes.stop(LEGACY_OPERATOR_PROCESS, layout.run)
+    started = time.monotonic()
+    with console.status(f"helm install {OPERATOR_RELEASE} charts/drafter-operator -n {OPERATOR_NAMESPACE}"):
+        chart.install_or_upgrade(layout, OPERATOR_RELEASE, OPERATOR_NAMESPACE, **{
+            "operator.acceptanceIntervalSeconds": str(watch.DEMO_ACCEPTANCE_INTERVAL_SECONDS)})
+        pod = chart.wait_operator_ready(layout, OPERATOR_NAMESPACE, OPERATOR_RELEASE)
+    seconds = time.monotonic() - started
+    console.print(f"Installed the operator with Helm: release {OPERATOR_RELEASE} in {OPERATOR_NAMESPACE}, pod "
+                  f"{pod['metadata']['name']} Ready {seconds:.1f} s after `helm upgrade --install`, running as "
+                  f"ServiceAccount {pod['spec']['serviceAccountName']} with the chart's RBAC.")
+    return seconds
 
 
 def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
@@ -111,7 +124,7 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
                 return by_name
             time.sleep(1)
     raise local.ClusterError(f"DrafterServings not Ready within {timeout:.0f}s; see `kubectl -n {NAMESPACE} describe drafterservings` "
-                       f"and {local.Layout().logs}/{OPERATOR_COMPONENT}.log")
+                       f"and `{OPERATOR_LOGS}`")
 
 
 def main(max_tokens: int = 256, prompts: int = 3) -> int:
@@ -134,7 +147,13 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("-n", NAMESPACE, "delete", "drafterbenchmarks", "--all", "--wait=true", "--timeout=120s")
     kubectl("-n", NAMESPACE, "delete", "deployments,services", "-l", "drafter.dev/serving", "--wait=true",
             "--timeout=120s")
+    # After the clean-up: an earlier run's servings would raise alerts about this story's names.
+    with console.status("starting Prometheus with the chart's alert rules"):
+        prometheus, fors = demo_alerts.start(layout, OPERATOR_RELEASE, OPERATOR_NAMESPACE, NAMESPACE)
+    demo_alerts.announce(console, prometheus, fors)
     timeline = watch.Timeline(started=time.monotonic())
+    alerts = demo_alerts.AlertWatch(prometheus, timeline.started)
+    alerts.start()
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
     for name in SERVINGS:
         timeline.mark(name, "kubectl apply", SERVINGS[name]["drafter"]["method"])
@@ -159,6 +178,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     results[DEGRADING] = measure(DEGRADING, servings[DEGRADING], max_tokens, prompts)
     print_report(servings, results, f"After the operator acted: {DEGRADING} serves without speculation")
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
+    shown = alerts.changes_since(0)
+    demo_alerts.print_changes(console, shown, "Alerts the chart's rules raised so far (seconds since kubectl apply)")
     python = demo_training.training_python()
     if python:
         servings = show_trained_promotion(layout, python, max_tokens, prompts, results)
@@ -169,7 +190,13 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     show_load_sweep(max_tokens)
     show_engine_pod_settings()
     show_refused_spelling()
-    console.print(f"\nThe operator keeps running (log: {layout.logs}/{OPERATOR_COMPONENT}.log); "
+    demo_alerts.print_changes(console, alerts.changes_since(len(shown)),
+                              "\nAlerts since then (seconds since kubectl apply)")
+    alerts.stop()
+    missed = f" ({alerts.failed_polls} of the demo's polls of it failed)" if alerts.failed_polls else ""
+    console.print(f"\nPrometheus keeps running too: {prometheus.url}/alerts (its API: {prometheus.url}/api/v1/alerts)"
+                  f"{missed}.")
+    console.print(f"\nThe operator keeps running (log: `{OPERATOR_LOGS}`); "
                   f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
                   "`drafter-operator cluster down` stops everything.")
     return 0

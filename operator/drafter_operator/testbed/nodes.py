@@ -94,18 +94,53 @@ def node_manifest(spec: NodeSpec, cluster_id: str) -> dict:
     }
 
 
+# kwok nodes beyond the first 255 (a scale run's 500 servings each take a whole 8-GPU node) get /25s in the
+# cluster's fourth /16: a kwok node holds a few pods, never the 110 a /24 is sized for.
+KWOK_NODES_IN_FIRST_BLOCK = 255
+MAX_KWOK_NODES = KWOK_NODES_IN_FIRST_BLOCK + 2 * 255
+
+
 @dataclass(frozen=True)
 class LoopbackNetwork:
     """The loopback addresses of one local cluster: 127.<base>.x.x for its process pods,
-    127.<base+1>.x.x for kwok pods, 127.<base+2>.0.0/16 for Services. Two local clusters on one machine
-    (a developer's and CI's) get different bases, so their pods and Service listeners never collide."""
+    127.<base+1>.x.x for kwok pods (and 127.<base+3>.x.x for kwok nodes past the 255th), 127.<base+2>.0.0/16
+    for Services. Two local clusters on one machine (a developer's and CI's) get different bases, so their
+    pods and Service listeners never collide."""
 
     base: int
 
+    def max_nodes(self, runtime: str) -> int:
+        return MAX_KWOK_NODES if runtime == KWOK else 255
+
     def pod_cidr(self, runtime: str, index: int) -> str:
-        if not 0 <= index < 255:
-            raise ValueError(f"node index {index} out of range 0..254")
-        return f"127.{self.base + (0 if runtime == PROCESS else 1)}.{index}.0/24"
+        if not 0 <= index < self.max_nodes(runtime):
+            raise ValueError(f"{runtime} node index {index} out of range 0..{self.max_nodes(runtime) - 1}")
+        if runtime == PROCESS:
+            return f"127.{self.base}.{index}.0/24"
+        if index < KWOK_NODES_IN_FIRST_BLOCK:
+            return f"127.{self.base + 1}.{index}.0/24"
+        extra = index - KWOK_NODES_IN_FIRST_BLOCK
+        return f"127.{self.base + 3}.{extra // 2}.{128 * (extra % 2)}/25"
+
+    def pod_cidr_index(self, runtime: str, cidr: str) -> int | None:
+        """The node index `pod_cidr` gave `cidr`, or None when it is not one of this runtime's CIDRs."""
+        try:
+            octets = [int(o) for o in cidr.split("/")[0].split(".")]
+        except ValueError:
+            return None
+        if len(octets) != 4 or octets[0] != 127:
+            return None
+        if runtime == PROCESS:
+            index = octets[2] if octets[1] == self.base else None
+        elif octets[1] == self.base + 1:
+            index = octets[2]
+        elif octets[1] == self.base + 3:
+            index = KWOK_NODES_IN_FIRST_BLOCK + 2 * octets[2] + octets[3] // 128
+        else:
+            index = None
+        if index is None or not 0 <= index < self.max_nodes(runtime) or self.pod_cidr(runtime, index) != cidr:
+            return None
+        return index
 
     @property
     def service_cidr(self) -> str:
@@ -116,7 +151,7 @@ class LoopbackNetwork:
         return f"127.{self.base + 1}.255.0/24"
 
     def owns_pod_cidr(self, runtime: str, cidr: str) -> bool:
-        return cidr.startswith(f"127.{self.base + (0 if runtime == PROCESS else 1)}.")
+        return self.pod_cidr_index(runtime, cidr) is not None
 
 
 def network_for(port_base: int) -> LoopbackNetwork:

@@ -11,8 +11,9 @@ own formats, none of them meant for machines; these are the ones recognized (eac
 tests/unit/data/training_logs/):
 
 * Generate: tqdm bars ``Map (num_proc=N): ... n/N`` (speculators ``prepare-data`` rendering the
-  conversations) and ``Generating responses: ... n/N`` (speculators ``regenerate-responses``):
-  samples.
+  conversations) and ``Generating responses: ... n/N`` (speculators ``regenerate-responses``), and
+  ``regenerated n/N samples`` (our own ``drafter-operator regenerate``, training/regenerate.py, which
+  answers the prompts through the target's engine pod with spec.data.generation): samples.
 * Extract: the CPU adapter's ``hf_hidden_states: extracted n/N samples``; a tqdm bar without a
   description (speculators ``generate-offline-data``, SpecForge's ``prepare_hidden_states.py``):
   samples.
@@ -48,6 +49,7 @@ SAMPLE_STAGES = ("Generate", "Extract")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
 _EXTRACTED = re.compile(r"hf_hidden_states: extracted (\d+)/(\d+) samples")
+_REGENERATED = re.compile(r"^regenerated (\d+)/(\d+) samples$")  # regenerate.Progress.report
 _SPECFORGE_STEP = re.compile(r"^step (\d+): \{.*'loss': " + _NUMBER)
 _SPECULATORS_EPOCH = re.compile(r"\b(Training|Validation) epoch (\d+)/(\d+) (started|completed)")
 _SPECULATORS_LOSS = re.compile(r"(?:^|[\s,])train/loss=" + _NUMBER)
@@ -179,6 +181,8 @@ def _number(text: str) -> float | None:
 
 def _advance_one(state: Progress, line: str, stage: str) -> Progress:
     if match := _EXTRACTED.search(line):
+        return replace(state, samples_done=int(match[1]), samples_total=int(match[2]))
+    if stage == "Generate" and (match := _REGENERATED.match(line)):
         return replace(state, samples_done=int(match[1]), samples_total=int(match[2]))
     if stage == "Train":
         if match := _SPECFORGE_STEP.search(line):

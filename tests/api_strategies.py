@@ -1,7 +1,8 @@
 """Hypothesis strategies for valid drafter.dev specs, and mutations that may make them invalid.
 
-Test-only: imports hypothesis, which the operator does not need at run time. Valid specs are built by
-construction (every rule satisfied), so they exercise the whole API surface without filtering.
+Test-only, hence under tests/ and not in the package: it imports hypothesis, which the operator does not
+need at run time. Valid specs are built by construction (every rule satisfied), so they exercise the
+whole API surface without filtering.
 """
 
 from __future__ import annotations

@@ -1,0 +1,198 @@
+"""Two operator processes for the same namespaces on the local cluster (a `helm upgrade`'s overlap, an
+operator run by hand): only the Lease holder acts; SIGKILL of the leader hands over within the Lease
+duration, SIGTERM within a retry. The Lease and its timings: controllers/leadership.py.
+
+The operators here watch one namespace of their own, outside the session operator's prefix, with their
+Lease in it, so they exclude each other and nobody else.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drafter_operator.controllers import leader_election as election
+from drafter_operator.controllers.leadership import Timings, lease_name
+from tests.e2e.test_chart_install import delete_namespaces, example_serving, make_namespace
+from tests.processes import free_port
+
+#: How long after the leader's death a standby must lead: the Lease duration after it saw the last renewal
+#: (seen up to a jittered retry late, acted on at the first retry after), and the time a loaded 2-core
+#: machine takes to notice.
+KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + 5
+#: After a clean stop (the Lease released), one retry and the same slack.
+TERM_TAKEOVER_LIMIT = 1.2 * Timings().retry_period + 5
+
+
+class Candidate:
+    """`drafter-operator run` for one namespace, with its /metrics and /healthz on loopback ports."""
+
+    def __init__(self, cluster, namespace: str, log_dir: Path, name: str):
+        self.name, self.log_path = name, log_dir / f"{name}.log"
+        self.metrics_port, self.health_port = free_port(), free_port()
+        env = {**cluster.env, "PYTHONUNBUFFERED": "1", "POD_NAME": name}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "drafter_operator.cli", "run", "--namespace", namespace,
+                 "--lease-namespace", namespace, "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",
+                 "--health-port", str(self.health_port), "--health-host", "127.0.0.1"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return None  # not listening yet, or gone
+        return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
+                     if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())), None)
+
+    def leads(self) -> bool:
+        return self.metric("drafter_operator_leader") == 1.0
+
+    def reconciles(self) -> float:
+        return self.metric("drafter_reconcile_total", kind="DrafterServing", result="ok") or 0.0
+
+    def healthz(self) -> int | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as response:
+                return response.status
+        except OSError:
+            return None
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def log(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def micro_time(text: str) -> float:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def wait(what: str, predicate, timeout: float, candidates=(), interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(interval)
+    logs = "\n".join(f"--- {c.name} (exit {c.proc.poll()}):\n{c.log()}" for c in candidates)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
+
+
+@pytest.fixture
+def lease_namespace(local_cluster_only, crds):
+    cluster = local_cluster_only
+    namespace = make_namespace(cluster, "lease-e2e")
+    yield cluster, namespace
+    delete_namespaces(cluster, namespace)
+
+
+def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term(lease_namespace, tmp_path, capsys):
+    cluster, namespace = lease_namespace
+    candidates: list[Candidate] = []
+
+    def start(name: str) -> Candidate:
+        candidates.append(Candidate(cluster, namespace, tmp_path, name))
+        return candidates[-1]
+
+    def lease() -> dict:
+        return cluster.get_json("lease", "-n", namespace, lease_name([namespace]))["spec"]
+
+    def reconciled(generation: int) -> bool:
+        status = cluster.get_json("drafterserving", "-n", namespace, name).get("status") or {}
+        return any(c["type"] == "Ready" and c.get("observedGeneration") == generation for c in status.get("conditions") or [])
+
+    serving = example_serving(namespace)
+    name = serving["metadata"]["name"]
+    try:
+        # Both start at once: they race to create the Lease, and exactly one wins.
+        first, second = start("first"), start("second")
+        leader = wait("one of two operators to lead", lambda: next((c for c in (first, second) if c.leads()), None),
+                      60, candidates)
+        standby = second if leader is first else first
+        wait("the other to stand by", lambda: standby.metric("drafter_operator_leader") == 0.0, 30, candidates)
+        assert standby.healthz() == 200  # the standby's own /healthz: its pod is live and Ready
+        wait("kopf's /healthz on the leader", lambda: leader.healthz() == 200, 30, candidates)
+        assert lease()["holderIdentity"].startswith(f"{leader.name}_{leader.proc.pid}_")
+
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(serving))
+        wait("the serving reconciled", lambda: reconciled(1), 60, candidates)
+        assert leader.reconciles() > 0
+        time.sleep(2)  # the standby would have acted by now: its loop would start at once on the watch event
+        assert standby.reconciles() == 0 and standby.metric("drafter_reconcile_total", kind="DrafterServing",
+                                                           result="error") is None
+        assert cluster.get_json("deployments", "-n", namespace)["items"], "the leader created no engine Deployment"
+
+        # SIGKILL: the Lease stays held until it expires; the standby takes over and acts.
+        killed = time.monotonic()
+        leader.signal(signal.SIGKILL)
+        leader.proc.wait(10)
+        last = lease()  # the dead leader's last renewal
+        wait("the standby to lead after SIGKILL", standby.leads, KILL_TAKEOVER_LIMIT, candidates)
+        kill_takeover = time.monotonic() - killed
+        taken = lease()
+        assert taken["holderIdentity"].startswith(f"{standby.name}_")
+        assert taken["leaseTransitions"] == last.get("leaseTransitions", 0) + 1
+        # Not before the Lease expired: both times are this machine's clock.
+        unrenewed = micro_time(taken["acquireTime"]) - micro_time(last["renewTime"])
+        assert unrenewed >= Timings().lease_duration, f"taken over {unrenewed:.1f}s after the last renewal"
+        cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+        wait("the spec change reconciled by the new leader", lambda: reconciled(2), 60, candidates)
+        assert standby.reconciles() > 0
+
+        # SIGTERM (a helm upgrade stopping the old pod): the leader releases the Lease; a new standby
+        # (the restarted pod) takes over within a retry.
+        leader, successor = standby, start("third")
+        wait("the third to stand by", lambda: successor.metric("drafter_operator_leader") == 0.0, 60, candidates)
+        termed = time.monotonic()
+        leader.signal(signal.SIGTERM)
+        wait("the successor to lead after SIGTERM", successor.leads, TERM_TAKEOVER_LIMIT + 10, candidates)
+        term_takeover = time.monotonic() - termed
+        assert leader.proc.wait(30) == 0, leader.log()
+        assert "released the Lease" in leader.log(60)
+        cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":1}}')
+        wait("the spec change reconciled by the successor", lambda: reconciled(3), 60, candidates)
+        assert successor.reconciles() > 0
+        assert term_takeover <= TERM_TAKEOVER_LIMIT, f"SIGTERM -> successor leads took {term_takeover:.1f}s"
+
+        # Someone else writes the Lease (a process this test does not see): the leader stops at once, with
+        # status 3, instead of acting beside it.
+        cluster.kubectl("-n", namespace, "patch", "lease", lease_name([namespace]), "--type=merge",
+                        "-p", '{"spec":{"holderIdentity":"intruder"}}')
+        stolen = time.monotonic()
+        assert successor.proc.wait(Timings().retry_period + 10) == election.EXIT_LOST_LEADERSHIP, successor.log()
+        lost_exit = time.monotonic() - stolen
+        assert "lost leadership: the Lease names intruder" in successor.log(60)
+        with capsys.disabled():
+            print(f"\nleader SIGKILL -> standby leads: {kill_takeover:.1f}s (Lease unrenewed {unrenewed:.1f}s); "
+                  f"SIGTERM -> successor leads: {term_takeover:.1f}s; Lease taken -> leader exits: {lost_exit:.1f}s")
+    finally:
+        # Delete the serving while the leader still runs, so its finalizer goes; then stop them all (the
+        # namespace's teardown removes a finalizer nobody was left to remove).
+        try:
+            cluster.kubectl("-n", namespace, "delete", "drafterserving", name, "--wait=false", check=False)
+            if any(c.proc.poll() is None and c.leads() for c in candidates):
+                wait("the serving gone", lambda: cluster.kubectl("-n", namespace, "get", "drafterserving", name,
+                                                                 check=False).returncode != 0, 20, candidates)
+        finally:
+            for candidate in candidates:
+                candidate.stop()

@@ -1,0 +1,484 @@
+"""The Helm chart without a cluster: `helm lint`, `helm template` with default and other values, and
+assertions on what it renders (the operator pod's hardening, its probes, RBAC exactly as docs/chart.md
+lists it, the CRDs equal to crds/, monitoring objects), and the schema refusing bad values by name.
+
+helm is the pinned one `drafter-operator cluster build` makes (testbed.versions.bin_dir()).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drafter_operator import __version__
+from drafter_operator.resources.engine import PORT_NAME
+from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.testbed.versions import bin_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "drafter-operator"
+DOCS = ROOT / "docs" / "chart.md"
+KUBE_VERSION = "1.35.4"
+APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+              "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    binary = bin_dir() / "helm"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `drafter-operator cluster build` (./dev test does) to build the pinned helm")
+    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def render(*sets: str, namespace: str = "drafter-system", show_tests: bool = False) -> list[dict]:
+    args = ["template", "drafter", str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
+    for item in sets:
+        args += ["--set", item]
+    objects = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+    if not show_tests:
+        objects = [o for o in objects if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") != "test"]
+    return objects
+
+
+def one(objects: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def kinds(objects: list[dict]) -> list[str]:
+    return sorted(o["kind"] for o in objects)
+
+
+def operator_container(objects: list[dict]) -> dict:
+    return one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(container: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def normalized_rules(rules: list[dict]) -> set[tuple[str, str, tuple[str, ...]]]:
+    """(group, resource, sorted verbs) per resource: rules compare whatever way they are grouped."""
+    return {(group, resource, tuple(sorted(rule["verbs"])))
+            for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]}
+
+
+def documented_rules(section: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """The RBAC table under `### <section>` in docs/chart.md: | `group` | `res`, `res` | verbs | why |."""
+    text = DOCS.read_text()
+    body = text.split(f"### {section}\n", 1)[1].split("\n#", 1)[0]
+    rules = set()
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or not cells[0].startswith("`"):
+            continue
+        group = cells[0].strip("`")
+        group = "" if group == '""' else group
+        verbs = tuple(sorted(v.strip() for v in cells[2].split(",")))
+        for resource in re.findall(r"`([^`]+)`", cells[1]):
+            rules.add((group, resource, verbs))
+    assert rules, f"no RBAC table under '### {section}' in {DOCS}"
+    return rules
+
+
+# --------------------------------------------------------------------------------------------------
+# lint and the default install
+
+
+@pytest.mark.parametrize("sets", [(), ("operator.watchNamespaces={team-a,team-b}", "monitoring.serviceMonitor.enabled=true",
+                                       "monitoring.podMonitor.enabled=true")])
+def test_helm_lint_passes_strict(sets):
+    args = ["lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION]
+    for item in sets:
+        args += ["--set", item]
+    proc = helm(*args, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_default_render_has_the_operator_its_rbac_crds_and_metrics_service_only():
+    objects = render()
+    assert kinds(objects) == sorted(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                                     "Service", "Deployment"] + ["CustomResourceDefinition"] * 3)
+    for obj in objects:
+        labels = obj["metadata"].get("labels") or {}
+        missing = [k for k in APP_LABELS if k not in labels]
+        assert not missing, f"{obj['kind']} {obj['metadata']['name']} lacks {missing}"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_operator_deployment_is_one_hardened_replica_with_recreate():
+    deployment = one(render(), "Deployment")
+    spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert one(render("operator.leaderElection.enabled=false"), "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    # The one writable place: /tmp on an emptyDir.
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert next(v for v in pod["volumes"] if v["name"] == "tmp")["emptyDir"]
+    assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+    assert pod["serviceAccountName"] == one(render(), "ServiceAccount")["metadata"]["name"]
+
+
+def test_probes_ask_kopfs_health_endpoint_on_the_port_the_operator_serves_it():
+    container = operator_container(render("health.port=9444", "metrics.port=9443"))
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 9444, "metrics": 9443}
+    assert container["command"] == ["drafter-operator"]
+    assert container["args"][0] == "run"
+    assert "--health-port=9444" in container["args"] and "--metrics-port=9443" in container["args"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+
+
+def test_run_accepts_every_argument_the_chart_passes():
+    """The chart's args parse with `drafter-operator run`'s own parser (a renamed flag fails here)."""
+    from drafter_operator.cli import build_parser
+
+    container = operator_container(render("operator.watchNamespaces={a,b}", "operator.verbose=true",
+                                          "operator.leaderElection.leaseName=drafter.shard-a"))
+    args = build_parser().parse_args(container["args"])
+    assert args.namespace == ["a", "b"] and args.verbose
+    assert (args.metrics_port, args.health_port) == (8080, 8081)
+    assert (args.leader_election, args.lease_name, args.lease_namespace) == (True, "drafter.shard-a", None)
+    assert (args.lease_duration, args.renew_deadline, args.retry_period) == (15, 10, 2)
+    off = build_parser().parse_args(operator_container(render("operator.leaderElection.enabled=false"))["args"])
+    assert off.leader_election is False
+    slow = operator_container(render("operator.leaderElection.leaseDurationSeconds=45",
+                                     "operator.leaderElection.renewDeadlineSeconds=30",
+                                     "operator.leaderElection.retryPeriodSeconds=5"))
+    args = build_parser().parse_args(slow["args"])
+    assert (args.lease_duration, args.renew_deadline, args.retry_period) == (45, 30, 5)
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    (("operator.leaderElection.renewDeadlineSeconds=20",),
+     "operator.leaderElection.leaseDurationSeconds (15) must exceed renewDeadlineSeconds (20)"),
+    (("operator.leaderElection.retryPeriodSeconds=9",),
+     "operator.leaderElection.renewDeadlineSeconds (10) must exceed 1.2 x retryPeriodSeconds (9)"),
+])
+def test_lease_timings_that_cannot_keep_one_leader_are_refused_at_install(values, says):
+    sets = [arg for value in values for arg in ("--set", value)]
+    proc = helm("template", "d", str(CHART), "--kube-version", KUBE_VERSION, *sets, check=False)
+    assert proc.returncode != 0 and says in proc.stderr, proc.stderr
+
+
+def test_default_images_are_the_release_images_and_settings_reach_the_environment():
+    container = operator_container(render())
+    image = f"ghcr.io/drafter-dev/drafter-operator:{__version__}"
+    assert container["image"] == image
+    env = env_of(container)
+    assert env["DRAFTER_OPERATOR_IMAGE"] == image  # benchmark Jobs run the operator's own image
+    assert env["DRAFTER_TRAINER_IMAGE"] == f"ghcr.io/drafter-dev/drafter-trainer:{__version__}"
+    assert (env["DRAFTER_WORKERS"], env["DRAFTER_DRAIN_SECONDS"], env["DRAFTER_ACCEPTANCE_INTERVAL_SECONDS"]) == ("8", "15", "15")
+    assert env["DRAFTER_TRAINING_CPU"] == "0"
+
+
+def test_custom_images_tags_digests_and_settings():
+    digest = "sha256:" + "ab" * 32
+    container = operator_container(render("image.repository=registry.example:5000/ops/drafter-operator",
+                                          "image.tag=0.2.0-rc1", "operator.trainerImage=registry.example/trainer:7",
+                                          "operator.workers=3", "operator.trainingCpu=true"))
+    assert container["image"] == "registry.example:5000/ops/drafter-operator:0.2.0-rc1"
+    env = env_of(container)
+    assert env["DRAFTER_OPERATOR_IMAGE"] == container["image"]
+    assert env["DRAFTER_TRAINER_IMAGE"] == "registry.example/trainer:7"
+    assert (env["DRAFTER_WORKERS"], env["DRAFTER_TRAINING_CPU"]) == ("3", "1")
+    pinned = operator_container(render(f"image.digest={digest}", "image.tag=ignored",
+                                       "operator.benchmarkImage=registry.example/bench:1"))
+    assert pinned["image"] == f"ghcr.io/drafter-dev/drafter-operator@{digest}"
+    assert env_of(pinned)["DRAFTER_OPERATOR_IMAGE"] == "registry.example/bench:1"
+
+
+# --------------------------------------------------------------------------------------------------
+# RBAC
+
+
+def test_cluster_role_is_exactly_the_documented_rules():
+    objects = render()
+    role = one(objects, "ClusterRole")
+    assert normalized_rules(role["rules"]) == documented_rules("Every namespace (ClusterRole)") | \
+        documented_rules("Cluster-wide mode only")
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": one(objects, "ServiceAccount")["metadata"]["name"],
+                                    "namespace": "drafter-system"}]
+
+
+def test_no_rule_grants_wildcards_secrets_or_cluster_objects_beyond_crd_discovery():
+    rules = normalized_rules(one(render(), "ClusterRole")["rules"])
+    for group, resource, verbs in rules:
+        assert "*" not in (group, resource) and "*" not in verbs
+        assert resource not in ("secrets", "nodes", "namespaces", "clusterroles", "roles", "rolebindings")
+    assert {(g, r) for g, r, _ in rules if g == "apiextensions.k8s.io"} == {("apiextensions.k8s.io", "customresourcedefinitions")}
+    assert all(v in ("list", "watch") for g, _, verbs in rules if g == "apiextensions.k8s.io" for v in verbs)
+
+
+def test_namespaced_mode_has_a_role_per_namespace_and_nothing_cluster_wide():
+    objects = render("operator.watchNamespaces={team-a,team-b}")
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    watched = [o for o in objects if not o["metadata"]["name"].endswith("-leader-election")]
+    roles = [o for o in watched if o["kind"] == "Role"]
+    bindings = [o for o in watched if o["kind"] == "RoleBinding"]
+    assert sorted(o["metadata"]["namespace"] for o in roles) == ["team-a", "team-b"]
+    assert sorted(o["metadata"]["namespace"] for o in bindings) == ["team-a", "team-b"]
+    for role in roles:
+        assert normalized_rules(role["rules"]) == documented_rules("Every namespace (ClusterRole)")
+    for binding in bindings:
+        assert binding["subjects"][0]["namespace"] == "drafter-system"  # the operator's own namespace
+    args = operator_container(objects)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
+
+
+def test_chart_rbac_rules_are_generated_from_the_operators_permissions():
+    from drafter_operator import permissions
+
+    assert (CHART / "files" / "rbac-rules.yaml").read_text() == permissions.rules_document(), (
+        "charts/drafter-operator/files/rbac-rules.yaml differs from drafter_operator/permissions.py: "
+        "run `drafter-operator rbac > charts/drafter-operator/files/rbac-rules.yaml`")
+    role = one(render(), "ClusterRole")
+    assert normalized_rules(role["rules"]) == normalized_rules(
+        [r.manifest() for r in permissions.NAMESPACED_RULES + permissions.CLUSTER_RULES])
+
+
+@pytest.mark.parametrize("sets", [(), ("operator.watchNamespaces={team-a}",)], ids=["cluster-wide", "namespaced"])
+def test_leader_election_has_a_role_for_leases_in_the_release_namespace_only(sets):
+    from drafter_operator import permissions
+
+    objects = render(*sets)
+    role, binding = one(objects, "Role", "drafter-drafter-operator-leader-election"), \
+        one(objects, "RoleBinding", "drafter-drafter-operator-leader-election")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "drafter-system"
+    assert normalized_rules(role["rules"]) == documented_rules("Leader election (Role in the release namespace)")
+    assert normalized_rules(role["rules"]) == normalized_rules([r.manifest() for r in permissions.LEASE_RULES])
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == one(objects, "ServiceAccount")["metadata"]["name"]
+    # The operator finds the Lease's namespace (and names itself) through the downward API.
+    env = {e["name"]: e for e in operator_container(objects)["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_without_leader_election_there_is_no_lease_role():
+    objects = render("operator.leaderElection.enabled=false")
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-leader-election")]
+    assert "--no-leader-election" in operator_container(objects)["args"]
+
+
+def test_rbac_create_false_renders_no_rbac():
+    objects = render("rbac.create=false")
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")]
+
+
+def _operator_sources() -> str:
+    package = ROOT / "operator" / "drafter_operator"
+    return "\n".join(p.read_text() for p in sorted((package / "controllers").glob("*.py")))
+
+
+def test_every_resource_the_operator_calls_or_watches_has_a_rule():
+    """A guard for new code: each plural the controllers name in an API path, and each kopf watch, is
+    in the ClusterRole or, for the leader-election Lease, its Role (kopf watches need list and watch)."""
+    objects = render()
+    granted = normalized_rules(one(objects, "ClusterRole")["rules"]) | normalized_rules(
+        one(objects, "Role", "drafter-drafter-operator-leader-election")["rules"])
+    by_resource: dict[str, set[str]] = {}
+    for _, resource, verbs in granted:
+        by_resource.setdefault(resource, set()).update(verbs)
+    source = _operator_sources()
+    called = set(re.findall(r'object_path\(\s*[\w".\-/ ]+,\s*"([a-z]+)"', source))
+    called |= {"drafterservings", "drafterbenchmarks", "draftertrainings"} & set(re.findall(r'"(drafter[a-z]+s)"', source))
+    assert {"deployments", "services", "pods", "jobs", "configmaps", "persistentvolumeclaims"} <= called, called
+    assert not called - set(by_resource), f"no RBAC rule for {sorted(called - set(by_resource))}"
+    watched = set(re.findall(r'@kopf\.(?:index|on\.event|daemon|timer)\(\s*(?:GROUP|"[^"]*")\s*,\s*(?:VERSION|"[^"]*")\s*,\s*"([a-z]+)"',
+                             source))
+    assert {"deployments", "pods", "services", "jobs", "drafterservings"} <= watched, watched
+    for resource in watched:
+        assert {"list", "watch"} <= by_resource.get(resource, set()), f"kopf watches {resource} without list+watch"
+    assert "get" in by_resource["pods/log"]
+    assert {"get", "create", "update"} <= by_resource["leases"]
+    assert "patch" in by_resource["drafterservings/status"]
+
+
+# --------------------------------------------------------------------------------------------------
+# CRDs
+
+
+def test_chart_crd_sources_are_the_repository_crds():
+    repo = {p.name: p.read_text() for p in (ROOT / "crds").glob("*.yaml")}
+    chart = {p.name: p.read_text() for p in (CHART / "crd-sources").glob("*.yaml")}
+    assert repo, "no CRDs in crds/"
+    assert chart == repo, ("charts/drafter-operator/crd-sources/ differs from crds/: "
+                           "run `cp crds/*.yaml charts/drafter-operator/crd-sources/` after `drafter-operator crds`")
+
+
+def test_rendered_crds_are_the_files_plus_chart_labels_and_the_keep_policy():
+    rendered = {o["metadata"]["name"]: o for o in render() if o["kind"] == "CustomResourceDefinition"}
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        source = yaml.safe_load(path.read_text())
+        crd = rendered[source["metadata"]["name"]]
+        assert crd["spec"] == source["spec"], path.name
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert source["metadata"]["labels"].items() <= crd["metadata"]["labels"].items()
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert len(rendered) == 3
+
+
+def test_rendered_crds_are_json_so_every_scalar_keeps_its_type():
+    """toYaml writes the string "1e-4" unquoted and the apiserver reads a number (a default that then
+    fails its own string schema): the CRDs are rendered as JSON, which every YAML parser reads alike."""
+    text = helm("template", "d", str(CHART), "--kube-version", KUBE_VERSION, "--show-only", "templates/crds.yaml").stdout
+    documents = [d for d in text.split("\n---\n") if "CustomResourceDefinition" in d]
+    assert len(documents) == 3
+    for document in documents:
+        body = "\n".join(line for line in document.splitlines() if not line.startswith(("#", "---")))
+        crd = json.loads(body)
+        source = yaml.safe_load((ROOT / "crds" / f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml").read_text())
+        assert crd["spec"] == source["spec"]
+
+
+def test_crds_can_be_left_out_or_left_deletable():
+    assert not [o for o in render("crds.install=false") if o["kind"] == "CustomResourceDefinition"]
+    crds = [o for o in render("crds.keep=false") if o["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 3
+    assert all("helm.sh/resource-policy" not in (c["metadata"].get("annotations") or {}) for c in crds)
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics and monitoring
+
+
+def test_metrics_service_selects_the_operator_pod_on_its_metrics_port():
+    objects = render("metrics.service.port=9090", "metrics.port=8088")
+    service, deployment = one(objects, "Service"), one(objects, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    assert not [o for o in render("metrics.service.enabled=false") if o["kind"] == "Service"]
+
+
+def test_monitoring_objects_are_off_by_default_and_carry_label_overrides_when_on():
+    assert not [o for o in render() if o["kind"] in ("ServiceMonitor", "PodMonitor")]
+    objects = render("monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.labels.release=kps",
+                     "monitoring.podMonitor.enabled=true", "monitoring.podMonitor.labels.release=kps-engines",
+                     "monitoring.podMonitor.interval=5s")
+    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    # The operator's own `namespace` label (the serving's) wins over the target's (the operator pod's).
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    pods = one(objects, "PodMonitor")
+    assert pods["metadata"]["labels"]["release"] == "kps-engines"
+    assert pods["spec"]["selector"] == {"matchExpressions": [{"key": SERVING_LABEL, "operator": "Exists"}]}
+    endpoint = pods["spec"]["podMetricsEndpoints"][0]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == (PORT_NAME, "/metrics", "5s")
+    assert pods["spec"]["namespaceSelector"] == {"any": True}
+    # The labels the `prometheus` acceptance source matches (drafter_dev_serving, drafter_dev_revision).
+    assert pods["spec"]["podTargetLabels"] == ["drafter.dev/serving", "drafter.dev/revision"]
+
+
+def test_pod_monitor_follows_namespaced_mode():
+    objects = render("operator.watchNamespaces={team-a}", "monitoring.podMonitor.enabled=true")
+    assert one(objects, "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}
+
+
+def test_service_monitor_without_the_metrics_service_fails_with_the_reason():
+    proc = helm("template", "d", str(CHART), "--kube-version", KUBE_VERSION, "--set", "monitoring.serviceMonitor.enabled=true",
+                "--set", "metrics.service.enabled=false", check=False)
+    assert proc.returncode != 0
+    assert "monitoring.serviceMonitor.enabled needs metrics.service.enabled" in proc.stderr
+
+
+def test_helm_test_pod_checks_the_metrics_service_with_a_read_only_role():
+    objects = [o for o in render(show_tests=True) if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    pod, role = one(objects, "Pod"), one(objects, "Role")
+    service = one(render(), "Service")
+    assert pod["spec"]["restartPolicy"] == "Never"
+    env = env_of(pod["spec"]["containers"][0])
+    assert env["METRICS_SERVICE"] == service["metadata"]["name"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["services"], "resourceNames": [service["metadata"]["name"]],
+                              "verbs": ["get"]}]
+    script = one(objects, "ConfigMap")["data"]["check.py"]
+    assert script == (CHART / "test-scripts" / "check_operator.py").read_text()
+    compile(script, "check.py", "exec")
+
+
+# --------------------------------------------------------------------------------------------------
+# values: documented and validated
+
+
+def _value_keys(text: str):
+    """(dotted path, comment lines just above, value text) for each key line of values.yaml."""
+    stack: list[tuple[int, str]] = []
+    comments: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comments.append(stripped)
+            continue
+        match = re.match(r"^(\s*)([A-Za-z][\w.-]*):(.*)$", line)
+        if not match:
+            comments = []
+            continue
+        indent, key, value = len(match.group(1)), match.group(2), match.group(3).strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = ".".join([k for _, k in stack] + [key])
+        yield path, key, comments, value
+        stack.append((indent, key))
+        comments = []
+
+
+def test_every_value_has_a_comment_that_starts_with_its_name():
+    text = (CHART / "values.yaml").read_text()
+    documented: set[str] = set()
+    problems = []
+    for path, key, comments, value in _value_keys(text):
+        if comments:
+            first = comments[0].lstrip("# ")
+            if not (first.startswith(path) or first.startswith(key)):
+                problems.append(f"{path}: comment starts {first[:40]!r}")
+            documented.add(path)
+        leaf = value not in ("",)  # a scalar, a list or {}: a value someone sets
+        parent_documented = any(path.startswith(d + ".") for d in documented)
+        if leaf and path not in documented and not parent_documented:
+            problems.append(f"{path}: no comment")
+    assert not problems, problems
+
+
+@pytest.mark.parametrize(("value", "field", "says"), [
+    ("operator.watchNamespaces={Team_A}", "/operator/watchNamespaces/0", "does not match pattern"),
+    ("image.pullPolicy=Sometimes", "/image/pullPolicy", "'Always', 'IfNotPresent', 'Never'"),
+    ("metrics.port=70000", "/metrics/port", "65,535"),
+    ("operator.workerz=3", "/operator", "'workerz' not allowed"),
+    ("monitoring.serviceMonitor.interval=30", "/monitoring/serviceMonitor/interval", "want string"),
+    ("monitoring.podMonitor.interval=soon", "/monitoring/podMonitor/interval", "does not match pattern"),
+    ("image.digest=latest", "/image/digest", "does not match pattern"),
+    ("image.repository=ghcr.io/x/y:1.0", "/image/repository", "does not match pattern"),
+    ("crds.install=maybe", "/crds/install", "want boolean"),
+    ("operator.workers=0", "/operator/workers", "minimum"),
+    ("operator.leaderElection.leaseName=My_Lease", "/operator/leaderElection/leaseName", "does not match pattern"),
+    ("operator.leaderElection.retryPeriodSeconds=0", "/operator/leaderElection/retryPeriodSeconds", "exclusiveMinimum"),
+    ("operator.leaderElection.renewDeadlineSeconds=long", "/operator/leaderElection/renewDeadlineSeconds", "want number"),
+])
+def test_schema_refuses_bad_values_naming_the_field(value, field, says):
+    proc = helm("template", "d", str(CHART), "--kube-version", KUBE_VERSION, "--set", value, check=False)
+    assert proc.returncode != 0, f"{value} was accepted"
+    assert "values don't meet the specifications of the schema" in proc.stderr
+    assert f"at '{field}'" in proc.stderr and says in proc.stderr, proc.stderr
