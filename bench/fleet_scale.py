@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -400,13 +401,19 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
     operator = base.Operator(cluster, log_path, args.recheck_seconds)
     if not args.leader_election:
         operator.extra_args = ["--no-leader-election"]
+    if args.heap_snapshots:
+        operator.command = [sys.executable, str(Path(__file__).resolve().parent / "operator_heap.py"), "run",
+                            str(args.heap_snapshots)]
+        result["heapSnapshots"] = str(args.heap_snapshots)
     holder.append(operator)
     result["operatorLog"] = str(log_path)
     samplers: list[ProcessSampler] = []
     try:
         keys = cold_start(args, cluster, operator, samplers, result)
         result["machine"]["loadavgAfterColdStart"] = os.getloadavg()
+        heap_snapshot(args, operator, "after the cold start")
         steady(args, cluster, operator, samplers[0], result, "steady")
+        heap_snapshot(args, operator, "after the steady window")
         result["machine"]["loadavgSteady"] = os.getloadavg()
         if args.samples:
             new_servings(args, cluster, result)
@@ -424,6 +431,22 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
         for sampler in samplers:
             sampler.stop()
     result["checks"] = checks(args, result)
+
+
+def heap_snapshot(args, operator: base.Operator, moment: str) -> None:
+    """With --heap-snapshots: the operator (under bench/operator_heap.py) writes a tracemalloc snapshot."""
+    if not args.heap_snapshots:
+        return
+    lines = args.heap_snapshots / "heap.jsonl"
+    before = len(lines.read_text().splitlines()) if lines.exists() else 0
+    os.kill(operator.proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if lines.exists() and len(written := lines.read_text().splitlines()) > before:
+            log(f"heap snapshot {moment}: {written[-1]}")
+            return
+        time.sleep(1)
+    raise BenchError(f"no heap snapshot {moment} within 120 s (see the operator log)")
 
 
 def checks(args, r: dict) -> dict[str, bool]:
@@ -515,6 +538,9 @@ def main() -> int:
                              "500-serving cold start starved the Lease renewal past its 10-s deadline")
     parser.add_argument("--timeout", type=float, default=900, help="bound of every single wait")
     parser.add_argument("--operator-log", default=None)
+    parser.add_argument("--heap-snapshots", type=Path, default=None, metavar="DIR",
+                        help="run the operator under tracemalloc (bench/operator_heap.py) and write heap snapshots "
+                             "to DIR after the cold start and the steady window (slows the operator: not for timings)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()

@@ -149,6 +149,8 @@ class Operator:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.extra_args: list[str] = []  # more `drafter-operator run` options (bench/fleet_scale.py)
+        # What runs `drafter-operator run`: bench/fleet_scale.py --heap-snapshots runs it under bench/operator_heap.py.
+        self.command: list[str] = [sys.executable, "-m", "drafter_operator.cli", "run"]
 
     def start(self, timeout: float = 60) -> None:
         env = {**self.cluster.env, "PYTHONUNBUFFERED": "1"}
@@ -156,7 +158,7 @@ class Operator:
             env["DRAFTER_RECHECK_SECONDS"] = self.recheck_seconds
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "drafter_operator.cli", "run", "--metrics-port", str(self.port),
+                [*self.command, "--metrics-port", str(self.port),
                  "--metrics-host", "127.0.0.1", *self.extra_args],
                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout

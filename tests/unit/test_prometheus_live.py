@@ -140,6 +140,21 @@ def _wait_scraped(lab: Lab, engine: str, after: dict[str, m.SpecDecodeCounters])
         time.sleep(0.2)
 
 
+def _wait_sampled_after(lab: Lab, engine: str, moment: float) -> None:
+    """Until every replica has a sample stamped after ``moment``: from then on the data up to ``moment``
+    is final, so queries evaluated at ``moment`` one after another see the same samples. (A scrape is
+    stamped when it starts and stored when it ends: one that started just before ``moment`` can land
+    between two queries and move ``increase()``'s extrapolation for one replica only.)"""
+    metric = ps.COUNTERS[engine]["drafts"]
+    deadline = time.monotonic() + 30
+    while True:
+        stamps = {s.labels["pod"]: s.value for s in lab.query(f'timestamp({metric}{{job="{engine}"}})')}
+        if len(stamps) == len(REPLICAS) and min(stamps.values()) > moment:
+            return
+        assert time.monotonic() < deadline, f"no sample after {moment} from every replica: {stamps}"
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
     # One replica drafts badly (ACCEPTANCE, set by the fixture): the total must be the sum of both,
@@ -152,6 +167,7 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
     _wait_scraped(lab, engine, after)
     time.sleep(SCRAPE_INTERVAL * 1.5)  # and one idle sample after it
     end = time.time()
+    _wait_sampled_after(lab, engine, end)
     # Whole seconds, starting 2 to 3 intervals before the traffic: an idle sample opens the window.
     window_seconds = math.ceil(end - started + 2 * SCRAPE_INTERVAL)
     matchers = ps.revision_matchers("default", engine, "r1")
