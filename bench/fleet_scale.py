@@ -403,7 +403,7 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
         operator.extra_args = ["--no-leader-election"]
     if args.heap_snapshots:
         operator.command = [sys.executable, str(Path(__file__).resolve().parent / "operator_heap.py"), "run",
-                            str(args.heap_snapshots)]
+                            str(args.heap_snapshots), *(["--figures-only"] if args.heap_figures_only else [])]
         result["heapSnapshots"] = str(args.heap_snapshots)
     holder.append(operator)
     result["operatorLog"] = str(log_path)
@@ -414,6 +414,10 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
         heap_snapshot(args, operator, "after the cold start")
         steady(args, cluster, operator, samplers[0], result, "steady")
         heap_snapshot(args, operator, "after the steady window")
+        if args.heap_trim:
+            heap_snapshot(args, operator, "malloc_trim(0) after the steady window", signal.SIGUSR2)
+            time.sleep(args.settle_seconds)
+            heap_snapshot(args, operator, f"{args.settle_seconds:g} s after the trim")
         result["machine"]["loadavgSteady"] = os.getloadavg()
         if args.samples:
             new_servings(args, cluster, result)
@@ -433,13 +437,14 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
     result["checks"] = checks(args, result)
 
 
-def heap_snapshot(args, operator: base.Operator, moment: str) -> None:
-    """With --heap-snapshots: the operator (under bench/operator_heap.py) writes a tracemalloc snapshot."""
+def heap_snapshot(args, operator: base.Operator, moment: str, signum: int = signal.SIGUSR1) -> None:
+    """With --heap-snapshots: the operator (under bench/operator_heap.py) writes its heap figures and a
+    tracemalloc snapshot (SIGUSR1), or trims the C heap and writes the figures before and after (SIGUSR2)."""
     if not args.heap_snapshots:
         return
     lines = args.heap_snapshots / "heap.jsonl"
     before = len(lines.read_text().splitlines()) if lines.exists() else 0
-    os.kill(operator.proc.pid, signal.SIGUSR1)
+    os.kill(operator.proc.pid, signum)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if lines.exists() and len(written := lines.read_text().splitlines()) > before:
@@ -541,6 +546,11 @@ def main() -> int:
     parser.add_argument("--heap-snapshots", type=Path, default=None, metavar="DIR",
                         help="run the operator under tracemalloc (bench/operator_heap.py) and write heap snapshots "
                              "to DIR after the cold start and the steady window (slows the operator: not for timings)")
+    parser.add_argument("--heap-figures-only", action="store_true",
+                        help="with --heap-snapshots: no tracemalloc, only RSS and glibc's arena figures (normal speed)")
+    parser.add_argument("--heap-trim", action="store_true",
+                        help="with --heap-snapshots: malloc_trim(0) in the operator after the steady window, "
+                             "and the figures again --settle-seconds later")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()

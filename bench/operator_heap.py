@@ -2,12 +2,15 @@
 
 Two commands:
 
-    python bench/operator_heap.py run DIR [drafter-operator run options]
+    python bench/operator_heap.py run DIR [--figures-only] [drafter-operator run options]
         The operator, with tracemalloc tracing (25 frames). Each SIGUSR1 writes DIR/heap-<n>.snap (a
         tracemalloc snapshot) and appends a line to DIR/heap.jsonl: the Python heap traced, VmRSS and
         the malloc arenas' own figures (glibc's mallinfo2: in use, free inside the arenas, mmapped), so
-        the heap can be set against the RSS. bench/fleet_scale.py --heap-snapshots DIR runs the operator
-        this way and signals it after the cold start and after the steady window.
+        the heap can be set against the RSS. Each SIGUSR2 calls glibc's malloc_trim(0) (free memory
+        handed back to the kernel) and appends the figures before and after it. --figures-only: no
+        tracemalloc, no snapshots, the operator at its normal speed. bench/fleet_scale.py
+        --heap-snapshots DIR runs the operator this way and signals it after the cold start and after
+        the steady window (--heap-trim: and trims after the steady window).
 
     python bench/operator_heap.py report DIR/heap-1.snap [--top 25] [--group-by traceback|lineno|filename]
         The largest allocation sites of one snapshot, each with the frames that lead to it (our code and
@@ -65,25 +68,39 @@ def vm_status() -> dict[str, float | int]:
 
 def run(directory: Path, operator_args: list[str]) -> int:
     directory.mkdir(parents=True, exist_ok=True)
-    tracemalloc.start(FRAMES)
+    figures_only = operator_args[:1] == ["--figures-only"]
+    operator_args = operator_args[1:] if figures_only else operator_args
+    if not figures_only:
+        tracemalloc.start(FRAMES)
     count = 0
+
+    def write(line: dict) -> None:
+        with open(directory / "heap.jsonl", "a") as out:
+            out.write(json.dumps(line) + "\n")
 
     def dump(_signum, _frame) -> None:
         nonlocal count
         count += 1
         started = time.monotonic()
-        snapshot = tracemalloc.take_snapshot()
-        path = directory / f"heap-{count}.snap"
-        snapshot.dump(str(path))
-        traced, peak = tracemalloc.get_traced_memory()
-        line = {"snapshot": path.name, "at": time.time(), "tracedMiB": round(traced / 2**20, 1),
-                "tracedPeakMiB": round(peak / 2**20, 1),
-                "tracemallocOverheadMiB": round(tracemalloc.get_tracemalloc_memory() / 2**20, 1),
-                **vm_status(), **malloc_figures(), "dumpSeconds": round(time.monotonic() - started, 2)}
-        with open(directory / "heap.jsonl", "a") as out:
-            out.write(json.dumps(line) + "\n")
+        line: dict = {"at": time.time()}
+        if not figures_only:
+            path = directory / f"heap-{count}.snap"
+            tracemalloc.take_snapshot().dump(str(path))
+            traced, peak = tracemalloc.get_traced_memory()
+            line.update({"snapshot": path.name, "tracedMiB": round(traced / 2**20, 1),
+                         "tracedPeakMiB": round(peak / 2**20, 1),
+                         "tracemallocOverheadMiB": round(tracemalloc.get_tracemalloc_memory() / 2**20, 1)})
+        write({**line, **vm_status(), **malloc_figures(), "dumpSeconds": round(time.monotonic() - started, 2)})
+
+    def trim(_signum, _frame) -> None:
+        before = {**vm_status(), **malloc_figures()}
+        started = time.monotonic()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        write({"at": time.time(), "trim": True, "before": before, "after": {**vm_status(), **malloc_figures()},
+               "trimSeconds": round(time.monotonic() - started, 3)})
 
     signal.signal(signal.SIGUSR1, dump)
+    signal.signal(signal.SIGUSR2, trim)
     from drafter_operator.cli import main
 
     return main(["run", *operator_args])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -12,6 +13,7 @@ import threading
 import kopf
 from prometheus_client import start_http_server
 
+from drafter_operator import memory_release
 from drafter_operator.controllers import leadership
 
 
@@ -47,12 +49,23 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         print(permissions.explain_missing(missing, namespaces), file=sys.stderr)
         return 2
 
+    # Hands the memory a cold start leaves freed back to the kernel (memory_release.py); 0 turns it off.
+    release_setting = os.environ.get("DRAFTER_MEMORY_RELEASE_SECONDS", str(memory_release.DEFAULT_INTERVAL_SECONDS))
+    try:
+        release_seconds = float(release_setting)
+    except ValueError:
+        print(f"drafter-operator: DRAFTER_MEMORY_RELEASE_SECONDS={release_setting!r} is not a number of seconds; "
+              f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off", file=sys.stderr)
+        return 2
+
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # httpx logs every request at INFO: one line per engine pod per acceptance interval drowns the log.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host)
+    if release_seconds > 0:
+        memory_release.PeriodicRelease(release_seconds).start()
     liveness = f"http://{health_host}:{health_port}/healthz" if health_port else None
 
     if not leader_election:
