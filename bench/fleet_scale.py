@@ -50,7 +50,7 @@ os.environ.setdefault("DRAFTER_PORT_BASE", "18440")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import serving_scale as base  # noqa: E402 - after the state directory defaults above
-from serving_scale import GROUP, PLURAL, VERSION, BenchError, log  # noqa: E402
+from serving_scale import GROUP, PLURAL, VERSION, BenchError, exit_with, log  # noqa: E402
 
 from fleet_figures import NAMESPACE_PREFIX, count_audit, percentiles, read_audit, spread, swap_targets  # noqa: E402
 
@@ -565,8 +565,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    exit_with(main)

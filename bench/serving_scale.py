@@ -616,9 +616,15 @@ def run_on_own_cluster(args: argparse.Namespace, body: Callable[[Cluster, list, 
     return 0
 
 
-if __name__ == "__main__":
+def exit_with(main: Callable[[], int]) -> None:
+    """The bench scripts' entry point: ``sys.exit(main())``, a BenchError printed as one ``error:`` line
+    with status 1 (every wait is bounded and says what it waited for)."""
     try:
         sys.exit(main())
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    exit_with(main)

@@ -58,7 +58,7 @@ import yaml  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from serving_scale import BenchError, Cluster, Operator, drafter_operator, log, run_on_own_cluster  # noqa: E402
+from serving_scale import BenchError, Cluster, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
 
 from tests import swap_faults as sf  # noqa: E402
 from tests.serving_client import ClientLoop, set_acceptance  # noqa: E402
@@ -434,8 +434,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    exit_with(main)

@@ -63,7 +63,7 @@ os.environ["DRAFTER_TRAINING_CPU"] = "1"
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_scale import BenchError, Operator, drafter_operator, log, run_on_own_cluster  # noqa: E402
+from serving_scale import BenchError, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -621,8 +621,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+    exit_with(main)
