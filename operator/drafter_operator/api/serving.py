@@ -283,12 +283,20 @@ class SwapSpec(ApiModel):
             check=lambda s: s.gate is None or s.strategy == "BlueGreen",
             field_path=".gate",
         ),
+        Rule(
+            cel=cel_duration_range("self.gateTimeout", "1m", "48h"),
+            message='spec.swap.gateTimeout must be between 1m and 48h, e.g. "30m" (a gate benchmark of 5 prompts takes minutes)',
+            check=lambda s: duration_ok(s.gate_timeout, "1m", "48h"),
+            field_path=".gateTimeout",
+        ),
     )
 
     strategy: Literal["Recreate", "BlueGreen"] = "Recreate"
     """Recreate stops the old revision first (no extra GPUs, downtime); BlueGreen starts the new one beside it and switches traffic when it is ready (needs the capacity)."""
     gate: BenchmarkGate | None = None
     """Optional benchmark the new revision must pass (BlueGreen only)."""
+    gate_timeout: Duration = "30m"
+    """With a gate: how long the new revision may wait for its gate's verdict, counted after spec.startup.timeout from the revision's start. Past it the revision fails (GateTimedOut) and its GPUs are freed; the active revision keeps serving."""
 
 
 class AcceptanceSpec(ApiModel):
@@ -692,6 +700,23 @@ class AcceptanceThresholdStatus(StatusModel):
     """auto: the revision the benchmark measured (a threshold is learned only from the active revision's)."""
 
 
+class ServingNowStatus(StatusModel):
+    """What receives traffic now: the active revision as it runs (after an onDegraded action, not the spec's drafter)."""
+
+    revision: str | None = None
+    """The revision the Service selects."""
+    engine: str | None = None
+    """Its engine."""
+    drafter: str | None = None
+    """Its drafter, e.g. "eagle3:/models/drafters/kimi-eagle3 k=5", or "none" (no speculation)."""
+    method: str | None = None
+    """Its drafter method (the DRAFTER column), "none" without speculation."""
+    num_speculative_tokens: int | None = None
+    """Tokens it drafts per step (k), when it speculates."""
+    image: str | None = None
+    """Its engine image."""
+
+
 class EndpointStatus(StatusModel):
     """Where clients reach the serving."""
 
@@ -728,6 +753,8 @@ class DrafterServingStatus(StatusModel):
     """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None
     """The acceptance thresholds in force (with "auto": learned from lastBenchmark, and how)."""
+    serving: ServingNowStatus | None = None
+    """What receives traffic now (the active revision): the printer columns describe it, not the spec."""
     endpoint: EndpointStatus | None = None
     """Where clients reach the serving."""
 
@@ -740,8 +767,8 @@ class DrafterServing(KindModel):
     singular: ClassVar[str] = "drafterserving"
     short_names: ClassVar[tuple[str, ...]] = ("dsv",)
     printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
-        {"name": "Engine", "type": "string", "jsonPath": ".spec.engine"},
-        {"name": "Drafter", "type": "string", "jsonPath": ".spec.drafter.method"},
+        {"name": "Engine", "type": "string", "jsonPath": ".status.serving.engine"},
+        {"name": "Drafter", "type": "string", "jsonPath": ".status.serving.method"},
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
         {"name": "Degraded", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Degraded")].status'},
         {"name": "Acceptance", "type": "number", "jsonPath": ".status.acceptance.rate"},

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 Event = tuple[str, str, str]
 
 SPECULATION_DISABLED = "SpeculationDisabled"
+# Degraded reasons while an onDegraded action's revision does not serve: starting, or failed.
+ACTION_IN_PROGRESS = "ActionInProgress"
+ACTION_FAILED = "ActionFailed"
 NOT_MONITORED_VERDICT = Verdict("Unknown", a.NOT_MONITORED, "spec.acceptance is not set: acceptance is not watched")
 NOT_MEASURED_VERDICT = Verdict("Unknown", a.INSUFFICIENT_DATA, "no acceptance measured yet")
 #: status.acceptance is rewritten when its figures move by this much, at most once a minute (or at
@@ -128,6 +131,9 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         benchmark_revisions = (active,) if active else ()
     learned = be.from_last_benchmark(last_benchmark, benchmark_revisions) if be.uses_auto(spec.acceptance) else None
     out.threshold = be.status_block(spec.acceptance, learned if isinstance(learned, be.BreakEven) else None)
+    if running.action and active != desired:
+        # The action is recorded but its revision does not serve (yet, or ever): say so, never its success.
+        return _action_not_serving(out, running.action, status, active, desired, measurement)
     if running.action and running.action.get("action") == "DisableSpeculation":
         out.degraded = Verdict("True", SPECULATION_DISABLED, running.action.get("message", ""))
         return out
@@ -182,6 +188,32 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         out.events.append(("Warning", SPECULATION_DISABLED, message))
     elif action.message and first_detection and spec.acceptance.on_degraded != "Alert":
         out.events.append(("Warning", "NoRollbackTarget", action.message))
+    return out
+
+
+def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, active: str | None, desired: str,
+                        measurement: Measurement | None) -> AcceptanceDecision:
+    """Degraded while an onDegraded action's revision (``desired``) is not the one serving: under way
+    (ActionInProgress), or failed to start or to pass its checks (ActionFailed, with a Warning Event once).
+    The degraded revision still serves and is still measured: its figures keep landing in status.acceptance."""
+    kind = action.get("action", "the onDegraded action")
+    record = next((r for r in status.get("revisions") or [] if r.get("name") == desired), {})
+    serving = f"revision {active} (degraded) keeps serving" if active else "no revision serves"
+    if record.get("good") is False:
+        why = record.get("failedReason") or "it did not become Ready within spec.startup.timeout"
+        verdict = Verdict("True", ACTION_FAILED, f"onDegraded {kind} could not take effect: revision {desired} "
+                                                 f"failed ({why}); {serving}. Change the spec to try another revision.")
+    else:
+        verdict = Verdict("True", ACTION_IN_PROGRESS, f"onDegraded {kind} under way: starting revision {desired}; "
+                                                      f"{serving} until it is Ready")
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    if (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
+        out.degraded = verdict
+        if verdict.reason == ACTION_FAILED:
+            out.events.append(("Warning", ACTION_FAILED, verdict.message))
+    if measurement is not None and measurement.revision == active and active:
+        out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
+        out.acceptance = measurement.status
     return out
 
 

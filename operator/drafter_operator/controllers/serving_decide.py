@@ -22,7 +22,8 @@ import pydantic
 
 from drafter_operator import engines
 from drafter_operator.engines import dynamic
-from drafter_operator.api import DrafterServing, serving_problems
+from drafter_operator.api import DrafterServing, parse_duration, serving_problems
+from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
@@ -34,7 +35,7 @@ from drafter_operator.controllers.serving_acceptance import (
     running_spec,
 )
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
-    is_ready, plan_swap
+    gate_deadline, is_ready, plan_swap
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import (
     ENGINE_CONTAINER,
@@ -179,6 +180,18 @@ def gate_verdict(benchmark: dict | None) -> Verdict | None:
     return None
 
 
+def published_port(service: dict | None, status: dict, engine_port: int) -> int:
+    """The port the serving's Service publishes, fixed for the serving's life (pure): the Service's own
+    port once it exists, else the one status.endpoint already announced, else the engine's default at
+    the first rollout. Clients hold the URL; an engine switch (vLLM 8000, SGLang 30000) must not move
+    it, and need not: the Service targets the engine container's port by name."""
+    ports = ((service or {}).get("spec") or {}).get("ports") or []
+    if ports and isinstance(ports[0].get("port"), int):
+        return ports[0]["port"]
+    announced = (status.get("endpoint") or {}).get("port")
+    return announced if isinstance(announced, int) else engine_port
+
+
 def owned_by(child: dict | None, owner_uid: str | None) -> bool:
     if child is None or owner_uid is None:
         return child is not None
@@ -257,7 +270,7 @@ def decide(state: ServingState) -> ServingPlan:
                                                      status.get("speculationSchedule"))
     describing = measured_as(active, schedule_status)
     benchmarked = last_benchmark(newest_first(observed.measured.get(r, []) for r in describing),
-                                 status.get("lastBenchmark"))
+                                 status.get("lastBenchmark"), describing)
     judged = decide_acceptance(serving.spec, running, status, active,
                                revision_hash(running.spec, running.image, schedule),
                                state.acceptance, status.get("revisions") or [], now, benchmarked, describing)
@@ -293,7 +306,11 @@ def decide(state: ServingState) -> ServingPlan:
             failed=failed, revisions=observed.revisions, now=now,
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
             switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain,
-            gated=spec.swap.gate is not None, gate=gate_verdict(observed.gates.get(desired)),
+            # An onDegraded action's revision is not held to the speculation gate: it is the way out of a
+            # drafter that no longer pays (no speculation, or a drafter that was good), and a gate it fails
+            # would leave the degraded drafter serving while status reports the action.
+            gated=spec.swap.gate is not None and running.action is None, gate=gate_verdict(observed.gates.get(desired)),
+            gate_timeout=dt.timedelta(seconds=parse_duration(spec.swap.gate_timeout)),
             failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
             good=frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good")))
         swap = plan_swap(swap_input)
@@ -303,6 +320,7 @@ def decide(state: ServingState) -> ServingPlan:
     revisions = _updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(now)),
                                    swap, judged.mark_degraded)
     gate_write = _gate_write(body, spec, swap.run_gate, observed, engine.DEFAULT_PORT)
+    port = published_port(observed.service, status, engine.DEFAULT_PORT)
     if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good or judged.mark_degraded):
         plan.record_first = {"revisions": revisions}
     if judged.action:
@@ -336,7 +354,7 @@ def decide(state: ServingState) -> ServingPlan:
         record = {k: v for k, v in switch_record.items() if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
         if swap.switched_from:
             record = {PREVIOUS_REVISION_ANNOTATION: swap.switched_from, SWITCHED_AT_ANNOTATION: iso(now)}
-        write = _service_write(body, serving_service(serving, swap.service_revision, engine.DEFAULT_PORT, record),
+        write = _service_write(body, serving_service(serving, swap.service_revision, port, record),
                                observed.service)
         if write:
             plan.writes.append(write)
@@ -356,8 +374,9 @@ def decide(state: ServingState) -> ServingPlan:
         "previousRevision": swap.switched_from or switch_record.get(PREVIOUS_REVISION_ANNOTATION)
         or status.get("previousRevision"),
         "revisions": revisions,
-        "endpoint": {"host": f"{name}.{namespace}.svc.cluster.local", "port": engine.DEFAULT_PORT,
-                     "url": f"http://{name}.{namespace}.svc.cluster.local:{engine.DEFAULT_PORT}/v1"},
+        "serving": serving_now(swap.active, revisions),
+        "endpoint": {"host": f"{name}.{namespace}.svc.cluster.local", "port": port,
+                     "url": f"http://{name}.{namespace}.svc.cluster.local:{port}/v1"},
         "conditions": conditions.merge(status.get("conditions"), [
             ("Ready", swap.ready), ("Progressing", swap.progressing), ("Degraded", judged.degraded),
             ("DrafterCompatible", compatible),
@@ -381,12 +400,31 @@ def decide(state: ServingState) -> ServingPlan:
     return plan
 
 
-def last_benchmark(runs: list[dict], known: dict | None) -> dict | None:
+def serving_now(active: str | None, revisions: list[dict]) -> dict | None:
+    """status.serving (pure): the active revision as its record says it runs (after a Rollback or
+    DisableSpeculation that is not the spec's drafter), None before there is one."""
+    record = next((r for r in revisions if r.get("name") == active), None)
+    if record is None:
+        return None
+    engine, drafter = record.get("engine"), record.get("drafterSpec") or {}
+    method = drafter.get("method") or ("none" if record.get("drafter") == "none" else None)
+    try:
+        speculates = drafter and method != "none"
+        k = engines.draft_tokens_per_step(engine, DrafterSpec.model_validate(drafter)) if speculates else None
+    except pydantic.ValidationError:
+        k = None
+    # Every key, null when unknown: a merge patch must remove what the previous revision's block had.
+    return {"revision": active, "engine": engine, "drafter": record.get("drafter"), "method": method,
+            "numSpeculativeTokens": k, "image": record.get("image")}
+
+
+def last_benchmark(runs: list[dict], known: dict | None, describing: tuple[str, ...] = ()) -> dict | None:
     """status.lastBenchmark (pure): the newest finished DrafterBenchmark of the active revision (``runs``,
     newest first: its gate or a run by hand), with its name, throughput, speedup, mean acceptance
     length, k and revision; else what status already holds."""
     if not runs:
-        return known
+        # A figure of another revision would describe what no longer serves (the SPEEDUP column).
+        return known if known and (not describing or known.get("revision") in describing) else None
     benchmark = runs[0]
     meta, status = benchmark["metadata"], benchmark["status"]
     result = status["result"]
@@ -440,8 +478,7 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
 
 
 def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:
-    if benchmarked is not None:
-        new_status["lastBenchmark"] = benchmarked
+    new_status["lastBenchmark"] = benchmarked  # None removes one of a revision that no longer serves
     new_status["acceptanceThreshold"] = judged.threshold  # None removes it (merge patch)
     if judged.write_acceptance:
         new_status["acceptance"] = judged.acceptance  # None removes it (merge patch)
@@ -455,6 +492,9 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
     the last switch) finishing its drain. One second past each, since both comparisons are strict."""
     moments = [r.created + inp.startup_timeout for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
+    new = inp.revisions.get(inp.desired)
+    if inp.gated and inp.gate is None and new is not None and inp.desired != inp.active:
+        moments.append(gate_deadline(inp, new))
     if plan.switched_from:
         moments.append(inp.now + inp.drain)
     elif inp.previous in inp.revisions and draining(inp, inp.previous) and inp.switched_at is not None:
@@ -617,7 +657,15 @@ def _degraded_news(prior: dict, cond: dict) -> bool:
 
 
 def changed_fields(current: dict, desired: dict) -> dict:
-    return {k: v for k, v in desired.items() if current.get(k) != v}
+    """The fields of ``desired`` a JSON merge patch must carry to make ``current`` equal it (a null deletes,
+    so a null where ``current`` has nothing is no change)."""
+    return {k: v for k, v in desired.items() if current.get(k) != _without_nulls(v)}
+
+
+def _without_nulls(value):
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def _changed(current: dict | None, verdict: Verdict) -> bool:

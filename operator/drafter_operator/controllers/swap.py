@@ -54,6 +54,8 @@ class SwapInput:
     drain: dt.timedelta = dt.timedelta(seconds=15)
     gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
+    # With a gate: how long after its startup limit a new revision may wait for the gate's verdict.
+    gate_timeout: dt.timedelta = dt.timedelta(minutes=30)
     failure_reasons: dict[str, str] = field(default_factory=dict)  # failed revision -> why, when recorded
     good: frozenset[str] = frozenset()  # revisions that have been Ready (an engine exit then is a restart)
 
@@ -110,6 +112,11 @@ def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: in
     if observed and observed.exited:
         return Verdict("False", "EngineExited", f"revision {name}: {ready}/{replicas} Ready; {observed.exited}")
     return Verdict("False", "EngineStarting", f"revision {name}: {ready}/{replicas} engine pods Ready")
+
+
+def gate_deadline(inp: SwapInput, observed: RevisionObservation) -> dt.datetime:
+    """When a gated new revision without a gate verdict fails: its startup limit, then the gate's time."""
+    return observed.created + inp.startup_timeout + inp.gate_timeout
 
 
 def draining(inp: SwapInput, name: str) -> bool:
@@ -185,6 +192,19 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
         return plan
 
     if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
+        if inp.gate is None and inp.now > gate_deadline(inp, new):
+            # Nothing may hold a second revision's GPUs without a deadline: a gate that cannot be created
+            # (refused), never scheduled or never finishes fails the revision like a start that never ends.
+            plan.mark_failed = desired
+            plan.delete.append(desired)
+            plan.scale[active] = inp.replicas
+            plan.ready = _ready_verdict(active, old, inp.replicas)
+            plan.failure_reason = (f"had no gate verdict within spec.swap.gateTimeout {_format(inp.gate_timeout)} after "
+                                   f"its startup limit {timeout_text}")
+            message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
+            plan.progressing = Verdict("False", "GateTimedOut", message)
+            plan.events.append(("Warning", "GateTimedOut", message))
+            return plan
         if inp.gate is None:
             plan.scale[active] = plan.scale[desired] = inp.replicas
             plan.ready = _ready_verdict(active, old, inp.replicas)
