@@ -1,0 +1,135 @@
+"""The four broken promises of the serving-guarantees issue, each as the decision now keeps it (pure).
+
+docs/guarantees.md names these tests; the simulation (tests/simulation) checks the same properties
+under random operations and faults, and its mutants re-introduce each defect.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from drafter_operator.resources.labels import REVISION_LABEL
+from tests.unit.test_serving_acceptance import converge_with, look, measured, on_degraded
+from tests.unit.test_serving_decide import World, finish_gate, gated_body, seed_body
+
+
+def endpoint(world: World) -> tuple:
+    ports = [(p["port"], p["targetPort"]) for p in world.service["spec"]["ports"]]
+    return world.service["metadata"]["name"], ports, world.body["status"]["endpoint"]
+
+
+def test_an_engine_switch_keeps_the_service_port_and_the_published_endpoint():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    before = endpoint(world)
+    assert before[1] == [(8000, "http")] and before[2]["url"].endswith(":8000/v1")
+    world.body["spec"]["engine"] = "sglang"
+    world.body["spec"]["image"] = "lmsysorg/sglang:v0.5.23"
+    world.body["spec"]["drafter"] = {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSteps": 3}
+    world.body["metadata"]["generation"] = 2
+    starting = world.decide()
+    # The swap's first step starts the SGLang revision beside the vLLM one and leaves the Service alone.
+    assert [w.plural for w in starting.writes] == ["deployments"]
+    world.apply(starting)
+    assert endpoint(world) == before
+    world.settle()
+    world.converge()
+    assert world.body["status"]["serving"]["engine"] == "sglang"
+    assert endpoint(world) == before  # the SGLang pods listen on 30000; the Service reaches them by port name
+
+
+def test_disable_speculation_with_a_gate_takes_effect_without_being_gated():
+    body = gated_body()
+    body["spec"]["acceptance"]["onDegraded"] = "DisableSpeculation"
+    world = World(body)
+    world.converge()
+    bad = world.body["status"]["activeRevision"]
+    acted = look(world, measured(world, "True", 0.15))
+    baseline = acted.record_first["degradedAction"]["revision"]
+    assert world.condition("Degraded")["reason"] == "LowAcceptanceRate"
+    look(world, measured(world, "True", 0.15))
+    assert world.condition("Degraded")["reason"] == "ActionInProgress"  # not SpeculationDisabled: bad still serves
+    assert f"revision {bad} (degraded) keeps serving" in world.condition("Degraded")["message"]
+    world.settle()
+    converge_with(world, lambda w: None)
+    assert world.benchmarks == {}  # no gate benchmark of the no-speculation revision
+    assert world.body["status"]["activeRevision"] == baseline
+    assert world.service["spec"]["selector"][REVISION_LABEL] == baseline
+    assert (world.condition("Degraded")["status"], world.condition("Degraded")["reason"]) == ("True", "SpeculationDisabled")
+    assert world.body["status"]["serving"]["method"] == "none"
+
+
+def test_an_action_whose_revision_fails_says_so_and_the_degraded_revision_is_still_measured():
+    world = World(on_degraded("DisableSpeculation"))
+    world.converge()
+    bad = world.body["status"]["activeRevision"]
+    look(world, measured(world, "True", 0.15))
+    # The no-speculation revision never becomes Ready: its pods stay unready until the startup limit.
+    world.now += dt.timedelta(hours=2)
+    for _ in range(3):
+        plan = look(world, measured(world, "True", 0.13))
+        world.now += dt.timedelta(seconds=20)
+    assert world.body["status"]["activeRevision"] == bad
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ActionFailed"), degraded
+    assert "could not take effect" in degraded["message"]
+    assert ("Warning", "ActionFailed") in [(e[0], e[1]) for e in world.events]
+    assert world.body["status"]["acceptance"]["revision"] == bad  # measurement goes on
+    assert plan is not None
+
+
+def test_a_gate_that_never_finishes_frees_the_new_revision_at_its_deadline():
+    world = World(gated_body())
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    world.apply(world.decide())
+    world.settle()
+    gating = world.decide()
+    world.apply(gating)
+    assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
+    assert gating.recheck_at is not None  # the deadline wakes the loop: no event is needed
+    started = min(d["metadata"]["creationTimestamp"] for d in world.deployments.values()
+                  if d["metadata"]["labels"][REVISION_LABEL] != old)
+    deadline = dt.datetime.fromisoformat(started.replace("Z", "+00:00")) + dt.timedelta(minutes=45 + 30)
+    assert gating.recheck_at <= deadline + dt.timedelta(seconds=1)
+    world.now = deadline - dt.timedelta(seconds=5)
+    assert not world.decide().deletes  # still within gateTimeout
+    world.now = deadline + dt.timedelta(seconds=5)
+    timed_out = world.decide()
+    assert [p.rsplit("/", 1)[1] for p in timed_out.deletes] != [] and not timed_out.swapped
+    assert ("Warning", "GateTimedOut") in [(e[0], e[1]) for e in timed_out.events]
+    world.apply(timed_out)
+    world.converge()
+    assert [d["metadata"]["labels"][REVISION_LABEL] for d in world.deployments.values()] == [old]
+    assert world.condition("Progressing")["reason"] == "RevisionFailed"
+    assert "spec.swap.gateTimeout 30m" in world.condition("Progressing")["message"]
+
+
+def test_a_gate_that_finishes_in_time_is_judged_as_before():
+    world = World(gated_body(), now=dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc))
+    world.converge()
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())
+    world.now += dt.timedelta(minutes=50)  # past the startup limit, within gateTimeout
+    finish_gate(world, True, "every spec.swap.gate threshold met")
+    assert world.decide().swapped == "BlueGreen"
+
+
+def test_status_serving_and_speedup_describe_the_revision_that_serves_not_the_spec():
+    world = World(on_degraded("DisableSpeculation"))
+    world.converge()
+    assert world.body["status"]["serving"]["method"] == "eagle3"
+    assert world.body["status"]["serving"]["numSpeculativeTokens"] == 5
+    world.body["status"]["lastBenchmark"] = {"name": "by-hand", "speedup": 0.66,
+                                             "revision": world.body["status"]["activeRevision"]}
+    look(world, measured(world, "True", 0.15))
+    world.settle()
+    converge_with(world, lambda w: None)
+    serving = world.body["status"]["serving"]
+    assert serving["method"] == "none" and "numSpeculativeTokens" not in serving
+    assert world.body["spec"]["drafter"]["method"] == "eagle3"
+    assert "lastBenchmark" not in world.body["status"]  # 0.66x was the degraded drafter's
