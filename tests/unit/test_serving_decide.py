@@ -53,6 +53,7 @@ class World:
         self.service: dict | None = None
         self.benchmarks: dict[str, dict] = {}  # gate DrafterBenchmarks, by name
         self.events: list[tuple[str, str, str]] = []
+        self.in_flight: dict[str, int] = {}  # revision -> requests its engines report (default 0)
 
     def state(self) -> ServingState:
         pods = [{"metadata": {"name": f"{d['metadata']['name']}-{i}",
@@ -60,11 +61,12 @@ class World:
                  "status": {"podIP": f"10.0.{n}.{i}", "conditions": [{"type": "Ready", "status": "True"}]}}
                 for n, d in enumerate(self.deployments.values())
                 for i in range(d.get("status", {}).get("readyReplicas", 0))]
-        return ServingState(serving=copy.deepcopy(self.body),
-                            observed=observed_from(copy.deepcopy(list(self.deployments.values())), pods,
-                                                   copy.deepcopy(self.service), self.body["metadata"].get("uid"),
-                                                   copy.deepcopy(list(self.benchmarks.values()))),
-                            now=self.now, default_images=IMAGES, drain=DRAIN)
+        observed = observed_from(copy.deepcopy(list(self.deployments.values())), pods, copy.deepcopy(self.service),
+                                 self.body["metadata"].get("uid"), copy.deepcopy(list(self.benchmarks.values())))
+        # No client traffic in this world: every engine reports nothing in flight, unless a test says so.
+        observed.in_flight = {revision: self.in_flight.get(revision, 0) for revision in observed.deployments}
+        return ServingState(serving=copy.deepcopy(self.body), observed=observed, now=self.now, default_images=IMAGES,
+                            drain=DRAIN)
 
     def decide(self) -> ServingPlan:
         return decide(self.state())

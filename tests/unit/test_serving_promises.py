@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from drafter_operator.controllers.serving_decide import decide
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.unit.test_serving_acceptance import converge_with, look, measured, on_degraded
 from tests.unit.test_serving_decide import World, finish_gate, gated_body, seed_body
@@ -133,3 +134,58 @@ def test_status_serving_and_speedup_describe_the_revision_that_serves_not_the_sp
     assert serving["method"] == "none" and "numSpeculativeTokens" not in serving
     assert world.body["spec"]["drafter"]["method"] == "eagle3"
     assert "lastBenchmark" not in world.body["status"]  # 0.66x was the degraded drafter's
+
+
+def switched_world(**swap) -> tuple[World, str, str]:
+    """A BlueGreen swap that just moved traffic: (world, old revision, new revision)."""
+    world = World(seed_body(swap={"strategy": "BlueGreen", **swap}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    world.apply(world.decide())
+    world.settle()
+    switched = world.decide()
+    assert switched.swapped == "BlueGreen"
+    world.apply(switched)
+    return world, old, world.body["status"]["activeRevision"]
+
+
+def old_deployment_kept(world: World, old: str) -> bool:
+    return any(d["metadata"]["labels"][REVISION_LABEL] == old for d in world.deployments.values())
+
+
+def test_the_old_revision_runs_until_its_streams_finish_then_stops_at_once():
+    world, old, new = switched_world()
+    world.in_flight[old] = 2  # two long streams still running on the old pods
+    world.now += dt.timedelta(minutes=2)  # far past the 15 s drain for proxies
+    plan = world.decide()
+    assert not plan.deletes and old_deployment_kept(world, old)
+    assert plan.recheck_at is not None and plan.recheck_at <= world.now + dt.timedelta(seconds=6)  # asks again soon
+    world.in_flight[old] = 0
+    done = world.decide()
+    assert [p.rsplit("/", 1)[1] for p in done.deletes] == [f"kimi-{old}"]
+
+
+def test_an_old_revision_that_cannot_be_read_is_stopped_at_drain_timeout_not_before():
+    world, old, new = switched_world(drainTimeout="10m")
+
+    def unknown_in_flight():  # its pods' metrics did not answer: the count is unknown, never 0
+        state = world.state()
+        state.observed.in_flight.clear()
+        return state
+
+    world.now += dt.timedelta(minutes=9)
+    assert not decide(unknown_in_flight()).deletes
+    world.now += dt.timedelta(minutes=1, seconds=1)
+    assert [p.rsplit("/", 1)[1] for p in decide(unknown_in_flight()).deletes] == [f"kimi-{old}"]
+
+
+def test_a_new_swap_during_a_drain_keeps_the_draining_revision():
+    world, old, new = switched_world()
+    world.in_flight[old] = 1
+    world.now += dt.timedelta(seconds=30)
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 4
+    world.body["metadata"]["generation"] = 3
+    plan = world.decide()
+    assert f"/deployments/kimi-{old}" not in " ".join(plan.deletes)

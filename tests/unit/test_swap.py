@@ -20,11 +20,11 @@ def rev(name: str, ready: int = 0, replicas: int = 1, pods: int | None = None, a
 
 
 def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1, previous=None,
-        switched_ago: float | None = None, good=("old",)) -> SwapInput:
+        switched_ago: float | None = None, good=("old",), in_flight=None) -> SwapInput:
     return SwapInput(desired=desired, strategy=strategy, replicas=replicas, startup_timeout=TIMEOUT, active=active,
                      failed=frozenset(failed), revisions={r.name: r for r in revisions}, now=T0, previous=previous,
                      switched_at=None if switched_ago is None else T0 - dt.timedelta(seconds=switched_ago),
-                     good=frozenset(good))
+                     good=frozenset(good), in_flight={r.name: 0 for r in revisions} if in_flight is None else in_flight)
 
 
 def test_first_revision_points_traffic_at_itself_and_becomes_ready():
@@ -53,6 +53,11 @@ def test_bluegreen_switches_then_deletes_the_old_revision_once_drained():
     assert draining.delete == [] and draining.service_revision == "new"
     drained = plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=16))
     assert drained.delete == ["old"]
+    # Requests still running on the old pods (or no answer from them) hold the drain until drain_timeout.
+    busy = plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=16, in_flight={"old": 1}))
+    unknown = plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=299, in_flight={}))
+    assert busy.delete == [] and unknown.delete == []
+    assert plan_swap(inp(active="new", revisions=both, previous="old", switched_ago=301, in_flight={"old": 1})).delete == ["old"]
 
 
 def test_bluegreen_without_capacity_says_so():

@@ -78,6 +78,9 @@ class Observed:
     measured: dict[str, list[dict]] = field(default_factory=dict)
     # revision -> what its pods' drafter preflight init containers said, once one finished
     preflight: dict[str, compatibility.PreflightOutcome] = field(default_factory=dict)
+    # revision -> requests its engines report running or waiting, for a revision that drains (read from
+    # its pods' metrics by the serving loop); absent when not read or unknown
+    in_flight: dict[str, int] = field(default_factory=dict)
 
 
 def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
@@ -306,6 +309,8 @@ def decide(state: ServingState) -> ServingPlan:
             failed=failed, revisions=observed.revisions, now=now,
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
             switched_at=parse_time(switched_at) if switched_at else None, drain=state.drain,
+            drain_timeout=max(state.drain, dt.timedelta(seconds=parse_duration(spec.swap.drain_timeout))),
+            in_flight=observed.in_flight,
             # An onDegraded action's revision is not held to the speculation gate: it is the way out of a
             # drafter that no longer pays (no speculation, or a drafter that was good), and a gate it fails
             # would leave the degraded drafter serving while status reports the action.
@@ -487,6 +492,19 @@ def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked
         new_status["speculationDisabled"] = None
 
 
+#: While an old revision waits for its requests to finish, how often its engines are asked again.
+DRAIN_POLL = dt.timedelta(seconds=5)
+
+
+def draining_revision(serving: dict, observed: Observed) -> str | None:
+    """The revision traffic left at the last switch while its Deployment remains (pure): the one whose
+    engines the serving loop asks for their requests in flight before deciding."""
+    service = observed.service or {}
+    previous = ((service.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_REVISION_ANNOTATION)
+    active = service_revision(service) if service else None
+    return previous if previous and previous != active and previous in observed.deployments else None
+
+
 def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     """The earliest future moment at which `plan_swap` could answer differently with nothing else changed:
     a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
@@ -498,7 +516,10 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     if plan.switched_from:
         moments.append(inp.now + inp.drain)
     elif inp.previous in inp.revisions and draining(inp, inp.previous) and inp.switched_at is not None:
-        moments.append(inp.switched_at + inp.drain)
+        if inp.now - inp.switched_at < inp.drain:
+            moments.append(inp.switched_at + inp.drain)
+        else:  # waiting for its requests to finish: look again soon, and stop waiting at the limit
+            moments += [inp.now + DRAIN_POLL, inp.switched_at + inp.drain_timeout]
     future = [m + dt.timedelta(seconds=1) for m in moments if m + dt.timedelta(seconds=1) > inp.now]
     return min(future, default=None)
 

@@ -8,8 +8,10 @@ so creating one twice is a no-op.
 - Recreate: scale the active revision to zero (kept, for rollback), start the new one once the old
   pods are gone, switch when Ready, then delete the old one. No extra GPUs, downtime meanwhile.
 - BlueGreen: start the new revision beside the active one, switch when Ready, then delete the old one.
-- After a switch the old revision drains for `drain` (default 15 s) before it is deleted: proxies
-  and load balancers need a moment to stop sending it new connections, and requests in flight finish.
+- After a switch the old revision drains before it is deleted: at least `drain` (default 15 s: proxies
+  and load balancers need a moment to stop sending it new connections), then until its engines report
+  no request running or waiting (`in_flight`, read from their metrics), at most `drain_timeout`
+  (spec.swap.drainTimeout): a 4,000-token stream in flight at the switch finishes on the old pods.
 - A new revision that is not Ready within `spec.startup.timeout` is marked failed and removed; the
   active revision keeps (or, with Recreate, resumes) serving. A failed revision is not retried until
   the spec changes to another revision.
@@ -51,7 +53,11 @@ class SwapInput:
     now: dt.datetime
     previous: str | None = None  # the revision traffic left at the last switch
     switched_at: dt.datetime | None = None
-    drain: dt.timedelta = dt.timedelta(seconds=15)
+    drain: dt.timedelta = dt.timedelta(seconds=15)  # the least a revision drains after traffic left it
+    drain_timeout: dt.timedelta = dt.timedelta(minutes=5)  # the most, when its engines still report requests
+    # revision -> requests its engines report running or waiting (summed over its Ready pods); absent when
+    # unknown (not read, or a pod did not answer): then only drain_timeout ends the drain.
+    in_flight: dict[str, int] = field(default_factory=dict)
     gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
     # With a gate: how long after its startup limit a new revision may wait for the gate's verdict.
@@ -120,7 +126,13 @@ def gate_deadline(inp: SwapInput, observed: RevisionObservation) -> dt.datetime:
 
 
 def draining(inp: SwapInput, name: str) -> bool:
-    return name == inp.previous and inp.switched_at is not None and inp.now - inp.switched_at < inp.drain
+    """Whether the revision traffic left at the last switch still finishes requests: never deleted then."""
+    if name != inp.previous or inp.switched_at is None:
+        return False
+    elapsed = inp.now - inp.switched_at
+    if elapsed < inp.drain:
+        return True
+    return elapsed < inp.drain_timeout and inp.in_flight.get(name) != 0
 
 
 def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
@@ -176,7 +188,8 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
     new = inp.revisions.get(desired)
     old = inp.revisions.get(active)
     plan.service_revision = plan.active = active
-    plan.delete += [name for name in inp.revisions if name not in (active, desired)]
+    # A revision still draining from the last switch keeps its streams even when a new swap starts.
+    plan.delete += [name for name in inp.revisions if name not in (active, desired) and not draining(inp, name)]
 
     failure = start_failure(new, inp.replicas, inp)
     if failure:

@@ -67,6 +67,9 @@ SPEC_NUM_STEPS = "sglang:spec_num_steps"
 SPEC_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 NUM_RUNNING_REQS = "sglang:num_running_reqs"
 NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+# The gauges whose sum is the requests an engine still owes answers to: a draining revision is
+# stopped when they read zero on every pod.
+REQUESTS_IN_FLIGHT = (NUM_RUNNING_REQS, NUM_QUEUE_REQS)
 GEN_THROUGHPUT = "sglang:gen_throughput"
 TOKEN_USAGE = "sglang:token_usage"
 CACHE_HIT_RATE = "sglang:cache_hit_rate"

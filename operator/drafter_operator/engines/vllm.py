@@ -67,6 +67,9 @@ REQUEST_SUCCESS = "vllm:request_success_total"
 # Gauges.
 NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
 NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"
+# The gauges whose sum is the requests an engine still owes answers to: a draining revision is
+# stopped when they read zero on every pod.
+REQUESTS_IN_FLIGHT = (NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING)
 KV_CACHE_USAGE_PERC = "vllm:kv_cache_usage_perc"
 # Histograms (family names; samples add _bucket, _sum, _count).
 TIME_TO_FIRST_TOKEN_SECONDS = "vllm:time_to_first_token_seconds"
