@@ -256,6 +256,22 @@ CASES: dict[str, dict] = {
                            "in 10m.",
             "runbook_url": runbook("operator-not-reconciling")}}],
     },
+    "DrafterObjectReconcileFailing": {
+        # One serving's writes refused from 0m; another healthy all along; a third failed once and recovered.
+        "series": [series("drafter_reconcile_failing", {"kind": "DrafterServing", "namespace": "ns", "name": "stuck"},
+                          "1x30"),
+                   series("drafter_reconcile_failing", {"kind": "DrafterServing", "namespace": "ns", "name": "fine"},
+                          "0x30"),
+                   series("drafter_reconcile_failing", {"kind": "DrafterServing", "namespace": "ns", "name": "blip"},
+                          "1x2 0x28")],
+        "quiet": "5m", "fires": "15m",
+        "alerts": [{"exp_labels": {"kind": "DrafterServing", "namespace": "ns", "name": "stuck", "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "DrafterServing ns/stuck: every reconcile is failing",
+                        "description": "Every reconcile of DrafterServing ns/stuck has failed for 10m: its conditions "
+                                       "carry the apiserver's refusal (kubectl describe).",
+                        "runbook_url": runbook("object-reconcile-failing")}}],
+    },
     "DrafterReconcileErrors": {
         # Benchmarks: every reconcile fails from 0m. Servings: some fail, most succeed.
         "series": [series("drafter_reconcile_total", {"kind": "DrafterBenchmark", "result": "error"}, "0+4x30"),

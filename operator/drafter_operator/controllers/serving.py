@@ -8,15 +8,19 @@ Service is the pointer to the active revision).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import engines
 from drafter_operator.controllers.acceptance_monitor import Measurement
-from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, decide
+from drafter_operator.controllers import conditions
+from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, Write, changed_fields, \
+    decide
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
-from drafter_operator.kube import Kube, object_path
+from drafter_operator.controllers.swap import Verdict
+from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
@@ -52,45 +56,117 @@ class ServingReconciler:
                   acceptance: Measurement | None = None) -> Applied:
         """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
         `acceptance`: the acceptance watch's latest measurement."""
-        with self.locks.of(body["metadata"]["namespace"], body["metadata"]["name"]), \
-                metrics.reconcile_timer("DrafterServing"):
-            plan = decide(ServingState(serving=body, observed=observed, now=self.clock(),
-                                       default_images=self.default_images, drain=self.drain,
-                                       acceptance=acceptance))
-            namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-            applied = self.apply(namespace, name, plan, post_event)
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        with self.locks.of(namespace, name), metrics.reconcile_timer("DrafterServing"):
+            try:
+                now = self.clock()
+                plan = decide(ServingState(serving=body, observed=observed, now=now,
+                                           default_images=self.default_images, drain=self.drain,
+                                           acceptance=acceptance))
+                applied = self.apply(namespace, name, plan, post_event, body, now)
+            except Exception:
+                metrics.set_reconcile_failing("DrafterServing", namespace, name, True)
+                raise
+            metrics.set_reconcile_failing("DrafterServing", namespace, name, False)
             # The alert rules' view (Ready, a swap under way, the last benchmark) is the status just written.
             metrics.set_serving_state(namespace, name, plan.engine or (body.get("spec") or {}).get("engine", ""),
                                       {**(body.get("status") or {}), **plan.record_first, **plan.status})
             return applied
 
-    def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink) -> Applied:
-        """Write the plan in its order: verdict record, children, status, deletions, Events, counters."""
+    def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink, body: dict | None = None,
+              now: dt.datetime | None = None) -> Applied:
+        """Write the plan in its order: verdict record, children, status, deletions, Events, counters.
+
+        Status patches carry the resourceVersion the decision read (``body``), so a decision made on a stale
+        view of the serving is refused (409) instead of overwriting what another writer recorded; the loop
+        decides again from a fresh one. A child write the apiserver refuses (admission, policy, quota,
+        validation) stops the writes that would follow it and is reported in the same reconcile: Progressing
+        WriteRefused with the apiserver's message, and a Warning Event when it is news."""
         status_path = object_path(GROUP_VERSION, PLURAL, namespace, name, "status")
         written: list[WrittenVersion] = []
+        version = ((body or {}).get("metadata") or {}).get("resourceVersion")
 
         def remember(plural: str, response: dict | None) -> None:
             if response and response.get("metadata", {}).get("resourceVersion"):
                 written.append((plural, response["metadata"]["name"], response["metadata"]["resourceVersion"]))
 
+        def patch_status(status: dict) -> None:
+            nonlocal version
+            patch = {"status": status, **({"metadata": {"resourceVersion": version}} if version else {})}
+            response = self.kube.patch(status_path, patch)
+            remember(PLURAL, response)
+            version = ((response or {}).get("metadata") or {}).get("resourceVersion") or version
+
         if plan.record_first:
             log.info("%s/%s: recording revision verdicts %s", namespace, name,
-                     {r["name"]: r.get("good") for r in plan.record_first["revisions"]})
-            remember(PLURAL, self.kube.patch(status_path, {"status": plan.record_first}))
+                     {r["name"]: r.get("good") for r in plan.record_first.get("revisions") or []})
+            patch_status(plan.record_first)
+        refused: ApiError | None = None
         for write in plan.writes:
             log.info("%s/%s: %s %s", namespace, name, write.verb, write.path)
             send = self.kube.create if write.verb == "create" else self.kube.patch
-            remember(write.plural, send(write.path, write.body))
+            try:
+                remember(write.plural, send(write.path, write.body))
+            except ApiError as exc:
+                if not refusal(exc):
+                    raise
+                refused = exc
+                log.warning("%s/%s: %s %s refused: %s", namespace, name, write.verb, write.path, exc)
+                plan = refused_plan(plan, write, exc, (body or {}).get("status") or {}, now or self.clock(),
+                                    ((body or {}).get("metadata") or {}).get("generation"))
+                break
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            remember(PLURAL, self.kube.patch(status_path, {"status": plan.status}))
-        for path in plan.deletes:
+            patch_status(plan.status)
+        for path in [] if refused else plan.deletes:  # nothing is removed on a half-applied plan
             log.info("%s/%s: delete %s", namespace, name, path)
             self.kube.delete(path)
         for kind, reason, message in plan.events:
             post_event(kind, reason, message)
+        if refused is not None:
+            raise refused  # the loop retries after its error delay (the policy or quota may change)
         if plan.swapped:
             metrics.swap(namespace, name, plan.engine, plan.swapped)
         if plan.rolled_back:
             metrics.rollback(namespace, name, plan.engine)
         return Applied(written=written, recheck_at=plan.recheck_at)
+
+
+#: The apiserver refused the write for what it is (validation, admission webhook or policy, quota,
+#: RBAC): retrying the same write cannot succeed until someone changes something, so a person must see it.
+REFUSAL_CODES = (400, 403, 404, 422)
+WRITE_REFUSED = "WriteRefused"
+
+
+def refusal(exc: ApiError) -> bool:
+    return exc.status in REFUSAL_CODES
+
+
+def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, now: dt.datetime,
+                 generation: int | None) -> ServingPlan:
+    """The plan as far as it can go after ``write`` was refused (pure): its status with Progressing
+    WriteRefused carrying the apiserver's message; the traffic-moving parts after the refused write are
+    not applied, so their Events and counters go too. A Warning Event only when the refusal is news."""
+    kind = write.plural[:-1].capitalize() if write.plural != "drafterbenchmarks" else "DrafterBenchmark"
+    target = write.body.get("metadata", {}).get("name") or write.path.rsplit("/", 1)[-1]
+    message = f"{write.verb} {kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
+    verdict = Verdict("False", WRITE_REFUSED, message[:2000])
+    base = plan.status.get("conditions") or status.get("conditions")
+    current = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})
+    news = (current.get("reason"), current.get("message")) != (WRITE_REFUSED, verdict.message)
+    new_status = {**plan.status, "conditions": conditions.merge(base, [("Progressing", verdict)], generation, now)}
+    if not news:
+        new_status = changed_fields(status, new_status)
+    # The plan's own word on Progressing and on traffic moving no longer holds: the refusal replaces it.
+    kept_events = [e for e in plan.events if e[1] != "Switched" and not e[2].startswith("Progressing=")]
+    return ServingPlan(record_first=plan.record_first, status=new_status,
+                       events=kept_events + ([("Warning", WRITE_REFUSED, message)] if news else []),
+                       engine=plan.engine, recheck_at=plan.recheck_at)
+
+
+def apiserver_message(exc: ApiError) -> str:
+    """The Status object's message (what the admission policy, webhook or quota said), else the raw body."""
+    try:
+        return str(json.loads(exc.body).get("message") or exc.body)
+    except (ValueError, AttributeError):
+        return exc.body[:500]

@@ -62,6 +62,9 @@ _BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION
 _BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS),
                               (SERVING_READY, SERVING_LABELS), (SWAP_STARTED, SERVING_LABELS + ("reason",)),
                               (LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS))
+RECONCILE_FAILING = Gauge("drafter_reconcile_failing",
+                          "1 while the object's last reconcile failed (a refused write, an apiserver error), 0 once "
+                          "one succeeds: one stuck object among healthy ones.", ("kind", "namespace", "name"))
 BENCHMARK_LABELS = ("namespace", "benchmark", "serving")
 BENCHMARK_FAILED = Gauge("drafter_benchmark_failed", "1 when the DrafterBenchmark's state is Failed, else 0.",
                          BENCHMARK_LABELS)
@@ -140,7 +143,9 @@ def forget_revision(namespace: str, name: str, revision: str) -> int:
 
 def forget_serving(namespace: str, name: str) -> int:
     """Remove every series of a deleted serving (gauges and its swap and rollback counters)."""
-    return _forget(_BY_SERVING, lambda labels: (labels["namespace"], labels["name"]) != (namespace, name))
+    return _forget(_BY_SERVING, lambda labels: (labels["namespace"], labels["name"]) != (namespace, name)) + \
+        _forget(((RECONCILE_FAILING, ("kind", "namespace", "name")),),
+                lambda labels: (labels["kind"], labels["namespace"], labels["name"]) != ("DrafterServing", namespace, name))
 
 
 def set_engine_metrics_available(namespace: str, name: str, engine: str, drafter: str, revision: str,
@@ -244,6 +249,10 @@ def start_reconcile_counters(kinds: tuple[str, ...]) -> None:
     for kind in kinds:
         for result in ("ok", "error"):
             RECONCILES.labels(kind, result)
+
+
+def set_reconcile_failing(kind: str, namespace: str, name: str, failing: bool) -> None:
+    RECONCILE_FAILING.labels(kind, namespace, name).set(1 if failing else 0)
 
 
 def set_leader(leading: bool) -> None:
