@@ -25,7 +25,14 @@ from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import engine as engine_resources
-from drafter_operator.resources.benchmark_job import CONTAINER, PROMPTS_DIR, benchmark_job, benchmark_labels, job_name
+from drafter_operator.resources.benchmark_job import (
+    CONTAINER,
+    PROMPTS_DIR,
+    benchmark_job,
+    benchmark_labels,
+    job_name,
+    result_config_map_name,
+)
 from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -345,7 +352,7 @@ def result_config_map(namespace: str, benchmark: str, detail: dict) -> dict:
         text = json.dumps({**{k: v for k, v in detail.items() if k not in ("prompts", "levels")},
                            "truncated": "prompts and levels dropped: over 900 KiB"}, indent=1)
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"{benchmark}-result", "namespace": namespace, "labels": benchmark_labels(benchmark)},
+            "metadata": {"name": result_config_map_name(benchmark), "namespace": namespace, "labels": benchmark_labels(benchmark)},
             "data": {"result.json": text}}
 
 

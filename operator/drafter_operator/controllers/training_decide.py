@@ -31,7 +31,6 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.controllers.training_promotion import (
     evaluate_benchmark,
-    evaluate_benchmark_name,
     evaluation_outcome,
     promotion_outcome,
     promotion_patch,
@@ -48,7 +47,12 @@ from drafter_operator.resources.training_engine import (
     generation_engine,
     generation_engine_ready,
 )
-from drafter_operator.resources.training import hidden_states_claim, hidden_states_claim_name, owns_hidden_states_claim
+from drafter_operator.resources.training import (
+    evaluate_benchmark_name,
+    hidden_states_claim,
+    hidden_states_claim_name,
+    owns_hidden_states_claim,
+)
 from drafter_operator.training.progress import latest_status
 from drafter_operator.training.stages import job_stages
 from drafter_operator.resources.training_job import (

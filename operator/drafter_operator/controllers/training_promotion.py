@@ -17,16 +17,12 @@ from decimal import Decimal
 
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
-from drafter_operator.resources.training import training_labels
+from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 from drafter_operator.resources.training_job import STAGE_LABEL
 
 PROMOTED_BY = "drafter.dev/promoted-by"
 #: The method a trained EAGLE-3 drafter is served with.
 TRAINED_METHOD = "eagle3"
-
-
-def evaluate_benchmark_name(training: str, generation: int) -> str:
-    return f"{training}-evaluate-g{generation}"
 
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import MANAGED_BY
+from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
 BENCHMARK_LABEL = "drafter.dev/benchmark"
 CONTAINER = "bench"
@@ -26,7 +27,12 @@ DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "runAsNonRoot": T
 
 def job_name(benchmark: str, generation: int) -> str:
     """One Job per spec generation: a changed spec is a new run, never a re-labelled old one."""
-    return f"{benchmark}-bench-g{generation}"
+    return child_name(benchmark, f"bench-g{generation}", JOB_NAME_MAX)
+
+
+def result_config_map_name(benchmark: str) -> str:
+    """The ConfigMap that holds the full result (controllers/benchmark_decide.py result_config_map)."""
+    return child_name(benchmark, "result", SUBDOMAIN_NAME_MAX)
 
 
 def benchmark_labels(benchmark: str) -> dict[str, str]:

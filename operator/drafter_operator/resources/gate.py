@@ -10,6 +10,7 @@ from drafter_operator import engines
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
+from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
 
 GATE_LABEL = "drafter.dev/gate"
 ENGINE_ANNOTATION = "drafter.dev/engine"
@@ -18,7 +19,9 @@ K_ANNOTATION = "drafter.dev/num-speculative-tokens"
 
 
 def gate_name(serving: str, revision: str) -> str:
-    return f"{serving}-gate-{revision}"
+    """A DrafterBenchmark's name, so at most 52 characters: "<serving>-gate-<revision>" up to a 36-character
+    serving name, shortened with a hash beyond."""
+    return child_name(serving, f"gate-{revision}", CUSTOM_RESOURCE_NAME_MAX)
 
 
 def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revision: str, pod_ip: str,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, child_name
+
 SERVING_LABEL = "drafter.dev/serving"
 REVISION_LABEL = "drafter.dev/revision"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "drafter-operator"}
@@ -22,4 +24,6 @@ def revision_selector(serving: str, revision: str) -> dict[str, str]:
 
 
 def deployment_name(serving: str, revision: str) -> str:
-    return f"{serving}-{revision}"
+    """The revision's Deployment, ``<serving>-<revision>``: at most 52 + 1 + 10 = 63 characters, so a
+    serving's is never shortened (resources/names.py DEPLOYMENT_NAME_MAX)."""
+    return child_name(serving, revision, DEPLOYMENT_NAME_MAX)

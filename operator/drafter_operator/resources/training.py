@@ -9,6 +9,7 @@ and it is deleted once the training succeeded unless the user keeps it.
 from __future__ import annotations
 
 from drafter_operator.resources.labels import MANAGED_BY
+from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
 TRAINING_LABEL = "drafter.dev/training"
 #: Hidden states are stored in bf16; each token also stores its id and loss mask (int64 each).
@@ -23,7 +24,13 @@ def training_labels(training: str) -> dict[str, str]:
 
 def hidden_states_claim_name(training: str, spec) -> str:
     """The claim the extraction writes to: the spec's own, else the one the operator creates."""
-    return spec.hidden_states.storage.claim_name or f"{training}-hidden-states"
+    return spec.hidden_states.storage.claim_name or child_name(training, "hidden-states", SUBDOMAIN_NAME_MAX)
+
+
+def evaluate_benchmark_name(training: str, generation: int) -> str:
+    """The Evaluate stage's DrafterBenchmark, one per spec generation: a custom resource name, so at most
+    52 characters ("<training>-evaluate-g<N>" up to a 40-character training name, shortened beyond)."""
+    return child_name(training, f"evaluate-g{generation}", CUSTOM_RESOURCE_NAME_MAX)
 
 
 def owns_hidden_states_claim(spec) -> bool:

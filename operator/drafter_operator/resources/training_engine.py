@@ -11,7 +11,8 @@ DrafterServing controller would take the objects for a serving's own).
 
 Names carry the spec generation like the stage Jobs (``<training>-gen-g<N>``), so a changed spec
 never talks to an engine started for the old one. The name is a DNS-1035 label (the Service's): a
-training name of at most 52 characters leaves room for generations up to 99999.
+training name of at most 52 characters leaves room for generations up to 99999 before resources/names.py
+shortens it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from drafter_operator.api import DrafterServing
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
+from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, SERVICE_NAME_MAX, child_name
 from drafter_operator.resources.training import TRAINING_LABEL, training_labels
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 
@@ -30,8 +32,8 @@ SPEC_GENERATION_LABEL = "drafter.dev/training-generation"
 
 
 def engine_name(training: str, generation: int) -> str:
-    """The Deployment's and the Service's name."""
-    return f"{training}-gen-g{generation}"
+    """The Deployment's and the Service's name (a DNS-1035 label, the Service's rule)."""
+    return child_name(training, f"gen-g{generation}", min(SERVICE_NAME_MAX, DEPLOYMENT_NAME_MAX))
 
 
 def engine_selector(training: str, generation: int) -> dict[str, str]:

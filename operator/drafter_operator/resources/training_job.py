@@ -16,6 +16,7 @@ import json
 
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
+from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
 from drafter_operator.training import TrainingPaths
 
@@ -32,11 +33,11 @@ DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile":
 
 def stage_job_name(training: str, stage: str, generation: int) -> str:
     """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one."""
-    return f"{training}-{stage.lower()}-g{generation}"
+    return child_name(training, f"{stage.lower()}-g{generation}", JOB_NAME_MAX)
 
 
 def spec_config_map_name(training: str, generation: int) -> str:
-    return f"{training}-spec-g{generation}"
+    return child_name(training, f"spec-g{generation}", SUBDOMAIN_NAME_MAX)
 
 
 def spec_config_map(namespace: str, training: str, spec, generation: int) -> dict:
