@@ -10,8 +10,9 @@ from pydantic import ConfigDict, Field
 from drafter_operator.api.common import DNS1035_LABEL_PATTERN, ApiModel, Rule
 
 # Every kind's name becomes part of child object names (Deployments "<name>-<revision>", Jobs
-# "<name>-<stage>") and of label values (at most 63 characters), so it is a DNS-1035 label of at most
-# 52 characters: room for a suffix of up to 11.
+# "<name>-<stage>-g<generation>", gate benchmarks "<name>-gate-<revision>") and of label values (at most
+# 63 characters), so it is a DNS-1035 label of at most 52 characters: a Deployment's 11-character suffix
+# always fits; a longer child name is cut and carries a hash of the full one (resources/names.py).
 NAME_MAX_LENGTH = 52
 _NAME_RE = re.compile(DNS1035_LABEL_PATTERN)
 
