@@ -56,11 +56,14 @@ class World:
         self.in_flight: dict[str, int] = {}  # revision -> requests its engines report (default 0)
 
     def state(self) -> ServingState:
-        pods = [{"metadata": {"name": f"{d['metadata']['name']}-{i}",
+        # Every replica's pod exists and was scheduled when its Deployment was created; settled ones are Ready.
+        pods = [{"metadata": {"name": f"{d['metadata']['name']}-{i}", "creationTimestamp": d["metadata"]["creationTimestamp"],
                               "labels": {REVISION_LABEL: d["metadata"]["labels"][REVISION_LABEL]}},
-                 "status": {"podIP": f"10.0.{n}.{i}", "conditions": [{"type": "Ready", "status": "True"}]}}
+                 "status": {"podIP": f"10.0.{n}.{i}", "conditions": [
+                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": d["metadata"]["creationTimestamp"]},
+                     {"type": "Ready", "status": "True" if i < d.get("status", {}).get("readyReplicas", 0) else "False"}]}}
                 for n, d in enumerate(self.deployments.values())
-                for i in range(d.get("status", {}).get("readyReplicas", 0))]
+                for i in range(max(d["spec"].get("replicas", 1), d.get("status", {}).get("readyReplicas", 0)))]
         observed = observed_from(copy.deepcopy(list(self.deployments.values())), pods, copy.deepcopy(self.service),
                                  self.body["metadata"].get("uid"), copy.deepcopy(list(self.benchmarks.values())))
         # No client traffic in this world: every engine reports nothing in flight, unless a test says so.

@@ -189,3 +189,27 @@ def test_a_new_swap_during_a_drain_keeps_the_draining_revision():
     world.body["metadata"]["generation"] = 3
     plan = world.decide()
     assert f"/deployments/kimi-{old}" not in " ".join(plan.deletes)
+
+
+def test_a_failed_revision_starts_again_on_the_retry_annotation_without_a_spec_change():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    world.apply(world.decide())  # started, never Ready (not settled)
+    world.now += dt.timedelta(hours=1)
+    world.apply(world.decide())
+    (failed,) = [r for r in world.body["status"]["revisions"] if r.get("good") is False]
+    assert [d["metadata"]["labels"][REVISION_LABEL] for d in world.deployments.values()] == [old]
+    world.now += dt.timedelta(minutes=5)
+    assert not world.decide().writes  # not retried on its own
+    world.body["metadata"]["annotations"] = {"drafter.dev/retry": "node-repaired"}
+    retry = world.decide()
+    assert [w.body["metadata"]["labels"][REVISION_LABEL] for w in retry.writes if w.plural == "deployments"] == [failed["name"]]
+    assert retry.record_first["retryRequest"] == "node-repaired" and ("Normal", "RetryRequested") in [e[:2] for e in retry.events]
+    world.apply(retry)
+    world.settle()
+    world.converge()
+    assert world.body["status"]["activeRevision"] == failed["name"]
+    assert not world.decide().writes_anything()  # the same annotation value does not retry again

@@ -14,9 +14,15 @@ TIMEOUT = dt.timedelta(minutes=45)
 
 
 def rev(name: str, ready: int = 0, replicas: int = 1, pods: int | None = None, age_min: float = 1,
-        unschedulable: str | None = None, exited: str | None = None) -> RevisionObservation:
+        unschedulable: str | None = None, exited: str | None = None, restarts: int = 2,
+        scheduled_min: float | None = None) -> RevisionObservation:
+    """A revision created ``age_min`` ago whose pods were scheduled at once (unless unschedulable, or
+    ``scheduled_min`` ago); an ``exited`` engine has been restarted ``restarts`` times (2 fails it)."""
+    created = T0 - dt.timedelta(minutes=age_min)
+    scheduled = None if unschedulable else (created if scheduled_min is None else T0 - dt.timedelta(minutes=scheduled_min))
     return RevisionObservation(name=name, replicas=replicas, ready=ready, pods=replicas if pods is None else pods,
-                               created=T0 - dt.timedelta(minutes=age_min), unschedulable=unschedulable, exited=exited)
+                               created=created, unschedulable=unschedulable, exited=exited, exit_restarts=restarts,
+                               scheduled=scheduled, placement_started=created)
 
 
 def inp(desired="new", active="old", strategy="BlueGreen", revisions=(), failed=(), replicas=1, previous=None,
@@ -167,7 +173,7 @@ OFFLINE_EXIT = "engine exited with code 1: OSError: We couldn't connect to 'http
 def test_a_first_revision_whose_engine_exits_fails_at_once_with_its_output_even_behind_its_service():
     for active in (None, "new"):  # before and after its Service exists (it points at the revision at once)
         plan = plan_swap(inp(active=active, good=(), revisions=[rev("new", exited=OFFLINE_EXIT)]))
-        assert plan.mark_failed == "new" and plan.failure_reason == f"failed to start: {OFFLINE_EXIT}"
+        assert plan.mark_failed == "new" and plan.failure_reason == f"failed to start: {OFFLINE_EXIT} (after 2 restarts)"
         assert plan.progressing.reason == "RevisionFailed" and OFFLINE_EXIT in plan.progressing.message
         assert "no earlier revision to fall back to" in plan.progressing.message
         assert plan.ready.reason == "EngineExited" and OFFLINE_EXIT in plan.ready.message
@@ -193,3 +199,26 @@ def test_a_new_revision_whose_engine_exits_is_rolled_back_without_waiting_for_th
 def test_a_revision_that_has_served_is_restarted_not_failed_when_its_engine_exits():
     plan = plan_swap(inp(desired="old", active="old", revisions=[rev("old", exited=OFFLINE_EXIT)]))
     assert plan.mark_failed is None and plan.progressing.reason == "RevisionActive"
+
+
+def test_a_transient_engine_exit_is_restarted_before_the_revision_fails():
+    for restarts in (0, 1):
+        plan = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", exited=OFFLINE_EXIT, restarts=restarts)]))
+        assert plan.mark_failed is None and "new" not in plan.delete and plan.scale["new"] == 1
+    failed = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", exited=OFFLINE_EXIT, restarts=2)]))
+    assert failed.mark_failed == "new" and "after 2 restarts" in failed.failure_reason
+
+
+def test_the_startup_limit_counts_from_scheduling_and_placement_has_its_own_bound():
+    # Created 50 minutes ago, waited 20 minutes for a GPU node: 30 minutes into a 45-minute load, not failed.
+    waited = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", age_min=50, scheduled_min=30)]))
+    assert waited.mark_failed is None and waited.progressing.reason == "RevisionStarting"
+    slow = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", age_min=90, scheduled_min=46)]))
+    assert slow.mark_failed == "new" and "counted from its first pod's scheduling" in slow.failure_reason
+    # Never scheduled: fails at placementTimeout (30m), naming the scheduler's reason.
+    gpus = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    pending = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", age_min=29, unschedulable=gpus)]))
+    assert pending.mark_failed is None and pending.progressing.reason == "InsufficientCapacity"
+    stuck = plan_swap(inp(revisions=[rev("old", ready=1), rev("new", age_min=31, unschedulable=gpus)]))
+    assert stuck.mark_failed == "new" and "spec.startup.placementTimeout 30m" in stuck.failure_reason
+    assert gpus in stuck.failure_reason and stuck.service_revision == "old"

@@ -257,6 +257,12 @@ class StartupSpec(ApiModel):
             field_path=".timeout",
         ),
         Rule(
+            cel=cel_duration_range("self.placementTimeout", "1m", "48h"),
+            message='spec.startup.placementTimeout must be between 1m and 48h, e.g. "30m" (a node autoscaler adds a GPU node in minutes)',
+            check=lambda s: duration_ok(s.placement_timeout, "1m", "48h"),
+            field_path=".placementTimeout",
+        ),
+        Rule(
             cel=cel_duration_range("self.downloadTimeout", "0s", "48h"),
             message='spec.startup.downloadTimeout must be between 0s and 48h, e.g. "1h"',
             check=lambda s: duration_ok(s.download_timeout, "0s", "48h"),
@@ -268,6 +274,10 @@ class StartupSpec(ApiModel):
     """How long the model may take to load before the revision is marked failed (sizes the startupProbe)."""
     download_timeout: Duration = "1h"
     """Added to timeout when a model is a hub id the engine may have to download (not offline): a 547 GB target takes about an hour at 1.2 Gbit/s."""
+    placement_timeout: Duration = "30m"
+    """How long a revision's pods may wait to be scheduled (GPU nodes added by an autoscaler, GPUs freed) before the revision fails. spec.startup.timeout counts from the scheduling, not from the revision's creation."""
+    engine_restarts: Annotated[int, Field(ge=0, le=10)] = 2
+    """How often an engine that exits before it was ever Ready is restarted before its revision fails: a transient exit (a GPU reset, a slow mount) should not fail a 30-minute load. A failed drafter preflight fails at once."""
 
 
 class SwapSpec(ApiModel):
@@ -761,6 +771,8 @@ class DrafterServingStatus(StatusModel):
     """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None
     """The acceptance thresholds in force (with "auto": learned from lastBenchmark, and how)."""
+    retry_request: str | None = None
+    """The last value of the drafter.dev/retry annotation acted on: a new value starts a failed revision again."""
     serving: ServingNowStatus | None = None
     """What receives traffic now (the active revision): the printer columns describe it, not the spec."""
     endpoint: EndpointStatus | None = None

@@ -35,7 +35,7 @@ from drafter_operator.controllers.serving_acceptance import (
     running_spec,
 )
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
-    gate_deadline, is_ready, plan_swap
+    gate_deadline, is_ready, plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import (
     ENGINE_CONTAINER,
@@ -110,14 +110,19 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         preflight = compatibility.revision_preflight(own)
         if preflight is not None:
             observed.preflight[revision] = preflight
-        # A failed preflight fails the start as an engine exit does, in seconds: its engine never starts.
-        exited = preflight.failure() if preflight is not None and preflight.failed else \
-            next(filter(None, map(engine_exit, own)), None)
+        # A failed preflight fails the start at once, in seconds: its engine never starts, and no restart helps.
+        final = preflight is not None and preflight.failed
+        exits = [] if final else sorted(filter(None, map(engine_exit_with_restarts, own)), key=lambda e: -e[1])
+        exited, restarts = (preflight.failure(), 0) if final else (exits[0] if exits else (None, 0))
+        current = [p for p in own if not p["metadata"].get("deletionTimestamp")]
         observed.revisions[revision] = RevisionObservation(
             name=revision, replicas=deployment["spec"].get("replicas", 1),
             ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
             pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
-            unschedulable=unschedulable, exited=exited)
+            unschedulable=unschedulable, exited=exited, exit_restarts=restarts, exit_final=final,
+            scheduled=min(filter(None, map(scheduled_at, current)), default=None),
+            placement_started=min((parse_time(p["metadata"]["creationTimestamp"]) for p in current
+                                   if p["metadata"].get("creationTimestamp")), default=None))
     for benchmark in benchmarks:
         labels = benchmark["metadata"].get("labels") or {}
         gate = bool(labels.get(GATE_LABEL))
@@ -139,6 +144,25 @@ def newest_first(groups: Iterable[list[dict]]) -> list[dict]:
 
 #: How much of an exited engine's last output (its termination message: the log tail) a condition quotes.
 EXIT_MESSAGE_CHARS = 600
+
+
+def scheduled_at(pod: dict) -> dt.datetime | None:
+    """When the scheduler placed the pod (its PodScheduled=True transition), None while it waits."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            stamp = condition.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp")
+            return parse_time(stamp) if stamp else None
+    return None
+
+
+def engine_exit_with_restarts(pod: dict) -> tuple[str, int] | None:
+    """`engine_exit` and how often the kubelet has restarted that engine container already."""
+    exit_text = engine_exit(pod)
+    if exit_text is None:
+        return None
+    engine = next((c for c in (pod.get("status") or {}).get("containerStatuses") or []
+                   if c.get("name") == ENGINE_CONTAINER), {})
+    return exit_text, int(engine.get("restartCount") or 0)
 
 
 def engine_exit(pod: dict) -> str | None:
@@ -294,6 +318,9 @@ def decide(state: ServingState) -> ServingPlan:
 
     if active is not None and active not in observed.revisions and active != desired:
         active = None  # its Deployment is gone: nothing left to protect or fall back to
+    retried = retry_request(meta, status, desired)
+    if retried:
+        status = {**status, **retried}
     failed = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good") is False)
     switch_record = ((observed.service or {}).get("metadata") or {}).get("annotations") or {}
     switched_at = switch_record.get(SWITCHED_AT_ANNOTATION)
@@ -316,6 +343,8 @@ def decide(state: ServingState) -> ServingPlan:
             # would leave the degraded drafter serving while status reports the action.
             gated=spec.swap.gate is not None and running.action is None, gate=gate_verdict(observed.gates.get(desired)),
             gate_timeout=dt.timedelta(seconds=parse_duration(spec.swap.gate_timeout)),
+            placement_timeout=dt.timedelta(seconds=parse_duration(spec.startup.placement_timeout)),
+            engine_restarts=spec.startup.engine_restarts,
             failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
             good=frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good")))
         swap = plan_swap(swap_input)
@@ -333,6 +362,10 @@ def decide(state: ServingState) -> ServingPlan:
         plan.record_first = {**plan.record_first, "degradedAction": judged.action,
                              "speculationDisabled": judged.action["message"]
                              if judged.action["action"] == "DisableSpeculation" else None}
+    if retried:
+        plan.record_first = {**retried, **plan.record_first}
+        plan.events.append(("Normal", "RetryRequested", f"{RETRY_ANNOTATION}={retried['retryRequest']}: revision "
+                                                        f"{desired} may start again"))
     if plan.record_first:
         status = {**status, **plan.record_first}
 
@@ -395,14 +428,30 @@ def decide(state: ServingState) -> ServingPlan:
                     for revision in swap.delete if revision in observed.deployments]
     # The swap planner's own Event says more than the condition transition with the same reason.
     posted = {reason for _, reason, _ in swap.events}
-    plan.events = [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
-                   if event[1] not in posted or event in swap.events]
+    plan.events += [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
+                    if event[1] not in posted or event in swap.events]
     if compatible is not None and compatible.status != "True" and _changed(current_compatible, compatible):
         plan.events.append(("Warning", compatible.reason, compatible.message))
     plan.events += judged.events
     plan.swapped = spec.swap.strategy if swap.switched_from else None
     plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
     return plan
+
+
+#: Set (or change) this annotation on a DrafterServing to start its failed revision again without a spec
+#: change: after the cause was fixed outside the spec (a node repaired, a file restored, a quota raised).
+RETRY_ANNOTATION = "drafter.dev/retry"
+
+
+def retry_request(meta: dict, status: dict, desired: str) -> dict | None:
+    """A new value of the retry annotation (pure): the status fields that record it, with the failed
+    verdict of ``desired`` cleared so the swap path starts it again; None when there is nothing new."""
+    retry = (meta.get("annotations") or {}).get(RETRY_ANNOTATION)
+    if not retry or retry == status.get("retryRequest"):
+        return None
+    revisions = [{k: v for k, v in r.items() if k not in ("good", "failedReason")}
+                 if r.get("name") == desired and r.get("good") is False else r for r in status.get("revisions") or []]
+    return {"revisions": revisions, "retryRequest": retry}
 
 
 def serving_now(active: str | None, revisions: list[dict]) -> dict | None:
@@ -509,7 +558,7 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     """The earliest future moment at which `plan_swap` could answer differently with nothing else changed:
     a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
     the last switch) finishing its drain. One second past each, since both comparisons are strict."""
-    moments = [r.created + inp.startup_timeout for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
+    moments = [start_deadline(r, inp) for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
     new = inp.revisions.get(inp.desired)
     if inp.gated and inp.gate is None and new is not None and inp.desired != inp.active:
         moments.append(gate_deadline(inp, new))

@@ -39,6 +39,13 @@ class RevisionObservation:
     # How an engine container of a never-Ready revision exited (code and its last output): a load that
     # fails (a bad flag, a missing file offline) fails in seconds, not at the end of spec.startup.timeout.
     exited: str | None = None
+    exit_restarts: int = 0  # how often the kubelet restarted that engine already (transient exits are retried)
+    exit_final: bool = False  # an exit no restart can cure (a failed drafter preflight)
+    # When its first current pod was scheduled (the startup limit counts from there: a model load cannot
+    # start before a node with GPUs exists), and when its first current pod was created (the placement
+    # bound counts from there: node autoscaling, a scale-up from zero). None: no such pod.
+    scheduled: dt.datetime | None = None
+    placement_started: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class SwapInput:
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
     # With a gate: how long after its startup limit a new revision may wait for the gate's verdict.
     gate_timeout: dt.timedelta = dt.timedelta(minutes=30)
+    placement_timeout: dt.timedelta = dt.timedelta(minutes=30)  # pods created -> scheduled
+    engine_restarts: int = 2  # engine exits retried before a never-Ready revision fails
     failure_reasons: dict[str, str] = field(default_factory=dict)  # failed revision -> why, when recorded
     good: frozenset[str] = frozenset()  # revisions that have been Ready (an engine exit then is a restart)
 
@@ -96,14 +105,35 @@ def is_ready(observed: RevisionObservation | None, replicas: int) -> bool:
 
 
 def start_failure(observed: RevisionObservation | None, replicas: int, inp: SwapInput) -> str | None:
-    """Why a revision that never became Ready failed (its engine exited, or its startup timed out), else None."""
+    """Why a revision that never became Ready failed (its engine exited more often than restarts may
+    cure, it could not be placed, or its startup timed out), else None."""
     if observed is None or is_ready(observed, replicas):
         return None
-    if observed.exited:
-        return f"failed to start: {observed.exited}"
-    if inp.now - observed.created > inp.startup_timeout:
-        return f"did not become Ready within spec.startup.timeout {_format(inp.startup_timeout)}"
+    if observed.exited and (observed.exit_final or observed.exit_restarts >= inp.engine_restarts):
+        restarted = f" (after {observed.exit_restarts} restarts)" if observed.exit_restarts else ""
+        return f"failed to start: {observed.exited}{restarted}"
+    if observed.scheduled is not None:
+        if inp.now - observed.scheduled > inp.startup_timeout:
+            return (f"did not become Ready within spec.startup.timeout {_format(inp.startup_timeout)} "
+                    "(counted from its first pod's scheduling)")
+        return None
+    if inp.now - placement_clock(observed) > inp.placement_timeout:
+        why = f": {observed.unschedulable}" if observed.unschedulable else ""
+        return f"could not be placed within spec.startup.placementTimeout {_format(inp.placement_timeout)}{why}"
     return None
+
+
+def placement_clock(observed: RevisionObservation) -> dt.datetime:
+    """Where the placement bound counts from: its first current pod's creation (a scale-up from zero
+    starts it anew), else the Deployment's."""
+    return observed.placement_started or observed.created
+
+
+def start_deadline(observed: RevisionObservation, inp: SwapInput) -> dt.datetime:
+    """When `start_failure` gives up on a revision that is not Ready, the clock alone changing."""
+    if observed.scheduled is not None:
+        return observed.scheduled + inp.startup_timeout
+    return placement_clock(observed) + inp.placement_timeout
 
 
 def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: int) -> Verdict:
@@ -122,7 +152,7 @@ def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: in
 
 def gate_deadline(inp: SwapInput, observed: RevisionObservation) -> dt.datetime:
     """When a gated new revision without a gate verdict fails: its startup limit, then the gate's time."""
-    return observed.created + inp.startup_timeout + inp.gate_timeout
+    return (observed.scheduled or observed.created) + inp.startup_timeout + inp.gate_timeout
 
 
 def draining(inp: SwapInput, name: str) -> bool:
