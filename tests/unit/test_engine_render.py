@@ -191,7 +191,8 @@ def test_deployment_and_service_select_one_revision():
     serving.metadata["namespace"] = "ml"
     deployment = engine_deployment(serving, "abc1234567", 2, {"containers": []})
     assert deployment["metadata"]["name"] == "kimi-k25-vllm-eagle3-abc1234567"
-    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}  # never a GPU beyond the spec
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector == {"drafter.dev/serving": "kimi-k25-vllm-eagle3", "drafter.dev/revision": "abc1234567"}
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -431,7 +431,16 @@ def test_pod_settings_change_in_place_on_a_new_generation_but_an_operator_upgrad
     # The template as an older operator rendered it (no env, say): same generation, so no rewrite.
     world.deployments[name]["spec"]["template"]["spec"]["containers"][0].pop("env")
     assert [w for w in world.decide().writes if w.plural == "deployments"] == []
-    # A Deployment from before the annotation: only the generation is recorded, the pods stay.
-    world.deployments[name]["metadata"]["annotations"].pop("drafter.dev/serving-generation")
+    # A Deployment from before the annotations: only they are recorded, the pods stay.
+    annotations = world.deployments[name]["metadata"]["annotations"]
+    settings = annotations.pop("drafter.dev/pod-settings")
+    annotations.pop("drafter.dev/serving-generation")
     (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
-    assert write.body == {"metadata": {"annotations": {"drafter.dev/serving-generation": "3"}}}
+    assert write.body == {"metadata": {"annotations": {"drafter.dev/serving-generation": "3",
+                                                       "drafter.dev/pod-settings": settings}}}
+    world.apply(ServingPlan(writes=[write]))
+    # A replicas change (a new generation) after an upgrade that renders differently: scaled, not rewritten.
+    world.body["spec"]["replicas"] = 2
+    world.body["metadata"]["generation"] = 4
+    (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
+    assert write.body["spec"] == {"replicas": 2}

@@ -43,7 +43,7 @@ def test_the_seed_serves_its_target_on_sglang_without_a_drafter():
     deployment, service = generation_engine("team", "kimi-ft", seed().spec, 3, SGLANG_IMAGE)
     assert deployment["metadata"] == {"name": "kimi-ft-gen-g3", "namespace": "team", "labels": LABELS,
                                       "annotations": {"drafter.dev/engine": "sglang"}}
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     assert deployment["spec"]["selector"] == {"matchLabels": SELECTOR}
     assert deployment["spec"]["template"]["metadata"] == {"labels": LABELS}
     # 45 minutes of startup (a path on the volume: no download) plus five, as for a DrafterServing.

@@ -63,3 +63,16 @@ def drafter_summary(spec: DrafterServingSpec) -> str:
     if drafter.num_steps:
         parts.append(f"steps={drafter.num_steps}")
     return " ".join(parts)
+
+
+#: The spec fields that shape a revision's pods beyond its engine process: changed, they are rolled into
+#: the running revision's pods in place (one at a time), not a new revision.
+POD_SETTINGS = ("resources", "placement", "storage", "startup", "env", "env_from", "pod")
+
+
+def pod_settings_hash(spec: DrafterServingSpec) -> str:
+    """A short hash of the pod settings: a Deployment records the one its template was rendered from, so
+    only a change of these rewrites the template (never a replicas change or an operator upgrade)."""
+    settings = spec.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(POD_SETTINGS))
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:REVISION_HASH_LENGTH]

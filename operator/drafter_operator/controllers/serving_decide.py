@@ -26,7 +26,7 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.benchmark import operator_image
-from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
+from drafter_operator.controllers.revisions import drafter_summary, measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving_acceptance import (
     SPECULATION_DISABLED,
     AcceptanceDecision,
@@ -377,7 +377,8 @@ def decide(state: ServingState) -> ServingPlan:
             write = _deployment_write(body, engine_deployment(
                 serving, revision, replicas, pod_spec,
                 annotations={"drafter.dev/drafter": drafter_summary(spec), "drafter.dev/engine": spec.engine,
-                             SERVING_GENERATION_ANNOTATION: str(generation)}),
+                             SERVING_GENERATION_ANNOTATION: str(generation),
+                             POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
                 observed.deployments.get(revision))
         elif revision in observed.deployments:
             write = _scale_write(namespace, observed.deployments[revision], replicas)
@@ -586,31 +587,43 @@ def _invalid(body: dict, status: dict, problems: list[str], now: dt.datetime) ->
 
 #: The DrafterServing generation a Deployment's pod template was last rendered for.
 SERVING_GENERATION_ANNOTATION = "drafter.dev/serving-generation"
+#: The hash of the pod settings (revisions.pod_settings_hash) its template was last rendered from.
+POD_SETTINGS_ANNOTATION = "drafter.dev/pod-settings"
 
 
 def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
     """Create, or bring the active revision's Deployment to the spec in place. The pod template is
-    rewritten only for a new spec generation: an operator upgrade that renders templates differently
-    must not restart every running engine (a 30-minute load each); its template applies at the
-    serving's next spec change. A Deployment from before the annotation just gets it recorded."""
+    rewritten only when the pod settings themselves changed (env, pod policy, placement, resources,
+    storage, startup): neither a replicas change nor an operator upgrade that renders templates
+    differently may restart a running engine (a 30-minute load each); a new rendering applies with the
+    next revision or settings change. A settings change rolls one pod at a time (the Deployment's
+    strategy), so a serving of several replicas keeps serving. A Deployment from before the settings
+    annotation falls back to the generation it was rendered for, and gets both recorded."""
     _adopt(manifest, owner)
     path = object_path("apps/v1", "deployments", manifest["metadata"]["namespace"])
     if existing is None:
         return Write("create", "deployments", path, manifest)
     current = existing["spec"]
-    wanted_generation = manifest["metadata"]["annotations"][SERVING_GENERATION_ANNOTATION]
-    recorded = (existing["metadata"].get("annotations") or {}).get(SERVING_GENERATION_ANNOTATION)
-    spec_changed = recorded is not None and recorded != wanted_generation
+    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
+                                                                        POD_SETTINGS_ANNOTATION)}
+    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
+    if recorded[POD_SETTINGS_ANNOTATION] is not None:
+        settings_changed = recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]
+    else:
+        generation = recorded[SERVING_GENERATION_ANNOTATION]
+        settings_changed = generation is not None and generation != wanted[SERVING_GENERATION_ANNOTATION]
     patch: dict = {}
     if current.get("replicas") != manifest["spec"]["replicas"]:
         patch["replicas"] = manifest["spec"]["replicas"]
-    if spec_changed and template_differs(current["template"], manifest["spec"]["template"]):
+    if current.get("strategy") != manifest["spec"]["strategy"]:
+        patch["strategy"] = manifest["spec"]["strategy"]  # restarts nothing: only the next rollout uses it
+    if settings_changed and template_differs(current["template"], manifest["spec"]["template"]):
         patch["template"] = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
                                           manifest["spec"]["template"])
         patch["progressDeadlineSeconds"] = manifest["spec"]["progressDeadlineSeconds"]
-    if not patch and recorded == wanted_generation:
+    if not patch and recorded == wanted:
         return None
-    body = {"metadata": {"annotations": {SERVING_GENERATION_ANNOTATION: wanted_generation}}}
+    body = {"metadata": {"annotations": wanted}}
     return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
 
 

@@ -205,8 +205,9 @@ def engine_deployment(serving: DrafterServing, revision: str, replicas: int, pod
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": revision_selector(name, revision)},
-            # One revision never rolls within itself with surge: GPUs are the scarce resource.
-            "strategy": {"type": "Recreate"},
+            # A change of pod settings rolls within the revision one pod at a time and never with surge:
+            # GPUs are the scarce resource, and the other replicas keep serving meanwhile.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "revisionHistoryLimit": 1,
             "progressDeadlineSeconds": int(startup_limit_seconds(serving.spec)) + 300,
             "template": {"metadata": pod_policy.template_metadata(labels, serving.spec.pod), "spec": pod_spec},
