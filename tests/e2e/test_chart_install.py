@@ -55,8 +55,9 @@ def make_namespace(cluster, prefix: str) -> str:
 
 def delete_namespaces(cluster, *names: str) -> None:
     for name in names:
-        # Whatever custom resources outlived their operator (uninstall keeps them) would hold the
-        # namespace on kopf's finalizer: nothing runs to remove it any more.
+        # This operator puts no finalizer on its objects (test_delete_without_operator.py checks that the
+        # namespace goes without this). An operator of an older version still running on a shared local
+        # cluster (a demo's) may have put kopf's there, and nothing would remove it once that one is gone.
         for plural in ("drafterservings", "drafterbenchmarks", "draftertrainings"):
             listed = cluster.kubectl("-n", name, "get", plural, "-o", "name", check=False).stdout.split()
             for obj in listed:

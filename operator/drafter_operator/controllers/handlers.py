@@ -1,10 +1,16 @@
-"""Thin kopf handlers: one loop per DrafterServing (a kopf daemon), woken by watch events.
+"""Thin kopf handlers: one loop per DrafterServing, woken by watch events.
 
 A serving's Deployments, pods and Service are kept in kopf indexes fed by watches, so a reconcile reads
 no object from the API: in steady state it makes no request at all (docs/performance.md). The same
 watches wake the owning serving's loop: kopf runs `on.event` handlers after it has updated the indexes
 for that event, so the reconcile that follows sees it. The reconcile itself (blocking REST client)
 runs in a thread pool, never on the event loop.
+
+No handler here makes kopf put its finalizer on our objects, so deleting one (or its namespace) never
+waits for the operator, even when it is uninstalled: the per-object loops are object_loops.ObjectLoops,
+not kopf daemons or timers, and there is no on.create/update/delete/resume handler. kopf itself removes
+the finalizer an older operator version left on an object, at the object's first event, because no
+handler requires it (tests/unit/test_no_kopf_finalizer.py).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import kopf
 
-from drafter_operator.controllers import serving_loop
+from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
@@ -34,6 +40,14 @@ from drafter_operator.resources.training import TRAINING_LABEL
 GROUP, VERSION = "drafter.dev", "v1alpha1"
 # How long an old revision keeps running after traffic left it (connections in flight finish).
 DRAIN_SECONDS = float(os.environ.get("DRAFTER_DRAIN_SECONDS", "15"))
+# How often an unfinished DrafterBenchmark (a deadline passes with no event) and DrafterTraining (its
+# progress is read from a pod's log) are reconciled besides their watch events.
+BENCHMARK_TICK_SECONDS = 3.0
+TRAINING_TICK_SECONDS = 5.0
+# How long a failed object loop waits before it starts again (kopf's default backoff for a failed daemon).
+LOOP_RESTART_SECONDS = 60.0
+# How long the operator's cleanup waits for the loops' own cleanups (kopf's daemon cancellation timeout was 5 s).
+LOOP_STOP_SECONDS = 5.0
 
 
 @kopf.on.startup()
@@ -53,6 +67,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
     memo.benchmarks = BenchmarkReconciler(kube)
     memo.trainings = TrainingReconciler(kube)
+    # Set here, before kopf copies the memo for each object: every handler shares these two.
+    memo.loops = object_loops.ObjectLoops(restart_backoff=LOOP_RESTART_SECONDS)
+    memo.serving_bodies = {}  # (namespace, name) -> the serving's body from its latest watch event
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
     # it would only repeat the same decision.
@@ -68,7 +85,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
 
 
 @kopf.on.cleanup()
-def release(memo: kopf.Memo, **_) -> None:
+async def release(memo: kopf.Memo, **_) -> None:
+    await memo.loops.stop_all(timeout=LOOP_STOP_SECONDS)
     memo.reconcile_pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -127,31 +145,45 @@ async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> 
 
 
 @kopf.on.event(GROUP, VERSION, "drafterservings")
-async def serving_event(namespace, name, meta, memo: kopf.Memo, **_) -> None:
-    # Spec changes and our own status writes: the daemon's `body` is already this version.
-    memo.wakeups.saw((namespace, name), "drafterservings", name, meta.get("resourceVersion"))
+async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo,
+                        serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
+                        serving_benchmarks: kopf.Index, **_) -> None:
+    # Every serving's first event (kopf lists them all at startup) starts its loop; spec changes and our own
+    # status writes wake it. The loop reads the body this event leaves in `serving_bodies`.
+    key = (namespace, name)
+    running = object_loops.keeps_running(type, meta)
+    if running:
+        memo.serving_bodies[key] = body
+    memo.loops.follow(("drafterservings", *key), running,
+                      lambda: _serving_loop(key, memo, serving_deployments, serving_pods, serving_services,
+                                            serving_benchmarks))
+    if type == "DELETED":
+        memo.serving_bodies.pop(key, None)
+    memo.wakeups.saw(key, "drafterservings", name, meta.get("resourceVersion"))
 
 
 def _event_sink(body: dict):
     return lambda kind, reason, message: kopf.event(body, type=kind, reason=reason, message=message[:1024])
 
 
-@kopf.daemon(GROUP, VERSION, "drafterservings", cancellation_timeout=5.0)
-async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
-                         serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
-                         serving_benchmarks: kopf.Index, **_) -> None:
-    key = (namespace, name)
-
+async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deployments: kopf.Index,
+                        serving_pods: kopf.Index, serving_services: kopf.Index, serving_benchmarks: kopf.Index) -> None:
+    """One serving's reconcile loop and acceptance watch, until cancelled (the serving deleted, the operator
+    stopping) or one of them fails (ObjectLoops starts it again after its backoff)."""
+    namespace, name = key
     monitor = AcceptanceMonitor(namespace, name)
     latest: dict = {}
 
+    def body() -> kopf.Body:
+        return memo.serving_bodies[key]
+
     async def measure_once():
-        watched = watched_revision(kept_copy(body))
+        watched = watched_revision(kept_copy(body()))
         if watched is None:
             monitor.forget()
             return None
         return await monitor.measure(watched.spec, watched.revision, list(serving_pods.get(key, [])), now_utc(),
-                                     resume_from=persisted_verdict(body.get("status") or {}, watched.revision),
+                                     resume_from=persisted_verdict(body().get("status") or {}, watched.revision),
                                      learned=watched.learned)
 
     def publish(measurement) -> None:
@@ -161,8 +193,8 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
     in_flight: set[Future] = set()
 
     async def reconcile_once():
-        # Snapshots taken on the event loop, where kopf updates the body and the indexes.
-        snapshot = kept_copy(body)
+        # Snapshots taken on the event loop, where kopf updates the indexes and the event handler the body.
+        snapshot = kept_copy(body())
         service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
         observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
@@ -178,14 +210,12 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
     tasks = {asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
                                                   memo.error_retry_seconds, now_utc)),
              asyncio.create_task(serving_loop.watch_acceptance(measure_once, publish, memo.acceptance_seconds))}
-    # Exit on kopf's stop signal (the serving deleted, the operator stopping) rather than being cancelled.
-    stop = asyncio.ensure_future(stopped.wait())
     try:
-        await asyncio.wait(tasks | {stop}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks | {stop}:
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, stop, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
         def forget(_finished=None) -> None:
             # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
@@ -195,12 +225,12 @@ async def serving_daemon(body: kopf.Body, namespace: str, name: str, memo: kopf.
         forget()
         # Cancelling the loop does not stop a reconcile already running in the pool, and the gauges it sets at
         # its end would bring the series back for good: forget again once it is done. A callback, not an await:
-        # kopf cancels this task after cancellation_timeout, and a cancelled await here would forget nothing.
+        # the operator's cleanup waits only so long for a cancelled loop, and a cancelled await forgets nothing.
         for running in list(in_flight):
             running.add_done_callback(forget)
     for task in tasks:
         if not task.cancelled() and task.exception():
-            raise task.exception()  # kopf restarts the daemon after its backoff
+            raise task.exception()  # ObjectLoops starts the loop again after its backoff
 
 
 # --------------------------------------------------------------------------------------------------
@@ -223,19 +253,24 @@ async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> No
     await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
 
 
-def _unfinished(status, **_) -> bool:
+def _unfinished(status) -> bool:
     return (status or {}).get("state") not in ("Succeeded", "Failed")
 
 
+def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconcile, type, namespace, name, meta,
+                           status) -> None:
+    """Reconcile every `interval` seconds while the object is unfinished (an object loop, not a kopf timer:
+    kopf would put its finalizer on the object)."""
+    memo.loops.follow((plural, namespace, name), object_loops.keeps_running(type, meta) and _unfinished(status),
+                      lambda: object_loops.every(interval, lambda: reconcile(memo, namespace, name)))
+
+
 @kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
-async def benchmark_event(type, namespace, name, memo: kopf.Memo, **_) -> None:
+async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
+    _tick_while_unfinished(memo, "drafterbenchmarks", BENCHMARK_TICK_SECONDS, _reconcile_benchmark, type, namespace,
+                           name, meta, status)
     if type != "DELETED":
         await _reconcile_benchmark(memo, namespace, name)
-
-
-@kopf.timer(GROUP, VERSION, "drafterbenchmarks", interval=3.0, when=_unfinished)
-async def benchmark_timer(namespace, name, memo: kopf.Memo, **_) -> None:
-    await _reconcile_benchmark(memo, namespace, name)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={BENCHMARK_LABEL: kopf.PRESENT})
@@ -258,14 +293,11 @@ async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> Non
 
 
 @kopf.on.event(GROUP, VERSION, "draftertrainings")
-async def training_event(type, namespace, name, memo: kopf.Memo, **_) -> None:
+async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
+    _tick_while_unfinished(memo, "draftertrainings", TRAINING_TICK_SECONDS, _reconcile_training, type, namespace,
+                           name, meta, status)
     if type != "DELETED":
         await _reconcile_training(memo, namespace, name)
-
-
-@kopf.timer(GROUP, VERSION, "draftertrainings", interval=5.0, when=_unfinished)
-async def training_timer(namespace, name, memo: kopf.Memo, **_) -> None:
-    await _reconcile_training(memo, namespace, name)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={TRAINING_LABEL: kopf.PRESENT})

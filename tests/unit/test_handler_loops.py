@@ -1,0 +1,113 @@
+"""The watch-event handlers drive the per-object loops: a serving's loop starts at its first event, reads
+the body of its latest one, and stops when it is being deleted; unfinished benchmarks and trainings are
+reconciled every few seconds until they finish. The reconcilers are stand-ins; the handlers, the loop
+registry and serving_loop are the operator's own."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import kopf
+import pytest
+
+from drafter_operator.controllers import handlers
+from drafter_operator.controllers.object_loops import ObjectLoops
+from drafter_operator.controllers.serving import Applied
+from drafter_operator.controllers.serving_loop import Wakeups
+
+
+class Reconciles:
+    """Records what each reconcile saw; stands in for the serving, benchmark and training reconcilers."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def reconcile(self, *args):  # serving: (body, post_event, observed, acceptance); others: (ns, name, post_event)
+        self.seen.append(args[0]["spec"]["drafter"] if isinstance(args[0], dict) else args[:2])
+        return Applied(written=[], recheck_at=None)
+
+
+@pytest.fixture
+def memo():
+    memo = kopf.Memo()
+    memo.reconcile_pool = ThreadPoolExecutor(2)
+    memo.reconciler, memo.benchmarks, memo.trainings = Reconciles(), Reconciles(), Reconciles()
+    memo.loops = ObjectLoops(restart_backoff=60)
+    memo.serving_bodies = {}
+    memo.wakeups = Wakeups(catch_up=5)
+    memo.recheck_seconds, memo.error_retry_seconds, memo.acceptance_seconds = 60.0, 5.0, 60.0
+    yield memo
+    memo.reconcile_pool.shutdown()
+
+
+def serving(drafter: str, **metadata) -> kopf.Body:
+    return kopf.Body({"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
+                      "metadata": {"name": "kimi", "namespace": "team", "uid": "u1", "resourceVersion": drafter,
+                                   **metadata},
+                      "spec": {"drafter": drafter}})
+
+
+async def serving_event(memo, event_type, body) -> None:
+    no_children: dict = {}
+    await handlers.serving_event(type=event_type, body=body, namespace="team", name="kimi", meta=body["metadata"],
+                                 memo=memo, serving_deployments=no_children, serving_pods=no_children,
+                                 serving_services=no_children, serving_benchmarks=no_children)
+
+
+async def until(predicate, timeout: float = 2.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_a_servings_loop_starts_at_its_first_event_reads_the_latest_body_and_stops_at_deletion(memo):
+    key = ("drafterservings", "team", "kimi")
+
+    async def scenario():
+        await serving_event(memo, None, serving("1"))  # kopf's initial listing
+        await until(lambda: memo.reconciler.seen[-1:] == ["1"])
+        await serving_event(memo, "MODIFIED", serving("2"))  # a spec change wakes the same loop
+        await until(lambda: memo.reconciler.seen[-1:] == ["2"])
+        assert len(memo.loops) == 1
+        decided = len(memo.reconciler.seen)
+        await serving_event(memo, "MODIFIED", serving("3", deletionTimestamp="2025-01-01T00:00:00Z"))
+        assert key not in memo.loops
+        await serving_event(memo, "DELETED", serving("3", deletionTimestamp="2025-01-01T00:00:00Z"))
+        assert memo.serving_bodies == {}
+        await asyncio.sleep(0.1)
+        assert len(memo.reconciler.seen) == decided  # nothing decided for a serving being deleted
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("plural, handler, tick, reconciler", [
+    ("drafterbenchmarks", handlers.benchmark_event, "BENCHMARK_TICK_SECONDS", "benchmarks"),
+    ("draftertrainings", handlers.training_event, "TRAINING_TICK_SECONDS", "trainings"),
+])
+def test_an_unfinished_object_is_reconciled_every_tick_until_it_finishes(memo, monkeypatch, plural, handler, tick,
+                                                                         reconciler):
+    monkeypatch.setattr(handlers, tick, 0.05)
+    seen = getattr(memo, reconciler).seen
+    key = (plural, "team", "run")
+
+    async def event(event_type, state=None, **meta):
+        await handler(type=event_type, namespace="team", name="run", meta=meta, status={"state": state} if state else {},
+                      memo=memo)
+
+    async def scenario():
+        await event(None, "Running")
+        assert seen == [("team", "run")] and key in memo.loops  # the event itself reconciled
+        await until(lambda: len(seen) >= 4)  # then the ticks
+        await event("MODIFIED", "Succeeded")
+        assert key not in memo.loops
+        count = len(seen)
+        await asyncio.sleep(0.2)
+        assert len(seen) == count  # no tick once finished
+        await event("MODIFIED", "Running", deletionTimestamp="2025-01-01T00:00:00Z")
+        assert key not in memo.loops  # being deleted: no ticks (the event itself still reconciles)
+        await event("DELETED", "Running")
+        assert len(seen) == count + 1
+
+    asyncio.run(scenario())
