@@ -24,15 +24,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import kopf
 
+from drafter_operator import engines
 from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
-from drafter_operator.controllers.serving_decide import observed_from
+from drafter_operator.controllers.serving_decide import draining_revision, observed_from, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, load_api_client
 from drafter_operator.monitoring import operator_metrics
+from drafter_operator.monitoring.in_flight import requests_in_flight
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_operator.resources.training import TRAINING_LABEL
@@ -199,6 +201,13 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
         observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
                                  benchmarks=serving_benchmarks.get(key, []))
+        draining = draining_revision(observed)
+        if draining:  # its engines say when their streams are done: the drain ends then, not after a guess
+            engine = revision_engine(snapshot, draining)
+            requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
+                                                engines.engine(engine).DEFAULT_PORT)
+            if requests is not None:
+                observed.in_flight[draining] = requests
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         running = memo.reconcile_pool.submit(context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot),

@@ -546,13 +546,21 @@ def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked
 DRAIN_POLL = dt.timedelta(seconds=5)
 
 
-def draining_revision(serving: dict, observed: Observed) -> str | None:
+def draining_revision(observed: Observed) -> str | None:
     """The revision traffic left at the last switch while its Deployment remains (pure): the one whose
-    engines the serving loop asks for their requests in flight before deciding."""
+    engines the serving loop asks for their requests in flight before deciding. The Service records the
+    switch with the pointer itself, so a restarted operator finds it there."""
     service = observed.service or {}
     previous = ((service.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_REVISION_ANNOTATION)
     active = service_revision(service) if service else None
     return previous if previous and previous != active and previous in observed.deployments else None
+
+
+def revision_engine(serving: dict, revision: str) -> str:
+    """The engine a revision runs, from its record (after an engine switch the spec names the new one)."""
+    status = serving.get("status") or {}
+    record = next((r for r in status.get("revisions") or [] if r.get("name") == revision), {})
+    return record.get("engine") or (serving.get("spec") or {}).get("engine") or "vllm"
 
 
 def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
