@@ -281,3 +281,47 @@ def test_an_owned_flag_is_refused_under_any_spelling_the_engine_accepts(serving_
         assert deployments(cluster, namespace, name) == {}
         pods = cluster.kubectl("-n", namespace, "get", "pods", "-l", f"drafter.dev/serving={name}", "-o", "name").stdout
         assert pods.strip() == ""
+
+
+#: The longest DrafterServing name (api/kind.py NAME_MAX_LENGTH): every child name derived from it must fit.
+LONGEST_NAME = "kimi-" + "x" * 42 + "-long"
+
+
+def test_an_engine_switch_under_long_streams_keeps_the_endpoint_and_cuts_no_stream(serving_env):
+    """vLLM -> SGLang, BlueGreen, gated, on a serving of the longest allowed name, under 2,000-token streams:
+    the gate benchmark is created (its name fits) and passes, traffic moves, the endpoint stays where it
+    was, and no stream fails or is cut; the old revision goes once its streams have finished."""
+    cluster, namespace = serving_env
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="4")
+    assert len(LONGEST_NAME) == 52
+    serving = seed_serving(LONGEST_NAME, swap={"strategy": "BlueGreen", "gate": {
+        "minTokensPerSecond": "1", "numPrompts": 2, "maxTokens": 64}})
+    apply(cluster, namespace, serving)
+    before = wait_ready(cluster, namespace, LONGEST_NAME, timeout=120)
+    old = before["activeRevision"]
+    service = cluster.get_json("-n", namespace, "service", LONGEST_NAME)
+    published = (service["spec"]["ports"][0]["port"], before["endpoint"])
+    loop = ClientLoop(service["spec"]["clusterIP"], published[0], "/models/Kimi-K2.5", max_tokens=2000, streams=3,
+                      limit_seconds=300)
+    loop.start()
+    try:
+        serving["spec"].update(engine="sglang", image="lmsysorg/sglang:v0.5.23", drafter={
+            "method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSteps": 3, "eagleTopk": 1,
+            "numDraftTokens": 4})
+        apply(cluster, namespace, serving)
+        status = cluster.wait_for("the SGLang revision to serve", lambda: (s := serving_status(
+            cluster, namespace, LONGEST_NAME)).get("activeRevision") not in (None, old)
+            and condition(s, "Ready").get("status") == "True" and s, timeout=240)
+        cluster.wait_for("the vLLM revision to be removed once drained", lambda: list(deployments(
+            cluster, namespace, LONGEST_NAME)) == [status["activeRevision"]], timeout=180)
+        time.sleep(3)  # streams keep flowing to the SGLang revision alone
+    finally:
+        loop.stop()
+    assert loop.failures == [] and loop.cut == [], (loop.failures, loop.cut)
+    assert loop.ok >= 6
+    after = cluster.get_json("-n", namespace, "service", LONGEST_NAME)
+    assert (after["spec"]["ports"][0]["port"], serving_status(cluster, namespace, LONGEST_NAME)["endpoint"]) == published
+    assert status["serving"]["engine"] == "sglang" and status["serving"]["method"] == "eagle3"
+    gates = cluster.get_json("-n", namespace, "drafterbenchmarks", "-l", f"drafter.dev/serving={LONGEST_NAME}")["items"]
+    assert [len(g["metadata"]["name"]) <= 52 for g in gates] == [True]
+    assert gates[0]["status"]["state"] == "Succeeded" and gates[0]["status"]["result"]["verdict"] == "Passed"
