@@ -221,3 +221,56 @@ def test_thresholds_from_the_api_spec():
     assert (t.min_rate, t.min_length, t.window_seconds, t.for_seconds, t.min_draft_tokens) == (0.5, None, 600, 120, 500)
     with pytest.raises(ValueError):
         a.Thresholds(None, None, 0, 60, 0)
+
+
+# ------------------------------------------------------------------------- continuous evidence (guarantee 11)
+
+LOW = vllm_window(1506, 1127)  # 15%: below 40%
+HEALTHY_THIN = vllm_window(20, 80)  # 80% on 100 draft tokens: too few for a verdict, but healthy
+
+
+def verdict_after(samples) -> a.Verdict:
+    verdict = None
+    for sample in samples:
+        verdict = a.evaluate(verdict, sample, THRESHOLDS)
+    return verdict
+
+
+def test_two_low_readings_hours_apart_are_not_degraded():
+    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample.unavailable(60, "scrape failed"),
+                   a.Sample(at=3 * 3600, window=LOW)])
+    assert verdict.status == "False" and verdict.reason == a.BELOW_THRESHOLD and verdict.below_since == 3 * 3600
+
+
+def test_the_for_clock_survives_a_gap_shorter_than_a_window():
+    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample.unavailable(100, "scrape failed"),
+                   a.Sample(at=200, window=LOW), a.Sample(at=300, window=LOW)])
+    assert verdict.status == "True" and verdict.below_since == 0
+
+
+def test_a_thin_window_that_looks_healthy_stops_the_clock():
+    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample(at=150, window=HEALTHY_THIN), a.Sample(at=300, window=LOW)])
+    assert verdict.status == "False" and verdict.below_since == 300
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4000), st.sampled_from(["low", "gap", "thin", "healthy"])), min_size=1,
+                max_size=30))
+def test_degraded_only_after_for_of_low_readings_never_a_window_apart(steps):
+    """Property: whenever the verdict turns Degraded, the low readings before it cover `for` with no two
+    consecutive ones (nor the last one and now) more than a window apart, and no healthy reading between."""
+    at, verdict, lows = 0, None, []
+    for gap, kind in steps:
+        at += gap
+        sample = {"low": a.Sample(at=at, window=LOW), "gap": a.Sample.unavailable(at, "down"),
+                  "thin": a.Sample(at=at, window=HEALTHY_THIN),
+                  "healthy": a.Sample(at=at, window=vllm_window(2000, 8000))}[kind]
+        before = verdict
+        verdict = a.evaluate(verdict, sample, THRESHOLDS)
+        lows = lows + [at] if kind == "low" else ([] if kind in ("thin", "healthy") else lows)
+        if verdict.degraded and not (before and before.counts_as_degraded):
+            run_start = lows[0]
+            for earlier, later in zip(lows, lows[1:]):
+                if later - earlier > THRESHOLDS.window_seconds:
+                    run_start = later
+            assert at - run_start >= THRESHOLDS.for_seconds, (steps, lows)

@@ -93,7 +93,13 @@ class ServingReconciler:
         def patch_status(status: dict) -> None:
             nonlocal version
             patch = {"status": status, **({"metadata": {"resourceVersion": version}} if version else {})}
-            response = self.kube.patch(status_path, patch)
+            try:
+                response = self.kube.patch(status_path, patch)
+            except ApiError as exc:
+                if refusal(exc):  # the status cannot say it: an Event must
+                    post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "
+                                                         f"{exc.status}): {apiserver_message(exc)}")
+                raise
             remember(PLURAL, response)
             version = ((response or {}).get("metadata") or {}).get("resourceVersion") or version
 

@@ -145,7 +145,9 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
     current = measurement is not None and measurement.revision == active == desired
     if not current:
         # A NoBenchmark condition is over once a threshold exists (learned, or numbers in the spec).
-        stale = condition.get("reason") == a.NO_BENCHMARK
+        # An action's reason is over with its action: what serves now has not been measured yet.
+        stale = condition.get("reason") == a.NO_BENCHMARK or (
+            out.end_action and condition.get("reason") in (SPECULATION_DISABLED, ACTION_IN_PROGRESS, ACTION_FAILED))
         out.degraded = None if has_condition and not stale else NOT_MEASURED_VERDICT
         return out
     verdict = measurement.verdict

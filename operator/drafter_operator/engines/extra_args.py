@@ -8,6 +8,7 @@ destinations (``OWNED_DESTINATIONS`` in ``engines/vllm.py`` and ``engines/sglang
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 
 from drafter_operator.engines.command_line import CommandLineRejected, parse, rewrite
@@ -73,8 +74,24 @@ def owned_rule(owned: dict[str, OwnedDestination], dest: str) -> OwnedDestinatio
 
 
 def check_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
-                        known_flags_only: bool = True,
-                        placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+                     known_flags_only: bool = True,
+                     placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+    """:func:`checked_extra_args`, remembered: every reconcile validates the spec, and a parse against the
+    engine's whole flag table is most of a reconcile's CPU (the answer depends only on these inputs)."""
+    return list(_remembered(engine, tuple(extra_args), tuple(owned.items()), known_flags_only,
+                            tuple(placeholder_positionals)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered(engine: str, extra_args: tuple[str, ...], owned: tuple[tuple[str, OwnedDestination], ...],
+                known_flags_only: bool, placeholder_positionals: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(checked_extra_args(engine, list(extra_args), dict(owned), known_flags_only=known_flags_only,
+                                    placeholder_positionals=placeholder_positionals))
+
+
+def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
+                       known_flags_only: bool = True,
+                       placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
     """Why ``spec.target.extraArgs`` cannot go on this engine's command line; empty when it can.
 
     The arguments are parsed by the engine's own rules (see :func:`parse`). A destination in

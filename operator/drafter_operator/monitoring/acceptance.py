@@ -227,6 +227,9 @@ class Verdict:
     message: str
     #: Since when the figures have been below threshold (None when they are not).
     below_since: float | None = None
+    #: The last sample that was below threshold: evidence older than a window does not keep the `for`
+    #: clock running (two low readings hours apart are not "below for 10 minutes").
+    below_seen_at: float | None = None
     #: Since when the figures have been healthy again while Degraded (None when they are not).
     healthy_since: float | None = None
     #: The window the verdict was made on (for status.acceptance and the operator's metrics).
@@ -298,12 +301,15 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
     previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message="no acceptance measured yet")
     # Never Degraded on data that cannot be trusted or on too little of it; what was known is kept.
     carried = {"below_since": previous.below_since, "healthy_since": previous.healthy_since,
-               "was_degraded": previous.counts_as_degraded}
+               "was_degraded": previous.counts_as_degraded, "below_seen_at": previous.below_seen_at}
     if sample.problem is not None:
         reason, message = sample.problem
         return Verdict(status="Unknown", reason=reason, message=message, **carried)
     window = sample.window
     if window is None or drafted(window) < t.min_draft_tokens:
+        if window is not None and drafted(window) > 0 and _below(window, t) is None:
+            # Too little for a verdict, but what there is looks healthy: evidence against a running `for`.
+            carried.update(below_since=None, below_seen_at=None)
         seen = f"{drafted(window):.0f}" if window is not None else "no"
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
                        message=f"{seen} draft tokens in the last {format_duration(t.window_seconds)}, fewer than "
@@ -317,7 +323,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
                                          else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
             comparison = "" if low else " (not yet clear of the threshold)"
             return Verdict(status="True", reason=reason, message=numbers + comparison, window=window,
-                           below_since=previous.below_since)
+                           below_since=previous.below_since, below_seen_at=sample.at if low else previous.below_seen_at)
         healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
         if sample.at - healthy_since >= t.for_seconds:
             return Verdict(status="False", reason=HEALTHY, message=f"{numbers}: recovered", window=window)
@@ -329,11 +335,15 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
 
     if low is None:
         return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
-    below_since = previous.below_since if previous.below_since is not None else sample.at
+    # The clock runs only on continuous evidence: a gap longer than one window without a low reading
+    # (no data, untrusted data) starts it again.
+    gap = previous.below_seen_at is not None and sample.at - previous.below_seen_at > t.window_seconds
+    below_since = previous.below_since if previous.below_since is not None and not gap else sample.at
     if sample.at - below_since >= t.for_seconds:
         return Verdict(status="True", reason=low[0], message=numbers, window=window,
-                       below_since=below_since)
+                       below_since=below_since, below_seen_at=sample.at)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
+                   below_seen_at=sample.at,
                    message=f"{numbers} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
 
 
