@@ -1,0 +1,150 @@
+"""The operations a scenario draws: user edits, deletes and re-creates, operator crashes, node loss,
+acceptance drops, metric faults, admission refusals, foreign objects, API faults, watch lag, time.
+
+An operation is plain data (a dict), drawn in advance from the seed, so that a recorded list replays
+exactly and a shrinker can drop any of them. Spec edits set one field of a small configuration
+(`Config`), rendered into a full, valid spec by `render`: what the user writes with kubectl apply.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import string
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_SPEC = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())["spec"]
+DAY = 86400.0
+
+DRAFTERS = {
+    "vllm": [{"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSpeculativeTokens": 5},
+             {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSpeculativeTokens": 3},
+             {"method": "mtp", "numSpeculativeTokens": 1},
+             {"method": "ngram", "numSpeculativeTokens": 4},
+             {"method": "none"}],
+    "sglang": [{"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSteps": 3, "eagleTopk": 1,
+                "numDraftTokens": 4},
+               {"method": "mtp", "numSteps": 2, "eagleTopk": 1, "numDraftTokens": 3},
+               {"method": "none"}],
+}
+IMAGES = {"vllm": [None, "vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.33.1"],
+          "sglang": [None, "lmsysorg/sglang:v0.5.23"]}
+ENVS = [None, [{"name": "NCCL_DEBUG", "value": "INFO"}], [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}]]
+GATES = [{"minSpeedup": "1.1", "baseline": {"tokensPerSecond": "80"}}, {"minTokensPerSecond": "60"}]
+ACCEPTANCE = [{"minAcceptanceRate": "0.4", "window": "5m", "for": "5m"},
+              {"minAcceptanceRate": "0.6", "window": "2m", "for": "10m"},
+              {"minAcceptanceLength": "2.0", "window": "5m", "for": "0s"}]
+ON_DEGRADED = ["Alert", "Rollback", "DisableSpeculation"]
+STARTUP = ["10m", "20m", "45m"]
+
+FIELDS = {  # field -> the values an edit may set it to
+    "engine": ["vllm", "sglang"], "drafter": list(range(5)), "image": list(range(3)), "replicas": [0, 1, 1, 2, 2, 3],
+    "env": list(range(len(ENVS))), "strategy": ["Recreate", "BlueGreen", "BlueGreen"],
+    "gate": [None, 0, 1], "acceptance": [None, 0, 1, 2], "onDegraded": ON_DEGRADED, "startup": STARTUP,
+}
+
+
+def initial_config(rng: random.Random) -> dict:
+    return {f: rng.choice(v) for f, v in FIELDS.items()}
+
+
+def render(config: dict) -> dict:
+    """The spec a configuration stands for (valid by construction)."""
+    spec = copy.deepcopy(SEED_SPEC)
+    engine = config["engine"]
+    drafters = DRAFTERS[engine]
+    drafter = copy.deepcopy(drafters[config["drafter"] % len(drafters)])
+    images = IMAGES[engine]
+    spec.update(engine=engine, drafter=drafter, replicas=config["replicas"], startup={"timeout": config["startup"]})
+    image = images[config["image"] % len(images)]
+    if image:
+        spec["image"] = image
+    else:
+        spec.pop("image", None)
+    env = ENVS[config["env"]]
+    if env:
+        spec["env"] = copy.deepcopy(env)
+    swap = {"strategy": config["strategy"]}
+    if config["strategy"] == "BlueGreen" and config["gate"] is not None:
+        gate = copy.deepcopy(GATES[config["gate"]])
+        swap["gate"] = gate
+    spec["swap"] = swap
+    spec.pop("acceptance", None)
+    if config["acceptance"] is not None and drafter["method"] != "none":
+        spec["acceptance"] = {**ACCEPTANCE[config["acceptance"]], "minDraftTokens": 1000,
+                              "onDegraded": config["onDegraded"]}
+    return spec
+
+
+def serving_name(rng: random.Random) -> str:
+    """A DNS-1035 name of 1 to 52 characters, often at or near the maximum."""
+    length = rng.choice([rng.randint(1, 52), rng.randint(40, 52), 52])
+    alphabet = string.ascii_lowercase + string.digits + "-"
+    if length == 1:
+        return rng.choice(string.ascii_lowercase)
+    middle = "".join(rng.choice(alphabet) for _ in range(length - 2))
+    return rng.choice(string.ascii_lowercase) + middle + rng.choice(string.ascii_lowercase + string.digits)
+
+
+KINDS = [("set", 34), ("wait", 10), ("crash", 8), ("node_loss", 3), ("acceptance", 10), ("metrics", 5),
+         ("admission", 4), ("foreign", 3), ("recreate", 3), ("api_faults", 4), ("watch_lag", 4)]
+
+
+def draw(rng: random.Random, kind: str) -> dict:
+    if kind == "set":
+        field = rng.choice(list(FIELDS))
+        return {"kind": "set", "field": field, "value": rng.choice(FIELDS[field])}
+    if kind == "wait":
+        return {"kind": "wait"}
+    if kind == "crash":
+        return {"kind": "crash", "after": rng.randint(1, 8), "restart": rng.choice([5.0, 30.0, rng.uniform(5, 900)])}
+    if kind == "node_loss":
+        return {"kind": "node_loss", "node": rng.randint(0, 3), "back": rng.uniform(300, 7200)}
+    if kind == "acceptance":
+        return {"kind": "acceptance", "rate": rng.choice([None, round(rng.uniform(0.02, 0.35), 3)])}
+    if kind == "metrics":
+        return {"kind": "metrics", "mode": rng.choice(["missing", "unknown"]), "for": rng.uniform(60, 3600)}
+    if kind == "admission":
+        return {"kind": "admission", "rule": rng.choice(["deployments", "drafterbenchmarks", "services", "status"]),
+                "code": rng.choice([403, 422]), "for": rng.uniform(60, 1200)}
+    if kind == "foreign":
+        return {"kind": "foreign", "what": rng.choice(["service", "deployment"])}
+    if kind == "recreate":
+        return {"kind": "recreate", "gap": rng.choice([0.0, rng.uniform(1, 120), rng.uniform(120, 1800)]),
+                "operator_down": rng.random() < 0.5}
+    if kind == "api_faults":
+        return {"kind": "api_faults", "rate": rng.uniform(0.05, 0.4), "for": rng.uniform(60, 3600)}
+    if kind == "watch_lag":
+        return {"kind": "watch_lag", "lag": rng.choice([1.0, 10.0, 60.0]), "stall": rng.random() < 0.3,
+                "for": rng.uniform(30, 1800)}
+    raise ValueError(kind)
+
+
+def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]]:
+    """(the scenario's setup, its operations): the first operation creates the serving; the time the
+    operations leave the world to run adds up to at least `days` simulated days."""
+    rng = random.Random(seed)
+    setup = {"name": serving_name(rng), "nodes": rng.choice([1, 2, 3, 4, 6, 8]), "config": initial_config(rng)}
+    ops = [{"kind": "create"}]
+    kinds, weights = zip(*KINDS)
+    while len(ops) < count:
+        ops.append(draw(rng, rng.choices(kinds, weights)[0]))
+    for op in ops:
+        op["dt"] = rng.uniform(5, 600) if rng.random() < 0.7 else rng.uniform(600, 7200)
+    total = sum(op["dt"] for op in ops)
+    if total < days * DAY:
+        scale = days * DAY / total
+        for op in ops:
+            op["dt"] *= scale
+    for i, op in enumerate(ops):
+        op["salt"] = i
+        op["dt"] = round(op["dt"], 1)
+    return setup, ops
+
+
+def describe(op: dict) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in op.items() if k not in ("kind", "salt", "dt"))
+    return f"#{op['salt']} {op['kind']}({args}) then {op['dt']:.0f}s"

@@ -1,0 +1,50 @@
+"""Teeth: each tests/simulation/mutants/*.patch breaks the operator on purpose; the simulation must
+notice (some invariant fails) within its budget. A patch is a unified diff from the repository root
+(a/operator/drafter_operator/...), applied with `patch -p1` to a copy of the package; the scenarios
+run in a subprocess importing that copy.
+
+    MUTANT_SCENARIOS=20 pytest tests/simulation/test_mutants.py -s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MUTANTS = sorted((Path(__file__).parent / "mutants").glob("*.patch"))
+SCENARIOS = int(os.environ.get("MUTANT_SCENARIOS", "20"))
+SECONDS = float(os.environ.get("MUTANT_SECONDS", "300"))
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> Path:
+    """What the unpatched operator already breaks, per seed: a mutant is killed only by something new."""
+    from tests.simulation.runner import run_scenario
+    known = {str(seed): sorted(run_scenario(seed, 50).failed) for seed in range(SCENARIOS)}
+    path = tmp_path_factory.mktemp("baseline") / "baseline.json"
+    path.write_text(json.dumps(known))
+    return path
+
+
+@pytest.mark.parametrize("patch", MUTANTS, ids=[p.stem for p in MUTANTS])
+def test_the_simulation_kills_the_mutant(patch: Path, tmp_path: Path, baseline: Path):
+    shutil.copytree(REPO / "operator" / "drafter_operator", tmp_path / "operator" / "drafter_operator",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    applied = subprocess.run(["patch", "-p1", "--batch", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
+    assert applied.returncode == 0, f"{patch.name} does not apply: {applied.stdout}{applied.stderr}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "operator"), str(REPO)])}
+    run = subprocess.run([sys.executable, "-m", "tests.simulation.mutant_run", "--scenarios", str(SCENARIOS),
+                          "--seconds", str(SECONDS), "--baseline", str(baseline)], cwd=REPO, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["package"].startswith(str(tmp_path)), f"the mutant ran the real package: {result['package']}"
+    print(f"{patch.name}: {'killed' if result['killed'] else 'survived'} after {result['seeds']} seed(s) "
+          f"in {result['seconds']}s: {result.get('invariant')} (seed {result.get('seed')}): {result.get('message')}")
+    assert result["killed"], f"{patch.name} survived {result['seeds']} scenarios: the simulation cannot see it"
