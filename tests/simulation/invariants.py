@@ -71,6 +71,7 @@ class Tracks:
         self.two_since: float | None = None
         self.gpus_dirty = False
         self.samples: dict[tuple[str, str], list[tuple[float, bool | None]]] = {}
+        self.was_degraded: dict[str, bool] = {}  # uid -> its last known (True/False) Degraded status was True
         self.thresholds: dict[tuple[str, str], object] = {}
         self.degraded_checked: set[tuple[str, str]] = set()
         self.deletes: list[tuple[str, float]] = []
@@ -172,11 +173,16 @@ class Tracks:
         if action and (self.action is None or self.action[:2] != (uid, action.get("since"))):
             self.action = (uid, action.get("since"), action.get("revision"), action.get("action"), w.clock.t)
         degraded = _condition(new, "Degraded")
-        if degraded and degraded.get("status") == "True" and degraded.get("reason") in LOW_REASONS:
+        # A Degraded that was established and then went Unknown (no data) is the same Degraded when the data
+        # comes back low: the property is about entering it, which needs `for` of continuous evidence.
+        continued = self.was_degraded.get(uid, False)
+        if degraded and degraded.get("status") == "True" and degraded.get("reason") in LOW_REASONS and not continued:
             mark = (uid, degraded.get("lastTransitionTime"))
             if mark not in self.degraded_checked:
                 self.degraded_checked.add(mark)
                 self._degraded_evidence(uid, status, degraded)
+        if degraded and degraded.get("status") != "Unknown":
+            self.was_degraded[uid] = degraded.get("status") == "True"
 
     def _degraded_evidence(self, uid: str, status: dict, degraded: dict) -> None:
         revision = (status.get("acceptance") or {}).get("revision") or status.get("activeRevision")

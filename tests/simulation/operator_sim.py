@@ -206,7 +206,8 @@ class OperatorSim:
             self.monitor_key, self.verdict = None, None
             self.publish(None)
             return
-        key = (watched.revision, spec.engine, spec.acceptance.model_dump_json(), watched.learned)
+        key = (watched.revision, spec.engine, spec.acceptance.model_dump_json(), watched.learned,
+               body["metadata"].get("uid"))  # as AcceptanceMonitor keys it
         if key != self.monitor_key:
             self.monitor_key, self.verdict = key, None
             self.thresholds = a.Thresholds.from_spec(spec.acceptance, watched.learned)
@@ -220,7 +221,8 @@ class OperatorSim:
         block = a.status_block(sample, spec.acceptance.source, self.thresholds.window_seconds, w.clock.iso())
         if block is not None:
             block["revision"] = watched.revision
-        self.publish(Measurement(revision=watched.revision, verdict=self.verdict, previous=previous, status=block))
+        self.publish(Measurement(revision=watched.revision, verdict=self.verdict, previous=previous, status=block,
+                                 serving_uid=body["metadata"].get("uid")))
 
     def publish(self, measurement: Measurement | None) -> None:
         old, self.latest = self.latest, measurement

@@ -223,3 +223,18 @@ def test_the_loop_asks_the_engines_of_the_revision_traffic_left_and_of_no_other(
     world.now += dt.timedelta(seconds=20)
     world.apply(world.decide())  # drained (the World's engines report nothing in flight) and deleted
     assert draining_revision(world.state().observed) is None
+
+
+def test_a_measurement_of_an_earlier_serving_of_the_same_name_is_not_evidence():
+    import dataclasses
+
+    from tests.unit.test_serving_acceptance import measured
+    world = World(seed_body())
+    world.converge()
+    old_incarnation = dataclasses.replace(measured(world, "True", 0.12), serving_uid="u-deleted")
+    plan = decide(dataclasses.replace(world.state(), acceptance=old_incarnation))
+    assert "acceptance" not in plan.status
+    assert next(c for c in plan.status.get("conditions", world.body["status"]["conditions"])
+                if c["type"] == "Degraded")["status"] == "Unknown"
+    mine = dataclasses.replace(old_incarnation, serving_uid=world.body["metadata"]["uid"])
+    assert decide(dataclasses.replace(world.state(), acceptance=mine)).status["acceptance"]["rate"] == 0.12

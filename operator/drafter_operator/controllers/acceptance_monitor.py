@@ -37,6 +37,9 @@ class Measurement:
     verdict: a.Verdict
     previous: a.Verdict | None
     status: dict | None  # status.acceptance, camelCase
+    # Which incarnation of the serving was measured: a measurement of one deleted and re-created under
+    # the same name (a revision of the same hash) says nothing about the new one.
+    serving_uid: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -126,9 +129,12 @@ class AcceptanceMonitor:
         self.thresholds: a.Thresholds | None = None
         self.engine_source: EngineSource | None = None
 
-    def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None) -> None:
+    def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None,
+                            serving_uid: str | None = None) -> None:
         acceptance = spec.acceptance
-        key = (revision, spec.engine, acceptance.model_dump_json() if acceptance else None, learned)
+        # The serving's uid too: one deleted and re-created under the same name (its delete event lost in a
+        # watch gap) starts from nothing, never from the old one's verdict on a revision of the same name.
+        key = (revision, spec.engine, acceptance.model_dump_json() if acceptance else None, learned, serving_uid)
         if key != self.key:
             if self.key is not None:
                 operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
@@ -139,15 +145,17 @@ class AcceptanceMonitor:
                                               model_name=spec.target.served_model_name or None)
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
-                      resume_from: a.Verdict | None = None, learned: be.BreakEven | None = None) -> Measurement | None:
+                      resume_from: a.Verdict | None = None, learned: be.BreakEven | None = None,
+                      serving_uid: str | None = None) -> Measurement | None:
         """One sample of the active revision and the verdict on it; None when nothing is watched.
         ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch;
-        ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``)."""
+        ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``); ``serving_uid``:
+        which incarnation of the serving this is."""
         if spec.acceptance is None or spec.drafter.method == "none" or not revision \
                 or (be.uses_auto(spec.acceptance) and learned is None):
             self.forget()  # nothing to judge (auto without a benchmark: decide says NoBenchmark)
             return None
-        self._restart_if_changed(spec, revision, learned)
+        self._restart_if_changed(spec, revision, learned, serving_uid)
         if self.verdict is None:
             self.verdict = resume_from
         thresholds = self.thresholds
@@ -172,7 +180,8 @@ class AcceptanceMonitor:
                                now.strftime("%Y-%m-%dT%H:%M:%SZ"))
         if block is not None:
             block["revision"] = revision
-        return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block)
+        return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,
+                           serving_uid=serving_uid)
 
     async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
         try:

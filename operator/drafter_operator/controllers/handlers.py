@@ -186,7 +186,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
             return None
         return await monitor.measure(watched.spec, watched.revision, list(serving_pods.get(key, [])), now_utc(),
                                      resume_from=persisted_verdict(body().get("status") or {}, watched.revision),
-                                     learned=watched.learned)
+                                     learned=watched.learned, serving_uid=body()["metadata"].get("uid"))
 
     def publish(measurement) -> None:
         latest["acceptance"] = measurement

@@ -298,9 +298,12 @@ def decide(state: ServingState) -> ServingPlan:
     describing = measured_as(active, schedule_status)
     benchmarked = last_benchmark(newest_first(observed.measured.get(r, []) for r in describing),
                                  status.get("lastBenchmark"), describing)
+    measurement = state.acceptance
+    if measurement is not None and measurement.serving_uid not in (None, meta.get("uid")):
+        measurement = None  # of another incarnation of this name
     judged = decide_acceptance(serving.spec, running, status, active,
                                revision_hash(running.spec, running.image, schedule),
-                               state.acceptance, status.get("revisions") or [], now, benchmarked, describing)
+                               measurement, status.get("revisions") or [], now, benchmarked, describing)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
         schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.measured,
