@@ -8,6 +8,11 @@ functions; the runner calls all of them after every event.
 
 from __future__ import annotations
 
+import pydantic
+
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.revisions import pod_settings_hash
+
 from drafter_operator.api import parse_duration
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -71,7 +76,8 @@ class Tracks:
         self.two_since: float | None = None
         self.gpus_dirty = False
         self.samples: dict[tuple[str, str], list[tuple[float, bool | None]]] = {}
-        self.was_degraded: dict[str, bool] = {}  # uid -> its last known (True/False) Degraded status was True
+        self.was_degraded: dict[str, bool] = {}
+        self.settings_seen: dict[str, set[str]] = {}  # uid -> every pod-settings hash its spec has had  # uid -> its last known (True/False) Degraded status was True
         self.thresholds: dict[tuple[str, str], object] = {}
         self.degraded_checked: set[tuple[str, str]] = set()
         self.deletes: list[tuple[str, float]] = []
@@ -145,9 +151,15 @@ class Tracks:
                 self.template_spec[key] = _spec_sans_replicas(w)
             elif old is not None and new is not None:
                 if old["spec"].get("template") != new["spec"].get("template"):
-                    if self.template_spec.get(key) == _spec_sans_replicas(w):
+                    # The operator renders from its own (possibly stale) view: the Deployment's record of the pod
+                    # settings it was rendered from says whether the settings changed, whatever the view was.
+                    settings = [((d["metadata"].get("annotations") or {}).get(POD_SETTINGS)) for d in (old, new)]
+                    if settings[0] is not None and settings[0] == settings[1]:
                         self.report("no-unplanned-restarts", f"{new['metadata']['name']}'s pod template changed with "
                                                              "no spec change but replicas (its pods restart)")
+                    elif settings[1] not in self.settings_seen.get(owner_uid(new), set()):
+                        self.report("no-unplanned-restarts", f"{new['metadata']['name']}'s pod template was rewritten "
+                                                             f"for pod settings {settings[1]} the spec never had")
                     self.template_spec[key] = _spec_sans_replicas(w)
                     self.last_template_change = w.clock.t
             elif new is None:
@@ -163,6 +175,11 @@ class Tracks:
     def _serving_written(self, old: dict | None, new: dict) -> None:
         w = self.world
         uid = new["metadata"]["uid"]
+        try:
+            self.settings_seen.setdefault(uid, set()).add(
+                pod_settings_hash(DrafterServingSpec.model_validate(new.get("spec") or {})))
+        except pydantic.ValidationError:
+            pass
         status = new.get("status") or {}
         old_status = ((old or {}).get("status") or {}) if old and old["metadata"]["uid"] == uid else {}
         known = {r["name"]: r.get("good") for r in old_status.get("revisions") or []}
@@ -315,6 +332,10 @@ def no_cut_streams(world) -> list[str]:
                    f"selected no Ready pod (revision {start.get('selected')} -> {end.get('selected')})")
     track.outages_seen = len(tr.outages)
     return out
+
+
+#: The annotation on a Deployment naming the pod settings its template was rendered from (serving_decide).
+POD_SETTINGS = "drafter.dev/pod-settings"
 
 
 def no_unplanned_restarts(world) -> list[str]:

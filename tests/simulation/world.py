@@ -72,6 +72,10 @@ class World:
                 self.cluster.benchmark_created(key, new)
             if new is None and plural != "pods":
                 self.schedule_gc()  # the garbage collector follows every delete
+            elif old is None and new is not None and new["metadata"].get("ownerReferences"):
+                # ...and every new dependent: one whose owner is already gone (created from a stale view of
+                # a deleted serving) is deleted, as the real garbage collector's graph does.
+                self.schedule_gc()
             obj = new or old
             labels = obj["metadata"].get("labels") or {}
             if key == self.serving_key or labels.get(SERVING_LABEL) == self.name:

@@ -91,10 +91,11 @@ def test_a_gate_that_never_finishes_frees_the_new_revision_at_its_deadline():
     world.apply(gating)
     assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
     assert gating.recheck_at is not None  # the deadline wakes the loop: no event is needed
-    started = min(d["metadata"]["creationTimestamp"] for d in world.deployments.values()
-                  if d["metadata"]["labels"][REVISION_LABEL] != old)
-    deadline = dt.datetime.fromisoformat(started.replace("Z", "+00:00")) + dt.timedelta(minutes=45 + 30)
+    since = world.body["status"]["gating"]["since"]
+    deadline = dt.datetime.fromisoformat(since.replace("Z", "+00:00")) + dt.timedelta(minutes=30)
     assert gating.recheck_at <= deadline + dt.timedelta(seconds=1)
+    world.now += dt.timedelta(minutes=10)
+    assert world.decide().status.get("gating") is None  # since stays where the gating began
     world.now = deadline - dt.timedelta(seconds=5)
     assert not world.decide().deletes  # still within gateTimeout
     world.now = deadline + dt.timedelta(seconds=5)
@@ -106,6 +107,7 @@ def test_a_gate_that_never_finishes_frees_the_new_revision_at_its_deadline():
     assert [d["metadata"]["labels"][REVISION_LABEL] for d in world.deployments.values()] == [old]
     assert world.condition("Progressing")["reason"] == "RevisionFailed"
     assert "spec.swap.gateTimeout 30m" in world.condition("Progressing")["message"]
+    assert "gating" not in world.body["status"]
 
 
 def test_a_gate_that_finishes_in_time_is_judged_as_before():
@@ -115,7 +117,7 @@ def test_a_gate_that_finishes_in_time_is_judged_as_before():
     world.apply(world.decide())
     world.settle()
     world.apply(world.decide())
-    world.now += dt.timedelta(minutes=50)  # past the startup limit, within gateTimeout
+    world.now += dt.timedelta(minutes=29)  # within gateTimeout of the gating
     finish_gate(world, True, "every spec.swap.gate threshold met")
     assert world.decide().swapped == "BlueGreen"
 
@@ -238,3 +240,27 @@ def test_a_measurement_of_an_earlier_serving_of_the_same_name_is_not_evidence():
                 if c["type"] == "Degraded")["status"] == "Unknown"
     mine = dataclasses.replace(old_incarnation, serving_uid=world.body["metadata"]["uid"])
     assert decide(dataclasses.replace(world.state(), acceptance=mine)).status["acceptance"]["rate"] == 0.12
+
+
+def test_a_revision_asked_for_again_while_it_drains_is_gated_from_now_not_from_its_creation():
+    """The simulation's seed 1123: back to the previous drafter 36 s after a switch, with a gate. The old
+    revision (Ready, created hours ago) is gated from now on; its streams are not cut by a deadline that
+    counted from its creation."""
+    world = World(gated_body())
+    world.converge()
+    first = world.body["status"]["activeRevision"]
+    world.now += dt.timedelta(hours=3)
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())  # gating the new revision
+    finish_gate(world, True, "every spec.swap.gate threshold met")
+    world.apply(world.decide())  # switched; the first revision drains
+    world.in_flight[first] = 2
+    world.now += dt.timedelta(seconds=36)
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 5
+    world.body["metadata"]["generation"] = 3
+    back = world.decide()
+    assert not [p for p in back.deletes if first in p]
+    assert back.status["gating"]["revision"] == first

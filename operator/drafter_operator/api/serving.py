@@ -314,7 +314,7 @@ class SwapSpec(ApiModel):
     drain_timeout: Duration = "5m"
     """How long the revision traffic left may keep running for the requests in flight at the switch: it is stopped as soon as its engines report none running or waiting (after a short drain for proxies to stop sending), at the latest after this. The default lets a 4,000-token stream finish at 15 tokens/s."""
     gate_timeout: Duration = "30m"
-    """With a gate: how long the new revision may wait for its gate's verdict, counted after spec.startup.timeout from the revision's start. Past it the revision fails (GateTimedOut) and its GPUs are freed; the active revision keeps serving."""
+    """With a gate: how long a Ready new revision may wait for its gate's verdict, from when its gating began (status.gating.since). Past it the revision fails (GateTimedOut) and its GPUs are freed; the active revision keeps serving."""
 
 
 class AcceptanceSpec(ApiModel):
@@ -718,6 +718,15 @@ class AcceptanceThresholdStatus(StatusModel):
     """auto: the revision the benchmark measured (a threshold is learned only from the active revision's)."""
 
 
+class GatingStatus(StatusModel):
+    """A gated revision waiting for its gate's verdict (spec.swap.gateTimeout counts from since)."""
+
+    revision: str | None = None
+    """The revision being gated."""
+    since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When its gating began."""
+
+
 class ServingNowStatus(StatusModel):
     """What receives traffic now: the active revision as it runs (after an onDegraded action, not the spec's drafter)."""
 
@@ -771,6 +780,8 @@ class DrafterServingStatus(StatusModel):
     """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None
     """The acceptance thresholds in force (with "auto": learned from lastBenchmark, and how)."""
+    gating: GatingStatus | None = None
+    """While a Ready new revision is benchmarked by its gate: which, and since when."""
     retry_request: str | None = None
     """The last value of the drafter.dev/retry annotation acted on: a new value starts a failed revision again."""
     serving: ServingNowStatus | None = None

@@ -346,6 +346,7 @@ def decide(state: ServingState) -> ServingPlan:
             # would leave the degraded drafter serving while status reports the action.
             gated=spec.swap.gate is not None and running.action is None, gate=gate_verdict(observed.gates.get(desired)),
             gate_timeout=dt.timedelta(seconds=parse_duration(spec.swap.gate_timeout)),
+            gating_since=gating_since(status.get("gating"), desired),
             placement_timeout=dt.timedelta(seconds=parse_duration(spec.startup.placement_timeout)),
             engine_restarts=spec.startup.engine_restarts,
             failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
@@ -424,6 +425,12 @@ def decide(state: ServingState) -> ServingPlan:
             ("DrafterCompatible", compatible),
         ], generation, now),
     }
+    # When the desired revision's gating began: the gate's deadline counts from there, across restarts.
+    gating = None
+    if swap.run_gate:
+        since = gating_since(status.get("gating"), swap.run_gate)
+        gating = {"revision": swap.run_gate, "since": iso(since or now)}
+    new_status["gating"] = gating  # None removes it (merge patch)
     _acceptance_status(new_status, judged, benchmarked)
     new_status["speculationSchedule"] = schedule_status  # None removes it (merge patch)
     plan.status = changed_fields(status, new_status)
@@ -549,6 +556,13 @@ def _acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked
 DRAIN_POLL = dt.timedelta(seconds=5)
 
 
+def gating_since(record: dict | None, revision: str) -> dt.datetime | None:
+    """status.gating's start, when it is about ``revision``."""
+    if not record or record.get("revision") != revision or not record.get("since"):
+        return None
+    return parse_time(record["since"])
+
+
 def draining_revision(observed: Observed) -> str | None:
     """The revision traffic left at the last switch while its Deployment remains (pure): the one whose
     engines the serving loop asks for their requests in flight before deciding. The Service records the
@@ -571,9 +585,8 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
     the last switch) finishing its drain. One second past each, since both comparisons are strict."""
     moments = [start_deadline(r, inp) for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
-    new = inp.revisions.get(inp.desired)
-    if inp.gated and inp.gate is None and new is not None and inp.desired != inp.active:
-        moments.append(gate_deadline(inp, new))
+    if plan.run_gate:
+        moments.append(gate_deadline(inp) or inp.now + inp.gate_timeout)
     if plan.switched_from:
         moments.append(inp.now + inp.drain)
     elif inp.previous in inp.revisions and draining(inp, inp.previous) and inp.switched_at is not None:

@@ -67,8 +67,10 @@ class SwapInput:
     in_flight: dict[str, int] = field(default_factory=dict)
     gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
-    # With a gate: how long after its startup limit a new revision may wait for the gate's verdict.
+    # With a gate: how long a Ready new revision may wait for its gate's verdict, from when its gating began
+    # (`gating_since`, recorded in status by the first decision that gated it; None: not begun yet).
     gate_timeout: dt.timedelta = dt.timedelta(minutes=30)
+    gating_since: dt.datetime | None = None
     placement_timeout: dt.timedelta = dt.timedelta(minutes=30)  # pods created -> scheduled
     engine_restarts: int = 2  # engine exits retried before a never-Ready revision fails
     failure_reasons: dict[str, str] = field(default_factory=dict)  # failed revision -> why, when recorded
@@ -150,9 +152,11 @@ def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: in
     return Verdict("False", "EngineStarting", f"revision {name}: {ready}/{replicas} engine pods Ready")
 
 
-def gate_deadline(inp: SwapInput, observed: RevisionObservation) -> dt.datetime:
-    """When a gated new revision without a gate verdict fails: its startup limit, then the gate's time."""
-    return (observed.scheduled or observed.created) + inp.startup_timeout + inp.gate_timeout
+def gate_deadline(inp: SwapInput) -> dt.datetime | None:
+    """When a gated revision still without a gate verdict fails: gateTimeout after its gating began (not
+    after its creation: a revision can be Ready long before it is gated, e.g. one that served before and
+    is asked for again while it drains)."""
+    return inp.gating_since + inp.gate_timeout if inp.gating_since is not None else None
 
 
 def draining(inp: SwapInput, name: str) -> bool:
@@ -235,15 +239,16 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
         return plan
 
     if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
-        if inp.gate is None and inp.now > gate_deadline(inp, new):
+        deadline = gate_deadline(inp)
+        if inp.gate is None and deadline is not None and inp.now > deadline:
             # Nothing may hold a second revision's GPUs without a deadline: a gate that cannot be created
             # (refused), never scheduled or never finishes fails the revision like a start that never ends.
             plan.mark_failed = desired
             plan.delete.append(desired)
             plan.scale[active] = inp.replicas
             plan.ready = _ready_verdict(active, old, inp.replicas)
-            plan.failure_reason = (f"had no gate verdict within spec.swap.gateTimeout {_format(inp.gate_timeout)} after "
-                                   f"its startup limit {timeout_text}")
+            plan.failure_reason = (f"had no gate verdict within spec.swap.gateTimeout {_format(inp.gate_timeout)} of "
+                                   "its gating")
             message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
             plan.progressing = Verdict("False", "GateTimedOut", message)
             plan.events.append(("Warning", "GateTimedOut", message))
