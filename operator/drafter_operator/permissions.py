@@ -33,8 +33,8 @@ _CUSTOM = ("drafterservings", "drafterbenchmarks", "draftertrainings")
 #: Everything the operator does in a namespace it watches (the ClusterRole, or a Role per namespace).
 NAMESPACED_RULES: tuple[Rule, ...] = (
     Rule("drafter.dev", ("drafterservings", "draftertrainings"), ("get", "list", "watch", "patch"),
-         "kopf lists and watches them; its progress and diff-base annotations and its finalizer are patches "
-         "on the object; a DrafterTraining's Promote patches the serving's drafter."),
+         "kopf lists and watches them; it removes, with a patch, the finalizer older operator versions left "
+         "(this one adds none); a DrafterTraining's Promote patches the serving's drafter."),
     Rule("drafter.dev", ("drafterbenchmarks",), ("get", "list", "watch", "create", "patch", "delete"),
          "A serving creates its gate benchmarks and a training its Evaluate benchmark; older ones are deleted."),
     Rule("drafter.dev", tuple(f"{kind}/status" for kind in _CUSTOM), ("patch",),

@@ -36,6 +36,7 @@ SPECULATION_DISABLED = "SpeculationDisabled"
 # Degraded reasons while an onDegraded action's revision does not serve: starting, or failed.
 ACTION_IN_PROGRESS = "ActionInProgress"
 ACTION_FAILED = "ActionFailed"
+ACTION_BLOCKED = "ActionBlocked"  # its revision cannot be created (a name held by an object not ours)
 NOT_MONITORED_VERDICT = Verdict("Unknown", a.NOT_MONITORED, "spec.acceptance is not set: acceptance is not watched")
 NOT_MEASURED_VERDICT = Verdict("Unknown", a.INSUFFICIENT_DATA, "no acceptance measured yet")
 #: status.acceptance is rewritten when its figures move by this much, at most once a minute (or at
@@ -147,7 +148,8 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         # A NoBenchmark condition is over once a threshold exists (learned, or numbers in the spec).
         # An action's reason is over with its action: what serves now has not been measured yet.
         stale = condition.get("reason") == a.NO_BENCHMARK or (
-            out.end_action and condition.get("reason") in (SPECULATION_DISABLED, ACTION_IN_PROGRESS, ACTION_FAILED))
+            out.end_action and condition.get("reason") in (SPECULATION_DISABLED, ACTION_IN_PROGRESS, ACTION_FAILED,
+                                                           ACTION_BLOCKED))
         out.degraded = None if has_condition and not stale else NOT_MEASURED_VERDICT
         return out
     verdict = measurement.verdict

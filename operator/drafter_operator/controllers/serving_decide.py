@@ -28,6 +28,7 @@ from drafter_operator.controllers import compatibility, conditions
 from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.revisions import drafter_summary, measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving_acceptance import (
+    ACTION_BLOCKED,
     SPECULATION_DISABLED,
     AcceptanceDecision,
     decide_acceptance,
@@ -409,6 +410,10 @@ def decide(state: ServingState) -> ServingPlan:
         swap.progressing = Verdict("False", "NameConflict",
                                    f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
                                    "of the same name, or made by hand): delete it, or rename the serving")
+        if running.action and active != desired:  # the action cannot start its revision: not "under way"
+            judged.degraded = Verdict("True", ACTION_BLOCKED, f"onDegraded {running.action.get('action')} cannot take "
+                                                              f"effect: {swap.progressing.message}; revision {active} "
+                                                              "(degraded) keeps serving")
     new_status = {
         "observedGeneration": generation,
         "activeRevision": swap.active,
