@@ -50,6 +50,10 @@ class RecordingKube:
         self._refuse(path)
         return {"metadata": {"name": path.rsplit("/", 1)[1], "resourceVersion": str(self._bump())}}
 
+    def get(self, path: str) -> dict | None:
+        self.requests.append(("get", path, {}))
+        return self.world.service if "/services/" in path else None
+
     def delete(self, path: str) -> bool:
         self.requests.append(("delete", path, {}))
         return True
@@ -102,3 +106,18 @@ def test_a_status_write_from_a_stale_view_is_refused_not_applied():
     assert refused.value.status == 409 and "status" not in world.body
     status_patches = [body for verb, path, body in kube.requests if path.endswith("/status")]
     assert status_patches and all(p["metadata"]["resourceVersion"] == "6" for p in status_patches)
+
+
+def test_a_decision_on_a_stale_view_never_deletes_the_revision_the_service_selects_now():
+    """The simulation's seed 2306: a lagging watch showed the Service before this operator's own switch,
+    and the decision deleted the revision traffic had just moved to."""
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    serving_now = world.body["status"]["activeRevision"]
+    kube = RecordingKube(world)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    stale = [f"/apis/apps/v1/namespaces/team/deployments/kimi-{serving_now}",
+             "/apis/apps/v1/namespaces/team/deployments/kimi-0123456789"]
+    assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[1:]
+    world.service["spec"]["selector"]["drafter.dev/revision"] = "0123456789"
+    assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[:1]

@@ -21,6 +21,8 @@ from drafter_operator.controllers.serving_decide import Observed, ServingPlan, S
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
+from drafter_operator.resources.engine import service_revision
+from drafter_operator.resources.labels import deployment_name
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
@@ -73,6 +75,21 @@ class ServingReconciler:
                                       {**(body.get("status") or {}), **plan.record_first, **plan.status})
             return applied
 
+    def never_the_serving_one(self, namespace: str, name: str, deletes: list[str]) -> list[str]:
+        """``deletes`` without the Deployment the Service selects right now, read from the apiserver (one
+        GET, only when something is to be deleted): a decision made on a lagging view of the Service (a
+        switch this operator made, not yet delivered by the watch) must never remove what serves."""
+        service = self.kube.get(object_path("v1", "services", namespace, name))
+        selected = service_revision(service) if service else None
+        if selected is None:
+            return deletes
+        serving_path = f"/{deployment_name(name, selected)}"
+        kept = [path for path in deletes if not path.endswith(serving_path)]
+        if len(kept) != len(deletes):
+            log.warning("%s/%s: not deleting revision %s: the Service selects it (a decision on a stale view)",
+                        namespace, name, selected)
+        return kept
+
     def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink, body: dict | None = None,
               now: dt.datetime | None = None) -> Applied:
         """Write the plan in its order: verdict record, children, status, deletions, Events, counters.
@@ -124,7 +141,10 @@ class ServingReconciler:
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
             patch_status(plan.status)
-        for path in [] if refused else plan.deletes:  # nothing is removed on a half-applied plan
+        deletes = [] if refused else plan.deletes  # nothing is removed on a half-applied plan
+        if deletes:
+            deletes = self.never_the_serving_one(namespace, name, deletes)
+        for path in deletes:
             log.info("%s/%s: delete %s", namespace, name, path)
             self.kube.delete(path)
         for kind, reason, message in plan.events:
