@@ -171,6 +171,13 @@ class Tracks:
             name = new["metadata"]["name"]
             if plural == "drafterbenchmarks" and len(name) > 52:
                 self.report("names-fit", f"DrafterBenchmark name {name!r} > 52")
+            if plural == "drafterbenchmarks" and serving is not None:
+                # Guarantee 5: an onDegraded action's revision is the way out; it is never held to the gate.
+                action = (serving.get("status") or {}).get("degradedAction") or {}
+                gated = (new["metadata"].get("labels") or {}).get(REVISION_LABEL)
+                if action.get("revision") and gated == action["revision"]:
+                    self.report("actions-take-effect", f"the revision {gated} of onDegraded {action.get('action')} "
+                                                       "was given a gate benchmark")
 
     def _serving_written(self, old: dict | None, new: dict) -> None:
         w = self.world
@@ -245,12 +252,15 @@ class Tracks:
             return
         keep = []
         serving = self.world.serving()
+        again = {message for number, message, _ in self.refusals if number == self.reconcile_number}
         for number, message, rule in self.refusals:
             if number >= self.reconcile_number:
                 keep.append((number, message, rule))
                 continue
             if serving is None or (rule is not None and rule not in self.world.api.faults.admission):
                 continue  # the refusal is over (the retry went through) or there is no serving to report on
+            if message not in again:
+                continue  # the next reconcile no longer needed that write: there is nothing refused to report
             core = message.split(": ", 1)[-1][:60]
             if "/status" in (rule or "") or "status writes" in message:
                 # The status itself is refused: only an Event can tell (Kubernetes Events are another write).
@@ -348,6 +358,9 @@ def status_says_what_serves(world) -> list[str]:
 
 def actions_take_effect(world) -> list[str]:
     track = world.track
+    gated = track.take("actions-take-effect")  # an action's revision given a gate benchmark (on_write)
+    if gated:
+        return gated
     if track.action is None:
         return []
     uid, since, revision, kind, at = track.action

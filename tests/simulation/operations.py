@@ -48,7 +48,14 @@ FIELDS = {  # field -> the values an edit may set it to
 
 
 def initial_config(rng: random.Random) -> dict:
-    return {f: rng.choice(v) for f, v in FIELDS.items()}
+    """A random configuration; one scenario in three starts fully guarded (BlueGreen with a gate, acceptance
+    watched with an onDegraded action), where the swap, gate and action paths meet: drawn field by field,
+    that combination is too rare for the budget."""
+    config = {f: rng.choice(v) for f, v in FIELDS.items()}
+    if rng.random() < 1 / 3:
+        config.update(engine="vllm", drafter=rng.choice([0, 1]), strategy="BlueGreen", gate=rng.choice([0, 1]),
+                      acceptance=rng.choice([0, 1, 2]), onDegraded=rng.choice(["Rollback", "DisableSpeculation"]))
+    return config
 
 
 def render(config: dict) -> dict:

@@ -144,10 +144,24 @@ class ServingReconciler:
         deletes = [] if refused else plan.deletes  # nothing is removed on a half-applied plan
         if deletes:
             deletes = self.never_the_serving_one(namespace, name, deletes)
+        events = list(plan.events)
         for path in deletes:
             log.info("%s/%s: delete %s", namespace, name, path)
-            self.kube.delete(path)
-        for kind, reason, message in plan.events:
+            try:
+                self.kube.delete(path)
+            except ApiError as exc:
+                if not refusal(exc):
+                    raise
+                refused = exc
+                written = {**((body or {}).get("status") or {}), **plan.record_first, **plan.status}
+                target = Write("delete", "deployments", path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
+                reported = refused_plan(ServingPlan(), target, exc, written, now or self.clock(),
+                                        ((body or {}).get("metadata") or {}).get("generation"))
+                if reported.status:
+                    patch_status(reported.status)
+                events += reported.events
+                break
+        for kind, reason, message in events:
             post_event(kind, reason, message)
         if refused is not None:
             raise refused  # the loop retries after its error delay (the policy or quota may change)
