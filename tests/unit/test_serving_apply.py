@@ -121,3 +121,21 @@ def test_a_decision_on_a_stale_view_never_deletes_the_revision_the_service_selec
     assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[1:]
     world.service["spec"]["selector"]["drafter.dev/revision"] = "0123456789"
     assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[:1]
+
+
+def test_a_refused_service_switch_leaves_the_status_on_the_revision_that_still_serves():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] = 2
+    world.apply(world.decide())
+    world.settle()
+    world.body["metadata"]["resourceVersion"] = "9"
+    kube = RecordingKube(world, refuse_plural="services")
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN)
+    with pytest.raises(ApiError):
+        reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
+    assert world.body["status"]["activeRevision"] == old == world.service["spec"]["selector"]["drafter.dev/revision"]
+    assert world.body["status"]["serving"]["revision"] == old
+    assert world.condition("Progressing")["reason"] == "WriteRefused"

@@ -153,9 +153,9 @@ class ServingReconciler:
                 if not refusal(exc):
                     raise
                 refused = exc
-                written = {**((body or {}).get("status") or {}), **plan.record_first, **plan.status}
+                status_now = {**((body or {}).get("status") or {}), **plan.record_first, **plan.status}
                 target = Write("delete", "deployments", path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
-                reported = refused_plan(ServingPlan(), target, exc, written, now or self.clock(),
+                reported = refused_plan(ServingPlan(), target, exc, status_now, now or self.clock(),
                                         ((body or {}).get("metadata") or {}).get("generation"))
                 if reported.status:
                     patch_status(reported.status)
@@ -194,7 +194,10 @@ def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, n
     base = plan.status.get("conditions") or status.get("conditions")
     current = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})
     news = (current.get("reason"), current.get("message")) != (WRITE_REFUSED, verdict.message)
-    new_status = {**plan.status, "conditions": conditions.merge(base, [("Progressing", verdict)], generation, now)}
+    # What serves did not change: a refused Service write did not move traffic, so the fields that say where
+    # it goes keep what they said.
+    kept = {k: v for k, v in plan.status.items() if k not in ("activeRevision", "previousRevision", "serving")}
+    new_status = {**kept, "conditions": conditions.merge(base, [("Progressing", verdict)], generation, now)}
     if not news:
         new_status = changed_fields(status, new_status)
     # The plan's own word on Progressing and on traffic moving no longer holds: the refusal replaces it.
