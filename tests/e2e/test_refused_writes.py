@@ -1,0 +1,59 @@
+"""A write the real apiserver refuses is visible within one reconcile (docs/guarantees.md, "Failures are
+visible"): a ValidatingAdmissionPolicy of the local kube-apiserver refuses the serving's Deployments; the
+serving says so in Progressing (WriteRefused, with the policy's own message) and a Warning Event, creates
+nothing after the refused write, and goes on by itself once the policy is gone."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e.test_serving import apply, condition, seed_serving, serving_status, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+
+def policy(namespace: str) -> list[dict]:
+    name = f"no-engines-{namespace}"
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": name},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                                                          "operations": ["CREATE"], "resources": ["deployments"]}]},
+                  "validations": [{"expression": "false",
+                                   "message": "GPU change freeze CF-21: no new engine Deployments this week"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": name},
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}},
+    ]
+
+
+def test_a_deployment_refused_by_an_admission_policy_is_in_status_and_events(cluster, namespace, operator, engine_nodes,
+                                                                               model_volume):
+    objects = policy(namespace)
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    try:
+        # The binding takes a moment to reach the admission chain: wait until a create is refused.
+        probe = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "probe", "namespace": namespace},
+                 "spec": {"selector": {"matchLabels": {"p": "p"}}, "template": {"metadata": {"labels": {"p": "p"}},
+                          "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        cluster.wait_for("the policy to refuse a Deployment", lambda: cluster.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(probe), check=False).returncode != 0,
+            timeout=60)
+        apply(cluster, namespace, seed_serving("kimi-frozen"))
+        refused = cluster.wait_for("WriteRefused in status", lambda: (s := serving_status(
+            cluster, namespace, "kimi-frozen")) and condition(s, "Progressing").get("reason") == "WriteRefused" and s,
+            timeout=60)
+        message = condition(refused, "Progressing")["message"]
+        assert "create Deployment kimi-frozen-" in message and "GPU change freeze CF-21" in message, message
+        events = cluster.get_json("-n", namespace, "events", "--field-selector", "involvedObject.name=kimi-frozen")
+        warnings = [e for e in events["items"] if e["reason"] == "WriteRefused"]
+        assert warnings and warnings[0]["type"] == "Warning" and "CF-21" in warnings[0]["message"]
+        # Nothing after the refused write: no Service pointing at a revision that does not exist.
+        assert cluster.kubectl("-n", namespace, "get", "service", "kimi-frozen", check=False).returncode != 0
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=yaml.safe_dump_all(objects))
+    status = wait_ready(cluster, namespace, "kimi-frozen", timeout=120)  # the retry goes through on its own
+    assert condition(status, "Progressing")["reason"] != "WriteRefused"
