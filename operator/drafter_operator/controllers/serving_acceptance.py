@@ -112,9 +112,11 @@ def no_benchmark_verdict(acceptance, why: str) -> Verdict:
 def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: dict, active: str | None,
                       desired: str, measurement: Measurement | None, revisions: list[dict],
                       now: dt.datetime, last_benchmark: dict | None = None,
-                      benchmark_revisions: tuple[str, ...] | None = None) -> AcceptanceDecision:
+                      benchmark_revisions: tuple[str, ...] | None = None, routed: bool = True) -> AcceptanceDecision:
     """``last_benchmark``: status.lastBenchmark as this decision fills it (where ``auto`` learns from);
-    ``benchmark_revisions``: whose benchmarks describe the active drafter (default: the active revision's)."""
+    ``benchmark_revisions``: whose benchmarks describe the active drafter (default: the active revision's);
+    ``routed``: whether the serving's Service exists to send traffic to ``active`` (an action is in effect
+    only then)."""
     out = AcceptanceDecision()
     stored = status.get("degradedAction")
     if stored and running.action is None:
@@ -132,7 +134,7 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         benchmark_revisions = (active,) if active else ()
     learned = be.from_last_benchmark(last_benchmark, benchmark_revisions) if be.uses_auto(spec.acceptance) else None
     out.threshold = be.status_block(spec.acceptance, learned if isinstance(learned, be.BreakEven) else None)
-    if running.action and active != desired:
+    if running.action and (active != desired or not routed):
         # The action is recorded but its revision does not serve (yet, or ever): say so, never its success.
         return _action_not_serving(out, running.action, status, active, desired, measurement)
     if running.action and running.action.get("action") == "DisableSpeculation":
@@ -202,7 +204,7 @@ def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, act
     The degraded revision still serves and is still measured: its figures keep landing in status.acceptance."""
     kind = action.get("action", "the onDegraded action")
     record = next((r for r in status.get("revisions") or [] if r.get("name") == desired), {})
-    serving = f"revision {active} (degraded) keeps serving" if active else "no revision serves"
+    serving = f"revision {active} (degraded) keeps serving" if active and active != desired else "no revision serves"
     if record.get("good") is False:
         why = record.get("failedReason") or "it did not become Ready within spec.startup.timeout"
         verdict = Verdict("True", ACTION_FAILED, f"onDegraded {kind} could not take effect: revision {desired} "

@@ -304,7 +304,8 @@ def decide(state: ServingState) -> ServingPlan:
         measurement = None  # of another incarnation of this name
     judged = decide_acceptance(serving.spec, running, status, active,
                                revision_hash(running.spec, running.image, schedule),
-                               measurement, status.get("revisions") or [], now, benchmarked, describing)
+                               measurement, status.get("revisions") or [], now, benchmarked, describing,
+                               routed=observed.service is not None)
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         running = running_spec(serving.spec, spec_image, {**status, "degradedAction": judged.action})
         schedule, schedule_status = speculation_schedule(running.spec, running.image, observed.measured,
@@ -410,7 +411,7 @@ def decide(state: ServingState) -> ServingPlan:
         swap.progressing = Verdict("False", "NameConflict",
                                    f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
                                    "of the same name, or made by hand): delete it, or rename the serving")
-        if running.action and active != desired:  # the action cannot start its revision: not "under way"
+        if running.action and (active != desired or observed.service is None):  # blocked, not "under way"
             judged.degraded = Verdict("True", ACTION_BLOCKED, f"onDegraded {running.action.get('action')} cannot take "
                                                               f"effect: {swap.progressing.message}; revision {active} "
                                                               "(degraded) keeps serving")
