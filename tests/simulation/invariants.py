@@ -268,7 +268,10 @@ class Tracks:
                     self.report("failures-visible", f"a refused status write ({message}) is in no Event of the "
                                                     "serving one reconcile later")
                 continue
-            if not any(core in (c.get("message") or "") for c in (serving.get("status") or {}).get("conditions") or []):
+            in_status = any(core in (c.get("message") or "") for c in (serving.get("status") or {}).get("conditions") or [])
+            status_refused = any("/status" in (r or "") or "status writes" in m for _, m, r in self.refusals)
+            if not in_status and not (status_refused and any(core in e[3] for e in self.world.operator.events)):
+                # While the status itself is refused, the Warning Event is the only channel left.
                 self.report("failures-visible", f"a refused write ({message}) is in no condition of the serving "
                                                 "one reconcile later")
         self.refusals = keep

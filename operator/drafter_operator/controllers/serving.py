@@ -140,7 +140,13 @@ class ServingReconciler:
                 break
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            patch_status(plan.status)
+            try:
+                patch_status(plan.status)
+            except ApiError:
+                for kind, reason, message in plan.events:  # a child's refusal is still told, by its Event
+                    if reason == WRITE_REFUSED:
+                        post_event(kind, reason, message)
+                raise
         deletes = [] if refused else plan.deletes  # nothing is removed on a half-applied plan
         if deletes:
             deletes = self.never_the_serving_one(namespace, name, deletes)
