@@ -121,3 +121,28 @@ def test_a_later_version_of_a_written_object_counts_as_seen():
         asyncio.get_running_loop().call_later(0.05, wakeups.saw, KEY, "deployments", "kimi-abc", "43")
         await wakeups.wait(KEY, timeout=10)
     assert timed(scenario) < 1
+
+
+def test_a_loop_cancelled_as_it_is_woken_stops():
+    """A serving's DELETED event cancels its loop and wakes it in the same step; the loop must end (on
+    Python 3.11 asyncio.wait_for swallowed such a cancellation and the deleted serving's loop ran forever)."""
+    import asyncio as aio
+
+    from drafter_operator.controllers import serving_loop as sl
+
+    async def scenario() -> bool:
+        wakeups = sl.Wakeups(catch_up=5)
+        waiting = aio.create_task(wakeups.wait("k", 60))
+        await aio.sleep(0)  # it waits on the wake-up now
+        waiting.cancel()
+        wakeups.saw("k", "drafterservings", "kimi", "7")  # the same event wakes it
+        try:
+            await aio.wait_for(aio.shield(waiting), 2)
+        except aio.CancelledError:
+            return True
+        except TimeoutError:
+            return False
+        return False
+
+    for _ in range(50):  # the race is per step of the event loop: try it many times
+        assert asyncio.run(scenario())

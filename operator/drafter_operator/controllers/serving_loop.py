@@ -90,9 +90,13 @@ class Wakeups:
             # Woken before the watch returned our own writes: what woke us is still seen by the next
             # reconcile, which waits for those writes' events (or the catch-up limit).
             limit = min(deadline, signals.awaiting_since + self.catch_up) if signals.awaiting else deadline
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that arrives as the
+            # wake-up completes (a serving's DELETED event does both at once), and the deleted serving's loop
+            # then ran on forever.
             try:
-                await asyncio.wait_for(signals.wake.wait(), limit - now)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(limit - now):
+                    await signals.wake.wait()
+            except TimeoutError:
                 pass
 
 
