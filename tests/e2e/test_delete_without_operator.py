@@ -71,6 +71,7 @@ def test_a_serving_and_its_namespace_delete_after_helm_uninstall(local_cluster_o
         wait_reconciled(cluster, workload, name, (namespace, release))
         cluster.wait_for("the serving's Deployment and Service", lambda: len(children(cluster, workload, name)) >= 2,
                          timeout=60)
+        assert finalizers(cluster, workload, name) == []  # while the operator runs and has reconciled it
 
         helm(cluster, "uninstall", release, "-n", namespace, "--wait", timeout=180)
         assert finalizers(cluster, workload, name) == []
@@ -87,8 +88,10 @@ def test_a_serving_and_its_namespace_delete_after_helm_uninstall(local_cluster_o
             "get", "namespace", workload, check=False).returncode != 0, timeout=DELETE_SECONDS)
         print(f"\nserving and namespace deleted without the operator in {time.monotonic() - started:.1f}s")
 
+        # Every version the watch delivered (how many depends on the apiserver's batching and the watch's
+        # start; at least the creation): none with kopf's finalizer.
         versions = [line for line in seen_versions(watch) if line.startswith(f"{name} ")]
-        assert len(versions) >= 3, versions  # created, the operator's status writes, the deletion
+        assert versions, "the watch saw no version of the serving"
         assert not [line for line in versions if KOPF_FINALIZER in line], versions
     finally:
         if watch is not None and watch.poll() is None:
