@@ -14,6 +14,14 @@ from tests.unit.test_serving_acceptance import converge_with, look, measured, on
 from tests.unit.test_serving_decide import World, finish_gate, gated_body, seed_body
 
 
+def start_new_revision(world: World, tokens: int = 3) -> None:
+    """A new k in the spec (a new generation): the new revision is created and its pods become Ready."""
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = tokens
+    world.body["metadata"]["generation"] = world.body["metadata"].get("generation", 1) + 1
+    world.apply(world.decide())
+    world.settle()
+
+
 def endpoint(world: World) -> tuple:
     ports = [(p["port"], p["targetPort"]) for p in world.service["spec"]["ports"]]
     return world.service["metadata"]["name"], ports, world.body["status"]["endpoint"]
@@ -83,10 +91,7 @@ def test_a_gate_that_never_finishes_frees_the_new_revision_at_its_deadline():
     world = World(gated_body())
     world.converge()
     old = world.body["status"]["activeRevision"]
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
-    world.body["metadata"]["generation"] = 2
-    world.apply(world.decide())
-    world.settle()
+    start_new_revision(world)
     gating = world.decide()
     world.apply(gating)
     assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
@@ -143,10 +148,7 @@ def switched_world(**swap) -> tuple[World, str, str]:
     world = World(seed_body(swap={"strategy": "BlueGreen", **swap}))
     world.converge()
     old = world.body["status"]["activeRevision"]
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
-    world.body["metadata"]["generation"] = 2
-    world.apply(world.decide())
-    world.settle()
+    start_new_revision(world)
     switched = world.decide()
     assert switched.swapped == "BlueGreen"
     world.apply(switched)
@@ -250,10 +252,7 @@ def test_a_revision_asked_for_again_while_it_drains_is_gated_from_now_not_from_i
     world.converge()
     first = world.body["status"]["activeRevision"]
     world.now += dt.timedelta(hours=3)
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
-    world.body["metadata"]["generation"] = 2
-    world.apply(world.decide())
-    world.settle()
+    start_new_revision(world)
     world.apply(world.decide())  # gating the new revision
     finish_gate(world, True, "every spec.swap.gate threshold met")
     world.apply(world.decide())  # switched; the first revision drains
