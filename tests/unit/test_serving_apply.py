@@ -127,8 +127,7 @@ def test_a_refused_service_switch_leaves_the_status_on_the_revision_that_still_s
     world = World(seed_body(swap={"strategy": "BlueGreen"}))
     world.converge()
     old = world.body["status"]["activeRevision"]
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
-    world.body["metadata"]["generation"] = 2
+    world.ask_for_k(3)
     world.apply(world.decide())
     world.settle()
     world.body["metadata"]["resourceVersion"] = "9"

@@ -99,6 +99,11 @@ class World:
             self.deployments.pop(path.rsplit("/", 1)[1], None)
         self.events += plan.events
 
+    def ask_for_k(self, tokens: int) -> None:
+        """A spec edit of the drafter's k (a new revision), as kubectl apply makes it: a new generation."""
+        self.body["spec"]["drafter"]["numSpeculativeTokens"] = tokens
+        self.body["metadata"]["generation"] = self.body["metadata"].get("generation", 1) + 1
+
     def settle(self) -> None:
         for d in self.deployments.values():
             d["status"] = {"readyReplicas": d["spec"]["replicas"], "observedGeneration": d["metadata"]["generation"]}

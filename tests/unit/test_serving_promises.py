@@ -16,8 +16,7 @@ from tests.unit.test_serving_decide import World, finish_gate, gated_body, seed_
 
 def start_new_revision(world: World, tokens: int = 3) -> None:
     """A new k in the spec (a new generation): the new revision is created and its pods become Ready."""
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = tokens
-    world.body["metadata"]["generation"] = world.body["metadata"].get("generation", 1) + 1
+    world.ask_for_k(tokens)
     world.apply(world.decide())
     world.settle()
 
@@ -199,8 +198,7 @@ def test_a_failed_revision_starts_again_on_the_retry_annotation_without_a_spec_c
     world = World(seed_body(swap={"strategy": "BlueGreen"}))
     world.converge()
     old = world.body["status"]["activeRevision"]
-    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
-    world.body["metadata"]["generation"] = 2
+    world.ask_for_k(3)
     world.apply(world.decide())  # started, never Ready (not settled)
     world.now += dt.timedelta(hours=1)
     world.apply(world.decide())
