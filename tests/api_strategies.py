@@ -242,26 +242,32 @@ def benchmark_specs(draw) -> dict[str, Any]:
 def training_specs(draw) -> dict[str, Any]:
     """A valid DrafterTraining spec, as JSON."""
     mount = draw(st.sampled_from(["/models", "/mnt/weights"]))
-    target_model = draw(model_refs(mount))
+    output = mount + "/drafters/" + draw(_SEGMENT)
+    # The output must neither be, contain nor lie under a model or dataset path (api/training.py).
+    apart = model_refs(mount).filter(lambda ref: not (ref == output or ref.startswith(output + "/")
+                                                      or output.startswith(ref + "/")))
+    target_model = draw(apart)
     tp = draw(st.sampled_from([1, 2, 4, 8]))
     spec: dict[str, Any] = {
         "target": {"model": target_model, "tensorParallelSize": tp},
         "storage": {"modelClaim": draw(_NAME), "mountPath": mount},
-        "data": {"dataset": draw(model_refs(mount)), "numSamples": draw(st.integers(1, 10**8))},
+        "data": {"dataset": draw(apart), "numSamples": draw(st.integers(1, 10**8))},
         "hiddenStates": {"storage": {"size": draw(st.sampled_from(["1Ti", "900Gi", "2Ti"]))}},
-        "output": {"path": mount + "/drafters/" + draw(_SEGMENT)},
+        "output": {"path": output},
         "resources": {"gpus": tp * draw(st.sampled_from([1, 2]))},
     }
     if draw(st.booleans()):
         spec["target"]["architecture"] = draw(st.sampled_from(["DeepseekV3ForCausalLM", "LlamaForCausalLM"]))
     if draw(st.booleans()):
-        spec["baseDrafter"] = draw(model_refs(mount).filter(lambda m: m != spec["output"]["path"]))
+        spec["baseDrafter"] = draw(apart)
     if draw(st.booleans()):
         spec["framework"] = draw(st.sampled_from(["specforge", "speculators"]))
     if spec.get("framework", "specforge") == "specforge" or draw(st.booleans()):
         spec["data"]["chatTemplate"] = draw(st.sampled_from(["kimi-k2-instruct", "deepseek-v3", "qwen", "llama3"]))
     if draw(st.booleans()):
         spec["output"]["format"] = draw(st.sampled_from(["sglang", "hf"]))
+    if draw(st.booleans()):
+        spec["output"]["overwrite"] = draw(st.booleans())
     if draw(st.booleans()):
         spec["data"]["maxTokens"] = draw(st.integers(1, 131072))
     if draw(st.booleans()):

@@ -315,7 +315,7 @@ def _serving(**over) -> dict:
 def _training(**over) -> dict:
     spec = {"target": {"model": "/models/T"}, "storage": {"modelClaim": "models"},
             "data": {"dataset": "d/x", "numSamples": 1}, "hiddenStates": {"storage": {"size": "1Ti"}},
-            "output": {"path": "/models/out"}}
+            "output": {"path": "/models/drafters/out"}}
     spec.update(over)
     return spec
 

@@ -221,7 +221,7 @@ def test_ratio_rules(text):
 def test_hidden_state_layers_must_be_three_distinct_ascending(layers):
     spec = {"target": {"model": "/models/T"}, "storage": {"modelClaim": "models"},
             "data": {"dataset": "d/x", "numSamples": 1, "chatTemplate": "qwen"}, "hiddenStates": {"layers": layers, "storage": {"size": "1Ti"}},
-            "output": {"path": "/models/out"}}
+            "output": {"path": "/models/drafters/out"}}
     try:
         DrafterTrainingSpec.model_validate(spec)
         accepted = True

@@ -151,6 +151,41 @@ ABS_PATH_PATTERN = r"^/[^\s]*$"
 AbsPath = Annotated[str, StringConstraints(pattern=ABS_PATH_PATTERN, min_length=1, max_length=512)]
 """An absolute path inside the pod."""
 
+# Normalised paths. The operator compares path fields as strings (a path lies under another when it starts
+# with it and a '/'), so each place has exactly one spelling: no '.' or '..' segment (which would climb
+# out of a directory or alias another one), no empty segment ('//'), no trailing '/'. Hub ids (no
+# leading '/') are not paths and pass.
+DOT_SEGMENT_PATTERN = r"(^|/)[.][.]?(/|$)"
+PATH_FIX = "no '.' or '..' segments, no '//', no trailing '/'"
+
+
+def path_normalised(path: str | None) -> bool:
+    """Python side of cel_path_normalised: unset, a hub id, or an absolute path in its one spelling."""
+    if path is None or not path.startswith("/"):
+        return True
+    return "//" not in path and not path.endswith("/") and re.search(DOT_SEGMENT_PATTERN, path) is None
+
+
+def cel_path_normalised(expr: str) -> str:
+    """CEL for path_normalised of the string at ``expr`` (the caller guards an optional field with has())."""
+    return (f"!{expr}.startsWith('/') || (!{expr}.contains('//') && !{expr}.endsWith('/') "
+            f"&& !{expr}.matches('{DOT_SEGMENT_PATTERN}'))")
+
+
+def path_within(path: str, root: str) -> bool:
+    """``path`` is ``root`` or lies under it (both normalised)."""
+    return path == root or path.startswith(root + "/")
+
+
+def paths_overlap(a: str, b: str) -> bool:
+    """One of two normalised paths is the other or lies under it."""
+    return path_within(a, b) or path_within(b, a)
+
+
+def cel_paths_overlap(a: str, b: str) -> str:
+    """CEL for paths_overlap of the strings at ``a`` and ``b``."""
+    return f"({a} == {b} || {a}.startsWith({b} + '/') || {b}.startsWith({a} + '/'))"
+
 IMAGE_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$"
 Image = Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, min_length=1, max_length=512)]
 """A container image reference, e.g. "vllm/vllm-openai:v0.33.0"."""
@@ -319,10 +354,25 @@ class Baseline(ApiModel):
     """A recorded no-speculation throughput in tokens per second, e.g. "82.5"."""
 
 
+def levels_distinct(levels: list[int] | None) -> bool:
+    """A sweep runs each level once: a repeated level would be measured twice and reported as two levels."""
+    return levels is None or len(set(levels)) == len(levels)
+
+
+#: CEL for levels_distinct of an optional concurrencyLevels field (at most 16 entries: 256 comparisons).
+CEL_LEVELS_DISTINCT = "!has(self.concurrencyLevels) || self.concurrencyLevels.all(x, self.concurrencyLevels.exists_one(y, y == x))"
+
+
 class BenchmarkGate(Gate):
     """A benchmark a new revision or drafter must pass before it takes traffic; on failure nothing changes."""
 
     rules = Gate.rules + (
+        Rule(
+            cel=CEL_LEVELS_DISTINCT,
+            message="gate.concurrencyLevels must not repeat a level (each is run once): remove the duplicates, e.g. [1, 8, 32]",
+            check=lambda g: levels_distinct(g.concurrency_levels),
+            field_path=".concurrencyLevels",
+        ),
         Rule(
             cel="!has(self.minSpeedup) || has(self.baseline)",
             message="gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",

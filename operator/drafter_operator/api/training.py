@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
 from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
+    PATH_FIX,
     AbsPath,
     ApiModel,
     BenchmarkGate,
@@ -21,7 +23,11 @@ from drafter_operator.api.common import (
     Rule,
     StatusModel,
     cel_decimal_range,
+    cel_path_normalised,
+    cel_paths_overlap,
     decimal_ok,
+    path_normalised,
+    paths_overlap,
 )
 from drafter_operator.api.kind import KindModel
 from drafter_operator.api.pod import ContainerResources, EnvFromSources, EnvVars, Placement, PodPolicy
@@ -51,6 +57,21 @@ class TrainingTarget(ApiModel):
 
 class TrainingStorage(ApiModel):
     """The model volume: holds the target, the base drafter and receives the trained drafter."""
+
+    rules = (
+        Rule(
+            cel=cel_path_normalised("self.mountPath"),
+            message=f"spec.storage.mountPath must be a normalised path ({PATH_FIX}): e.g. /models",
+            check=lambda s: path_normalised(s.mount_path),
+            field_path=".mountPath",
+        ),
+        Rule(
+            cel=cel_path_normalised("self.cachePath"),
+            message=f"spec.storage.cachePath must be a normalised path ({PATH_FIX}): e.g. /var/cache/huggingface",
+            check=lambda s: path_normalised(s.cache_path),
+            field_path=".cachePath",
+        ),
+    )
 
     model_claim: ObjectName
     """PersistentVolumeClaim with the target (and base drafter); the trained drafter is written to it."""
@@ -158,7 +179,9 @@ class OutputSpec(ApiModel):
     """Where the trained drafter goes."""
 
     path: AbsPath
-    """Directory on the model volume (under storage.mountPath) for the exported drafter checkpoint."""
+    """Directory on the model volume (in a directory under storage.mountPath, e.g. /models/drafters/my-drafter) for the exported drafter checkpoint. Export writes it beside, as .<name>.tmp-g<generation>, and renames it into place when complete; it must not exist yet unless overwrite is set."""
+    overwrite: bool = False
+    """Replace an existing output.path (renamed aside once the new drafter is complete, then deleted); never while a DrafterServing of the namespace loads it. Unset, an existing output.path fails the run before any stage works."""
     format: Literal["sglang", "hf"] = "sglang"
     """SpecForge's export format: sglang (the drafter weights only; SGLang and vLLM load it) or hf (with the target's embedding copied in). speculators always writes its own format, which vLLM loads."""
 
@@ -179,8 +202,45 @@ class TrainingResources(ContainerResources):
     """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
 
 
-def _under(path: str, mount: str) -> bool:
-    return not path.startswith("/") or path.startswith(mount + "/")
+def _under(path: str | None, mount: str) -> bool:
+    return path is None or not path.startswith("/") or path.startswith(mount + "/")
+
+
+def _apart(output: str, other: str | None) -> bool:
+    """output.path neither is, contains nor lies under ``other`` (unset or a hub id: nothing to overwrite)."""
+    return other is None or not other.startswith("/") or not paths_overlap(output, other)
+
+
+def _normalised_rule(field: str, attr: Callable[[Any], str | None], example: str, optional: bool = False) -> Rule:
+    """The rule that the path field ``field`` (JSON path under spec) is normalised."""
+    cel = cel_path_normalised(f"self.{field}")
+    return Rule(
+        cel=f"!has(self.{field}) || {cel}" if optional else cel,
+        message=f"spec.{field} must be a normalised absolute path ({PATH_FIX}): e.g. {example}",
+        check=lambda s: path_normalised(attr(s)),
+        field_path=f".{field}",
+    )
+
+
+def _under_mount_rule(field: str, attr: Callable[[Any], str | None], optional: bool = False) -> Rule:
+    cel = f"!self.{field}.startsWith('/') || self.{field}.startsWith(self.storage.mountPath + '/')"
+    return Rule(
+        cel=f"!has(self.{field}) || {cel}" if optional else cel,
+        message=f"spec.{field} is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
+        check=lambda s: _under(attr(s), s.storage.mount_path),
+        field_path=f".{field}",
+    )
+
+
+def _apart_rule(field: str, attr: Callable[[Any], str | None], optional: bool = False) -> Rule:
+    cel = f"!self.{field}.startsWith('/') || !{cel_paths_overlap('self.output.path', f'self.{field}')}"
+    return Rule(
+        cel=f"!has(self.{field}) || {cel}" if optional else cel,
+        message=(f"spec.output.path must not overwrite spec.{field}: it is, contains or lies under it; "
+                 "choose a directory of its own, e.g. /models/drafters/my-drafter"),
+        check=lambda s: _apart(s.output.path, attr(s)),
+        field_path=".output.path",
+    )
 
 
 class DrafterTrainingSpec(ApiModel):
@@ -203,17 +263,24 @@ class DrafterTrainingSpec(ApiModel):
             field_path=".output.path",
         ),
         Rule(
-            cel="!self.target.model.startsWith('/') || self.target.model.startsWith(self.storage.mountPath + '/')",
-            message="spec.target.model is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
-            check=lambda s: _under(s.target.model, s.storage.mount_path),
-            field_path=".target.model",
+            # Export may write only the output's parent directory (resources/training_job.py): that must
+            # not be the volume's root, where the target and every other model live.
+            cel="!self.output.path.startsWith(self.storage.mountPath + '/') || self.output.path.lastIndexOf('/') > size(self.storage.mountPath)",
+            message=(
+                "spec.output.path must be in a directory of its own under spec.storage.mountPath (Export may write "
+                "only the output's parent directory, never the volume's root): e.g. /models/drafters/kimi-k25-eagle3"
+            ),
+            check=lambda s: not s.output.path.startswith(s.storage.mount_path + "/")
+            or s.output.path.rfind("/") > len(s.storage.mount_path),
+            field_path=".output.path",
         ),
-        Rule(
-            cel="!has(self.baseDrafter) || !self.baseDrafter.startsWith('/') || self.baseDrafter.startsWith(self.storage.mountPath + '/')",
-            message="spec.baseDrafter is an absolute path outside spec.storage.mountPath: put it under mountPath or use a hub id",
-            check=lambda s: s.base_drafter is None or _under(s.base_drafter, s.storage.mount_path),
-            field_path=".baseDrafter",
-        ),
+        _normalised_rule("output.path", lambda s: s.output.path, "/models/drafters/kimi-k25-eagle3"),
+        _normalised_rule("target.model", lambda s: s.target.model, "/models/Kimi-K2.5"),
+        _normalised_rule("baseDrafter", lambda s: s.base_drafter, "/models/drafters/kimi-k2-eagle3", optional=True),
+        _normalised_rule("data.dataset", lambda s: s.data.dataset, "/models/datasets/prompts.jsonl"),
+        _under_mount_rule("target.model", lambda s: s.target.model),
+        _under_mount_rule("baseDrafter", lambda s: s.base_drafter, optional=True),
+        _under_mount_rule("data.dataset", lambda s: s.data.dataset),
         Rule(
             cel="self.framework != 'specforge' || has(self.data.chatTemplate)",
             message="spec.data.chatTemplate is required with framework specforge (its loss masks follow the target's template): e.g. kimi-k2-instruct, deepseek-v3, qwen or llama3",
@@ -221,12 +288,9 @@ class DrafterTrainingSpec(ApiModel):
             field_path=".data.chatTemplate",
             reason="FieldValueRequired",
         ),
-        Rule(
-            cel="self.output.path != self.target.model && (!has(self.baseDrafter) || self.output.path != self.baseDrafter)",
-            message="spec.output.path must not overwrite spec.target.model or spec.baseDrafter: choose a new directory",
-            check=lambda s: s.output.path != s.target.model and s.output.path != s.base_drafter,
-            field_path=".output.path",
-        ),
+        _apart_rule("target.model", lambda s: s.target.model),
+        _apart_rule("baseDrafter", lambda s: s.base_drafter, optional=True),
+        _apart_rule("data.dataset", lambda s: s.data.dataset),
     )
 
     target: TrainingTarget
@@ -297,6 +361,8 @@ class Artifact(StatusModel):
     """Where it is."""
     size_bytes: int | None = None
     """Its size."""
+    content_digest: str | None = None
+    """Export's drafter: "sha256:<hex>" over its files' relative paths and bytes (also in drafter-digest.json inside it), so a new export at the same path is told from the old one."""
 
 
 class EvaluationResult(StatusModel):
