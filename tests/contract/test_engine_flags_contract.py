@@ -331,3 +331,31 @@ def test_the_emulator_parses_the_corpus_as_the_real_engines_do(parsers, tmp_path
     print(f"\ncorpus: {len(lines)} command lines, real engines accept {tally['accepted']} and refuse {tally['refused']}; "
           f"{len(disagreements)} disagreements")
     assert not disagreements, "\n".join(map(str, disagreements))
+
+
+# --------------------------------------------------------------------------------------------------
+# 2b. Secret-carrying destinations: the real parsers have them, and the env variables named instead exist
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_destination_named_secret_is_a_value_flag_of_the_real_parser(parsers, engine):
+    module = ENGINES[engine]
+    table = flags.table(engine)
+    cases = [[table.by_dest(dest).canonical, "s3cret"] for dest in module.SECRET_DESTINATIONS]
+    results = parsers[engine].check([{"id": str(i), "argv": [*PREFIX[engine], *args]} for i, args in enumerate(cases)])
+    for dest, args, result in zip(module.SECRET_DESTINATIONS, cases, results):
+        assert result["status"] == "ok" and dest in result["changed"], (args, result)
+        assert module.extra_args_problems(args), f"{args} passed the operator's check"
+
+
+def test_the_env_variables_named_instead_of_secret_flags_are_read_by_the_real_packages(engine_python):
+    from drafter_operator.engines import vllm
+    named = {s.env for s in vllm.SECRET_DESTINATIONS.values() if s.env}
+    assert named == {"HF_TOKEN", "VLLM_API_KEY"}
+    # VLLM_API_KEY is one of vLLM's own variables; HF_TOKEN is read by huggingface_hub, which vLLM loads through.
+    script = ("import os, vllm.envs as e, huggingface_hub.utils._auth as a; os.environ['HF_TOKEN'] = 'hf_probe'; "
+              "print('VLLM_API_KEY' in e.environment_variables, a.get_token())")
+    proc = subprocess.run([engine_python, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "hf_probe"], proc.stdout

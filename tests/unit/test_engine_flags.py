@@ -178,3 +178,47 @@ def test_packaged_tables_are_valid_json_with_parser_registries():
         assert len(flag_table.options) > 200
         assert "kimi_k2" in flag_table.registries["tool_call_parser"]
         assert json.dumps(flag_table.registries)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_secret_flag_is_refused_under_every_exact_spelling_without_echoing_the_value(engine):
+    module = ENGINES[engine]
+    table = flags.table(engine)
+    assert module.SECRET_DESTINATIONS
+    for dest, secret in module.SECRET_DESTINATIONS.items():
+        option = table.by_dest(dest)
+        assert option is not None, f"{dest} is not in the {engine} table"
+        for flag in option.flags:
+            for args in ([flag, "s3cret-value"], [f"{flag}=s3cret-value"]):
+                problems = module.extra_args_problems(args)
+                assert len(problems) == 1, (args, problems)
+                assert "s3cret-value" not in problems[0]
+                assert "spec.target.extraArgs" in problems[0] and "Secret" in problems[0]
+                assert (secret.env in problems[0]) if secret.env else "$(NAME)" in problems[0]
+
+
+def test_secret_flags_name_the_env_variable_the_engine_reads():
+    assert vllm.SECRET_DESTINATIONS["hf_token"].env == "HF_TOKEN"
+    assert vllm.SECRET_DESTINATIONS["api_key"].env == "VLLM_API_KEY"
+    assert "VLLM_API_KEY" in vllm.extra_args_problems(["--api-key", "k"])[0]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_secret_flag_whose_value_is_an_env_reference_passes(engine):
+    assert ENGINES[engine].extra_args_problems(["--api-key=$(ENGINE_API_KEY)"]) == []
+    assert ENGINES[engine].extra_args_problems(["--api-key", "$(ENGINE_API_KEY)"]) == []
+    # Only a whole reference: a literal around it is still a secret on the command line.
+    assert ENGINES[engine].extra_args_problems(["--api-key=sk-$(ENGINE_API_KEY)"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(secret=st.text(alphabet=st.characters(codec="ascii", categories=("L", "N")), min_size=8, max_size=40))
+def test_a_refused_secret_never_appears_in_the_message(secret):
+    for engine, flag in (("vllm", "--hf-token"), ("vllm", "--api-key"), ("sglang", "--ssl-keyfile-password")):
+        problems = ENGINES[engine].extra_args_problems([f"{flag}={secret}"])
+        assert problems and all(secret not in p for p in problems)
+
+
+def test_abbreviated_secret_flags_are_refused():
+    assert "--hf-token" in vllm.extra_args_problems(["--hf-tok", "x"])[0]
+    assert "--admin-api-key" in sglang.extra_args_problems(["--admin-api", "x"])[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import dataclass
 
 from drafter_operator.engines.command_line import CommandLineRejected, parse, rewrite
@@ -23,6 +24,32 @@ class OwnedDestination:
     controls: str
     #: What to do instead, e.g. "use spec.target.tensorParallelSize".
     remedy: str
+
+
+@dataclass(frozen=True)
+class SecretDestination:
+    """A parser destination whose value is a credential. On the command line it would be readable by
+    everyone who may read the DrafterServing, its Deployment or its pods (and it would land in status
+    messages and Events), so extraArgs may not carry it literally."""
+
+    #: What the value is, for the message.
+    holds: str
+    #: The environment variable the engine (or the library it uses) reads the same secret from; None
+    #: where it reads none: then the item may name an env variable as ``$(NAME)``, which the kubelet
+    #: substitutes when the container starts, so the value lives only in the Secret.
+    env: str | None
+
+    def remedy(self, flag: str) -> str:
+        source = "spec.env[].valueFrom.secretKeyRef or spec.envFrom[].secretRef"
+        if self.env:
+            return (f"remove it, put the value in a Secret and set the env variable {self.env} from it ({source}), "
+                    f"or write the item as {flag}=$(NAME) with an env variable set from a Secret")
+        return (f"put the value in a Secret, set an env variable from it ({source}) and write the item as "
+                f"{flag}=$(NAME) with that variable's name: the kubelet substitutes it when the pod starts")
+
+
+#: An item's whole value naming a container env variable, as the kubelet expands it in command and args.
+ENV_REFERENCE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_.-]*\)")
 
 
 def owned_by_every_engine(port: int) -> dict[str, OwnedDestination]:
@@ -75,30 +102,35 @@ def owned_rule(owned: dict[str, OwnedDestination], dest: str) -> OwnedDestinatio
 
 def check_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
                      known_flags_only: bool = True,
-                     placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+                     placeholder_positionals: tuple[str, ...] = (),
+                     secrets: dict[str, SecretDestination] | None = None) -> list[str]:
     """:func:`checked_extra_args`, remembered: every reconcile validates the spec, and a parse against the
     engine's whole flag table is most of a reconcile's CPU (the answer depends only on these inputs)."""
     return list(_remembered(engine, tuple(extra_args), tuple(owned.items()), known_flags_only,
-                            tuple(placeholder_positionals)))
+                            tuple(placeholder_positionals), tuple((secrets or {}).items())))
 
 
 @functools.lru_cache(maxsize=4096)
 def _remembered(engine: str, extra_args: tuple[str, ...], owned: tuple[tuple[str, OwnedDestination], ...],
-                known_flags_only: bool, placeholder_positionals: tuple[str, ...]) -> tuple[str, ...]:
+                known_flags_only: bool, placeholder_positionals: tuple[str, ...],
+                secrets: tuple[tuple[str, SecretDestination], ...]) -> tuple[str, ...]:
     return tuple(checked_extra_args(engine, list(extra_args), dict(owned), known_flags_only=known_flags_only,
-                                    placeholder_positionals=placeholder_positionals))
+                                    placeholder_positionals=placeholder_positionals, secrets=dict(secrets)))
 
 
 def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
                        known_flags_only: bool = True,
-                       placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+                       placeholder_positionals: tuple[str, ...] = (),
+                       secrets: dict[str, SecretDestination] | None = None) -> list[str]:
     """Why ``spec.target.extraArgs`` cannot go on this engine's command line; empty when it can.
 
     The arguments are parsed by the engine's own rules (see :func:`parse`). A destination in
     ``owned`` (a key ending in ``*`` is a prefix) is refused whatever spelling reached it.
     ``known_flags_only`` refuses flags the engine's table does not have (what the engine itself would
     do); turn it off for an image of another engine version. ``placeholder_positionals`` stand in
-    for the positionals the operator renders before extraArgs (vLLM's model).
+    for the positionals the operator renders before extraArgs (vLLM's model). A destination in
+    ``secrets`` is refused unless its value is a whole ``$(NAME)`` env reference; the message names
+    the flag only, never the value (it lands in status and Events).
     """
     flags = table(engine)
     name = f"{engine} {flags.version}"
@@ -126,12 +158,24 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
     for dest, spelling in parsed.given.items():
         if dest in positional_dests and placeholder_positionals:
             continue
-        rule = owned_rule(owned, dest)
-        if rule is None:
-            continue
         option = flags.by_dest(dest)
         item = spelled.get(dest, spelling)
         canonical = option.canonical if option else dest
+        secret = (secrets or {}).get(dest)
+        if secret is not None:
+            value = parsed.values.get(dest)
+            # vLLM's --api-key appends (several keys): every one must be a reference.
+            values = value if isinstance(value, list) else [value]
+            if not all(isinstance(v, str) and ENV_REFERENCE.fullmatch(v) for v in values):
+                flag = item.split("=", 1)[0]
+                read_as = "" if flag == canonical else f" (the engine reads it as {canonical})"
+                problems.append(f"{where} item {flag}{read_as} carries {secret.holds} in the pod's command line, "
+                                f"readable by anyone who may read the DrafterServing, its Deployment or its pods: "
+                                f"{secret.remedy(canonical)}")
+            continue
+        rule = owned_rule(owned, dest)
+        if rule is None:
+            continue
         spelled_as = "" if item.split("=", 1)[0] == canonical else f" (the engine reads it as {canonical})"
         problems.append(f"{where} item {item!r}{spelled_as} would change {rule.controls}, which the operator "
                         f"owns: {rule.remedy}")

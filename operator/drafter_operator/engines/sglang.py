@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
+    SecretDestination,
     check_extra_args,
     owned_by_every_engine,
     parser_name_problems,
@@ -155,9 +156,20 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
 }
 
 
+#: SGLang 0.5.23 launch destinations whose value is a credential (tests/contract checks they exist in the
+#: real parser). SGLang reads none of them from the environment (sglang/srt/environ.py has no such
+#: variable), so the fix is an env variable from a Secret referenced as $(NAME) in the item.
+SECRET_DESTINATIONS: dict[str, SecretDestination] = {
+    "api_key": SecretDestination("the API key clients must send", None),
+    "admin_api_key": SecretDestination("the admin API key", None),
+    "ssl_keyfile_password": SecretDestination("the TLS key file's password", None),
+}
+
+
 def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
     """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules)."""
-    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only)
+    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+                            secrets=SECRET_DESTINATIONS)
 
 
 def spec_problems(spec) -> list[str]:

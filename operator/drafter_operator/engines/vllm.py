@@ -13,6 +13,7 @@ import json
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
+    SecretDestination,
     check_extra_args,
     owned_by_every_engine,
     parser_name_problems,
@@ -205,11 +206,20 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
 }
 
 
+#: `vllm serve` destinations whose value is a credential (every str-valued flag of vLLM 0.33.0 that carries
+#: one; tests/contract checks they exist in the real parser), refused in extraArgs with the env variable
+#: vLLM reads instead: huggingface_hub reads HF_TOKEN, vllm/envs.py VLLM_API_KEY. SSL files are paths.
+SECRET_DESTINATIONS: dict[str, SecretDestination] = {
+    "hf_token": SecretDestination("a Hugging Face token", "HF_TOKEN"),
+    "api_key": SecretDestination("the API key clients must send", "VLLM_API_KEY"),
+}
+
+
 def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
     """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
     # The operator renders the model positional first; a placeholder keeps the parse faithful.
     return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
-                                     placeholder_positionals=("/model",))
+                            placeholder_positionals=("/model",), secrets=SECRET_DESTINATIONS)
 
 
 def spec_problems(spec) -> list[str]:
