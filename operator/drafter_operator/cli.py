@@ -185,6 +185,10 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
                        help="tokens generated per prompt, ignore_eos (default 512)")
     bench.add_argument("--concurrency", type=_concurrency, default=(1,), metavar="1,2,4",
                        help="streams at once; a comma list sweeps the levels (default 1)")
+    bench.add_argument("--refine", type=int, default=8, metavar="N",
+                       help="with a sweep and a baseline: at most N levels added between the last level at or above "
+                            "1.0x and the first below, until the break-even is bracketed within 10%% (default 8; "
+                            "0: the given levels only)")
     bench.add_argument("--repetitions", type=int, default=1, metavar="N", help="runs of the prompt set (default 1)")
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
     bench.add_argument("--prompts-file", metavar="PATH",

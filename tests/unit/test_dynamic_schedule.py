@@ -31,18 +31,31 @@ def test_schedule_is_contiguous_from_one_and_k_or_zero(levels, k):
         assert start == end + 1  # contiguous, non-overlapping
     assert all(start <= end for start, end, _ in schedule)
     assert {n for _, _, n in schedule} <= {0, k}
-    # k exactly below the crossover, 0 from it
-    at = dynamic.crossover(levels)
-    for batch in {1, 2, 7, 64, 255, 256, dynamic.MAX_BATCH_SIZE}:
-        expected = k if at is None or batch < at else 0
+    # k exactly below the break-even, 0 from it; the break-even lies after the last level that paid
+    # and no later than the first that did not
+    at, off = dynamic.crossover(levels), dynamic.off_from(levels)
+    assert (at is None) == (off is None)
+    if off is not None:
+        paid = [lv["concurrency"] for lv in levels if lv["speedup"] is not None and lv["concurrency"] < at]
+        assert max(paid, default=0) < off <= at
+    for batch in {1, 2, 7, 64, 255, 256, off or 1, max((off or 1) - 1, 1), dynamic.MAX_BATCH_SIZE}:
+        expected = k if off is None or batch < off else 0
         assert dynamic.k_for_batch(schedule, batch, k) == expected
 
 
 def test_schedule_examples():
     sweep = [{"concurrency": 1, "speedup": 1.67}, {"concurrency": 4, "speedup": 1.53},
              {"concurrency": 8, "speedup": 1.27}, {"concurrency": 32, "speedup": 0.69}]
-    assert dynamic.schedule_from_levels(sweep, 5) == [(1, 31, 5), (32, 65536, 0)]
-    assert dynamic.schedule_from_levels(list(reversed(sweep)), 5) == [(1, 31, 5), (32, 65536, 0)]
+    # off from the break-even interpolated between 8 (1.27x) and 32 (0.69x): 8 + 24 x 0.27 / 0.58 = 19.2
+    assert dynamic.schedule_from_levels(sweep, 5) == [(1, 19, 5), (20, 65536, 0)]
+    assert dynamic.schedule_from_levels(list(reversed(sweep)), 5) == [(1, 19, 5), (20, 65536, 0)]
+    # a refined sweep: the break-even between 16 (1.01x) and 17 (0.97x) streams
+    refined = [*sweep, {"concurrency": 20, "speedup": 0.86}, {"concurrency": 16, "speedup": 1.01},
+               {"concurrency": 17, "speedup": 0.97}]
+    assert dynamic.schedule_from_levels(refined, 5) == [(1, 16, 5), (17, 65536, 0)]
+    # slower already at the lowest level measured: off from there
+    assert dynamic.schedule_from_levels([{"concurrency": 8, "speedup": 0.9}, {"concurrency": 32, "speedup": 0.6}],
+                                        5) == [(1, 7, 5), (8, 65536, 0)]
     assert dynamic.schedule_from_levels([{"concurrency": 1, "speedup": 0.9}], 3) == [(1, 65536, 0)]
     assert dynamic.schedule_from_levels([{"concurrency": 1, "speedup": 1.2}], 3) == [(1, 65536, 3)]
     assert dynamic.schedule_from_levels([], 3) == [(1, 65536, 3)]
@@ -111,9 +124,12 @@ def test_wiring_reads_the_static_revisions_gate_sweep():
     # the newest run with a sweep counts, whichever made it (a gate or a run by hand)
     runs = [run("single-level"), run("by-hand", SWEEP), run("g0", SWEEP[:2])]
     schedule, status = speculation_schedule(s, IMAGE, {base: runs, "other": [run("g1", [])]}, None)
-    assert schedule == [(1, 31, 5), (32, 65536, 0)]
+    # off from the break-even between 16 (1.1x) and 32 (0.7x): 16 + 16 x 0.1 / 0.4 = 20 streams
+    assert schedule == [(1, 19, 5), (20, 65536, 0)]
     assert status["source"] == "benchmark by-hand" and status["crossoverConcurrency"] == 32
-    assert status["ranges"][1] == {"start": 32, "end": 65536, "numSpeculativeTokens": 0}
+    assert (status["aboveConcurrency"], status["breakEvenConcurrency"]) == (16, 20.0)
+    assert status["ranges"][1] == {"start": 20, "end": 65536, "numSpeculativeTokens": 0}
+    assert "break-even of by-hand: 20.0 streams, between 16 and 32" in status["message"]
     # a new schedule is a new engine process: a new revision name, stable for the same schedule
     scheduled = revision_hash(s, IMAGE, schedule)
     assert scheduled != base and status["scheduledRevision"] == scheduled

@@ -170,6 +170,19 @@ class LevelResult(StatusModel):
     """tokensPerSecond / baselineTokensPerSecond at this level."""
 
 
+class CrossoverBracket(StatusModel):
+    """Where speculation stops paying, between two measured levels: the sweep measures levels inside the bracket until its width is at most 10% of aboveConcurrency (or one stream)."""
+
+    above_concurrency: int | None = None
+    """The highest measured level below belowConcurrency (its speedup is 1.0 or more); unset when speculation was slower already at the lowest level."""
+    below_concurrency: int
+    """The lowest measured level whose speedup is below 1.0 (crossoverConcurrency)."""
+    estimate: float | None = None
+    """Streams at which the speedup crosses 1.0, interpolated linearly between the two levels; what drafter.dynamic fromBenchmark turns speculation off at."""
+    within_tolerance: bool | None = None
+    """True when the bracket is as narrow as asked (10% of aboveConcurrency, or adjacent levels); false when the refinement stopped at its level budget (bench --refine)."""
+
+
 class BenchmarkResult(StatusModel):
     """What the benchmark measured (copied from the Job's termination message)."""
 
@@ -208,7 +221,9 @@ class BenchmarkResult(StatusModel):
     levels: list[LevelResult] | None = None
     """Every concurrency level of the sweep, in the order run."""
     crossover_concurrency: int | None = None
-    """The lowest concurrency level whose speedup is below 1.0 (speculation stops paying); unset when none is."""
+    """The lowest concurrency level whose speedup is below 1.0 (speculation stops paying); unset when none is. With a refined sweep, the upper end of crossover."""
+    crossover: CrossoverBracket | None = None
+    """The break-even bracket of a load sweep with a baseline: the sweep adds levels between the last level at or above 1.0x and the first below until they are within 10% (the added levels are at the end of levels)."""
     truncated: bool | None = None
     """True when per-prompt (and maybe per-level) detail was left out to fit the 4096-byte termination message."""
     verdict: Literal["Passed", "Failed"] | None = None

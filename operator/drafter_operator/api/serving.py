@@ -193,7 +193,7 @@ class DrafterSpec(ApiModel):
     num_draft_tokens: Annotated[int, Field(ge=1, le=256)] | None = None
     """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1. The one ngram setting on SGLang (default 12; steps become numDraftTokens // 10)."""
     dynamic: Literal["fromBenchmark"] | None = None
-    """vLLM only: load-aware speculation. fromBenchmark drafts numSpeculativeTokens below the crossover of the serving's last gate benchmark with a load sweep (the first concurrency whose speedup is below 1.0) and none from it upwards (vLLM's num_speculative_tokens_per_batch_size). Until such a sweep exists the static k is served; status.speculationSchedule says which. SGLang has no per-batch-size control."""
+    """vLLM only: load-aware speculation. fromBenchmark drafts numSpeculativeTokens below the break-even of the serving's last gate benchmark with a load sweep (where the speedup crosses 1.0 between the last level at or above 1.0x and the first below, which the sweep brackets within 10%) and none from it upwards (vLLM's num_speculative_tokens_per_batch_size). Until such a sweep exists the static k is served; status.speculationSchedule says which. SGLang has no per-batch-size control."""
     allow_known_bad: bool = True
     """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""
 
@@ -693,6 +693,10 @@ class SpeculationScheduleStatus(StatusModel):
     """The revision that runs the schedule (a new engine process, so a new name); its auto thresholds learn from the sweep's revision too."""
     crossover_concurrency: int | None = None
     """The first measured concurrency whose speedup is below 1.0; unset when speculation paid at every level."""
+    above_concurrency: int | None = None
+    """The highest measured concurrency under crossoverConcurrency (speedup 1.0 or more): the break-even lies between the two."""
+    break_even_concurrency: float | None = None
+    """Streams where the speedup crosses 1.0, interpolated between aboveConcurrency and crossoverConcurrency; speculation is off from the first batch size at or above it."""
     ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=16)] | None = None
     """The schedule rendered into --speculative-config (num_speculative_tokens_per_batch_size); unset with source static."""
     message: str | None = None

@@ -39,7 +39,8 @@ def options_from(args: argparse.Namespace) -> Options:
                    baseline_tps=args.baseline_tps, num_prompts=args.num_prompts, max_tokens=args.max_tokens,
                    concurrency=args.concurrency, repetitions=args.repetitions, temperature=args.temperature,
                    prompts_file=args.prompts_file, completions=args.completions,
-                   num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout)
+                   num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout,
+                   refine=getattr(args, "refine", Options.refine))
 
 
 def _write(path: str | None, text: str) -> None:
@@ -114,4 +115,12 @@ def print_table(result: BenchmarkResult) -> None:
             sweep.add_row(str(level.concurrency), f"{level.tokens_per_second:.1f}",
                           _f(level.baseline_tokens_per_second, ".1f"), _f(level.speedup, ".2f") + "x")
         console.print(sweep)
-        console.print(f"crossover (speedup < 1.0) at concurrency: {result.crossover_concurrency or 'none'}")
+        bracket = result.crossover
+        if bracket is None:
+            console.print("crossover (speedup < 1.0): none")
+        elif bracket.above_concurrency is None:
+            console.print(f"crossover (speedup < 1.0): already at the lowest level, {bracket.below_concurrency}")
+        else:
+            console.print(f"break-even between {bracket.above_concurrency} and {bracket.below_concurrency} streams "
+                          f"(interpolated {bracket.estimate}"
+                          + (")" if bracket.within_tolerance else "; wider than 10%: the --refine budget ran out)"))

@@ -17,7 +17,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from drafter_operator.api.benchmark import BenchmarkResult, LevelResult, PromptResult
+from drafter_operator.api.benchmark import BenchmarkResult, CrossoverBracket, LevelResult, PromptResult
+from drafter_operator.bench import crossover
 from drafter_operator.engines.metrics import AcceptanceWindow
 
 #: Kubernetes keeps at most this many bytes of a container's termination message.
@@ -113,6 +114,15 @@ def crossover_concurrency(levels: Sequence[Level] | Sequence[LevelResult]) -> in
     return None
 
 
+def crossover_bracket(levels: Sequence[Level] | Sequence[LevelResult]) -> CrossoverBracket | None:
+    """The break-even bracket of the levels (``crossover.bracket``); None when no speedup is below 1.0."""
+    found = crossover.bracket((level.concurrency, level.speedup) for level in levels)
+    if found is None:
+        return None
+    return CrossoverBracket(above_concurrency=found.above, below_concurrency=found.below,
+                            estimate=_r(found.estimate, 2), within_tolerance=found.narrow)
+
+
 # --------------------------------------------------------------------------------------------------
 # The API objects. Rounded: a status shows numbers, and 4-6 significant digits is far below what a
 # benchmark run can tell apart, while full doubles would eat the termination message's 4 KiB.
@@ -167,6 +177,7 @@ def benchmark_result(levels: Sequence[Level], acceptance: AcceptanceWindow | Non
         speedup=_r(first.speedup, 4),
         levels=[level_result(level) for level in levels] if len(levels) > 1 else None,
         crossover_concurrency=crossover_concurrency(levels),
+        crossover=crossover_bracket(levels),
         acceptance_unavailable=clip_reason(acceptance_unavailable),
     )
     if acceptance is not None and acceptance.has_data:
@@ -191,7 +202,7 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
 
     Detail goes in this order until it fits: the per-prompt rows; each level's detail (only
     concurrency, tok/s, baseline and speedup stay: the sweep's shape); the levels altogether
-    (``crossoverConcurrency`` still answers the sweep's question); the per-position rates and the
+    (``crossoverConcurrency`` and the ``crossover`` bracket still answer the sweep's question); the per-position rates and the
     length of ``acceptanceUnavailable``. Anything dropped sets ``truncated``.
     """
     message = _compact(result)

@@ -10,6 +10,10 @@ machine, network and time of day, and a drift during the run hits both alike.
 A wave measures N streams only if its N requests reach the engine together, in one step: the streams
 go through aiohttp for that (``stream.py`` says why not httpx).
 
+After the given levels, a sweep with a baseline measures more levels between the last one at or above
+1.0x and the first below, until the break-even is bracketed within 10% (``crossover.py``; at most
+``refine`` of them). They are appended to the levels in the order run.
+
 Acceptance comes from the target pods' counters scraped after the warm-up and after the last level,
 so it covers exactly the measured requests (when nothing else sends traffic to those pods).
 """
@@ -25,6 +29,7 @@ import aiohttp
 import httpx
 
 from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.bench import crossover
 from drafter_operator.bench import prompts as prompt_sets
 from drafter_operator.bench import scrape
 from drafter_operator.bench.result import Level, Stream, benchmark_result
@@ -55,6 +60,8 @@ class Options:
     completions: bool = False
     num_speculative_tokens: int | None = None
     timeout: float = 600.0
+    #: Levels at most added to narrow the break-even bracket (``crossover.py``); 0: the given levels only.
+    refine: int = 8
     prompts: tuple[str, ...] = field(default=(), repr=False)  # for callers with prompts in hand (tests)
 
     def __post_init__(self) -> None:
@@ -66,6 +73,8 @@ class Options:
             raise BenchError(f"--concurrency needs positive integers, got {list(self.concurrency)}")
         if self.max_tokens < 1 or self.repetitions < 1 or self.num_prompts < 1:
             raise BenchError("--max-tokens, --repetitions and --num-prompts must be at least 1")
+        if self.refine < 0:
+            raise BenchError(f"--refine must be 0 or more, not {self.refine}")
         if self.timeout <= 0:
             raise BenchError("--timeout must be positive")
 
@@ -128,6 +137,14 @@ async def run(options: Options) -> BenchmarkResult:
         levels = [await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                   options.baseline_tps)
                   for concurrency in options.concurrency]
+        # The break-even, measured: levels between the last one at or above 1.0x and the first below,
+        # until they bracket it within 10% (crossover.py); each refined level is measured like the others.
+        for _ in range(options.refine if len(levels) > 1 else 0):
+            concurrency = crossover.next_level((level.concurrency, level.speedup) for level in levels)
+            if concurrency is None:
+                break
+            levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
+                                          options.baseline_tps))
         after = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
     return benchmark_result(levels, window, unavailable)

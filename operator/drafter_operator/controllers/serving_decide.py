@@ -529,12 +529,19 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     if sweep is not None:
         levels = sweep["status"]["result"]["levels"]
         schedule = dynamic.schedule_from_levels(levels, k)
-        at = dynamic.crossover(levels)
+        at, found, off = dynamic.crossover(levels), dynamic.break_even(levels), dynamic.off_from(levels)
         name = sweep["metadata"]["name"]
-        message = (f"k={k} below {at} concurrent streams, none from {at} (crossover of {name})" if at is not None
-                   else f"speculation paid at every level {name} measured: k={k} at every batch size")
+        if found is None:
+            message = f"speculation paid at every level {name} measured: k={k} at every batch size"
+        elif found.estimate is None:
+            message = f"k={k} below {off} concurrent streams, none from {off} ({name}: slower from its lowest level)"
+        else:
+            message = (f"k={k} below {off} concurrent streams, none from {off} (break-even of {name}: "
+                       f"{found.estimate:.1f} streams, between {found.above} and {found.below})")
         block = {"source": f"benchmark {name}", "revision": measured_revision,
                  "scheduledRevision": revision_hash(spec, image, schedule), "crossoverConcurrency": at,
+                 "aboveConcurrency": found.above if found else None,
+                 "breakEvenConcurrency": round(found.estimate, 2) if found and found.estimate is not None else None,
                  "ranges": [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule],
                  "message": message}
         return schedule, {key: value for key, value in block.items() if value is not None}

@@ -6,13 +6,21 @@ vLLM 0.33.0's ``--speculative-config`` takes ``num_speculative_tokens_per_batch_
 1; the scheduler expands them up to ``--max-num-seqs``, clamping each k to num_speculative_tokens and
 carrying the last k forward, so an upper bound above any real ``max-num-seqs`` is safe.
 
-The schedule drafts k tokens below the crossover (the first measured concurrency whose speedup is
-below 1.0) and none from the crossover upwards. SGLang 0.5.23 has no per-batch-size control.
+The schedule drafts k tokens below the measured break-even and none from it upwards: the break-even
+is where the speedup between the last measured level at or above 1.0x and the first below crosses 1.0
+(interpolated linearly; ``bench/crossover.py``). ``drafter-operator bench`` refines a sweep until
+those two levels are within 10% of each other, so the break-even is measured rather than taken to
+be the first level below 1.0x: a 1, 8, 32 sweep alone would keep k up to 31 streams where
+speculation already costs a third of the throughput. Without a level at or above 1.0x below the
+first one under it, speculation is off from that level. SGLang 0.5.23 has no per-batch-size control.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping
+
+from drafter_operator.bench import crossover as brackets
 
 #: Upper end of the last range: above any --max-num-seqs (vLLM clamps the ranges to it).
 MAX_BATCH_SIZE = 65536
@@ -37,20 +45,37 @@ def crossover(levels: Iterable[Any]) -> int | None:
     return next((c for c, s in measured if s < 1.0), None)
 
 
+def break_even(levels: Iterable[Any]) -> brackets.Bracket | None:
+    """The break-even bracket of status.result.levels entries; None when speculation paid at every level."""
+    return brackets.bracket(map(_level, levels))
+
+
+def off_from(levels: Iterable[Any]) -> int | None:
+    """The lowest batch size the schedule drafts nothing at: the first integer at or above the break-even
+    (within the bracket: above the last level at or above 1.0x, at most the first below). None when
+    speculation paid at every measured level."""
+    found = break_even(levels)
+    if found is None:
+        return None
+    if found.above is None or found.estimate is None:
+        return found.below
+    return min(max(math.ceil(found.estimate), found.above + 1), found.below)
+
+
 def measured(levels: Iterable[Any] | None) -> bool:
     """True when the sweep has at least one level with a concurrency and a speedup."""
     return any(c is not None and s is not None and c >= 1 for c, s in map(_level, levels or ()))
 
 
 def schedule_from_levels(levels: Iterable[Any], k: int, max_batch_size: int = MAX_BATCH_SIZE) -> Schedule:
-    """``[(start, end, k or 0), ...]`` covering batch sizes 1..max_batch_size: k below the crossover, 0 from it.
+    """``[(start, end, k or 0), ...]`` covering batch sizes 1..max_batch_size: k below the break-even, 0 from it.
 
     No crossover (speculation paid at every measured level, or nothing measured): k throughout."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if max_batch_size < 1:
         raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-    at = crossover(levels)
+    at = off_from(levels)
     if at is None or at > max_batch_size:
         return [(1, max_batch_size, k)]
     if at <= 1:
