@@ -42,7 +42,7 @@ import yaml
 from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
 from drafter_operator.cli import build_parser
 from drafter_operator.resources.training_engine import generation_engine
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, render, specforge_layer_ids
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, specforge_layer_ids
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import TRAIN_CONFIG
@@ -354,6 +354,9 @@ def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
         (files_dir / config.name).write_text(config.text())
     servers: list[subprocess.Popen] = []
     started = time.monotonic()
+    publish = stage.publish  # Export: written beside the output, renamed into place as run-stage does
+    if publish is not None:
+        export.prepare(publish.path, publish.staging, publish.overwrite)
     try:
         for i, command in enumerate(stage.commands):
             log = logs / f"{stage.name}-{i}.log"
@@ -372,6 +375,8 @@ def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
                     raise AssertionError(f"{stage.name}: {command.argv[:4]} timed out:\n{log.read_text()[-4000:]}")
             assert proc.returncode == 0, \
                 f"{stage.name}: {' '.join(command.argv[:4])} failed ({proc.returncode}):\n{log.read_text()[-6000:]}"
+        if publish is not None:
+            export.publish(publish.path, publish.staging, publish.overwrite, publish.tag)
     finally:
         for proc in servers:
             proc.terminate()

@@ -449,3 +449,105 @@ def test_pod_settings_change_in_place_on_a_new_generation_but_an_operator_upgrad
     world.body["metadata"]["generation"] = 4
     (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
     assert write.body["spec"] == {"replicas": 2}
+
+
+# A DrafterTraining's Promote: a one-shot BlueGreen swap with its own gate; spec.swap stays the user's.
+
+DIGEST = "sha256:" + "cd" * 32
+
+
+def promote(world: World, tokens_per_second: float = 41.0, digest: str = DIGEST) -> dict:
+    """Apply the merge patch a DrafterTraining's Promote writes (training_promotion.promotion_patch)."""
+    from drafter_operator.api.training import DrafterTraining
+    from drafter_operator.controllers.training_promotion import promotion_patch
+
+    training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
+    spec = DrafterTraining.model_validate(training).spec
+    patch = promotion_patch(world.body, spec, "kimi-ft", 1, tokens_per_second, digest)
+    world.body = merge_patch(world.body, patch)
+    world.body["metadata"]["generation"] += 1
+    return patch
+
+
+def test_a_promotion_gates_its_own_revision_only_and_leaves_spec_swap_as_the_user_set_it():
+    world = World(seed_body(swap={"strategy": "Recreate", "drainTimeout": "2m"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    patch = promote(world)
+    assert "swap" not in patch["spec"] and world.body["spec"]["swap"] == {"strategy": "Recreate", "drainTimeout": "2m"}
+    assert promotion_patch_again(world) is None  # a repeated reconcile of the training patches nothing
+    started = world.decide()
+    # BlueGreen (the promotion's strategy), not the user's Recreate: the old revision keeps serving
+    assert [(w.verb, w.plural) for w in started.writes] == [("create", "deployments")]
+    world.apply(started)
+    world.settle()
+    gating = world.decide()
+    (write,) = [w for w in gating.writes if w.plural == "drafterbenchmarks"]
+    new = write.body["metadata"]["labels"][REVISION_LABEL]
+    assert write.body["spec"]["gate"] == {"minSpeedup": "1.5", "minTokensPerSecond": "41.00"}
+    assert write.body["spec"]["baseline"] == {"servingRef": {"name": "kimi-k25-baseline"}}
+    world.apply(gating)
+    source = "the gate of drafter.dev/promotion by kimi-ft (generation 1)"
+    assert world.body["status"]["gating"]["revision"] == new and world.body["status"]["gating"]["source"] == source
+    assert world.body["status"]["promotion"]["revision"] == new
+    assert source in world.condition("Progressing")["message"]
+    finish_gate(world, True, "every threshold met")
+    switched = world.decide()
+    assert switched.swapped == "BlueGreen"
+    world.apply(switched)
+    world.converge()
+    assert world.body["status"]["activeRevision"] == new and world.body["spec"]["swap"]["strategy"] == "Recreate"
+    # A later change of the promoted drafter (k) is the user's: spec.swap (Recreate, no gate) governs it.
+    world.ask_for_k(3)
+    recreate = world.decide()
+    assert recreate.writes and all(w.plural == "deployments" for w in recreate.writes)
+    assert any(w.verb == "patch" and w.body["spec"]["replicas"] == 0 for w in recreate.writes)  # the old stops first
+    world.converge()
+    assert world.body["status"]["activeRevision"] not in (old, new) and len(world.benchmarks) == 1
+    assert [e for e in world.events if e[1] == "Switched"][-1][2].endswith("(Recreate)")
+
+
+def promotion_patch_again(world: World):
+    from drafter_operator.api.training import DrafterTraining
+    from drafter_operator.controllers.training_promotion import promotion_patch
+
+    training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
+    return promotion_patch(world.body, DrafterTraining.model_validate(training).spec, "kimi-ft", 1, 41.0, DIGEST)
+
+
+def test_a_promotion_the_gate_refuses_names_its_gate_and_a_manual_change_afterwards_is_not_gated_by_it():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    promote(world)
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())
+    finish_gate(world, False, "41.0 tok/s is below 41.00")
+    failed = world.decide()
+    assert failed.record_first["revisions"][-1]["failedReason"] == (
+        "failed the gate of drafter.dev/promotion by kimi-ft (generation 1) (41.0 tok/s is below 41.00)")
+    world.apply(failed)
+    world.converge()
+    assert world.body["status"]["activeRevision"] == old
+    # The user points the drafter elsewhere: their own BlueGreen without a gate, whatever the annotation says.
+    world.body["spec"]["drafter"] = {**world.body["spec"]["drafter"], "model": "/models/drafters/other",
+                                     "contentDigest": None}
+    world.body["spec"]["drafter"] = {k: v for k, v in world.body["spec"]["drafter"].items() if v is not None}
+    world.body["metadata"]["generation"] += 1
+    world.converge()
+    assert world.body["status"]["activeRevision"] != old and len(world.benchmarks) == 1
+    assert world.body["status"]["promotion"]["revision"] == failed.record_first["revisions"][-1]["name"]
+
+
+def test_a_promotion_in_force_is_a_steady_state():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    promote(world)
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())
+    finish_gate(world, True, "passed")
+    world.converge()
+    assert not world.decide().writes_anything()
+    assert promotion_patch_again(world) is None

@@ -73,7 +73,6 @@ class Cluster:
             self.patches.append((path, patch))
             self.serving["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
             self.serving["spec"]["drafter"] = {k: v for k, v in patch["spec"]["drafter"].items() if v is not None}
-            self.serving["spec"]["swap"] = patch["spec"]["swap"]
         status = self.body.setdefault("status", {})
         for key, value in plan.status.items():
             if value is None:
@@ -206,10 +205,16 @@ def sglang_serving() -> dict:
     return body
 
 
-def through_export(cluster: Cluster) -> None:
+DIGEST = "sha256:" + "ab" * 32
+
+
+def through_export(cluster: Cluster, digest: str = DIGEST) -> None:
+    """Every Job stage done; Export reports the drafter it wrote with its content digest."""
     start(cluster)
     for stage in ("Generate", "Extract", "Train", "Export"):
-        cluster.finish(stage)
+        cluster.finish(stage, message="" if stage != "Export" else json.dumps({
+            "stage": "Export", "outcome": "Succeeded", "outputs": {"drafter": {
+                "path": cluster.body["spec"]["output"]["path"], "sizeBytes": 2048, "contentDigest": digest}}}))
         cluster.apply(cluster.decide())
 
 
@@ -242,10 +247,15 @@ def test_evaluate_benchmarks_the_current_drafter_then_promote_swaps_through_the_
     assert path.endswith("/drafterservings/kimi-k25-sglang-eagle3")
     assert patch["spec"]["drafter"]["model"] == "/models/drafters/kimi-k25-eagle3-ft"
     assert patch["spec"]["drafter"]["method"] == "eagle3"
-    # the gate: promote.gate's thresholds, and beat the current drafter's measured throughput
-    assert patch["spec"]["swap"] == {"strategy": "BlueGreen", "gate": {
-        "minSpeedup": "1.5", "baseline": {"servingRef": {"name": "kimi-k25-baseline"}}, "minTokensPerSecond": "41.26",
-        "numPrompts": 5, "maxTokens": 512}}
+    assert patch["spec"]["drafter"]["contentDigest"] == DIGEST  # what Export wrote, part of the revision
+    # spec.swap is the user's: the gate comes with this promotion only (the one-shot annotation): promote.gate's
+    # thresholds, and beat the current drafter's measured throughput
+    assert "swap" not in patch["spec"]
+    assert json.loads(patch["metadata"]["annotations"]["drafter.dev/promotion"]) == {
+        "by": "kimi-ft (generation 1)", "model": "/models/drafters/kimi-k25-eagle3-ft", "contentDigest": DIGEST,
+        "strategy": "BlueGreen", "gate": {
+            "minSpeedup": "1.5", "baseline": {"servingRef": {"name": "kimi-k25-baseline"}},
+            "minTokensPerSecond": "41.26", "numPrompts": 5, "maxTokens": 512}}
     assert patch["metadata"]["annotations"]["drafter.dev/promoted-by"] == "kimi-ft (generation 1)"
     cluster.apply(cluster.decide())
     assert len(cluster.patches) == 1  # patched once; now waiting for the serving
@@ -355,3 +365,44 @@ def test_generate_waits_for_its_engine_and_fails_with_the_reason_when_the_engine
     assert "kimi-ft-gen-g1 did not become Ready: ReplicaSet has timed out" in cluster.condition("Generated")["message"]
     cluster.apply(cluster.decide())
     assert cluster.engine == {}  # a failed run frees the GPUs
+
+
+def test_a_new_export_at_the_path_the_serving_loads_is_promoted_and_the_old_revision_never_counts():
+    """Retrained into the same output.path: the serving's drafter already names that path (the previous
+    export), so only the content digest tells the new drafter from the old one."""
+    serving = sglang_serving()
+    old = {**serving["spec"]["drafter"], "model": "/models/drafters/kimi-k25-eagle3-ft",
+           "contentDigest": "sha256:" + "01" * 32}
+    serving["spec"]["drafter"] = old
+    serving["status"]["revisions"] = [{"name": "old", "good": True, "drafterSpec": dict(old)}]
+    cluster = Cluster(training(), serving)
+    through_export(cluster)
+    finish_benchmark(cluster, tokensPerSecond=41.0)
+    cluster.apply(cluster.decide())
+    # the old export at the same path is active and good: not the promotion's success
+    assert cluster.body["status"]["stage"] == "Promote"
+    (_, patch), = cluster.patches
+    assert patch["spec"]["drafter"]["model"] == old["model"] and patch["spec"]["drafter"]["contentDigest"] == DIGEST
+    for _ in range(2):  # the serving has not started the new revision yet: waiting, patching nothing more
+        cluster.apply(cluster.decide())
+        assert cluster.body["status"]["stage"] == "Promote" and len(cluster.patches) == 1
+    cluster.serving["status"]["revisions"].append({"name": "new", "drafterSpec": dict(cluster.serving["spec"]["drafter"])})
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Promote"  # started, not yet active
+    cluster.serving["status"]["revisions"][-1]["good"] = True
+    cluster.serving["status"]["activeRevision"] = "new"
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Succeeded" and cluster.body["status"]["promotedRevision"] == "new"
+
+
+def test_a_serving_that_already_loads_this_very_export_is_not_patched():
+    """Same model and same digest: the serving already runs it (a restarted operator, a repeated reconcile)."""
+    serving = sglang_serving()
+    same = {**serving["spec"]["drafter"], "model": "/models/drafters/kimi-k25-eagle3-ft", "contentDigest": DIGEST}
+    serving["spec"]["drafter"] = same
+    serving["status"]["revisions"] = [{"name": "old", "good": True, "drafterSpec": dict(same)}]
+    cluster = Cluster(training(), serving)
+    through_export(cluster)
+    finish_benchmark(cluster, tokensPerSecond=41.0)
+    cluster.apply(cluster.decide())
+    assert cluster.patches == [] and cluster.body["status"]["stage"] == "Succeeded"

@@ -18,6 +18,7 @@ from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
 from drafter_operator.training import (
     Command,
     ConfigFile,
+    Publish,
     RenderOptions,
     TrainingPaths,
     render,
@@ -100,7 +101,7 @@ def test_specforge_seed_stages() -> None:
     (export,) = got["Export"].commands
     assert export.argv == ("specforge", "export", "--to", "sglang", "--checkpoint", "/work/train/drafter-latest",
                            "--draft-config", f"/etc/drafter-training/{DRAFT_CONFIG}",
-                           "--output-dir", "/models/drafters/kimi-k25-eagle3-ft",
+                           "--output-dir", "/models/drafters/.kimi-k25-eagle3-ft.tmp-g1",
                            "--vocab-mapping", "/work/base_vocab_mapping.pt")
     assert got["Export"].outputs == {"drafter": "/models/drafters/kimi-k25-eagle3-ft"}
 
@@ -260,9 +261,11 @@ def test_speculators_seed_stages() -> None:
     assert flag(train.argv, "--epochs") == "5" and flag(train.argv, "--lr") == "1e-4"
     assert flag(train.argv, "--total-seq-len") == "4096" and "--save-best" in train.argv
 
-    mkdir, copy = got["Export"].commands
-    assert mkdir.argv == ("mkdir", "-p", "/models/drafters")
-    assert copy.argv == ("cp", "-rL", "/work/train/checkpoint_best", "/models/drafters/kimi-k25-eagle3-ft")
+    # Into the staging directory beside the output; the runner renames it into place (training/export.py).
+    (copy,) = got["Export"].commands
+    assert copy.argv == ("cp", "-rL", "/work/train/checkpoint_best", "/models/drafters/.kimi-k25-eagle3-ft.tmp-g1")
+    assert got["Export"].publish == Publish(path="/models/drafters/kimi-k25-eagle3-ft",
+                                            staging="/models/drafters/.kimi-k25-eagle3-ft.tmp-g1", tag="g1")
 
 
 def test_speculators_from_scratch_and_cpu() -> None:

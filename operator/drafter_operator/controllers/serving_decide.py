@@ -35,6 +35,7 @@ from drafter_operator.controllers.serving_acceptance import (
     revision_record,
     running_spec,
 )
+from drafter_operator.controllers.promotion_gate import promotion_swap
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
     gate_deadline, is_ready, plan_swap, start_deadline
 from drafter_operator.kube import object_path
@@ -333,10 +334,17 @@ def decide(state: ServingState) -> ServingPlan:
     swap_input = None
     if blocked and active is None:
         swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", known_verdict.message),
+    good = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good"))
+    # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
+    # every other swap follows spec.swap as the user left it.
+    promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
+                               revision_hash(spec, image), good, running.action is not None)
+    strategy = promotion.request.strategy if promotion.request else spec.swap.strategy
+    gate = promotion.request.gate if promotion.request else spec.swap.gate
                         progressing=Verdict("False", "Blocked", "spec.drafter.allowKnownBad is false"))
     else:
         swap_input = SwapInput(
-            desired=active if blocked else desired, strategy=spec.swap.strategy, replicas=spec.replicas,
+            desired=active if blocked else desired, strategy=strategy, replicas=spec.replicas,
             startup_timeout=dt.timedelta(seconds=startup_limit_seconds(spec)), active=active,
             failed=failed, revisions=observed.revisions, now=now,
             previous=switch_record.get(PREVIOUS_REVISION_ANNOTATION),
@@ -346,20 +354,21 @@ def decide(state: ServingState) -> ServingPlan:
             # An onDegraded action's revision is not held to the speculation gate: it is the way out of a
             # drafter that no longer pays (no speculation, or a drafter that was good), and a gate it fails
             # would leave the degraded drafter serving while status reports the action.
-            gated=spec.swap.gate is not None and running.action is None, gate=gate_verdict(observed.gates.get(desired)),
+            gated=gate is not None and running.action is None, gate=gate_verdict(observed.gates.get(desired)),
+            gate_source=promotion.gate_source,
             gate_timeout=dt.timedelta(seconds=parse_duration(spec.swap.gate_timeout)),
             gating_since=gating_since(status.get("gating"), desired),
             placement_timeout=dt.timedelta(seconds=parse_duration(spec.startup.placement_timeout)),
             engine_restarts=spec.startup.engine_restarts,
             failure_reasons={r["name"]: r["failedReason"] for r in status.get("revisions") or [] if r.get("failedReason")},
-            good=frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good")))
+            good=good)
         swap = plan_swap(swap_input)
         swap.ready = _preflight_ready(swap.ready, observed)
 
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
     revisions = _updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(now)),
                                    swap, judged.mark_degraded)
-    gate_write = _gate_write(body, spec, swap.run_gate, observed, engine.DEFAULT_PORT)
+    gate_write = _gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT)
     port = published_port(observed.service, status, engine.DEFAULT_PORT)
     if revisions != status.get("revisions") and (swap.mark_failed or swap.mark_good or judged.mark_degraded):
         plan.record_first = {"revisions": revisions}
@@ -435,7 +444,7 @@ def decide(state: ServingState) -> ServingPlan:
     gating = None
     if swap.run_gate:
         since = gating_since(status.get("gating"), swap.run_gate)
-        gating = {"revision": swap.run_gate, "since": iso(since or now)}
+        gating = {"revision": swap.run_gate, "since": iso(since or now), "source": promotion.gate_source}
     new_status["gating"] = gating  # None removes it (merge patch)
     _acceptance_status(new_status, judged, benchmarked)
     new_status["speculationSchedule"] = schedule_status  # None removes it (merge patch)
@@ -443,6 +452,7 @@ def decide(state: ServingState) -> ServingPlan:
 
     plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
                     for revision in swap.delete if revision in observed.deployments]
+    new_status["promotion"] = promotion.record  # None removes it (merge patch)
     # The swap planner's own Event says more than the condition transition with the same reason.
     posted = {reason for _, reason, _ in swap.events}
     plan.events += [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
@@ -450,7 +460,7 @@ def decide(state: ServingState) -> ServingPlan:
     if compatible is not None and compatible.status != "True" and _changed(current_compatible, compatible):
         plan.events.append(("Warning", compatible.reason, compatible.message))
     plan.events += judged.events
-    plan.swapped = spec.swap.strategy if swap.switched_from else None
+    plan.swapped = strategy if swap.switched_from else None
     plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
     return plan
 
@@ -664,12 +674,12 @@ def _deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Wri
     return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
 
 
-def _gate_write(owner: dict, spec, revision: str | None, observed: Observed, port: int) -> Write | None:
+def _gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed, port: int) -> Write | None:
     """The gate benchmark of a Ready new revision, once (it is a record: never re-created or changed)."""
     if revision is None or revision in observed.gates or not observed.ready_pod_ips.get(revision):
         return None
     namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
-    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port)
+    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate)
     _adopt(manifest, owner)
     return Write("create", "drafterbenchmarks", object_path("drafter.dev/v1alpha1", "drafterbenchmarks", namespace),
                  manifest)

@@ -15,7 +15,7 @@ so creating one twice is a no-op.
 - A new revision that is not Ready within `spec.startup.timeout` is marked failed and removed; the
   active revision keeps (or, with Recreate, resumes) serving. A failed revision is not retried until
   the spec changes to another revision.
-- With a gate (`spec.swap.gate`, BlueGreen), a Ready new revision is benchmarked through its own pods
+- With a gate (`spec.swap.gate`, or a promotion's one-shot gate; BlueGreen), a Ready new revision is benchmarked through its own pods
   before the Service moves (`run_gate`); traffic moves only when the gate passed. A failed gate is a
   failed revision: removed, never retried, the active revision keeps serving.
 """
@@ -65,7 +65,8 @@ class SwapInput:
     # revision -> requests its engines report running or waiting (summed over its Ready pods); absent when
     # unknown (not read, or a pod did not answer): then only drain_timeout ends the drain.
     in_flight: dict[str, int] = field(default_factory=dict)
-    gated: bool = False  # a new revision must pass spec.swap.gate before traffic moves
+    gated: bool = False  # a new revision must pass its gate before traffic moves
+    gate_source: str = "spec.swap.gate"  # whose gate (a promotion's one-shot gate is not spec.swap's)
     gate: Verdict | None = None  # the desired revision's gate verdict, once its benchmark finished
     # With a gate: how long a Ready new revision may wait for its gate's verdict, from when its gating began
     # (`gating_since`, recorded in status by the first decision that gated it; None: not begun yet).
@@ -258,14 +259,14 @@ def plan_swap(inp: SwapInput) -> SwapPlan:
             plan.ready = _ready_verdict(active, old, inp.replicas)
             plan.run_gate = desired
             plan.progressing = Verdict("True", "Gating", f"revision {desired} is Ready; benchmarking it through its "
-                                                         f"own pods before traffic moves (spec.swap.gate)")
+                                                         f"own pods before traffic moves ({inp.gate_source})")
             return plan
         if inp.gate.status != "True":
             plan.mark_failed = desired
             plan.delete.append(desired)
             plan.scale[active] = inp.replicas
             plan.ready = _ready_verdict(active, old, inp.replicas)
-            plan.failure_reason = f"failed spec.swap.gate ({inp.gate.message})"
+            plan.failure_reason = f"failed {inp.gate_source} ({inp.gate.message})"
             message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
             plan.progressing = Verdict("False", "GateFailed", message)
             plan.events.append(("Warning", "GateFailed", message))

@@ -32,6 +32,8 @@ from drafter_operator.controllers.swap import Verdict
 from drafter_operator.controllers.training_promotion import (
     evaluate_benchmark,
     evaluation_outcome,
+    exported_digest,
+    points_at,
     promotion_outcome,
     promotion_patch,
     serving_problems,
@@ -41,6 +43,7 @@ from drafter_operator import API_GROUP, API_VERSION
 from drafter_operator.kube import object_path
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.engine import service_url
+from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_engine import (
     engine_name,
     generation_endpoint,
@@ -84,6 +87,7 @@ class TrainingState:
     benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
     progress_log: str | None = None  # the log tail of the running stage pod
     engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
+    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
 
 
 @dataclass
@@ -143,6 +147,18 @@ def _failure_text(pod: dict) -> str:
     return ""
 
 
+def training_tenancy_problems(spec, namespace: str, state: TrainingState) -> list[str]:
+    """Images and the ServiceAccount the administrator's configuration refuses (resources/pod_policy.py)."""
+    images = [("spec.image" if spec.image else "spec.image (the operator's trainer image)", spec.image or state.image)]
+    generation = spec.data.generation
+    if generation is not None:
+        images.append(("spec.data.generation.image" if generation.image else
+                       f"spec.data.generation.image (default for {generation.engine})",
+                       generation.image or DEFAULT_IMAGES[generation.engine]))
+    return state.tenant_policy.problems(namespace, images, ("spec.pod.serviceAccountName",
+                                                            spec.pod.service_account_name if spec.pod else None))
+
+
 def decide(state: TrainingState) -> TrainingPlan:
     body = state.training
     meta = body["metadata"]
@@ -160,6 +176,11 @@ def decide(state: TrainingState) -> TrainingPlan:
         spec = DrafterTraining.model_validate(body).spec
     except pydantic.ValidationError as exc:
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        plan.events.append(("Warning", "InvalidSpec", message))
+        return finish("Failed", [("Ready", Verdict("False", "InvalidSpec", message))])
+    refused = training_tenancy_problems(spec, namespace, state)
+    if refused:  # before any Job, claim or engine exists
+        message = "; ".join(refused)
         plan.events.append(("Warning", "InvalidSpec", message))
         return finish("Failed", [("Ready", Verdict("False", "InvalidSpec", message))])
 
@@ -190,9 +211,11 @@ def decide(state: TrainingState) -> TrainingPlan:
         outcome = evaluation_outcome(benchmark)
         observed["Evaluate"] = StageJob("Evaluate", outcome.state, outcome.message)
         evaluation.update(outcome.figures or {}, benchmark=evaluate_name)
-    if promote and state.serving is not None and \
-            ((state.serving.get("spec") or {}).get("drafter") or {}).get("model") == spec.output.path:
-        outcome = promotion_outcome(state.serving, spec.output.path)
+    # What Export wrote (its content digest): the serving runs the new drafter only with model *and* digest.
+    digest = exported_digest(status.get("artifacts") if status.get("observedGeneration") == generation else None,
+                             spec.output.path)
+    if promote and state.serving is not None and points_at(state.serving, spec.output.path, digest):
+        outcome = promotion_outcome(state.serving, spec.output.path, digest)
         observed["Promote"] = StageJob("Promote", outcome.state, outcome.message)
         evaluation.update(outcome.figures or {})
     decision = plan_stages(stages, observed, recorded)
@@ -279,7 +302,8 @@ def decide(state: TrainingState) -> TrainingPlan:
         plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
                                                       f"{spec.promote.serving_ref.name}"))
     elif decision.start == "Promote":
-        patch = promotion_patch(state.serving, spec, name, generation, evaluation.get("currentTokensPerSecond"))
+        patch = promotion_patch(state.serving, spec, name, generation, evaluation.get("currentTokensPerSecond"),
+                                digest)
         if patch is not None:
             plan.patches.append((object_path(GROUP_VERSION, "drafterservings", namespace,
                                              spec.promote.serving_ref.name), patch))
@@ -375,6 +399,8 @@ def _artifacts(jobs: list[dict], pods: tuple[dict, ...], recorded: list[dict] | 
             for output in (outcome.get("outputs") or {}).values():
                 if isinstance(output, dict) and output.get("path"):
                     artifact = {"stage": stage, "path": output["path"], "sizeBytes": output.get("sizeBytes")}
+                    if output.get("contentDigest"):  # Export's drafter (training/export.py): Promote reads it here
+                        artifact["contentDigest"] = output["contentDigest"]
                     found = [a for a in found if (a["stage"], a["path"]) != (stage, output["path"])] + [artifact]
     order = {s: i for i, s in enumerate(JOB_STAGES)}
     return sorted(found, key=lambda a: (order.get(a["stage"], 9), a["path"])) or None

@@ -2,12 +2,16 @@
 
 Evaluate measures what the new drafter has to beat: a DrafterBenchmark of promote.servingRef as it
 serves now (its current drafter), against the promote gate's baseline when it has one, with the
-gate's prompt settings. Promote then patches that serving's drafter to the new checkpoint with a
-BlueGreen swap whose gate is promote.gate plus `minTokensPerSecond` = the current drafter's measured
-throughput: the new drafter takes traffic only if it passes the gate *and* beats the current one;
-otherwise the serving's swap machinery keeps the old revision serving and records why. The
-training reads the outcome from the serving's revisions, and the serving carries the annotation
-`drafter.dev/promoted-by` naming the training (and the training records the revision).
+gate's prompt settings. Promote then patches that serving's drafter to the new checkpoint (its model
+and the content digest Export recorded: a new export at the same path is a new revision) and sets
+the one-shot annotation `drafter.dev/promotion` (promotion_gate.py): a BlueGreen swap to that
+drafter's revision whose gate is promote.gate plus `minTokensPerSecond` = the current drafter's
+measured throughput. The new drafter takes traffic only if it passes the gate *and* beats the current
+one; otherwise the serving's swap machinery keeps the old revision serving and records why. The
+serving's spec.swap is never written: later swaps follow it as the user left it. The training reads
+the outcome from the serving's revisions (the one with the new model *and* digest), and the serving
+carries the annotation `drafter.dev/promoted-by` naming the training (and the training records the
+revision).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from decimal import Decimal
 
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
+from drafter_operator.controllers.promotion_gate import PROMOTION_ANNOTATION, promotion_annotation
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 from drafter_operator.resources.training_job import STAGE_LABEL
 
@@ -75,12 +80,26 @@ def evaluation_outcome(benchmark: dict) -> Outcome:
                    {k: v for k, v in figures.items() if v is not None})
 
 
+def exported_digest(artifacts: list[dict] | None, output_path: str) -> str | None:
+    """The content digest Export recorded for the drafter at ``output_path`` (status.artifacts)."""
+    return next((a.get("contentDigest") for a in artifacts or []
+                 if a.get("stage") == "Export" and a.get("path") == output_path and a.get("contentDigest")), None)
+
+
+def points_at(serving: dict | None, output_path: str, digest: str | None) -> bool:
+    """The serving's drafter is this export: the same model and the same content digest (a new export at
+    the same path is not the drafter the serving already loads)."""
+    drafter = ((serving or {}).get("spec") or {}).get("drafter") or {}
+    return drafter.get("model") == output_path and drafter.get("contentDigest") == digest
+
+
 def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, generation: int,
-                    current_tokens_per_second: float | None) -> dict | None:
-    """The merge patch that swaps the new drafter into the serving through its gate; None once the
-    serving already points at it (a repeated reconcile, or a restarted operator, patches nothing)."""
+                    current_tokens_per_second: float | None, digest: str | None = None) -> dict | None:
+    """The merge patch that swaps the new drafter (``digest``: what Export wrote) into the serving
+    through a one-shot gate; None once the serving already points at it (a repeated reconcile, or a
+    restarted operator, patches nothing). spec.swap is left as the user set it."""
     drafter = (serving.get("spec") or {}).get("drafter") or {}
-    if drafter.get("model") == spec.output.path:
+    if points_at(serving, spec.output.path, digest):
         return None
     gate = spec.promote.gate.to_json() if spec.promote.gate else {}
     if current_tokens_per_second:
@@ -89,20 +108,24 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
         gate["minTokensPerSecond"] = str(max(floor, Decimal(gate.get("minTokensPerSecond") or "0")))
     # The drafter is replaced whole (a merge patch only adds keys): the method's own knobs stay.
     new_drafter = {key: None for key in drafter}
-    new_drafter.update(method=TRAINED_METHOD, model=spec.output.path)
+    new_drafter.update(method=TRAINED_METHOD, model=spec.output.path, contentDigest=digest)
     for kept in ("numSpeculativeTokens", "dynamic", "allowKnownBad"):
         if kept in drafter and drafter.get("method") == TRAINED_METHOD:
             new_drafter[kept] = drafter[kept]
-    return {"metadata": {"annotations": {PROMOTED_BY: f"{training} (generation {generation})"}},
-            "spec": {"drafter": new_drafter, "swap": {"strategy": "BlueGreen", "gate": gate or None}}}
+    by = f"{training} (generation {generation})"
+    return {"metadata": {"annotations": {PROMOTED_BY: by, PROMOTION_ANNOTATION: promotion_annotation(
+                by, spec.output.path, digest, gate)}},
+            "spec": {"drafter": new_drafter}}
 
 
-def promotion_outcome(serving: dict, output_path: str) -> Outcome:
-    """The Promote stage from the serving: the newest revision that runs the new drafter, once it is
-    active (Succeeded) or its gate refused it (Failed: the old revision keeps serving)."""
+def promotion_outcome(serving: dict, output_path: str, digest: str | None = None) -> Outcome:
+    """The Promote stage from the serving: the newest revision that runs the new drafter (its model and
+    content digest: an older export at the same path never counts), once it is active (Succeeded) or its
+    gate refused it (Failed: the old revision keeps serving)."""
     status = serving.get("status") or {}
     revisions = [r for r in status.get("revisions") or []
-                 if ((r.get("drafterSpec") or {}).get("model")) == output_path]
+                 if (r.get("drafterSpec") or {}).get("model") == output_path
+                 and (r.get("drafterSpec") or {}).get("contentDigest") == digest]
     if not revisions:
         return Outcome("Running", "the serving has not started a revision with the new drafter yet")
     revision = revisions[-1]

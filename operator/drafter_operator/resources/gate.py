@@ -7,6 +7,7 @@ which still points at the active revision: the gate measures exactly the drafter
 from __future__ import annotations
 
 from drafter_operator import engines
+from drafter_operator.api.common import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
@@ -25,8 +26,9 @@ def gate_name(serving: str, revision: str) -> str:
 
 
 def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revision: str, pod_ip: str,
-                   port: int) -> dict:
-    gate = spec.swap.gate
+                   port: int, gate: BenchmarkGate | None = None) -> dict:
+    """``gate``: the gate in force for this revision (a promotion's one-shot gate), else spec.swap.gate."""
+    gate = gate or spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
                                  exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels"})
     k = engines.draft_tokens_per_step(spec.engine, spec.drafter)

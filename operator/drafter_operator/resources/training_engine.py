@@ -23,6 +23,7 @@ from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
 from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, SERVICE_NAME_MAX, child_name
 from drafter_operator.resources.training import TRAINING_LABEL, training_labels
+from drafter_operator.resources.training_job import pod_security_context
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -96,6 +97,9 @@ def generation_engine(namespace: str, training: str, spec, generation: int, imag
     deployment["metadata"].update(name=name, labels=labels)
     deployment["spec"]["selector"] = {"matchLabels": engine_selector(training, generation)}
     deployment["spec"]["template"]["metadata"] = pod_policy.template_metadata(labels, spec.pod)
+    # The stage pods' fsGroup: the engine shares the hub cache with them, and what it downloads there
+    # must stay the trainer's group.
+    deployment["spec"]["template"]["spec"]["securityContext"] = pod_security_context(spec.pod)
     service = serving_service(serving, f"g{generation}", engine.DEFAULT_PORT)
     service["metadata"].update(name=name, labels=labels)
     service["spec"]["selector"] = engine_selector(training, generation)

@@ -2,9 +2,13 @@
 
 A stage Job runs ``drafter-operator run-stage`` (training/stage_runner.py) in the trainer image with
 the DrafterTraining spec mounted from a ConfigMap (one per spec generation); it renders its own stage
-there, where the target's config.json is (training.render). It mounts the model volume (read-write
-only for Export, which writes the drafter to spec.output.path), the hidden-state claim as the work
-directory, and the hub cache when the spec has one. Stages that run the target (Generate with
+there, where the target's config.json is (training.render). It mounts the model volume read-only, the
+hidden-state claim as the work directory (read-write for the stages that write it, read-only for
+Export), and the hub cache when the spec has one. Export alone may write the model volume, and only the
+output's parent directory (a subPath mount over the read-only volume): the staging directory and the
+rename into place (training/export.py) both happen there, and nothing else on the volume is writable.
+Every stage pod runs with ``fsGroup`` set to the trainer image's group (``OnRootMismatch``), so the
+image's non-root user can write a freshly provisioned, root-owned volume. Stages that run the target (Generate with
 Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
 stage never retries (``backoffLimit: 0``): its failure stops the run with its own error, and a spec
 change is the retry.
@@ -29,6 +33,12 @@ SPEC_DIR = "/etc/drafter-training-spec"
 GPU_STAGES = frozenset({"Extract", "Train"})
 #: Trainer containers run as their image's user; they write to the claims and need nothing more.
 DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
+#: The trainer image's user and group (images/trainer/Dockerfile: USER 1000:1000).
+TRAINER_UID = 1000
+#: The stage pods' securityContext unless spec.pod.securityContext says otherwise (its keys win): the
+#: volumes' group becomes the trainer's, changed only when the volume's root does not already have it
+#: (a recursive change of a model volume of terabytes on every pod start would take minutes).
+DEFAULT_POD_SECURITY_CONTEXT = {"fsGroup": TRAINER_UID, "fsGroupChangePolicy": "OnRootMismatch"}
 
 
 def stage_job_name(training: str, stage: str, generation: int) -> str:
@@ -46,6 +56,24 @@ def spec_config_map(namespace: str, training: str, spec, generation: int) -> dic
             "metadata": {"name": spec_config_map_name(training, generation), "namespace": namespace,
                          "labels": training_labels(training)},
             "data": {SPEC_KEY: json.dumps(spec.to_json(), indent=1, sort_keys=True)}}
+
+
+def pod_security_context(policy) -> dict:
+    """The stage pods' (and Generate's engine pod's) securityContext: the trainer's fsGroup under the
+    policy's own settings."""
+    own = policy.security_context.to_json() if policy is not None and policy.security_context is not None else {}
+    return {**DEFAULT_POD_SECURITY_CONTEXT, **own}
+
+
+def model_mounts(mount_path: str, output: str | None) -> list[dict]:
+    """The model volume's mounts: read-only at mount_path, and with ``output`` (Export) its parent
+    directory read-write through a subPath (the API keeps the parent below the volume's root)."""
+    mounts = [{"name": "models", "mountPath": mount_path, "readOnly": True}]
+    if output is not None:
+        parent = output.rsplit("/", 1)[0]
+        mounts.append({"name": "models", "mountPath": parent, "subPath": parent[len(mount_path) + 1:],
+                       "readOnly": False})
+    return mounts
 
 
 def stage_environment(spec) -> list[dict]:
@@ -67,6 +95,7 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     writes_models = stage == "Export"
     storage = spec.storage
     volumes = [
+        # The claim is read-only unless a mount of it writes (Export's subPath), which the mounts then limit.
         {"name": "models", "persistentVolumeClaim": {"claimName": storage.model_claim, "readOnly": not writes_models}},
         {"name": "work", "persistentVolumeClaim": {"claimName": hidden_states_claim_name(training, spec)}},
         {"name": "spec", "configMap": {"name": spec_config_map_name(training, generation)}},
@@ -74,8 +103,9 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
         {"name": "files", "emptyDir": {}},
     ]
     mounts = [
-        {"name": "models", "mountPath": storage.mount_path, "readOnly": not writes_models},
-        {"name": "work", "mountPath": paths.work},
+        *model_mounts(storage.mount_path, spec.output.path if writes_models else None),
+        # Export only reads the trained checkpoint.
+        {"name": "work", "mountPath": paths.work, "readOnly": writes_models},
         {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
         {"name": "files", "mountPath": paths.files},
     ]
@@ -87,7 +117,7 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     container = {
         "name": CONTAINER, "image": image,
         "command": ["drafter-operator", "run-stage", "--training", f"{SPEC_DIR}/{SPEC_KEY}", "--stage", stage,
-                    "--files", paths.files, *render_args],
+                    "--generation", str(generation), "--files", paths.files, *render_args],
         "env": stage_environment(spec),
         "resources": pod_policy.container_resources(spec.resources, own=own),
         "volumeMounts": mounts,
@@ -98,6 +128,7 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
         container["envFrom"] = pod_policy.environment_from(spec.env_from)
     pod_spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes,
                       **pod_policy.pod_fields(spec.pod)}
+    pod_spec["securityContext"] = pod_security_context(spec.pod)
     placement = spec.placement
     if gpu:
         pod_spec["tolerations"] = [GPU_TOLERATION] + [t.to_json() for t in (placement.tolerations or [])] \

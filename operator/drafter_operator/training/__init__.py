@@ -74,6 +74,17 @@ class ConfigFile:
 
 
 @dataclass(frozen=True)
+class Publish:
+    """Export's publication (training/export.py): the commands write ``staging`` (beside ``path``, named after
+    the spec generation); the stage runner renames it to ``path`` once they all succeeded."""
+
+    path: str
+    staging: str
+    overwrite: bool = False
+    tag: str = "g1"
+
+
+@dataclass(frozen=True)
 class Stage:
     """One stage (one Job): its commands in order and the files they read (under paths.files)."""
 
@@ -82,6 +93,8 @@ class Stage:
     files: tuple[ConfigFile, ...] = ()
     #: What the stage leaves behind (artifact name -> path), for status.artifacts.
     outputs: Mapping[str, str] = field(default_factory=dict)
+    #: Export only: where its commands write and where the runner moves that when they succeeded.
+    publish: Publish | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,9 @@ class RenderOptions:
     #: (resources/training_engine.generation_endpoint); required exactly when generation is set.
     generation_endpoint: str | None = None
     seed: int = 0
+    #: The DrafterTraining's spec generation (run-stage --generation): Export's staging directory is named
+    #: after it, so an older generation's Export pod never writes into a newer one's.
+    generation: int = 1
 
 
 def specforge_layer_ids(layers: list[int] | tuple[int, ...]) -> list[int]:
@@ -130,6 +146,16 @@ def specforge_layer_ids(layers: list[int] | tuple[int, ...]) -> list[int]:
     if any(layer < 1 for layer in layers):
         raise ValueError(f"spec.hiddenStates.layers {list(layers)}: layer 0 (the embeddings) has no SpecForge id")
     return [layer - 1 for layer in layers]
+
+
+def export_publish(spec: DrafterTrainingSpec, options: RenderOptions) -> Publish:
+    """Where the Export stage's commands write (a staging directory beside spec.output.path) and what the
+    runner then does with it (training/export.py)."""
+    from drafter_operator.training.export import staging_path
+
+    tag = f"g{options.generation}"
+    return Publish(path=spec.output.path, staging=staging_path(spec.output.path, tag),
+                   overwrite=spec.output.overwrite, tag=tag)
 
 
 def is_local(ref: str) -> bool:

@@ -31,6 +31,7 @@ from drafter_operator.training import (
     RenderOptions,
     Stage,
     TrainingPaths,
+    export_publish,
     is_local,
     regeneration,
     specforge_layer_ids,
@@ -197,10 +198,11 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
     else:
         train_commands.append(Command(("specforge", "train", "--config", f"{paths.files}/{TRAIN_CONFIG}")))
 
-    # Export.
+    # Export: into a staging directory beside the output, renamed into place by the runner (export.py).
+    publish = export_publish(spec, options)
     vocab = work["base_vocab_mapping"] if spec.base_drafter is not None else work["vocab_mapping"]
     export_argv = ["specforge", "export", "--to", options.export_to, "--checkpoint", work["checkpoint"],
-                   "--draft-config", f"{paths.files}/{DRAFT_CONFIG}", "--output-dir", spec.output.path,
+                   "--draft-config", f"{paths.files}/{DRAFT_CONFIG}", "--output-dir", publish.staging,
                    "--vocab-mapping", vocab]
     if options.export_to == "hf":
         export_argv += ["--embedding-source", spec.target.model]
@@ -212,6 +214,7 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
     stages += [
         Stage("Extract", (extract,), (draft,), {"hiddenStates": work["hidden_states"]}),
         Stage("Train", tuple(train_commands), (draft, train), {"checkpoint": work["checkpoint"]}),
-        Stage("Export", (Command(tuple(export_argv), env=env),), (draft,), {"drafter": spec.output.path}),
+        Stage("Export", (Command(tuple(export_argv), env=env),), (draft,), {"drafter": spec.output.path},
+              publish=publish),
     ]
     return stages

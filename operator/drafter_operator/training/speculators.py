@@ -31,7 +31,8 @@ from __future__ import annotations
 import json
 
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.training import Command, RenderOptions, Stage, TrainingPaths, is_local, regeneration
+from drafter_operator.training import (Command, RenderOptions, Stage, TrainingPaths, export_publish, is_local,
+                                      regeneration)
 
 SPECULATORS = "speculators"
 
@@ -162,14 +163,16 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
         train.append(Command((python, "-m", "torch.distributed.run", "--standalone",
                               "--nproc_per_node", str(spec.resources.gpus), "-m", "speculators.train", *flags)))
 
-    # Export: the best checkpoint (lowest validation loss) is the drafter, already in speculators format.
-    parent = spec.output.path.rsplit("/", 1)[0] or "/"
-    export = (Command(("mkdir", "-p", parent)), Command(("cp", "-rL", work["best"], spec.output.path)))
+    # Export: the best checkpoint (lowest validation loss) is the drafter, already in speculators format;
+    # copied into a staging directory beside the output (the runner creates its parent and removes a stale
+    # one, so cp makes it afresh rather than nesting into it) and renamed into place by the runner (export.py).
+    publish = export_publish(spec, options)
+    export = (Command(("cp", "-rL", work["best"], publish.staging)),)
 
     return [
         Stage("Generate", tuple(generate), outputs={"dataset": work["prepared"]}),
         Stage("Extract", extract, outputs={"hiddenStates": work["hidden_states"]}),
         Stage("Train", tuple(train), outputs={"checkpoint": work["best"]}),
-        Stage("Export", export, outputs={"drafter": spec.output.path}),
+        Stage("Export", export, outputs={"drafter": spec.output.path}, publish=publish),
     ]
 

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, progress, render
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, progress, render
 
 ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
@@ -45,13 +45,18 @@ PROGRESS_INTERVAL = 5.0
 
 def stage_plan(stage: Stage) -> dict:
     """The JSON a stage's Job runs (pure): its commands and files, as ``run_stage`` reads them."""
-    return {
+    plan = {
         "stage": stage.name,
         "files": [{"name": f.name, "text": f.text()} for f in stage.files],
         "commands": [{"argv": list(c.argv), "env": dict(c.env), "server": c.server, "readyUrl": c.ready_url}
                      for c in stage.commands],
         "outputs": dict(stage.outputs),
     }
+    if stage.publish is not None:
+        publish = stage.publish
+        plan["publish"] = {"path": publish.path, "staging": publish.staging, "overwrite": publish.overwrite,
+                           "tag": publish.tag}
+    return plan
 
 
 def tree_bytes(path: str) -> int | None:
@@ -196,7 +201,14 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
     servers: list[subprocess.Popen] = []
     started = time.monotonic()
     outcome: dict = {"stage": plan["stage"]}
+    publish = plan.get("publishOnHost") or plan.get("publish")
     try:
+        if publish:
+            try:
+                export.prepare(publish["path"], publish["staging"], publish["overwrite"])
+            except export.ExportRefused as exc:
+                outcome.update(outcome="Failed", reason="OutputExists", tail=str(exc))
+                return 1
         for command in plan.get("commands") or []:
             argv, env = list(command["argv"]), dict(command.get("env") or {})
             if command.get("server"):
@@ -211,8 +223,22 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
             if code != 0:
                 outcome.update(outcome="Failed", command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
                 return code
+        digest = None
+        if publish:
+            try:
+                digest = export.publish(publish["path"], publish["staging"], publish["overwrite"], publish["tag"])
+            except (export.ExportRefused, OSError) as exc:
+                outcome.update(outcome="Failed", reason="PublishFailed", tail=str(exc))
+                return 1
         where = _where_outputs_are(plan)
         outputs = {name: {"path": path, "sizeBytes": tree_bytes(where[name])} for name, path in (plan.get("outputs") or {}).items()}
+        if digest is not None:
+            # The published directory's digest (export.DIGEST_FILE holds it too): the operator copies it into
+            # status.artifacts (Export's entry, contentDigest), where Promote reads it.
+            outcome["contentDigest"] = digest
+            for output in outputs.values():
+                if output["path"] == publish.get("reportedPath", publish["path"]):
+                    output["contentDigest"] = digest
         outcome.update(outcome="Succeeded", outputs=outputs)
         return 0
     finally:
@@ -239,7 +265,7 @@ def model_config(ref: str, read_text: Callable[[str], str]) -> dict | None:
     return json.loads(Path(hf_hub_download(ref, "config.json")).read_text())
 
 
-def resolve_options(spec, *, cpu: bool, generation_endpoint: str | None = None,
+def resolve_options(spec, *, cpu: bool, generation_endpoint: str | None = None, generation: int = 1,
                     read_text: Callable[[str], str] = lambda path: Path(path).read_text()) -> RenderOptions:
     """The render options: the spec's choices, and what only the stage container can know, the target's
     (and base drafter's) config.json from the volumes. The operator cannot read them; rendering happens
@@ -248,7 +274,7 @@ def resolve_options(spec, *, cpu: bool, generation_endpoint: str | None = None,
     base = model_config(spec.base_drafter, read_text) if spec.base_drafter else None
     return RenderOptions(cpu=cpu, chat_template=spec.data.chat_template, draft_vocab_size=spec.train.draft_vocab_size,
                          export_to=spec.output.format, target_config=target, base_drafter_config=base,
-                         generation_endpoint=generation_endpoint)
+                         generation_endpoint=generation_endpoint, generation=generation)
 
 
 def stage_of(spec, name: str, options: RenderOptions, paths: TrainingPaths = TrainingPaths()) -> Stage:
@@ -266,6 +292,8 @@ def register(subparsers) -> None:
     parser.add_argument("--stage", required=True, help="Generate, Extract, Train or Export")
     parser.add_argument("--cpu", action="store_true", help="the substitutions a machine without a GPU needs")
     parser.add_argument("--generation-endpoint", help="OpenAI base URL of the engine serving the target (spec.data.generation)")
+    parser.add_argument("--generation", type=int, default=1,
+                        help="the DrafterTraining's spec generation (names Export's staging directory)")
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
     parser.add_argument("--termination-log", default="/dev/termination-log")
     parser.set_defaults(handler=_main)
@@ -287,6 +315,9 @@ def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
                      for c in plan.get("commands") or []],
         # Reported as the container sees them; measured where they are.
         "outputsOnHost": {k: remap(v, path_map) for k, v in (plan.get("outputs") or {}).items()},
+        **({"publishOnHost": {**plan["publish"], "path": remap(plan["publish"]["path"], path_map),
+                              "staging": remap(plan["publish"]["staging"], path_map),
+                              "reportedPath": plan["publish"]["path"]}} if plan.get("publish") else {}),
     }
 
 
@@ -299,6 +330,7 @@ def _main(args, _extra=()) -> int:
     args.termination_log, args.files = remap(args.termination_log, path_map), remap(args.files, path_map)
     try:
         options = resolve_options(spec, cpu=args.cpu, generation_endpoint=args.generation_endpoint,
+                                  generation=args.generation,
                                   read_text=lambda path: Path(remap(path, path_map)).read_text())
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses

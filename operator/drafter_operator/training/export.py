@@ -1,0 +1,125 @@
+"""Export never leaves a half-written or mixed drafter at spec.output.path, and never destroys one by accident.
+
+The Export stage's commands write into a fresh staging directory beside the output (same parent, so a
+rename moves it: ``.<name>.tmp-g<generation>``, named after the spec generation so an older
+generation's Export pod still finishing never writes into a newer one's). Only once they all succeeded
+does ``publish`` record the content digest (``drafter-digest.json`` inside the directory) and rename the
+directory into place. Until that rename the old output (if any) is untouched, whatever crashes.
+
+An existing ``output.path`` is refused unless ``spec.output.overwrite`` is set (``prepare`` checks it before
+the stage works, ``publish`` again before the rename). With overwrite the new directory is exchanged with
+the old one in one atomic ``renameat2(RENAME_EXCHANGE)`` where the filesystem supports it; elsewhere the old
+one is renamed aside (``.<name>.old-g<generation>``) and the new one renamed in, a window in which
+output.path is missing but no byte of either is lost. The old one is deleted last.
+
+The operator never lets an Export overwrite a path a DrafterServing loads (controllers/training_decide.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+DIGEST_FILE = "drafter-digest.json"
+_CHUNK = 1 << 20
+
+
+class ExportRefused(Exception):
+    """The output exists and the spec does not allow replacing it (the message names the field and the fix)."""
+
+
+def staging_path(output: str, tag: str) -> str:
+    """Where Export writes before the rename: ``<parent>/.<name>.tmp-<tag>``."""
+    parent, name = output.rsplit("/", 1)
+    return f"{parent}/.{name}.tmp-{tag}"
+
+
+def aside_path(output: str, tag: str) -> str:
+    """Where an overwritten output waits for deletion when the filesystem cannot exchange two directories."""
+    parent, name = output.rsplit("/", 1)
+    return f"{parent}/.{name}.old-{tag}"
+
+
+def content_digest(root: str | Path) -> str:
+    """``sha256:<hex>`` over the files under ``root``: for each in order of its relative POSIX path, the path,
+    a NUL, its size in 8 bytes big-endian and its bytes (DIGEST_FILE itself left out). Two directories have the
+    same digest exactly when they hold the same files with the same bytes."""
+    root = Path(root)
+    files = sorted((p for p in root.rglob("*") if p.is_file() and p.relative_to(root).as_posix() != DIGEST_FILE),
+                   key=lambda p: p.relative_to(root).as_posix())
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.stat().st_size.to_bytes(8, "big"))
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _refusal(output: str) -> str:
+    return (f"spec.output.path {output} already exists: set spec.output.overwrite: true to replace it "
+            "(never while a DrafterServing loads it), or choose a new path")
+
+
+def prepare(output: str, staging: str, overwrite: bool) -> None:
+    """Before the stage's commands: refuse an existing output without overwrite; give the commands an empty
+    place to write (a staging directory left by a crashed attempt of this generation is removed)."""
+    if os.path.lexists(output) and not overwrite:
+        raise ExportRefused(_refusal(output))
+    if os.path.lexists(staging):
+        shutil.rmtree(staging) if os.path.isdir(staging) and not os.path.islink(staging) else os.unlink(staging)
+    Path(staging).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where the kernel or filesystem
+    cannot (then the caller falls back to two renames)."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), a)
+
+
+def publish(output: str, staging: str, overwrite: bool, tag: str,
+            rename: Callable[[str, str], None] = os.rename,
+            exchange: Callable[[str, str], bool] = _exchange) -> str:
+    """After the stage's commands succeeded: write the digest into ``staging`` and move it to ``output``.
+    Returns the digest. ``rename`` and ``exchange`` are the filesystem's (tests replace them to crash)."""
+    if not os.path.isdir(staging):
+        raise FileNotFoundError(f"Export wrote nothing to {staging}")
+    digest = content_digest(staging)
+    with open(os.path.join(staging, DIGEST_FILE), "w") as handle:
+        json.dump({"digest": digest}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if not os.path.lexists(output):
+        rename(staging, output)
+        return digest
+    if not overwrite:
+        raise ExportRefused(_refusal(output))
+    if exchange(staging, output):
+        old = staging  # the exchange left the old output where the new one was
+    else:
+        old = aside_path(output, tag)
+        rename(output, old)
+        rename(staging, output)
+    shutil.rmtree(old, ignore_errors=True)
+    return digest
