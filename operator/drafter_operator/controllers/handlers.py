@@ -32,11 +32,11 @@ from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_decide import draining_revision, observed_from, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
-from drafter_operator.kube import Kube, load_api_client
+from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring.in_flight import requests_in_flight
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
-from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.resources.labels import MANAGED_BY, SERVING_LABEL
 from drafter_operator.resources.training import TRAINING_LABEL
 
 GROUP, VERSION = "drafter.dev", "v1alpha1"
@@ -52,6 +52,19 @@ LOOP_RESTART_SECONDS = 60.0
 LOOP_STOP_SECONDS = 5.0
 
 
+# The children's kinds the operator watches (indexes and event handlers below). Every child carries MANAGED_BY.
+CHILD_RESOURCES = (("", "v1", "pods"), ("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"))
+CHILD_SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
+
+
+@kopf.on.login()
+async def login(logger, settings: kopf.OperatorSettings, **_) -> kopf.AiohttpSession | None:
+    """kopf's own login (the kubernetes library's in-cluster or kubeconfig credentials), on a connection with
+    TCP keepalive (kube.kopf_connection). Called again whenever the apiserver refuses the credentials."""
+    info = await asyncio.to_thread(kopf.login_via_client, logger=logger, settings=settings)  # reads files
+    return kopf_connection(info) if info is not None else None
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Progress and diff-base in annotations: status stays ours (and the printer columns clean).
@@ -60,6 +73,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     settings.posting.level = logging.WARNING  # our own Events carry the story; kopf posts only its warnings
     settings.watching.server_timeout = 270  # re-open watches before silent network drops can stall them
     settings.watching.client_timeout = 300
+    kopf_timeouts(settings)  # every other request of kopf's is bounded too (kube.py)
+    # The children's watches carry a label selector: the apiserver sends only the operator's own children, so
+    # another workload's churn never reaches the operator (the handlers' labels= filters below are kopf's,
+    # applied to each event after it arrived and was parsed). bench/foreign_churn.py measures the difference.
+    for group, version, plural in CHILD_RESOURCES:
+        settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
     workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
     settings.execution.max_workers = workers  # kopf's pool, for the index handlers
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
@@ -90,6 +109,15 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
 async def release(memo: kopf.Memo, **_) -> None:
     await memo.loops.stop_all(timeout=LOOP_STOP_SECONDS)
     memo.reconcile_pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _count_watch_event(resource: kopf.Resource, **_) -> None:
+    operator_metrics.WATCH_EVENTS.labels(resource.plural).inc()
+
+
+# No labels= filter: it counts every event kopf receives for these kinds, the figure bench/foreign_churn.py reads.
+for _group, _version, _plural in CHILD_RESOURCES:
+    kopf.on.event(_group, _version, _plural, id=f"count_watch_event_{_plural}")(_count_watch_event)
 
 
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:

@@ -82,6 +82,9 @@ LEADER = Gauge("drafter_operator_leader", "1 while this operator process leads (
                "with --no-leader-election), 0 while it stands by: only a leader runs handlers.")
 API_REQUESTS = Gauge("drafter_operator_api_requests", "Kubernetes API requests made by the operator, by verb.",
                      ("verb",))
+WATCH_EVENTS = Counter("drafter_watch_events", "Watch events the operator received for its children's kinds "
+                       "(pods, deployments, services, jobs), by kind: its watches select only its own children, "
+                       "so other workloads' churn does not show here.", ("kind",))
 
 
 def swap(namespace: str, name: str, engine: str, strategy: str) -> None:
