@@ -45,6 +45,11 @@ def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(fast
         apply(cluster, namespace, serving)
     wait_ready(cluster, namespace, "kimi")
     wait_ready(cluster, namespace, "kimi-baseline")
+    # A namespace whose policy demands cpu and memory limits: the apiserver refuses any pod without them,
+    # so the benchmark runs only because its pod carries them.
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "limits-required"},
+        "spec": {"hard": {"limits.cpu": "1000", "limits.memory": "10Ti"}}}))
     apply(cluster, namespace, benchmark("seed", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
                                         gate={"minSpeedup": "1.0"}))
     status = finished(cluster, namespace, "seed")
@@ -58,7 +63,11 @@ def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(fast
     pods = cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/benchmark=seed")["items"]
     nodes = {p["spec"]["nodeName"] for p in pods}
     labels = [cluster.get_json("node", node)["metadata"]["labels"] for node in nodes]
-    assert labels and not any("nvidia.com/gpu.present" in node for node in labels)  # never on a GPU node
+    assert labels and not any("nvidia.com/gpu.present" in node for node in labels)  # a CPU node, while one fits
+    for pod in pods:  # preferred, not required (a cluster of GPU nodes only runs it too), and never a GPU
+        assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["spec"]["affinity"]["nodeAffinity"]
+        resources = pod["spec"]["containers"][0]["resources"]
+        assert set(resources["limits"]) == set(resources["requests"]) == {"cpu", "memory"}
     printed = cluster.kubectl("-n", namespace, "get", "drafterbenchmark", "seed").stdout
     assert "Succeeded" in printed and "eagle3" in printed
     detail = cluster.get_json("-n", namespace, "configmap", status["resultConfigMap"])["data"]["result.json"]

@@ -11,13 +11,27 @@ import yaml
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.api.common import Gate
-from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target, decide, gate_verdict
-from drafter_operator.resources.benchmark_job import GPU_NODE_LABEL
+import pydantic
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from drafter_operator.api.pod import ContainerResources, parse_kube_quantity
+from drafter_operator.controllers.benchmark_decide import (
+    MAX_LOG_BYTES,
+    BenchmarkState,
+    Target,
+    decide,
+    gate_verdict,
+    parse_detail,
+    result_pod,
+)
+from drafter_operator.resources.benchmark_job import DEFAULT_RESOURCES, GPU_NODE_LABEL, benchmark_resources
 
 REPO = Path(__file__).resolve().parents[2]
 SERVING = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SEED_RESULT = {"totalTokens": 2560, "totalSeconds": 47.0, "tokensPerSecond": 54.4, "msPerToken": 18.4,
                "acceptanceRate": 0.15, "baselineTokensPerSecond": 82.5, "speedup": 0.66}
 
@@ -49,32 +63,39 @@ def state(body: dict, target: Target | None = None, jobs=(), job_pods=(), now: d
                           now=now, image=IMAGE)
 
 
-def job_pod(exit_code: int | None, message: str | None = None) -> dict:
+def owner(uid: str) -> list[dict]:
+    return [{"apiVersion": "v1", "kind": "Owner", "name": "o", "uid": uid, "controller": True}]
+
+
+def job_pod(exit_code: int | None, message: str | None = None, job_uid: str = "j-1", name: str = "seed-bench-g1-x") -> dict:
+    """A pod of the Job (the Job controller's owner reference), or, with another job_uid, one that only looks like it."""
     terminated = {"exitCode": exit_code, "message": message} if exit_code is not None else None
-    return {"metadata": {"name": "seed-bench-g1-x", "labels": {"job-name": "seed-bench-g1"}},
+    return {"metadata": {"name": name, "labels": {"job-name": "seed-bench-g1", "drafter.dev/benchmark": "seed"},
+                         "ownerReferences": owner(job_uid)},
             "status": {"containerStatuses": [{"name": "bench", "state": {"terminated": terminated} if terminated
                                               else {"running": {}}}]}}
 
 
-def job(finished: str | None = None, message: str = "") -> dict:
+def job(finished: str | None = None, message: str = "", name: str = "seed-bench-g1", owner_uid: str = "b-1") -> dict:
     conds = [{"type": finished, "status": "True", "reason": "BackoffLimitExceeded" if finished == "Failed" else None,
               "message": message}] if finished else []
-    return {"metadata": {"name": "seed-bench-g1"}, "status": {"conditions": conds}}
+    return {"metadata": {"name": name, "uid": "j-1", "ownerReferences": owner(owner_uid)}, "status": {"conditions": conds}}
 
 
 def condition(plan, kind: str) -> dict:
     return next(c for c in plan.status["conditions"] if c["type"] == kind)
 
 
-def test_a_ready_serving_gets_one_job_on_cpu_nodes_with_every_ready_replicas_metrics():
+def test_a_ready_serving_gets_one_job_preferring_cpu_nodes_with_every_ready_replicas_metrics():
     plan = decide(state(benchmark(), serving()))
     manifest = plan.create
     assert manifest["metadata"]["name"] == "seed-bench-g1" and manifest["spec"]["backoffLimit"] == 0
     assert manifest["spec"]["activeDeadlineSeconds"] == 600
     pod = manifest["spec"]["template"]["spec"]
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}]
-    assert "tolerations" not in pod  # GPU nodes' taints keep it off them too
+    # preferred, not required: a cluster of GPU nodes only still runs it, tolerating their taint
+    assert pod["affinity"] == {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}}]}}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     argv = pod["containers"][0]["command"]
     assert argv[:4] == ["drafter-operator", "bench", "--url", "http://10.0.0.7:8000"]
     metrics = [argv[i + 1] for i, a in enumerate(argv) if a == "--metrics-url"]
@@ -255,10 +276,145 @@ def test_the_benchmark_pod_takes_the_specs_resources_and_pod_policy():
                                        "labels": {"example.com/team": "ml"}}), serving()))
     template = plan.create["spec"]["template"]
     pod = template["spec"]
-    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}}
+    # the spec's requests, with limits filled so a namespace demanding limits admits the pod
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                 "limits": {"cpu": "2", "memory": "1Gi"}}
     assert pod["serviceAccountName"] == "bench" and pod["imagePullSecrets"] == [{"name": "registry"}]
     assert template["metadata"]["labels"]["example.com/team"] == "ml"
     assert template["metadata"]["labels"]["drafter.dev/benchmark"] == "seed"
     assert pod["containers"][0]["securityContext"]["runAsNonRoot"] is True  # the default stays without one
     default = decide(state(benchmark(), serving())).create["spec"]["template"]["spec"]["containers"][0]
-    assert default["resources"] == {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    assert default["resources"] == {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+
+
+# --- the run's own Job and pod only; a bounded read ------------------------------------------------------------
+
+
+def running() -> dict:
+    body = benchmark()
+    body["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1"}
+    return body
+
+
+def test_a_pod_that_only_carries_the_labels_is_never_read():
+    forged = job_pod(0, json.dumps({**SEED_RESULT, "tokensPerSecond": 9999.0}), job_uid="someone-else", name="seed-bench-g1-fake")
+    # the forged pod alone: the run is still running (its Job has not finished), nothing is recorded
+    plan = decide(state(running(), serving(), jobs=[job()], job_pods=[forged]))
+    assert plan.status.get("state", "Running") == "Running" and "result" not in plan.status
+    # beside the real one, in either order: only the real result is recorded
+    for pods in ([forged, job_pod(0, json.dumps(SEED_RESULT))], [job_pod(0, json.dumps(SEED_RESULT)), forged]):
+        done = decide(state(running(), serving(), jobs=[job("Complete")], job_pods=pods))
+        assert done.status["result"]["tokensPerSecond"] == 54.4
+        assert result_pod(state(running(), serving(), jobs=[job("Complete")], job_pods=pods))["metadata"]["name"] == "seed-bench-g1-x"
+
+
+def test_a_job_of_the_runs_name_that_is_not_the_benchmarks_fails_the_run_naming_it():
+    foreign = job("Complete", owner_uid="someone-else")
+    plan = decide(state(running(), serving(), jobs=[foreign], job_pods=[job_pod(0, json.dumps(SEED_RESULT))]))
+    failed = condition(plan, "Failed")
+    assert plan.status["state"] == "Failed" and failed["reason"] == "JobNotOwned"
+    assert "seed-bench-g1" in failed["message"] and "delete that Job" in failed["message"]
+    assert "result" not in plan.status and plan.create is None
+
+
+def test_an_older_generations_job_is_deleted_only_when_it_is_the_benchmarks():
+    body = benchmark(generation=2)
+    body["status"] = {"state": "Succeeded", "observedGeneration": 1}
+    ours, theirs = job("Complete", name="seed-bench-g1"), job("Complete", name="seed-bench-g0", owner_uid="someone-else")
+    plan = decide(state(body, serving(), jobs=[ours, theirs]))
+    assert plan.deletes == ["/apis/batch/v1/namespaces/team/jobs/seed-bench-g1"]
+
+
+def test_a_termination_message_longer_than_kubernetes_keeps_is_refused():
+    oversize = json.dumps({**SEED_RESULT, "verdictMessage": "x" * 5000})
+    plan = decide(state(running(), serving(), jobs=[job("Complete")], job_pods=[job_pod(0, oversize)]))
+    failed = condition(plan, "Failed")
+    assert failed["reason"] == "InvalidResult" and "over the 4096" in failed["message"]
+
+
+def test_the_bench_log_is_parsed_only_within_its_bound():
+    """parse_detail takes the log read with limitBytes MAX_LOG_BYTES + 1: a log of the bound is a result, one byte
+    more is refused with the fix."""
+    body = json.dumps({**SEED_RESULT, "note": ""})
+    pad = MAX_LOG_BYTES - len(body.encode())
+    exact = body.replace('"note": ""', '"note": "' + "x" * pad + '"')
+    assert len(exact.encode()) == MAX_LOG_BYTES and parse_detail(exact)["tokensPerSecond"] == 54.4
+    over = parse_detail(exact + " ")  # the one byte over that the bounded read lets through
+    assert isinstance(over, str) and "over 4 MiB" in over and "spec.numPrompts x spec.repetitions" in over
+    cut = parse_detail(exact[:-1] + "é")  # a multi-byte character at the bound counts in bytes
+    assert isinstance(cut, str)
+
+
+def test_an_oversize_log_keeps_the_summary_in_the_configmap_and_says_why():
+    import dataclasses
+
+    problem = parse_detail("{" + " " * MAX_LOG_BYTES)
+    plan = decide(dataclasses.replace(state(running(), serving(), jobs=[job("Complete")],
+                                            job_pods=[job_pod(0, json.dumps(SEED_RESULT))]), detail_problem=problem))
+    assert plan.status["state"] == "Succeeded" and plan.status["resultConfigMap"] == "seed-result"
+    kept = json.loads(plan.config_map["data"]["result.json"])
+    assert kept["tokensPerSecond"] == 54.4 and kept["truncated"] == problem
+    assert ("Warning", "ResultTruncated", problem) in plan.events
+    assert isinstance(parse_detail("[1, 2]"), str) and isinstance(parse_detail("not json"), str)
+
+
+# --- where the pod runs and what it may use ----------------------------------------------------------------------
+
+
+def pod_of(**spec) -> dict:
+    return decide(state(benchmark(**spec), serving())).create["spec"]["template"]["spec"]
+
+
+def test_the_node_preference_is_rendered_as_asked_and_never_asks_for_a_gpu():
+    required = pod_of(placement={"nodePreference": "RequireCPUNodes"})
+    assert required["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}]
+    assert "tolerations" not in required  # GPU nodes' taints keep it off them too
+    anywhere = pod_of(placement={"nodePreference": "Any", "tolerations": [{"key": "dedicated", "value": "bench",
+                                                                           "effect": "NoSchedule"}]})
+    assert "affinity" not in anywhere
+    assert anywhere["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                       {"key": "dedicated", "operator": "Equal", "value": "bench", "effect": "NoSchedule"}]
+    for pod in (pod_of(), required, anywhere):
+        container = pod["containers"][0]
+        assert not any("gpu" in name for part in container["resources"].values() for name in part)
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in container["env"]
+
+
+QUANTITIES = {"cpu": ["50m", "250m", "500m", "1", "2", "3", "16"], "memory": ["64Mi", "256Mi", "512Mi", "1Gi", "2Gi", "8Gi"]}
+
+
+@FAST
+@given(st.data())
+def test_the_pod_always_has_cpu_and_memory_requests_and_limits_never_a_limit_below_its_request(data):
+    spec: dict = {}
+    for part in ("requests", "limits"):
+        for name, values in QUANTITIES.items():
+            if data.draw(st.booleans()):
+                spec.setdefault(part, {})[name] = data.draw(st.sampled_from(values))
+    try:
+        resources = ContainerResources.model_validate(spec)
+    except pydantic.ValidationError:
+        return  # a limit below its request: the schema refuses it before the builder sees it
+    rendered = benchmark_resources(resources)
+    for name in ("cpu", "memory"):
+        request, limit = rendered["requests"][name], rendered["limits"][name]
+        assert parse_kube_quantity(limit) >= parse_kube_quantity(request)
+        for part, value in (("requests", request), ("limits", limit)):
+            if name in spec.get(part, {}):
+                assert value == spec[part][name]  # what the user set is kept as written
+            elif name not in spec.get("requests", {}) and name not in spec.get("limits", {}):
+                assert value == DEFAULT_RESOURCES[part][name]
+
+
+def test_a_gate_benchmark_gets_the_same_defaults():
+    from drafter_operator.api import DrafterServing
+    from drafter_operator.resources.gate import gate_benchmark
+
+    serving_body = copy.deepcopy(SERVING)
+    serving_body["spec"]["swap"] = {"strategy": "BlueGreen", "gate": {"minTokensPerSecond": "50"}}
+    gate = gate_benchmark("team", "kimi", DrafterServing.model_validate(serving_body).spec, "r2", "10.1.0.9", 8000)
+    gate["metadata"].update(uid="g-1", generation=1, creationTimestamp="2026-11-30T12:00:00Z")
+    pod = decide(state(gate, None)).create["spec"]["template"]["spec"]
+    assert pod["affinity"] == pod_of()["affinity"] and pod["tolerations"] == pod_of()["tolerations"]
+    assert pod["containers"][0]["resources"] == DEFAULT_RESOURCES

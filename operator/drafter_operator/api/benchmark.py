@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, StringConstraints
 
 from drafter_operator.api.common import (
+    CEL_LEVELS_DISTINCT,
     CONDITIONS_SCHEMA_EXTRA,
     ApiModel,
     Baseline,
@@ -20,9 +21,10 @@ from drafter_operator.api.common import (
     Url,
     cel_duration_range,
     duration_ok,
+    levels_distinct,
 )
 from drafter_operator.api.kind import KindModel
-from drafter_operator.api.pod import ContainerResources, PodPolicy
+from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
 
@@ -42,6 +44,15 @@ class PromptsSpec(ApiModel):
     """The prompts themselves."""
     config_map: ConfigMapKeyReference | None = None
     """A ConfigMap key holding the prompts (one per line, or a JSON list of strings)."""
+
+
+class BenchmarkPlacement(ApiModel):
+    """Which nodes the benchmark pod may run on. It never requests a GPU, wherever it lands."""
+
+    node_preference: Literal["PreferCPUNodes", "RequireCPUNodes", "Any"] = "PreferCPUNodes"
+    """PreferCPUNodes: nodes without the nvidia.com/gpu.present label first, GPU nodes (tolerating their nvidia.com/gpu taint) when no CPU node fits, so a cluster of GPU nodes only runs it too. RequireCPUNodes: only nodes without that label (the run waits while none fits). Any: no preference."""
+    tolerations: Annotated[list[Toleration], Field(max_length=32)] | None = None
+    """Further taints the pod tolerates, e.g. a dedicated=benchmarks:NoSchedule taint of the nodes meant for it."""
 
 
 class DrafterBenchmarkSpec(ApiModel):
@@ -64,6 +75,12 @@ class DrafterBenchmarkSpec(ApiModel):
             message="spec.concurrency and spec.concurrencyLevels are alternatives: remove concurrency (or set it to 1) when you sweep concurrencyLevels",
             check=lambda s: s.concurrency_levels is None or s.concurrency == 1,
             field_path=".concurrency",
+        ),
+        Rule(
+            cel=CEL_LEVELS_DISTINCT,
+            message="spec.concurrencyLevels must not repeat a level (each is run once): remove the duplicates, e.g. [1, 8, 32]",
+            check=lambda s: levels_distinct(s.concurrency_levels),
+            field_path=".concurrencyLevels",
         ),
         Rule(
             cel="self.concurrency <= self.numPrompts",
@@ -123,7 +140,9 @@ class DrafterBenchmarkSpec(ApiModel):
     timeout: Duration = "30m"
     """Deadline of the benchmark Job."""
     resources: ContainerResources | None = None
-    """CPU and memory of the benchmark pod; default requests cpu 500m and memory 256Mi, limit memory 1Gi."""
+    """CPU and memory of the benchmark pod; default requests cpu 500m and memory 256Mi, limits cpu 2 and memory 1Gi. Whatever is left unset is filled from these (a limit never below its request), so the pod always carries requests and limits for cpu and memory."""
+    placement: BenchmarkPlacement | None = None
+    """Which nodes the benchmark pod may run on; default: CPU nodes preferred, GPU nodes as a fallback (never requesting a GPU)."""
     pod: PodPolicy | None = None
     """Pod settings of the benchmark pod: labels, annotations, serviceAccountName, imagePullSecrets (for the operator's image), priorityClassName, security contexts."""
 

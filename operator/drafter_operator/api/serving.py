@@ -76,13 +76,13 @@ DecimalOrAuto = Annotated[str, StringConstraints(pattern=DECIMAL_OR_AUTO_PATTERN
 """A non-negative decimal written as a string (e.g. "2.0"), or "auto"."""
 
 
-# ---------------------------------------------------------------------------------------------------
-# spec
 CONTENT_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 ContentDigest = Annotated[str, StringConstraints(pattern=CONTENT_DIGEST_PATTERN, max_length=71)]
 """A checkpoint's content digest, "sha256:<64 lowercase hex>" (what a DrafterTraining's Export records)."""
 
 
+# ---------------------------------------------------------------------------------------------------
+# spec
 
 
 class TargetSpec(ApiModel):
@@ -177,14 +177,14 @@ class DrafterSpec(ApiModel):
             field_path=".numDraftTokens",
         ),
         Rule(
-            cel="self.method != 'none' || !has(self.dynamic)",
-        Rule(
             cel="!has(self.contentDigest) || has(self.model)",
             message="spec.drafter.contentDigest names what is at drafter.model: set drafter.model or remove contentDigest",
             check=lambda d: d.content_digest is None or d.model is not None,
             field_path=".contentDigest",
             reason="FieldValueForbidden",
         ),
+        Rule(
+            cel="self.method != 'none' || !has(self.dynamic)",
             message="spec.drafter.dynamic needs speculation but spec.drafter.method is none: remove dynamic or choose a method",
             check=lambda d: d.method != "none" or d.dynamic is None,
             field_path=".dynamic",
@@ -196,10 +196,10 @@ class DrafterSpec(ApiModel):
     """eagle3, eagle, mtp (the target's own multi-token-prediction layers), ngram (prompt lookup), draftModel (a small LLM), or none."""
     model: ModelRef | None = None
     """The drafter checkpoint: a path on the model volume or a hub id. Required for eagle3, eagle and draftModel."""
-    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = None
-    """vLLM only: tokens drafted per step (num_speculative_tokens), e.g. 5. Required on vLLM except for mtp."""
     content_digest: ContentDigest | None = None
     """What is at drafter.model, as "sha256:<64 hex>": set by a DrafterTraining's Promote to the digest its Export recorded (drafter-digest.json beside the weights). Part of the revision's identity, so changing it starts a new revision even at the same path (a retrained drafter exported over the old one); the operator does not read the files to check it."""
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = None
+    """vLLM only: tokens drafted per step (num_speculative_tokens), e.g. 5. Required on vLLM except for mtp."""
     num_steps: Annotated[int, Field(ge=1, le=32)] | None = None
     """SGLang only: draft steps per verification (--speculative-num-steps), e.g. 3. Unset: SGLang chooses steps, eagleTopk and numDraftTokens together (3, 1, 4 for DeepSeek-V3/Kimi), so set it whenever you set either of the others. Not for ngram (SGLang derives it)."""
     eagle_topk: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -743,6 +743,19 @@ class GatingStatus(StatusModel):
     """The revision being gated."""
     since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     """When its gating began."""
+    source: str | None = None
+    """Whose gate it is: "spec.swap.gate", or "the gate of drafter.dev/promotion by <training> (generation <n>)" for the one-shot gate of a DrafterTraining's Promote."""
+
+
+class PromotionStatus(StatusModel):
+    """The drafter.dev/promotion annotation acted on: a one-shot BlueGreen swap with its own gate, for one revision."""
+
+    request: str | None = None
+    """A short hash of the annotation's value: a new value is a new promotion."""
+    by: str | None = None
+    """Who asked, e.g. "train-kimi (generation 2)"."""
+    revision: str | None = None
+    """The revision it applies to (without a learned schedule; the scheduled revision of the same drafter too). Every other swap follows spec.swap."""
 
 
 class ServingNowStatus(StatusModel):
@@ -760,19 +773,6 @@ class ServingNowStatus(StatusModel):
     """Tokens it drafts per step (k), when it speculates."""
     image: str | None = None
     """Its engine image."""
-    source: str | None = None
-    """Whose gate it is: "spec.swap.gate", or "the gate of drafter.dev/promotion by <training> (generation <n>)" for the one-shot gate of a DrafterTraining's Promote."""
-
-
-class PromotionStatus(StatusModel):
-    """The drafter.dev/promotion annotation acted on: a one-shot BlueGreen swap with its own gate, for one revision."""
-
-    request: str | None = None
-    """A short hash of the annotation's value: a new value is a new promotion."""
-    by: str | None = None
-    """Who asked, e.g. "train-kimi (generation 2)"."""
-    revision: str | None = None
-    """The revision it applies to (without a learned schedule; the scheduled revision of the same drafter too). Every other swap follows spec.swap."""
 
 
 class EndpointStatus(StatusModel):
@@ -815,6 +815,8 @@ class DrafterServingStatus(StatusModel):
     """While a Ready new revision is benchmarked by its gate: which, and since when."""
     retry_request: str | None = None
     """The last value of the drafter.dev/retry annotation acted on: a new value starts a failed revision again."""
+    promotion: PromotionStatus | None = None
+    """The DrafterTraining promotion (drafter.dev/promotion annotation) in force, and the revision it applies to."""
     serving: ServingNowStatus | None = None
     """What receives traffic now (the active revision): the printer columns describe it, not the spec."""
     endpoint: EndpointStatus | None = None
@@ -832,8 +834,6 @@ class DrafterServing(KindModel):
         {"name": "Engine", "type": "string", "jsonPath": ".status.serving.engine"},
         {"name": "Drafter", "type": "string", "jsonPath": ".status.serving.method"},
         {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-    promotion: PromotionStatus | None = None
-    """The DrafterTraining promotion (drafter.dev/promotion annotation) in force, and the revision it applies to."""
         {"name": "Degraded", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Degraded")].status'},
         {"name": "Acceptance", "type": "number", "jsonPath": ".status.acceptance.rate"},
         {"name": "Speedup", "type": "number", "jsonPath": ".status.lastBenchmark.speedup"},

@@ -5,6 +5,7 @@ so a repeated reconcile or a restarted operator never starts a second run of the
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -13,16 +14,18 @@ from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.controllers.benchmark_decide import (
+    MAX_LOG_BYTES,
     BenchmarkPlan,
     BenchmarkState,
     Target,
     decide,
-    termination_message,
+    parse_detail,
+    result_pod,
 )
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER
+from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER, job_name
 from drafter_operator.resources.labels import SERVING_LABEL
 
 log = logging.getLogger("drafter.benchmark")
@@ -63,31 +66,45 @@ class BenchmarkReconciler(OneAtATime):
             return None
         spec = body.get("spec") or {}
         selector = f"{BENCHMARK_LABEL}={name}"
-        job_pods = tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector))
-        return BenchmarkState(
+        jobs = self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)
+        current = job_name(name, body["metadata"].get("generation") or 1)
+        if not any(j["metadata"]["name"] == current for j in jobs):
+            # A Job of that name without the label (created by someone else) would make the create a
+            # silent 409 forever: decide sees it and says whose it is not.
+            squatter = self.kube.get(object_path("batch/v1", "jobs", namespace, current))
+            jobs += [squatter] if squatter is not None else []
+        state = BenchmarkState(
             benchmark=body,
             target=self._target(namespace, (spec.get("servingRef") or {}).get("name")),
             baseline=self._target(namespace, ((spec.get("baseline") or {}).get("servingRef") or {}).get("name")),
-            jobs=tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)),
-            job_pods=job_pods, now=self.clock(), image=self.image,
-            baseline_benchmark=self._baseline_benchmark(namespace, spec),
-            detail=None if (body.get("status") or {}).get("resultConfigMap") else self._detail(namespace, job_pods))
+            jobs=tuple(jobs),
+            job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
+            now=self.clock(), image=self.image,
+            baseline_benchmark=self._baseline_benchmark(namespace, spec))
+        if (body.get("status") or {}).get("resultConfigMap"):
+            return state
+        detail = self._detail(namespace, result_pod(state))
+        if isinstance(detail, str):
+            return dataclasses.replace(state, detail_problem=detail)
+        return dataclasses.replace(state, detail=detail)
 
     def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
         name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
         return self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name)) if name else None
 
-    def _detail(self, namespace: str, pods: tuple[dict, ...]) -> dict | None:
-        """The full result a succeeded bench container printed on stdout (its log), if any."""
-        for pod in pods:
-            _, exit_code = termination_message(pod)
-            if exit_code == 0:
-                try:
-                    return self.kube.request("GET", object_path("v1", "pods", namespace, pod["metadata"]["name"], "log"),
-                                             query={"container": CONTAINER})
-                except (ApiError, ValueError) as exc:
-                    log.warning("%s: no full result from the bench log: %s", pod["metadata"]["name"], exc)
-        return None
+    def _detail(self, namespace: str, pod: dict | None) -> dict | str | None:
+        """The full result the own Job's succeeded bench container printed on stdout (its log), or why it is
+        none (parse_detail); None when there is no such pod or the log could not be read (tried again)."""
+        if pod is None:
+            return None
+        try:
+            # One byte over the bound: parse_detail tells a log that fits from one the apiserver cut short.
+            text = self.kube.read_text(object_path("v1", "pods", namespace, pod["metadata"]["name"], "log"),
+                                       query={"container": CONTAINER, "limitBytes": str(MAX_LOG_BYTES + 1)})
+        except ApiError as exc:
+            log.warning("%s: no full result from the bench log: %s", pod["metadata"]["name"], exc)
+            return None
+        return parse_detail(text)
 
     def apply(self, body: dict, plan: BenchmarkPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]

@@ -2,7 +2,11 @@
 
 A benchmark is one recorded run: a Job (resources/benchmark_job.py) runs `drafter-operator bench`
 against the serving's Service (requests) and each Ready pod of its active revision (/metrics, so
-acceptance covers every replica), and its termination message becomes `status.result`. A finished
+acceptance covers every replica), and its termination message becomes `status.result`. Only the
+benchmark's own Job (its controller owner reference is this benchmark's UID) and that Job's own pods
+(controller owner: the Job's UID) are read or deleted: a label is anyone's to set in the namespace, so a
+pod or Job that merely carries the benchmark's labels is ignored. The full result on the bench's stdout
+is read with a bound (MAX_LOG_BYTES) and refused above it. A finished
 run is never repeated; a spec change (a new generation) is a new run with a new Job, and the Jobs of
 older generations are deleted. While the serving is not Ready the benchmark waits, and fails with the
 reason once `spec.timeout` has passed since it was created.
@@ -20,6 +24,7 @@ from drafter_operator import engines
 from drafter_operator.api import DrafterBenchmark, DrafterServing, parse_decimal, parse_duration
 from drafter_operator.api.benchmark import BenchmarkResult, benchmark_problems
 from drafter_operator.api.serving import DrafterSpec
+from drafter_operator.bench.result import TERMINATION_MESSAGE_LIMIT
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict
@@ -53,11 +58,12 @@ class BenchmarkState:
     benchmark: dict
     target: Target | None  # spec.servingRef (None with spec.endpoint)
     baseline: Target | None  # spec.baseline.servingRef
-    jobs: tuple[dict, ...]  # Jobs labelled with this benchmark
-    job_pods: tuple[dict, ...]  # their pods
+    jobs: tuple[dict, ...]  # Jobs labelled with this benchmark, and the current generation's Job by name
+    job_pods: tuple[dict, ...]  # pods labelled with this benchmark (only the Job's own are read: own_pods)
     now: dt.datetime
     image: str  # the operator's image, which the Job runs
     detail: dict | None = None  # the full result the bench container printed (its log), once it succeeded
+    detail_problem: str | None = None  # why that log is no full result (parse_detail), when it is not
     # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
     baseline_benchmark: dict | None = None
 
@@ -204,6 +210,51 @@ def _job_finished(job: dict) -> tuple[str, str, str] | None:
     return None if cond is None else (cond["type"], cond.get("reason") or cond["type"], cond.get("message") or "")
 
 
+def controlled_by(obj: dict, uid: str | None) -> bool:
+    """`obj`'s controller owner reference names `uid`: the Job controller sets it on the pods it creates, and
+    the operator on the Jobs it creates, where a label is anyone's to copy."""
+    return bool(uid) and any(ref.get("controller") and ref.get("uid") == uid
+                             for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def own_job(state: BenchmarkState) -> dict | None:
+    """The current generation's Job, when it exists (owned or not: decide refuses one it does not own)."""
+    meta = state.benchmark["metadata"]
+    current = job_name(meta["name"], meta.get("generation") or 1)
+    return next((j for j in state.jobs if j["metadata"]["name"] == current), None)
+
+
+def own_pods(state: BenchmarkState, job: dict | None) -> list[dict]:
+    """The pods `job` created, provided the Job is this benchmark's own."""
+    if job is None or not controlled_by(job, state.benchmark["metadata"].get("uid")):
+        return []
+    return [p for p in state.job_pods if controlled_by(p, job["metadata"].get("uid"))]
+
+
+def result_pod(state: BenchmarkState) -> dict | None:
+    """The own Job's pod whose bench container succeeded: the one whose log holds the full result."""
+    return next((p for p in own_pods(state, own_job(state)) if termination_message(p)[1] == 0), None)
+
+
+#: The most of the bench's stdout read back (the log request's limitBytes is one more, to tell "over").
+#: 1,000 prompts make about 200 KB; a run of numPrompts x repetitions beyond ~15,000 prompts is over it.
+MAX_LOG_BYTES = 4 * 1024 * 1024
+
+
+def parse_detail(text: str) -> dict | str:
+    """The full result from the bench's log (read with limitBytes MAX_LOG_BYTES + 1), or why it is none."""
+    if len(text.encode()) > MAX_LOG_BYTES:
+        return (f"the bench output is over {MAX_LOG_BYTES // (1024 * 1024)} MiB, so the full result was not read: "
+                "status.result holds the summary; lower spec.numPrompts x spec.repetitions for per-prompt detail")
+    try:
+        detail = json.loads(text)
+    except ValueError as exc:
+        return f"the bench output is not JSON ({exc}), so the full result was not read: status.result holds the summary"
+    if not isinstance(detail, dict):
+        return "the bench output is not a JSON object, so the full result was not read: status.result holds the summary"
+    return detail
+
+
 def decide(state: BenchmarkState) -> BenchmarkPlan:
     body = state.benchmark
     meta = body["metadata"]
@@ -213,7 +264,8 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     plan = BenchmarkPlan()
     current = job_name(name, generation)
     plan.deletes = [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
-                    if j["metadata"]["name"] != current and not j["metadata"].get("deletionTimestamp")]
+                    if j["metadata"]["name"] != current and not j["metadata"].get("deletionTimestamp")
+                    and controlled_by(j, meta.get("uid"))]  # never another's Job that copied the label
 
     def finish(new: dict, complete: Verdict, gate: Verdict | None = None, events: list[Event] | None = None) -> BenchmarkPlan:
         """Status for `new["state"]`: Complete, Failed (True only when the run failed) and GatePassed."""
@@ -238,7 +290,12 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     if status.get("observedGeneration") == generation and status.get("state") in ("Succeeded", "Failed"):
         return plan
 
-    job = next((j for j in state.jobs if j["metadata"]["name"] == current), None)
+    job = own_job(state)
+    if job is not None and not controlled_by(job, meta.get("uid")):
+        message = (f"Job {current} exists and is not this DrafterBenchmark's (no controller owner reference to it): "
+                   "its result cannot be trusted; delete that Job, or give the benchmark another name")
+        return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", "JobNotOwned", message),
+                      events=[("Warning", "JobNotOwned", message)])
     if job is not None:
         return _observe_job(state, spec, job, status, finish, now)
 
@@ -285,7 +342,7 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
                                 (prompts.name, prompts.key) if prompts is not None else None,
-                                resources=spec.resources, policy=spec.pod)
+                                resources=spec.resources, policy=spec.pod, placement=spec.placement)
     drafter = drafter_summary(serving_spec) if serving_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
@@ -323,14 +380,22 @@ def _endpoint_engine(body: dict) -> str:
 
 def _observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish, now: dt.datetime) -> BenchmarkPlan:
     name = job["metadata"]["name"]
-    pods = [p for p in state.job_pods if (p["metadata"].get("labels") or {}).get("job-name") == name]
+    pods = own_pods(state, job)
     message, exit_code = next(((m, c) for m, c in map(termination_message, pods) if c is not None), (None, None))
     finished = _job_finished(job)
     if exit_code == 0 and message:
         plan = _succeeded(spec, message, finish, now, _swapped_during_run(state, status))
-        if state.detail is not None and plan.status.get("state") == "Succeeded":
-            meta = state.benchmark["metadata"]
+        meta = state.benchmark["metadata"]
+        if plan.status.get("state") != "Succeeded":
+            return plan
+        if state.detail is not None:
             plan.config_map = result_config_map(meta["namespace"], meta["name"], state.detail)
+        elif state.detail_problem is not None:  # the summary, saying why the detail is missing
+            plan.config_map = result_config_map(meta["namespace"], meta["name"],
+                                                {**(plan.status.get("result") or status.get("result") or {}),
+                                                 "truncated": state.detail_problem})
+            plan.events.append(("Warning", "ResultTruncated", state.detail_problem))
+        if plan.config_map is not None:
             plan.status["resultConfigMap"] = plan.config_map["metadata"]["name"]
         return plan
     if finished is None:  # running, or the container ended and the Job controller has not said so yet
@@ -369,6 +434,9 @@ def _swapped_during_run(state: BenchmarkState, status: dict) -> str | None:
 
 def _succeeded(spec, message: str, finish, now: dt.datetime, swapped: str | None = None) -> BenchmarkPlan:
     try:
+        size = len(message.encode())
+        if size > TERMINATION_MESSAGE_LIMIT:  # the kubelet keeps no more; a longer one did not come from it
+            raise ValueError(f"{size} bytes, over the {TERMINATION_MESSAGE_LIMIT} a termination message holds")
         result = BenchmarkResult.model_validate(json.loads(message))
     except (ValueError, pydantic.ValidationError) as exc:
         text = f"the bench container's termination message is not a result: {exc}"[:1000]

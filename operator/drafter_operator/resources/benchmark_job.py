@@ -1,14 +1,19 @@
 """The Job that runs one DrafterBenchmark: `drafter-operator bench` in the operator's own image.
 
-A pure builder. The Job runs on CPU nodes only: a benchmark client on a GPU node would take a GPU
-slot from an engine (and measure a machine the engines share). It never retries (`backoffLimit: 0`):
+A pure builder. The Job prefers CPU nodes (spec.placement.nodePreference): a benchmark client on a GPU
+node shares the machine an engine runs on. It still runs on a cluster of GPU nodes only (it tolerates
+their taint and prefers, not requires, the others), and it never requests a GPU (nor sees one: the
+NVIDIA runtime exposes none to it). Its cpu and memory always have requests and limits, so a namespace
+whose LimitRange or ResourceQuota demands them admits it. It never retries (`backoffLimit: 0`):
 a second attempt would measure a different moment and mix into the same result. Its result travels
 in the container's termination message (at most 4 KiB), which the controller copies into status.
 """
 
 from __future__ import annotations
 
+from drafter_operator.api.pod import parse_kube_quantity
 from drafter_operator.resources import pod_policy
+from drafter_operator.resources.engine import GPU_TOLERATION
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
@@ -18,8 +23,11 @@ PROMPTS_VOLUME = "prompts"
 PROMPTS_DIR = "/etc/drafter/prompts"
 #: Labels a GPU node carries (NVIDIA GPU feature discovery); the Job's affinity avoids them.
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
-#: A small async client: its CPU is a few percent of one core per 1,000 tokens/s (docs/performance.md).
-DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+#: A small async client: its CPU is a few percent of one core per 1,000 tokens/s (docs/performance.md). The
+#: cpu limit is two cores: one Python event loop cannot use more, so it never throttles the measurement.
+DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+#: How much the scheduler prefers a CPU node (the most it allows: only the user's own terms compete).
+CPU_NODE_WEIGHT = 100
 #: The operator's image runs as a non-root user and needs nothing from the kernel.
 DEFAULT_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
                             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
@@ -40,24 +48,60 @@ def benchmark_labels(benchmark: str) -> dict[str, str]:
             **MANAGED_BY, BENCHMARK_LABEL: benchmark}
 
 
+def benchmark_resources(resources=None) -> dict:
+    """requests and limits of cpu and memory, always both: the spec's (api/pod.py ContainerResources), each
+    one unset filled from DEFAULT_RESOURCES. A filled request is at most the spec's limit and a filled limit at
+    least the spec's request, so filling never makes a limit below its request."""
+    chosen = resources.to_json() if resources is not None else {}
+    requests, limits = dict(chosen.get("requests") or {}), dict(chosen.get("limits") or {})
+    for name in ("cpu", "memory"):
+        default_request, default_limit = DEFAULT_RESOURCES["requests"][name], DEFAULT_RESOURCES["limits"][name]
+        if name not in requests:
+            requests[name] = min(default_request, limits.get(name, default_request), key=parse_kube_quantity)
+        if name not in limits:
+            limits[name] = max(default_limit, requests[name], key=parse_kube_quantity)
+    return {"requests": requests, "limits": limits}
+
+
+def node_placement(placement=None) -> dict:
+    """affinity and tolerations from spec.placement (api/benchmark.py BenchmarkPlacement); None: the defaults."""
+    preference = placement.node_preference if placement is not None else "PreferCPUNodes"
+    cpu_node = {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}
+    fields: dict = {}
+    if preference == "RequireCPUNodes":
+        fields["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [cpu_node]}}}
+    elif preference == "PreferCPUNodes":
+        fields["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": CPU_NODE_WEIGHT, "preference": cpu_node}]}}
+    # A GPU node is a fallback only if the pod tolerates its taint (GKE: nvidia.com/gpu=present:NoSchedule).
+    tolerations = [] if preference == "RequireCPUNodes" else [dict(GPU_TOLERATION)]
+    tolerations += [t.to_json() for t in (placement.tolerations or [])] if placement is not None else []
+    if tolerations:
+        fields["tolerations"] = tolerations
+    return fields
+
+
 def benchmark_job(namespace: str, benchmark: str, generation: int, image: str, argv: list[str],
                   timeout_seconds: int, prompts_config_map: tuple[str, str] | None = None,
-                  resources=None, policy=None) -> dict:
+                  resources=None, policy=None, placement=None) -> dict:
     """`argv` is the bench command line after `drafter-operator bench`; `prompts_config_map`
-    (name, key) mounts that key at PROMPTS_DIR/<key>; `resources` and `policy` are the spec's
-    (api/pod.py ContainerResources and PodPolicy)."""
+    (name, key) mounts that key at PROMPTS_DIR/<key>; `resources`, `policy` and `placement` are the spec's
+    (api/pod.py ContainerResources and PodPolicy, api/benchmark.py BenchmarkPlacement)."""
     labels = benchmark_labels(benchmark)
     container = {
         "name": CONTAINER, "image": image, "command": ["drafter-operator", "bench", *argv],
         "terminationMessagePolicy": "File",
-        "resources": pod_policy.container_resources(resources, default=DEFAULT_RESOURCES),
+        # On a GPU node, an NVIDIA runtime that reads this variable would otherwise expose every GPU to a
+        # container that requested none (the device plugin's envvar strategy): "void" exposes none.
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+        "resources": benchmark_resources(resources),
         "securityContext": pod_policy.container_security(policy, DEFAULT_SECURITY_CONTEXT),
     }
     pod_spec: dict = {
         "restartPolicy": "Never",
         "containers": [container],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "DoesNotExist"}]}]}}},
+        **node_placement(placement),
         **pod_policy.pod_fields(policy),
     }
     if prompts_config_map:
