@@ -328,12 +328,6 @@ def decide(state: ServingState) -> ServingPlan:
     if retried:
         status = {**status, **retried}
     failed = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good") is False)
-    switch_record = ((observed.service or {}).get("metadata") or {}).get("annotations") or {}
-    switched_at = switch_record.get(SWITCHED_AT_ANNOTATION)
-
-    swap_input = None
-    if blocked and active is None:
-        swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", known_verdict.message),
     good = frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good"))
     # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
     # every other swap follows spec.swap as the user left it.
@@ -341,6 +335,12 @@ def decide(state: ServingState) -> ServingPlan:
                                revision_hash(spec, image), good, running.action is not None)
     strategy = promotion.request.strategy if promotion.request else spec.swap.strategy
     gate = promotion.request.gate if promotion.request else spec.swap.gate
+    switch_record = ((observed.service or {}).get("metadata") or {}).get("annotations") or {}
+    switched_at = switch_record.get(SWITCHED_AT_ANNOTATION)
+
+    swap_input = None
+    if blocked and active is None:
+        swap = SwapPlan(ready=Verdict("False", "KnownBadCombination", known_verdict.message),
                         progressing=Verdict("False", "Blocked", "spec.drafter.allowKnownBad is false"))
     else:
         swap_input = SwapInput(
@@ -446,13 +446,13 @@ def decide(state: ServingState) -> ServingPlan:
         since = gating_since(status.get("gating"), swap.run_gate)
         gating = {"revision": swap.run_gate, "since": iso(since or now), "source": promotion.gate_source}
     new_status["gating"] = gating  # None removes it (merge patch)
+    new_status["promotion"] = promotion.record  # None removes it (merge patch)
     _acceptance_status(new_status, judged, benchmarked)
     new_status["speculationSchedule"] = schedule_status  # None removes it (merge patch)
     plan.status = changed_fields(status, new_status)
 
     plan.deletes = [object_path("apps/v1", "deployments", namespace, deployment_name(name, revision))
                     for revision in swap.delete if revision in observed.deployments]
-    new_status["promotion"] = promotion.record  # None removes it (merge patch)
     # The swap planner's own Event says more than the condition transition with the same reason.
     posted = {reason for _, reason, _ in swap.events}
     plan.events += [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
