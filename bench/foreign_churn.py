@@ -128,7 +128,7 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     log(f"creating {args.pods} foreign pods in {NAMESPACE}")
     with ThreadPoolExecutor(args.threads) as pool:
         list(pool.map(lambda n: kube.create(pods_path, foreign_pod(n)), names))
-        log(f"deleting them")
+        log("deleting them")
         list(pool.map(lambda n: kube.request("DELETE", object_path("v1", "pods", NAMESPACE, n),
                                              {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}),
                       names))
@@ -151,7 +151,8 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     result["operatorWatchEvents"] = {k.split(".", 1)[1]: int(after[k] - before.get(k, 0))
                                      for k in after if k.startswith("events.")}
     result["operatorCpuSeconds"] = round(after["cpuSeconds"] - before["cpuSeconds"], 2)
-    result["operatorCpuSecondsIdleOverWindow"] = round(result["idleCpuSecondsPerMinute"] * result["windowSeconds"] / 60, 2)
+    idle_rate = result["idleCpuSecondsPerMinute"]
+    result["operatorCpuSecondsIdleOverWindow"] = round(idle_rate * result["windowSeconds"] / 60, 2)
     result["loadavgAtEnd"] = os.getloadavg()
     return result
 
@@ -161,7 +162,8 @@ def report(r: dict) -> None:
         return
     print(f"{r['pods']} foreign pods created and deleted in {r['churnSeconds']} s; the apiserver sent "
           f"{r['foreignPodEventsSentByApiserver']} events about them")
-    print(f"operator: watch events received {sum(r['operatorWatchEvents'].values())} {r['operatorWatchEvents']}, CPU {r['operatorCpuSeconds']} s over "
+    events = r['operatorWatchEvents']
+    print(f"operator: watch events received {sum(events.values())} {events}, CPU {r['operatorCpuSeconds']} s over "
           f"{r['windowSeconds']} s (idle rate {r['idleCpuSecondsPerMinute']} s/min)")
 
 

@@ -137,4 +137,5 @@ def test_kopfs_watches_and_requests_are_bounded():
     settings = kopf.OperatorSettings()
     kube_module.kopf_timeouts(settings)
     assert settings.networking.request_timeout == kube_module.REQUEST_TIMEOUT_SECONDS
-    assert settings.networking.connect_timeout == settings.watching.connect_timeout == kube_module.CONNECT_TIMEOUT_SECONDS
+    connect = kube_module.CONNECT_TIMEOUT_SECONDS
+    assert settings.networking.connect_timeout == settings.watching.connect_timeout == connect
