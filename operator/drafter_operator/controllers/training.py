@@ -78,6 +78,7 @@ class TrainingReconciler(OneAtATime):
             benchmarks=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
                                             label_selector=selector)),
             progress_log=self._running_log(namespace, jobs, pods),
+            servings=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterservings", namespace))),
             engine=tuple(obj for path in (object_path("apps/v1", "deployments", namespace),
                                           object_path("v1", "services", namespace))
                          for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),

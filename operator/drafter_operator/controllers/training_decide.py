@@ -38,6 +38,7 @@ from drafter_operator.controllers.training_promotion import (
     promotion_patch,
     serving_problems,
 )
+from drafter_operator.controllers.training_output import output_conflicts
 from drafter_operator.controllers.training_stages import STAGE_CONDITIONS, StageJob, plan_stages, stages_for
 from drafter_operator import API_GROUP, API_VERSION
 from drafter_operator.kube import object_path
@@ -87,6 +88,7 @@ class TrainingState:
     benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
     progress_log: str | None = None  # the log tail of the running stage pod
     engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
+    servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: training_output.py)
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
 
 
@@ -280,6 +282,17 @@ def decide(state: TrainingState) -> TrainingPlan:
             plan.events.append(("Warning", "StageFailed", message))
             verdicts += [(STAGE_CONDITIONS[decision.start], Verdict("False", "ServingUnsuitable", message)),
                          ("Ready", Verdict("False", "ServingUnsuitable", message + "; fix it or change spec.promote"))]
+            extra["progress"] = None
+            return finish("Failed", verdicts, extra)
+    if decision.start in JOB_STAGES:
+        # Before every Job stage (so a run fails before hours of work, and again right before Export, when a
+        # serving may have started loading the path since): Export never replaces what a serving loads.
+        conflicts = output_conflicts(spec, state.servings)
+        if conflicts:
+            message = f"{decision.start} failed: {'; '.join(conflicts)}"
+            plan.events.append(("Warning", "StageFailed", message))
+            verdicts += [(STAGE_CONDITIONS[decision.start], Verdict("False", "OutputInUse", message)),
+                         ("Ready", Verdict("False", "OutputInUse", message + "; change the spec to run again"))]
             extra["progress"] = None
             return finish("Failed", verdicts, extra)
     endpoint = None
