@@ -22,9 +22,9 @@ from drafter_operator.resources.benchmark_job import benchmark_job, job_name, re
 from drafter_operator.resources.gate import gate_benchmark, gate_name
 from drafter_operator.resources.labels import deployment_name
 from drafter_operator.resources.names import HASH_LENGTH, child_name
-from drafter_operator.resources.training import evaluate_benchmark_name, hidden_states_claim_name
+from drafter_operator.resources.training import evaluate_benchmark_name, hidden_states_claim, hidden_states_claim_name
 from drafter_operator.resources.training_engine import engine_name, generation_engine
-from drafter_operator.resources.training_job import spec_config_map_name, stage_job, stage_job_name
+from drafter_operator.resources.training_job import spec_config_map, spec_config_map_name, stage_job, stage_job_name
 from drafter_operator.training.stages import job_stages
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -190,3 +190,46 @@ def _assert_job_fits(job: dict) -> None:
     assert len(name) <= 63 and DNS1035.match(name), name
     labels = {**job["metadata"]["labels"], **job["spec"]["template"]["metadata"]["labels"], "job-name": name}
     assert all(len(v) <= 63 and LABEL_VALUE.match(v) for v in labels.values()), labels
+
+
+KIND_LIMITS = {"Job": (63, DNS1035), "ConfigMap": (253, SUBDOMAIN), "PersistentVolumeClaim": (253, SUBDOMAIN),
+               "Deployment": (63, DNS1035), "Service": (63, DNS1035), "DrafterBenchmark": (NAME_MAX_LENGTH, DNS1035)}
+
+
+def _labels_fit(labels: dict) -> None:
+    assert all(len(v) <= 63 and LABEL_VALUE.match(v) for v in labels.values()), labels
+
+
+@given(parents(), generations)
+def test_every_child_of_a_training_of_any_valid_name_fits_its_kind(parent, generation):
+    """Every object a DrafterTraining creates (stage Jobs, the spec ConfigMap, the hidden-state claim,
+    Generate's engine, the Evaluate benchmark), for any valid training name up to the maximum length
+    and any generation: its name fits its kind's limit and rule, every label value and selector fits a
+    label, and the names its pods refer to (claim, ConfigMap) are the ones created."""
+    created = [stage_job("team", parent, TRAINING.spec, stage, generation, "trainer:1") for stage in STAGES]
+    created.append(spec_config_map("team", parent, TRAINING.spec, generation))
+    created.append(hidden_states_claim("team", parent, TRAINING.spec.model_copy(update={
+        "hidden_states": TRAINING.spec.hidden_states.model_copy(update={
+            "storage": TRAINING.spec.hidden_states.storage.model_copy(update={"claim_name": None, "size": "1Ti"})})})))
+    created += generation_engine("team", parent, TRAINING.spec, generation, "lmsysorg/sglang:v0.5.23")
+    created.append(evaluate_benchmark("team", parent, TRAINING.spec, generation))
+    names = {}
+    for obj in created:
+        limit, rule = KIND_LIMITS[obj["kind"]]
+        name = obj["metadata"]["name"]
+        assert len(name) <= limit and rule.match(name), (obj["kind"], name)
+        names.setdefault(obj["kind"], set()).add(name)
+        _labels_fit(obj["metadata"].get("labels") or {})
+        template = (obj.get("spec") or {}).get("template") or {}
+        _labels_fit((template.get("metadata") or {}).get("labels") or {})
+        _labels_fit(((obj.get("spec") or {}).get("selector") or {}).get("matchLabels")
+                    or ((obj.get("spec") or {}).get("selector") if obj["kind"] == "Service" else {}) or {})
+        if obj["kind"] == "Job":
+            _assert_job_fits(obj)
+    assert len(names["Job"]) == len(STAGES)  # one Job per stage, none shortened into another
+    for job in (o for o in created if o["kind"] == "Job"):
+        volumes = job["spec"]["template"]["spec"]["volumes"]
+        assert {v["configMap"]["name"] for v in volumes if "configMap" in v} <= names["ConfigMap"]
+        work = next(v for v in volumes if v["name"] == "work")["persistentVolumeClaim"]["claimName"]
+        assert work == hidden_states_claim_name(parent, TRAINING.spec)
+    DrafterBenchmark.model_validate(next(o for o in created if o["kind"] == "DrafterBenchmark"))
