@@ -66,8 +66,32 @@ def serving_env(cluster, namespace, operator, engine_nodes, model_volume):
     return cluster, namespace
 
 
-def test_seed_example_serves_through_its_service(serving_env):
+def assert_foreign_services_never_reach_the_operator(cluster, namespace: str, operator, count: int = 20) -> None:
+    """The operator's watches select its own children in the apiserver (controllers/handlers.py configure):
+    `count` Services not labelled as the operator's, created just before one that is, must not reach it. The
+    watch stream delivers their events before the labelled one's, so once that one arrived theirs would have
+    too; fewer than `count` events between (other namespaces' services churn meanwhile) proves none did."""
+    def service(name: str, labels: dict) -> dict:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
+                "spec": {"ports": [{"port": 80}], "selector": {"app": name}}}
+
+    def events() -> float:
+        return operator.metric("drafter_watch_events_total", kind="services") or 0
+
+    before = events()
+    names = [f"foreign-{i}" for i in range(count)]
+    items = [service(n, {"app.kubernetes.io/managed-by": "someone-else"}) for n in names]
+    items.append(service("marker", {"app.kubernetes.io/managed-by": "drafter-operator"}))
+    cluster.kubectl("-n", namespace, "apply", "-f", "-",  # applied in order: the labelled one last
+                    input=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    cluster.wait_for("the labelled Service's watch event", lambda: events() >= before + 1, timeout=30)
+    assert events() - before < count
+    cluster.kubectl("-n", namespace, "delete", "service", "marker", *names)
+
+
+def test_seed_example_serves_through_its_service(serving_env, operator):
     cluster, namespace = serving_env
+    assert_foreign_services_never_reach_the_operator(cluster, namespace, operator)
     apply(cluster, namespace, seed_serving())
     status = wait_ready(cluster, namespace, "kimi")
     revision = status["activeRevision"]
