@@ -268,8 +268,15 @@ def test_speculators_training_is_evaluated_against_the_serving_and_promoted_thro
     assert served["spec"]["drafter"]["model"] == "/models/drafters/spec"
     assert served["status"]["activeRevision"] == status["promotedRevision"]
     assert served["metadata"]["annotations"]["drafter.dev/promoted-by"] == "spec (generation 1)"
-    assert float(served["spec"]["swap"]["gate"]["minTokensPerSecond"]) == pytest.approx(
-        evaluation["currentTokensPerSecond"], abs=0.01)
+    # The revision is the export's (its content digest), and the gate came with this promotion only:
+    # spec.swap is as the user applied it.
+    assert served["spec"]["drafter"]["contentDigest"] == artifacts["Export"]["contentDigest"]
+    swap = served["spec"].get("swap") or {}
+    assert "gate" not in swap and swap.get("strategy", "Recreate") == "Recreate", swap  # the seed's: none set
+    promotion = json.loads(served["metadata"]["annotations"]["drafter.dev/promotion"])
+    assert promotion["strategy"] == "BlueGreen" and promotion["contentDigest"] == artifacts["Export"]["contentDigest"]
+    assert float(promotion["gate"]["minTokensPerSecond"]) == pytest.approx(evaluation["currentTokensPerSecond"], abs=0.01)
+    assert served["status"]["promotion"]["revision"] == status["promotedRevision"]
     compatible = next(c for c in served["status"]["conditions"] if c["type"] == "DrafterCompatible")
     assert compatible["status"] == "True", compatible  # the preflight init container checked the new drafter
     print(f"\n[training e2e] speculators: {elapsed:.0f} s for Generate, Extract, Train, Export, Evaluate, Promote; "

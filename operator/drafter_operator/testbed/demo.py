@@ -247,7 +247,7 @@ def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, p
     target = BASE_SPEC["target"]["model"]
     console.print(f"\nA DrafterTraining trains the replacement for {name}'s drafter: speculators 0.9.0 on the CPU "
                   f"(a tiny stand-in for {target} on the model volume), then Evaluate (the serving as it runs now) "
-                  f"and Promote through spec.swap.gate minSpeedup {GATE['minSpeedup']} against kimi-baseline.")
+                  f"and Promote through a one-shot gate minSpeedup {GATE['minSpeedup']} against kimi-baseline.")
     demo_training.prepare(layout, NAMESPACE, target, python, kubectl)
     body = demo_training.manifest(NAMESPACE, target, RETRAINED_DRAFTER, name, GATE, BASE_SPEC["placement"])
     item = demo_training.run(console, kubectl, NAMESPACE, body)
