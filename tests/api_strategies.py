@@ -192,7 +192,7 @@ def serving_specs(draw) -> dict[str, Any]:
             acceptance["minDraftTokens"] = draw(st.integers(0, 10**9))
         if draw(st.booleans()):
             acceptance["source"] = "prometheus"
-            acceptance["prometheusUrl"] = draw(st.sampled_from(["http://prometheus.monitoring:9090", "https://prom.example.com/api"]))
+            acceptance["prometheus"] = draw(st.sampled_from(["default", "team-a"]))
         acceptance["onDegraded"] = draw(st.sampled_from(["Alert", "Rollback", "DisableSpeculation"]))
         spec["acceptance"] = acceptance
     return spec

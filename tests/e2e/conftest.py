@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -35,15 +36,21 @@ class OperatorProcess:
 
     #: How often the operator measures a watched serving's acceptance here (production default 15 s).
     ACCEPTANCE_INTERVAL_SECONDS = 2
+    #: The Prometheus endpoint name the operator is configured with (as the chart's prometheus.endpoints
+    #: would); a test's Prometheus listens on ``prometheus_port`` (testbed/prometheus.py ``port``).
+    PROMETHEUS_ENDPOINT = "default"
 
     def __init__(self, cluster, log_path: Path, namespaces: str = f"{NAMESPACE_PREFIX}*"):
         self.cluster, self.log_path, self.proc = cluster, log_path, None
         self.namespaces = namespaces  # a glob: the session's operator watches only this session's namespaces
         self.metrics_port = free_port()
+        self.prometheus_port = free_port()
 
     def start(self) -> None:
         env = {**self.cluster.env, "PYTHONUNBUFFERED": "1",
-               "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS)}
+               "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS),
+               "DRAFTER_PROMETHEUS_ENDPOINTS": json.dumps(
+                   {self.PROMETHEUS_ENDPOINT: f"http://127.0.0.1:{self.prometheus_port}"})}
         if self.cluster.local:
             env["DRAFTER_TRAINING_CPU"] = "1"  # no GPU: training stages take the CPU adapters
         log = open(self.log_path, "ab")

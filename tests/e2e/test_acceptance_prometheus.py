@@ -47,9 +47,11 @@ SLACK = 15
 
 
 @pytest.fixture
-def prometheus(cluster, namespace, tmp_path) -> Iterator[Prometheus]:
-    """A real Prometheus discovering this test's namespace through the kube-apiserver; stopped afterwards."""
-    with running(config([engine_pods_job(cluster.kubeconfig, [namespace])], SCRAPE_INTERVAL), tmp_path) as started:
+def prometheus(cluster, namespace, operator, tmp_path) -> Iterator[Prometheus]:
+    """A real Prometheus discovering this test's namespace through the kube-apiserver, on the port of the
+    endpoint the operator is configured with; stopped afterwards."""
+    with running(config([engine_pods_job(cluster.kubeconfig, [namespace])], SCRAPE_INTERVAL), tmp_path,
+                 port=operator.prometheus_port) as started:
         yield started
 
 
@@ -62,7 +64,9 @@ def prometheus_env(cluster, namespace, operator, engine_nodes, model_volume, pro
 def monitored(prometheus: Prometheus, on_degraded: str) -> dict:
     serving = seed_serving("kimi", swap={"strategy": "BlueGreen"})
     serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
-    serving["spec"]["acceptance"] = {**ACCEPTANCE, "prometheusUrl": prometheus.url, "onDegraded": on_degraded}
+    # The endpoint's name, as the chart's prometheus.endpoints configures it: tenants never write a URL.
+    serving["spec"]["acceptance"] = {**ACCEPTANCE, "prometheus": OperatorProcess.PROMETHEUS_ENDPOINT,
+                                     "onDegraded": on_degraded}
     return serving
 
 
@@ -185,6 +189,24 @@ def test_prometheus_source_marks_a_serving_degraded_when_its_acceptance_drops(pr
         # Alert: traffic stays on the degraded revision.
         assert condition(bad, "Ready")["status"] == "True" and bad["activeRevision"] == revision
         assert list(deployments(cluster, namespace, "kimi")) == [revision]
+
+        # Tenants name an endpoint, never a URL: the apiserver refuses prometheusUrl, and a name the operator
+        # is not configured with is an InvalidSpec naming the field and the configured names, with no child.
+        by_url = monitored(prometheus, "Alert")
+        by_url["metadata"]["name"] = "by-url"
+        by_url["spec"]["acceptance"]["prometheusUrl"] = "http://169.254.169.254/latest/meta-data"
+        refused = cluster.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump(by_url), check=False)
+        assert refused.returncode != 0 and "spec.acceptance.prometheusUrl is no longer accepted" in refused.stderr
+        unknown = monitored(prometheus, "Alert")
+        unknown["metadata"]["name"] = "unknown-endpoint"
+        unknown["spec"]["acceptance"]["prometheus"] = "team-b"
+        apply(cluster, namespace, unknown)
+        invalid = cluster.wait_for("InvalidSpec for an unknown endpoint", lambda: condition(
+            serving_status(cluster, namespace, "unknown-endpoint"), "Ready").get("reason") == "InvalidSpec"
+            and serving_status(cluster, namespace, "unknown-endpoint"), timeout=30)
+        message = condition(invalid, "Ready")["message"]
+        assert "spec.acceptance.prometheus 'team-b'" in message and f"use one of {OperatorProcess.PROMETHEUS_ENDPOINT}" in message
+        assert not deployments(cluster, namespace, "unknown-endpoint")
 
 
 def test_prometheus_source_with_disable_speculation_serves_the_target_alone(prometheus_env):

@@ -56,7 +56,7 @@ def alerting(cluster, namespace, operator, engine_nodes, model_volume, tmp_path)
     emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
     jobs = [engine_pods_job(cluster.kubeconfig, [namespace]),
             static_job(OPERATOR_JOB, f"127.0.0.1:{operator.metrics_port}")]
-    with running(config(jobs, SCRAPE_INTERVAL), tmp_path, rules=chart_rules()) as prometheus:
+    with running(config(jobs, SCRAPE_INTERVAL), tmp_path, rules=chart_rules(), port=operator.prometheus_port) as prometheus:
         yield prometheus
 
 
@@ -78,7 +78,8 @@ def test_low_acceptance_alert_fires_when_an_engines_acceptance_drops(cluster, na
     prometheus = alerting
     serving = seed_serving("kimi", swap={"strategy": "BlueGreen"})
     serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
-    serving["spec"]["acceptance"] = {**ACCEPTANCE, "minAcceptanceRate": str(MIN_RATE), "prometheusUrl": prometheus.url,
+    serving["spec"]["acceptance"] = {**ACCEPTANCE, "minAcceptanceRate": str(MIN_RATE),
+                                     "prometheus": operator.PROMETHEUS_ENDPOINT,
                                      "onDegraded": "Alert"}
     mine = {"namespace": namespace, "name": "kimi"}
     with explained(cluster, namespace, operator, prometheus):

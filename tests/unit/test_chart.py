@@ -206,6 +206,25 @@ def test_custom_images_tags_digests_and_settings():
     assert env_of(pinned)["DRAFTER_OPERATOR_IMAGE"] == "registry.example/bench:1"
 
 
+def test_tenancy_settings_reach_the_environment_as_json_the_operator_parses():
+    from drafter_operator.monitoring.prometheus_source import endpoints_from_env
+    from drafter_operator.resources.pod_policy import TenantPolicy
+    default = env_of(operator_container(render()))
+    assert endpoints_from_env(default) == {}
+    assert TenantPolicy.from_env(default) == TenantPolicy()
+    env = env_of(operator_container(render(
+        "prometheus.endpoints.default=http://prometheus.monitoring:9090",
+        "prometheus.endpoints.team-a=https://prom.team-a.svc:9091/sub",
+        "tenancy.allowedImagePrefixes={registry.internal/,vllm/vllm-openai:}",
+        "tenancy.allowedServiceAccounts.team-a={engines}", "tenancy.allowedServiceAccounts.\\*={inference}")))
+    assert endpoints_from_env(env) == {"default": "http://prometheus.monitoring:9090",
+                                       "team-a": "https://prom.team-a.svc:9091/sub"}
+    policy = TenantPolicy.from_env(env)
+    assert policy.image_prefixes == ("registry.internal/", "vllm/vllm-openai:")
+    assert policy.allowed_service_accounts("team-a") == ("engines", "inference")
+    assert policy.allowed_service_accounts("team-b") == ("inference",)
+
+
 # --------------------------------------------------------------------------------------------------
 # RBAC
 
@@ -476,6 +495,9 @@ def test_every_value_has_a_comment_that_starts_with_its_name():
     ("operator.leaderElection.leaseName=My_Lease", "/operator/leaderElection/leaseName", "does not match pattern"),
     ("operator.leaderElection.retryPeriodSeconds=0", "/operator/leaderElection/retryPeriodSeconds", "exclusiveMinimum"),
     ("operator.leaderElection.renewDeadlineSeconds=long", "/operator/leaderElection/renewDeadlineSeconds", "want number"),
+    ("prometheus.endpoints.default=prometheus:9090", "/prometheus/endpoints/default", "does not match pattern"),
+    ("tenancy.allowedImagePrefixes=registry.internal/", "/tenancy/allowedImagePrefixes", "want array"),
+    ("tenancy.allowedServiceAccounts.team-a=engines", "/tenancy/allowedServiceAccounts/team-a", "want array"),
 ])
 def test_schema_refuses_bad_values_naming_the_field(value, field, says):
     proc = helm("template", "d", str(CHART), "--kube-version", KUBE_VERSION, "--set", value, check=False)

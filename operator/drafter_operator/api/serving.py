@@ -63,6 +63,8 @@ _OWNED_CEL = (f"(a.split('=')[0] in {_OWNED_LIST_CEL} || "
 MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9._-]+)+$"
 _SYSTEM_PATH_PATTERN = r"^/(dev|proc|sys)(/|$)"
 
+#: The name of an operator-configured endpoint (a key of the chart's prometheus.endpoints).
+EndpointName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", min_length=1, max_length=63)]
 ParserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", min_length=1, max_length=64)]
 
 #: spec.acceptance thresholds may say "auto": the break-even threshold learned from the serving's last
@@ -362,18 +364,31 @@ class AcceptanceSpec(ApiModel):
             check=lambda a: duration_ok(a.for_, "0s", "24h"),
             field_path=".for",
         ),
+        # A URL of the tenant's choosing made the operator fetch it from inside the cluster (SSRF) and
+        # report what came back: tenants now name an endpoint the operator's configuration allows.
         Rule(
-            cel="self.source != 'prometheus' || has(self.prometheusUrl)",
-            message="spec.acceptance.prometheusUrl is required with source prometheus: set it (e.g. http://prometheus.monitoring:9090) or use source engine",
-            check=lambda a: a.source != "prometheus" or a.prometheus_url is not None,
+            cel="!has(self.prometheusUrl)",
+            message=("spec.acceptance.prometheusUrl is no longer accepted (the operator would fetch any URL): "
+                     "remove it and set spec.acceptance.prometheus to the name of a Prometheus endpoint the "
+                     "operator is configured with (chart value prometheus.endpoints; docs/security.md)"),
+            check=lambda a: a.prometheus_url is None,
             field_path=".prometheusUrl",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="self.source != 'prometheus' || has(self.prometheus)",
+            message=("spec.acceptance.prometheus is required with source prometheus: set it to the name of a "
+                     "Prometheus endpoint the operator is configured with (chart value prometheus.endpoints, "
+                     "e.g. default), or use source engine"),
+            check=lambda a: a.source != "prometheus" or a.prometheus is not None,
+            field_path=".prometheus",
             reason="FieldValueRequired",
         ),
         Rule(
-            cel="self.source == 'prometheus' || !has(self.prometheusUrl)",
-            message="spec.acceptance.prometheusUrl is only used with source prometheus: set source: prometheus or remove prometheusUrl",
-            check=lambda a: a.source == "prometheus" or a.prometheus_url is None,
-            field_path=".prometheusUrl",
+            cel="self.source == 'prometheus' || !has(self.prometheus)",
+            message="spec.acceptance.prometheus is only used with source prometheus: set source: prometheus or remove it",
+            check=lambda a: a.source == "prometheus" or a.prometheus is None,
+            field_path=".prometheus",
             reason="FieldValueForbidden",
         ),
     )
@@ -389,9 +404,11 @@ class AcceptanceSpec(ApiModel):
     for_: Duration = Field(default="5m", alias="for")
     """How long acceptance must stay below threshold before the serving is Degraded."""
     source: Literal["engine", "prometheus"] = "engine"
-    """engine scrapes the engine pods' /metrics directly; prometheus queries prometheusUrl."""
+    """engine scrapes the engine pods' /metrics directly; prometheus queries the Prometheus endpoint named by prometheus."""
+    prometheus: EndpointName | None = None
+    """For source prometheus: the name of a Prometheus endpoint the operator is configured with (chart value prometheus.endpoints, e.g. default); the administrator, not the tenant, chooses the URLs the operator queries."""
     prometheus_url: Url | None = None
-    """Prometheus base URL for source prometheus."""
+    """Removed: refused (it let a tenant make the operator fetch any URL). Use prometheus, an endpoint name."""
     on_degraded: Literal["Alert", "Rollback", "DisableSpeculation"] = "Alert"
     """Alert (condition, event and metric only), Rollback (to the last good drafter) or DisableSpeculation (serve with method none)."""
 

@@ -184,11 +184,16 @@ class AcceptanceMonitor:
                            serving_uid=serving_uid)
 
     async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
+        name = spec.acceptance.prometheus
         try:
+            endpoints = prom.endpoints_from_env()
+            if name not in endpoints:  # decide refuses the spec too; never query a URL nobody configured
+                raise prom.MetricsUnavailable("UnknownEndpoint", prom.endpoint_problem(name, endpoints) or "")
             found = await prom.fetch_acceptance(
-                spec.acceptance.prometheus_url, spec.engine,
+                endpoints[name], spec.engine,
                 prom.revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
-                num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter))
+                num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
+                shown_as=f"Prometheus endpoint {name!r}")
         except prom.MetricsUnavailable as exc:
             return a.Sample.unavailable(at, str(exc))
         except m.MetricsUnusable as exc:

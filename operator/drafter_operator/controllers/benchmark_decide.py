@@ -40,6 +40,7 @@ from drafter_operator.resources.benchmark_job import (
 )
 from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, K_ANNOTATION
 from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.resources.pod_policy import TenantPolicy
 
 Event = tuple[str, str, str]
 
@@ -66,6 +67,7 @@ class BenchmarkState:
     detail_problem: str | None = None  # why that log is no full result (parse_detail), when it is not
     # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
     baseline_benchmark: dict | None = None
+    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # ServiceAccounts allowed
 
 
 @dataclass
@@ -301,9 +303,12 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
 
     serving_spec, baseline_spec = _serving_spec(state.target), _serving_spec(state.baseline)
     problems = benchmark_problems(spec, serving=serving_spec, baseline_serving=baseline_spec)
-    if problems:
-        message = "; ".join(problems)
-        reason = "ServingNotFound" if "not found" in message else "InvalidReference"
+    # The Job runs the operator's own image; the ServiceAccount is the tenant's to choose, within the policy.
+    refused = state.tenant_policy.problems(namespace, (), ("spec.pod.serviceAccountName",
+                                           spec.pod.service_account_name if spec.pod else None))
+    if problems or refused:
+        message = "; ".join(problems + refused)
+        reason = "ServingNotFound" if "not found" in message else "InvalidReference" if problems else "InvalidSpec"
         return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, message),
                       events=[("Warning", reason, message)])
 

@@ -49,6 +49,17 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         print(permissions.explain_missing(missing, namespaces), file=sys.stderr)
         return 2
 
+    # What tenants may use (chart values prometheus.endpoints and tenancy.*): a malformed value stops the
+    # operator here, with the variable named, rather than refusing every serving later.
+    from drafter_operator.monitoring import prometheus_source
+    from drafter_operator.resources.pod_policy import TenantPolicy
+    try:
+        prometheus_source.endpoints_from_env()
+        TenantPolicy.from_env()
+    except ValueError as exc:
+        print(f"drafter-operator: {exc}", file=sys.stderr)
+        return 2
+
     # Hands the memory a cold start leaves freed back to the kernel (memory_release.py); 0 turns it off.
     release_setting = os.environ.get("DRAFTER_MEMORY_RELEASE_SECONDS", str(memory_release.DEFAULT_INTERVAL_SECONDS))
     try:

@@ -39,6 +39,7 @@ from drafter_operator.controllers.promotion_gate import promotion_swap
 from drafter_operator.controllers.swap import RevisionObservation, SwapInput, SwapPlan, Verdict, draining, \
     gate_deadline, is_ready, plan_swap, start_deadline
 from drafter_operator.kube import object_path
+from drafter_operator.monitoring import prometheus_source as prom
 from drafter_operator.resources.engine import (
     ENGINE_CONTAINER,
     PREVIOUS_REVISION_ANNOTATION,
@@ -51,6 +52,7 @@ from drafter_operator.resources.engine import (
 )
 from drafter_operator.resources.gate import GATE_LABEL, K_ANNOTATION, gate_benchmark
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
+from drafter_operator.resources.pod_policy import TenantPolicy
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.acceptance_monitor import Measurement
@@ -245,6 +247,10 @@ class ServingState:
     # The image of the engine pods' drafter preflight init container: the operator's own, which carries
     # the CLI (DRAFTER_OPERATOR_IMAGE, read where the state is built, not in decide).
     operator_image: str = field(default_factory=operator_image)
+    # What the administrator allows tenants (chart values tenancy.* and prometheus.endpoints), read from the
+    # operator's environment where the state is built.
+    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)
+    prometheus_endpoints: Mapping[str, str] = field(default_factory=prom.endpoints_from_env)
 
 
 @dataclass(frozen=True)
@@ -283,7 +289,7 @@ def decide(state: ServingState) -> ServingPlan:
     except pydantic.ValidationError as exc:
         return _invalid(body, status, [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()],
                         state.now)
-    problems = serving_problems(serving.spec)
+    problems = serving_problems(serving.spec) + tenancy_problems(serving, state)
     if problems:
         return _invalid(body, status, problems, state.now)
 
@@ -619,6 +625,21 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
             moments += [inp.now + DRAIN_POLL, inp.switched_at + inp.drain_timeout]
     future = [m + dt.timedelta(seconds=1) for m in moments if m + dt.timedelta(seconds=1) > inp.now]
     return min(future, default=None)
+
+
+def tenancy_problems(serving: DrafterServing, state: ServingState) -> list[str]:
+    """What the administrator's configuration refuses: an image or ServiceAccount it does not allow, a
+    Prometheus endpoint it did not configure. Checked before anything is created."""
+    spec = serving.spec
+    image = spec.image or state.default_images[spec.engine]
+    pod = spec.pod
+    problems = state.tenant_policy.problems(
+        serving.namespace, [("spec.image" if spec.image else f"spec.image (default for {spec.engine})", image)],
+        ("spec.pod.serviceAccountName", pod.service_account_name if pod else None))
+    if spec.acceptance is not None and spec.acceptance.source == "prometheus":
+        problem = prom.endpoint_problem(spec.acceptance.prometheus, state.prometheus_endpoints)
+        problems += [problem] if problem else []
+    return problems
 
 
 def _invalid(body: dict, status: dict, problems: list[str], now: dt.datetime) -> ServingPlan:

@@ -32,12 +32,14 @@ def client(timeout: httpx.Timeout | float) -> httpx.AsyncClient:
 
 async def fetch(client_: httpx.AsyncClient, method: str, url: str, *, deadline_seconds: float, max_bytes: int,
                 too_large: Callable[[str], Exception], data: Mapping[str, str] | None = None,
-                timeout: httpx.Timeout | None = None) -> tuple[int, bytes]:
+                timeout: httpx.Timeout | None = None, shown_as: str | None = None) -> tuple[int, bytes]:
     """``(status, body)`` of one request, the body read while it streams and refused (``too_large``'s
     exception) past ``max_bytes``. Raises ``MetricsUnavailable``: ``Timeout`` when the whole answer did
     not arrive within ``deadline_seconds``, ``Unreachable`` when there was no answer (refused, reset,
     closed early). The status is the caller's to judge. ``timeout``: per-operation timeouts for this
-    request instead of the client's."""
+    request instead of the client's. ``shown_as``: what messages call the target instead of its URL (an
+    operator-configured endpoint's name: its URL may carry credentials)."""
+    shown = url if shown_as is None else shown_as
     try:
         async with asyncio.timeout(deadline_seconds):
             per_request = {} if timeout is None else {"timeout": timeout}
@@ -53,7 +55,8 @@ async def fetch(client_: httpx.AsyncClient, method: str, url: str, *, deadline_s
                         raise too_large(f"the answer is over the {max_bytes}-byte cap")
                 return response.status_code, bytes(body)
     except (TimeoutError, httpx.TimeoutException):
-        raise MetricsUnavailable("Timeout", f"{url}: no complete answer within {deadline_seconds:g} s") from None
+        raise MetricsUnavailable("Timeout", f"{shown}: no complete answer within {deadline_seconds:g} s") from None
     except httpx.HTTPError as exc:
+        # The transport's own words (refused, reset), bounded: no answer arrived, so no body can be in them.
         detail = str(exc)[:200] or "no answer"
-        raise MetricsUnavailable("Unreachable", f"{url}: {type(exc).__name__}: {detail}") from None
+        raise MetricsUnavailable("Unreachable", f"{shown}: {type(exc).__name__}: {detail}") from None

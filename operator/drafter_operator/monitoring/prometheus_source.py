@@ -43,8 +43,11 @@ tests/unit/test_prometheus_live.py):
 from __future__ import annotations
 
 import dataclasses
+import functools
+import http
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -250,6 +253,21 @@ class Sample:
     value: float
 
 
+#: Prometheus' documented errorType values (HTTP API, "Format overview") and resultType values: the only
+#: words of an answer a message may repeat.
+PROMETHEUS_ERROR_TYPES = frozenset({"bad_data", "execution", "timeout", "canceled", "internal", "unavailable",
+                                    "not_found", "not_acceptable"})
+PROMETHEUS_RESULT_TYPES = frozenset({"matrix", "vector", "scalar", "string"})
+
+
+def status_line(status_code: int) -> str:
+    """``HTTP 502 Bad Gateway``: the code and its standard phrase, never the server's own words."""
+    try:
+        return f"HTTP {status_code} {http.HTTPStatus(status_code).phrase}"
+    except ValueError:
+        return f"HTTP {status_code}"
+
+
 def parse_query_response(status_code: int, body: bytes) -> list[Sample]:
     """The instant vector of an ``/api/v1/query`` answer, or :class:`MetricsUnavailable` /
     :class:`MetricsInvalid`. Values are parsed as Prometheus writes them (``"NaN"``, ``"+Inf"``
@@ -258,28 +276,31 @@ def parse_query_response(status_code: int, body: bytes) -> list[Sample]:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         doc = None
+    # No part of the body is copied into a message: messages reach status and Events, which every tenant of
+    # the namespace reads. Only the status code, its standard phrase and Prometheus' own error type.
     if isinstance(doc, dict) and doc.get("status") == "error":
         # Prometheus explains its 4xx/5xx in the body: bad_data (400), execution (422), timeout (503).
-        raise MetricsUnavailable("QueryError", f"HTTP {status_code}, {str(doc.get('errorType'))[:40]}: "
-                                               f"{str(doc.get('error'))[:300]}")
+        kind = doc.get("errorType") if doc.get("errorType") in PROMETHEUS_ERROR_TYPES else "unknown error type"
+        raise MetricsUnavailable("QueryError", f"{status_line(status_code)}, Prometheus error type {kind}")
     if status_code != 200:
-        raise MetricsUnavailable("HTTPError", f"HTTP {status_code}: {body[:200].decode('utf-8', 'replace')!r}")
+        raise MetricsUnavailable("HTTPError", status_line(status_code))
     if not isinstance(doc, dict):
         raise _invalid(UnusableReason.UNPARSEABLE, "the query answer is not a JSON object")
     data = doc.get("data")
     if doc.get("status") != "success" or not isinstance(data, dict):
-        raise _invalid(UnusableReason.UNPARSEABLE, f"unexpected query answer status {str(doc.get('status'))[:40]!r}")
+        raise _invalid(UnusableReason.UNPARSEABLE, "the query answer's status is not success")
     if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-        raise _invalid(UnusableReason.UNPARSEABLE, f"expected an instant vector, got {str(data.get('resultType'))[:40]!r}")
+        got = data.get("resultType") if data.get("resultType") in PROMETHEUS_RESULT_TYPES else "another type"
+        raise _invalid(UnusableReason.UNPARSEABLE, f"expected an instant vector, got {got}")
     out = []
-    for item in data["result"]:
+    for index, item in enumerate(data["result"]):
         try:
             labels, (_, raw) = item["metric"], item["value"]
             if not isinstance(labels, dict) or not isinstance(raw, str):
                 raise TypeError
             out.append(Sample({str(k): str(v) for k, v in labels.items()}, float(raw)))
         except (KeyError, TypeError, ValueError):
-            raise _invalid(UnusableReason.UNPARSEABLE, f"malformed vector element {str(item)[:120]}") from None
+            raise _invalid(UnusableReason.UNPARSEABLE, f"vector element {index} is malformed") from None
     return out
 
 
@@ -409,6 +430,48 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
 
 
 # --------------------------------------------------------------------------------------------------
+# The endpoints the administrator allows
+# --------------------------------------------------------------------------------------------------
+
+#: Name -> Prometheus base URL, JSON; the chart renders it from prometheus.endpoints. Tenants name one in
+#: spec.acceptance.prometheus: the operator never queries a URL a tenant wrote.
+ENDPOINTS_ENV = "DRAFTER_PROMETHEUS_ENDPOINTS"
+_ENDPOINT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+@functools.lru_cache(maxsize=8)
+def parse_endpoints(raw: str | None) -> Mapping[str, str]:
+    """``DRAFTER_PROMETHEUS_ENDPOINTS``'s value; ValueError naming the variable when it is malformed."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        endpoints = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{ENDPOINTS_ENV} is not JSON (an object of name to URL)") from None
+    if not isinstance(endpoints, dict) or not all(
+            isinstance(k, str) and _ENDPOINT_NAME.match(k) and isinstance(v, str) and re.match(r"^https?://\S+$", v)
+            for k, v in endpoints.items()):
+        raise ValueError(f"{ENDPOINTS_ENV} must map lowercase names (letters, digits, '-') to http(s) URLs, e.g. "
+                         f'{{"default": "http://prometheus.monitoring:9090"}}')
+    return dict(endpoints)
+
+
+def endpoints_from_env(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return parse_endpoints((os.environ if environ is None else environ).get(ENDPOINTS_ENV))
+
+
+def endpoint_problem(name: str | None, endpoints: Mapping[str, str]) -> str | None:
+    """Why ``spec.acceptance.prometheus`` names no endpoint the operator may query; None when it does."""
+    if name is None or name in endpoints:
+        return None
+    if not endpoints:
+        return (f"spec.acceptance.prometheus {name!r} names no Prometheus endpoint: the operator is configured with "
+                f"none (chart value prometheus.endpoints); ask the administrator to add one, or use source engine")
+    return (f"spec.acceptance.prometheus {name!r} names no Prometheus endpoint the operator is configured with: "
+            f"use one of {', '.join(sorted(endpoints))} (chart value prometheus.endpoints), or use source engine")
+
+
+# --------------------------------------------------------------------------------------------------
 # The HTTP call
 # --------------------------------------------------------------------------------------------------
 
@@ -416,9 +479,11 @@ async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[
                            replica_label: str = "pod", num_speculative_tokens: int | None = None,
                            end: float | None = None, client: httpx.AsyncClient | None = None,
                            timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-                           max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> PrometheusWindow:
+                           max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                           shown_as: str | None = None) -> PrometheusWindow:
     """One revision's acceptance over ``window_seconds`` ending at ``end`` (default: now), from the
-    Prometheus at ``prometheus_url``. Pass ``client`` to reuse connections across servings."""
+    Prometheus at ``prometheus_url``. Pass ``client`` to reuse connections across servings. ``shown_as``:
+    what messages call the endpoint instead of its URL."""
     query = window_query(engine, matchers, window_seconds, replica_label)
     end = time.time() if end is None else end
     url = prometheus_url.rstrip("/") + "/api/v1/query"
@@ -430,7 +495,7 @@ async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[
     try:
         status, body = await http_fetch.fetch(
             client, "POST", url, data=data, deadline_seconds=(timeout.connect or 0.0) + (timeout.read or 5.0),
-            max_bytes=max_response_bytes, timeout=timeout,
+            max_bytes=max_response_bytes, timeout=timeout, shown_as=shown_as,
             too_large=lambda why: _invalid(UnusableReason.TOO_LARGE, f"the query answer: {why}"))
     finally:
         if own:

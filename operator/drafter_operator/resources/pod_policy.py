@@ -8,7 +8,11 @@ the operator's value (HF_HUB_OFFLINE, HF_HOME) describes volumes the operator mo
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 #: Where the upstream vLLM and SGLang images run (as root, GPUs through the device plugin): nothing in
 #: it stops them, and it closes what they never need. Capabilities are kept: NCCL over InfiniBand needs
@@ -57,3 +61,83 @@ def environment(env: Iterable | None, operator_env: list[dict]) -> list[dict]:
 
 def environment_from(env_from: Iterable | None) -> list[dict]:
     return [source.to_json() for source in env_from or ()]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What an administrator allows tenants to put in the pods the operator creates (docs/security.md).
+
+#: The chart renders these from tenancy.allowedImagePrefixes and tenancy.allowedServiceAccounts (JSON).
+ALLOWED_IMAGE_PREFIXES_ENV = "DRAFTER_ALLOWED_IMAGE_PREFIXES"
+ALLOWED_SERVICE_ACCOUNTS_ENV = "DRAFTER_ALLOWED_SERVICE_ACCOUNTS"
+#: The key of allowedServiceAccounts that applies in every namespace.
+EVERY_NAMESPACE = "*"
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    """Images and ServiceAccounts the operator may put in a tenant's pods. Empty: anything (the
+    behaviour before these settings existed), so an upgrade changes nothing until an administrator
+    opts in. The operator checks before it creates anything, so a refused spec leaves no child behind."""
+
+    #: An image is allowed when it starts with one of these (e.g. "registry.internal/", "vllm/vllm-openai:").
+    image_prefixes: tuple[str, ...] = ()
+    #: Namespace (or "*") -> ServiceAccount names allowed there; the default ServiceAccount (no
+    #: serviceAccountName) is always allowed. Empty mapping: any name.
+    service_accounts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def allowed_service_accounts(self, namespace: str) -> tuple[str, ...]:
+        return tuple(sorted({*self.service_accounts.get(EVERY_NAMESPACE, ()), *self.service_accounts.get(namespace, ())}))
+
+    def problems(self, namespace: str, images: Iterable[tuple[str, str | None]], service_account: tuple[str, str | None]
+                 ) -> list[str]:
+        """Why these pods may not be created: ``images`` are (field path, image the pod would run), where
+        the field path names what sets it; ``service_account`` is (field path, name or None)."""
+        problems = []
+        if self.image_prefixes:
+            allowed = ", ".join(repr(p) for p in self.image_prefixes)
+            for where, image in images:
+                if image is not None and not image.startswith(self.image_prefixes):
+                    problems.append(f"{where} {image!r} is not an image the operator may run: use one starting with "
+                                    f"{allowed} (the administrator's tenancy.allowedImagePrefixes)")
+        where, name = service_account
+        if self.service_accounts and name is not None and name not in self.allowed_service_accounts(namespace):
+            names = ", ".join(self.allowed_service_accounts(namespace)) or "none besides the default"
+            problems.append(f"{where} {name!r} is not a ServiceAccount the operator may run pods as in namespace "
+                            f"{namespace}: use one of {names}, or remove it for the namespace's default "
+                            f"(the administrator's tenancy.allowedServiceAccounts)")
+        return problems
+
+    @classmethod
+    def parse(cls, image_prefixes: str | None, service_accounts: str | None) -> TenantPolicy:
+        """From the environment's JSON values; ValueError naming the variable when one is malformed."""
+        prefixes = _json_setting(ALLOWED_IMAGE_PREFIXES_ENV, image_prefixes, [])
+        accounts = _json_setting(ALLOWED_SERVICE_ACCOUNTS_ENV, service_accounts, {})
+        if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
+            raise ValueError(f"{ALLOWED_IMAGE_PREFIXES_ENV} must be a JSON list of non-empty strings, e.g. "
+                             f'["registry.internal/"]')
+        if not isinstance(accounts, dict) or not all(
+                isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) and n for n in v)
+                for k, v in accounts.items()):
+            raise ValueError(f"{ALLOWED_SERVICE_ACCOUNTS_ENV} must be a JSON object of namespace (or \"*\") to a list "
+                             f'of ServiceAccount names, e.g. {{"*": ["inference"]}}')
+        return cls(tuple(prefixes), {k: tuple(v) for k, v in accounts.items()})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantPolicy:
+        environ = os.environ if environ is None else environ
+        return _parsed(environ.get(ALLOWED_IMAGE_PREFIXES_ENV), environ.get(ALLOWED_SERVICE_ACCOUNTS_ENV))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(image_prefixes: str | None, service_accounts: str | None) -> TenantPolicy:
+    # Every reconcile builds its state from the environment: the parse is remembered per value.
+    return TenantPolicy.parse(image_prefixes, service_accounts)
+
+
+def _json_setting(name: str, raw: str | None, empty):
+    if raw is None or not raw.strip():
+        return empty
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{name} is not JSON: {raw[:80]!r}") from None

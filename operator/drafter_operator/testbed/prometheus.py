@@ -188,10 +188,11 @@ class Prometheus:
 
 
 def start(prometheus_config: dict, directory: Path, rules: dict | None = None, name: str = "prometheus",
-          run_dir: Path | None = None, timeout: float = 60) -> Prometheus:
+          run_dir: Path | None = None, timeout: float = 60, port: int | None = None) -> Prometheus:
     """Start Prometheus with `prometheus_config` (and `rules`, a rule file's content) on a free loopback
     port, its files, data and log in `directory`, its pid file in `run_dir` (default `directory`) under
-    `name`; return it once ready. The configuration is checked with promtool first."""
+    `name`; return it once ready. The configuration is checked with promtool first. ``port``: where it
+    listens instead of a free port (an operator configured with this endpoint before it started)."""
     binary, promtool = binaries()
     if not (binary.exists() and promtool.exists()):
         raise PrometheusError(f"no prometheus/promtool in {binary.parent}: run `drafter-operator cluster build`")
@@ -207,7 +208,7 @@ def start(prometheus_config: dict, directory: Path, rules: dict | None = None, n
                            timeout=30)
     if check.returncode != 0:
         raise PrometheusError(f"{version}: promtool check config {config_file}: {check.stdout}{check.stderr}")
-    port = processes.free_port()
+    port = port or processes.free_port()
     run_dir = run_dir or directory
     pid = processes.start(name, [str(binary), f"--config.file={config_file}", f"--storage.tsdb.path={directory}/data",
                                  f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
@@ -226,9 +227,10 @@ def start(prometheus_config: dict, directory: Path, rules: dict | None = None, n
 
 
 @contextlib.contextmanager
-def running(prometheus_config: dict, directory: Path, rules: dict | None = None) -> Iterator[Prometheus]:
+def running(prometheus_config: dict, directory: Path, rules: dict | None = None,
+            port: int | None = None) -> Iterator[Prometheus]:
     """`start`, and always stop it afterwards."""
-    prometheus = start(prometheus_config, directory, rules)
+    prometheus = start(prometheus_config, directory, rules, port=port)
     try:
         yield prometheus
     finally:
