@@ -170,3 +170,46 @@ def test_an_export_stage_onto_an_existing_output_fails_before_its_commands_and_s
     outcome = json.loads(log.read_text())
     assert outcome["reason"] == "OutputExists" and "spec.output.overwrite: true" in outcome["tail"]
     assert not ran.exists() and read_tree(Path(output)) == OLD
+
+
+def test_a_stage_before_export_fails_at_once_on_an_output_export_would_refuse(tmp_path, monkeypatch):
+    import yaml
+
+    from drafter_operator.cli import main
+    from drafter_operator.container_paths import PATH_MAP_ENV
+
+    body = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
+    body["spec"].pop("baseDrafter")  # a hub id: never looked up from a unit test
+    spec_file = tmp_path / "training.json"
+    spec_file.write_text(json.dumps(body["spec"]))
+    volume = tmp_path / "models"
+    target = volume / body["spec"]["target"]["model"].removeprefix("/models/")
+    target.mkdir(parents=True)
+    (target / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 61, "vocab_size": 1000,
+        "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6}))
+    write_tree(volume / body["spec"]["output"]["path"].removeprefix("/models/"), OLD)
+    monkeypatch.setenv(PATH_MAP_ENV, json.dumps({"/models": str(volume)}))
+    log = tmp_path / "termination-log"
+    code = main(["run-stage", "--training", str(spec_file), "--stage", "Train", "--termination-log", str(log),
+                 "--files", str(tmp_path / "files"), "--generation-endpoint", "http://127.0.0.1:9/v1"])
+    outcome = json.loads(log.read_text())
+    assert code == 1 and outcome["reason"] == "OutputExists", outcome
+    assert "set spec.output.overwrite: true" in outcome["tail"]
+
+
+def test_only_an_existing_output_without_overwrite_stops_a_stage_early_and_export_checks_for_itself():
+    from drafter_operator.api.training import DrafterTrainingSpec
+    from drafter_operator.training.stage_runner import output_refusal
+
+    base = {"target": {"model": "/models/T"}, "storage": {"modelClaim": "m"},
+            "data": {"dataset": "/models/d.jsonl", "numSamples": 1, "chatTemplate": "qwen"},
+            "hiddenStates": {"storage": {"size": "1Ti"}}, "output": {"path": "/models/drafters/x"}}
+    keep = DrafterTrainingSpec.model_validate(base)
+    replace = DrafterTrainingSpec.model_validate({**base, "output": {"path": "/models/drafters/x", "overwrite": True}})
+    train = Stage("Train", ())
+    publishing = Stage("Export", (), publish=Publish(path="/models/drafters/x", staging="/models/drafters/.x.tmp-g1"))
+    assert "spec.output.overwrite" in output_refusal(keep, train, output_exists=True)
+    assert output_refusal(keep, train, output_exists=False) is None
+    assert output_refusal(replace, train, output_exists=True) is None
+    assert output_refusal(keep, publishing, output_exists=True) is None  # export.prepare refuses it there

@@ -64,7 +64,8 @@ def content_digest(root: str | Path) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def _refusal(output: str) -> str:
+def refusal(output: str) -> str:
+    """Why an existing output is not replaced, naming the field and the fix."""
     return (f"spec.output.path {output} already exists: set spec.output.overwrite: true to replace it "
             "(never while a DrafterServing loads it), or choose a new path")
 
@@ -73,7 +74,7 @@ def prepare(output: str, staging: str, overwrite: bool) -> None:
     """Before the stage's commands: refuse an existing output without overwrite; give the commands an empty
     place to write (a staging directory left by a crashed attempt of this generation is removed)."""
     if os.path.lexists(output) and not overwrite:
-        raise ExportRefused(_refusal(output))
+        raise ExportRefused(refusal(output))
     if os.path.lexists(staging):
         shutil.rmtree(staging) if os.path.isdir(staging) and not os.path.islink(staging) else os.unlink(staging)
     Path(staging).parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +115,7 @@ def publish(output: str, staging: str, overwrite: bool, tag: str,
         rename(staging, output)
         return digest
     if not overwrite:
-        raise ExportRefused(_refusal(output))
+        raise ExportRefused(refusal(output))
     if exchange(staging, output):
         old = staging  # the exchange left the old output where the new one was
     else:

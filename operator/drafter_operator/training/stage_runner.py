@@ -338,12 +338,26 @@ def _main(args, _extra=()) -> int:
             {"stage": args.stage, "outcome": "Failed", "reason": "RenderFailed", "tail": str(exc)}))
         print(f"run-stage: {exc}", file=sys.stderr)
         return 2
+    refused = output_refusal(spec, stage, os.path.lexists(remap(spec.output.path, path_map)))
+    if refused:
+        Path(args.termination_log).write_text(termination_message(
+            {"stage": args.stage, "outcome": "Failed", "reason": "OutputExists", "tail": refused}))
+        print(f"run-stage: {refused}", file=sys.stderr)
+        return 1
     # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
     installed = {**path_map, TrainingPaths().adapters: str(ADAPTERS_DIR)}
     plan = on_host(stage_plan(stage), installed)
     if stage.name == "Extract" and options.target_config:
         plan["estimatedBytes"] = hidden_states_estimate(spec, options.target_config)
     return run_stage(plan, args.files, args.termination_log)
+
+
+def output_refusal(spec, stage: Stage, output_exists: bool) -> str | None:
+    """Why a stage before Export must not start: the output exists and Export would refuse to replace it, so
+    the run fails at once rather than after hours of work (Export itself checks again: export.prepare)."""
+    if stage.publish is None and output_exists and not spec.output.overwrite:
+        return export.refusal(spec.output.path)
+    return None
 
 
 def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
