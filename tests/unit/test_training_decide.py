@@ -406,3 +406,28 @@ def test_a_serving_that_already_loads_this_very_export_is_not_patched():
     finish_benchmark(cluster, tokensPerSecond=41.0)
     cluster.apply(cluster.decide())
     assert cluster.patches == [] and cluster.body["status"]["stage"] == "Succeeded"
+
+
+def test_a_training_created_again_under_its_name_never_takes_the_earlier_ones_jobs_claim_or_spec():
+    """The simulation's seeds 59 and 2: the earlier training's Complete Extract Job was recorded as this one's,
+    and this one's Extract mounted the earlier one's claim while the garbage collector deleted it."""
+    earlier = [{"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "name": "kimi-ft", "uid": "t-0"}]
+    cluster = Cluster(training(promote=None, data={**training()["spec"]["data"], "generation": None}))
+    cluster.jobs["kimi-ft-extract-g1"] = {"metadata": {"name": "kimi-ft-extract-g1", "ownerReferences": earlier,
+                                                       "labels": {"drafter.dev/training-stage": "Extract"}},
+                                          "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    cluster.claim = {"metadata": {"name": "kimi-ft-hidden-states", "ownerReferences": earlier,
+                                  "deletionTimestamp": "2026-11-29T12:00:00Z"}}
+    waiting = cluster.decide()
+    assert waiting.creates == [] and not [p for p in waiting.deletes if "persistentvolumeclaims" in p]
+    assert "kimi-ft-extract-g1" in waiting.status["progress"]["summary"]
+    cluster.apply(waiting)
+    assert not any(c["type"] == "Extracted" and c["status"] == "True" for c in cluster.body["status"]["conditions"])
+    cluster.claim = None  # collected; the earlier Job is too, but its spec ConfigMap is not yet
+    cluster.jobs.clear()
+    still = decide(TrainingState(training=copy.deepcopy(cluster.body), jobs=(), job_pods=(), claim=None,
+                                 config_maps=frozenset(), earlier=("kimi-ft-spec-g1",), now=T0, image="trainer:1"))
+    assert still.creates == []
+    started = cluster.decide()
+    assert [m["kind"] for _, m in started.creates] == ["PersistentVolumeClaim", "ConfigMap", "Job"]
+    assert started.creates[2][1]["metadata"]["name"] == "kimi-ft-extract-g1"

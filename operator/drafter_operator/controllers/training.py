@@ -13,7 +13,7 @@ from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.images import TRAINER_REPOSITORY
-from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide, left_by_earlier
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -67,11 +67,13 @@ class TrainingReconciler(OneAtATime):
         promote = ((body.get("spec") or {}).get("promote") or {}).get("servingRef") or {}
         jobs = tuple(self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector))
         pods = tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector))
+        config_maps = self.kube.list(object_path("v1", "configmaps", namespace), label_selector=selector)
+        uid = body["metadata"].get("uid")
         return TrainingState(
             training=body, jobs=jobs, job_pods=pods,
             claim=self.kube.get(object_path("v1", "persistentvolumeclaims", namespace, claim_name)) if claim_name else None,
-            config_maps=frozenset(c["metadata"]["name"] for c in self.kube.list(
-                object_path("v1", "configmaps", namespace), label_selector=selector)),
+            config_maps=frozenset(c["metadata"]["name"] for c in config_maps if not left_by_earlier(c, uid)),
+            earlier=tuple(sorted(c["metadata"]["name"] for c in config_maps if left_by_earlier(c, uid))),
             now=self.clock(), image=self.image, render_args=render_args(),
             serving=self.kube.get(object_path(GROUP_VERSION, "drafterservings", namespace, promote["name"]))
             if promote.get("name") else None,

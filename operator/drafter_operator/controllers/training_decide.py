@@ -89,6 +89,7 @@ class TrainingState:
     progress_log: str | None = None  # the log tail of the running stage pod
     engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
     servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: training_output.py)
+    earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
 
 
@@ -193,7 +194,15 @@ def decide(state: TrainingState) -> TrainingPlan:
     plan.deletes += [object_path(GROUP_VERSION, "drafterbenchmarks", namespace, b["metadata"]["name"])
                      for b in state.benchmarks
                      if b["metadata"]["name"] != evaluate_name and not b["metadata"].get("deletionTimestamp")]
-    current_jobs = [j for j in state.jobs if j["metadata"]["name"] in current]
+    # A training deleted and created again under its name finds the earlier one's children until the garbage
+    # collector takes them: their Jobs are no record of this run (the simulation's seed 59 recorded Extracted
+    # from one), and a stage Job would mount their claim and spec ConfigMap (seed 2): it waits for them to go.
+    uid = meta.get("uid")
+    current_jobs = [j for j in state.jobs if j["metadata"]["name"] in current and not left_by_earlier(j, uid)]
+    leftovers = sorted({j["metadata"]["name"] for j in state.jobs
+                        if j["metadata"]["name"] in current and left_by_earlier(j, uid)} | set(state.earlier))
+    if state.claim is not None and (left_by_earlier(state.claim, uid) or state.claim["metadata"].get("deletionTimestamp")):
+        leftovers.append(state.claim["metadata"]["name"])
     observed = {s.stage: s for s in (_job_state(j, state.job_pods) for j in current_jobs) if s is not None}
     recorded = frozenset(stage for stage, kind in STAGE_CONDITIONS.items() if any(
         c["type"] == kind and c.get("status") == "True" and c.get("observedGeneration") == generation
@@ -245,7 +254,8 @@ def decide(state: TrainingState) -> TrainingPlan:
     # with it (Kubernetes keeps a claim while any pod names it, finished or not); their Jobs stay as the
     # record, and what the pods said is already in status (Export recorded in an earlier reconcile).
     if "Export" in recorded and owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain \
-            and state.claim is not None and not [j for j in state.jobs if _job_finished(j) is None]:
+            and state.claim is not None and not left_by_earlier(state.claim, uid) \
+            and not [j for j in state.jobs if _job_finished(j) is None]:
         plan.deletes += [object_path("v1", "pods", namespace, p["metadata"]["name"]) for p in state.job_pods
                          if (p["metadata"].get("labels") or {}).get("job-name")
                          and not p["metadata"].get("deletionTimestamp")]
@@ -322,6 +332,9 @@ def decide(state: TrainingState) -> TrainingPlan:
                                              spec.promote.serving_ref.name), patch))
         plan.events.append(("Normal", "StageStarted", f"Promote started: {spec.promote.serving_ref.name} swaps to "
                                                       f"{spec.output.path} through its gate"))
+    elif decision.start is not None and leftovers:
+        extra["progress"] = {"summary": f"{decision.start} waits for {', '.join(leftovers)} to go (an earlier "
+                                        "training of this name, or a claim being deleted)"}
     elif decision.start is not None:
         if owns_hidden_states_claim(spec) and state.claim is None:
             plan.creates.append((object_path("v1", "persistentvolumeclaims", namespace),
@@ -341,9 +354,16 @@ def decide(state: TrainingState) -> TrainingPlan:
         plan.events.append(("Normal", "StageStarted", f"{decision.start} started"))
     if decision.stage in JOB_STAGES:
         extra["jobName"] = stage_job_name(name, decision.stage, generation)
-    extra["progress"] = _progress(decision.stage, state, status, hidden)
+    if not (decision.start in JOB_STAGES and leftovers):
+        extra["progress"] = _progress(decision.stage, state, status, hidden)
     verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
     return finish(decision.stage, verdicts, extra)
+
+
+def left_by_earlier(obj: dict, uid: str | None) -> bool:
+    """Owned, but not by this training: an earlier one of the same name left it (the garbage collector's)."""
+    refs = obj["metadata"].get("ownerReferences") or []
+    return bool(refs) and uid is not None and not any(r.get("uid") == uid for r in refs)
 
 
 def _engine_path(namespace: str, obj: dict) -> str:
