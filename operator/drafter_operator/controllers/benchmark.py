@@ -68,9 +68,9 @@ class BenchmarkReconciler(OneAtATime):
         selector = f"{BENCHMARK_LABEL}={name}"
         jobs = self.kube.list(object_path("batch/v1", "jobs", namespace), label_selector=selector)
         current = job_name(name, body["metadata"].get("generation") or 1)
-        if not any(j["metadata"]["name"] == current for j in jobs):
-            # A Job of that name without the label (created by someone else) would make the create a
-            # silent 409 forever: decide sees it and says whose it is not.
+        if (body.get("status") or {}).get("jobName") == current and not any(j["metadata"]["name"] == current for j in jobs):
+            # Created (status.jobName says so) but not listed: a Job of that name without the label, made by
+            # someone else, turned the create into a silent 409. decide sees it and says whose it is not.
             squatter = self.kube.get(object_path("batch/v1", "jobs", namespace, current))
             jobs += [squatter] if squatter is not None else []
         state = BenchmarkState(
