@@ -78,6 +78,14 @@ def assert_foreign_services_never_reach_the_operator(cluster, namespace: str, op
     def events() -> float:
         return operator.metric("drafter_watch_events_total", kind="services") or 0
 
+    def answering() -> bool:
+        try:
+            events()
+            return True
+        except OSError:  # the session's operator was just started: its /metrics is not up yet
+            return False
+
+    cluster.wait_for("the operator's /metrics", answering, timeout=60)
     before = events()
     names = [f"foreign-{i}" for i in range(count)]
     items = [service(n, {"app.kubernetes.io/managed-by": "someone-else"}) for n in names]
