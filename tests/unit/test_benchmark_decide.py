@@ -189,6 +189,13 @@ def test_a_sweep_passes_its_levels_and_its_summary_names_the_crossover():
     done = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(swept))]))
     assert done.status["result"]["crossoverConcurrency"] == 32
     assert "slower than the baseline from concurrency 32" in condition(done, "Complete")["message"]
+    # a refined sweep: its bracket is in the summary too
+    refined = {**swept, "crossoverConcurrency": 16,
+               "crossover": {"aboveConcurrency": 15, "belowConcurrency": 16, "estimate": 15.6, "withinTolerance": True}}
+    done = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(refined))]))
+    assert done.status["result"]["crossover"]["belowConcurrency"] == 16
+    assert "slower than the baseline from concurrency 16, break-even between 15 and 16 streams (about 15.6)" in \
+        condition(done, "Complete")["message"]
 
 
 def test_the_full_result_goes_to_a_configmap_beside_the_compact_one():

@@ -468,7 +468,11 @@ def _summary(result: BenchmarkResult) -> str:
     if result.acceptance_rate is not None:
         parts.append(f"acceptance {result.acceptance_rate:.1%}")
     if result.levels:
+        bracket = result.crossover
         parts.append("slower than the baseline from concurrency " + str(result.crossover_concurrency)
                      if result.crossover_concurrency is not None else
-                     f"faster than the baseline at every level up to {result.levels[-1].concurrency}")
+                     f"faster than the baseline at every level up to {max(lv.concurrency for lv in result.levels)}")
+        if bracket is not None and bracket.above_concurrency is not None:
+            parts.append(f"break-even between {bracket.above_concurrency} and {bracket.below_concurrency} streams "
+                         f"(about {bracket.estimate})")
     return ", ".join(parts)

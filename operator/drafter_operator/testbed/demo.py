@@ -312,7 +312,8 @@ def show_load_sweep(max_tokens: int) -> None:
     kubectl("-n", NAMESPACE, "delete", "drafterbenchmark", name, "--ignore-not-found", "--wait=true")
     kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
     deadline = time.monotonic() + 300
-    with console.status(f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS} (a Job on the CPU node)"):
+    with console.status(f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS}, then levels that bracket the break-even "
+                        "(a Job on the CPU node)"):
         while time.monotonic() < deadline:
             item = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmark", name, "-o", "json").stdout)
             state = (item.get("status") or {}).get("state")
@@ -332,10 +333,18 @@ def show_load_sweep(max_tokens: int) -> None:
         table.add_row(str(level["concurrency"]), f"{level.get('baselineTokensPerSecond') or 0:.0f}",
                       f"{level['tokensPerSecond']:.0f}", f"{level.get('speedup') or 0:.2f}x")
     console.print(table)
-    crossover = result.get("crossoverConcurrency")
-    console.print(f"crossoverConcurrency: {crossover}. Verification multiplies the tokens each step computes, so "
-                  "under load speculation costs throughput." if crossover else
-                  f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
+    bracket = result.get("crossover")
+    if bracket and bracket.get("aboveConcurrency") is not None:
+        # The sweep measured levels between the last one above 1.0x and the first below (the refined rows
+        # at the end of the table), so the break-even is measured, not the first level of 1, 8, 32 below 1.0x.
+        console.print(f"break-even: between {bracket['aboveConcurrency']} and {bracket['belowConcurrency']} streams "
+                      f"(interpolated {bracket.get('estimate')}; the sweep refined {SWEEP_LEVELS} until its levels "
+                      "bracket it within 10%). Verification multiplies the tokens each step computes, so under load "
+                      "speculation costs throughput.")
+    elif bracket:
+        console.print(f"Speculation is slower already at {bracket['belowConcurrency']} stream(s).")
+    else:
+        console.print(f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
     show_learned_schedule(swept, before)
 
 
