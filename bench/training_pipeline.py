@@ -300,6 +300,7 @@ def prepare_namespace(cluster, namespace: str, name: str, python: str, args) -> 
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(args.conversations)]):
         subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
+    (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     return root
 
 

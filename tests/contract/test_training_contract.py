@@ -356,6 +356,7 @@ def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
     started = time.monotonic()
     publish = stage.publish  # Export: written beside the output, renamed into place as run-stage does
     if publish is not None:
+        Path(publish.path).parent.mkdir(parents=True, exist_ok=True)  # the volume's owner creates it (docs/training.md)
         export.prepare(publish.path, publish.staging, publish.overwrite)
     try:
         for i, command in enumerate(stage.commands):

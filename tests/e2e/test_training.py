@@ -55,6 +55,7 @@ def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operat
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
+    (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     return root
 
 

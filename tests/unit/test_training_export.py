@@ -31,7 +31,9 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 
 def paths(tmp_path: Path, tag: str = "g3") -> tuple[str, str]:
+    """The output and its staging directory; the parent exists, as Export requires."""
     output = str(tmp_path / "drafters" / "kimi-eagle3")
+    (tmp_path / "drafters").mkdir(exist_ok=True)
     return output, export.staging_path(output, tag)
 
 
@@ -209,7 +211,45 @@ def test_only_an_existing_output_without_overwrite_stops_a_stage_early_and_expor
     replace = DrafterTrainingSpec.model_validate({**base, "output": {"path": "/models/drafters/x", "overwrite": True}})
     train = Stage("Train", ())
     publishing = Stage("Export", (), publish=Publish(path="/models/drafters/x", staging="/models/drafters/.x.tmp-g1"))
-    assert "spec.output.overwrite" in output_refusal(keep, train, output_exists=True)
+    reason, message = output_refusal(keep, train, output_exists=True)
+    assert reason == "OutputExists" and "spec.output.overwrite" in message
     assert output_refusal(keep, train, output_exists=False) is None
     assert output_refusal(replace, train, output_exists=True) is None
     assert output_refusal(keep, publishing, output_exists=True) is None  # export.prepare refuses it there
+    assert output_refusal(replace, train, output_exists=False, parent_problem="no parent") == (
+        "OutputParentNotWritable", "no parent")
+
+
+def test_export_refuses_a_missing_or_unwritable_parent_with_the_fix(tmp_path):
+    output = str(tmp_path / "drafters" / "kimi-eagle3")
+    with pytest.raises(export.ExportRefused, match="does not exist: create .* writable by UID or GID 1000") as info:
+        export.prepare(output, export.staging_path(output, "g1"), overwrite=False)
+    assert info.value.reason == "OutputParentNotWritable"
+    (tmp_path / "drafters").mkdir()
+    assert export.parent_problem(output, writable=lambda p: False).startswith(
+        f"the parent directory of spec.output.path {output} is not writable by the trainer")
+    assert export.parent_problem(output, writable=lambda p: True) is None
+
+
+def test_writable_by_mode_bits_follows_owner_then_group_then_others(tmp_path, monkeypatch):
+    import os
+
+    path = tmp_path / "d"
+    path.mkdir()
+    info = os.stat(path)
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    monkeypatch.setattr(os, "getegid", lambda: 4242)
+    monkeypatch.setattr(os, "getgroups", lambda: [info.st_gid])
+    # A member of the directory's group: the group's bits decide (POSIX consults others' bits only for others).
+    for mode, writable in [(0o755, False), (0o775, True), (0o757, False), (0o2770, True)]:
+        path.chmod(mode)
+        assert export._writable_by_me(str(path)) == writable, oct(mode)
+    monkeypatch.setattr(os, "getgroups", lambda: [])
+    monkeypatch.setattr(os, "getegid", lambda: info.st_gid + 1)
+    for mode, writable in [(0o775, False), (0o757, True)]:
+        path.chmod(mode)
+        assert export._writable_by_me(str(path)) == writable, oct(mode)
+    monkeypatch.setattr(os, "geteuid", lambda: info.st_uid)
+    path.chmod(0o575)  # the owner's own bits decide for the owner, even when the group may write
+    assert export._writable_by_me(str(path)) is (info.st_uid == 0)
+    path.chmod(0o755)

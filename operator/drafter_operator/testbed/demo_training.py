@@ -50,6 +50,7 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
+    (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     # An earlier run's training goes first: its claim holds the volume, which is then made afresh (a
     # released volume binds to no new claim).
     kubectl("-n", namespace, "delete", "draftertrainings", TRAINING, "--ignore-not-found", "--wait=true",

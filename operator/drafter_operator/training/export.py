@@ -32,7 +32,13 @@ _CHUNK = 1 << 20
 
 
 class ExportRefused(Exception):
-    """The output exists and the spec does not allow replacing it (the message names the field and the fix)."""
+    """Export must not write: the output exists and the spec does not allow replacing it (OutputExists), or
+    its parent directory is missing or not the trainer's to write (OutputParentNotWritable). The message
+    names the field and the fix."""
+
+    def __init__(self, message: str, reason: str = "OutputExists"):
+        super().__init__(message)
+        self.reason = reason
 
 
 def staging_path(output: str, tag: str) -> str:
@@ -70,14 +76,46 @@ def refusal(output: str) -> str:
             "(never while a DrafterServing loads it), or choose a new path")
 
 
+def parent_problem(output: str, writable: Callable[[str], bool] | None = None) -> str | None:
+    """Why Export could not write beside ``output``, or None. The parent directory must exist beforehand and
+    be writable by the trainer (UID/GID 1000): the Export pod may write only that directory (a subPath
+    mount), and a kubelet that creates a missing subPath directory makes it root's, mode 0755."""
+    parent = output.rsplit("/", 1)[0]
+    if not os.path.isdir(parent):
+        return (f"the parent directory of spec.output.path {output} does not exist: create {parent} on the model "
+                "volume, writable by UID or GID 1000 (the trainer), e.g. mkdir -p and chown 1000:1000 "
+                "(docs/training.md, Export)")
+    if not (writable or _writable_by_me)(parent):
+        return (f"the parent directory of spec.output.path {output} is not writable by the trainer (UID/GID "
+                f"1000): make {parent} writable by it, e.g. chown 1000:1000 or chmod g+w with the volume's "
+                "group 1000 (docs/training.md, Export)")
+    return None
+
+
+def _writable_by_me(path: str) -> bool:
+    """Writable by this process by its mode bits (the stages before Export see the volume read-only, where
+    os.access says no to everyone)."""
+    info = os.stat(path)
+    if os.geteuid() == 0:
+        return True
+    if info.st_uid == os.geteuid():
+        return bool(info.st_mode & 0o200)
+    if info.st_gid in (os.getegid(), *os.getgroups()):
+        return bool(info.st_mode & 0o020)
+    return bool(info.st_mode & 0o002)
+
+
 def prepare(output: str, staging: str, overwrite: bool) -> None:
-    """Before the stage's commands: refuse an existing output without overwrite; give the commands an empty
-    place to write (a staging directory left by a crashed attempt of this generation is removed)."""
+    """Before the stage's commands: refuse an existing output without overwrite, and a parent the trainer
+    cannot write; give the commands an empty place to write (a staging directory left by a crashed attempt
+    of this generation is removed)."""
     if os.path.lexists(output) and not overwrite:
         raise ExportRefused(refusal(output))
+    problem = parent_problem(output, writable=lambda p: os.access(p, os.W_OK | os.X_OK))
+    if problem:
+        raise ExportRefused(problem, "OutputParentNotWritable")
     if os.path.lexists(staging):
         shutil.rmtree(staging) if os.path.isdir(staging) and not os.path.islink(staging) else os.unlink(staging)
-    Path(staging).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _exchange(a: str, b: str) -> bool:

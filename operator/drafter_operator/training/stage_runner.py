@@ -207,7 +207,7 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
             try:
                 export.prepare(publish["path"], publish["staging"], publish["overwrite"])
             except export.ExportRefused as exc:
-                outcome.update(outcome="Failed", reason="OutputExists", tail=str(exc))
+                outcome.update(outcome="Failed", reason=exc.reason, tail=str(exc))
                 return 1
         for command in plan.get("commands") or []:
             argv, env = list(command["argv"]), dict(command.get("env") or {})
@@ -338,10 +338,15 @@ def _main(args, _extra=()) -> int:
             {"stage": args.stage, "outcome": "Failed", "reason": "RenderFailed", "tail": str(exc)}))
         print(f"run-stage: {exc}", file=sys.stderr)
         return 2
-    refused = output_refusal(spec, stage, os.path.lexists(remap(spec.output.path, path_map)))
+    on_volume = remap(spec.output.path, path_map)
+    problem = export.parent_problem(on_volume) if stage.publish is None else None
+    if problem:  # said as the container sees it
+        problem = problem.replace(on_volume.rsplit("/", 1)[0], spec.output.path.rsplit("/", 1)[0])
+    refused = output_refusal(spec, stage, os.path.lexists(on_volume), problem)
     if refused:
+        reason, refused = refused
         Path(args.termination_log).write_text(termination_message(
-            {"stage": args.stage, "outcome": "Failed", "reason": "OutputExists", "tail": refused}))
+            {"stage": args.stage, "outcome": "Failed", "reason": reason, "tail": refused}))
         print(f"run-stage: {refused}", file=sys.stderr)
         return 1
     # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
@@ -352,12 +357,16 @@ def _main(args, _extra=()) -> int:
     return run_stage(plan, args.files, args.termination_log)
 
 
-def output_refusal(spec, stage: Stage, output_exists: bool) -> str | None:
-    """Why a stage before Export must not start: the output exists and Export would refuse to replace it, so
-    the run fails at once rather than after hours of work (Export itself checks again: export.prepare)."""
-    if stage.publish is None and output_exists and not spec.output.overwrite:
-        return export.refusal(spec.output.path)
-    return None
+def output_refusal(spec, stage: Stage, output_exists: bool,
+                   parent_problem: str | None = None) -> tuple[str, str] | None:
+    """Why a stage before Export must not start: the output exists and Export would refuse to replace it, or
+    Export could not write beside it, so the run fails at once rather than after hours of work (Export
+    itself checks again: export.prepare). (reason, message) or None."""
+    if stage.publish is not None:
+        return None
+    if output_exists and not spec.output.overwrite:
+        return "OutputExists", export.refusal(spec.output.path)
+    return ("OutputParentNotWritable", parent_problem) if parent_problem else None
 
 
 def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
