@@ -65,6 +65,14 @@ async def login(logger, settings: kopf.OperatorSettings, **_) -> kopf.AiohttpSes
     return kopf_connection(info) if info is not None else None
 
 
+def select_own_children(settings: kopf.OperatorSettings) -> None:
+    """The children's watches carry a label selector: the apiserver sends only the operator's own children, so
+    another workload's churn never reaches the operator (the handlers' labels= filters below are kopf's, applied
+    to each event after it arrived and was parsed). bench/foreign_churn.py measures the difference."""
+    for group, version, plural in CHILD_RESOURCES:
+        settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Progress and diff-base in annotations: status stays ours (and the printer columns clean).
@@ -74,11 +82,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     settings.watching.server_timeout = 270  # re-open watches before silent network drops can stall them
     settings.watching.client_timeout = 300
     kopf_timeouts(settings)  # every other request of kopf's is bounded too (kube.py)
-    # The children's watches carry a label selector: the apiserver sends only the operator's own children, so
-    # another workload's churn never reaches the operator (the handlers' labels= filters below are kopf's,
-    # applied to each event after it arrived and was parsed). bench/foreign_churn.py measures the difference.
-    for group, version, plural in CHILD_RESOURCES:
-        settings.watching.label_selectors[group, version, plural] = CHILD_SELECTOR
+    select_own_children(settings)
     workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
     settings.execution.max_workers = workers  # kopf's pool, for the index handlers
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
