@@ -222,3 +222,19 @@ def test_a_refused_secret_never_appears_in_the_message(secret):
 def test_abbreviated_secret_flags_are_refused():
     assert "--hf-token" in vllm.extra_args_problems(["--hf-tok", "x"])[0]
     assert "--admin-api-key" in sglang.extra_args_problems(["--admin-api", "x"])[0]
+
+
+@pytest.mark.parametrize(("engine", "args"), [
+    ("vllm", ["--hf-tokn=hf_SECRETVALUE"]), ("vllm", ["--hf-tokn", "hf_SECRETVALUE"]),
+    ("sglang", ["--api-keyy", "SECRETVALUE"]), ("vllm", ["--max-num-seqs", "4", "SECRETVALUE"]),
+])
+def test_a_mistyped_flag_is_refused_naming_the_flag_but_not_its_value(engine, args):
+    (problem,) = ENGINES[engine].extra_args_problems(args)
+    assert "unrecognized arguments" in problem and "SECRETVALUE" not in problem
+    assert (args[0].split("=")[0] in problem) if args[0] != "--max-num-seqs" else "a value without its flag" in problem
+
+
+def test_a_flag_and_value_in_one_item_is_refused_without_the_value():
+    problems = serving_problems(_spec("vllm", target={"extraArgs": ["--api-key sk-SECRETVALUE"]}))
+    assert any("'--api-key' holds a flag and its value in one item" in p for p in problems)
+    assert not any("SECRETVALUE" in p for p in problems)

@@ -925,7 +925,8 @@ def serving_problems(spec: DrafterServingSpec, *, gpus_per_node: int | None = No
             problems.append(f"{where} {arg!r} is not a flag: extraArgs must start with a --flag (values follow their flag)")
             shape_ok = False
         if arg.startswith("--") and " " in arg.split("=")[0]:
-            problems.append(f"{where} {arg!r} holds a flag and its value in one item: split it into two items")
+            # The flag only: the value may be a secret, and this message reaches status and Events.
+            problems.append(f"{where} {arg.split(' ', 1)[0]!r} holds a flag and its value in one item: split it into two items")
             shape_ok = False
             continue
         if not arg.startswith("--"):

@@ -145,7 +145,7 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
             if item.startswith("--") and resolve_spelling(engine, item) is None and resolve_spelling(other, item):
                 hint = f"; {item.split('=', 1)[0]} is a {other} flag, not a {engine} one"
                 break
-        return [f"{where} is refused by the {name} argument parser ({exc}){hint}: "
+        return [f"{where} is refused by the {name} argument parser ({_without_values(str(exc))}){hint}: "
                 f"fix or remove the item (the engine would exit with status 2 at startup)"]
 
     problems = []
@@ -180,6 +180,16 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
         problems.append(f"{where} item {item!r}{spelled_as} would change {rule.controls}, which the operator "
                         f"owns: {rule.remedy}")
     return problems
+
+
+def _without_values(message: str) -> str:
+    """argparse's "unrecognized arguments: ..." with only the flags: the values after a mistyped flag
+    (a mistyped --hf-token's token, say) would otherwise reach status and Events."""
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return message
+    flags = [item.split("=", 1)[0] for item in message[len(prefix):].split() if item.startswith("-")]
+    return prefix + (" ".join(flags) if flags else "a value without its flag")
 
 
 def parser_name_problems(engine: str, field_path: str, registry: str, name: str | None) -> list[str]:
