@@ -367,6 +367,20 @@ def _boundary_cases() -> list[tuple[str, dict]]:
                 cases.append(("DrafterBenchmark", spec))
     for layers in ([2, 30, 58], [30, 2, 58], [2, 58, 30], [0, 1, 1023], [5, 5, 6]):
         cases.append(("DrafterTraining", _training(hiddenStates={"layers": layers, "storage": {"size": "1Ti"}})))
+    # Path spellings (api/training.py): CEL's matches/lastIndexOf/startsWith against the models' Python.
+    for path in ["/models/drafters/x", "/models/drafters/x/", "/models//drafters/x", "/models/drafters/./x",
+                 "/models/drafters/../x", "/models/drafters/...", "/models/drafters/.x", "/models/drafters/x..",
+                 "/models/x", "/models", "/models/", "/modelsx/d/x", "/models/T/x", "/models/T", "/models/T/..",
+                 "/elsewhere/d/x", "/.", "/"]:
+        cases.append(("DrafterTraining", _training(output={"path": path})))
+        cases.append(("DrafterTraining", _training(output={"path": "/models/drafters/out", "overwrite": True},
+                                                   data={"dataset": path, "numSamples": 1})))
+        cases.append(("DrafterTraining", _training(target={"model": path})))
+        cases.append(("DrafterTraining", _training(baseDrafter=path)))
+    for mount in ["/models", "/models/.", "/models/..", "/mnt/./w", "/.x"]:
+        cases.append(("DrafterTraining", _training(storage={"modelClaim": "models", "mountPath": mount},
+                                                   target={"model": "org/t"},
+                                                   output={"path": f"{mount}/drafters/out"})))
     return cases
 
 
