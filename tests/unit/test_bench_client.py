@@ -227,3 +227,19 @@ def test_a_failure_is_one_line_naming_what_failed_and_exit_1(tmp_path):
     assert json.loads(done.stdout)["error"] == line
     done = _cli("--url", dead, "--model", MODEL, "--termination-log", str(log))
     assert done.returncode == 1 and f"POST {dead}/v1/chat/completions" in log.read_text()
+
+
+def test_a_sweep_refines_its_break_even_bracket_with_measured_levels(seed, baseline):
+    # The seed's drafter is 0.66x at any load, far from 1.0 whatever the machine's noise: slower already at
+    # 4 streams, the sweep halves its lowest level until one stream (speculation never pays), no more.
+    result = bench(url=seed, baseline_url=baseline, num_prompts=2, max_tokens=32, concurrency=(4, 8))
+    assert [lv.concurrency for lv in result.levels] == [4, 8, 2, 1]
+    assert all(lv.speedup < 1.0 for lv in result.levels)
+    assert result.crossover_concurrency == 1
+    assert result.crossover.to_json() == {"belowConcurrency": 1, "withinTolerance": True}
+    # a budget of one level: the bracket says it is not narrow yet; none: the given levels only
+    budget = bench(url=seed, baseline_url=baseline, num_prompts=2, max_tokens=32, concurrency=(4, 8), refine=1)
+    assert [lv.concurrency for lv in budget.levels] == [4, 8, 2]
+    assert budget.crossover.within_tolerance is False
+    given = bench(url=seed, baseline_url=baseline, num_prompts=2, max_tokens=32, concurrency=(4, 8), refine=0)
+    assert [lv.concurrency for lv in given.levels] == [4, 8]
