@@ -455,6 +455,11 @@ TRAINING_OPERATOR_CHECKS: tuple[str, ...] = (
     "the promote DrafterServing serves spec.target.model.",
     "spec.hiddenStates.layers lie inside the target's layers (from its config.json).",
     "spec.data.maxTokens is below spec.train.maxLength (answers would be cut in training).",
+    "spec.output.path neither is, contains nor lies under a path a DrafterServing of the namespace loads on the same "
+    "claim (spec, revisions, degraded action), before every Job stage (OutputInUse; overwrite does not lift it).",
+    "in the stage pods: spec.output.path does not exist unless spec.output.overwrite (OutputExists), and its parent "
+    "directory exists, writable by UID/GID 1000 (OutputParentNotWritable), checked by every stage before Export and "
+    "again by Export.",
 )
 
 
