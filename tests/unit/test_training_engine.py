@@ -107,6 +107,8 @@ def test_vllm_and_the_training_pod_settings():
     assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf"}} in pod["volumes"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert pod["serviceAccountName"] == "trainer"
+    # The stage pods' fsGroup: what it downloads into the shared hub cache stays the trainer's group.
+    assert pod["securityContext"] == {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"}
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-B200"}
     assert pod["tolerations"][1:] == [{"key": "dedicated", "operator": "Exists"}]
     assert deployment["spec"]["template"]["metadata"]["labels"] == {"team": "ml", **engine_labels("qwen-ft", 1)}
