@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -431,3 +432,20 @@ def test_a_training_created_again_under_its_name_never_takes_the_earlier_ones_jo
     started = cluster.decide()
     assert [m["kind"] for _, m in started.creates] == ["PersistentVolumeClaim", "ConfigMap", "Job"]
     assert started.creates[2][1]["metadata"]["name"] == "kimi-ft-extract-g1"
+
+
+def test_a_spec_change_starts_the_new_generation_only_once_the_old_stage_pod_has_stopped():
+    """The simulation: the old generation's Extract pod (its Job deleted) wrote on to the claim while the new
+    generation's Extract started on it."""
+    cluster = Cluster(training(promote=None, data={**training()["spec"]["data"], "generation": None}))
+    start(cluster)
+    cluster.body["metadata"]["generation"] = 2
+    cluster.body["spec"]["train"]["epochs"] = 3
+    terminating = {"metadata": {"name": "kimi-ft-extract-g1-abcde", "deletionTimestamp": "2026-11-29T12:00:00Z",
+                                "labels": {"job-name": "kimi-ft-extract-g1"}}, "status": {"phase": "Running"}}
+    state = TrainingState(training=copy.deepcopy(cluster.body), jobs=(), job_pods=(terminating,), claim=cluster.claim,
+                          config_maps=frozenset(cluster.config_maps), now=T0, image="trainer:1")
+    waiting = decide(state)
+    assert waiting.creates == [] and "kimi-ft-extract-g1-abcde" in waiting.status["progress"]["summary"]
+    gone = decide(dataclasses.replace(state, job_pods=({**terminating, "status": {"phase": "Failed"}},)))
+    assert [m["metadata"]["name"] for _, m in gone.creates if m["kind"] == "Job"] == ["kimi-ft-extract-g2"]

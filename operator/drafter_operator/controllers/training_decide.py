@@ -203,6 +203,11 @@ def decide(state: TrainingState) -> TrainingPlan:
                         if j["metadata"]["name"] in current and left_by_earlier(j, uid)} | set(state.earlier))
     if state.claim is not None and (left_by_earlier(state.claim, uid) or state.claim["metadata"].get("deletionTimestamp")):
         leftovers.append(state.claim["metadata"]["name"])
+    # A spec change deletes the running stage's Job, but its pod writes on to the hidden-state claim until its
+    # grace period ends: the new generation's stage waits for it (the simulation saw both run on the claim).
+    leftovers += sorted(p["metadata"]["name"] for p in state.job_pods
+                        if (p["metadata"].get("labels") or {}).get("job-name") not in (None, *current)
+                        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
     observed = {s.stage: s for s in (_job_state(j, state.job_pods) for j in current_jobs) if s is not None}
     recorded = frozenset(stage for stage, kind in STAGE_CONDITIONS.items() if any(
         c["type"] == kind and c.get("status") == "True" and c.get("observedGeneration") == generation
@@ -334,7 +339,7 @@ def decide(state: TrainingState) -> TrainingPlan:
                                                       f"{spec.output.path} through its gate"))
     elif decision.start is not None and leftovers:
         extra["progress"] = {"summary": f"{decision.start} waits for {', '.join(leftovers)} to go (an earlier "
-                                        "training of this name, or a claim being deleted)"}
+                                        "training of this name, an older generation's pod, or a claim being deleted)"}
     elif decision.start is not None:
         if owns_hidden_states_claim(spec) and state.claim is None:
             plan.creates.append((object_path("v1", "persistentvolumeclaims", namespace),
