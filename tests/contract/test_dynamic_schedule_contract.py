@@ -49,7 +49,7 @@ print(json.dumps(out))
 """
 
 SWEEPS = {
-    "crossover at 32": [{"concurrency": 1, "speedup": 1.67}, {"concurrency": 8, "speedup": 1.27},
+    "break-even between 8 and 32": [{"concurrency": 1, "speedup": 1.67}, {"concurrency": 8, "speedup": 1.27},
                         {"concurrency": 32, "speedup": 0.69}],
     "pays everywhere": [{"concurrency": 1, "speedup": 1.4}, {"concurrency": 64, "speedup": 1.05}],
     "never pays": [{"concurrency": 1, "speedup": 0.8}, {"concurrency": 4, "speedup": 0.6}],
@@ -109,7 +109,7 @@ def test_rendered_schedule_is_accepted_and_survives(vllm_reads, sweep, method, m
     assert len(lookup) == MAX_NUM_SEQS + 1
     for batch in range(1, MAX_NUM_SEQS + 1):
         assert lookup[batch] == dynamic.k_for_batch(schedule, batch, 4), batch
-    at = dynamic.crossover(SWEEPS[sweep])
+    at = dynamic.off_from(SWEEPS[sweep])  # the first batch size at or above the break-even
     assert lookup[1] == (0 if at == 1 else 4)
     if at is not None and at <= MAX_NUM_SEQS:
         assert lookup[at] == 0 and (at == 1 or lookup[at - 1] == 4)
