@@ -10,6 +10,7 @@ with the first seeds of each.
     python bench/simulate.py --seed 17 --replay             # the op list and the violations of seed 17
     python bench/simulate.py --seed 17 --replay --shrink    # and the shortest op list per violation
     python bench/simulate.py --scenarios 20 --profile       # cProfile of one worker's scenarios
+    python bench/simulate.py --family batch --scenarios 200  # DrafterTraining and DrafterBenchmark (batch.py)
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ from tests.simulation.operations import describe  # noqa: E402
 from tests.simulation.runner import reproduction, run_scenario, shrink  # noqa: E402
 
 
-def one(args: tuple[int, int, float]) -> tuple[int, list[tuple[str, str]], int, int, float]:
-    seed, operations, days = args
-    outcome = run_scenario(seed, operations, days=days)
+def one(args: tuple[int, int, float, str]) -> tuple[int, list[tuple[str, str]], int, int, float]:
+    seed, operations, days, family = args
+    outcome = run_scenario(seed, operations, days=days, family=family)
     return seed, [(v.invariant, v.message) for v in outcome.violations], outcome.events, outcome.reconciles, \
         outcome.simulated
 
 
-def soak(scenarios: int, operations: int, seed: int, workers: int, days: float) -> int:
-    jobs = [(s, operations, days) for s in range(seed, seed + scenarios)]
+def soak(scenarios: int, operations: int, seed: int, workers: int, days: float, family: str = "serving") -> int:
+    jobs = [(s, operations, days, family) for s in range(seed, seed + scenarios)]
     start = time.perf_counter()
     counts: Counter[str] = Counter()
     seeds: dict[str, list[int]] = defaultdict(list)
@@ -69,10 +70,9 @@ def soak(scenarios: int, operations: int, seed: int, workers: int, days: float) 
     return 1
 
 
-def replay(seed: int, operations: int, days: float, do_shrink: bool, budget: float) -> int:
-    outcome = run_scenario(seed, operations, days=days)
-    print(f"seed {seed}: server name {outcome.setup['name']!r}, {outcome.setup['nodes']} nodes, "
-          f"initial config {outcome.setup['config']}")
+def replay(seed: int, operations: int, days: float, do_shrink: bool, budget: float, family: str = "serving") -> int:
+    outcome = run_scenario(seed, operations, days=days, family=family)
+    print(f"seed {seed}: {outcome.setup}")
     for op in outcome.ops:
         print(f"  {describe(op)}")
     if not outcome.violations:
@@ -81,9 +81,10 @@ def replay(seed: int, operations: int, days: float, do_shrink: bool, budget: flo
     for v in outcome.violations:
         print(f"{v.invariant} (during op #{outcome.ops[v.step]['salt']}, t={v.t:.0f}s): {v.message}")
         if do_shrink:
-            ops = shrink(seed, v.invariant, operations, budget_seconds=budget, days=days)
-            again = run_scenario(seed, operations, ops=ops, stop_on=v.invariant, days=days).first(v.invariant)
-            print(reproduction(seed, v.invariant, ops, again.message if again else v.message, operations))
+            ops = shrink(seed, v.invariant, operations, budget_seconds=budget, days=days, family=family)
+            again = run_scenario(seed, operations, ops=ops, stop_on=v.invariant, days=days,
+                                 family=family).first(v.invariant)
+            print(reproduction(seed, v.invariant, ops, again.message if again else v.message, operations, family))
     return 1
 
 
@@ -93,24 +94,26 @@ def main() -> int:
     parser.add_argument("--operations", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--days", type=float, default=1.0, help="simulated days per scenario, at least")
+    parser.add_argument("--days", type=float, default=1.0, help="simulated days per scenario, at least (batch: x 6 hours)")
+    parser.add_argument("--family", default="serving", choices=["serving", "batch"],
+                        help="serving: DrafterServing; batch: DrafterTraining and DrafterBenchmark")
     parser.add_argument("--replay", action="store_true", help="run --seed only: print its ops and violations")
     parser.add_argument("--shrink", action="store_true", help="with --replay: shrink each violation's op list")
     parser.add_argument("--shrink-seconds", type=float, default=120.0)
     parser.add_argument("--profile", action="store_true", help="cProfile the scenarios (one process)")
     args = parser.parse_args()
     if args.replay:
-        return replay(args.seed, args.operations, args.days, args.shrink, args.shrink_seconds)
+        return replay(args.seed, args.operations, args.days, args.shrink, args.shrink_seconds, args.family)
     if args.profile:
         import cProfile
         import pstats
         profiler = cProfile.Profile()
         profiler.enable()
-        code = soak(args.scenarios, args.operations, args.seed, 1, args.days)
+        code = soak(args.scenarios, args.operations, args.seed, 1, args.days, args.family)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(35)
         return code
-    return soak(args.scenarios, args.operations, args.seed, args.workers, args.days)
+    return soak(args.scenarios, args.operations, args.seed, args.workers, args.days, args.family)
 
 
 if __name__ == "__main__":

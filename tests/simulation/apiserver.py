@@ -23,11 +23,17 @@ from drafter_operator.kube import ApiError, Kube
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 KINDS = {"deployments": "Deployment", "services": "Service", "pods": "Pod",
-         "drafterservings": "DrafterServing", "drafterbenchmarks": "DrafterBenchmark"}
+         "drafterservings": "DrafterServing", "drafterbenchmarks": "DrafterBenchmark",
+         "draftertrainings": "DrafterTraining", "jobs": "Job", "persistentvolumeclaims": "PersistentVolumeClaim",
+         "configmaps": "ConfigMap"}
 GROUPS = {"deployments": "deployments.apps", "drafterservings": "drafterservings.drafter.dev",
-          "drafterbenchmarks": "drafterbenchmarks.drafter.dev", "services": "services", "pods": "pods"}
-WITH_STATUS = {"deployments", "drafterservings", "drafterbenchmarks", "services", "pods"}
-CUSTOM_NAME_MAX = 52  # api/kind.py: the CRDs' CEL rule on metadata.name
+          "drafterbenchmarks": "drafterbenchmarks.drafter.dev", "services": "services", "pods": "pods",
+          "draftertrainings": "draftertrainings.drafter.dev", "jobs": "jobs.batch",
+          "persistentvolumeclaims": "persistentvolumeclaims", "configmaps": "configmaps"}
+WITH_STATUS = {"deployments", "drafterservings", "drafterbenchmarks", "services", "pods", "draftertrainings", "jobs",
+               "persistentvolumeclaims"}
+CUSTOM_NAME_MAX = 52
+PVC_PROTECTION = "kubernetes.io/pvc-protection"  # api/kind.py: the CRDs' CEL rule on metadata.name
 
 
 class OperatorCrash(BaseException):
@@ -72,6 +78,27 @@ def merge_patch(target: dict, patch: dict) -> dict:
     return out
 
 
+def selected(obj: dict, selector: str) -> bool:
+    """Does the object match a label selector of equality and existence terms (`a=b,c!=d,e,!f`)?"""
+    labels = obj["metadata"].get("labels") or {}
+    for term in selector.split(","):
+        term = term.strip()
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.rstrip("=")) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
 def status_error(code: int, reason: str, message: str) -> ApiError:
     return ApiError(code, reason, json.dumps({"kind": "Status", "status": "Failure", "message": message,
                                               "reason": reason, "code": code}))
@@ -79,7 +106,7 @@ def status_error(code: int, reason: str, message: str) -> ApiError:
 
 def name_problem(plural: str, name: str) -> str | None:
     """Why the real apiserver refuses this name for this kind (None: it accepts it)."""
-    if plural in ("drafterbenchmarks", "drafterservings"):
+    if plural in ("drafterbenchmarks", "drafterservings", "draftertrainings"):
         if len(name) > CUSTOM_NAME_MAX or not DNS1035.match(name):
             return (f"metadata.name must be at most {CUSTOM_NAME_MAX} lowercase letters, digits and '-', starting "
                     "with a letter and ending with a letter or digit")
@@ -120,11 +147,16 @@ class FakeApiserver(Kube):
         self.rv = 0
         self.uids = 0
         self.faults = Faults()
+        self.on_request: Callable[[], None] | None = None  # runs before each operator request (time passes)
+        self.logs: Callable[[str], object] | None = None  # pod key -> its log (text or JSON), None: not readable
+        self.graceful: Callable[[dict], bool] | None = None  # pod -> is its delete graceful (deletionTimestamp first)?
 
     # ---------------------------------------------------------------- the operator's transport
     def request(self, method: str, path: str, body=None, content_type: str = "application/json",
                 query: dict | None = None, timeout: float | None = None) -> dict | None:
         self.requests[method] += 1
+        if self.on_request is not None:
+            self.on_request()
         faults = self.faults
         if faults.crash_in is not None:
             faults.crash_in -= 1
@@ -149,12 +181,24 @@ class FakeApiserver(Kube):
                     raise status_error(500, "InternalError", "etcdserver: request timed out")
                 result = self._serve(method, p, body)  # applied, but the answer is lost
                 raise status_error(504, "Timeout", "the request timed out; it may or may not have been applied")
-        return self._serve(method, p, body)
+        return self._serve(method, p, body, query)
 
-    def _serve(self, method: str, p: Path, body) -> dict | None:
+    def read_text(self, path: str, query: dict | None = None) -> str:
+        """A pod's log (Kube.read_text goes around `request`; here it goes through it)."""
+        text = self.request("GET", path, query=query)
+        return text if isinstance(text, str) else json.dumps(text)
+
+    def _serve(self, method: str, p: Path, body, query: dict | None = None) -> dict | None:
         if method == "GET":
+            if p.subresource == "log":
+                log = self.logs(p.key) if self.logs is not None and p.key in self.store else None
+                if log is None:
+                    raise status_error(400, "BadRequest", f'container in pod "{p.name}" is waiting to start')
+                return log
             if p.name is None:
-                items = [o for k, o in self.store.items() if k.startswith(p.collection + "/")]
+                selector = (query or {}).get("labelSelector")
+                items = [o for k, o in self.store.items() if k.startswith(p.collection + "/")
+                         and (not selector or selected(o, selector))]
                 return {"items": [json.loads(json.dumps(o)) for o in items]}
             obj = self.store.get(p.key)
             if obj is None:
@@ -185,6 +229,8 @@ class FakeApiserver(Kube):
             body.pop("status", None)
         self.uids += 1
         meta.update(namespace=p.namespace, uid=f"uid-{self.uids}", creationTimestamp=self.clock.iso(), generation=1)
+        if p.plural == "persistentvolumeclaims":  # the StorageObjectInUseProtection admission plugin
+            meta["finalizers"] = sorted({*(meta.get("finalizers") or []), PVC_PROTECTION})
         meta.pop("deletionTimestamp", None)
         return self._store(actor, p.plural, key, None, body)
 
@@ -221,7 +267,7 @@ class FakeApiserver(Kube):
         old = self.store.get(p.key)
         if old is None:
             raise status_error(404, "NotFound", f'{GROUPS[p.plural]} "{p.name}" not found')
-        if old["metadata"].get("finalizers"):
+        if old["metadata"].get("finalizers") or (p.plural == "pods" and self.graceful is not None and self.graceful(old)):
             if old["metadata"].get("deletionTimestamp"):
                 return old
             meta = {**old["metadata"], "deletionTimestamp": self.clock.iso()}

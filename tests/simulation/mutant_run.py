@@ -21,6 +21,7 @@ def main() -> None:
     parser.add_argument("--operations", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--family", default="serving", help="serving, or batch (DrafterTraining and DrafterBenchmark)")
     parser.add_argument("--baseline", help="JSON file: seed -> invariants the unpatched operator breaks")
     args = parser.parse_args()
     baseline = json.loads(open(args.baseline).read()) if args.baseline else {}
@@ -31,7 +32,7 @@ def main() -> None:
         if time.monotonic() - start > args.seconds:
             break
         tried += 1
-        outcome = run_scenario(seed, args.operations)
+        outcome = run_scenario(seed, args.operations, family=args.family)
         new = [v for v in outcome.violations if v.invariant not in baseline.get(str(seed), [])]
         if new:
             v = new[0]

@@ -12,9 +12,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests.simulation.invariants import INVARIANTS
-from tests.simulation.operations import describe, generate
-from tests.simulation.world import World
+from tests.simulation import batch, batch_invariants, invariants, operations, world as serving_world
+from tests.simulation.operations import describe
+
+#: The scenario families: what draws a scenario, the world it runs in, the invariants checked.
+FAMILIES = {"serving": (operations.generate, serving_world.World, invariants.INVARIANTS),
+            "batch": (batch.generate, batch.BatchWorld, batch_invariants.INVARIANTS)}
 
 
 @dataclass
@@ -61,12 +64,14 @@ def quiet_operator():
 
 def run_scenario(seed: int, operations: int = 50, ops: list[dict] | None = None, setup: dict | None = None,
                  stop_on: str | None = None, invariants: dict | None = None, days: float = 1.0,
-                 **world_options) -> Outcome:
-    """Run one scenario. `stop_on`: stop at the first violation of this invariant ('*': of any)."""
+                 family: str = "serving", **world_options) -> Outcome:
+    """Run one scenario. `stop_on`: stop at the first violation of this invariant ('*': of any);
+    `family`: "serving" (DrafterServing) or "batch" (DrafterTraining and DrafterBenchmark)."""
+    generate, World, checked = FAMILIES[family]
     drawn_setup, drawn_ops = generate(seed, operations, days)
     setup = setup or drawn_setup
     ops = drawn_ops if ops is None else ops
-    invariants = invariants or INVARIANTS
+    invariants = invariants or checked
     world = World(seed, setup, **world_options)
     outcome = Outcome(seed, setup, ops)
     seen: set[str] = set()
@@ -95,7 +100,7 @@ def run_scenario(seed: int, operations: int = 50, ops: list[dict] | None = None,
 def shrink(seed: int, invariant: str, operations: int = 50, ops: list[dict] | None = None,
            budget_seconds: float = 60.0, **options) -> list[dict]:
     """A shorter op list (ddmin) on which `invariant` still fails; the original when none is found."""
-    _, drawn = generate(seed, operations, options.get("days", 1.0))
+    _, drawn = FAMILIES[options.get("family", "serving")][0](seed, operations, options.get("days", 1.0))
     ops = list(drawn if ops is None else ops)
     deadline = time.monotonic() + budget_seconds
 
@@ -134,11 +139,12 @@ def shrink(seed: int, invariant: str, operations: int = 50, ops: list[dict] | No
     return ops
 
 
-def reproduction(seed: int, invariant: str, ops: list[dict], message: str, operations: int = 50) -> str:
+def reproduction(seed: int, invariant: str, ops: list[dict], message: str, operations: int = 50,
+                 family: str = "serving") -> str:
     lines = [f"invariant {invariant} broken, seed {seed}: {message}",
              f"shortest op list found ({len(ops)} ops):"]
     lines += [f"  {describe(op)}" for op in ops]
-    lines.append(f"replay: {_python()} bench/simulate.py --seed {seed} --operations {operations} --replay")
+    lines.append(f"replay: {_python()} bench/simulate.py --family {family} --seed {seed} --operations {operations} --replay")
     return "\n".join(lines)
 
 

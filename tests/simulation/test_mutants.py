@@ -20,17 +20,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 MUTANTS = sorted((Path(__file__).parent / "mutants").glob("*.patch"))
 SCENARIOS = int(os.environ.get("MUTANT_SCENARIOS", "100"))  # the slowest mutant needs 51 (docs/guarantees.md)
+#: Scenarios for a mutant of the training and benchmark controllers (a header line "family: batch").
+BATCH_SCENARIOS = int(os.environ.get("MUTANT_BATCH_SCENARIOS", "40"))
 SECONDS = float(os.environ.get("MUTANT_SECONDS", "300"))
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory) -> Path:
-    """What the unpatched operator already breaks, per seed: a mutant is killed only by something new."""
+def baseline(tmp_path_factory):
+    """What the unpatched operator already breaks, per family and seed (computed when a mutant of the family
+    first asks): a mutant is killed only by something new."""
     from tests.simulation.runner import run_scenario
-    known = {str(seed): sorted(run_scenario(seed, 50).failed) for seed in range(SCENARIOS)}
-    path = tmp_path_factory.mktemp("baseline") / "baseline.json"
-    path.write_text(json.dumps(known))
-    return path
+    made: dict[str, Path] = {}
+
+    def of(family: str) -> Path:
+        if family not in made:
+            count = BATCH_SCENARIOS if family == "batch" else SCENARIOS
+            known = {str(seed): sorted(run_scenario(seed, 50, family=family).failed) for seed in range(count)}
+            made[family] = tmp_path_factory.mktemp("baseline") / f"{family}.json"
+            made[family].write_text(json.dumps(known))
+        return made[family]
+    return of
 
 
 #: A patch whose header has this line is not the simulation's to see (kopf's registry, say): the named
@@ -41,6 +50,12 @@ CAUGHT_BY = "caught by: "
 def caught_by(patch: Path) -> list[str]:
     header = patch.read_text().split("\n--- a/", 1)[0]
     return next((line[len(CAUGHT_BY):].split() for line in header.splitlines() if line.startswith(CAUGHT_BY)), [])
+
+
+def family(patch: Path) -> str:
+    """The scenario family a patch header names ("family: batch"), the serving's by default."""
+    header = patch.read_text().split("\n--- a/", 1)[0]
+    return next((line.split(":", 1)[1].strip() for line in header.splitlines() if line.startswith("family:")), "serving")
 
 
 def patched_copy(patch: Path, tmp_path: Path) -> dict:
@@ -69,10 +84,13 @@ def test_the_named_tests_kill_the_mutant(patch: Path, tmp_path: Path):
 
 
 @pytest.mark.parametrize("patch", SIMULATED, ids=[p.stem for p in SIMULATED])
-def test_the_simulation_kills_the_mutant(patch: Path, tmp_path: Path, baseline: Path):
+def test_the_simulation_kills_the_mutant(patch: Path, tmp_path: Path, baseline):
     env = patched_copy(patch, tmp_path)
-    run = subprocess.run([sys.executable, "-m", "tests.simulation.mutant_run", "--scenarios", str(SCENARIOS),
-                          "--seconds", str(SECONDS), "--baseline", str(baseline)], cwd=REPO, env=env, capture_output=True, text=True)
+    kind = family(patch)
+    scenarios = BATCH_SCENARIOS if kind == "batch" else SCENARIOS
+    run = subprocess.run([sys.executable, "-m", "tests.simulation.mutant_run", "--scenarios", str(scenarios),
+                          "--seconds", str(SECONDS), "--baseline", str(baseline(kind)), "--family", kind],
+                         cwd=REPO, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["package"].startswith(str(tmp_path)), f"the mutant ran the real package: {result['package']}"

@@ -1,8 +1,10 @@
 """Deterministic simulation of the DrafterServing controller: SIM_SCENARIOS seeded scenarios (each at
-least 50 operations and a simulated day), every invariant checked after every event. A failure
-prints the seed, the invariant, the shortest op list found, and how to replay it.
+least 50 operations and a simulated day), every invariant checked after every event; and of the
+DrafterTraining and DrafterBenchmark controllers (batch.py): SIM_BATCH_SCENARIOS scenarios of 50
+operations and at least 6 simulated hours. A failure prints the seed, the invariant, the shortest op
+list found, and how to replay it.
 
-    SIM_SCENARIOS=200 SIM_SEED=0 pytest tests/simulation/test_simulation.py
+    SIM_SCENARIOS=200 SIM_BATCH_SCENARIOS=60 SIM_SEED=0 pytest tests/simulation/test_simulation.py
 """
 
 from __future__ import annotations
@@ -13,16 +15,26 @@ from tests.simulation.runner import reproduction, run_scenario, shrink
 
 # About 90 s of one core; bench/simulate.py runs thousands (docs/performance.md).
 SCENARIOS = int(os.environ.get("SIM_SCENARIOS", "200"))
+# About 0.6 s each on one core (docs/performance.md).
+BATCH_SCENARIOS = int(os.environ.get("SIM_BATCH_SCENARIOS", "60"))
 OPERATIONS = int(os.environ.get("SIM_OPERATIONS", "50"))
 FIRST_SEED = int(os.environ.get("SIM_SEED", "0"))
 SHRINK_SECONDS = float(os.environ.get("SIM_SHRINK_SECONDS", "60"))
 
 
-def test_invariants_hold_in_random_scenarios():
-    for seed in range(FIRST_SEED, FIRST_SEED + SCENARIOS):
-        outcome = run_scenario(seed, OPERATIONS, stop_on="*")
+def check_scenarios(family: str, scenarios: int) -> None:
+    for seed in range(FIRST_SEED, FIRST_SEED + scenarios):
+        outcome = run_scenario(seed, OPERATIONS, stop_on="*", family=family)
         if outcome.violations:
             v = outcome.violations[0]
-            ops = shrink(seed, v.invariant, OPERATIONS, budget_seconds=SHRINK_SECONDS)
-            again = run_scenario(seed, OPERATIONS, ops=ops, stop_on=v.invariant).first(v.invariant)
-            raise AssertionError(reproduction(seed, v.invariant, ops, (again or v).message, OPERATIONS))
+            ops = shrink(seed, v.invariant, OPERATIONS, budget_seconds=SHRINK_SECONDS, family=family)
+            again = run_scenario(seed, OPERATIONS, ops=ops, stop_on=v.invariant, family=family).first(v.invariant)
+            raise AssertionError(reproduction(seed, v.invariant, ops, (again or v).message, OPERATIONS, family))
+
+
+def test_invariants_hold_in_random_scenarios():
+    check_scenarios("serving", SCENARIOS)
+
+
+def test_training_and_benchmark_invariants_hold_in_random_scenarios():
+    check_scenarios("batch", BATCH_SCENARIOS)

@@ -1,0 +1,635 @@
+"""DrafterTraining and DrafterBenchmark in the simulated world: the real `TrainingReconciler` and
+`BenchmarkReconciler` (observe, decide, apply) against the fake apiserver, with a Job controller, a
+kubelet whose pods use claims, the claim-protection controller and the garbage collector.
+
+The operator reads the apiserver directly (as its handlers do), so a stale view here is time passing
+between its reads: before each of its requests the world runs whatever falls due meanwhile (a Job ends,
+a pod goes, the user edits the spec), slowly at times. Watch events arrive late or are lost; the
+object loops tick as `handlers._tick_while_unfinished` does (every `TICK` seconds of the simulation,
+not 3-5 s: ticks only add reconciles); the operator can die at any request and restarts with a
+re-list (an event for every object). A serving `kimi` is Ready for the benchmarks and loads
+`SERVED_DRAFTER`, which no training may overwrite.
+
+`BatchWorld(seed, setup)` and `generate(seed, count, days)` follow world.py and operations.py, so the
+runner, the shrinker and bench/simulate.py run these scenarios as they run the serving's
+(`family="batch"`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import string
+
+from drafter_operator.controllers.benchmark import BenchmarkReconciler
+from drafter_operator.controllers.training import TrainingReconciler
+from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
+from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
+from drafter_operator.resources.training import TRAINING_LABEL
+from drafter_operator.resources.training_job import STAGE_LABEL
+
+from tests.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
+from tests.simulation.clock import Clock
+from tests.simulation.cluster import owner_uid
+from tests.simulation.operations import SEED_SPEC, serving_name
+
+NS = "team"
+CUSTOM = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}"
+TRAININGS, BENCHMARKS, SERVINGS = f"{CUSTOM}/draftertrainings", f"{CUSTOM}/drafterbenchmarks", f"{CUSTOM}/drafterservings"
+JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
+CORE = f"/api/v1/namespaces/{NS}"
+PODS, CLAIMS, CONFIGMAPS, SERVICES = f"{CORE}/pods", f"{CORE}/persistentvolumeclaims", f"{CORE}/configmaps", f"{CORE}/services"
+SERVING = "kimi"
+TARGET = "/models/Kimi-K2.5"
+SERVED_DRAFTER = SEED_SPEC["drafter"]["model"]  # /models/drafters/kimi-k25-eagle3: the serving loads it
+USER_CLAIM = "hidden-states-by-hand"  # a claim the user made and names by claimName: never deleted
+TICK = 60.0
+WATCH_DELAY = 0.3
+GRACE = 30.0  # terminationGracePeriodSeconds of a stage pod (the default)
+DAY = 86400.0
+
+#: Output paths a user may write: fresh directories, and the mistakes of issue 22 (the target, the drafter
+#: a serving loads, a parent of it, paths under it, dot-dot, trailing and double slashes).
+GOOD_OUTPUTS = ["/models/drafters/new-{slot}", "/models/drafters/new-{slot}-v2", "/models/team-{slot}/drafter"]
+BAD_OUTPUTS = [TARGET, SERVED_DRAFTER, SERVED_DRAFTER + "/v2", "/models/drafters", "/models/..", "/models/../etc/x",
+               "/models/drafters/x/../../Kimi-K2.5", "/models/drafters/new/", "/models//drafters/new", "/models/."]
+BASES = [None, "AQ-MedAI/Kimi-K2-Instruct-eagle3", SERVED_DRAFTER]
+
+
+# ---------------------------------------------------------------------------------------------- specs
+def training_spec(config: dict, slot: int) -> dict:
+    output = config["output"]
+    path = GOOD_OUTPUTS[output].format(slot=slot) if output < len(GOOD_OUTPUTS) else \
+        BAD_OUTPUTS[(output - len(GOOD_OUTPUTS)) % len(BAD_OUTPUTS)]
+    storage = {"claimName": USER_CLAIM} if config["user_claim"] else {"size": "1Ti", "retain": config["retain"]}
+    spec = {"target": {"model": TARGET, "tensorParallelSize": 8}, "framework": "specforge",
+            "storage": {"modelClaim": "models", "mountPath": "/models"},
+            "data": {"dataset": "/models/datasets/prompts.jsonl", "numSamples": config["samples"], "maxTokens": 1024,
+                     "chatTemplate": "kimi-k2-instruct"},
+            "hiddenStates": {"storage": storage}, "train": {"epochs": config["epochs"], "maxLength": 2048},
+            "output": {"path": path}}
+    if BASES[config["base"]]:
+        spec["baseDrafter"] = BASES[config["base"]]
+    return spec
+
+
+def benchmark_spec(config: dict) -> dict:
+    return {"servingRef": {"name": SERVING}, "numPrompts": config["prompts"], "maxTokens": 256, "concurrency": 1,
+            "temperature": "0", "repetitions": 1, "timeout": config["timeout"]}
+
+
+TRAINING_FIELDS = {"output": list(range(len(GOOD_OUTPUTS))) * 3 + list(range(len(GOOD_OUTPUTS), len(GOOD_OUTPUTS) + len(BAD_OUTPUTS))),
+                   "user_claim": [False, False, True], "retain": [False, False, True], "samples": [1000, 10000],
+                   "epochs": [1, 3, 5], "base": [0, 1, 2]}
+BENCHMARK_FIELDS = {"prompts": [5, 20, 100], "timeout": ["10m", "30m"]}
+
+
+def draw_config(rng: random.Random, fields: dict) -> dict:
+    return {f: rng.choice(v) for f, v in fields.items()}
+
+
+# ---------------------------------------------------------------------------------------------- the world
+class BatchWorld:
+    def __init__(self, seed: int, setup: dict):
+        from tests.simulation.batch_invariants import BatchTracks
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.clock = Clock()
+        self.setup = setup
+        self.trainings = [dict(c) for c in setup["trainings"]]  # per slot: name and config
+        self.benchmarks = [dict(c) for c in setup["benchmarks"]]
+        self.track = BatchTracks(self)
+        self.api = FakeApiserver(self.clock, lambda: self.rng, self.on_write)
+        self.api.logs = self.pod_log
+        # A running pod the operator deletes runs on (with its claims) until its grace period ends.
+        self.api.graceful = lambda pod: bool(pod["spec"].get("nodeName")) and \
+            (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        self.slow = False  # requests take seconds (much changes between the operator's reads)
+        self.watch_loss = 0.0  # chance that a watch event never arrives
+        self.pending_restart_after = 30.0
+        self.gc_due = self.sweep_due = False
+        self.events = 0
+        self.pod_seq = 0
+        self.operator = BatchOperator(self)
+        self._make_serving()
+        self.operator.start()
+
+    # ------------------------------------------------------------------ fixtures
+    def _make_serving(self) -> None:
+        spec = copy.deepcopy(SEED_SPEC)
+        self.api.put("user", f"{SERVINGS}/{SERVING}", {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
+                                                       "metadata": {"name": SERVING, "namespace": NS}, "spec": spec})
+        serving = self.api.store[f"{SERVINGS}/{SERVING}"]
+        self.api.put("serving-controller", f"{SERVINGS}/{SERVING}", {**serving, "status": {
+            "activeRevision": "r1", "revisions": [{"name": "r1", "engine": spec["engine"], "drafterSpec": spec["drafter"]}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "serving"}]}})
+        labels = {SERVING_LABEL: SERVING, REVISION_LABEL: "r1"}
+        self.api.put("user", f"{SERVICES}/{SERVING}", {"apiVersion": "v1", "kind": "Service",
+                                                       "metadata": {"name": SERVING, "namespace": NS, "labels": {SERVING_LABEL: SERVING}},
+                                                       "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 8000}],
+                                                                "selector": labels}})
+        self.api.put("kubelet", f"{PODS}/{SERVING}-r1-0", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{SERVING}-r1-0", "namespace": NS, "labels": labels},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "engine"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [{"type": "Ready", "status": "True"}]}})
+        self.api.put("user", f"{CLAIMS}/{USER_CLAIM}", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                                       "metadata": {"name": USER_CLAIM, "namespace": NS},
+                                                       "spec": {"resources": {"requests": {"storage": "2Ti"}}}})
+        self.track.user_claims.add(self.api.store[f"{CLAIMS}/{USER_CLAIM}"]["metadata"]["uid"])
+
+    # ------------------------------------------------------------------ the store's change feed
+    def on_write(self, actor, plural, key, old, new, ok, detail) -> None:
+        self.track.on_write(actor, plural, key, old, new, ok, detail)
+        if not ok:
+            return
+        if plural == "pods" and actor == "operator" and new is not None and new["metadata"].get("deletionTimestamp") \
+                and not old["metadata"].get("deletionTimestamp"):
+            self.clock.after(self.rng.uniform(1, GRACE), self.pod_gone, key, new["metadata"]["uid"])
+        if plural == "jobs" and old is None and new is not None:
+            self.clock.after(self.rng.uniform(0.5, 3.0), self.job_creates_pod, key, new["metadata"]["uid"])
+        if new is None or (plural == "persistentvolumeclaims" and new["metadata"].get("deletionTimestamp")):
+            self.schedule_gc()
+            self.schedule_sweep()
+        elif old is None and new["metadata"].get("ownerReferences"):
+            self.schedule_gc()  # a dependent created after its owner went (a stale decision) goes too
+        self.operator.on_write(plural, key, old, new)
+
+    def schedule_gc(self) -> None:
+        if not self.gc_due:
+            self.gc_due = True
+            self.clock.after(self.rng.uniform(1, 30), self.gc)
+
+    def gc(self) -> None:
+        self.gc_due = False
+        removed = 0
+        for key in self.api.orphans():
+            if key.startswith(PODS + "/"):
+                removed += self.delete_pod(key)
+            else:
+                self.api.remove("garbage-collector", key)
+                removed += 1
+        if removed:
+            self.schedule_gc()
+
+    def schedule_sweep(self) -> None:
+        if not self.sweep_due:
+            self.sweep_due = True
+            self.clock.after(0.5, self.pvc_protection)
+
+    def pvc_protection(self) -> None:
+        """The claim-protection controller: a deleted claim goes once no scheduled pod names it."""
+        self.sweep_due = False
+        for key, claim in list(self.api.store.items()):
+            if not key.startswith(CLAIMS + "/") or not claim["metadata"].get("deletionTimestamp"):
+                continue
+            if PVC_PROTECTION in (claim["metadata"].get("finalizers") or []) and \
+                    not self.pods_naming(claim["metadata"]["name"], scheduled_only=True):
+                rest = [f for f in claim["metadata"]["finalizers"] if f != PVC_PROTECTION]
+                self.api.patch_as("pvc-protection-controller", key, {"metadata": {"finalizers": rest or None}})
+
+    def pods_naming(self, claim: str, scheduled_only: bool = False, running_only: bool = False) -> list[str]:
+        out = []
+        for key, pod in self.api.store.items():
+            if not key.startswith(PODS + "/") or (scheduled_only and not pod["spec"].get("nodeName")):
+                continue
+            if running_only and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if any((v.get("persistentVolumeClaim") or {}).get("claimName") == claim for v in pod["spec"].get("volumes") or []):
+                out.append(key)
+        return out
+
+    # ------------------------------------------------------------------ Job controller and kubelet
+    def job_creates_pod(self, key: str, uid: str) -> None:
+        job = self.api.store.get(key)
+        if job is None or job["metadata"]["uid"] != uid:
+            return
+        if any(owner_uid(p) == uid for k, p in self.api.store.items() if k.startswith(PODS + "/")):
+            return
+        self.pod_seq += 1
+        name = job["metadata"]["name"]
+        suffix = "".join(random.Random(f"{self.seed}/{self.pod_seq}").choice(string.ascii_lowercase) for _ in range(5))
+        template = job["spec"]["template"]
+        labels = {**((template.get("metadata") or {}).get("labels") or {}), "job-name": name,
+                  "batch.kubernetes.io/job-name": name, "controller-uid": uid}
+        pod_key = f"{PODS}/{name[:57]}-{suffix}"
+        self.api.put("job-controller", pod_key, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_key.rsplit("/", 1)[1], "namespace": NS, "labels": labels,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+                                              "controller": True}]},
+            "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}})
+        self.clock.after(self.rng.uniform(1, 60), self.start_pod, pod_key, uid)
+
+    def start_pod(self, key: str, job_uid: str) -> None:
+        pod = self.api.store.get(key)
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Pending":
+            return
+        for volume in pod["spec"].get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            config_map = (volume.get("configMap") or {}).get("name")
+            obj = self.api.store.get(f"{CLAIMS}/{claim}") if claim else \
+                self.api.store.get(f"{CONFIGMAPS}/{config_map}") if config_map else {"metadata": {}}
+            if claim == "models":
+                continue  # the model volume is always there
+            if obj is None or obj["metadata"].get("deletionTimestamp"):
+                self.clock.after(30.0, self.start_pod, key, job_uid)  # the kubelet waits for its volumes
+                return
+        self.api.put("kubelet", key, {**pod, "spec": {**pod["spec"], "nodeName": "node-0"},
+                                      "status": {"phase": "Running", "containerStatuses": [
+                                          {"name": c["name"], "state": {"running": {}}} for c in pod["spec"]["containers"]]}})
+        rng = random.Random(f"{self.seed}/{job_uid}")
+        self.clock.after(rng.uniform(30, 2400), self.pod_ends, key, job_uid, rng.random() < 0.88)
+
+    def pod_ends(self, key: str, job_uid: str, success: bool) -> None:
+        pod = self.api.store.get(key)
+        if pod is None or pod["status"].get("phase") != "Running":
+            return
+        labels = pod["metadata"].get("labels") or {}
+        if BENCHMARK_LABEL in labels:
+            message = json.dumps({"tokensPerSecond": 91.5, "totalTokens": 25600, "totalSeconds": 280.0,
+                                  "acceptanceRate": 0.6, "acceptanceLength": 3.1}) if success else "bench: connection refused"
+        else:
+            message = json.dumps({"outcome": "Succeeded", "outputs": self._outputs(pod)} if success else
+                                 {"outcome": "Failed", "command": ["train"], "exitCode": 1, "tail": "CUDA out of memory"})
+        code = 0 if success else 1
+        self.api.put("kubelet", key, {**pod, "status": {"phase": "Succeeded" if success else "Failed", "containerStatuses": [
+            {"name": c["name"], "state": {"terminated": {"exitCode": code, "message": message}}}
+            for c in pod["spec"]["containers"]]}})
+        self.clock.after(self.rng.uniform(0.1, 5.0), self.job_finishes, owner_uid(pod), success)
+        self.schedule_sweep()
+
+    def _outputs(self, pod: dict) -> dict:
+        stage = (pod["metadata"].get("labels") or {}).get(STAGE_LABEL)
+        if stage == "Export":
+            spec = self.track.export_spec(pod)
+            return {"drafter": {"path": ((spec or {}).get("output") or {}).get("path"), "sizeBytes": 1 << 30}}
+        if stage == "Extract":
+            return {"hiddenStates": {"path": "/work/hidden-states", "sizeBytes": 1 << 40}}
+        return {}
+
+    def job_finishes(self, uid: str, success: bool) -> None:
+        key = self.api.by_uid.get(uid)
+        job = self.api.store.get(key) if key else None
+        if job is None:
+            return
+        kind = "Complete" if success else "Failed"
+        self.api.put("job-controller", key, {**job, "status": {"conditions": [
+            {"type": kind, "status": "True", "reason": "Completed" if success else "BackoffLimitExceeded",
+             "message": "" if success else "Job has reached the specified backoff limit"}]}})
+
+    def delete_pod(self, key: str) -> int:
+        """A pod deleted gracefully: a running one keeps running (and its claims) for the grace period."""
+        pod = self.api.store.get(key)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return 0
+        finished = pod["status"].get("phase") in ("Succeeded", "Failed") or not pod["spec"].get("nodeName")
+        self.api.put("garbage-collector", key, {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": self.clock.iso()}})
+        self.clock.after(0.5 if finished else self.rng.uniform(1, GRACE), self.pod_gone, key, pod["metadata"]["uid"])
+        return 1
+
+    def pod_gone(self, key: str, uid: str) -> None:
+        pod = self.api.store.get(key)
+        if pod is not None and pod["metadata"]["uid"] == uid:
+            self.api._drop("kubelet", "pods", key)
+
+    def pod_log(self, key: str):
+        pod = self.api.store[key]
+        labels = pod["metadata"].get("labels") or {}
+        terminated = [((c.get("state") or {}).get("terminated") or {}) for c in (pod.get("status") or {}).get("containerStatuses") or []]
+        if BENCHMARK_LABEL in labels:
+            return {"tokensPerSecond": 91.5, "prompts": []} if terminated and terminated[0].get("exitCode") == 0 else None
+        return "" if (pod.get("status") or {}).get("phase") == "Running" else None
+
+    # ------------------------------------------------------------------ running (as World)
+    def run_for(self, seconds: float, check) -> None:
+        end = self.clock.t + seconds
+        while True:
+            due = self.clock.next_due()
+            if due is None or due > end:
+                break
+            fn, args = self.clock.pop()
+            fn(*args)
+            self.events += 1
+            check()
+        self.clock.t = end
+        check()
+
+    def interleave(self) -> None:
+        """Time passes during one of the operator's requests: what falls due meanwhile happens."""
+        end = self.clock.t + (self.rng.uniform(0.5, 20.0) if self.slow else self.rng.uniform(0.001, 0.05))
+        while True:
+            due = self.clock.next_due()
+            if due is None or due > end:
+                break
+            fn, args = self.clock.pop()
+            fn(*args)
+            self.events += 1
+        self.clock.t = max(self.clock.t, end)
+
+    # ------------------------------------------------------------------ operations
+    def apply(self, op: dict) -> None:
+        self.rng = random.Random(self.seed * 1_000_003 + op["salt"])
+        getattr(self, "op_" + op["kind"])(op)
+
+    def _training(self, slot: int) -> tuple[str, dict | None]:
+        name = self.trainings[slot]["name"]
+        return f"{TRAININGS}/{name}", self.api.store.get(f"{TRAININGS}/{name}")
+
+    def _benchmark(self, slot: int) -> tuple[str, dict | None]:
+        name = self.benchmarks[slot]["name"]
+        return f"{BENCHMARKS}/{name}", self.api.store.get(f"{BENCHMARKS}/{name}")
+
+    def op_create_training(self, op: dict) -> None:
+        key, body = self._training(op["slot"])
+        if body is None:
+            t = self.trainings[op["slot"]]
+            self.api.put("user", key, {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining",
+                                       "metadata": {"name": t["name"], "namespace": NS},
+                                       "spec": training_spec(t["config"], op["slot"])})
+
+    def op_edit_training(self, op: dict) -> None:
+        t = self.trainings[op["slot"]]
+        t["config"] = {**t["config"], op["field"]: op["value"]}
+        key, body = self._training(op["slot"])
+        if body is not None:
+            self.api.put("user", key, {**body, "spec": training_spec(t["config"], op["slot"])})
+
+    def op_delete_training(self, op: dict) -> None:
+        key, body = self._training(op["slot"])
+        if body is not None:
+            self.track.owner_deleted(body["metadata"]["uid"])
+            self.api.remove("user", key)
+            if op.get("gap") is not None:
+                self.clock.after(op["gap"], self.op_create_training, op)
+
+    def op_create_benchmark(self, op: dict) -> None:
+        key, body = self._benchmark(op["slot"])
+        if body is None:
+            b = self.benchmarks[op["slot"]]
+            self.api.put("user", key, {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+                                       "metadata": {"name": b["name"], "namespace": NS}, "spec": benchmark_spec(b["config"])})
+
+    def op_edit_benchmark(self, op: dict) -> None:
+        b = self.benchmarks[op["slot"]]
+        b["config"] = {**b["config"], op["field"]: op["value"]}
+        key, body = self._benchmark(op["slot"])
+        if body is not None:
+            self.api.put("user", key, {**body, "spec": benchmark_spec(b["config"])})
+
+    def op_delete_benchmark(self, op: dict) -> None:
+        key, body = self._benchmark(op["slot"])
+        if body is not None:
+            self.track.owner_deleted(body["metadata"]["uid"])
+            self.api.remove("user", key)
+            if op.get("gap") is not None:
+                self.clock.after(op["gap"], self.op_create_benchmark, op)
+
+    def op_delete_finished_job(self, op: dict) -> None:
+        """A tidy user deletes a stage Job whose success the training's status already records."""
+        key, body = self._training(op["slot"])
+        if body is None:
+            return
+        status = body.get("status") or {}
+        done = {c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"
+                and c.get("observedGeneration") == body["metadata"].get("generation")}
+        from drafter_operator.controllers.training_stages import STAGE_CONDITIONS
+        for job_key, job in list(self.api.store.items()):
+            stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
+            if job_key.startswith(JOBS + "/") and owner_uid(job) == body["metadata"]["uid"] and \
+                    STAGE_CONDITIONS.get(stage) in done and job["metadata"]["name"].endswith(f"-g{body['metadata']['generation']}"):
+                self.api.remove("user", job_key)
+
+    def op_serving_ready(self, op: dict) -> None:
+        serving = self.api.store[f"{SERVINGS}/{SERVING}"]
+        cond = {"type": "Ready", "status": "True" if op["ready"] else "False", "reason": "Sim", "message": "sim"}
+        self.api.put("serving-controller", f"{SERVINGS}/{SERVING}",
+                     {**serving, "status": {**serving["status"], "conditions": [cond]}})
+
+    def op_wait(self, op: dict) -> None:
+        pass
+
+    def op_crash(self, op: dict) -> None:
+        self.api.faults.crash_in = op["after"]
+        self.pending_restart_after = op["restart"]
+
+    def op_api_faults(self, op: dict) -> None:
+        self.api.faults.fail_rate = op["rate"]
+        self._faults_salt = op["salt"]
+        self.track.disturbed_until(self.clock.t + op["for"])
+        self.clock.after(op["for"], self._end_api_faults, op["salt"])
+
+    def _end_api_faults(self, salt: int) -> None:
+        if getattr(self, "_faults_salt", None) == salt:
+            self.api.faults.fail_rate = 0.0
+
+    def op_admission(self, op: dict) -> None:
+        plural, code = op["rule"], op["code"]
+        message = f'admission webhook "policy.example.com" denied the request: {plural} writes are frozen (CF-{op["salt"]})'
+
+        def rule(method, p, path, body, plural=plural):
+            if plural == "status":
+                return (code, message) if path.endswith("/status") else None
+            return (code, message) if p == plural and method in ("POST", "PATCH", "DELETE") else None
+
+        name = f"freeze-{op['salt']}"
+        self.api.faults.admission[name] = rule
+        self.track.disturbed_until(self.clock.t + op["for"])
+        self.clock.after(op["for"], self.api.faults.admission.pop, name, None)
+
+    def op_watch(self, op: dict) -> None:
+        self.watch_loss, self.slow = op["loss"], op["slow"]
+        self._watch_salt = op["salt"]
+        self.track.disturbed_until(self.clock.t + op["for"])
+        self.clock.after(op["for"], self._end_watch, op["salt"])
+
+    def _end_watch(self, salt: int) -> None:
+        if getattr(self, "_watch_salt", None) == salt:
+            self.watch_loss, self.slow = 0.0, False
+
+
+# ---------------------------------------------------------------------------------------------- the operator
+class BatchOperator:
+    """The operator's training and benchmark handlers (handlers.py): a reconcile per watch event of the
+    object, its Jobs, their pods (and a training's benchmarks), one at a time; the object loops."""
+
+    def __init__(self, world: BatchWorld):
+        self.world = world
+        self.up = False
+        self.incarnation = 0
+        self.reconciles = 0
+        self.errors: list[tuple[float, str]] = []
+        self.events: list[tuple[float, str, str, str]] = []
+        self.down_since: float | None = 0.0
+        self.down_periods: list[tuple[float, float]] = []
+        self.busy = False
+
+    def start(self) -> None:
+        w = self.world
+        self.incarnation += 1
+        self.up = True
+        if self.down_since is not None:
+            self.down_periods.append((self.down_since, w.clock.t))
+            self.down_since = None
+        self.reconcilers = {"t": TrainingReconciler(kube=w.api, image="ghcr.io/drafter-dev/trainer:sim", clock=w.clock.now),
+                            "b": BenchmarkReconciler(kube=w.api, image="ghcr.io/drafter-dev/operator:sim", clock=w.clock.now)}
+        self.wake_at: dict[tuple[str, str], float] = {}
+        self.loops: dict[tuple[str, str], int] = {}
+        w.api.on_request = w.interleave
+        for key, obj in list(w.api.store.items()):  # the initial list: an event for every object
+            self.deliver(key.split("/")[-2], obj, "ADDED", self.incarnation)
+
+    def crash(self) -> None:
+        self.up = False
+        self.down_since = self.world.clock.t
+        self.world.clock.after(self.world.pending_restart_after, self.start)
+
+    def downtime_since(self, t: float) -> float:
+        now = self.world.clock.t
+        down = 0.0 if self.down_since is None else now - max(self.down_since, t)
+        return down + sum(max(0.0, min(end, now) - max(start, t)) for start, end in self.down_periods)
+
+    # ------------------------------------------------------------------ watch events
+    def on_write(self, plural: str, key: str, old: dict | None, new: dict | None) -> None:
+        if not self.up or plural not in ("draftertrainings", "drafterbenchmarks", "jobs", "pods"):
+            return
+        w = self.world
+        if w.watch_loss and w.rng.random() < w.watch_loss:
+            return  # this event never arrives
+        w.clock.after(WATCH_DELAY + (w.rng.uniform(0, 5) if w.slow else 0.0), self.deliver, plural,
+                      new if new is not None else old, "DELETED" if new is None else "MODIFIED", self.incarnation)
+
+    def deliver(self, plural: str, obj: dict, event: str, incarnation: int) -> None:
+        if not self.up or incarnation != self.incarnation:
+            return
+        meta = obj["metadata"]
+        labels = meta.get("labels") or {}
+        targets = []
+        if plural in ("draftertrainings", "drafterbenchmarks"):
+            kind = "t" if plural == "draftertrainings" else "b"
+            running = event != "DELETED" and not meta.get("deletionTimestamp") and \
+                (obj.get("status") or {}).get("state") not in ("Succeeded", "Failed")  # handlers._unfinished
+            self.follow((kind, meta["name"]), running)
+            if event != "DELETED":
+                targets.append((kind, meta["name"]))
+            if plural == "drafterbenchmarks" and TRAINING_LABEL in labels:
+                targets.append(("t", labels[TRAINING_LABEL]))
+        elif plural in ("jobs", "pods"):
+            if BENCHMARK_LABEL in labels:
+                targets.append(("b", labels[BENCHMARK_LABEL]))
+            if TRAINING_LABEL in labels:
+                targets.append(("t", labels[TRAINING_LABEL]))
+        for target in targets:
+            self.wake(target, 0.0)
+
+    def follow(self, target: tuple[str, str], wanted: bool) -> None:
+        if wanted and target not in self.loops:
+            self.loops[target] = token = self.world.clock.t
+            self.world.clock.after(TICK, self.tick, target, token, self.incarnation)
+        elif not wanted:
+            self.loops.pop(target, None)
+
+    def tick(self, target: tuple[str, str], token: float, incarnation: int) -> None:
+        if not self.up or incarnation != self.incarnation or self.loops.get(target) != token:
+            return
+        if self.busy:
+            self.world.clock.after(0.05, self.tick, target, token, incarnation)
+            return
+        ok = self.reconcile(target)
+        if ok is not None and self.loops.get(target) == token:
+            self.world.clock.after(TICK if ok else 60.0, self.tick, target, token, incarnation)
+
+    def wake(self, target: tuple[str, str], delay: float) -> None:
+        t = self.world.clock.t + delay
+        if self.wake_at.get(target) is not None and self.wake_at[target] <= t:
+            return
+        self.wake_at[target] = t
+        self.world.clock.at(t, self.run, target, self.incarnation, t)
+
+    def run(self, target: tuple[str, str], incarnation: int, due: float) -> None:
+        if not self.up or incarnation != self.incarnation or self.wake_at.get(target) != due:
+            return
+        del self.wake_at[target]
+        if self.busy:  # another reconcile is in a request: this one waits its turn
+            self.wake(target, 0.05)
+            return
+        self.reconcile(target)
+
+    def reconcile(self, target: tuple[str, str]) -> bool | None:
+        """True: done; False: it failed (kopf logs an event handler's error; the loop retries); None: crashed."""
+        kind, name = target
+        self.reconciles += 1
+        self.busy = True
+        try:
+            self.reconcilers[kind].reconcile(NS, name, self.post_event)
+            return True
+        except OperatorCrash:
+            self.crash()
+            return None
+        except Exception as exc:  # noqa: BLE001 - a handler's error ends that reconcile, not the operator
+            self.errors.append((self.world.clock.t, repr(exc)))
+            return False
+        finally:
+            self.busy = False
+
+    def post_event(self, body: dict, kind: str, reason: str, message: str) -> None:
+        self.events.append((self.world.clock.t, kind, reason, message))
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+KINDS = [("create_training", 10), ("edit_training", 14), ("delete_training", 6), ("create_benchmark", 8),
+         ("edit_benchmark", 5), ("delete_benchmark", 4), ("delete_finished_job", 4), ("serving_ready", 3),
+         ("wait", 10), ("crash", 12), ("api_faults", 4), ("admission", 4), ("watch", 6)]
+
+
+def draw(rng: random.Random, kind: str) -> dict:
+    op: dict = {"kind": kind}
+    if kind in ("create_training", "edit_training", "delete_training", "delete_finished_job"):
+        op["slot"] = rng.randint(0, 1)
+    if kind in ("create_benchmark", "edit_benchmark", "delete_benchmark"):
+        op["slot"] = rng.randint(0, 1)
+    if kind == "edit_training":
+        op["field"] = rng.choice(list(TRAINING_FIELDS))
+        op["value"] = rng.choice(TRAINING_FIELDS[op["field"]])
+    elif kind == "edit_benchmark":
+        op["field"] = rng.choice(list(BENCHMARK_FIELDS))
+        op["value"] = rng.choice(BENCHMARK_FIELDS[op["field"]])
+    elif kind in ("delete_training", "delete_benchmark"):
+        op["gap"] = rng.choice([None, 0.0, rng.uniform(0.5, 20), rng.uniform(20, 600)])
+    elif kind == "serving_ready":
+        op["ready"] = rng.random() < 0.6
+    elif kind == "crash":
+        op.update(after=rng.randint(1, 12), restart=rng.choice([5.0, 30.0, rng.uniform(5, 900)]))
+    elif kind == "api_faults":
+        op.update(rate=rng.uniform(0.05, 0.4), **{"for": rng.uniform(60, 1800)})
+    elif kind == "admission":
+        op.update(rule=rng.choice(["jobs", "persistentvolumeclaims", "configmaps", "pods", "status"]),
+                  code=rng.choice([403, 422]), **{"for": rng.uniform(60, 1200)})
+    elif kind == "watch":
+        op.update(loss=rng.choice([0.0, 0.3, 1.0]), slow=rng.random() < 0.5, **{"for": rng.uniform(30, 1800)})
+    return op
+
+
+def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]]:
+    """(setup, operations): two trainings and two benchmarks by name (often 52 characters), created
+    first; the operations cover `days` x 6 simulated hours (a training's stages take hours)."""
+    rng = random.Random(f"batch/{seed}")
+    setup = {"trainings": [{"name": serving_name(rng), "config": draw_config(rng, TRAINING_FIELDS)} for _ in range(2)],
+             "benchmarks": [{"name": serving_name(rng), "config": draw_config(rng, BENCHMARK_FIELDS)} for _ in range(2)]}
+    for kind in ("trainings", "benchmarks"):
+        while setup[kind][0]["name"] == setup[kind][1]["name"]:
+            setup[kind][1]["name"] = serving_name(rng)
+    ops = [{"kind": "create_training", "slot": 0}, {"kind": "create_benchmark", "slot": 0}]
+    kinds, weights = zip(*KINDS)
+    while len(ops) < count:
+        ops.append(draw(rng, rng.choices(kinds, weights)[0]))
+    for op in ops:
+        op["dt"] = rng.uniform(5, 300) if rng.random() < 0.7 else rng.uniform(300, 3600)
+    total = sum(op["dt"] for op in ops)
+    if total < days * DAY / 4:
+        for op in ops:
+            op["dt"] *= days * DAY / 4 / total
+    for i, op in enumerate(ops):
+        op["salt"] = i
+        op["dt"] = round(op["dt"], 1)
+    return setup, ops
