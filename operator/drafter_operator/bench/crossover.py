@@ -10,10 +10,10 @@ The bracket is two adjacent measured levels: ``below``, the lowest concurrency w
 ``below`` is the first one under 1.0). With a curve that dips below 1.0 and comes back (noise, or a
 real bump) the first dip is the break-even: speculation is off from there, which is what the schedule
 needs. A sweep that is below 1.0 already at its lowest level halves that level until one pays (or
-one stream does not). Otherwise the next level is the break-even the two ends' speedups interpolate to linearly, kept within
-the middle half of the bracket, so every measurement at least quarters the bracket's width away and a
-refinement takes O(log width) levels whatever the curve's shape; a level never repeats, since it lies
-strictly between two adjacent measured ones (or below the lowest).
+one stream does not). Otherwise the next level is the break-even the two ends' speedups interpolate
+to linearly, kept within the middle half of the bracket, so every measurement takes at least a quarter
+off the bracket's width and a refinement takes O(log width) levels whatever the curve's shape; a
+level never repeats, since it lies strictly between two adjacent measured ones (or below the lowest).
 
 :func:`next_level` is what ``drafter-operator bench`` calls after each level (``run.py``); the
 schedule (``engines/dynamic.py``) reads the same bracket from the levels.
