@@ -179,6 +179,13 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     assert artifacts["Export"]["path"] == f"/models/drafters/{name}" and artifacts["Export"]["sizeBytes"] > 100_000
     # The drafter is on the model volume and the engines accept it.
     drafter = tiny / "drafters" / name
+    # Export staged it beside the output and renamed it into place, recording what it wrote: the digest in the
+    # directory is the one in status (where Promote reads it) and matches the files.
+    from drafter_operator.training.export import DIGEST_FILE, content_digest
+
+    assert json.loads((drafter / DIGEST_FILE).read_text())["digest"] == artifacts["Export"]["contentDigest"] \
+        == content_digest(drafter)
+    assert sorted(p.name for p in (tiny / "drafters").iterdir() if p.name.startswith(f".{name}.")) == []
     config = json.loads((drafter / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["draft_vocab_size"] == TINY_DRAFT_VOCAB
     assert vllm_accepts(training_python, tiny / "tiny-target", drafter)["draft_vocab_size"] == TINY_DRAFT_VOCAB
