@@ -177,6 +177,11 @@ class BatchTracks:
         if posixpath.normpath(path) != path or "//" in path or not path.startswith(mount + "/"):
             self.report("writes-allowed", f"Export pod {name} writes {path!r}: not a normalised path under {mount}")
             return
+        writable = [m.get("mountPath") for m in pod["spec"]["containers"][0].get("volumeMounts") or []
+                    if m.get("name") == "models" and not m.get("readOnly")]
+        if any(m != posixpath.dirname(path) for m in writable):
+            self.report("writes-allowed", f"Export pod {name} mounts {writable} of the model volume writable, "
+                                          f"not only {posixpath.dirname(path)!r}, the parent of its output")
         for what, used in self._models_in_use(spec):
             if overlaps(path, used):
                 self.report("writes-allowed", f"Export pod {name} writes {path!r} over {what} {used!r}")
