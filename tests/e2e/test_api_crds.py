@@ -252,7 +252,9 @@ def test_printer_columns_show_spec_and_status(cluster, crds, namespace):
               "conditions": [{"type": "Ready", "status": "True", "reason": "Serving", "message": "1/1 replicas ready",
                               "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
               "acceptance": {"rate": 0.15, "meanLength": 1.75, "draftTokens": 7530},
-              "lastBenchmark": {"name": "kimi-k25-vllm-eagle3-5x512", "tokensPerSecond": 54.4, "speedup": 0.66}}
+              "lastBenchmark": {"name": "kimi-k25-vllm-eagle3-5x512", "tokensPerSecond": 54.4, "speedup": 0.66},
+              # ENGINE and DRAFTER describe what serves (status.serving), which the operator may not have written yet
+              "serving": {"revision": "7f3c9a1b2d", "engine": "vllm", "method": "eagle3"}}
     patched = cluster.kubectl("-n", namespace, "patch", "drafterserving", "kimi-k25-vllm-eagle3", "--subresource=status",
                               "--type=merge", "-p", json.dumps({"status": status}), "-o", "json")
     # status goes through the status subresource and parses with the model
@@ -260,6 +262,8 @@ def test_printer_columns_show_spec_and_status(cluster, crds, namespace):
     assert live.status.acceptance.mean_length == 1.75 and live.status.conditions[0].reason == "Serving"
     row = _check_columns(cluster, namespace, DrafterServing, "kimi-k25-vllm-eagle3")
     assert (row["ENGINE"], row["DRAFTER"], row["TP"]) == ("vllm", "eagle3", "8")
+    cluster.kubectl("-n", namespace, "patch", "drafterserving", "kimi-k25-baseline", "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"serving": {"engine": "vllm", "method": "none"}}}))
     assert _check_columns(cluster, namespace, DrafterServing, "kimi-k25-baseline")["DRAFTER"] == "none"
 
     # a write through the main resource changes spec but cannot write status
