@@ -153,3 +153,22 @@ def test_any_drafter_and_sweep_schedule_reaches_95_percent_at_every_load(a, k, s
     costs = load_profile(None).costs
     ratios = schedule_ratios(a, k, sweep, costs)
     assert min(ratios.values()) >= 0.95, {b: round(r, 3) for b, r in ratios.items() if r < 0.95}
+
+
+def test_the_bracket_survives_the_termination_messages_cuts():
+    import json
+
+    from drafter_operator.api.benchmark import BenchmarkResult
+    from drafter_operator.bench.result import termination_message
+
+    # 24 levels (16 given, 8 refined) with many streams each: the per-prompt rows and the per-level detail go,
+    # the bracket stays (the schedule can still be told where the break-even is).
+    levels = [Level(concurrency=c, streams=tuple(Stream(index=i, completion_tokens=512, seconds=9.0 + i / 7,
+                                                        ttft_seconds=0.1234567, concurrency=c) for i in range(c)),
+                    seconds=10.0, baseline_tokens_per_second=512.0 * c / (10.0 * (2.0 - c / 100)))
+              for c in range(80, 104)]
+    result = benchmark_result(levels)
+    message = termination_message(result)
+    assert len(message.encode()) <= 4096
+    cut = BenchmarkResult.model_validate(json.loads(message))
+    assert cut.truncated and cut.crossover == result.crossover and cut.crossover.below_concurrency == 101
