@@ -22,6 +22,7 @@ import json
 import random
 import string
 
+from drafter_operator.controllers import object_loops
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
@@ -45,6 +46,7 @@ TARGET = "/models/Kimi-K2.5"
 SERVED_DRAFTER = SEED_SPEC["drafter"]["model"]  # /models/drafters/kimi-k25-eagle3: the serving loads it
 USER_CLAIM = "hidden-states-by-hand"  # a claim the user made and names by claimName: never deleted
 TICK = 60.0
+FINISHED_RESYNC = 300.0  # handlers.FINISHED_RESYNC_SECONDS (handlers.py imports kopf)
 WATCH_DELAY = 0.3
 GRACE = 30.0  # terminationGracePeriodSeconds of a stage pod (the default)
 DAY = 86400.0
@@ -474,7 +476,7 @@ class BatchOperator:
         self.reconcilers = {"t": TrainingReconciler(kube=w.api, image="ghcr.io/drafter-dev/trainer:sim", clock=w.clock.now),
                             "b": BenchmarkReconciler(kube=w.api, image="ghcr.io/drafter-dev/operator:sim", clock=w.clock.now)}
         self.wake_at: dict[tuple[str, str], float] = {}
-        self.loops: dict[tuple[str, str], int] = {}
+        self.loops: dict[tuple[str, str], tuple[float, float]] = {}
         w.api.on_request = w.interleave
         for key, obj in list(w.api.store.items()):  # the initial list: an event for every object
             self.deliver(key.split("/")[-2], obj, "ADDED", self.incarnation)
@@ -507,9 +509,9 @@ class BatchOperator:
         targets = []
         if plural in ("draftertrainings", "drafterbenchmarks"):
             kind = "t" if plural == "draftertrainings" else "b"
-            running = event != "DELETED" and not meta.get("deletionTimestamp") and \
-                (obj.get("status") or {}).get("state") not in ("Succeeded", "Failed")  # handlers._unfinished
-            self.follow((kind, meta["name"]), running)
+            running = event != "DELETED" and not meta.get("deletionTimestamp")
+            unfinished = not object_loops.finished(obj.get("status"))
+            self.follow((kind, meta["name"]), None if not running else TICK if unfinished else FINISHED_RESYNC)
             if event != "DELETED":
                 targets.append((kind, meta["name"]))
             if plural == "drafterbenchmarks" and TRAINING_LABEL in labels:
@@ -522,14 +524,17 @@ class BatchOperator:
         for target in targets:
             self.wake(target, 0.0)
 
-    def follow(self, target: tuple[str, str], wanted: bool) -> None:
-        if wanted and target not in self.loops:
-            self.loops[target] = token = self.world.clock.t
-            self.world.clock.after(TICK, self.tick, target, token, self.incarnation)
-        elif not wanted:
+    def follow(self, target: tuple[str, str], interval: float | None) -> None:
+        """The object's loop ticks every `interval` seconds (None: no loop); as in handlers.py, a finished
+        object's slow loop is another loop than its unfinished one."""
+        if interval is not None and (self.loops.get(target) or (None, None))[1] != interval:
+            token = (self.world.clock.t, interval)
+            self.loops[target] = token
+            self.world.clock.after(interval, self.tick, target, token, self.incarnation)
+        elif interval is None:
             self.loops.pop(target, None)
 
-    def tick(self, target: tuple[str, str], token: float, incarnation: int) -> None:
+    def tick(self, target: tuple[str, str], token: tuple[float, float], incarnation: int) -> None:
         if not self.up or incarnation != self.incarnation or self.loops.get(target) != token:
             return
         if self.busy:
@@ -537,7 +542,7 @@ class BatchOperator:
             return
         ok = self.reconcile(target)
         if ok is not None and self.loops.get(target) == token:
-            self.world.clock.after(TICK if ok else 60.0, self.tick, target, token, incarnation)
+            self.world.clock.after(token[1] if ok else 60.0, self.tick, target, token, incarnation)
 
     def wake(self, target: tuple[str, str], delay: float) -> None:
         t = self.world.clock.t + delay

@@ -82,18 +82,18 @@ def test_a_servings_loop_starts_at_its_first_event_reads_the_latest_body_and_sto
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("plural, handler, tick, reconciler", [
-    ("drafterbenchmarks", handlers.benchmark_event, "BENCHMARK_TICK_SECONDS", "benchmarks"),
-    ("draftertrainings", handlers.training_event, "TRAINING_TICK_SECONDS", "trainings"),
+@pytest.mark.parametrize("plural, handler, tick, reconciler, where", [
+    ("drafterbenchmarks", handlers.benchmark_event, "BENCHMARK_TICK_SECONDS", "benchmarks", "state"),
+    ("draftertrainings", handlers.training_event, "TRAINING_TICK_SECONDS", "trainings", "stage"),
 ])
 def test_an_unfinished_object_is_reconciled_every_tick_until_it_finishes(memo, monkeypatch, plural, handler, tick,
-                                                                         reconciler):
+                                                                         reconciler, where):
     monkeypatch.setattr(handlers, tick, 0.05)
     seen = getattr(memo, reconciler).seen
     key = (plural, "team", "run")
 
     async def event(event_type, state=None, **meta):
-        await handler(type=event_type, namespace="team", name="run", meta=meta, status={"state": state} if state else {},
+        await handler(type=event_type, namespace="team", name="run", meta=meta, status={where: state} if state else {},
                       memo=memo)
 
     async def scenario():
@@ -101,13 +101,31 @@ def test_an_unfinished_object_is_reconciled_every_tick_until_it_finishes(memo, m
         assert seen == [("team", "run")] and key in memo.loops  # the event itself reconciled
         await until(lambda: len(seen) >= 4)  # then the ticks
         await event("MODIFIED", "Succeeded")
-        assert key not in memo.loops
+        assert key not in memo.loops and key + ("finished",) in memo.loops  # only the slow resync is left
         count = len(seen)
         await asyncio.sleep(0.2)
-        assert len(seen) == count  # no tick once finished
+        assert len(seen) == count  # no fast tick once finished
         await event("MODIFIED", "Running", deletionTimestamp="2025-01-01T00:00:00Z")
-        assert key not in memo.loops  # being deleted: no ticks (the event itself still reconciles)
+        assert key not in memo.loops and key + ("finished",) not in memo.loops  # being deleted: no ticks at all
         await event("DELETED", "Running")
         assert len(seen) == count + 1
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("plural, handler, reconciler, where", [
+    ("drafterbenchmarks", handlers.benchmark_event, "benchmarks", "state"),
+    ("draftertrainings", handlers.training_event, "trainings", "stage"),
+])
+def test_a_finished_object_is_still_resynced_now_and_then(memo, monkeypatch, plural, handler, reconciler, where):
+    """Its cleanup may have been refused and the event that would retry it lost (the simulation's seed 305)."""
+    monkeypatch.setattr(handlers, "FINISHED_RESYNC_SECONDS", 0.05)
+    seen = getattr(memo, reconciler).seen
+
+    async def scenario():
+        await handler(type=None, namespace="team", name="run", meta={}, status={where: "Failed"}, memo=memo)
+        await until(lambda: len(seen) >= 3)  # the event, then the resyncs
+        await handler(type="DELETED", namespace="team", name="run", meta={}, status={where: "Failed"}, memo=memo)
+        assert (plural, "team", "run", "finished") not in memo.loops
 
     asyncio.run(scenario())

@@ -46,6 +46,9 @@ DRAIN_SECONDS = float(os.environ.get("DRAFTER_DRAIN_SECONDS", "15"))
 # progress is read from a pod's log) are reconciled besides their watch events.
 BENCHMARK_TICK_SECONDS = 3.0
 TRAINING_TICK_SECONDS = 5.0
+# A finished one is still reconciled now and then: its cleanup (the hidden-state claim, old Jobs) may have been
+# refused, and the event that would retry it lost (the simulation's seed 305 left a claim for good otherwise).
+FINISHED_RESYNC_SECONDS = 300.0
 # How long a failed object loop waits before it starts again (kopf's default backoff for a failed daemon).
 LOOP_RESTART_SECONDS = 60.0
 # How long the operator's cleanup waits for the loops' own cleanups (kopf's daemon cancellation timeout was 5 s).
@@ -294,16 +297,15 @@ async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> No
     await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
 
 
-def _unfinished(status) -> bool:
-    return (status or {}).get("state") not in ("Succeeded", "Failed")
-
-
 def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconcile, type, namespace, name, meta,
                            status) -> None:
-    """Reconcile every `interval` seconds while the object is unfinished (an object loop, not a kopf timer:
-    kopf would put its finalizer on the object)."""
-    memo.loops.follow((plural, namespace, name), object_loops.keeps_running(type, meta) and _unfinished(status),
+    """Reconcile every `interval` seconds while the object is unfinished, every FINISHED_RESYNC_SECONDS once it
+    finished (object loops, not kopf timers: kopf would put its finalizer on the object)."""
+    key, exists, finished = (plural, namespace, name), object_loops.keeps_running(type, meta), object_loops.finished(status)
+    memo.loops.follow(key, exists and not finished,
                       lambda: object_loops.every(interval, lambda: reconcile(memo, namespace, name)))
+    memo.loops.follow(key + ("finished",), exists and finished,
+                      lambda: object_loops.every(FINISHED_RESYNC_SECONDS, lambda: reconcile(memo, namespace, name)))
 
 
 @kopf.on.event(GROUP, VERSION, "drafterbenchmarks")

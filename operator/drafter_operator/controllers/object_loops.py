@@ -28,6 +28,14 @@ def keeps_running(event_type: str | None, meta: Mapping) -> bool:
     return event_type != "DELETED" and not meta.get("deletionTimestamp")
 
 
+def finished(status: Mapping | None) -> bool:
+    """Has a DrafterBenchmark or DrafterTraining reached its outcome? A benchmark says so in status.state, a
+    training in status.stage (reading only `state` kept every finished training reconciling every few seconds
+    for as long as it existed)."""
+    status = status or {}
+    return status.get("state", status.get("stage")) in ("Succeeded", "Failed")
+
+
 async def every(interval: float, action: LoopFn) -> None:
     """kopf's timer without its finalizer: `action` once `interval` seconds have passed since the last
     one ended. The first run waits too: the watch event that starts the loop has just reconciled."""
