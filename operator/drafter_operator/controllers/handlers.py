@@ -301,7 +301,8 @@ def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconc
                            status) -> None:
     """Reconcile every `interval` seconds while the object is unfinished, every FINISHED_RESYNC_SECONDS once it
     finished (object loops, not kopf timers: kopf would put its finalizer on the object)."""
-    key, exists, finished = (plural, namespace, name), object_loops.keeps_running(type, meta), object_loops.finished(status)
+    key = (plural, namespace, name)
+    exists, finished = object_loops.keeps_running(type, meta), object_loops.finished(status)
     memo.loops.follow(key, exists and not finished,
                       lambda: object_loops.every(interval, lambda: reconcile(memo, namespace, name)))
     memo.loops.follow(key + ("finished",), exists and finished,
