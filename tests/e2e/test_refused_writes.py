@@ -48,9 +48,12 @@ def test_a_deployment_refused_by_an_admission_policy_is_in_status_and_events(clu
             timeout=60)
         message = condition(refused, "Progressing")["message"]
         assert "create Deployment kimi-frozen-" in message and "GPU change freeze CF-21" in message, message
-        events = cluster.get_json("-n", namespace, "events", "--field-selector", "involvedObject.name=kimi-frozen")
-        warnings = [e for e in events["items"] if e["reason"] == "WriteRefused"]
-        assert warnings and warnings[0]["type"] == "Warning" and "CF-21" in warnings[0]["message"]
+        # The Event is posted after the status write (a separate request): wait for it rather than race it.
+        warnings = cluster.wait_for("the WriteRefused Event", lambda: [
+            e for e in cluster.get_json("-n", namespace, "events", "--field-selector",
+                                        "involvedObject.name=kimi-frozen")["items"] if e["reason"] == "WriteRefused"],
+            timeout=60)
+        assert warnings[0]["type"] == "Warning" and "CF-21" in warnings[0]["message"]
         # Nothing after the refused write: no Service pointing at a revision that does not exist.
         assert cluster.kubectl("-n", namespace, "get", "service", "kimi-frozen", check=False).returncode != 0
     finally:
