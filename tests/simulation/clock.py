@@ -46,3 +46,16 @@ class Clock:
         t, _, fn, args = heapq.heappop(self._queue)
         self.t = t
         return fn, args
+
+    def run_for(self, seconds: float, check: Callable[[], None]) -> int:
+        """Run every event due in the next `seconds`, calling `check` after each and at the end (the invariants
+        are checked after every step); returns how many events ran."""
+        end, ran = self.t + seconds, 0
+        while (due := self.next_due()) is not None and due <= end:
+            fn, args = self.pop()
+            fn(*args)
+            ran += 1
+            check()
+        self.t = end
+        check()
+        return ran

@@ -124,17 +124,7 @@ class World:
 
     # ------------------------------------------------------------------ running
     def run_for(self, seconds: float, check) -> None:
-        end = self.clock.t + seconds
-        while True:
-            due = self.clock.next_due()
-            if due is None or due > end:
-                break
-            fn, args = self.clock.pop()
-            fn(*args)
-            self.events += 1
-            check()
-        self.clock.t = end
-        check()
+        self.events += self.clock.run_for(seconds, check)
 
     # ------------------------------------------------------------------ operations
     def apply(self, op: dict) -> None:
