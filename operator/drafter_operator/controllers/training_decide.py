@@ -290,26 +290,25 @@ def decide(state: TrainingState) -> TrainingPlan:
         extra["progress"] = None
         return finish("Succeeded", verdicts, extra)
 
+    def stage_refused(problems: list[str], reason: str, fix: str) -> TrainingPlan:
+        """The stage about to start fails before it starts: a Warning, its condition and Ready say why."""
+        message = f"{decision.start} failed: {'; '.join(problems)}"
+        plan.events.append(("Warning", "StageFailed", message))
+        verdicts.extend([(STAGE_CONDITIONS[decision.start], Verdict("False", reason, message)),
+                         ("Ready", Verdict("False", reason, f"{message}; {fix}"))])
+        extra["progress"] = None
+        return finish("Failed", verdicts, extra)
+
     if decision.start in ("Evaluate", "Promote"):
         problems = serving_problems(spec, state.serving)
         if problems:
-            message = f"{decision.start} failed: {'; '.join(problems)}"
-            plan.events.append(("Warning", "StageFailed", message))
-            verdicts += [(STAGE_CONDITIONS[decision.start], Verdict("False", "ServingUnsuitable", message)),
-                         ("Ready", Verdict("False", "ServingUnsuitable", message + "; fix it or change spec.promote"))]
-            extra["progress"] = None
-            return finish("Failed", verdicts, extra)
+            return stage_refused(problems, "ServingUnsuitable", "fix it or change spec.promote")
     if decision.start in JOB_STAGES:
         # Before every Job stage (so a run fails before hours of work, and again right before Export, when a
         # serving may have started loading the path since): Export never replaces what a serving loads.
         conflicts = output_conflicts(spec, state.servings)
         if conflicts:
-            message = f"{decision.start} failed: {'; '.join(conflicts)}"
-            plan.events.append(("Warning", "StageFailed", message))
-            verdicts += [(STAGE_CONDITIONS[decision.start], Verdict("False", "OutputInUse", message)),
-                         ("Ready", Verdict("False", "OutputInUse", message + "; change the spec to run again"))]
-            extra["progress"] = None
-            return finish("Failed", verdicts, extra)
+            return stage_refused(conflicts, "OutputInUse", "change the spec to run again")
     endpoint = None
     if generating:
         endpoint, waiting = _generation_engine(plan, state, namespace, name, spec, generation)
