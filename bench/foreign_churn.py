@@ -29,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,7 +36,8 @@ os.environ.setdefault("DRAFTER_STATE_DIR", "/tmp/foreign-churn-cluster")
 os.environ.setdefault("DRAFTER_PORT_BASE", "19640")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from serving_scale import REPO, BenchError, Cluster, Operator, exit_with, log, run_on_own_cluster  # noqa: E402
+from serving_scale import (REPO, BenchError, Cluster, Operator, exit_with, log, metric_samples,  # noqa: E402
+                           run_on_own_cluster)
 
 NAMESPACE = "foreign-churn"
 BENCH_AGENT = "foreign-churn-bench"
@@ -45,17 +45,12 @@ BENCH_AGENT = "foreign-churn-bench"
 
 def operator_figures(operator: Operator) -> dict[str, float]:
     """The operator's watch events by kind and its CPU seconds, from its /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == "drafter_watch_events_total":
-                out[f"events.{s.labels['kind']}"] = s.value
-            elif s.name == "process_cpu_seconds_total":
-                out["cpuSeconds"] = s.value
+    for s in metric_samples(operator.port):
+        if s.name == "drafter_watch_events_total":
+            out[f"events.{s.labels['kind']}"] = s.value
+        elif s.name == "process_cpu_seconds_total":
+            out["cpuSeconds"] = s.value
     return out
 
 

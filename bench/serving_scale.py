@@ -194,25 +194,29 @@ class Operator:
                 "threads": int(fields["Threads"])}
 
     def metrics(self) -> dict[str, float]:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
         out: dict[str, float] = {"degraded.1": 0, "degraded.0": 0}  # servings by drafter_degraded value
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == "drafter_degraded":
-                    out[f"degraded.{int(s.value)}"] += 1
-                elif s.name == "drafter_operator_api_requests":
-                    out[f"requests.{s.labels['verb']}"] = s.value
-                elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterServing":
-                    out[f"reconciles.{s.labels['result']}"] = s.value
-                elif s.name in ("drafter_reconcile_duration_seconds_sum", "drafter_reconcile_duration_seconds_count") \
-                        and s.labels.get("kind") == "DrafterServing":
-                    out[s.name.rsplit("_", 1)[1]] = s.value
-                elif s.name == "process_cpu_seconds_total":
-                    out["cpuSeconds"] = s.value
+        for s in metric_samples(self.port):
+            if s.name == "drafter_degraded":
+                out[f"degraded.{int(s.value)}"] += 1
+            elif s.name == "drafter_operator_api_requests":
+                out[f"requests.{s.labels['verb']}"] = s.value
+            elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterServing":
+                out[f"reconciles.{s.labels['result']}"] = s.value
+            elif s.name in ("drafter_reconcile_duration_seconds_sum", "drafter_reconcile_duration_seconds_count") \
+                    and s.labels.get("kind") == "DrafterServing":
+                out[s.name.rsplit("_", 1)[1]] = s.value
+            elif s.name == "process_cpu_seconds_total":
+                out["cpuSeconds"] = s.value
         return out
+
+
+def metric_samples(port: int) -> list:
+    """Every sample the operator's /metrics on `port` exposes, parsed by prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
 
 
 def free_port() -> int:

@@ -63,7 +63,8 @@ os.environ["DRAFTER_TRAINING_CPU"] = "1"
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_scale import BenchError, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
+from serving_scale import (BenchError, Operator, drafter_operator, exit_with, log, metric_samples,  # noqa: E402
+                           run_on_own_cluster)
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -214,21 +215,14 @@ class MetricsSampler(threading.Thread):
         self.stop_event = threading.Event()
 
     def read(self) -> dict[str, float]:
-        import urllib.request
-
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
-            text = response.read().decode()
         out: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == "drafter_operator_api_requests":
-                    out[f"requests.{s.labels['verb']}"] = s.value
-                elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterTraining":
-                    out["reconciles"] = out.get("reconciles", 0) + s.value
-                elif s.name == "process_cpu_seconds_total":
-                    out["cpuSeconds"] = s.value
+        for s in metric_samples(self.port):
+            if s.name == "drafter_operator_api_requests":
+                out[f"requests.{s.labels['verb']}"] = s.value
+            elif s.name == "drafter_reconcile_total" and s.labels.get("kind") == "DrafterTraining":
+                out["reconciles"] = out.get("reconciles", 0) + s.value
+            elif s.name == "process_cpu_seconds_total":
+                out["cpuSeconds"] = s.value
         return out
 
     def run(self) -> None:
