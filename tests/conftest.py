@@ -25,7 +25,11 @@ from drafter_operator.testbed.versions import bin_dir
 # never reconcile each other's objects.
 # Kept in the environment: pytest may import this file twice (as `conftest` and as `tests.conftest`), and
 # both copies must agree.
-NAMESPACE_PREFIX = os.environ.setdefault("DRAFTER_TEST_NAMESPACE_PREFIX", f"t-{uuid.uuid4().hex[:6]}-")
+# Under pytest-xdist every worker is a session of its own with an operator of its own, so each worker
+# gets a prefix of its own below the run's ("t-1a2b3c-gw0-"): no two operators reconcile one namespace.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+NAMESPACE_PREFIX = os.environ.setdefault("DRAFTER_TEST_NAMESPACE_PREFIX", f"t-{uuid.uuid4().hex[:6]}-") + (
+    f"{XDIST_WORKER}-" if XDIST_WORKER else "")
 
 
 @dataclass
@@ -80,10 +84,30 @@ def cluster() -> Cluster:
         return
     layout = local_cluster.Layout()
     was_running = local_cluster.is_up(layout)
-    local_cluster.up(layout=layout)
+    local_cluster.up(layout=layout)  # under a lock: parallel workers start one cluster and share it
     yield Cluster(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir())
-    if not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
+    # A worker never stops the cluster its siblings still use; the run's controller process does
+    # (pytest_unconfigure below), when the cluster was not running before the run.
+    if not XDIST_WORKER and not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
         local_cluster.down(layout=layout)
+
+
+def pytest_configure(config):
+    # The controller of an xdist run (it has workers and no worker id): remember whether the local cluster ran
+    # before, so pytest_unconfigure leaves it as it found it.
+    if _is_xdist_controller(config) and os.environ.get("DRAFTER_TEST_USE_KUBECONFIG") != "1":
+        config._drafter_cluster_was_running = local_cluster.is_up(local_cluster.Layout())
+
+
+def pytest_unconfigure(config):
+    was_running = getattr(config, "_drafter_cluster_was_running", True)
+    layout = local_cluster.Layout()
+    if not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1" and local_cluster.is_up(layout):
+        local_cluster.down(layout=layout)
+
+
+def _is_xdist_controller(config) -> bool:
+    return not XDIST_WORKER and bool(getattr(config.option, "numprocesses", None))
 
 
 @pytest.fixture

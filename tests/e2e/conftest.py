@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -14,12 +16,62 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import NAMESPACE_PREFIX
+from tests.conftest import NAMESPACE_PREFIX, XDIST_WORKER
 from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # A GPU product only the test's own process nodes carry, so engine pods land where the emulator runs.
 E2E_GPU_PRODUCT = "NVIDIA-H200"
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _whole_cluster(locks: Path, exclusive: bool):
+    """A readers-writer lock over the shared cluster: every test holds it shared, a test marked `exclusive`
+    (it restarts the apiserver, or installs an operator that watches every namespace) holds it alone. The
+    turnstile lets a waiting exclusive test in before tests that arrive after it (flock alone would let a
+    stream of shared holders starve it)."""
+    with _flock(locks / "turnstile.lock", fcntl.LOCK_EX):
+        if exclusive:
+            with _flock(locks / "cluster.lock", fcntl.LOCK_EX):
+                yield
+            return
+        shared = open(locks / "cluster.lock", "a")
+        fcntl.flock(shared, fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        fcntl.flock(shared, fcntl.LOCK_UN)
+        shared.close()
+
+
+@pytest.fixture(autouse=True)
+def cluster_share(request):
+    """Under pytest-xdist the workers share one cluster: `exclusive` tests run alone, and tests marked
+    `cluster_lock("name")` (they need a node of a product only they use, in a known state) one at a time per
+    name. Without workers there is nothing to share and nothing is locked."""
+    if not XDIST_WORKER:
+        yield
+        return
+    from drafter_operator.testbed import cluster as local
+
+    locks = local.Layout().root / "test-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    names = sorted({marker.args[0] for marker in request.node.iter_markers("cluster_lock")})
+    with contextlib.ExitStack() as held:
+        held.enter_context(_whole_cluster(locks, request.node.get_closest_marker("exclusive") is not None))
+        for name in names:  # sorted: two tests never take two names in opposite orders
+            held.enter_context(_flock(locks / f"{name}.lock", fcntl.LOCK_EX))
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -108,12 +160,15 @@ def operator(cluster, crds, tmp_path_factory):
 def engine_nodes(local_cluster_only):
     """Two 8-GPU nodes run by the local process runner (engine pods become emulator processes)."""
     cluster = local_cluster_only
+    # Per xdist worker: the GPUs its tests fill (a BlueGreen swap holds two revisions) are its own.
+    prefix = f"e2e-gpu-{XDIST_WORKER}" if XDIST_WORKER else "e2e-gpu"
     existing = [n["metadata"]["name"] for n in cluster.get_json(
-        "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]]
+        "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]
+        if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
     if len(existing) < 2:
         from drafter_operator.testbed import cluster as local
 
-        existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, "e2e-gpu")
+        existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, prefix)
     return existing
 
 

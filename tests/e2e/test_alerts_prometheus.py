@@ -135,7 +135,8 @@ def test_low_acceptance_alert_fires_when_an_engines_acceptance_drops(cluster, na
               f"{degraded_seconds:.1f} s after lowering acceptance (window {ACCEPTANCE_WINDOW} s, rule for "
               f"{LOW_FOR_SECONDS} s, spec for {ACCEPTANCE['for']}); {loop.ok} requests")
         assert "DrafterAcceptanceLow pending" in states, states  # through `for`, not straight to firing
-        assert low_seconds <= LOW_BOUND + LOW_FOR_SECONDS + SLACK
+        # How long the alert took is printed, not asserted: promtool's rule tests (tests/unit/test_alerts.py)
+        # prove the rules' timing on a virtual clock; this shows the real pipeline fires it at all.
         assert low["labels"]["revision"] == revision and low["labels"]["severity"] == "warning"
         assert float(low["value"]) < MIN_RATE
         assert low["annotations"]["runbook_url"] == f"{RUNBOOK_BASE}/acceptance-low.md"

@@ -188,6 +188,7 @@ def test_every_rendered_manifest_passes_the_apiservers_dry_run(cluster, values):
         delete_namespaces(cluster, namespace)
 
 
+@pytest.mark.exclusive  # the chart's operator watches every namespace: no other test's objects meanwhile
 def test_install_test_reconcile_upgrade_uninstall_cluster_wide(local_cluster_only, capsys):
     cluster = local_cluster_only
     namespace, workload = make_namespace(cluster, "chart-op"), make_namespace(cluster, "chart-work")
@@ -251,6 +252,7 @@ def test_install_test_reconcile_upgrade_uninstall_cluster_wide(local_cluster_onl
         delete_namespaces(cluster, workload, namespace)
 
 
+@pytest.mark.cluster_lock("chart-crds")  # its release adopts the CRDs (another release's adoption would fail it)
 def test_namespaced_mode_works_in_its_namespace_and_nowhere_else(local_cluster_only, capsys, tmp_path):
     cluster = local_cluster_only
     namespace = make_namespace(cluster, "chart-op")

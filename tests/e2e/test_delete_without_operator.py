@@ -18,7 +18,8 @@ from tests.e2e.test_chart_install import (
     CHART, adopt_crds, delete_namespaces, example_serving, helm, local_values, make_namespace, wait_operator_ready,
     wait_reconciled)
 
-pytestmark = pytest.mark.e2e
+# The chart's operator watches every namespace, so no other test's objects may be about meanwhile.
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
 KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 #: How long a delete may take with nothing of ours running: the garbage collector and the namespace

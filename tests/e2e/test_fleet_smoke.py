@@ -21,7 +21,8 @@ import yaml
 from tests.e2e.conftest import OperatorProcess
 from tests.e2e.test_serving import SEED, condition
 
-pytestmark = pytest.mark.e2e
+# One worker runs the whole module: its fleet nodes and operator are set up once (module fixtures).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("fleet")]
 
 NAMESPACES, PER_NAMESPACE, SWAPS = 5, 5, 5
 FLEET_PRODUCT = "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"

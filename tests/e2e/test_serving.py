@@ -172,6 +172,7 @@ def single_node_product(local_cluster_only):
     return product
 
 
+@pytest.mark.cluster_lock("gb200-node")  # the single node must be free when the test starts
 def test_recreate_swaps_on_a_single_gpu_node_and_bluegreen_reports_missing_capacity(serving_env, single_node_product):
     cluster, namespace = serving_env
     serving = seed_serving(gpu_product=single_node_product, swap={"strategy": "Recreate"})

@@ -81,6 +81,7 @@ def test_operator_sigkilled_at_three_moments_of_a_bluegreen_swap(fast_engines):
     assert {c.name for c in checks} >= {"exactly one active revision", "revisions history intact"}
 
 
+@pytest.mark.exclusive  # every other test would see the apiserver go away
 def test_kube_apiserver_restarted_mid_swap(fast_engines):
     from drafter_operator.testbed import cluster as local
 

@@ -74,6 +74,7 @@ def two_h100_nodes(local_cluster_only):
     return product
 
 
+@pytest.mark.cluster_lock("h100-nodes")  # the two nodes' capacity must be free when the test starts
 def test_gpu_pod_beyond_capacity_stays_pending_unschedulable(cluster, namespace, two_h100_nodes):
     pods = [_gpu_pod(f"gpu-{i}") for i in range(3)]
     for pod in pods:

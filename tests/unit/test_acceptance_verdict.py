@@ -274,3 +274,39 @@ def test_degraded_only_after_for_of_low_readings_never_a_window_apart(steps):
                 if later - earlier > THRESHOLDS.window_seconds:
                     run_start = later
             assert at - run_start >= THRESHOLDS.for_seconds, (steps, lows)
+
+
+# ------------------------------------------------------------------------------- detection in bounded time
+
+
+@settings(max_examples=60, deadline=None)
+@given(window=st.sampled_from([30, 60, 300]), for_seconds=st.sampled_from([0, 10, 60, 300]),
+       interval=st.sampled_from([2, 15, 30]), healthy_for=st.integers(min_value=0, max_value=900),
+       drop_phase=st.integers(min_value=0, max_value=29))
+def test_a_drop_from_healthy_to_the_seeds_15_percent_degrades_within_window_plus_for_plus_interval(
+        window, for_seconds, interval, healthy_for, drop_phase):
+    """The end-to-end tests print how long detection took on the real cluster; the bound they promise is
+    proven here, on the real scrape history and state machine, without a wall clock: scrapes every
+    `interval` seconds, 80 % acceptance until the drop, the seed's 15 % after it, steady traffic throughout."""
+    thresholds = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=100, window_seconds=window,
+                              for_seconds=for_seconds)
+    history = a.ScrapeHistory(keep_seconds=window)
+    dropped = healthy_for + drop_phase % interval
+    drafts = accepted = 0.0
+    verdict, degraded_at, now = None, None, 0
+    while degraded_at is None and now <= dropped + window + for_seconds + 2 * interval:
+        if now:
+            rate = 0.8 if now <= dropped else 0.15
+            drafts, accepted = drafts + 20 * interval, accepted + 20 * interval * 5 * rate
+        history.add(now, counters(drafts, accepted))
+        found = history.window(window)
+        sample = a.Sample(at=now, window=found[0]) if found else a.Sample.unavailable(now, "one scrape so far")
+        verdict = a.evaluate(verdict, sample, thresholds)
+        if now > dropped:
+            assert verdict.status != "Unknown" or verdict.reason == a.METRICS_UNAVAILABLE
+        if verdict.status == "True":
+            assert now > dropped, "Degraded while the drafter was still healthy"
+            degraded_at = now
+        now += interval
+    assert degraded_at is not None and degraded_at - dropped <= window + for_seconds + interval, \
+        (degraded_at, dropped)

@@ -7,6 +7,8 @@ derived from one base port, and is recorded by pid file so `down` stops exactly 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -158,6 +160,20 @@ class Layout:
 
     def component_kubeconfig(self, stem: str) -> Path:
         return self.root / f"kubeconfig.{stem}"
+
+
+@contextlib.contextmanager
+def exclusive(layout: Layout, what: str):
+    """Hold an exclusive lock of this cluster's state directory while changing `what` (`up`, `nodes`): the
+    test session's parallel workers (pytest-xdist) each call `up` and `add_nodes`, and two of them choosing
+    ports, node names or pod CIDRs at once would collide."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / f".{what}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def kubeconfig_dict(server: str, pki: Path, user: str) -> dict:
@@ -416,8 +432,11 @@ def up(topology: Topology | None = None, port_base: int | None = None, layout: L
     """Bring the local cluster up (or reuse the running one); return its record. `audit`: the apiserver
     writes every request of AUDITED_USERS to `Layout.audit_log` (off by default: it costs apiserver CPU)."""
     layout = layout or Layout()
-    port_base = port_base or default_port_base()
-    topology = topology or Topology()
+    with exclusive(layout, "up"):
+        return _up(topology or Topology(), port_base or default_port_base(), layout, audit)
+
+
+def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict:
     if is_up(layout):
         record = read_record(layout)
         console.print(f"[yellow]A local cluster is already running[/] (apiserver 127.0.0.1:"
@@ -569,6 +588,12 @@ def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix
               layout: Layout | None = None) -> list[str]:
     """Register `count` more nodes on the running cluster; returns their names once Ready."""
     layout = layout or Layout()
+    with exclusive(layout, "nodes"):
+        return _add_nodes(count, runtime, gpus, gpu_product, name_prefix, layout)
+
+
+def _add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None,
+               layout: Layout) -> list[str]:
     record = read_record(layout)
     if not record or not is_up(layout):
         raise ClusterError("no local cluster is running. Fix: `drafter-operator cluster up` first.")
