@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -97,8 +99,20 @@ class OperatorProcess:
         self.namespaces = namespaces  # a glob: the session's operator watches only this session's namespaces
         self.metrics_port = free_port()
         self.prometheus_port = free_port()
+        self._lock, self._wanted, self._watcher, self.restarts = threading.Lock(), False, None, 0
 
     def start(self) -> None:
+        """Start it, and keep it running as the chart's Deployment would: an operator that exits on its own
+        (it loses its Lease while an `exclusive` test restarts the apiserver, as it must) is started again,
+        and the restart is written to its log. `stop` ends that."""
+        with self._lock:
+            self._wanted = True
+            self._spawn()
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._keep_running, name="operator-supervisor", daemon=True)
+            self._watcher.start()
+
+    def _spawn(self) -> None:
         env = {**self.cluster.env, "PYTHONUNBUFFERED": "1",
                "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS),
                "DRAFTER_PROMETHEUS_ENDPOINTS": json.dumps(
@@ -112,15 +126,28 @@ class OperatorProcess:
                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
+    def _keep_running(self) -> None:
+        while True:
+            time.sleep(0.5 if not self.restarts else 2.0)  # a little back-off once it has crashed, as a kubelet's
+            with self._lock:
+                if self._wanted and self.proc is not None and self.proc.poll() is not None:
+                    self.restarts += 1
+                    with open(self.log_path, "a") as log:
+                        log.write(f"[test supervisor] the operator exited with status {self.proc.returncode}; "
+                                  f"restart {self.restarts}\n")
+                    self._spawn()
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
+        with self._lock:
+            self._wanted = False
+            if self.proc and self.proc.poll() is None:
+                os.killpg(self.proc.pid, sig)
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+            self.proc = None
 
     def metric(self, metric: str, /, **labels: str) -> float | None:
         """One sample of the operator's own /metrics, or None when the series is absent."""
