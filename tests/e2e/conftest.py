@@ -58,7 +58,8 @@ def _whole_cluster(locks: Path, exclusive: bool):
 
 @pytest.fixture(autouse=True)
 def cluster_share(request):
-    """Under pytest-xdist the workers share one cluster: `exclusive` tests run alone, and tests marked
+    """Under pytest-xdist the workers share one cluster: `exclusive` tests run alone (and `timing` ones, whose
+    wall-clock figures the other workers' load would skew), and tests marked
     `cluster_lock("name")` (they need a node of a product only they use, in a known state) one at a time per
     name. Without workers there is nothing to share and nothing is locked."""
     if not XDIST_WORKER:
@@ -70,7 +71,8 @@ def cluster_share(request):
     locks.mkdir(parents=True, exist_ok=True)
     names = sorted({marker.args[0] for marker in request.node.iter_markers("cluster_lock")})
     with contextlib.ExitStack() as held:
-        held.enter_context(_whole_cluster(locks, request.node.get_closest_marker("exclusive") is not None))
+        alone = any(request.node.get_closest_marker(m) is not None for m in ("exclusive", "timing"))
+        held.enter_context(_whole_cluster(locks, alone))
         for name in names:  # sorted: two tests never take two names in opposite orders
             held.enter_context(_flock(locks / f"{name}.lock", fcntl.LOCK_EX))
         yield

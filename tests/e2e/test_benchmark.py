@@ -31,6 +31,7 @@ def finished(cluster, namespace: str, name: str, timeout: float = 240) -> dict:
         cluster, namespace, name)).get("state") in ("Succeeded", "Failed") and s, timeout=timeout)
 
 
+@pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(fast_engines):
     cluster, namespace, operator = fast_engines
     # A quarter of real time, not a tenth: at 10x the emulator's own CPU work per token shows in the ratio
@@ -96,6 +97,7 @@ def half_node(name: str, **spec) -> dict:
     return serving
 
 
+@pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_promotes_a_good_one(fast_engines):
     from tests.e2e.test_serving import ClientLoop, condition, deployments, service_ip, serving_status
 
@@ -144,6 +146,7 @@ def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_pro
     assert condition(promoted, "Ready")["status"] == "True"
 
 
+@pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(fast_engines):
     """vLLM, the good drafter (a = 0.89, k = 5): engines/batching.py gives 1.73x at 1 to 4 streams, 1.45x at 8,
     0.98x at 16 and 0.60x at 32 (crossover 15.6 streams). The first level of [1, 4, 8, 32] below 1.0 is 32;
@@ -176,6 +179,7 @@ def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(fast_engin
     assert speedups[1] == pytest.approx(truth[1], rel=0.1) and speedups[8] > 1.0 > speedups[32]
 
 
+@pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision_stops_drafting_at_load(fast_engines):
     """The first revision of a serving is never gated: a DrafterBenchmark run by hand against it is what
     `minAcceptanceLength: auto` and `dynamic: fromBenchmark` learn from. Its sweep brackets the break-even

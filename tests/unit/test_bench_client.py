@@ -90,6 +90,7 @@ def bench(**kwargs) -> BenchmarkResult:
     return asyncio.run(run(Options(**{"max_tokens": MAX_TOKENS, "num_speculative_tokens": 5, **kwargs})))
 
 
+@pytest.mark.timing  # a speedup measured on the wall clock
 def test_seed_drafter_against_no_speculation_reproduces_the_emulators_truth(seed, baseline):
     truth = next(s["speedup"] for s in state(seed)["batching"]["byStreams"] if s["streams"] == 1)
     assert truth == pytest.approx(SEED_SPEEDUP, abs=0.005)
@@ -229,6 +230,7 @@ def test_a_failure_is_one_line_naming_what_failed_and_exit_1(tmp_path):
     assert done.returncode == 1 and f"POST {dead}/v1/chat/completions" in log.read_text()
 
 
+@pytest.mark.timing  # a speedup measured on the wall clock
 def test_a_sweep_refines_its_break_even_bracket_with_measured_levels(seed, baseline):
     # The seed's drafter is 0.66x at any load, far from 1.0 whatever the machine's noise: slower already at
     # 4 streams, the sweep halves its lowest level until one stream (speculation never pays), no more.

@@ -215,6 +215,7 @@ def test_seeded_runs_are_deterministic_under_concurrency():
     assert first[1] > 0 and all(sum(c) == 60 for c in first[2])
 
 
+@pytest.mark.timing  # latencies measured on the wall clock
 def test_time_to_first_token_grows_with_the_prompt():
     scale = 1.0
 
@@ -281,6 +282,7 @@ async def stream_over_http(session, max_tokens: int) -> tuple[int, float, float]
     return tokens, first, last
 
 
+@pytest.mark.timing  # throughput measured on the wall clock
 @pytest.mark.parametrize("argv, streams, a, spec", [
     (["vllm", "serve", "/models/kimi-k2.5-int4"], 48, 0.0, NO_SPECULATION),
     (["python3", "-m", "sglang.launch_server", "--model-path", "/models/kimi-k2.5-int4", "--enable-metrics",
