@@ -85,29 +85,31 @@ def cluster() -> Cluster:
     layout = local_cluster.Layout()
     was_running = local_cluster.is_up(layout)
     local_cluster.up(layout=layout)  # under a lock: parallel workers start one cluster and share it
+    if XDIST_WORKER and not was_running:
+        _started_by_this_run(layout).touch()
     yield Cluster(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir())
-    # A worker never stops the cluster its siblings still use; the run's controller process does
-    # (pytest_unconfigure below), when the cluster was not running before the run.
+    # A worker never stops the cluster its siblings still use: the run's controller does (pytest_unconfigure).
     if not XDIST_WORKER and not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
         local_cluster.down(layout=layout)
 
 
-def pytest_configure(config):
-    # The controller of an xdist run (it has workers and no worker id): remember whether the local cluster ran
-    # before, so pytest_unconfigure leaves it as it found it.
-    if _is_xdist_controller(config) and os.environ.get("DRAFTER_TEST_USE_KUBECONFIG") != "1":
-        config._drafter_cluster_was_running = local_cluster.is_up(local_cluster.Layout())
+def _started_by_this_run(layout) -> Path:
+    """Marks that a worker of this run started the local cluster (the run's id is the namespace prefix the
+    controller chose, which its workers inherit): only then does the controller stop it at the end. Another
+    pytest run beside this one (CI's second lane, which never uses the cluster) leaves it alone."""
+    run = os.environ["DRAFTER_TEST_NAMESPACE_PREFIX"].strip("-")
+    return layout.root / f".started-by-test-run-{run}"
 
 
 def pytest_unconfigure(config):
-    was_running = getattr(config, "_drafter_cluster_was_running", True)
+    if XDIST_WORKER or os.environ.get("DRAFTER_TEST_USE_KUBECONFIG") == "1":
+        return
     layout = local_cluster.Layout()
-    if not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1" and local_cluster.is_up(layout):
-        local_cluster.down(layout=layout)
-
-
-def _is_xdist_controller(config) -> bool:
-    return not XDIST_WORKER and bool(getattr(config.option, "numprocesses", None))
+    claim = _started_by_this_run(layout)
+    if claim.exists():
+        claim.unlink()
+        if os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
+            local_cluster.down(layout=layout)
 
 
 @pytest.fixture
