@@ -1,7 +1,7 @@
 """The operator image as a pod would run it: its entrypoint in a chroot of its unpacked root filesystem, as
 its non-root user, the root read-only and only /tmp writable.
 
-The image is the OCI layout DRAFTER_OPERATOR_IMAGE names (.ci/run sets it from `images/build operator`);
+The image is the OCI layout DRAFTER_OPERATOR_IMAGE names (`./dev test` sets it from `images/build operator`);
 without it these tests are skipped. Needs root (chroot and mount namespaces) and umoci.
 """
 
