@@ -27,33 +27,17 @@ E2E_GPU_PRODUCT = "NVIDIA-H200"
 
 
 @contextlib.contextmanager
-def _flock(path: Path, mode: int):
-    with open(path, "a") as handle:
-        fcntl.flock(handle, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def _whole_cluster(locks: Path, exclusive: bool):
     """A readers-writer lock over the shared cluster: every test holds it shared, a test marked `exclusive`
     (it restarts the apiserver, or installs an operator that watches every namespace) holds it alone. The
     turnstile lets a waiting exclusive test in before tests that arrive after it (flock alone would let a
     stream of shared holders starve it)."""
-    with _flock(locks / "turnstile.lock", fcntl.LOCK_EX):
-        if exclusive:
-            with _flock(locks / "cluster.lock", fcntl.LOCK_EX):
-                yield
-            return
-        shared = open(locks / "cluster.lock", "a")
-        fcntl.flock(shared, fcntl.LOCK_SH)
-    try:
+    from drafter_operator.testbed.cluster import file_lock
+
+    with contextlib.ExitStack() as held:
+        with file_lock(locks / "turnstile.lock"):
+            held.enter_context(file_lock(locks / "cluster.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH))
         yield
-    finally:
-        fcntl.flock(shared, fcntl.LOCK_UN)
-        shared.close()
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +58,7 @@ def cluster_share(request):
         alone = any(request.node.get_closest_marker(m) is not None for m in ("exclusive", "timing"))
         held.enter_context(_whole_cluster(locks, alone))
         for name in names:  # sorted: two tests never take two names in opposite orders
-            held.enter_context(_flock(locks / f"{name}.lock", fcntl.LOCK_EX))
+            held.enter_context(local.file_lock(locks / f"{name}.lock"))
         yield
 
 

@@ -163,17 +163,22 @@ class Layout:
 
 
 @contextlib.contextmanager
+def file_lock(path: Path, mode: int = fcntl.LOCK_EX):
+    """Hold `flock` on `path` (created if missing): LOCK_EX alone, LOCK_SH with other holders of LOCK_SH."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def exclusive(layout: Layout, what: str):
     """Hold an exclusive lock of this cluster's state directory while changing `what` (`up`, `nodes`): the
     test session's parallel workers (pytest-xdist) each call `up` and `add_nodes`, and two of them choosing
     ports, node names or pod CIDRs at once would collide."""
     layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.root / f".{what}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return file_lock(layout.root / f".{what}.lock")
 
 
 def kubeconfig_dict(server: str, pki: Path, user: str) -> dict:
