@@ -85,18 +85,17 @@ def cluster() -> Cluster:
     layout = local_cluster.Layout()
     was_running = local_cluster.is_up(layout)
     local_cluster.up(layout=layout)  # under a lock: parallel workers start one cluster and share it
-    if XDIST_WORKER and not was_running:
+    if not was_running:
         _started_by_this_run(layout).touch()
+    # No stop here: a worker's siblings may still use the cluster. pytest_unconfigure stops it.
     yield Cluster(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir())
-    # A worker never stops the cluster its siblings still use: the run's controller does (pytest_unconfigure).
-    if not XDIST_WORKER and not was_running and os.environ.get("DRAFTER_KEEP_CLUSTER") != "1":
-        local_cluster.down(layout=layout)
 
 
 def _started_by_this_run(layout) -> Path:
-    """Marks that a worker of this run started the local cluster (the run's id is the namespace prefix the
-    controller chose, which its workers inherit): only then does the controller stop it at the end. Another
-    pytest run beside this one (CI's second lane, which never uses the cluster) leaves it alone."""
+    """Marks that this run (its only process, or one of its xdist workers) started the local cluster; the
+    run's id is the namespace prefix, which xdist workers inherit from their controller. The run's main
+    process stops the cluster at the end only then: another pytest run beside this one (CI's second lane,
+    which never uses the cluster) leaves it alone."""
     run = os.environ["DRAFTER_TEST_NAMESPACE_PREFIX"].strip("-")
     return layout.root / f".started-by-test-run-{run}"
 
