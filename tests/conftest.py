@@ -20,6 +20,12 @@ import pytest
 from drafter_operator.testbed import cluster as local_cluster
 from drafter_operator.testbed.versions import bin_dir
 
+# Every run accounts for its skips (tests/declared_skips.py: the declared reasons, the closing lines). Marked
+# for assertion rewriting before this file imports it, as pytest does for every plugin it loads itself.
+pytest.register_assert_rewrite("tests.declared_skips")
+pytest_plugins = ["tests.declared_skips"]
+from tests.declared_skips import skip_because  # noqa: E402 (after the registration above)
+
 # Every namespace of this test session starts with this prefix, and the session's operator watches only
 # those (tests/e2e/conftest.py): two sessions on one local cluster (a CI run beside a developer's run)
 # never reconcile each other's objects.
@@ -71,7 +77,7 @@ class Cluster:
 
     def add_nodes(self, count: int, runtime: str, gpus: int = 8, prefix: str | None = None) -> list[str]:
         if not self.local:
-            pytest.skip("adding nodes needs the embedded local cluster")
+            skip_because("external-cluster", "adding simulated GPU nodes needs the embedded local cluster")
         from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT
 
         return local_cluster.add_nodes(count, runtime, gpus, DEFAULT_GPU_PRODUCT, prefix)
@@ -124,5 +130,5 @@ def namespace(cluster: Cluster) -> str:
 @pytest.fixture(scope="session")
 def local_cluster_only(cluster: Cluster) -> Cluster:
     if not cluster.local:
-        pytest.skip("needs the embedded local cluster (pods must really run on the process runner)")
+        skip_because("external-cluster", "pods must really run, on the local cluster's process runner")
     return cluster

@@ -1,7 +1,8 @@
 """The contract tier's shared fixtures: the real engines' parsers, one helper process per engine.
 
-Tests here need DRAFTER_ENGINE_PYTHON (built by .ci/engine-contract-env); without it they skip with the
-command to build it. ``parsers`` starts tests/contract/engine_parsers.py once per session per engine.
+Tests here run in the real engines' and training frameworks' environments (tests/environments.py: exported
+by `./dev test`, else built on first use). ``parsers`` starts tests/contract/engine_parsers.py once per
+session per engine.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import environments
 
 HARNESS = Path(__file__).resolve().parent / "engine_parsers.py"
 START_TIMEOUT = 180.0  # importing vLLM takes ~6 s on a quiet machine; torch + CUDA libraries from a cold disk more
@@ -78,32 +81,28 @@ class EngineParser:
                 self.proc.wait()
 
 
-def environment_python(variable: str, script: str, what: str) -> str:
-    """The python of a cached environment named by ``variable``; skip with the command that builds it."""
-    python = os.environ.get(variable)
-    if not python:
-        pytest.skip(f"contract tier: {variable} is not set; run `export {variable}=\"$({script})\"` ({what})")
+def environment_python(environment: environments.Environment, config: pytest.Config) -> str:
+    """The python of a cached environment (built first when missing); a path that is not one fails."""
+    python = environments.built(environment, config)
     if not os.access(python, os.X_OK):
-        pytest.skip(f"contract tier: {variable}={python!r} is not an executable; rebuild it with {script}")
+        pytest.fail(f"{environment.variable}={python!r} is not an executable: unset it, or rebuild it with "
+                    f"{' '.join(environment.command)}", pytrace=False)
     return python
 
 
 @pytest.fixture(scope="session")
-def engine_python() -> str:
-    return environment_python("DRAFTER_ENGINE_PYTHON", ".ci/engine-contract-env",
-                              "builds vLLM 0.33.0 + SGLang 0.5.23 once, ~7 GB")
+def engine_python(pytestconfig) -> str:
+    return environment_python(environments.ENGINES, pytestconfig)
 
 
 @pytest.fixture(scope="session")
-def training_python() -> str:
-    return environment_python("DRAFTER_TRAINING_PYTHON", ".ci/training-env",
-                              "SpecForge 0.2.0 + speculators 0.9.0 on the engines venv, ~310 MB beside it")
+def training_python(pytestconfig) -> str:
+    return environment_python(environments.TRAINING, pytestconfig)
 
 
 @pytest.fixture(scope="session")
-def clients_python() -> str:
-    return environment_python("DRAFTER_CLIENTS_PYTHON", ".ci/clients-env",
-                              "vLLM, SGLang and GuideLLM benchmark clients")
+def clients_python(pytestconfig) -> str:
+    return environment_python(environments.CLIENTS, pytestconfig)
 
 
 @pytest.fixture(scope="session")

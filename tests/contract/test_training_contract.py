@@ -48,7 +48,9 @@ from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import TRAIN_CONFIG
 from tests.processes import free_port, listening_process
 
-pytestmark = pytest.mark.contract
+# One worker runs the module: the fine-tuning tests start from the pipelines' exports (module fixtures),
+# which another worker would have to run again.
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("training-frameworks")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_EXAMPLE = ROOT / "examples" / "training-kimi-k25-eagle3.yaml"
@@ -478,7 +480,18 @@ def report(framework: str, times: dict[str, float], sizes: dict[str, int]) -> No
           + "; " + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items()), file=sys.stderr)
 
 
-def test_specforge_end_to_end(training_python: str, tiny: Path) -> None:
+@dataclasses.dataclass
+class PipelineRun:
+    """One framework's stages run on the tiny target: where it worked and how long each stage took."""
+    work: Path
+    times: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def specforge_run(training_python: str, tiny: Path) -> PipelineRun:
+    """SpecForge's whole pipeline with the hf export, then the sglang export of the same checkpoint. A fixture,
+    not a test, because the fine-tuning tests start from its export: were it to fail, they error with it
+    instead of skipping."""
     spec = tiny_spec(tiny, "specforge", "specforge-hf")
     paths = tiny_paths(tiny, training_python, "specforge")
     stages = render(spec, paths, tiny_options(tiny, export_to="hf"))
@@ -488,8 +501,11 @@ def test_specforge_end_to_end(training_python: str, tiny: Path) -> None:
     sglang_spec = tiny_spec(tiny, "specforge", "specforge-sglang")
     times["Export (sglang)"] = run_all(render(sglang_spec, paths, tiny_options(tiny)), training_python, paths,
                                        only=("Export",))["Export"]
+    return PipelineRun(Path(paths.work), times)
 
-    work = Path(paths.work)
+
+def test_specforge_end_to_end(training_python: str, tiny: Path, specforge_run: PipelineRun) -> None:
+    work = specforge_run.work
     assert list((work / "hidden_states").glob("rows_*/data_*.ckpt"))
     for name in ("specforge-hf", "specforge-sglang"):
         out = tiny / "drafters" / name
@@ -505,20 +521,18 @@ def test_specforge_end_to_end(training_python: str, tiny: Path) -> None:
         assert accepted["method"] == "eagle3" and accepted["draft_vocab_size"] == TINY_DRAFT_VOCAB
         # vLLM reads SpecForge's ids as written (SpecForge's convention, one below vLLM's): see docs/training.md.
         assert accepted["layer_ids"] == specforge_layer_ids(TINY_LAYERS)
-    report("specforge", times, {"hidden states": du(work / "hidden_states"), "checkpoint": du(work / "train"),
+    report("specforge", specforge_run.times, {"hidden states": du(work / "hidden_states"), "checkpoint": du(work / "train"),
                                 "export hf": du(tiny / "drafters" / "specforge-hf"),
                                 "export sglang": du(tiny / "drafters" / "specforge-sglang")})
 
 
-def test_specforge_fine_tunes_its_export(training_python: str, tiny: Path) -> None:
+def test_specforge_fine_tunes_its_export(training_python: str, tiny: Path, specforge_run: PipelineRun) -> None:
     """baseDrafter = SpecForge's own hf export: weights-only warm start, the base's vocabulary mapping kept."""
     base = tiny / "drafters" / "specforge-hf"
-    if not (base / "model.safetensors").is_file():
-        pytest.skip("needs test_specforge_end_to_end's export")
     spec = tiny_spec(tiny, "specforge", "specforge-ft", base_drafter=str(base))
     paths = tiny_paths(tiny, training_python, "specforge-ft")
     Path(paths.work).mkdir(parents=True, exist_ok=True)
-    (Path(paths.work) / "hidden_states").symlink_to(tiny / "specforge" / "hidden_states")
+    (Path(paths.work) / "hidden_states").symlink_to(specforge_run.work / "hidden_states")
     options = tiny_options(tiny, base_drafter_config=json.loads((base / "config.json").read_text()))
     times = run_all(render(spec, paths, options), training_python, paths, only=("Train", "Export"))
     out = tiny / "drafters" / "specforge-ft"
@@ -531,14 +545,18 @@ def test_specforge_fine_tunes_its_export(training_python: str, tiny: Path) -> No
     report("specforge fine-tune", times, {"drafter": du(out)})
 
 
-def test_speculators_end_to_end(training_python: str, tiny: Path) -> None:
+@pytest.fixture(scope="module")
+def speculators_run(training_python: str, tiny: Path) -> PipelineRun:
+    """speculators' whole pipeline (a fixture for the reason specforge_run is one)."""
     spec = tiny_spec(tiny, "speculators", "speculators")
     paths = tiny_paths(tiny, training_python, "speculators")
     stages = render(spec, paths, tiny_options(tiny))
     assert [s.name for s in stages] == ["Generate", "Extract", "Train", "Export"]
-    times = run_all(stages, training_python, paths)
+    return PipelineRun(Path(paths.work), run_all(stages, training_python, paths))
 
-    work = Path(paths.work)
+
+def test_speculators_end_to_end(training_python: str, tiny: Path, speculators_run: PipelineRun) -> None:
+    work = speculators_run.work
     assert (work / "data" / "prepared" / "token_freq.pt").is_file()
     assert list((work / "hidden_states").glob("hs_*.safetensors"))
     out = tiny / "drafters" / "speculators"
@@ -552,8 +570,9 @@ def test_speculators_end_to_end(training_python: str, tiny: Path) -> None:
     assert shapes["d2t"] == (TINY_DRAFT_VOCAB,) and shapes["t2d"] == (4096,)
     accepted = vllm_accepts(training_python, tiny / "target", out)
     assert accepted["method"] == "eagle3" and accepted["layer_ids"] == TINY_LAYERS
-    report("speculators", times, {"prepared data": du(work / "data"), "hidden states": du(work / "hidden_states"),
-                                  "checkpoints": du(work / "train"), "drafter": du(out)})
+    report("speculators", speculators_run.times, {"prepared data": du(work / "data"),
+                                                  "hidden states": du(work / "hidden_states"),
+                                                  "checkpoints": du(work / "train"), "drafter": du(out)})
 
 
 def test_speculators_prepares_regenerated_conversations(training_python: str, tiny: Path) -> None:
@@ -593,19 +612,16 @@ def test_speculators_prepares_regenerated_conversations(training_python: str, ti
                                               "prepared data": du(work / "data" / "prepared")})
 
 
-def test_speculators_fine_tunes_specforge_export(training_python: str, tiny: Path) -> None:
+def test_speculators_fine_tunes_specforge_export(training_python: str, tiny: Path, specforge_run: PipelineRun,
+                                                 speculators_run: PipelineRun) -> None:
     """baseDrafter = SpecForge's hf export: convert + --from-pretrained keep its vocabulary mapping."""
     base = tiny / "drafters" / "specforge-hf"
-    if not (base / "model.safetensors").is_file():
-        pytest.skip("needs test_specforge_end_to_end's export")
-    if not (tiny / "speculators" / "hidden_states").is_dir():
-        pytest.skip("needs test_speculators_end_to_end's data and hidden states")
     spec = tiny_spec(tiny, "speculators", "speculators-ft", base_drafter=str(base))
     paths = tiny_paths(tiny, training_python, "speculators-ft")
     # The same data and hidden states; a fresh save path (the trainer resumes from one that has checkpoints).
     Path(paths.work).mkdir(parents=True, exist_ok=True)
     for name in ("data", "hidden_states"):
-        (Path(paths.work) / name).symlink_to(tiny / "speculators" / name)
+        (Path(paths.work) / name).symlink_to(speculators_run.work / name)
     times = run_all(render(spec, paths, tiny_options(tiny)), training_python, paths, only=("Train", "Export"))
     out = tiny / "drafters" / "speculators-ft"
     config = json.loads((out / "config.json").read_text())

@@ -21,6 +21,7 @@ import yaml
 
 # What the stage containers need on a machine without GPUs or internet (the spec's env).
 from drafter_operator.testbed.demo_training import CPU_ENV
+from tests import environments
 from tests.e2e.conftest import E2E_GPU_PRODUCT, REPO
 from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
@@ -34,12 +35,11 @@ RUN_TIMEOUT = 900
 
 
 @pytest.fixture(scope="session")
-def training_python(local_cluster_only) -> str:
+def training_python(local_cluster_only, pytestconfig) -> str:
     """The training environment (.ci/training-env, cached), recorded for the runner's trainer containers."""
     from drafter_operator.testbed import cluster as local
 
-    python = os.environ.get("DRAFTER_TRAINING_PYTHON") or subprocess.run(
-        [str(REPO / ".ci" / "training-env")], check=True, capture_output=True, text=True).stdout.strip()
+    python = environments.built(environments.TRAINING, pytestconfig)
     local.use_training_python(python)
     return python
 

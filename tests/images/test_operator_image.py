@@ -1,8 +1,9 @@
 """The operator image as a pod would run it: its entrypoint in a chroot of its unpacked root filesystem, as
 its non-root user, the root read-only and only /tmp writable.
 
-The image is the OCI layout DRAFTER_OPERATOR_IMAGE names (`./dev test` sets it from `images/build operator`);
-without it these tests are skipped. Needs root (chroot and mount namespaces) and umoci.
+The image is the OCI layout DRAFTER_OPERATOR_IMAGE names (`./dev test` sets it from `images/build operator`;
+a narrower run builds it here). Building and running it need root (the declared `not-root` skip) and umoci,
+which images/build installs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import environments
+from tests.declared_skips import skip_because
 from tests.images import oci_chroot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,15 +24,16 @@ pytestmark = pytest.mark.images
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory) -> oci_chroot.Image:
-    layout = os.environ.get("DRAFTER_OPERATOR_IMAGE")
-    if not layout:
-        pytest.skip("DRAFTER_OPERATOR_IMAGE is not set: export DRAFTER_OPERATOR_IMAGE=\"$(images/build operator)\"")
+def image(request, tmp_path_factory) -> oci_chroot.Image:
+    if os.geteuid() != 0:
+        skip_because("not-root", "building and running the operator image need root (buildah, chroot, a mount "
+                                 "namespace)")
+    layout = environments.built(environments.OPERATOR_IMAGE, request.config)
     if not (Path(layout) / "index.json").is_file():
         pytest.fail(f"DRAFTER_OPERATOR_IMAGE={layout} is not an OCI image layout (no index.json): "
                     "run images/build operator")
-    if os.geteuid() != 0 or shutil.which("umoci") is None:
-        pytest.skip("running the image needs root (chroot, mount namespace) and umoci (apt-get install umoci)")
+    if shutil.which("umoci") is None:
+        pytest.fail("unpacking the image needs umoci: apt-get install umoci (images/build installs it)")
     return oci_chroot.unpack(Path(layout), tmp_path_factory.mktemp("operator-image"))
 
 

@@ -30,7 +30,8 @@ def tool(name: str) -> Path:
     """helm, or promtool (testbed/prometheus.py's: DRAFTER_TEST_PROMETHEUS_DIR overrides where)."""
     path = binaries()[1] if name == "promtool" else bin_dir() / name
     if not path.exists():
-        pytest.skip(f"no {name} in {path.parent}: run `drafter-operator cluster build`")
+        pytest.fail(f"no {name} in {path.parent}: run `drafter-operator cluster build` (./dev test and ./dev check "
+                    "do) to build the pinned toolchain", pytrace=False)
     return path
 
 

@@ -90,7 +90,8 @@ class Lab:
 def lab() -> Iterator[Lab]:
     prometheus, promtool = binaries()
     if not (prometheus.exists() and promtool.exists()):
-        pytest.skip(f"no prometheus/promtool in {prometheus.parent}: run `drafter-operator cluster build`")
+        pytest.fail(f"no prometheus/promtool in {prometheus.parent}: run `drafter-operator cluster build` (./dev test "
+                    "and ./dev check do) to build the pinned toolchain", pytrace=False)
     ports = {(engine, replica): free_port() for engine in ("vllm", "sglang") for replica in REPLICAS}
     with tempfile.TemporaryDirectory(prefix="drafter-prom-") as tmp, contextlib.ExitStack() as stack:
         for i, ((engine, replica), port) in enumerate(ports.items()):
