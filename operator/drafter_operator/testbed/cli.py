@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     restart.set_defaults(cluster_handler=_restart)
 
     build = verbs.add_parser("build", help="build the pinned toolchain into the cache (no-op when cached)")
+    build.add_argument("--only", default="", metavar="STEP[,STEP]",
+                       help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint), "
+                            "e.g. --only crane,helm for images/publish and packaging the chart")
     build.set_defaults(cluster_handler=_build)
 
     add = verbs.add_parser("add-nodes", help="register more nodes on the running local cluster")
@@ -109,7 +112,7 @@ def _build(args: argparse.Namespace) -> int:
     from drafter_operator.testbed.build import BuildError, ensure_binaries
 
     try:
-        print(ensure_binaries())
+        print(ensure_binaries(only=tuple(step for step in args.only.split(",") if step)))
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,10 @@ class Pins:
     kwok: str = "v0.8.0"  # sigs.k8s.io/kwok
     helm: str = "v3.22.0"  # helm.sh/helm/v3
     prometheus: str = "v0.316.0"  # github.com/prometheus/prometheus: Prometheus 3.16.0 (module tags are v0.3xx)
+    # Release tooling (images/publish, the release workflow's lint): small, and kept out of `key` like
+    # prometheus, so adding or bumping them builds only them (a stamp per version marks the build).
+    crane: str = "v0.22.1"  # github.com/google/go-containerregistry/cmd/crane: push, pull and serve OCI images
+    actionlint: str = "v1.7.12"  # github.com/rhysd/actionlint/cmd/actionlint: GitHub Actions workflow linter
 
     @property
     def staging_version(self) -> str:
