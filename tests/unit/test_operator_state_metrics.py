@@ -54,6 +54,33 @@ def test_serving_ready_and_the_swap_under_way_follow_the_conditions():
     assert series("drafter_serving_ready", namespace=NS, name="kimi") == []
 
 
+def test_not_ready_is_one_series_per_serving_with_its_reason_and_none_when_scaled_to_zero():
+    def not_ready(name: str) -> list[tuple[str, float | None]]:
+        return [(s["reason"], value("drafter_serving_not_ready", **s))
+                for s in series("drafter_serving_not_ready", namespace=NS, name=name)]
+
+    om.set_serving_state(NS, "nr", "vllm", {"conditions": [condition("Ready", "False", "EngineStarting")]})
+    assert not_ready("nr") == [("EngineStarting", 1.0)]
+    # The reason moves on: still one series (the alert's `max by (namespace, name)` keeps its `for` clock).
+    om.set_serving_state(NS, "nr", "vllm", {"conditions": [condition("Ready", "False", "EngineExited")]})
+    assert not_ready("nr") == [("EngineExited", 1.0)]
+    # spec.replicas 0 is Ready False by request: no series, though drafter_serving_ready stays 0.
+    om.set_serving_state(NS, "nr", "vllm", {"conditions": [condition("Ready", "False", "ScaledToZero")]})
+    assert not_ready("nr") == []
+    assert value("drafter_serving_ready", namespace=NS, name="nr", engine="vllm") == 0.0
+    om.set_serving_state(NS, "nr", "vllm", {"conditions": [condition("Ready", "Unknown", "EngineStarting")]})
+    assert not_ready("nr") == [("EngineStarting", 1.0)]
+    # Ready, or no Ready condition yet: no series.
+    om.set_serving_state(NS, "nr", "vllm", {"conditions": [condition("Ready", "True", "EngineReady")]})
+    assert not_ready("nr") == []
+    om.set_serving_state(NS, "other", "vllm", {"conditions": [condition("Ready", "False", "Unschedulable")]})
+    om.set_serving_state(NS, "nr", "vllm", {})
+    assert not_ready("nr") == [] and not_ready("other") == [("Unschedulable", 1.0)]
+    om.forget_serving(NS, "other")
+    assert not_ready("other") == []
+    om.forget_serving(NS, "nr")
+
+
 def test_rollbacks_start_at_zero_so_the_first_one_is_an_increase():
     om.set_serving_state(NS, "fresh", "sglang", {})
     assert value("drafter_rollbacks_total", namespace=NS, name="fresh", engine="sglang") == 0.0

@@ -48,6 +48,12 @@ ENGINE_METRICS_AVAILABLE = Gauge(
     "the engines' metrics; 0 when a scrape or query failed (MetricsUnavailable) or an answer was refused "
     "(MetricsInvalid); absent while the revision has no Ready pod.", REVISION_LABELS)
 SERVING_READY = Gauge("drafter_serving_ready", "1 when the serving's Ready condition is True, else 0.", SERVING_LABELS)
+#: Ready=False reasons that are what the spec asked for, not a serving that fails to serve.
+NOT_READY_BY_REQUEST = frozenset({"ScaledToZero"})
+NOT_READY = Gauge(
+    "drafter_serving_not_ready",
+    "1 while the serving's Ready condition is not True, labelled with its reason; absent while Ready, and while "
+    "spec.replicas is 0 (ScaledToZero: not Ready by request). One series per serving.", SERVING_LABELS + ("reason",))
 SWAP_STARTED = Gauge("drafter_swap_started_timestamp_seconds",
                      "While a swap is under way (Progressing True): when it started, Unix seconds; absent otherwise.",
                      SERVING_LABELS + ("reason",))
@@ -61,6 +67,7 @@ _BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION
 #: Everything labelled by serving; forget_serving clears all of them.
 _BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS),
                               (SERVING_READY, SERVING_LABELS), (SWAP_STARTED, SERVING_LABELS + ("reason",)),
+                              (NOT_READY, SERVING_LABELS + ("reason",)),
                               (LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS))
 RECONCILE_FAILING = Gauge("drafter_reconcile_failing",
                           "1 while the object's last reconcile failed (a refused write, an apiserver error), 0 once "
@@ -186,6 +193,16 @@ def set_serving_state(namespace: str, name: str, engine: str, status: dict) -> N
 
     def of_serving(labels: dict[str, str]) -> bool:
         return (labels["namespace"], labels["name"]) == (namespace, name)
+
+    # Apart from drafter_serving_ready (0 for ScaledToZero too) so a per-serving alert can wait `for` on it
+    # without paging for servings scaled to zero on purpose. Not a lastTransitionTime clock: scaling up from
+    # zero keeps Ready False (reason EngineStarting) with the old time, and would page at once.
+    ready = _condition(status, "Ready")
+    not_ready = (namespace, name, engine, ready.get("reason") or "") if ready.get("status") in ("False", "Unknown") \
+        and ready.get("reason") not in NOT_READY_BY_REQUEST else None
+    _keep_only(NOT_READY, SERVING_LABELS + ("reason",), of_serving, not_ready)
+    if not_ready:
+        NOT_READY.labels(*not_ready).set(1.0)
 
     progressing = _condition(status, "Progressing")
     since = _timestamp(progressing.get("lastTransitionTime")) if progressing.get("status") == "True" else None
