@@ -24,6 +24,19 @@ DISTRIBUTION = "drafter-operator"
 #: Subcommands that are tools around the operator, and the extra whose packages they import.
 EXTRA_OF_COMMAND = {"cluster": "testbed", "demo": "testbed", "emulate": "testbed"}
 
+#: Subcommands only the operator's own pods run (a DrafterTraining stage Job's container command): listed
+#: apart in the top-level help, under a heading that says so, not among the commands people type.
+INTERNAL_COMMANDS = ("run-stage", "regenerate")
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, via its metadata); "unknown" from a source
+    tree that was never installed."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
 
 def _add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
     # testbed/cli.py imports only the standard library at the top, so its options register without the extra.
@@ -77,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{', '.join(sorted(EXTRA_OF_COMMAND))} need the testbed extra: pip install '{DISTRIBUTION}[testbed]'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = subparsers.add_parser("run", help="run the operator against the current kubeconfig")
@@ -89,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="port of kopf's liveness endpoint /healthz, for the pod's probes (0, the default, disables)")
     run.add_argument("--health-host", default="0.0.0.0", help="address of the /healthz listener")
     run.add_argument("--verbose", action="store_true")
+    run.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="text lines, or JSON lines (time, level, logger, message and, for kopf's per-object "
+                          "messages, object: the Kubernetes object) for a log pipeline; default: text")
     run.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
                      help="act only while holding a Lease, so a second operator for the same namespaces stands by "
                           "(a helm upgrade's overlap, an operator run by hand); default: on")
@@ -140,7 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_stage_command(subparsers)
     _add_regenerate_command(subparsers)
     _add_cluster_commands(subparsers)
+    _list_internal_commands_apart(parser, subparsers)
     return parser
+
+
+def _list_internal_commands_apart(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
+    # They still parse (the Jobs run them); only the listing moves. argparse has no public way to group
+    # subcommands, so their help lines leave the COMMAND list for a section of the epilog.
+    internal = [action for action in subparsers._choices_actions if action.dest in INTERNAL_COMMANDS]
+    subparsers._choices_actions[:] = [action for action in subparsers._choices_actions if action not in internal]
+    width = max(len(action.dest) for action in internal) + 2
+    lines = [f"  {action.dest:<{width}}{action.help}" for action in internal]
+    parser.epilog = ("internal commands (run by the operator's Job pods, not by hand):\n" + "\n".join(lines)
+                     + "\n\n" + parser.epilog)
 
 
 def _add_run_stage_command(subparsers: argparse._SubParsersAction) -> None:
@@ -266,7 +295,7 @@ def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
     return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose,
                       metrics_host=args.metrics_host, health_port=args.health_port, health_host=args.health_host,
                       leader_election=args.leader_election, lease_namespace=args.lease_namespace,
-                      lease_name=args.lease_name, lease_timings=timings)
+                      lease_name=args.lease_name, lease_timings=timings, log_format=args.log_format)
 
 
 def _print_rbac_rules(args: argparse.Namespace, extra: list[str]) -> int:

@@ -2,7 +2,8 @@
 
 Outputs, for the DrafterBenchmark controller and for people:
 - stdout: the full result as JSON, always (``{"error": ...}`` when the run failed);
-- with a terminal on stdout, also a table like the seed's;
+- with a terminal on stdout, also a table like the seed's, and while it runs a progress bar per
+  concurrency level on stderr (waves done); without one (a Job's log) no progress lines at all;
 - ``--termination-log PATH``: the compact result (at most 4096 bytes, ``BenchmarkResult`` JSON) on
   success; on failure one line naming what failed, and exit status 1, so the controller can tell a
   result from an error by the exit code and show the line as is.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 
@@ -50,8 +52,13 @@ def _write(path: str | None, text: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    interactive = sys.stdout.isatty()
     try:
-        result = asyncio.run(run(options_from(args)))
+        if interactive:
+            with wave_progress() as progress:
+                result = asyncio.run(run(options_from(args), progress))
+        else:
+            result = asyncio.run(run(options_from(args)))
     except (BenchError, PromptsError) as exc:
         return _fail(args, str(exc))
     except Exception as exc:  # noqa: BLE001 - the Job must still say what failed, in one line
@@ -59,9 +66,30 @@ def main(args: argparse.Namespace) -> int:
     # The termination log first: it is what the controller reads, and a closed stdout must not lose it.
     _write(args.termination_log, termination_message(result))
     print(json.dumps(result.to_json(), indent=2))
-    if sys.stdout.isatty():
+    if interactive:
         print_table(result)
     return 0
+
+
+@contextlib.contextmanager
+def wave_progress():
+    """A progress callback for :func:`run` drawing one bar per concurrency level on stderr (stdout keeps
+    only the JSON result); the bars stay on screen when the run ends."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("waves"),
+                    TimeElapsedColumn(), console=Console(stderr=True))
+    tasks: dict[int, int] = {}
+
+    def advance(concurrency: int, done: int, waves: int) -> None:
+        if concurrency not in tasks:
+            streams = "stream" if concurrency == 1 else "streams"
+            tasks[concurrency] = bars.add_task(f"{concurrency:>4} {streams}", total=waves)
+        bars.update(tasks[concurrency], completed=done, total=waves)
+
+    with bars:
+        yield advance
 
 
 def _fail(args: argparse.Namespace, message: str) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -38,6 +39,10 @@ from drafter_operator.bench.stream import BenchError, Endpoint, first_model, str
 #: Warm-up generation length: enough to take the first-request costs (connections, graph capture,
 #: prefix caches of the template) out of the measurement, short enough to cost nothing.
 WARMUP_TOKENS = 16
+
+#: Told after each target wave: (concurrency level, waves of the level done, waves in the level). The
+#: command draws a progress bar with it on a terminal; the Job's run passes none.
+Progress = Callable[[int, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -96,10 +101,11 @@ async def _wave(session: aiohttp.ClientSession, endpoint: Endpoint, prompts: lis
 
 async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint | None,
                     prompts: list[str], repetitions: int, concurrency: int,
-                    baseline_tps: float | None = None) -> Level:
+                    baseline_tps: float | None = None, progress: Progress | None = None) -> Level:
     streams: list[Stream] = []
     seconds = base_tokens = base_seconds = 0.0
-    for indices in level_schedule(len(prompts), repetitions, concurrency):
+    schedule = level_schedule(len(prompts), repetitions, concurrency)
+    for done, indices in enumerate(schedule, 1):
         wave, wall = await _wave(session, target, prompts, indices, concurrency)
         streams.extend(wave)
         seconds += wall
@@ -107,14 +113,17 @@ async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: 
             base_wave, base_wall = await _wave(session, baseline, prompts, indices, concurrency)
             base_tokens += sum(s.completion_tokens for s in base_wave)
             base_seconds += base_wall
+        if progress is not None:
+            progress(concurrency, done, len(schedule))
     if baseline is not None:
         baseline_tps = base_tokens / base_seconds if base_seconds > 0 else None
     return Level(concurrency=concurrency, streams=tuple(streams), seconds=seconds,
                  baseline_tokens_per_second=baseline_tps)
 
 
-async def run(options: Options) -> BenchmarkResult:
-    """Run the benchmark ``options`` describe; raises :class:`BenchError` when a request fails."""
+async def run(options: Options, progress: Progress | None = None) -> BenchmarkResult:
+    """Run the benchmark ``options`` describe; raises :class:`BenchError` when a request fails.
+    ``progress`` is told after each wave of the target (and its baseline wave)."""
     prompts = prompt_sets.select(list(options.prompts) or prompt_sets.load(options.prompts_file), options.num_prompts)
     base_url = options.url.rstrip("/")
     metrics_urls = options.metrics_urls or (base_url,)
@@ -135,7 +144,7 @@ async def run(options: Options) -> BenchmarkResult:
                 await stream_one(session, warm, prompts[0], 0)
         before = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
         levels = [await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
-                                  options.baseline_tps)
+                                  options.baseline_tps, progress)
                   for concurrency in options.concurrency]
         # The break-even, measured: levels between the last one at or above 1.0x and the first below,
         # until they bracket it within 10% (crossover.py); each refined level is measured like the others.
@@ -144,7 +153,7 @@ async def run(options: Options) -> BenchmarkResult:
             if concurrency is None:
                 break
             levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
-                                          options.baseline_tps))
+                                          options.baseline_tps, progress))
         after = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
     return benchmark_result(levels, window, unavailable)

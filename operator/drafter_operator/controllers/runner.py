@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 import sys
@@ -13,14 +12,14 @@ import threading
 import kopf
 from prometheus_client import start_http_server
 
-from drafter_operator import memory_release
+from drafter_operator import logs, memory_release
 from drafter_operator.controllers import leadership
 
 
 def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         metrics_host: str = "0.0.0.0", health_port: int = 0, health_host: str = "0.0.0.0",
         leader_election: bool = True, lease_namespace: str | None = None, lease_name: str | None = None,
-        lease_timings: leadership.Timings = leadership.Timings()) -> int:
+        lease_timings: leadership.Timings = leadership.Timings(), log_format: str = "text") -> int:
     """Run until interrupted. `namespaces` empty: cluster-wide; else only those (namespaced mode).
 
     `health_port`: serve a liveness endpoint (`/healthz`) for the pod's probes; 0 leaves it off. kopf's
@@ -30,6 +29,7 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
     leadership.lease_name) in `lease_namespace` (default: leader_election.default_lease_namespace), so a
     second operator for the same scope stands by instead of acting too (docs/reliability.md).
     `lease_timings`: its lease duration, renew deadline and retry period; default: client-go's.
+    `log_format`: text or json (JSON lines, logs.py).
 
     Exits 2 before kopf starts when the apiserver denies a permission the operator needs where it is to
     act (permissions.py), naming each denied permission and the fix, or when the Lease's namespace does
@@ -69,10 +69,7 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
               f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off", file=sys.stderr)
         return 2
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # httpx logs every request at INFO: one line per engine pod per acceptance interval drowns the log.
-    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logs.configure(log_format, verbose)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host)
     if release_seconds > 0:
