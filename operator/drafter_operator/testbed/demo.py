@@ -285,10 +285,26 @@ def show_gated_promotion(max_tokens: int, prompts: int, results: dict[str, bench
     gate = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmarks", "-l", "drafter.dev/gate=true", "-o", "json").stdout)
     verdicts = [(g["metadata"]["name"], (g.get("status") or {}).get("result", {}).get("verdictMessage")) for g in gate["items"]]
     console.print(f"gate: {verdicts}; traffic moved from revision {before} to {active}")
+    show_plugin_tree(name)
     servings = wait_ready(list(SERVINGS))
     results[name] = measure(name, servings[name], max_tokens, prompts)
     print_report(servings, results, f"After the gated swap: {name} serves the retrained drafter")
     return servings
+
+
+def show_plugin_tree(name: str) -> None:
+    """What `kubectl drafter get NAME` prints (the kubectl plugin's own builder, on the objects it reads)."""
+    from datetime import datetime, timezone
+
+    from drafter_operator.kubectl_plugin import tree
+
+    serving = json.loads(kubectl("-n", NAMESPACE, "get", "drafterserving", name, "-o", "json").stdout)
+    pods = json.loads(kubectl("-n", NAMESPACE, "get", "pods", "-l", f"drafter.dev/serving={name}", "-o", "json").stdout)
+    benchmarks = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmarks", "-o", "json").stdout)
+    now = datetime.now(timezone.utc)
+    console.print(f"\n$ kubectl drafter get {name} -n {NAMESPACE}   (the kubectl plugin, docs/kubectl-plugin.md)")
+    console.print(tree.render(tree.build(serving, pods["items"], benchmarks["items"], now), now),
+                  markup=False, highlight=False)
 
 
 SWEEP_LEVELS = [1, 8, 32]
