@@ -44,6 +44,7 @@ SLACK = 20
 def chart_rules() -> dict:
     return rule_groups({
         "monitoring.prometheusRule.operatorSelector": f'job="{OPERATOR_JOB}"',
+        "monitoring.prometheusRule.objectSelector": f'job="{OPERATOR_JOB}"',
         "monitoring.prometheusRule.alerts.acceptanceLow.minRate": MIN_RATE,
         "monitoring.prometheusRule.alerts.acceptanceLow.for": f"{LOW_FOR_SECONDS}s",
     })

@@ -9,6 +9,7 @@ Skips (saying why) when helm or promtool are absent: `drafter-operator cluster b
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,7 @@ RUNBOOKS = ROOT / "docs" / "runbooks"
 RELEASE, NAMESPACE = "t", "default"
 RUNBOOK_BASE = "https://example.test/runbooks"
 OPERATOR_JOB = f"{RELEASE}-drafter-operator-metrics"  # the chart's metrics Service, the ServiceMonitor's job
+OTHER_JOB = "u-drafter-operator-metrics"  # another release's operator, scraped by the same Prometheus
 
 
 def tool(name: str) -> Path:
@@ -72,11 +74,15 @@ def runbook(page: str) -> str:
 # One promtool test group per alert: the series it reads, a time it must stay quiet and a time it must
 # fire, with the labels and annotations it fires with. Series are promtool's expanding notation
 # (`a+bxN`: N more samples, each b more), one sample a minute.
-REVISION = {"namespace": "ns", "engine": "vllm", "drafter": "eagle3:/models/d", "revision": "r1"}
+# Per-object series carry their object's namespace and the job of the operator that exports them (the
+# rules select this release's by job); the operator's own series carry its target's job and namespace.
+REVISION = {"namespace": "ns", "engine": "vllm", "drafter": "eagle3:/models/d", "revision": "r1", "job": OPERATOR_JOB}
+TARGET = {"job": OPERATOR_JOB, "namespace": NAMESPACE}
 
 
 def series(metric: str, labels: dict[str, str], values: str) -> dict:
-    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    """``labels`` without a job are this release's (job OPERATOR_JOB)."""
+    inner = ",".join(f'{k}="{v}"' for k, v in {"job": OPERATOR_JOB, **labels}.items())
     return {"series": f"{metric}{{{inner}}}", "values": values}
 
 
@@ -136,7 +142,7 @@ CASES: dict[str, dict] = {
                    series("drafter_swap_started_timestamp_seconds",
                           {"namespace": "ns", "name": "young", "engine": "vllm", "reason": "Gating"}, "1800x70")],
         "quiet": "59m", "fires": "61m",
-        "alerts": [{"exp_labels": {"namespace": "ns", "name": "kimi", "engine": "vllm", "reason": "Unschedulable",
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": "ns", "name": "kimi", "engine": "vllm", "reason": "Unschedulable",
                                    "severity": "warning"}, "exp_annotations": {
             "summary": "ns/kimi: swap under way for 1h 1m 0s (Unschedulable)",
             "description": "The swap of ns/kimi has been in progress (Progressing=True, reason Unschedulable) for "
@@ -147,7 +153,7 @@ CASES: dict[str, dict] = {
         "series": [series("drafter_rollbacks_total", {"namespace": "ns", "name": "kimi", "engine": "vllm"}, "0x10 1x50"),
                    series("drafter_rollbacks_total", {"namespace": "ns", "name": "calm", "engine": "vllm"}, "0x60")],
         "quiet": "5m", "fires": "15m", "quiet_again": "50m",
-        "alerts": [{"exp_labels": {"namespace": "ns", "name": "kimi", "engine": "vllm", "severity": "warning"},
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": "ns", "name": "kimi", "engine": "vllm", "severity": "warning"},
                     "exp_annotations": {
             "summary": "ns/kimi: a revision was rolled back",
             "description": "ns/kimi abandoned a revision in the last 30m and kept (or returned) traffic on the "
@@ -158,7 +164,7 @@ CASES: dict[str, dict] = {
         "series": [series("drafter_benchmark_failed", {"namespace": "ns", "benchmark": "b1", "serving": "kimi"}, "0x5 1x5"),
                    series("drafter_benchmark_failed", {"namespace": "ns", "benchmark": "b2", "serving": "kimi"}, "0x10")],
         "quiet": "3m", "fires": "8m",
-        "alerts": [{"exp_labels": {"namespace": "ns", "benchmark": "b1", "serving": "kimi", "severity": "warning"},
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": "ns", "benchmark": "b1", "serving": "kimi", "severity": "warning"},
                     "exp_annotations": {
             "summary": "DrafterBenchmark ns/b1 failed",
             "description": "The run of ns/b1 (serving kimi) failed without a result; its Failed condition says why.",
@@ -168,7 +174,7 @@ CASES: dict[str, dict] = {
         "series": [series("drafter_training_failed", {"namespace": "ns", "training": "t1"}, "0x5 1x5"),
                    series("drafter_training_failed", {"namespace": "ns", "training": "t2"}, "0x10")],
         "quiet": "3m", "fires": "8m",
-        "alerts": [{"exp_labels": {"namespace": "ns", "training": "t1", "severity": "warning"}, "exp_annotations": {
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": "ns", "training": "t1", "severity": "warning"}, "exp_annotations": {
             "summary": "DrafterTraining ns/t1 failed",
             "description": "A stage of ns/t1 failed; its stage condition carries the stage's own error.",
             "runbook_url": runbook("training-failed")}}],
@@ -178,7 +184,7 @@ CASES: dict[str, dict] = {
                    # Another job's target going down is not the operator's.
                    series("up", {"job": "engines", "namespace": NAMESPACE}, "0x28")],
         "quiet": "12m", "fires": "15m",
-        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": NAMESPACE, "severity": "critical"},
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": NAMESPACE, "severity": "warning"},
                     "exp_annotations": {
             "summary": "The drafter-operator's metrics endpoint is not up",
             "description": f'No scrape of the operator (up{{job="{OPERATOR_JOB}", namespace="{NAMESPACE}"}}) '
@@ -189,7 +195,7 @@ CASES: dict[str, dict] = {
         "alertname": "DrafterOperatorDown",
         "series": [series("up", {"job": "engines", "namespace": NAMESPACE}, "1x10")],
         "quiet": "4m", "fires": "6m",
-        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": NAMESPACE, "severity": "critical"},
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": NAMESPACE, "severity": "warning"},
                     "exp_annotations": {
             "summary": "The drafter-operator's metrics endpoint is not up",
             "description": f'No scrape of the operator (up{{job="{OPERATOR_JOB}", namespace="{NAMESPACE}"}}) '
@@ -236,12 +242,12 @@ CASES: dict[str, dict] = {
         "alertname": "DrafterOperatorNotReconciling",
         "series": [series("drafter_serving_ready", {"namespace": "ns", "name": "a", "engine": "vllm", "instance": "old"},
                           "1x10"),
-                   series("drafter_reconcile_total", {"kind": "DrafterServing", "result": "ok", "instance": "old"},
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok", "instance": "old"},
                           "0+3x10"),
-                   series("drafter_operator_leader", {"instance": "new"}, "0x10 1x30"),
+                   series("drafter_operator_leader", {**TARGET, "instance": "new"}, "0x10 1x30"),
                    series("drafter_serving_ready", {"namespace": "ns", "name": "a", "engine": "vllm", "instance": "new"},
                           "_x11 1x29"),
-                   series("drafter_reconcile_total", {"kind": "DrafterServing", "result": "ok", "instance": "new"},
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok", "instance": "new"},
                           "_x11 0+3x29")],
         "quiet": "8m", "fires": "35m", "alerts": [],
     },
@@ -249,9 +255,9 @@ CASES: dict[str, dict] = {
         # Reconciles every 20 s (3 a minute) until 10m, then none while two servings exist.
         "series": [series("drafter_serving_ready", {"namespace": "ns", "name": "a", "engine": "vllm"}, "1x40"),
                    series("drafter_serving_ready", {"namespace": "ns", "name": "b", "engine": "sglang"}, "0x40"),
-                   series("drafter_reconcile_total", {"kind": "DrafterServing", "result": "ok"}, "0+3x10 30x30")],
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok"}, "0+3x10 30x30")],
         "quiet": "22m", "fires": "27m",
-        "alerts": [{"exp_labels": {"severity": "critical"}, "exp_annotations": {
+        "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
             "summary": "The drafter-operator has not reconciled its 2 DrafterServings",
             "description": "The operator is up and reports DrafterServings but ran no DrafterServing reconcile "
                            "in 10m.",
@@ -273,14 +279,90 @@ CASES: dict[str, dict] = {
                                        "carry the apiserver's refusal (kubectl describe).",
                         "runbook_url": runbook("object-reconcile-failing")}}],
     },
+    "DrafterServingNotReady": {
+        # Among Ready servings: one stuck from 0m (its reason moves on at 8m: still one alert, same clock);
+        # one not Ready for 10m only (less than `for`, 15m); one scaled to zero (no series: ScaledToZero).
+        # Another release's stuck serving is its own rule's, not this one's.
+        "series": [series("drafter_serving_not_ready", {"namespace": "ns", "name": "stuck", "engine": "vllm",
+                                                        "reason": "EngineStarting"}, "1x7"),
+                   series("drafter_serving_not_ready", {"namespace": "ns", "name": "stuck", "engine": "vllm",
+                                                        "reason": "EngineExited"}, "_x7 1x23"),
+                   series("drafter_serving_not_ready", {"namespace": "ns", "name": "slow", "engine": "sglang",
+                                                        "reason": "Unschedulable"}, "1x9"),
+                   series("drafter_serving_ready", {"namespace": "ns", "name": "fine", "engine": "vllm"}, "1x30"),
+                   series("drafter_serving_ready", {"namespace": "ns", "name": "idle", "engine": "vllm"}, "0x30"),
+                   series("drafter_serving_not_ready", {"job": OTHER_JOB, "namespace": "ns2", "name": "theirs",
+                                                        "engine": "vllm", "reason": "EngineExited"}, "1x30")],
+        "quiet": "14m", "fires": "16m", "quiet_again": "35m",
+        "alerts": [{"exp_labels": {"namespace": "ns", "name": "stuck", "engine": "vllm", "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "ns/stuck is not Ready",
+                        "description": "DrafterServing ns/stuck (vllm) has not been Ready for 15m: its Ready "
+                                       "condition's reason and message say why (kubectl describe drafterserving).",
+                        "runbook_url": runbook("serving-not-ready")}}],
+    },
+    "DrafterObjectReconcileFailing, another release's object": {
+        "alertname": "DrafterObjectReconcileFailing",
+        "series": [series("drafter_reconcile_failing", {"job": OTHER_JOB, "kind": "DrafterServing", "namespace": "ns2",
+                                                        "name": "theirs"}, "1x30")],
+        "quiet": "5m", "fires": "20m", "alerts": [],
+    },
+    "DrafterOperatorNotReconciling, another release reconciles": {
+        # This release's loops stop at 10m; another release's operator keeps reconciling its own servings.
+        "alertname": "DrafterOperatorNotReconciling",
+        "series": [series("drafter_serving_ready", {"namespace": "ns", "name": "a", "engine": "vllm"}, "1x40"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok"},
+                          "0+3x10 30x30"),
+                   series("drafter_serving_ready", {"job": OTHER_JOB, "namespace": "ns2", "name": "b", "engine": "vllm"},
+                          "1x40"),
+                   series("drafter_reconcile_total", {"job": OTHER_JOB, "namespace": "other", "kind": "DrafterServing",
+                                                      "result": "ok"}, "0+3x40")],
+        "quiet": "22m", "fires": "27m",
+        "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
+            "summary": "The drafter-operator has not reconciled its 1 DrafterServings",
+            "description": "The operator is up and reports DrafterServings but ran no DrafterServing reconcile "
+                           "in 10m.",
+            "runbook_url": runbook("operator-not-reconciling")}}],
+    },
+    "DrafterOperatorNotReconciling, another release is stuck": {
+        # The other release's servings and its silence are its own rule's alert, not this release's.
+        "alertname": "DrafterOperatorNotReconciling",
+        "series": [series("drafter_serving_ready", {"job": OTHER_JOB, "namespace": "ns2", "name": "b", "engine": "vllm"},
+                          "1x40"),
+                   series("drafter_reconcile_total", {"job": OTHER_JOB, "namespace": "other", "kind": "DrafterServing",
+                                                      "result": "ok"}, "0x40"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok"}, "0x40")],
+        "quiet": "10m", "fires": "30m", "alerts": [],
+    },
+    "DrafterReconcileErrors, another release succeeds": {
+        # Every benchmark reconcile of this release fails; the other release's successes must not hide it.
+        "alertname": "DrafterReconcileErrors",
+        "series": [series("drafter_reconcile_total", {**TARGET, "kind": "DrafterBenchmark", "result": "error"},
+                          "0+4x30"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterBenchmark", "result": "ok"}, "7x30"),
+                   series("drafter_reconcile_total", {"job": OTHER_JOB, "namespace": "other", "kind": "DrafterBenchmark",
+                                                      "result": "ok"}, "0+5x30")],
+        "quiet": "3m", "fires": "20m",
+        "alerts": [{"exp_labels": {"kind": "DrafterBenchmark", "severity": "warning"}, "exp_annotations": {
+            "summary": "Every DrafterBenchmark reconcile is failing",
+            "description": "No DrafterBenchmark reconcile succeeded in 15m while 60 failed: the operator's log "
+                           "says why (API errors, RBAC).",
+            "runbook_url": runbook("reconcile-errors")}}],
+    },
+    "DrafterServingDegraded, another release's serving": {
+        # Per-object alerts too: without the job, each release's rule would fire for every serving.
+        "alertname": "DrafterServingDegraded",
+        "series": [series("drafter_degraded", {**REVISION, "job": OTHER_JOB, "name": "theirs"}, "1x10")],
+        "quiet": "1m", "fires": "8m", "alerts": [],
+    },
     "DrafterReconcileErrors": {
         # Benchmarks: every reconcile fails from 0m. Servings: some fail, most succeed.
-        "series": [series("drafter_reconcile_total", {"kind": "DrafterBenchmark", "result": "error"}, "0+4x30"),
-                   series("drafter_reconcile_total", {"kind": "DrafterBenchmark", "result": "ok"}, "7x30"),
-                   series("drafter_reconcile_total", {"kind": "DrafterServing", "result": "error"}, "0+1x30"),
-                   series("drafter_reconcile_total", {"kind": "DrafterServing", "result": "ok"}, "0+3x30")],
+        "series": [series("drafter_reconcile_total", {**TARGET, "kind": "DrafterBenchmark", "result": "error"}, "0+4x30"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterBenchmark", "result": "ok"}, "7x30"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "error"}, "0+1x30"),
+                   series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok"}, "0+3x30")],
         "quiet": "3m", "fires": "20m",
-        "alerts": [{"exp_labels": {"kind": "DrafterBenchmark", "severity": "critical"}, "exp_annotations": {
+        "alerts": [{"exp_labels": {"kind": "DrafterBenchmark", "severity": "warning"}, "exp_annotations": {
             "summary": "Every DrafterBenchmark reconcile is failing",
             "description": "No DrafterBenchmark reconcile succeeded in 15m while 60 failed: the operator's log "
                            "says why (API errors, RBAC).",
@@ -365,7 +447,8 @@ def test_thresholds_and_durations_come_from_values():
         rule + "alerts.trainingFailed.enabled": False, rule + "operatorSelector": 'job="my-operator"',
     }))
     low = alerts["DrafterAcceptanceLow"]
-    assert (low["expr"], low["for"], low["labels"]["severity"]) == ("drafter_acceptance_rate < 0.55", "2m", "critical")
+    assert (low["expr"], low["for"], low["labels"]["severity"]) == \
+        (f'drafter_acceptance_rate{{job="{OPERATOR_JOB}"}} < 0.55', "2m", "critical")
     assert "below 0.55, for 2m" in low["annotations"]["description"]
     assert alerts["DrafterSpeculationSlowerThanBaseline"]["expr"].endswith("< 1.2")
     assert alerts["DrafterSwapStuck"]["expr"].endswith("> 900")
@@ -393,3 +476,80 @@ def test_values_the_schema_refuses():
                            "--set-json", "monitoring.prometheusRule.alerts.acceptanceLow.minRate=1.5"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "minRate" in done.stderr, done.stderr
+
+
+def test_additional_rule_labels_go_on_every_rule_and_selectors_come_from_values():
+    rule = "monitoring.prometheusRule."
+    alerts = alerts_of(rule_groups({rule + "additionalRuleLabels.team": "ml-platform",
+                                    rule + "additionalRuleLabels.tier": "inference",
+                                    rule + "objectSelector": 'job="mine", cluster="eu"'}))
+    assert set(alerts) == {case.get("alertname", name) for name, case in CASES.items()} and all(
+        (r["labels"]["team"], r["labels"]["tier"], r["labels"]["severity"]) == ("ml-platform", "inference", "warning")
+        for r in alerts.values()), {n: r["labels"] for n, r in alerts.items()}
+    assert alerts["DrafterServingNotReady"]["expr"] == \
+        'max by (namespace, name, engine) (drafter_serving_not_ready{job="mine", cluster="eu"}) == 1'
+    # The operator's own series keep the target selector (job and namespace of the release's target).
+    assert f'drafter_reconcile_total{{job="{OPERATOR_JOB}", namespace="{NAMESPACE}", kind="DrafterServing"}}' in \
+        alerts["DrafterOperatorNotReconciling"]["expr"]
+
+
+def test_additional_rule_labels_may_not_replace_the_severity():
+    done = subprocess.run([str(tool("helm")), "template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION,
+                           "--set", "monitoring.prometheusRule.enabled=true",
+                           "--set", "monitoring.prometheusRule.additionalRuleLabels.severity=page"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "additionalRuleLabels.severity" in done.stderr \
+        and "alerts.<alert>.severity" in done.stderr, done.stderr
+    bad = subprocess.run([str(tool("helm")), "template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION,
+                          "--set", "monitoring.prometheusRule.additionalRuleLabels.team-name=x"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "team-name" in bad.stderr, bad.stderr
+
+
+def monitors(values: list[str]) -> dict[str, dict]:
+    done = subprocess.run([str(tool("helm")), "template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION,
+                           "--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
+                           "--show-only", "templates/servicemonitor.yaml", "--show-only", "templates/podmonitor.yaml",
+                           *values], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return {d["kind"]: d for d in yaml.safe_load_all(done.stdout) if d}
+
+
+def test_monitor_relabelings_reach_the_endpoints_and_promtool_accepts_them(tmp_path):
+    cluster = [{"action": "replace", "targetLabel": "cluster", "replacement": "prod-eu"}]
+    keep = [{"action": "keep", "sourceLabels": ["__name__"], "regex": "(vllm|sglang):.*"}]
+    drop = [{"action": "drop", "sourceLabels": ["__name__"], "regex": "drafter_reconcile_duration_seconds_bucket"}]
+    rendered = monitors(["--set-json", f"monitoring.serviceMonitor.relabelings={json.dumps(cluster)}",
+                         "--set-json", f"monitoring.serviceMonitor.metricRelabelings={json.dumps(drop)}",
+                         "--set-json", f"monitoring.podMonitor.relabelings={json.dumps(cluster)}",
+                         "--set-json", f"monitoring.podMonitor.metricRelabelings={json.dumps(keep)}"])
+    (service,) = rendered["ServiceMonitor"]["spec"]["endpoints"]
+    (pods,) = rendered["PodMonitor"]["spec"]["podMetricsEndpoints"]
+    assert (service["relabelings"], service["metricRelabelings"]) == (cluster, drop)
+    assert (pods["relabelings"], pods["metricRelabelings"]) == (cluster, keep)
+    # What the prometheus-operator writes from them (camelCase to snake_case) is a config Prometheus loads.
+    snake = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+
+    def relabel(configs):
+        return [{snake.get(k, k): v for k, v in c.items()} for c in configs]
+    config = {"scrape_configs": [{"job_name": "operator", "static_configs": [{"targets": ["127.0.0.1:8080"]}],
+                                  "relabel_configs": relabel(service["relabelings"]),
+                                  "metric_relabel_configs": relabel(service["metricRelabelings"])},
+                                 {"job_name": "engines", "static_configs": [{"targets": ["127.0.0.1:8000"]}],
+                                  "relabel_configs": relabel(pods["relabelings"]),
+                                  "metric_relabel_configs": relabel(pods["metricRelabelings"])}]}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    checked = promtool("check", "config", "--syntax-only", "prometheus.yml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # None by default: the endpoints carry no relabeling keys at all.
+    plain = monitors([])
+    assert "relabelings" not in plain["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert "metricRelabelings" not in plain["PodMonitor"]["spec"]["podMetricsEndpoints"][0]
+
+
+def test_a_misspelt_relabeling_is_refused_naming_the_field():
+    done = subprocess.run([str(tool("helm")), "template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION,
+                           "--set-json", 'monitoring.podMonitor.relabelings=[{"source_labels": ["__name__"]}]'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "podMonitor/relabelings" in done.stderr and "source_labels" in done.stderr, \
+        done.stderr
