@@ -27,7 +27,10 @@ class Kubectl:
                 self.base.append(f"--{flag}={getattr(args, flag)}")
 
     def run(self, *args: str, input: str | None = None) -> str:
-        done = subprocess.run([*self.base, *args], input=input, capture_output=True, text=True)
+        try:
+            done = subprocess.run([*self.base, *args], input=input, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise actions.PluginError(f"{self.base[0]} not found: put kubectl on PATH or name it in $KUBECTL") from None
         if done.returncode != 0:
             raise actions.PluginError(done.stderr.strip() or f"kubectl {' '.join(args)} failed ({done.returncode})")
         return done.stdout
