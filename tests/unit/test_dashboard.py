@@ -185,3 +185,35 @@ def test_the_configmap_carries_the_dashboard_with_the_sidecar_label():
     assert config_map["metadata"]["annotations"] == {"grafana_folder": "LLM"}
     assert json.loads(config_map["data"]["drafter-operator.json"]) == dashboard()
     assert len(done.stdout.encode()) < 1024 * 1024  # a ConfigMap's limit
+
+
+def test_every_panel_has_a_unit_and_every_series_follows_the_cluster_variable():
+    """A multi-cluster Prometheus labels each cluster's series `cluster`: every selector of every query is
+    narrowed by the variable (All is `.*`, which also matches series without the label), and every panel
+    says what its numbers are."""
+    board = dashboard()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["cluster"]["allValue"] == ".*" and "cluster" in variables["cluster"]["definition"]
+    assert 'cluster=~"$cluster"' in variables["namespace"]["definition"]
+    assert 'cluster=~"$cluster"' in variables["serving"]["definition"]
+    for panel in panels(board):
+        if panel["type"] == "row":
+            continue
+        unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+        assert unit and unit != "none", f"{panel['title']}: no unit"
+    for panel, target in queries(board):
+        expr = target["expr"]
+        for name in metric_names(expr):
+            # each occurrence of the metric is followed by a selector that starts with the cluster matcher
+            for match in re.finditer(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr):
+                assert expr[match.end():].startswith('{cluster=~"$cluster"'), (panel["title"], name, expr)
+
+
+def test_the_engines_acceptance_rate_is_shown_per_revision():
+    board = dashboard()
+    (panel,) = [p for p in panels(board) if p["title"] == "Acceptance rate from the engines by revision"]
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    exprs = [t["expr"] for t in panel["targets"]]
+    assert any("vllm:spec_decode_num_draft_tokens_total" in e for e in exprs)
+    assert any("sglang:spec_accept_rate" in e for e in exprs)
+    assert all("drafter_dev_revision" in e for e in exprs), exprs
