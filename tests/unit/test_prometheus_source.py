@@ -1,5 +1,6 @@
-"""The prometheus acceptance source without a server: query building, answer parsing, HTTP failures
-(through httpx.MockTransport). The same code against a real Prometheus: test_prometheus_live.py."""
+"""The prometheus acceptance source without Prometheus: query building, answer parsing, HTTP failures (from
+an HTTP server on loopback that answers as the test says). The same code against a real Prometheus:
+test_prometheus_live.py."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import asyncio
 import json
 import math
 
-import httpx
 import pytest
+from aiohttp import web
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.monitoring import http_fetch
 from drafter_operator.monitoring import prometheus_source as ps
+from tests.processes import free_port
 
 SEL = (ps.Matcher("namespace", "default"), ps.Matcher("pod", "kimi-.*", "=~"))
 
@@ -200,59 +203,88 @@ def test_http_and_format_errors(status, body, error, reason):
 
 # ------------------------------------------------------------------------------------------ the HTTP call
 
-def fetch(handler, **kwargs):
+async def serve(handler) -> tuple[web.AppRunner, str]:
+    """`handler` (an aiohttp request handler) answering every POST on a loopback port; (runner, base URL)."""
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"http://127.0.0.1:{port}/"
+
+
+def fetch(handler, url: str | None = None, **kwargs):
+    """fetch_acceptance against `handler` served on loopback (or `url`, where nothing is served)."""
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            return await ps.fetch_acceptance("http://prom.example:9090/", "vllm", SEL, 300, client=client,
-                                             end=1700000000.0, **kwargs)
+        runner = None
+        if url is None:
+            runner, base = await serve(handler)
+        try:
+            return await ps.fetch_acceptance(url or base, "vllm", SEL, 300, end=1700000000.0, **kwargs)
+        finally:
+            if runner is not None:
+                await runner.cleanup()
     return asyncio.run(go())
 
 
 def test_fetch_posts_one_query_at_the_window_end():
     seen = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, content=vec(tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"),
-                                                tagged("accepted_tokens", "a", "20")))
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path, dict(await request.post())))
+        return web.Response(body=vec(tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"),
+                                     tagged("accepted_tokens", "a", "20")))
 
     got = fetch(handler)
-    (request,) = seen
-    form = dict(x.split("=", 1) for x in request.content.decode().split("&"))
-    assert request.method == "POST" and str(request.url) == "http://prom.example:9090/api/v1/query"
+    ((method, path, form),) = seen
+    assert method == "POST" and path == "/api/v1/query"
     assert form["time"] == "1700000000.000"
-    assert httpx.QueryParams(request.content.decode())["query"] == ps.window_query("vllm", SEL, 300)
+    assert form["query"] == ps.window_query("vllm", SEL, 300)
     assert got.total.acceptance_rate == 0.4 and got.end == 1700000000.0 and set(got.replicas) == {"a"}
 
 
 def test_fetch_refuses_an_oversized_answer_without_reading_it_all():
     big = b'{"status":"success","data":{"resultType":"vector","result":[' + b" " * 5000 + b"]}}"
+
+    async def whole(request):
+        return web.Response(body=big)
     with pytest.raises(ps.MetricsInvalid) as exc:
-        fetch(lambda r: httpx.Response(200, content=big), max_response_bytes=1000)
+        fetch(whole, max_response_bytes=1000)
     assert exc.value.reason is m.UnusableReason.TOO_LARGE
 
     # A chunked answer with no Content-Length is cut off while streaming.
-    async def chunks():
+    async def chunks(request):
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
         for _ in range(10):
-            yield b" " * 500
+            await response.write(b" " * 500)
+        await response.write_eof()
+        return response
     with pytest.raises(ps.MetricsInvalid) as exc:
-        fetch(lambda r: httpx.Response(200, content=chunks()), max_response_bytes=1000)
+        fetch(chunks, max_response_bytes=1000)
     assert exc.value.reason is m.UnusableReason.TOO_LARGE
 
 
 def test_fetch_turns_transport_failures_into_unavailable():
-    def refuse(request):
-        raise httpx.ConnectError("connection refused", request=request)
-
-    def slow(request):
-        raise httpx.ReadTimeout("timed out", request=request)
-
-    for handler, reason in ((refuse, "Unreachable"), (slow, "Timeout")):
-        with pytest.raises(ps.MetricsUnavailable) as exc:
-            fetch(handler)
-        assert exc.value.reason == reason and "prom.example" in str(exc.value)
+    # Refused: nothing listens on the port.
+    nowhere = f"http://127.0.0.1:{free_port()}/"
     with pytest.raises(ps.MetricsUnavailable) as exc:
-        fetch(lambda r: httpx.Response(500, content=b"oops"))
+        fetch(None, url=nowhere)
+    assert exc.value.reason == "Unreachable" and nowhere.rstrip("/") in str(exc.value)
+
+    async def slow(request):
+        await asyncio.sleep(5)
+        return web.Response(body=b"{}")
+    with pytest.raises(ps.MetricsUnavailable) as exc:
+        fetch(slow, timeout=http_fetch.Timeout(read=0.3, connect=0.3), shown_as="prometheus endpoint 'slow'")
+    assert exc.value.reason == "Timeout" and "prometheus endpoint 'slow'" in str(exc.value)
+
+    async def oops(request):
+        return web.Response(status=500, body=b"oops")
+    with pytest.raises(ps.MetricsUnavailable) as exc:
+        fetch(oops)
     assert exc.value.reason == "HTTPError"
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
@@ -64,7 +64,7 @@ class EngineSource:
         self.timeout_seconds = timeout_seconds
         self.histories: dict[str, a.ScrapeHistory] = {}
 
-    async def _fetch(self, client: httpx.AsyncClient, replica: Replica) -> bytes:
+    async def _fetch(self, client: aiohttp.ClientSession, replica: Replica) -> bytes:
         """The replica's /metrics body; ``a.MetricsUnavailable`` or ``m.MetricsUnusable`` (too large)."""
         url = f"http://{replica.ip}:{replica.port}{self.engine.METRICS_PATH}"
         status, body = await http_fetch.fetch(
@@ -87,7 +87,7 @@ class EngineSource:
             return m.unusable(m.UnusableReason.UNPARSEABLE,
                               f"the parser failed on this body: {type(exc).__name__}: {str(exc)[:120]}")
 
-    async def sample(self, replicas: list[Replica], at: float, client: httpx.AsyncClient | None = None) -> a.Sample:
+    async def sample(self, replicas: list[Replica], at: float, client: aiohttp.ClientSession | None = None) -> a.Sample:
         """Scrape every replica now (concurrently) and return the revision's sample at ``at``."""
         if not replicas:
             return self.sample_from([], at)
@@ -97,7 +97,7 @@ class EngineSource:
             fetched = await asyncio.gather(*(self._fetch(client, r) for r in replicas), return_exceptions=True)
         finally:
             if own:
-                await client.aclose()
+                await client.close()
         bodies = [(i, body) for i, body in enumerate(fetched) if isinstance(body, bytes)]
         parsed = await asyncio.get_running_loop().run_in_executor(
             _PARSERS, lambda: [self.parse(body) for _, body in bodies])

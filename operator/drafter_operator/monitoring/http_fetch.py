@@ -1,9 +1,12 @@
 """One bounded HTTP fetch for both acceptance sources: a deadline for the whole answer, a size cap while
 it streams, and failures turned into ``MetricsUnavailable`` with a one-word reason.
 
-httpx's timeouts are per operation (connect, each read): a server that sends a byte every few seconds
-never trips them, so a sick engine or Prometheus could hold a measurement for as long as it liked.
-The deadline here covers everything from connecting to the last byte.
+Per-operation timeouts (connect, each read) never trip on a server that sends a byte every few seconds,
+so a sick engine or Prometheus could hold a measurement for as long as it liked. The deadline here covers
+everything from connecting to the last byte.
+
+The client is aiohttp's, the one HTTP library of the runtime (kopf's own, and the faster of the two this
+package used to carry: docs/performance.md, "One HTTP client").
 """
 
 from __future__ import annotations
@@ -12,27 +15,43 @@ import asyncio
 import functools
 import ssl
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from drafter_operator.monitoring.acceptance import MetricsUnavailable
 
 
+@dataclass(frozen=True)
+class Timeout:
+    """Per-operation limits in seconds: ``connect`` for the connection, ``read`` for each wait for bytes."""
+    read: float
+    connect: float | None = None
+
+    def client_timeout(self) -> aiohttp.ClientTimeout:
+        # total=None: the whole answer is bounded by fetch's deadline, which names the timeout it hit.
+        return aiohttp.ClientTimeout(total=None, connect=self.connect, sock_read=self.read)
+
+
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
-    # httpx builds and loads a fresh TLS context for every client it creates (about 30 ms of CPU on this
-    # machine, on the event loop that runs every serving's watch): all clients share this one.
+    # Building and loading a TLS context costs tens of ms of CPU on the event loop that runs every serving's
+    # watch; a client per measurement would build one each time: all clients share this one.
     return ssl.create_default_context()
 
 
-def client(timeout: httpx.Timeout | float) -> httpx.AsyncClient:
-    """A client for one measurement; cheap to create because the TLS context is shared."""
-    return httpx.AsyncClient(timeout=timeout, verify=_tls_context())
+def client(timeout: Timeout | float) -> aiohttp.ClientSession:
+    """A client for one measurement; cheap to create because the TLS context is shared. Call it on the
+    event loop that uses it (an aiohttp session belongs to its loop) and close it (``async with``, or
+    ``await client.close()``). ``trust_env``: proxies from the environment (HTTP_PROXY, NO_PROXY) apply."""
+    limits = timeout if isinstance(timeout, Timeout) else Timeout(read=timeout, connect=timeout)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=_tls_context()),
+                                 timeout=limits.client_timeout(), trust_env=True)
 
 
-async def fetch(client_: httpx.AsyncClient, method: str, url: str, *, deadline_seconds: float, max_bytes: int,
+async def fetch(client_: aiohttp.ClientSession, method: str, url: str, *, deadline_seconds: float, max_bytes: int,
                 too_large: Callable[[str], Exception], data: Mapping[str, str] | None = None,
-                timeout: httpx.Timeout | None = None, shown_as: str | None = None) -> tuple[int, bytes]:
+                timeout: Timeout | None = None, shown_as: str | None = None) -> tuple[int, bytes]:
     """``(status, body)`` of one request, the body read while it streams and refused (``too_large``'s
     exception) past ``max_bytes``. Raises ``MetricsUnavailable``: ``Timeout`` when the whole answer did
     not arrive within ``deadline_seconds``, ``Unreachable`` when there was no answer (refused, reset,
@@ -42,21 +61,21 @@ async def fetch(client_: httpx.AsyncClient, method: str, url: str, *, deadline_s
     shown = url if shown_as is None else shown_as
     try:
         async with asyncio.timeout(deadline_seconds):
-            per_request = {} if timeout is None else {"timeout": timeout}
-            async with client_.stream(method, url, data=data, **per_request) as response:
+            per_request = {} if timeout is None else {"timeout": timeout.client_timeout()}
+            async with client_.request(method, url, data=data, **per_request) as response:
                 declared = response.headers.get("content-length")
                 if declared and declared.isdigit() and int(declared) > max_bytes:
                     raise too_large(f"the answer is {declared} bytes, over the {max_bytes}-byte cap")
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.content.iter_any():
                     body += chunk
                     if len(body) > max_bytes:
                         # Stop reading: the parser would refuse it anyway, and memory stays bounded.
                         raise too_large(f"the answer is over the {max_bytes}-byte cap")
-                return response.status_code, bytes(body)
-    except (TimeoutError, httpx.TimeoutException):
+                return response.status, bytes(body)
+    except TimeoutError:  # the deadline, and aiohttp's own connect and read timeouts (TimeoutError subclasses)
         raise MetricsUnavailable("Timeout", f"{shown}: no complete answer within {deadline_seconds:g} s") from None
-    except httpx.HTTPError as exc:
+    except aiohttp.ClientError as exc:
         # The transport's own words (refused, reset), bounded: no answer arrived, so no body can be in them.
         detail = str(exc)[:200] or "no answer"
         raise MetricsUnavailable("Unreachable", f"{shown}: {type(exc).__name__}: {detail}") from None

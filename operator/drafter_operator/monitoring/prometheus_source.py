@@ -54,7 +54,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import httpx
+import aiohttp
 
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
@@ -78,7 +78,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 #: Connect / read timeouts (seconds); the whole answer must arrive within their sum. The query is a
 #: handful of increase()s; a healthy server answers in milliseconds, and a verdict loop must not hang on
 #: a sick one.
-DEFAULT_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
+DEFAULT_TIMEOUT = http_fetch.Timeout(read=5.0, connect=2.0)
 #: The label each series of the answer is tagged with, naming the counter it carries.
 SERIES_LABEL = "drafter_series"
 #: Relative slack for accepted <= drafted: both are extrapolated by increase(), by factors that agree
@@ -477,8 +477,8 @@ def endpoint_problem(name: str | None, endpoints: Mapping[str, str]) -> str | No
 
 async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[Matcher], window_seconds: float, *,
                            replica_label: str = "pod", num_speculative_tokens: int | None = None,
-                           end: float | None = None, client: httpx.AsyncClient | None = None,
-                           timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+                           end: float | None = None, client: aiohttp.ClientSession | None = None,
+                           timeout: http_fetch.Timeout = DEFAULT_TIMEOUT,
                            max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                            shown_as: str | None = None) -> PrometheusWindow:
     """One revision's acceptance over ``window_seconds`` ending at ``end`` (default: now), from the
@@ -499,7 +499,7 @@ async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[
             too_large=lambda why: _invalid(UnusableReason.TOO_LARGE, f"the query answer: {why}"))
     finally:
         if own:
-            await client.aclose()
+            await client.close()
     latency = time.perf_counter() - started
     total, replicas = acceptance_from_vector(engine, parse_query_response(status, body), replica_label,
                                              num_speculative_tokens)
