@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -464,15 +465,19 @@ def _value_keys(text: str):
         comments = []
 
 
-def test_every_value_has_a_comment_that_starts_with_its_name():
+def test_every_value_has_a_helm_docs_comment():
+    """Each value's comment is helm-docs' `# -- description` (the chart README's Description column)."""
     text = (CHART / "values.yaml").read_text()
     documented: set[str] = set()
     problems = []
     for path, key, comments, value in _value_keys(text):
         if comments:
-            first = comments[0].lstrip("# ")
-            if not (first.startswith(path) or first.startswith(key)):
-                problems.append(f"{path}: comment starts {first[:40]!r}")
+            first = comments[0]
+            if not first.startswith("# -- "):
+                problems.append(f"{path}: comment starts {first[:40]!r}, not '# -- ' (helm-docs' description)")
+            # helm-docs reads any comment line with ' -- ' after a word as an old-style `key -- description`.
+            problems += [f"{path}: {line!r} has ' --': write the flag in backticks" for line in comments
+                         if re.search(r"\S\s+--", line.removeprefix("# -- "))]
             documented.add(path)
         leaf = value not in ("",)  # a scalar, a list or {}: a value someone sets
         parent_documented = any(path.startswith(d + ".") for d in documented)
@@ -504,3 +509,224 @@ def test_schema_refuses_bad_values_naming_the_field(value, field, says):
     assert proc.returncode != 0, f"{value} was accepted"
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert f"at '{field}'" in proc.stderr and says in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# chart conventions: offline rendering, subchart, registries, replicas, commonLabels, NOTES, metadata, README
+
+
+def test_helm_template_and_lint_need_no_kube_version(tmp_path):
+    """GitOps tools and CI render without a cluster: helm's offline Kubernetes version must satisfy the chart's
+    kubeVersion. The pinned helm is built as helm's Makefile builds releases (testbed/build.py: build_helm)."""
+    objects = [d for d in yaml.safe_load_all(helm("template", "drafter", str(CHART)).stdout) if d]
+    assert one(objects, "Deployment")["spec"]["replicas"] == 1
+    proc = helm("lint", "--strict", str(CHART), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # What helm assumes offline, read through a chart that prints it: the release binary's (client-go's) version,
+    # at or above the chart's floor.
+    probe = tmp_path / "probe"
+    (probe / "templates").mkdir(parents=True)
+    (probe / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.0.1\n")
+    (probe / "templates" / "version.yaml").write_text("kube: {{ .Capabilities.KubeVersion.Version | quote }}\n")
+    offline = yaml.safe_load(helm("template", "p", str(probe)).stdout)["kube"]
+    minor = int(re.fullmatch(r"v1\.(\d+)\.\d+", offline)[1])
+    floor = int(re.search(r">=1\.(\d+)", yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"])[1])
+    assert minor >= floor, f"the pinned helm assumes Kubernetes {offline} offline, below the chart's 1.{floor}"
+    assert f"offline Kubernetes 1.{minor}" in next(bin_dir().glob(".helm-*-kube-version")).read_text()
+
+
+def test_helm_build_derives_the_offline_kube_version_from_client_go():
+    from drafter_operator.testbed.build import helm_default_kube_version
+
+    assert helm_default_kube_version("require (\n\tk8s.io/api v0.37.0\n\tk8s.io/client-go v0.37.0\n)\n") == (1, 37)
+    with pytest.raises(Exception, match="client-go"):
+        helm_default_kube_version("module helm.sh/helm/v3\n")
+
+
+def test_chart_works_as_a_subchart_of_an_umbrella_chart(tmp_path):
+    """An umbrella chart passes `global` (with keys this chart does not know) and its own values for it."""
+    umbrella = tmp_path / "platform"
+    umbrella.mkdir()
+    (umbrella / "Chart.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v2", "name": "platform", "version": "1.0.0",
+        "dependencies": [{"name": "drafter-operator", "version": yaml.safe_load((CHART / "Chart.yaml").read_text())["version"],
+                          "repository": f"file://{CHART}"}]}))
+    (umbrella / "values.yaml").write_text(yaml.safe_dump({
+        "global": {"imageRegistry": "mirror.internal:5000", "storageClass": "fast", "labels": {"x": "y"}},
+        "drafter-operator": {"commonLabels": {"team": "ml-platform"}, "replicaCount": 2}}))
+    helm("dependency", "build", str(umbrella))
+    assert (umbrella / "charts" / "drafter-operator-0.1.0.tgz").is_file()
+    lint = helm("lint", "--strict", str(umbrella), check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    objects = [d for d in yaml.safe_load_all(helm("template", "platform", str(umbrella), "-n", "ops").stdout) if d]
+    deployment = one(objects, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"mirror.internal:5000/drafter-dev/drafter-operator:{__version__}"
+    assert env_of(container)["DRAFTER_TRAINER_IMAGE"] == f"mirror.internal:5000/drafter-dev/drafter-trainer:{__version__}"
+    assert deployment["spec"]["replicas"] == 2 and one(objects, "PodDisruptionBudget")
+    assert all(o["metadata"]["labels"]["team"] == "ml-platform" for o in objects)
+    # A global this chart refuses would fail here; so would one of the umbrella's own keys for the subchart.
+    # The umbrella's globals reach this chart's schema: a bad registry is refused by name.
+    bad = helm("template", "platform", str(umbrella), "--set", "global.imageRegistry=http://x/", check=False)
+    assert bad.returncode != 0 and "/global/imageRegistry" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize(("sets", "operator", "trainer", "bench", "test"), [
+    ((), "ghcr.io/drafter-dev/drafter-operator:V", "ghcr.io/drafter-dev/drafter-trainer:V", None, None),
+    (("image.registry=registry.internal",), "registry.internal/drafter-dev/drafter-operator:V",
+     "registry.internal/drafter-dev/drafter-trainer:V", None, None),
+    # global wins over image.registry and reaches images given in full, Docker Hub's included.
+    (("image.registry=registry.internal", "global.imageRegistry=mirror:5000/cache",
+      "operator.benchmarkImage=docker.io/ops/bench:1", "tests.image=python:3.12"),
+     "mirror:5000/cache/drafter-dev/drafter-operator:V", "mirror:5000/cache/drafter-dev/drafter-trainer:V",
+     "mirror:5000/cache/ops/bench:1", "mirror:5000/cache/python:3.12"),
+    (("image.repository=localhost:5000/drafter-operator", "operator.trainerImage=vllm/trainer:2"),
+     "localhost:5000/drafter-operator:V", "vllm/trainer:2", None, None),
+    (("global.imageRegistry=mirror", "image.digest=sha256:" + "ab" * 32),
+     "mirror/drafter-dev/drafter-operator@sha256:" + "ab" * 32, "mirror/drafter-dev/drafter-trainer:V", None, None),
+], ids=["default", "image.registry", "global", "repository-host", "digest"])
+def test_registries_replace_the_registry_of_every_image(sets, operator, trainer, bench, test):
+    objects = render(*sets, show_tests=True)
+    container = operator_container(objects)
+    operator = operator.replace(":V", f":{__version__}")
+    assert container["image"] == operator
+    env = env_of(container)
+    assert env["DRAFTER_TRAINER_IMAGE"] == trainer.replace(":V", f":{__version__}")
+    assert env["DRAFTER_OPERATOR_IMAGE"] == (bench or operator)
+    check = one(objects, "Pod")["spec"]["containers"][0]
+    assert check["image"] == (test or operator)
+
+
+def test_one_replica_has_no_disruption_budget_and_no_spread():
+    objects = render()
+    assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert "topologySpreadConstraints" not in one(objects, "Deployment")["spec"]["template"]["spec"]
+
+
+def test_replicas_bring_a_disruption_budget_and_a_spread_across_nodes_and_stand_by_on_the_lease():
+    from drafter_operator.cli import build_parser
+
+    objects = render("replicaCount=3")
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 3 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    budget = one(objects, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1 and budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    [spread] = pod["spec"]["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == ("kubernetes.io/hostname", 1, "ScheduleAnyway")
+    assert spread["labelSelector"]["matchLabels"] == selector
+    # The standbys are the same `run --leader-election`: they wait on the Lease.
+    assert build_parser().parse_args(pod["spec"]["containers"][0]["args"]).leader_election is True
+    own = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "drafter-operator"}}}
+    custom = render("replicaCount=2", "podDisruptionBudget.enabled=false",
+                    "topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+                    "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+                    "topologySpreadConstraints[0].labelSelector.matchLabels.app\\.kubernetes\\.io/name=drafter-operator")
+    assert one(custom, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"] == [own]
+    assert not [o for o in custom if o["kind"] == "PodDisruptionBudget"]
+
+
+@pytest.mark.parametrize(("sets", "says"), [
+    (("replicaCount=2", "operator.leaderElection.enabled=false"),
+     "replicaCount is 2 but operator.leaderElection.enabled is false"),
+    (("replicaCount=2", "podDisruptionBudget.minAvailable=2"),
+     "podDisruptionBudget.minAvailable (2) must be below replicaCount (2)"),
+    (("commonLabels.app\\.kubernetes\\.io/name=mine",), "commonLabels.app.kubernetes.io/name: the chart sets"),
+])
+def test_values_that_conflict_are_refused_naming_them_and_the_fix(sets, says):
+    args = [arg for value in sets for arg in ("--set", value)]
+    proc = helm("template", "d", str(CHART), *args, check=False)
+    assert proc.returncode != 0 and says in proc.stderr and "Fix:" in proc.stderr, proc.stderr
+
+
+def test_common_labels_are_on_every_object_and_the_operator_pod():
+    objects = render("commonLabels.team=ml-platform", "commonLabels.cost-center=42a", "replicaCount=2",
+                     "monitoring.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true",
+                     "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", show_tests=True)
+    assert {"PodDisruptionBudget", "PrometheusRule", "ConfigMap", "Pod", "CustomResourceDefinition"} <= set(kinds(objects))
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert (labels.get("team"), labels.get("cost-center")) == ("ml-platform", "42a"), f"{obj['kind']} {obj['metadata']['name']}"
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "ml-platform"
+    assert "team" not in deployment["spec"]["selector"]["matchLabels"]  # a selector is immutable: never there
+
+
+def _notes(tmp_path: Path, *sets: str) -> str:
+    """NOTES.txt as `helm install` prints it. helm template leaves NOTES out and `install --dry-run` needs a
+    cluster, so a copy of the chart renders it with `tpl` (the same engine, values and helpers)."""
+    copy = tmp_path / "drafter-operator"
+    if not copy.exists():
+        shutil.copytree(CHART, copy)
+        (copy / "files" / "NOTES.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
+        (copy / "templates" / "notes-probe.yaml").write_text('notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}\n')
+    args = [arg for value in sets for arg in ("--set", value)]
+    out = helm("template", "drafter", str(copy), "-n", "drafter-system", "--show-only", "templates/notes-probe.yaml", *args)
+    return yaml.safe_load(out.stdout)["notes"]
+
+
+def test_notes_say_what_was_installed_how_to_check_it_and_what_next(tmp_path):
+    notes = _notes(tmp_path)
+    assert f"image ghcr.io/drafter-dev/drafter-operator:{__version__}" in notes
+    assert "1 operator pod(s)" in notes and "Cluster-wide mode" in notes
+    assert "kubectl -n drafter-system rollout status deployment/drafter-drafter-operator" in notes
+    assert "helm test drafter -n drafter-system" in notes and "kubectl -n drafter-system get leases" in notes
+    assert "ImagePullBackOff" in notes and "kubectl apply -n <namespace> -f examples/serving-baseline.yaml" in notes
+    ha = _notes(tmp_path, "replicaCount=3", "global.imageRegistry=mirror", "operator.watchNamespaces={team-a,team-b}")
+    assert "3 operator pod(s), image mirror/drafter-dev/drafter-operator" in ha
+    assert "the others stand by (PodDisruptionBudget minAvailable 1)" in ha
+    assert "only in\n  team-a, team-b" in ha
+    assert "crds.install is false" in _notes(tmp_path, "crds.install=false")
+
+
+def test_chart_metadata_for_artifact_hub_matches_the_chart():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    repo = "https://github.com/drafter-dev/drafter-operator"
+    assert chart["home"] == repo and repo in chart["sources"] and chart["maintainers"]
+    # The icon URL is this repository's file, raw.
+    icon = chart["icon"].split("/main/", 1)
+    assert icon[0] == "https://raw.githubusercontent.com/drafter-dev/drafter-operator"
+    assert (ROOT / icon[1]).read_text().lstrip().startswith("<svg")
+    notes = chart["annotations"]
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'license = "{notes["artifacthub.io/license"]}"' in pyproject
+    # The images are what a default install runs.
+    container = operator_container(render())
+    images = {i["name"]: i["image"] for i in yaml.safe_load(notes["artifacthub.io/images"])}
+    assert images == {"drafter-operator": container["image"], "drafter-trainer": env_of(container)["DRAFTER_TRAINER_IMAGE"]}
+    # The CRDs are the chart's, and each example is a file of examples/ of one of them.
+    sources = [yaml.safe_load(p.read_text()) for p in sorted((CHART / "crd-sources").glob("*.yaml"))]
+    served = {(c["spec"]["names"]["kind"], v["name"], c["metadata"]["name"]) for c in sources for v in c["spec"]["versions"]}
+    assert {(c["kind"], c["version"], c["name"]) for c in yaml.safe_load(notes["artifacthub.io/crds"])} == served
+    examples = yaml.safe_load(notes["artifacthub.io/crdsExamples"])
+    files = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]
+    assert {e["kind"] for e in examples} == {kind for kind, _, _ in served}
+    assert all(example in files for example in examples), "a crdsExamples entry differs from its file in examples/"
+
+
+def test_chart_readme_is_generated_from_the_values_comments_and_current(tmp_path):
+    """README.md is helm-docs' output (README.md.gotmpl + values.yaml's `# --` comments). After changing
+    either: `drafter-operator cluster build --only helm-docs`, then run `helm-docs --chart-search-root
+    charts/drafter-operator` with the bin directory's helm-docs."""
+    binary = bin_dir() / "helm-docs"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `drafter-operator cluster build --only helm-docs`")
+    copy = tmp_path / "drafter-operator"
+    for name in ("Chart.yaml", "values.yaml", "README.md.gotmpl"):
+        copy.mkdir(exist_ok=True)
+        (copy / name).write_text((CHART / name).read_text())
+    subprocess.run([str(binary), "--chart-search-root", str(copy), "--log-level", "warning"], check=True, timeout=60)
+    generated = (copy / "README.md").read_text()
+    committed = (CHART / "README.md").read_text()
+    assert committed == generated, ("charts/drafter-operator/README.md is not what helm-docs writes from values.yaml: "
+                                    "regenerate it (this test's docstring says how)")
+    # Every value is a row with a description; `helm show readme` is this file.
+    rows = [line for line in generated.splitlines() if line.startswith("| ") and not line.startswith("| Key")]
+    assert len(rows) > 100 and not [r for r in rows if not r.rstrip(" |").split("|")[-1].strip()]
+    for value in ("global.imageRegistry", "image.registry", "replicaCount", "commonLabels", "podDisruptionBudget.minAvailable"):
+        assert f"| {value} |" in generated
+    assert helm("show", "readme", str(CHART)).stdout.strip() == committed.strip()

@@ -28,6 +28,9 @@ helm.sh/chart: {{ include "drafter-operator.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: drafter-operator
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The operator pod's selector: stable across upgrades (a Deployment's selector is immutable). */}}
@@ -44,13 +47,75 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{/* The operator image: repository@digest, else repository:tag (the tag defaults to appVersion). */}}
-{{- define "drafter-operator.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{/* An image reference with its registry replaced: (list REF REGISTRY). The registry is the first path
+component when it has a '.' or ':' or is localhost (Docker's rule: "vllm/vllm-openai" has none, Docker Hub's);
+the rest of the path is kept, as a pull-through mirror serves it. An empty REGISTRY leaves REF as it is. */}}
+{{- define "drafter-operator.withRegistry" -}}
+{{- $ref := index . 0 -}}
+{{- $registry := index . 1 -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $ref -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq "localhost" $first)) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- printf "%s/%s" $registry (join "/" $parts) -}}
+{{- else -}}
+{{- $ref -}}
+{{- end -}}
 {{- end }}
+
+{{/* global.imageRegistry: the umbrella chart's registry for every image this chart renders. */}}
+{{- define "drafter-operator.globalRegistry" -}}
+{{- (.Values.global | default dict).imageRegistry | default "" -}}
+{{- end }}
+
+{{/* The operator image: [registry/]repository@digest, else repository:tag (the tag defaults to appVersion);
+global.imageRegistry, else image.registry, replaces the repository's registry. */}}
+{{- define "drafter-operator.image" -}}
+{{- $registry := include "drafter-operator.globalRegistry" . | default .Values.image.registry -}}
+{{- $repository := include "drafter-operator.withRegistry" (list .Values.image.repository $registry) -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Another image the chart renders (benchmark, trainer, helm test): its own reference, or the default when
+empty, with global.imageRegistry's registry. */}}
+{{- define "drafter-operator.otherImage" -}}
+{{- $ := index . 0 -}}
+{{- $ref := index . 1 -}}
+{{- $registry := include "drafter-operator.globalRegistry" $ -}}
+{{- include "drafter-operator.withRegistry" (list $ref $registry) -}}
+{{- end }}
+
+{{/* DRAFTER_TRAINER_IMAGE: operator.trainerImage, else drafter-trainer:<appVersion> from the operator image's
+registry (global.imageRegistry, image.registry, else ghcr.io): images/publish pushes both images to one
+registry, so setting image.registry moves both. */}}
+{{- define "drafter-operator.trainerImage" -}}
+{{- if .Values.operator.trainerImage -}}
+{{- include "drafter-operator.otherImage" (list . .Values.operator.trainerImage) -}}
+{{- else -}}
+{{- $registry := include "drafter-operator.globalRegistry" . | default .Values.image.registry -}}
+{{- include "drafter-operator.withRegistry" (list (printf "ghcr.io/drafter-dev/drafter-trainer:%s" .Chart.AppVersion) $registry) -}}
+{{- end -}}
+{{- end }}
+
+{{/* Values that are valid one by one but not together: refused at install with the values and the fix. */}}
+{{- define "drafter-operator.valuesChecked" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.operator.leaderElection.enabled) -}}
+{{- fail (printf "replicaCount is %d but operator.leaderElection.enabled is false: without the Lease every replica would reconcile the same objects at once. Fix: set operator.leaderElection.enabled=true (the standbys wait on the Lease), or replicaCount=1" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- if and .Values.podDisruptionBudget.enabled (gt (int .Values.replicaCount) 1) (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be below replicaCount (%d), or no operator pod could ever be evicted and node drains would hang. Fix: lower podDisruptionBudget.minAvailable or raise replicaCount" (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- range $key, $_ := .Values.commonLabels -}}
+{{- if or (hasPrefix "app.kubernetes.io/" $key) (eq $key "helm.sh/chart") -}}
+{{- fail (printf "commonLabels.%s: the chart sets app.kubernetes.io/* and helm.sh/chart itself (selectors and tools rely on them). Fix: remove it from commonLabels, or use nameOverride for app.kubernetes.io/name" $key) -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/* Namespaced mode: operator.watchNamespaces lists the only namespaces the operator may touch. */}}

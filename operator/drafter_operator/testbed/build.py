@@ -181,8 +181,32 @@ def build_kwok(pins: Pins, out: Path) -> None:
 
 
 def build_helm(pins: Pins, out: Path) -> None:
-    _go_install(f"helm {pins.helm}", f"helm.sh/helm/v3/cmd/helm@{pins.helm}", out,
-                ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={pins.helm}")
+    """helm with the ldflags of helm's own Makefile, so it behaves as the released binary does. Without the
+    Kubernetes version ones, `helm template` and `helm lint` offline assume Kubernetes v1.20 (the source's
+    fallback) and refuse any chart whose kubeVersion needs newer; the release assumes the version of the
+    client-go it is built with (helm v3.22.0: v0.37 -> Kubernetes 1.37)."""
+    env = dict(os.environ, GOFLAGS="", GOWORK="off")
+    go_mod = (_module_dir("helm.sh/helm/v3", pins.helm, env, out) / "go.mod").read_text()
+    major, minor = helm_default_kube_version(go_mod)
+    ldflags = [f"-s -w -X helm.sh/helm/v3/internal/version.version={pins.helm}"]
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        ldflags.append(f"-X {package}.k8sVersionMajor={major} -X {package}.k8sVersionMinor={minor}")
+    _go_install(f"helm {pins.helm}", f"helm.sh/helm/v3/cmd/helm@{pins.helm}", out, ldflags=" ".join(ldflags))
+    (out / helm_stamp(pins)).write_text(f"{pins.helm} offline Kubernetes {major}.{minor}\n")
+
+
+def helm_default_kube_version(helm_go_mod: str) -> tuple[int, int]:
+    """The Kubernetes version helm's Makefile derives from its client-go requirement (v0.37.0 -> 1, 37)."""
+    match = re.search(r"^\s*k8s\.io/client-go v(\d+)\.(\d+)\.", helm_go_mod, flags=re.M)
+    if not match:
+        raise BuildError("step 'helm': its go.mod requires no k8s.io/client-go, so the offline Kubernetes version "
+                         "cannot be derived as helm's Makefile does. Fix: pin a helm v3 release")
+    return int(match[1]) + 1, int(match[2])
+
+
+def helm_stamp(pins: Pins) -> str:
+    """Marks a bin directory's helm as built with the Makefile's Kubernetes version (an older cache's lacks it)."""
+    return f".helm-{pins.helm}-kube-version"
 
 
 def build_prometheus(pins: Pins, out: Path) -> None:
@@ -230,14 +254,27 @@ def actionlint_stamp(pins: Pins) -> str:
     return f".actionlint-{pins.actionlint}"
 
 
+def build_helm_docs(pins: Pins, out: Path) -> None:
+    """helm-docs writes the chart's README.md from its values.yaml comments (tests/unit/test_chart.py checks
+    the committed README is what it writes)."""
+    _go_install(f"helm-docs {pins.helm_docs}", f"github.com/norwoodj/helm-docs/cmd/helm-docs@{pins.helm_docs}", out,
+                ldflags=f"-s -w -X main.version={pins.helm_docs.removeprefix('v')}")
+    (out / helm_docs_stamp(pins)).write_text(f"{pins.helm_docs}\n")
+
+
+def helm_docs_stamp(pins: Pins) -> str:
+    return f".helm-docs-{pins.helm_docs}"
+
+
 STEPS = (
     Step("etcd", ("etcd",), build_etcd),
     Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
     Step("kwok", ("kwok",), build_kwok),
-    Step("helm", ("helm",), build_helm),
+    Step("helm", ("helm", helm_stamp(PINS)), build_helm),
     Step("prometheus", ("prometheus", "promtool", prometheus_stamp(PINS)), build_prometheus),
     Step("crane", ("crane", crane_stamp(PINS)), build_crane),
     Step("actionlint", ("actionlint", actionlint_stamp(PINS)), build_actionlint),
+    Step("helm-docs", ("helm-docs", helm_docs_stamp(PINS)), build_helm_docs),
 )
 
 

@@ -22,6 +22,7 @@ class Pins:
     # prometheus, so adding or bumping them builds only them (a stamp per version marks the build).
     crane: str = "v0.22.1"  # github.com/google/go-containerregistry/cmd/crane: push, pull and serve OCI images
     actionlint: str = "v1.7.12"  # github.com/rhysd/actionlint/cmd/actionlint: GitHub Actions workflow linter
+    helm_docs: str = "v1.14.2"  # github.com/norwoodj/helm-docs/cmd/helm-docs: the chart README from values.yaml comments
 
     @property
     def staging_version(self) -> str:
