@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
-import httpx
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.bench import crossover
@@ -127,22 +126,21 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
     prompts = prompt_sets.select(list(options.prompts) or prompt_sets.load(options.prompts_file), options.num_prompts)
     base_url = options.url.rstrip("/")
     metrics_urls = options.metrics_urls or (base_url,)
-    # httpx for the few one-off requests (model id, /metrics), aiohttp for the streams (stream.py says why).
-    async with httpx.AsyncClient(timeout=httpx.Timeout(options.timeout)) as client, \
-            stream_session(max(options.concurrency), options.timeout) as session:
-        target = Endpoint("target", base_url, options.model or await first_model(client, base_url),
+    # One session for the streams and the few one-off requests (model id, /metrics): stream.py says why aiohttp.
+    async with stream_session(max(options.concurrency), options.timeout) as session:
+        target = Endpoint("target", base_url, options.model or await first_model(session, base_url),
                           options.max_tokens, options.temperature, chat=not options.completions)
         baseline = None
         if options.baseline_url:
             baseline_url = options.baseline_url.rstrip("/")
-            baseline = Endpoint("baseline", baseline_url, options.model or await first_model(client, baseline_url),
+            baseline = Endpoint("baseline", baseline_url, options.model or await first_model(session, baseline_url),
                                 options.max_tokens, options.temperature, chat=not options.completions)
         for endpoint in (target, baseline):
             if endpoint is not None:
                 warm = Endpoint(endpoint.name + " warm-up", endpoint.base_url, endpoint.model, WARMUP_TOKENS,
                                 endpoint.temperature, endpoint.chat)
                 await stream_one(session, warm, prompts[0], 0)
-        before = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
+        before = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
         levels = [await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                   options.baseline_tps, progress)
                   for concurrency in options.concurrency]
@@ -154,6 +152,6 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
                 break
             levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                           options.baseline_tps, progress))
-        after = await scrape.scrape_all(client, metrics_urls, options.engine, target.model)
+        after = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
     return benchmark_result(levels, window, unavailable)

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from drafter_operator import engines
 from drafter_operator.engines.metrics import AcceptanceWindow, MetricsUnusable, SpecDecodeCounters, window
@@ -43,24 +43,25 @@ def metrics_endpoint(url: str, engine: str) -> str:
     return url if url.endswith(path) else url + path
 
 
-async def scrape(client: httpx.AsyncClient, url: str, engine: str, model: str | None) -> Scrape:
+async def scrape(session: aiohttp.ClientSession, url: str, engine: str, model: str | None) -> Scrape:
     """One pod's counters; every failure becomes a problem string, never an exception."""
     endpoint = metrics_endpoint(url, engine)
     try:
-        resp = await client.get(endpoint)
-    except httpx.HTTPError as exc:
+        async with session.get(endpoint) as resp:
+            status, body = resp.status, await resp.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
         return Scrape(url, problem=f"{UNAVAILABLE}: GET {endpoint}: {type(exc).__name__}: {exc}")
-    if resp.status_code != 200:
-        return Scrape(url, problem=f"{UNAVAILABLE}: GET {endpoint} returned HTTP {resp.status_code}")
+    if status != 200:
+        return Scrape(url, problem=f"{UNAVAILABLE}: GET {endpoint} returned HTTP {status}")
     try:
-        return Scrape(url, counters=engines.engine(engine).parse_spec_decode_metrics(resp.content, model))
+        return Scrape(url, counters=engines.engine(engine).parse_spec_decode_metrics(body, model))
     except MetricsUnusable as exc:
         return Scrape(url, problem=f"{exc.verdict.reason}: {endpoint}: {exc.verdict.message}")
 
 
-async def scrape_all(client: httpx.AsyncClient, urls: Sequence[str], engine: str,
+async def scrape_all(session: aiohttp.ClientSession, urls: Sequence[str], engine: str,
                      model: str | None) -> list[Scrape]:
-    return list(await asyncio.gather(*(scrape(client, url, engine, model) for url in urls)))
+    return list(await asyncio.gather(*(scrape(session, url, engine, model) for url in urls)))
 
 
 def acceptance_between(before: Sequence[Scrape], after: Sequence[Scrape],

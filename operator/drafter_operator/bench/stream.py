@@ -7,7 +7,7 @@ drafters are trained on chat-formatted data, so acceptance would not be the prod
 same amount of work. Output tokens come from the stream's final ``usage``: with speculation one chunk
 can carry several tokens, so counting chunks would undercount exactly the tokens a drafter adds.
 
-Streams go through an ``aiohttp`` session (:func:`stream_session`), not ``httpx``: a wave sends N
+Every request goes through one ``aiohttp`` session (:func:`stream_session`), not ``httpx``: a wave sends N
 requests at once on the N connections the previous wave kept alive, and httpcore 1.0's pool gives the
 same idle connection to every request queued in one pass (it stays idle until the first of them sends
 on it); the others fail with ``ConnectionNotAvailable`` and wait for another pass, and every pass polls
@@ -16,7 +16,8 @@ left over 0.6 to 0.8 s instead of 0.05 s, the engine took 284 to 303 steps for a
 and the level read 3 to 8 % below the model of its schedule (docs/performance.md, "Benchmark clients
 against the emulator"). aiohttp's connector gives each waiting request a connection of its own (256 to
 257 steps a wave) at about a third of the CPU per token. The one-off requests (``/v1/models``,
-``/metrics``) stay on ``httpx``.
+``/metrics``) use the same session: aiohttp is the runtime's one HTTP library (docs/performance.md,
+"One HTTP client").
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
-import httpx
 from aiohttp.http_exceptions import HttpProcessingError
 
 from drafter_operator.bench.result import Stream
@@ -81,14 +81,15 @@ def has_text(chunk: dict) -> bool:
     return False
 
 
-async def first_model(client: httpx.AsyncClient, base_url: str) -> str:
+async def first_model(session: aiohttp.ClientSession, base_url: str) -> str:
     """The first id of GET /v1/models (what ``--model`` defaults to, as spec.model does)."""
     url = f"{base_url}/v1/models"
     try:
-        resp = await client.get(url)
-        resp.raise_for_status()
-        return resp.json()["data"][0]["id"]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        async with session.get(url) as resp:
+            resp.raise_for_status()
+            # content_type=None: read the body as JSON whatever Content-Type the server names.
+            return (await resp.json(content_type=None))["data"][0]["id"]
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise BenchError(f"GET {url}: cannot read a model id ({type(exc).__name__}: {exc}); pass --model") from None
 
 
@@ -97,8 +98,8 @@ def stream_session(max_streams: int, timeout: float) -> aiohttp.ClientSession:
 
     One wave is in flight at a time, target or baseline; the connector keeps up to twice the widest
     wave so that both keep their connections alive between waves. ``timeout`` bounds each wait
-    (connecting, and every read), as ``httpx.Timeout(timeout)`` did, not the whole stream: a long
-    generation is not an error. ``trust_env``: proxies from the environment, as httpx honours them.
+    (connecting, and every read), not the whole stream: a long
+    generation is not an error. ``trust_env``: proxies from the environment (HTTP_PROXY, NO_PROXY) apply.
     """
     connector = aiohttp.TCPConnector(limit=2 * max_streams)
     timeouts = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
