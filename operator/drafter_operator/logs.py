@@ -40,5 +40,3 @@ def configure(log_format: str = "text", verbose: bool = False) -> None:
                 handler.setFormatter(json_formatter())
     else:
         kopf.configure(verbose=verbose, log_format=TEXT_FORMAT, log_prefix=True)
-    # httpx logs every request at INFO: one line per engine pod per acceptance interval drowns the log.
-    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)

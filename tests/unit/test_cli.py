@@ -61,7 +61,6 @@ logging.getLogger("drafter_operator.controllers.serving").info("swapped %s", "ab
 body = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
         "metadata": {"name": "kimi", "namespace": "team-a", "uid": "u-1"}}
 LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).warning("handler retried")
-logging.getLogger("httpx").info("a request line, below the level httpx is set to")
 try:
     raise RuntimeError("boom")
 except RuntimeError:

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from drafter_operator.api import KINDS
 from drafter_operator.api.generate import render_crd
-from drafter_operator.bench import client as bench
+from drafter_operator.testbed import demo_client as bench
 from drafter_operator.testbed import chart
 from drafter_operator.testbed import cluster as local
 from drafter_operator.testbed import demo_acceptance as watch

@@ -1,4 +1,4 @@
-"""Single-stream benchmark of one engine endpoint: tok/s, ms/token, TTFT, acceptance over the run.
+"""The demo's single-stream benchmark of one engine endpoint (the operator's own is `bench/`): tok/s, ms/token, TTFT, acceptance over the run.
 
 Acceptance comes from the engine's own counters scraped before and after the run (deltas, never
 lifetime totals), so it covers exactly the measured requests (when nothing else is sending traffic).
