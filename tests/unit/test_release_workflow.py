@@ -101,3 +101,17 @@ def test_the_tag_check_accepts_only_v_and_the_package_version(workflow, tmp_path
         assert result.returncode == 1
         assert f"does not match pyproject.toml's version {__version__}" in result.stdout
         assert output.read_text() == ""
+
+
+def test_the_kubectl_plugin_job_builds_every_platform_of_the_krew_manifest(workflow):
+    # The archives the job attaches are the ones plugins/krew/drafter.yaml names: one per platform selector.
+    job = workflow["jobs"]["kubectl-plugin"]
+    assert set(job["needs"]) == {"version", "chart"}  # no release before the images and the chart are out
+    assert job["permissions"] == {"contents": "write"}  # creates the GitHub release; pushes nothing else
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    built = re.search(r'plugins/krew/build-archives "\$VERSION" /tmp/krew ((?:\S+/\S+ ?)+)', script)[1].split()
+    template = (ROOT / "plugins" / "krew" / "drafter.yaml").read_text()
+    named = re.findall(r"kubectl-drafter_(\w+?)_(\w+)\.tar\.gz", template)
+    assert sorted(built) == sorted(f"{os_}/{arch}" for os_, arch in named)
+    bot = next(step for step in job["steps"] if step.get("uses", "").startswith("rajatjindal/krew-release-bot@"))
+    assert (ROOT / bot["with"]["krew_template_file"]).is_file()

@@ -266,6 +266,23 @@ def helm_docs_stamp(pins: Pins) -> str:
     return f".helm-docs-{pins.helm_docs}"
 
 
+def build_krew(pins: Pins, out: Path) -> None:
+    """krew itself and krew-index's manifest validator: tests/unit/test_krew_archives.py installs the kubectl
+    plugin's archive with `kubectl krew install --manifest --archive` and validates the rendered manifest as
+    krew-index's CI does. No version ldflags on purpose: a krew without a release tag skips its check of
+    GitHub for a newer krew, which an offline test machine cannot reach (and validate-krew-manifest runs
+    krew with an environment of its own, so KREW_NO_UPGRADE_CHECK cannot be passed through it)."""
+    for command in ("krew", "validate-krew-manifest"):
+        _go_install(f"krew {pins.krew}: {command}", f"sigs.k8s.io/krew/cmd/{command}@{pins.krew}", out)
+    # kubectl runs a plugin found as kubectl-<name> on PATH: `kubectl krew` is kubectl-krew.
+    os.replace(out / "krew", out / "kubectl-krew")
+    (out / krew_stamp(pins)).write_text(f"{pins.krew}\n")
+
+
+def krew_stamp(pins: Pins) -> str:
+    return f".krew-{pins.krew}"
+
+
 STEPS = (
     Step("etcd", ("etcd",), build_etcd),
     Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
@@ -275,6 +292,7 @@ STEPS = (
     Step("crane", ("crane", crane_stamp(PINS)), build_crane),
     Step("actionlint", ("actionlint", actionlint_stamp(PINS)), build_actionlint),
     Step("helm-docs", ("helm-docs", helm_docs_stamp(PINS)), build_helm_docs),
+    Step("krew", ("kubectl-krew", "validate-krew-manifest", krew_stamp(PINS)), build_krew),
 )
 
 

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     build = verbs.add_parser("build", help="build the pinned toolchain into the cache (no-op when cached)")
     build.add_argument("--only", default="", metavar="STEP[,STEP]",
-                       help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint, helm-docs), "
+                       help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint, helm-docs, krew), "
                             "e.g. --only crane,helm for images/publish and packaging the chart")
     build.set_defaults(cluster_handler=_build)
 

@@ -23,6 +23,7 @@ class Pins:
     crane: str = "v0.22.1"  # github.com/google/go-containerregistry/cmd/crane: push, pull and serve OCI images
     actionlint: str = "v1.7.12"  # github.com/rhysd/actionlint/cmd/actionlint: GitHub Actions workflow linter
     helm_docs: str = "v1.14.2"  # github.com/norwoodj/helm-docs/cmd/helm-docs: the chart README from values.yaml comments
+    krew: str = "v0.4.4"  # sigs.k8s.io/krew: kubectl-krew and validate-krew-manifest (the kubectl plugin's archives)
 
     @property
     def staging_version(self) -> str:
