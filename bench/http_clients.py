@@ -173,43 +173,46 @@ def stream_body(model: str) -> dict:
             "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
 
 
+async def spread_of_waves(first_line) -> list[float]:
+    """WAVES waves of STREAMS streams sent at once; per wave, the spread between the first and the last
+    stream's first line. ``first_line()`` sends one stream and returns when its first line arrives (then reads
+    the rest, as a client would)."""
+    spreads = []
+    for _ in range(WAVES):
+        firsts: list[float] = []
+
+        async def one():
+            await first_line(lambda: firsts.append(time.perf_counter()))
+        await asyncio.gather(*(one() for _ in range(STREAMS)))
+        spreads.append(max(firsts) - min(firsts))
+    return spreads
+
+
+async def _read_stream(lines, on_first) -> None:
+    first = True
+    async for _ in lines:
+        if first:
+            on_first()
+            first = False
+
+
 async def waves_httpx(url: str, model: str) -> list[float]:
     limits = httpx.Limits(max_connections=2 * STREAMS, max_keepalive_connections=2 * STREAMS)
-    spreads = []
     async with httpx.AsyncClient(timeout=60.0, limits=limits, verify=TLS) as client:
-        for _ in range(WAVES):
-            firsts: list[float] = []
-
-            async def one():
-                async with client.stream("POST", url + "/v1/completions", json=stream_body(model)) as response:
-                    first = True
-                    async for _ in response.aiter_lines():
-                        if first:
-                            firsts.append(time.perf_counter())
-                            first = False
-            await asyncio.gather(*(one() for _ in range(STREAMS)))
-            spreads.append(max(firsts) - min(firsts))
-    return spreads
+        async def first_line(on_first):
+            async with client.stream("POST", url + "/v1/completions", json=stream_body(model)) as response:
+                await _read_stream(response.aiter_lines(), on_first)
+        return await spread_of_waves(first_line)
 
 
 async def waves_aiohttp(url: str, model: str) -> list[float]:
     connector = aiohttp.TCPConnector(limit=2 * STREAMS)
-    spreads = []
     async with aiohttp.ClientSession(connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=None, sock_read=60.0)) as session:
-        for _ in range(WAVES):
-            firsts: list[float] = []
-
-            async def one():
-                async with session.post(url + "/v1/completions", json=stream_body(model)) as response:
-                    first = True
-                    async for _ in response.content:
-                        if first:
-                            firsts.append(time.perf_counter())
-                            first = False
-            await asyncio.gather(*(one() for _ in range(STREAMS)))
-            spreads.append(max(firsts) - min(firsts))
-    return spreads
+        async def first_line(on_first):
+            async with session.post(url + "/v1/completions", json=stream_body(model)) as response:
+                await _read_stream(response.content, on_first)
+        return await spread_of_waves(first_line)
 
 
 def fidelity(library: str) -> dict:

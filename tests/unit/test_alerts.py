@@ -70,6 +70,14 @@ def runbook(page: str) -> str:
     return f"{RUNBOOK_BASE}/{page}.md"
 
 
+def not_reconciling_alert(servings: int) -> list[dict]:
+    """What DrafterOperatorNotReconciling fires with when this release's operator has `servings` servings."""
+    return [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
+        "summary": f"The drafter-operator has not reconciled its {servings} DrafterServings",
+        "description": "The operator is up and reports DrafterServings but ran no DrafterServing reconcile in 10m.",
+        "runbook_url": runbook("operator-not-reconciling")}}]
+
+
 # --------------------------------------------------------------------------------------------------
 # One promtool test group per alert: the series it reads, a time it must stay quiet and a time it must
 # fire, with the labels and annotations it fires with. Series are promtool's expanding notation
@@ -257,11 +265,7 @@ CASES: dict[str, dict] = {
                    series("drafter_serving_ready", {"namespace": "ns", "name": "b", "engine": "sglang"}, "0x40"),
                    series("drafter_reconcile_total", {**TARGET, "kind": "DrafterServing", "result": "ok"}, "0+3x10 30x30")],
         "quiet": "22m", "fires": "27m",
-        "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
-            "summary": "The drafter-operator has not reconciled its 2 DrafterServings",
-            "description": "The operator is up and reports DrafterServings but ran no DrafterServing reconcile "
-                           "in 10m.",
-            "runbook_url": runbook("operator-not-reconciling")}}],
+        "alerts": not_reconciling_alert(2),
     },
     "DrafterObjectReconcileFailing": {
         # One serving's writes refused from 0m; another healthy all along; a third failed once and recovered.
@@ -318,11 +322,7 @@ CASES: dict[str, dict] = {
                    series("drafter_reconcile_total", {"job": OTHER_JOB, "namespace": "other", "kind": "DrafterServing",
                                                       "result": "ok"}, "0+3x40")],
         "quiet": "22m", "fires": "27m",
-        "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
-            "summary": "The drafter-operator has not reconciled its 1 DrafterServings",
-            "description": "The operator is up and reports DrafterServings but ran no DrafterServing reconcile "
-                           "in 10m.",
-            "runbook_url": runbook("operator-not-reconciling")}}],
+        "alerts": not_reconciling_alert(1),
     },
     "DrafterOperatorNotReconciling, another release is stuck": {
         # The other release's servings and its silence are its own rule's alert, not this release's.
