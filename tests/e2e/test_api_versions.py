@@ -6,8 +6,11 @@ removal of v1alpha1 itself.
 
 CRDs are cluster-scoped and shared by every test on the cluster, so this test never touches drafter.dev: it
 installs copies of the generated CRDs (crds/*.yaml, transformed here, nothing committed) under a group of its
-own per run, without the short names and the `drafter` category (so `kubectl get drafter` elsewhere never
-lists them). No operator watches that group; what is tested is the apiserver's handling of the versions.
+own per run, with kinds and resource names of their own (`RehearsalDrafterServing`, ...) and without the short
+names and the `drafter` category. The names matter as much as the group: kubectl resolves `drafterserving` to
+whichever group discovery lists first, so a copy named `drafterservings` in another group made every other
+test's `kubectl get drafterserving` read the copy while this test ran. No operator watches that group; what
+is tested is the apiserver's handling of the versions.
 """
 
 from __future__ import annotations
@@ -32,14 +35,29 @@ EXAMPLES = {"DrafterServing": "serving-vllm-kimi-k25-eagle3.yaml", "DrafterBench
             "DrafterTraining": "training-kimi-k25-eagle3.yaml"}
 
 
+PREFIX = "Rehearsal"
+
+
+def plural(kind) -> str:
+    """The copy's resource name: no other CRD on the cluster serves it, in any group."""
+    return PREFIX.lower() + kind.plural
+
+
+def kind_name(kind) -> str:
+    return PREFIX + kind.kind_name
+
+
 def renamed_crd(kind, group: str, versions: list[tuple[str, bool, bool]]) -> dict:
     """The generated CRD of `kind` under `group`, with `versions` as (name, served, storage), each a copy of the
     generated v1alpha1 version (schema, subresources, printer columns): v1beta1 starts as v1alpha1's schema."""
     crd = yaml.safe_load((ROOT / "crds" / crd_filename(kind)).read_text())
     (generated,) = crd["spec"]["versions"]
     assert generated["name"] == VERSION
-    crd["metadata"]["name"] = f"{kind.plural}.{group}"
+    crd["metadata"]["name"] = f"{plural(kind)}.{group}"
     crd["spec"]["group"] = group
+    names = crd["spec"]["names"]
+    names.update(plural=plural(kind), singular=plural(kind)[:-1], kind=kind_name(kind),
+                 listKind=kind_name(kind) + "List")
     crd["spec"]["names"].pop("shortNames", None)
     crd["spec"]["names"].pop("categories", None)
     crd["spec"]["versions"] = [{**copy.deepcopy(generated), "name": name, "served": served, "storage": storage}
@@ -49,9 +67,10 @@ def renamed_crd(kind, group: str, versions: list[tuple[str, bool, bool]]) -> dic
     return crd
 
 
-def _example(kind: str, group: str, namespace: str) -> dict:
-    obj = yaml.safe_load((ROOT / "examples" / EXAMPLES[kind]).read_text())
-    assert obj["kind"] == kind
+def _example(kind, group: str, namespace: str) -> dict:
+    obj = yaml.safe_load((ROOT / "examples" / EXAMPLES[kind.kind_name]).read_text())
+    assert obj["kind"] == kind.kind_name
+    obj["kind"] = kind_name(kind)
     obj["apiVersion"] = f"{group}/{VERSION}"
     obj["metadata"]["namespace"] = namespace
     obj["metadata"]["labels"] = {"drafter.dev/test": "api-versions"}
@@ -72,7 +91,7 @@ def group(cluster):
     name = f"drafter-upgrade-{uuid.uuid4().hex[:6]}.example.com"
     yield name
     for kind in KINDS:  # deleting a CRD deletes its objects
-        cluster.kubectl("delete", "crd", f"{kind.plural}.{name}", "--ignore-not-found", "--wait=false", check=False)
+        cluster.kubectl("delete", "crd", f"{plural(kind)}.{name}", "--ignore-not-found", "--wait=false", check=False)
 
 
 def test_v1alpha1_objects_survive_served_v1beta1_storage_flip_and_migration(cluster, namespace, group):
@@ -83,27 +102,27 @@ def test_v1alpha1_objects_survive_served_v1beta1_storage_flip_and_migration(clus
                                  input=json.dumps(manifests), check=check)
         if check:
             for kind in KINDS:
-                cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{kind.plural}.{group}")
+                cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{plural(kind)}.{group}")
         return result
 
     def read(kind, version: str) -> dict:
         # The object through one served version; a version is served a moment after the CRD update.
-        resource = f"{kind.plural}.{version}.{group}"
+        resource = f"{plural(kind)}.{version}.{group}"
         return cluster.wait_for(f"{resource} to be served", lambda: (
             (got := cluster.kubectl("-n", namespace, "get", resource, "-o", "json", check=False)).returncode == 0
             and json.loads(got.stdout)["items"]), timeout=60)[0]
 
     def stored_versions(kind) -> list[str]:
-        return cluster.get_json(f"crd/{kind.plural}.{group}")["status"]["storedVersions"]
+        return cluster.get_json(f"crd/{plural(kind)}.{group}")["status"]["storedVersions"]
 
     # 1. Today's API: v1alpha1 only. One object of each kind, with a status written by its subresource.
     apply([(VERSION, True, True)])
     before = {}
     for kind in KINDS:
-        obj = _example(kind.kind_name, group, namespace)
+        obj = _example(kind, group, namespace)
         cluster.wait_for(f"{kind.kind_name} to be created", lambda o=obj: cluster.kubectl(
             "create", "-f", "-", input=json.dumps(o), check=False).returncode == 0, timeout=60)
-        cluster.kubectl("-n", namespace, "patch", f"{kind.plural}.{VERSION}.{group}", obj["metadata"]["name"],
+        cluster.kubectl("-n", namespace, "patch", f"{plural(kind)}.{VERSION}.{group}", obj["metadata"]["name"],
                         "--subresource=status", "--type=merge", "-p", json.dumps({"status": {"observedGeneration": 1}}))
         before[kind.kind_name] = read(kind, VERSION)
         assert before[kind.kind_name]["status"]["observedGeneration"] == 1
@@ -140,17 +159,17 @@ def test_v1alpha1_objects_survive_served_v1beta1_storage_flip_and_migration(clus
     # 5. Every object is stored as v1beta1 now: v1alpha1 leaves status.storedVersions (what the migrator does
     # when it finishes), and then the CRD can drop v1alpha1 altogether.
     for kind in KINDS:
-        cluster.kubectl("patch", f"crd/{kind.plural}.{group}", "--subresource=status", "--type=merge",
+        cluster.kubectl("patch", f"crd/{plural(kind)}.{group}", "--subresource=status", "--type=merge",
                         "-p", json.dumps({"status": {"storedVersions": [NEXT]}}))
         assert stored_versions(kind) == [NEXT]
     apply([(NEXT, True, True)])
     for kind in KINDS:
-        crd = cluster.get_json(f"crd/{kind.plural}.{group}")
+        crd = cluster.get_json(f"crd/{plural(kind)}.{group}")
         assert [v["name"] for v in crd["spec"]["versions"]] == [NEXT]
         after = read(kind, NEXT)
         assert after["apiVersion"] == f"{group}/{NEXT}"
         assert _kept(after) == _kept(before[kind.kind_name]), kind.kind_name
-        gone = cluster.kubectl("-n", namespace, "get", f"{kind.plural}.{VERSION}.{group}", check=False)
+        gone = cluster.kubectl("-n", namespace, "get", f"{plural(kind)}.{VERSION}.{group}", check=False)
         assert gone.returncode != 0  # v1alpha1 is no longer served
 
 
@@ -159,8 +178,12 @@ def test_the_renamed_copies_leave_the_real_crds_alone(cluster, group):
     # ones changed, and the copies claim no short name or category the real ones use.
     for kind in KINDS:
         crd = renamed_crd(kind, group, [(VERSION, True, True), (NEXT, True, False)])
-        assert crd["metadata"]["name"] == f"{kind.plural}.{group}" != f"{kind.plural}.{GROUP}"
-        assert "shortNames" not in crd["spec"]["names"] and "categories" not in crd["spec"]["names"]
+        assert crd["metadata"]["name"] == f"{plural(kind)}.{group}" != f"{kind.plural}.{GROUP}"
+        names = crd["spec"]["names"]
+        assert "shortNames" not in names and "categories" not in names
+        # No resource name, singular or kind of the real CRDs: `kubectl get drafterserving` stays unambiguous.
+        real = {n for k in KINDS for n in (k.plural, k.plural[:-1], k.kind_name.lower())}
+        assert not real & {names["plural"], names["singular"], names["kind"].lower()}
         generated = yaml.safe_load((ROOT / "crds" / crd_filename(kind)).read_text())["spec"]["versions"][0]
         for version in crd["spec"]["versions"]:
             assert version["schema"] == generated["schema"]
