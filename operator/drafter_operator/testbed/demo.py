@@ -187,6 +187,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
         console.print("\nDRAFTER_TRAINING_PYTHON is unset (`./dev demo` builds the training environment and sets "
                       "it): the retrained drafter is declared by hand instead of trained by a DrafterTraining.")
         servings = show_gated_promotion(max_tokens, prompts, results)
+    # Once, after whichever promotion ran: the serving, its revisions, pods and gate benchmarks as one tree.
+    show_plugin_tree(DEGRADING)
     show_load_sweep(max_tokens)
     show_engine_pod_settings()
     show_refused_spelling()
@@ -285,7 +287,6 @@ def show_gated_promotion(max_tokens: int, prompts: int, results: dict[str, bench
     gate = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmarks", "-l", "drafter.dev/gate=true", "-o", "json").stdout)
     verdicts = [(g["metadata"]["name"], (g.get("status") or {}).get("result", {}).get("verdictMessage")) for g in gate["items"]]
     console.print(f"gate: {verdicts}; traffic moved from revision {before} to {active}")
-    show_plugin_tree(name)
     servings = wait_ready(list(SERVINGS))
     results[name] = measure(name, servings[name], max_tokens, prompts)
     print_report(servings, results, f"After the gated swap: {name} serves the retrained drafter")
