@@ -3,7 +3,8 @@
 Each rule adds findings to a `Report`: a problem when the engine would refuse the drafter after its
 model load or serve it with collapsed acceptance, a warning when something deserves a look, an ok
 line with what was verified. The engine facts each rule relies on are in engines.py and
-docs/preflight.md.
+docs/preflight.md. One module per check (files, architecture, mtp, hidden, vocab, mapping, aux_layers), each
+reading a `Context` (context.py); `rules_for` orders them per method.
 """
 
 from __future__ import annotations
