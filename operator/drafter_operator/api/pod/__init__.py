@@ -17,25 +17,6 @@ policy (PodPolicy), placement, kubernetes_types (the core/v1 namesakes); this pa
 
 from __future__ import annotations
 
-from drafter_operator.api.pod.values import (
-    CONFIG_KEY_PATTERN,
-    ENV_NAME_PATTERN,
-    ENV_PREFIX_PATTERN,
-    KUBE_QUANTITY_PATTERN,
-    LABEL_KEY_MAX_LENGTH,
-    LABEL_KEY_PATTERN,
-    QUANTITY_BINARY_MAX,
-    ConfigKey,
-    EnvName,
-    KubeQuantity,
-    LabelKey,
-    NamespaceName,
-    cel_label_keys,
-    label_key_ok,
-    parse_kube_quantity,
-    quantity_ok,
-    unique_names,
-)
 from drafter_operator.api.pod.env import (
     FIELD_PATH_PATTERN,
     HUB_TOKEN_VARIABLES,
@@ -50,6 +31,22 @@ from drafter_operator.api.pod.env import (
     ResourceFieldSelector,
     SecretEnvSource,
     SecretKeySelector,
+)
+from drafter_operator.api.pod.kubernetes_types import (
+    KUBERNETES_TYPES,
+    POD_POLICY_FIELDS,
+)
+from drafter_operator.api.pod.placement import (
+    Placement,
+    Toleration,
+)
+from drafter_operator.api.pod.policy import (
+    OPERATOR_LABEL_KEYS,
+    OPERATOR_LABEL_PREFIX,
+    AnnotationValue,
+    PodPolicy,
+    PullSecretReference,
+    operator_label_key,
 )
 from drafter_operator.api.pod.resources import (
     CONTAINER_RESOURCE_NAMES,
@@ -87,21 +84,24 @@ from drafter_operator.api.pod.security import (
     SecurityContext,
     Sysctl,
 )
-from drafter_operator.api.pod.policy import (
-    OPERATOR_LABEL_KEYS,
-    OPERATOR_LABEL_PREFIX,
-    AnnotationValue,
-    PodPolicy,
-    PullSecretReference,
-    operator_label_key,
-)
-from drafter_operator.api.pod.placement import (
-    Placement,
-    Toleration,
-)
-from drafter_operator.api.pod.kubernetes_types import (
-    KUBERNETES_TYPES,
-    POD_POLICY_FIELDS,
+from drafter_operator.api.pod.values import (
+    CONFIG_KEY_PATTERN,
+    ENV_NAME_PATTERN,
+    ENV_PREFIX_PATTERN,
+    KUBE_QUANTITY_PATTERN,
+    LABEL_KEY_MAX_LENGTH,
+    LABEL_KEY_PATTERN,
+    QUANTITY_BINARY_MAX,
+    ConfigKey,
+    EnvName,
+    KubeQuantity,
+    LabelKey,
+    NamespaceName,
+    cel_label_keys,
+    label_key_ok,
+    parse_kube_quantity,
+    quantity_ok,
+    unique_names,
 )
 
 __all__ = [

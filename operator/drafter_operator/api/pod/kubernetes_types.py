@@ -15,6 +15,8 @@ from drafter_operator.api.pod.env import (
     SecretEnvSource,
     SecretKeySelector,
 )
+from drafter_operator.api.pod.placement import Toleration
+from drafter_operator.api.pod.policy import PullSecretReference
 from drafter_operator.api.pod.resources import ContainerResources
 from drafter_operator.api.pod.scheduling import (
     Affinity,
@@ -40,8 +42,6 @@ from drafter_operator.api.pod.security import (
     SecurityContext,
     Sysctl,
 )
-from drafter_operator.api.pod.policy import PodPolicy, PullSecretReference
-from drafter_operator.api.pod.placement import Toleration
 
 #: The core/v1 type each model mirrors (same JSON field names and meaning); PodPolicy spreads over ObjectMeta,
 #: PodSpec and Container (see PodPolicy.pod_metadata and pod_spec).

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from drafter_operator.api.kind import KindModel
-from drafter_operator.api.serving.target import (
-    OWNED_FLAG_PREFIXES,
-    OWNED_FLAG_SPELLINGS,
-    ParserName,
-    TargetSpec,
-    owned_flag,
+from drafter_operator.api.serving.acceptance import (
+    AUTO,
+    DECIMAL_OR_AUTO_PATTERN,
+    RATIO_OR_AUTO_PATTERN,
+    AcceptanceSpec,
+    DecimalOrAuto,
+    EndpointName,
+    RatioOrAuto,
 )
 from drafter_operator.api.serving.drafter import (
     CONTENT_DIGEST_PATTERN,
@@ -26,20 +28,21 @@ from drafter_operator.api.serving.drafter import (
     DrafterMethod,
     DrafterSpec,
 )
+from drafter_operator.api.serving.problems import (
+    SERVING_OPERATOR_CHECKS,
+    capacity_problems,
+    extra_args_repeat_problems,
+    extra_args_shape_problems,
+    image_engine_problems,
+    label_key_problem,
+    node_selector_problems,
+    serving_problems,
+)
 from drafter_operator.api.serving.rollout import (
     ResourcesSpec,
     StartupSpec,
     StorageSpec,
     SwapSpec,
-)
-from drafter_operator.api.serving.acceptance import (
-    AUTO,
-    DECIMAL_OR_AUTO_PATTERN,
-    RATIO_OR_AUTO_PATTERN,
-    AcceptanceSpec,
-    DecimalOrAuto,
-    EndpointName,
-    RatioOrAuto,
 )
 from drafter_operator.api.serving.spec import (
     DrafterServingSpec,
@@ -59,15 +62,12 @@ from drafter_operator.api.serving.status import (
     ServingNowStatus,
     SpeculationScheduleStatus,
 )
-from drafter_operator.api.serving.problems import (
-    SERVING_OPERATOR_CHECKS,
-    capacity_problems,
-    extra_args_repeat_problems,
-    extra_args_shape_problems,
-    image_engine_problems,
-    label_key_problem,
-    node_selector_problems,
-    serving_problems,
+from drafter_operator.api.serving.target import (
+    OWNED_FLAG_PREFIXES,
+    OWNED_FLAG_SPELLINGS,
+    ParserName,
+    TargetSpec,
+    owned_flag,
 )
 
 

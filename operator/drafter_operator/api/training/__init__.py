@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.training.problems import (
+    TRAINING_OPERATOR_CHECKS,
+    training_problems,
+)
 from drafter_operator.api.training.sections import (
     LEARNING_RATE_PATTERN,
     STAGES,
@@ -33,10 +37,6 @@ from drafter_operator.api.training.status import (
     EvaluationResult,
     HiddenStatesStatus,
     TrainingProgress,
-)
-from drafter_operator.api.training.problems import (
-    TRAINING_OPERATOR_CHECKS,
-    training_problems,
 )
 
 
