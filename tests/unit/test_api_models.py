@@ -223,6 +223,9 @@ def test_extra_args_steps_report_in_list_order(args):
     kinds = {"is not a flag": "not a flag", "holds a flag and its value": "flag and value", "repeats": "repeats"}
     said = [f"extraArgs[{index}] " + next(v for k, v in kinds.items() if k in message) for index, message in merged]
     assert said == _extra_args_list_problems_in_one_loop(args)
+    # serving_problems reports them first, in that order (the engine's own verdict follows).
+    problems = serving_problems(_serving(target={"model": "/models/Kimi-K2.5", "extraArgs": args}))
+    assert problems[:len(merged)] == [message for _, message in merged]
 
 
 def test_extra_args_steps():
