@@ -25,7 +25,15 @@ from drafter_operator.api import (
     training_problems,
 )
 from drafter_operator.api.benchmark import DrafterBenchmarkSpec
-from drafter_operator.api.serving import label_key_problem
+from drafter_operator.api.common import path_on_mount
+from drafter_operator.api.serving import (
+    capacity_problems,
+    extra_args_repeat_problems,
+    extra_args_shape_problems,
+    image_engine_problems,
+    label_key_problem,
+    node_selector_problems,
+)
 from drafter_operator.images import image_repository
 from drafter_operator.api.training import DrafterTrainingSpec
 
@@ -188,6 +196,62 @@ def test_serving_problems_image_node_selector_and_capacity():
     big = _serving(resources={"gpusPerReplica": 16}, target={"model": "/models/K", "tensorParallelSize": 16})
     assert serving_problems(big) == []
     assert "exceeds the 8 GPUs of one node" in serving_problems(big, gpus_per_node=8)[0]
+
+
+def _extra_args_list_problems_in_one_loop(args: list[str]) -> list[str]:
+    """The shape and repeat checks as one loop over the list (how serving_problems read before its steps were
+    named): an independent statement of the order serving_problems reports them in."""
+    problems, seen = [], {}
+    for index, arg in enumerate(args):
+        if index == 0 and not arg.startswith("-"):
+            problems.append(f"extraArgs[{index}] not a flag")
+        if arg.startswith("--") and " " in arg.split("=")[0]:
+            problems.append(f"extraArgs[{index}] flag and value")
+            continue
+        if not arg.startswith("--"):
+            continue
+        flag = arg.split("=")[0]
+        if flag in seen:
+            problems.append(f"extraArgs[{index}] repeats")
+        seen.setdefault(flag, index)
+    return problems
+
+
+@given(st.lists(st.sampled_from(["8", "--a", "--a=1", "--b", "--a 1", "-x", "--b 2", "value"]), max_size=8))
+def test_extra_args_steps_report_in_list_order(args):
+    merged = sorted(extra_args_shape_problems(args) + extra_args_repeat_problems(args), key=lambda item: item[0])
+    kinds = {"is not a flag": "not a flag", "holds a flag and its value": "flag and value", "repeats": "repeats"}
+    said = [f"extraArgs[{index}] " + next(v for k, v in kinds.items() if k in message) for index, message in merged]
+    assert said == _extra_args_list_problems_in_one_loop(args)
+    # serving_problems reports them first, in that order (the engine's own verdict follows).
+    problems = serving_problems(_serving(target={"model": "/models/Kimi-K2.5", "extraArgs": args}))
+    assert problems[:len(merged)] == [message for _, message in merged]
+
+
+def test_extra_args_steps():
+    assert extra_args_shape_problems(["--max-num-seqs", "8"]) == []
+    assert [i for i, _ in extra_args_shape_problems(["8", "--a 1", "--b"])] == [0, 1]
+    assert "'--a'" in extra_args_shape_problems(["--a secret"])[0][1] and "secret" not in extra_args_shape_problems(["--a secret"])[0][1]
+    assert extra_args_repeat_problems(["--a", "1", "--a=2", "--a 3"]) == [
+        (2, "spec.target.extraArgs[2] repeats --a (first at extraArgs[0]): keep one")]
+
+
+def test_image_node_selector_and_capacity_steps():
+    assert image_engine_problems("vllm", None) == [] and image_engine_problems("vllm", "vllm/vllm-openai:v1") == []
+    assert "looks like a vllm image but spec.engine is sglang" in image_engine_problems("sglang", "vllm/vllm-openai:v1")[0]
+    assert image_engine_problems("sglang", "example.com/sglang-vllm-bridge:1") == []  # names both: no guess
+    assert node_selector_problems(None) == [] and node_selector_problems({"nvidia.com/gpu.product": "x"}) == []
+    assert ["'a/b/c'" in p for p in node_selector_problems({"a/b/c": "x", "ok": "y"})] == [True]
+    assert capacity_problems(16, None) == [] and capacity_problems(8, 8) == []
+    assert "gpusPerReplica 16 exceeds the 8 GPUs of one node" in capacity_problems(16, 8)[0]
+
+
+@pytest.mark.parametrize("path, mount, on", [
+    (None, "/models", True), ("org/name", "/models", True), ("/models/K", "/models", True),
+    ("/models", "/models", False), ("/modelsX/K", "/models", False), ("/data/K", "/models", False),
+])
+def test_path_on_mount(path, mount, on):
+    assert path_on_mount(path, mount) is on
 
 
 def test_image_repository_and_label_keys():

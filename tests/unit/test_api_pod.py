@@ -1,4 +1,4 @@
-"""The pod-level types of api/pod.py: Kubernetes JSON round trips, every rule, quantities, the generated schema.
+"""The pod-level types of api/pod/: Kubernetes JSON round trips, every rule, quantities, the generated schema.
 
 The apiserver side (the same rules as CEL, field names against the apiserver's OpenAPI, rendered Pods) is
 tests/e2e/test_pod_types_contract.py, which also proves the `apiserver` column of QUANTITY_SAMPLES.
@@ -61,7 +61,7 @@ def _refusal(model: type[BaseModel], data) -> str | None:
 
 def _pod_models() -> list[type]:
     return [obj for _, obj in inspect.getmembers(pod, inspect.isclass)
-            if issubclass(obj, ApiModel) and obj.__module__ == pod.__name__]
+            if issubclass(obj, ApiModel) and obj.__module__.startswith(pod.__name__ + ".")]
 
 
 # --- round trips: Kubernetes JSON in, the same JSON out ----------------------------------------------------------

@@ -87,10 +87,10 @@ def test_models_reject_every_catalogue_case(path):
 
 
 def _all_messages() -> list[str]:
-    from drafter_operator.api import common, serving, benchmark, training
+    from drafter_operator.api import benchmark, benchmark_gate, common, serving, training
 
     out = []
-    for module in (common, serving, benchmark, training):
+    for module in (common, benchmark_gate, serving, benchmark, training):
         for value in vars(module).values():
             rules = getattr(value, "rules", None)
             if isinstance(rules, tuple):

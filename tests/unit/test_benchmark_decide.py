@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.api.common import Gate
+from drafter_operator.api.benchmark_gate import Gate
 import pydantic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -238,3 +238,68 @@ def test_a_flag_and_value_in_one_item_is_refused_without_the_value():
     problems = serving_problems(_spec("vllm", target={"extraArgs": ["--api-key sk-SECRETVALUE"]}))
     assert any("'--api-key' holds a flag and its value in one item" in p for p in problems)
     assert not any("SECRETVALUE" in p for p in problems)
+
+
+# --- the named steps of vllm_rewrite and checked_extra_args ------------------------------------------------------
+
+@pytest.mark.parametrize("args, spelled", [
+    (["--max_model_len=8", "--speculative_config.num_speculative_tokens", "3"],
+     ["--max-model-len=8", "--speculative-config.num_speculative_tokens", "3"]),  # underscores after the dot stay
+    (["-O3", "-O=2"], ["--optimization-level", "3", "--optimization-level", "2"]),
+    (["-O", "1", "-O", "x", "-O"], ["--optimization-level", "1", "-O", "x", "-O"]),  # -O alone needs a level after it
+    (["value_with_underscore", "-x_y"], ["value_with_underscore", "-x_y"]),
+])
+def test_vllm_spelled(args, spelled):
+    assert command_line.vllm_spelled(args) == spelled
+
+
+def test_merge_dotted_keys_builds_one_object_per_key_after_the_other_arguments():
+    kept, origin = command_line.merge_dotted_keys(
+        ["-sc.method", "ngram", "--port", "1", "-sc.num_speculative_tokens=3", "--a=x.y", "--x.l+", "p,q"])
+    assert kept == ["--port", "1", "--a=x.y", "-sc", '{"method": "ngram", "num_speculative_tokens": 3}',
+                    "--x", '{"l": ["p", "q"]}']
+    assert origin == {"-sc": "-sc.method", "--x": "--x.l+"}
+    with pytest.raises(command_line.CommandLineRejected, match="-sc.method needs a value"):
+        command_line.merge_dotted_keys(["-sc.method"])
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("--speculative-config.method", "ngram", ("--speculative-config", {"method": "ngram"})),
+    ("-sc.a.b", '{"c": 1}', ("-sc", {"a": {"b": {"c": 1}}})),
+    ("-sc.max", "2k", ("-sc", {"max": 2000})),  # vLLM's human-readable integer
+    ("-sc.max", "2K", ("-sc", {"max": 2048})),
+    ("-sc.levels+", "1,8", ("-sc", {"levels": ["1", "8"]})),
+])
+def test_dotted_value(name, text, expected):
+    assert command_line.dotted_value(name, text) == expected
+
+
+def test_other_engine_hint_and_first_spellings():
+    from drafter_operator.engines.extra_args import first_spellings, other_engine_hint
+
+    assert other_engine_hint("vllm", ["--max-num-seqs", "8"]) == ""
+    assert other_engine_hint("vllm", ["--max-running-requests=8"]) == (
+        "; --max-running-requests is a sglang flag, not a vllm one")
+    assert first_spellings("vllm", ["--max_num_seqs", "8", "--max-num-seqs", "4", "8"]) == {"max_num_seqs": "--max_num_seqs"}
+
+
+def test_secret_and_owned_destination_problems():
+    from drafter_operator.engines.extra_args import (
+        OwnedDestination,
+        SecretDestination,
+        owned_destination_problem,
+        secret_value_problem,
+    )
+
+    secret = SecretDestination("a Hugging Face token", "HF_TOKEN")
+    assert secret_value_problem("--hf-token=$(TOKEN)", "--hf-token", secret, "$(TOKEN)") is None
+    assert secret_value_problem("--api-key", "--api-key", secret, ["$(A)", "$(B)"]) is None
+    said = secret_value_problem("--hf_token=hf_abc", "--hf-token", secret, "hf_abc")
+    assert said.startswith("spec.target.extraArgs item --hf_token (the engine reads it as --hf-token) carries a "
+                           "Hugging Face token") and "hf_abc" not in said
+    assert secret_value_problem("--api-key", "--api-key", secret, ["$(A)", "plain"]) is not None
+    owned = OwnedDestination("the port", "use the Service")
+    assert owned_destination_problem("--port=1", "--port", None) is None
+    assert owned_destination_problem("--port=1", "--port", owned) == (
+        "spec.target.extraArgs item '--port=1' would change the port, which the operator owns: use the Service")
+    assert "(the engine reads it as --port)" in owned_destination_problem("--po=1", "--port", owned)

@@ -120,6 +120,59 @@ def test_the_header_says_what_serves_acceptance_now_and_at_promotion_the_last_be
     assert "⟳ kimi" in out and "5m" in out  # the active revision's age
 
 
+def test_identity_rows_say_what_serves_and_where():
+    serving = full_serving()
+    rows = dict(tree.identity_rows(serving))
+    assert rows["Name"] == "kimi" and rows["Namespace"] == "team-a" and rows["Image"] == IMAGE
+    assert rows["Endpoint"] == "http://kimi.team-a.svc:8000/v1" and rows["Serving"].endswith("vllm, drafter eagle3 k=3")
+    bare = tree.identity_rows({"metadata": {"name": "kimi"}})
+    assert [key for key, _ in bare] == ["Name", "Namespace", "Status", "Serving"] and bare[-1][1] == "nothing yet"
+
+
+def test_acceptance_rows_show_only_the_active_revisions_window():
+    status = full_serving()["status"]
+    assert tree.acceptance_rows(status) == [("Acceptance now", "rate 0.123, mean length 1.60 over 60s")]
+    assert tree.acceptance_rows({**status, "acceptance": {**status["acceptance"], "revision": "older"}}) == [
+        ("Acceptance now", "-")]
+    assert tree.acceptance_rows({}) == [("Acceptance now", "-")]
+
+
+def test_benchmark_rows():
+    status = {"activeRevision": "r2"}
+    running = {"metadata": {"name": "kimi-b", "creationTimestamp": stamp(1)}, "spec": {"servingRef": {"name": "kimi"}}}
+    assert tree.benchmark_rows("kimi", status, []) == [
+        ("Acceptance at promotion", "- (no finished benchmark of the serving revision)"),
+        ("Last benchmark", "none (kubectl drafter benchmark kimi)")]
+    assert tree.benchmark_rows("kimi", status, [running])[1] == ("Last benchmark", "kimi-b: Pending")
+    done = {**running, "status": {"state": "Succeeded", "revision": "r2", "result": {"acceptanceRate": 0.5}}}
+    rows = tree.benchmark_rows("kimi", {**status, "lastBenchmark": {"name": "kimi-b"}}, [done])
+    assert rows == [("Acceptance at promotion", "rate 0.500 (benchmark kimi-b)"), ("Last benchmark", "kimi-b: no figures")]
+
+
+def test_action_row():
+    assert tree.action_row({}) == ("Action", "none")
+    assert tree.action_row({"speculationDisabled": "low"}) == ("Action", "speculation disabled: low")
+    action = {"action": "Rollback", "revision": "a", "degradedRevision": "b", "since": "t", "message": "m"}
+    assert tree.action_row({"degradedAction": action, "speculationDisabled": "x"}) == (
+        "Action", "Rollback: serving revision a instead of b since t: m")
+
+
+def test_revision_tree_keeps_pods_of_a_revision_the_status_does_not_list_yet():
+    serving = full_serving()
+    new = serving["status"]["activeRevision"]
+    root = tree.revision_tree(serving, [pod("kimi-x-a", "unlisted"), pod(f"kimi-{new}-b", new), pod(f"kimi-{new}-a", new)])
+    labels = [child.name for child in root.children]
+    assert labels[0] == "revision unlisted" and labels[1] == f"revision {new} (active)" and "(previous)" in labels[2]
+    assert [p.name for p in root.children[1].children] == [f"kimi-{new}-a", f"kimi-{new}-b"]
+    assert root.info == "replicas:1"
+
+
+def test_revision_node_says_why_a_revision_failed():
+    node = tree.revision_node({"name": "r1", "engine": "vllm", "failedReason": "GateFailed: 0.9x"}, {}, [])
+    assert node.name == "revision r1" and node.info == "vllm: GateFailed: 0.9x" and node.children == []
+    assert tree.revision_node({"name": "r1", "failedReason": "x"}, {}, []).info == "x"
+
+
 def test_rollback_restores_the_last_good_revision_exactly():
     serving = full_serving()
     old = serving["status"]["previousRevision"]

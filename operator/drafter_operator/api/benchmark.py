@@ -6,22 +6,19 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
+from drafter_operator.api.benchmark_gate import CEL_LEVELS_DISTINCT, Baseline, Gate, levels_distinct
 from drafter_operator.api.common import (
-    CEL_LEVELS_DISTINCT,
     CONDITIONS_SCHEMA_EXTRA,
     ApiModel,
-    Baseline,
     Condition,
     ConfigMapKeyReference,
     Duration,
-    Gate,
     LocalObjectReference,
     Rule,
     StatusModel,
     Url,
     cel_duration_range,
     duration_ok,
-    levels_distinct,
 )
 from drafter_operator.api.kind import KindModel
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration

@@ -147,6 +147,9 @@ MODEL_PATTERN = r"^[^\s-][^\s]*$"
 ModelRef = Annotated[str, StringConstraints(pattern=MODEL_PATTERN, min_length=1, max_length=512)]
 """A model: an absolute path inside the pod (usually under the model volume) or a hub id "org/name"."""
 
+#: Where a volume is mounted: an absolute path of plain segments (spec.storage.mountPath and cachePath).
+MOUNT_PATH_PATTERN = r"^(/[A-Za-z0-9._-]+)+$"
+
 ABS_PATH_PATTERN = r"^/[^\s]*$"
 AbsPath = Annotated[str, StringConstraints(pattern=ABS_PATH_PATTERN, min_length=1, max_length=512)]
 """An absolute path inside the pod."""
@@ -185,6 +188,13 @@ def paths_overlap(a: str, b: str) -> bool:
 def cel_paths_overlap(a: str, b: str) -> str:
     """CEL for paths_overlap of the strings at ``a`` and ``b``."""
     return f"({a} == {b} || {a}.startsWith({b} + '/') || {b}.startsWith({a} + '/'))"
+
+
+def path_on_mount(path: str | None, mount: str) -> bool:
+    """False only for an absolute path outside the volume mounted at ``mount``: unset and hub ids pass (they are
+    not on any volume), and so does a path under ``mount`` (the mount point itself is a directory, not a model)."""
+    return path is None or not path.startswith("/") or path.startswith(mount + "/")
+
 
 IMAGE_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$"
 Image = Annotated[str, StringConstraints(pattern=IMAGE_PATTERN, min_length=1, max_length=512)]
@@ -295,101 +305,6 @@ class ConfigMapKeyReference(ApiModel):
     """Name of the ConfigMap."""
     key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)] = "prompts"
     """Key in the ConfigMap whose value holds the prompts, one per line or as a JSON list of strings."""
-
-
-class Gate(ApiModel):
-    """Thresholds a benchmark must meet; at least one is required."""
-
-    rules = (
-        Rule(
-            cel="has(self.minSpeedup) || has(self.minAcceptanceRate) || has(self.minTokensPerSecond)",
-            message="gate needs a threshold: set gate.minSpeedup, gate.minAcceptanceRate or gate.minTokensPerSecond",
-            check=lambda g: g.min_speedup is not None or g.min_acceptance_rate is not None or g.min_tokens_per_second is not None,
-            reason="FieldValueRequired",
-        ),
-        Rule(
-            cel=cel_decimal_range("self.minSpeedup", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='gate.minSpeedup must be above 0, e.g. "1.2" (20% faster than the baseline)',
-            check=lambda g: decimal_ok(g.min_speedup, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".minSpeedup",
-        ),
-        Rule(
-            cel=cel_decimal_range("self.minTokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='gate.minTokensPerSecond must be above 0, e.g. "100"',
-            check=lambda g: decimal_ok(g.min_tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".minTokensPerSecond",
-        ),
-    )
-
-    min_speedup: Decimal | None = None
-    """Lowest acceptable speedup against the baseline, e.g. "1.2"; needs a baseline."""
-    min_acceptance_rate: Ratio | None = None
-    """Lowest acceptable acceptance rate (accepted / drafted tokens over the run), e.g. "0.5"."""
-    min_tokens_per_second: Decimal | None = None
-    """Lowest acceptable single-stream decode throughput in tokens per second, e.g. "100"."""
-
-
-class Baseline(ApiModel):
-    """What a speedup is measured against: a no-speculation DrafterServing, another benchmark's result, or a recorded throughput."""
-
-    rules = (
-        Rule(
-            cel="[has(self.servingRef), has(self.benchmarkRef), has(self.tokensPerSecond)].filter(x, x).size() == 1",
-            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
-            check=lambda b: [b.serving_ref, b.benchmark_ref, b.tokens_per_second].count(None) == 2,
-        ),
-        Rule(
-            cel=cel_decimal_range("self.tokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='baseline.tokensPerSecond must be above 0, e.g. "82.5"',
-            check=lambda b: decimal_ok(b.tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".tokensPerSecond",
-        ),
-    )
-
-    serving_ref: LocalObjectReference | None = None
-    """A DrafterServing with drafter.method none, benchmarked under the same settings."""
-    benchmark_ref: LocalObjectReference | None = None
-    """A DrafterBenchmark of a no-speculation serving in this namespace: its result's tokensPerSecond is the baseline (waited for until it finishes)."""
-    tokens_per_second: Decimal | None = None
-    """A recorded no-speculation throughput in tokens per second, e.g. "82.5"."""
-
-
-def levels_distinct(levels: list[int] | None) -> bool:
-    """A sweep runs each level once: a repeated level would be measured twice and reported as two levels."""
-    return levels is None or len(set(levels)) == len(levels)
-
-
-#: CEL for levels_distinct of an optional concurrencyLevels field (at most 16 entries: 256 comparisons).
-CEL_LEVELS_DISTINCT = "!has(self.concurrencyLevels) || self.concurrencyLevels.all(x, self.concurrencyLevels.exists_one(y, y == x))"
-
-
-class BenchmarkGate(Gate):
-    """A benchmark a new revision or drafter must pass before it takes traffic; on failure nothing changes."""
-
-    rules = Gate.rules + (
-        Rule(
-            cel=CEL_LEVELS_DISTINCT,
-            message="gate.concurrencyLevels must not repeat a level (each is run once): remove the duplicates, e.g. [1, 8, 32]",
-            check=lambda g: levels_distinct(g.concurrency_levels),
-            field_path=".concurrencyLevels",
-        ),
-        Rule(
-            cel="!has(self.minSpeedup) || has(self.baseline)",
-            message="gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
-            check=lambda g: g.min_speedup is None or g.baseline is not None,
-            field_path=".baseline",
-            reason="FieldValueRequired",
-        ),
-    )
-
-    baseline: Baseline | None = None
-    """What the speedup is measured against."""
-    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 5
-    """Prompts in the gate benchmark."""
-    max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
-    """Tokens generated per prompt in the gate benchmark."""
-    concurrency_levels: Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=2, max_length=16)] | None = None
-    """A load sweep in the gate benchmark, e.g. [1, 4, 8, 32]: the thresholds judge its first level, and the sweep gives spec.drafter.dynamic fromBenchmark its crossover."""
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from typing import Literal
 
 import pydantic
 
-from drafter_operator.api.common import ApiModel, BenchmarkGate, ModelRef
+from drafter_operator.api.benchmark_gate import BenchmarkGate
+from drafter_operator.api.common import ApiModel, ModelRef
 from drafter_operator.api.serving import ContentDigest, DrafterServingSpec
 
 PROMOTION_ANNOTATION = "drafter.dev/promotion"

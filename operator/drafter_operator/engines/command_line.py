@@ -42,11 +42,15 @@ def vllm_rewrite(args: list[str]) -> tuple[list[str], dict[str, str]]:
     way ``FlexibleArgumentParser.parse_args`` does. ``--config FILE`` is left in place (the engine
     would read the file; the operator cannot).
     """
+    kept, origin = merge_dotted_keys(vllm_spelled(args))
+    return kept, origin
+
+
+def vllm_spelled(args: list[str]) -> list[str]:
+    """The spellings vLLM's parser normalises before argparse: underscores in a --flag's name (before its first
+    dot) become dashes, and -O<level> (or -O followed by a level) becomes --optimization-level <level>."""
     processed: list[str] = []
-    origin: dict[str, str] = {}
-    index = 0
-    while index < len(args):
-        arg = args[index]
+    for index, arg in enumerate(args):
         if arg.startswith("--"):
             key, sep, value = arg.partition("=")
             processed.append(_DOTTED_NAME.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + sep + value)
@@ -56,8 +60,13 @@ def vllm_rewrite(args: list[str]) -> tuple[list[str], dict[str, str]]:
             processed.append("--optimization-level")
         else:
             processed.append(arg)
-        index += 1
+    return processed
 
+
+def merge_dotted_keys(processed: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Dotted keys (``--speculative-config.method ngram``, ``-sc.k=3``, ``key.list+ a,b``) merged into one JSON
+    object per key, appended after the other arguments; and for each merged key the first item that set it."""
+    origin: dict[str, str] = {}
     merged: dict[str, dict[str, Any]] = {}
     kept: list[str] = []
     skip = set()
@@ -78,24 +87,31 @@ def vllm_rewrite(args: list[str]) -> tuple[list[str], dict[str, str]]:
                 raise CommandLineRejected(f"{arg} needs a value")
             value_text = processed[i + 1]
             skip.add(i + 1)
-        if name.endswith("+"):
-            name = name[:-1]
-            value_text = json.dumps(value_text.split(","))
-        key, *path = name.split(".")
-        try:
-            value: Any = json.loads(value_text)
-        except json.JSONDecodeError:
-            try:
-                value = vllm_human_readable_int(value_text)
-            except (ValueError, argparse.ArgumentTypeError):
-                value = value_text
-        for part in reversed(path):
-            value = {part: value}
+        key, value = dotted_value(name, value_text)
         _merge(merged.setdefault(key, {}), value)
         origin.setdefault(key, arg)
     for key, value in merged.items():
         kept += [key, json.dumps(value)]
     return kept, origin
+
+
+def dotted_value(name: str, value_text: str) -> tuple[str, Any]:
+    """``--key.a.b`` with ``value_text`` -> (``--key``, {"a": {"b": value}}): the value read as JSON, else as
+    vLLM's human-readable integer ("2k"), else kept as text; a ``+`` suffix splits it on commas into a list."""
+    if name.endswith("+"):
+        name = name[:-1]
+        value_text = json.dumps(value_text.split(","))
+    key, *path = name.split(".")
+    try:
+        value: Any = json.loads(value_text)
+    except json.JSONDecodeError:
+        try:
+            value = vllm_human_readable_int(value_text)
+        except (ValueError, argparse.ArgumentTypeError):
+            value = value_text
+    for part in reversed(path):
+        value = {part: value}
+    return key, value
 
 
 def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:

@@ -118,6 +118,10 @@ def _remembered(engine: str, extra_args: tuple[str, ...], owned: tuple[tuple[str
                                     placeholder_positionals=placeholder_positionals, secrets=dict(secrets)))
 
 
+#: Where the items come from, as every message names it.
+WHERE = "spec.target.extraArgs"
+
+
 def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, OwnedDestination], *,
                        known_flags_only: bool = True,
                        placeholder_positionals: tuple[str, ...] = (),
@@ -133,28 +137,16 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
     the flag only, never the value (it lands in status and Events).
     """
     flags = table(engine)
-    name = f"{engine} {flags.version}"
-    where = "spec.target.extraArgs"
     try:
         parsed = parse(engine, [*placeholder_positionals, *extra_args], with_defaults=False,
                        known_only=not known_flags_only)
     except CommandLineRejected as exc:
-        hint = ""
-        other = "sglang" if engine == "vllm" else "vllm"
-        for item in extra_args:
-            if item.startswith("--") and resolve_spelling(engine, item) is None and resolve_spelling(other, item):
-                hint = f"; {item.split('=', 1)[0]} is a {other} flag, not a {engine} one"
-                break
-        return [f"{where} is refused by the {name} argument parser ({_without_values(str(exc))}){hint}: "
-                f"fix or remove the item (the engine would exit with status 2 at startup)"]
-
+        return [f"{WHERE} is refused by the {engine} {flags.version} argument parser ({_without_values(str(exc))})"
+                f"{other_engine_hint(engine, extra_args)}: fix or remove the item (the engine would exit with "
+                "status 2 at startup)"]
     problems = []
     positional_dests = {p.dest for p in flags.positionals}
-    spelled = {}
-    for item in extra_args:
-        option = resolve_spelling(engine, item)
-        if option is not None:
-            spelled.setdefault(option.dest, item)
+    spelled = first_spellings(engine, extra_args)
     for dest, spelling in parsed.given.items():
         if dest in positional_dests and placeholder_positionals:
             continue
@@ -163,23 +155,52 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
         canonical = option.canonical if option else dest
         secret = (secrets or {}).get(dest)
         if secret is not None:
-            value = parsed.values.get(dest)
-            # vLLM's --api-key appends (several keys): every one must be a reference.
-            values = value if isinstance(value, list) else [value]
-            if not all(isinstance(v, str) and ENV_REFERENCE.fullmatch(v) for v in values):
-                flag = item.split("=", 1)[0]
-                read_as = "" if flag == canonical else f" (the engine reads it as {canonical})"
-                problems.append(f"{where} item {flag}{read_as} carries {secret.holds} in the pod's command line, "
-                                f"readable by anyone who may read the DrafterServing, its Deployment or its pods: "
-                                f"{secret.remedy(canonical)}")
-            continue
-        rule = owned_rule(owned, dest)
-        if rule is None:
-            continue
-        spelled_as = "" if item.split("=", 1)[0] == canonical else f" (the engine reads it as {canonical})"
-        problems.append(f"{where} item {item!r}{spelled_as} would change {rule.controls}, which the operator "
-                        f"owns: {rule.remedy}")
+            problem = secret_value_problem(item, canonical, secret, parsed.values.get(dest))
+        else:
+            problem = owned_destination_problem(item, canonical, owned_rule(owned, dest))
+        if problem:
+            problems.append(problem)
     return problems
+
+
+
+def other_engine_hint(engine: str, extra_args: list[str]) -> str:
+    """"; --x is a sglang flag, not a vllm one" for the first item only the other engine knows, else ""."""
+    other = "sglang" if engine == "vllm" else "vllm"
+    for item in extra_args:
+        if item.startswith("--") and resolve_spelling(engine, item) is None and resolve_spelling(other, item):
+            return f"; {item.split('=', 1)[0]} is a {other} flag, not a {engine} one"
+    return ""
+
+
+def first_spellings(engine: str, extra_args: list[str]) -> dict[str, str]:
+    """Each destination the items reach, with the first item that reached it (as the user wrote it)."""
+    spelled: dict[str, str] = {}
+    for item in extra_args:
+        option = resolve_spelling(engine, item)
+        if option is not None:
+            spelled.setdefault(option.dest, item)
+    return spelled
+
+
+def secret_value_problem(item: str, canonical: str, secret: SecretDestination, value: object) -> str | None:
+    """A secret-bearing flag whose value is not a whole $(NAME) reference; the message names the flag only."""
+    # vLLM's --api-key appends (several keys): every one must be a reference.
+    values = value if isinstance(value, list) else [value]
+    if all(isinstance(v, str) and ENV_REFERENCE.fullmatch(v) for v in values):
+        return None
+    flag = item.split("=", 1)[0]
+    read_as = "" if flag == canonical else f" (the engine reads it as {canonical})"
+    return (f"{WHERE} item {flag}{read_as} carries {secret.holds} in the pod's command line, readable by anyone "
+            f"who may read the DrafterServing, its Deployment or its pods: {secret.remedy(canonical)}")
+
+
+def owned_destination_problem(item: str, canonical: str, rule: OwnedDestination | None) -> str | None:
+    """An item reaching a destination the operator owns (``rule``; None when it owns none there)."""
+    if rule is None:
+        return None
+    spelled_as = "" if item.split("=", 1)[0] == canonical else f" (the engine reads it as {canonical})"
+    return f"{WHERE} item {item!r}{spelled_as} would change {rule.controls}, which the operator owns: {rule.remedy}"
 
 
 def _without_values(message: str) -> str:

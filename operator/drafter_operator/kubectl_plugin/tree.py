@@ -138,64 +138,89 @@ def _benchmark_summary(result: dict) -> str:
 
 def build(serving: dict, pods: list[dict], benchmarks: list[dict], now: datetime) -> View:
     """The view of ``serving`` with its engine ``pods`` and the namespace's ``benchmarks``."""
+    status = serving.get("status") or {}
+    name = (serving.get("metadata") or {}).get("name", "")
+    header = [*identity_rows(serving), *acceptance_rows(status), *benchmark_rows(name, status, benchmarks),
+              action_row(status)]
+    return View(header, list(status.get("conditions") or []), revision_tree(serving, pods))
+
+
+Row = tuple[str, str]
+
+
+def identity_rows(serving: dict) -> list[Row]:
+    """Name, namespace, health, what serves now (revision, engine, drafter, image) and where."""
     meta, status = serving.get("metadata") or {}, serving.get("status") or {}
-    name = meta.get("name", "")
     icon, word = serving_health(status)
-    header: list[tuple[str, str]] = [("Name", name), ("Namespace", meta.get("namespace", "")),
-                                     ("Status", f"{icon} {word}")]
+    rows: list[Row] = [("Name", meta.get("name", "")), ("Namespace", meta.get("namespace", "")),
+                       ("Status", f"{icon} {word}")]
     now_serving = status.get("serving") or {}
     if now_serving.get("revision"):
-        header.append(("Serving", f"revision {now_serving['revision']}: {now_serving.get('engine', '?')}, "
-                                  f"drafter {now_serving.get('drafter', '?')}"))
+        rows.append(("Serving", f"revision {now_serving['revision']}: {now_serving.get('engine', '?')}, "
+                                f"drafter {now_serving.get('drafter', '?')}"))
         if now_serving.get("image"):
-            header.append(("Image", now_serving["image"]))
+            rows.append(("Image", now_serving["image"]))
     else:
-        header.append(("Serving", "nothing yet"))
+        rows.append(("Serving", "nothing yet"))
     if (status.get("endpoint") or {}).get("url"):
-        header.append(("Endpoint", status["endpoint"]["url"]))
+        rows.append(("Endpoint", status["endpoint"]["url"]))
+    return rows
 
-    active = status.get("activeRevision")
+
+def acceptance_rows(status: dict) -> list[Row]:
+    """The acceptance of the active revision over the last window (none measured on another revision)."""
     acceptance = status.get("acceptance") or {}
-    if acceptance and acceptance.get("revision") in (None, active):
+    if acceptance and acceptance.get("revision") in (None, status.get("activeRevision")):
         window = f" over {acceptance['windowSeconds']}s" if acceptance.get("windowSeconds") else ""
-        header.append(("Acceptance now", (_acceptance(acceptance.get("rate"), acceptance.get("meanLength")) or "-")
-                       + window))
-    else:
-        header.append(("Acceptance now", "-"))
+        return [("Acceptance now", (_acceptance(acceptance.get("rate"), acceptance.get("meanLength")) or "-") + window)]
+    return [("Acceptance now", "-")]
+
+
+def benchmark_rows(name: str, status: dict, benchmarks: list[dict]) -> list[Row]:
+    """The acceptance at promotion and the last benchmark, from the serving's benchmarks."""
     mine = _benchmarks_of(name, benchmarks)
     # "At promotion": the first finished benchmark of the active revision, which is its gate when one ran
     # before traffic moved to it, else the first measurement after.
-    of_active = [b for b in mine if (b.get("status") or {}).get("revision") == active
+    of_active = [b for b in mine if (b.get("status") or {}).get("revision") == status.get("activeRevision")
                  and (b.get("status") or {}).get("state") == "Succeeded"]
     if of_active:
         first = of_active[0]
         result = first["status"].get("result") or {}
-        header.append(("Acceptance at promotion",
-                       f"{_acceptance(result.get('acceptanceRate'), result.get('acceptanceLength')) or '-'} "
-                       f"(benchmark {first['metadata']['name']})"))
+        rows = [("Acceptance at promotion",
+                 f"{_acceptance(result.get('acceptanceRate'), result.get('acceptanceLength')) or '-'} "
+                 f"(benchmark {first['metadata']['name']})")]
     else:
-        header.append(("Acceptance at promotion", "- (no finished benchmark of the serving revision)"))
+        rows = [("Acceptance at promotion", "- (no finished benchmark of the serving revision)")]
     last = status.get("lastBenchmark") or {}
     if last.get("name"):
         figures = _benchmark_summary({"tokensPerSecond": last.get("tokensPerSecond"), "speedup": last.get("speedup"),
                                       "acceptanceLength": last.get("acceptanceLength")})
-        header.append(("Last benchmark", f"{last['name']}: {figures or 'no figures'}"))
+        rows.append(("Last benchmark", f"{last['name']}: {figures or 'no figures'}"))
     elif mine:
         newest = mine[-1]
         state = (newest.get("status") or {}).get("state") or "Pending"
-        header.append(("Last benchmark", f"{newest['metadata']['name']}: {state}"))
+        rows.append(("Last benchmark", f"{newest['metadata']['name']}: {state}"))
     else:
-        header.append(("Last benchmark", "none (kubectl drafter benchmark " + name + ")"))
+        rows.append(("Last benchmark", "none (kubectl drafter benchmark " + name + ")"))
+    return rows
+
+
+def action_row(status: dict) -> Row:
+    """The onDegraded action in force, if any."""
     action = status.get("degradedAction")
     if action:
-        header.append(("Action", f"{action.get('action')}: serving revision {action.get('revision')} instead of "
-                                 f"{action.get('degradedRevision')} since {action.get('since')}: {action.get('message')}"))
-    elif status.get("speculationDisabled"):
-        header.append(("Action", f"speculation disabled: {status['speculationDisabled']}"))
-    else:
-        header.append(("Action", "none"))
+        return ("Action", f"{action.get('action')}: serving revision {action.get('revision')} instead of "
+                          f"{action.get('degradedRevision')} since {action.get('since')}: {action.get('message')}")
+    if status.get("speculationDisabled"):
+        return ("Action", f"speculation disabled: {status['speculationDisabled']}")
+    return ("Action", "none")
 
-    root = Node(name, "DrafterServing", icon, word, meta.get("creationTimestamp"),
+
+def revision_tree(serving: dict, pods: list[dict]) -> Node:
+    """The serving, its revisions newest first (and any revision only its pods know yet), each with its pods."""
+    meta, status = serving.get("metadata") or {}, serving.get("status") or {}
+    icon, word = serving_health(status)
+    root = Node(meta.get("name", ""), "DrafterServing", icon, word, meta.get("creationTimestamp"),
                 info=f"replicas:{(serving.get('spec') or {}).get('replicas', 1)}")
     by_revision: dict[str, list[dict]] = {}
     for pod in pods:
@@ -206,20 +231,25 @@ def build(serving: dict, pods: list[dict], benchmarks: list[dict], now: datetime
     # Pods of a revision the status does not list yet (a swap's first moments): shown, not dropped.
     records += [{"name": r} for r in sorted(by_revision, key=str) if r is not None and r not in known]
     for record in reversed(records):  # newest first, as argo rollouts lists revisions
-        r_icon, r_word = revision_state(record, status)
-        marks = [m for m, on in (("active", record.get("name") == active),
-                                 ("previous", record.get("name") == status.get("previousRevision"))) if on]
-        info = ", ".join(x for x in (record.get("engine"), record.get("drafter")) if x)
-        if record.get("failedReason"):
-            info = (info + ": " if info else "") + record["failedReason"]
-        label = f"revision {record.get('name')}" + (f" ({', '.join(marks)})" if marks else "")
-        node = Node(label, "Revision", r_icon, r_word, record.get("since"), info)
-        for pod in sorted(by_revision.get(record.get("name"), []), key=lambda p: p["metadata"]["name"]):
-            p_icon, p_word, p_info = pod_state(pod)
-            node.children.append(Node(pod["metadata"]["name"], "Pod", p_icon, p_word,
-                                      pod["metadata"].get("creationTimestamp"), p_info))
-        root.children.append(node)
-    return View(header, list(status.get("conditions") or []), root)
+        root.children.append(revision_node(record, status, by_revision.get(record.get("name"), [])))
+    return root
+
+
+def revision_node(record: dict, status: dict, pods: list[dict]) -> Node:
+    """One revision (marked active or previous, with its engine, drafter and why it failed) and its pods."""
+    r_icon, r_word = revision_state(record, status)
+    marks = [m for m, on in (("active", record.get("name") == status.get("activeRevision")),
+                             ("previous", record.get("name") == status.get("previousRevision"))) if on]
+    info = ", ".join(x for x in (record.get("engine"), record.get("drafter")) if x)
+    if record.get("failedReason"):
+        info = (info + ": " if info else "") + record["failedReason"]
+    label = f"revision {record.get('name')}" + (f" ({', '.join(marks)})" if marks else "")
+    node = Node(label, "Revision", r_icon, r_word, record.get("since"), info)
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        p_icon, p_word, p_info = pod_state(pod)
+        node.children.append(Node(pod["metadata"]["name"], "Pod", p_icon, p_word,
+                                  pod["metadata"].get("creationTimestamp"), p_info))
+    return node
 
 
 def _rows(node: Node, prefix: str, last: bool, top: bool, now: datetime) -> list[tuple[str, str, str, str, str]]:

@@ -7,7 +7,7 @@ which still points at the active revision: the gate measures exactly the drafter
 from __future__ import annotations
 
 from drafter_operator import engines
-from drafter_operator.api.common import BenchmarkGate
+from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.resources.labels import REVISION_LABEL, serving_labels

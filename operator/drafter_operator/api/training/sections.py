@@ -1,0 +1,196 @@
+"""The sections of a DrafterTraining's spec: target, storage, data, hidden states, train, output, promote and
+resources."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints
+
+from drafter_operator.api.benchmark_gate import BenchmarkGate
+from drafter_operator.api.common import (
+    MOUNT_PATH_PATTERN,
+    PATH_FIX,
+    AbsPath,
+    ApiModel,
+    Engine,
+    Image,
+    LocalObjectReference,
+    ModelRef,
+    ObjectName,
+    Quantity,
+    Rule,
+    cel_decimal_range,
+    cel_path_normalised,
+    decimal_ok,
+    path_normalised,
+)
+from drafter_operator.api.pod import ContainerResources
+
+STAGES: tuple[str, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
+LEARNING_RATE_PATTERN = r"^[0-9](\.[0-9]{1,6})?([eE]-?[0-9]{1,2})?$"
+
+
+def _unique(values: list[int]) -> list[int]:
+    if len(set(values)) != len(values):
+        duplicate = next(v for v in values if values.count(v) > 1)
+        raise ValueError(f"Duplicate value: {duplicate}")
+    return values
+
+
+class TrainingTarget(ApiModel):
+    """The target model the drafter is trained for."""
+
+    model: ModelRef
+    """The target: an absolute path on the model volume or a hub id."""
+    architecture: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", max_length=128)] | None = None
+    """The target's architecture as in its config.json, e.g. DeepseekV3ForCausalLM (checked against the model when set)."""
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 8
+    """GPUs the target is sharded over while generating data and extracting hidden states."""
+
+
+class TrainingStorage(ApiModel):
+    """The model volume: holds the target, the base drafter and receives the trained drafter."""
+
+    rules = (
+        Rule(
+            cel=cel_path_normalised("self.mountPath"),
+            message=f"spec.storage.mountPath must be a normalised path ({PATH_FIX}): e.g. /models",
+            check=lambda s: path_normalised(s.mount_path),
+            field_path=".mountPath",
+        ),
+        Rule(
+            cel=cel_path_normalised("self.cachePath"),
+            message=f"spec.storage.cachePath must be a normalised path ({PATH_FIX}): e.g. /var/cache/huggingface",
+            check=lambda s: path_normalised(s.cache_path),
+            field_path=".cachePath",
+        ),
+    )
+
+    model_claim: ObjectName
+    """PersistentVolumeClaim with the target (and base drafter); the trained drafter is written to it."""
+    mount_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/models"
+    """Where the volume is mounted in the stage pods."""
+    cache_claim: ObjectName | None = None
+    """PersistentVolumeClaim for the Hugging Face cache (HF_HOME) of the stage pods: hub ids (target, base drafter, dataset) are downloaded there once for every stage."""
+    cache_path: Annotated[str, StringConstraints(pattern=MOUNT_PATH_PATTERN, max_length=256)] = "/var/cache/huggingface"
+    """Where the cache volume is mounted (HF_HOME)."""
+
+
+class GenerationSpec(ApiModel):
+    """Regenerate the dataset's answers with the target itself, so the drafter learns the target's distribution."""
+
+    engine: Engine = "sglang"
+    """Engine that serves the target during generation."""
+    image: Image | None = None
+    """Engine image; defaults per engine from the operator's configuration."""
+
+
+class DataSpec(ApiModel):
+    """Training data."""
+
+    dataset: ModelRef
+    """Prompt dataset: a path on the model volume (JSONL conversations) or a hub dataset id, e.g. "sharegpt"."""
+    num_samples: Annotated[int, Field(ge=1, le=100000000)]
+    """Samples to use, e.g. 10000."""
+    max_tokens: Annotated[int, Field(ge=1, le=131072)] = 2048
+    """Longest generated answer in tokens."""
+    generation: GenerationSpec | None = None
+    """Regenerate answers with the target (recommended); unset uses the dataset's answers as they are."""
+    chat_template: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)] | None = None
+    """SpecForge's name for the target's chat template (its loss masks follow it), e.g. kimi-k2-instruct, deepseek-v3, qwen, llama3; required with framework specforge. speculators renders through the target's own template and ignores it."""
+
+
+class HiddenStatesStorage(ApiModel):
+    """Volume for the extracted hidden states (large: the seed needed 828 GB for 10k samples)."""
+
+    rules = (
+        Rule(
+            cel="has(self.claimName) || has(self.size)",
+            message="spec.hiddenStates.storage needs claimName (an existing PersistentVolumeClaim) or size (the operator creates one), e.g. size: 1Ti",
+            check=lambda s: s.claim_name is not None or s.size is not None,
+            reason="FieldValueRequired",
+        ),
+    )
+
+    claim_name: ObjectName | None = None
+    """An existing PersistentVolumeClaim to use."""
+    size: Quantity | None = None
+    """Size of the claim the operator creates when claimName is unset, e.g. "1Ti"."""
+    storage_class_name: ObjectName | None = None
+    """StorageClass of the claim the operator creates."""
+    retain: bool = False
+    """Keep the claim the operator created after the training succeeded (by default it is deleted then, never while a stage uses it); a claimName given here is never deleted."""
+
+
+class HiddenStatesSpec(ApiModel):
+    """Offline extraction of the target's hidden states the EAGLE-3 drafter learns from."""
+
+    rules = (
+        Rule(
+            cel="!has(self.layers) || self.layers.isSorted()",
+            message="spec.hiddenStates.layers must be in ascending order (low, middle, high), e.g. [2, 30, 58]",
+            check=lambda h: h.layers is None or list(h.layers) == sorted(h.layers),
+            field_path=".layers",
+        ),
+    )
+
+    layers: Annotated[
+        list[Annotated[int, Field(ge=0, le=1023)]],
+        Field(min_length=3, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        AfterValidator(_unique),
+    ] | None = None
+    """The three target layers (low, middle, high) whose hidden states EAGLE-3 fuses, e.g. [2, 30, 58]; default: the framework's choice."""
+    storage: HiddenStatesStorage
+    """Where the hidden states are written."""
+
+
+class TrainSpec(ApiModel):
+    """Training hyper-parameters."""
+
+    rules = (
+        Rule(
+            cel=cel_decimal_range("self.learningRate", LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
+            message='spec.train.learningRate must be above 0 and at most 1, e.g. "1e-4"',
+            check=lambda t: decimal_ok(t.learning_rate, LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
+            field_path=".learningRate",
+        ),
+    )
+
+    epochs: Annotated[int, Field(ge=1, le=100)] = 5
+    """Passes over the data."""
+    learning_rate: Annotated[str, StringConstraints(pattern=LEARNING_RATE_PATTERN, max_length=16)] = "1e-4"
+    """Learning rate as a decimal string, e.g. "1e-4" or "0.0001"."""
+    batch_size: Annotated[int, Field(ge=1, le=1024)] = 1
+    """Batch size per GPU."""
+    max_length: Annotated[int, Field(ge=128, le=131072)] = 2048
+    """Longest training sequence in tokens (prompt and answer)."""
+    draft_vocab_size: Annotated[int, Field(ge=16, le=1048576)] = 32000
+    """Draft vocabulary: the drafter predicts only the N most frequent target tokens (d2t/t2d map them); both frameworks default to 32000. Must not exceed the target's vocabulary. Ignored when fine-tuning (the base drafter's vocabulary is kept)."""
+
+
+class OutputSpec(ApiModel):
+    """Where the trained drafter goes."""
+
+    path: AbsPath
+    """Directory on the model volume (in a directory under storage.mountPath, e.g. /models/drafters/my-drafter) for the exported drafter checkpoint. Export writes it beside, as .<name>.tmp-g<generation>, and renames it into place when complete; it must not exist yet unless overwrite is set."""
+    overwrite: bool = False
+    """Replace an existing output.path (renamed aside once the new drafter is complete, then deleted); never while a DrafterServing of the namespace loads it. Unset, an existing output.path fails the run before any stage works."""
+    format: Literal["sglang", "hf"] = "sglang"
+    """SpecForge's export format: sglang (the drafter weights only; SGLang and vLLM load it) or hf (with the target's embedding copied in). speculators always writes its own format, which vLLM loads."""
+
+
+class PromoteSpec(ApiModel):
+    """Benchmark the new drafter on a serving and swap it in only if it beats the current one."""
+
+    serving_ref: LocalObjectReference
+    """The DrafterServing to promote the drafter into (same target model)."""
+    gate: BenchmarkGate | None = None
+    """The benchmark the new drafter must pass (besides beating the current drafter) before it is swapped in."""
+
+
+class TrainingResources(ContainerResources):
+    """Resources of each stage pod: GPUs for the GPU stages, CPU and memory for all."""
+
+    gpus: Annotated[int, Field(ge=1, le=64)] = 8
+    """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""

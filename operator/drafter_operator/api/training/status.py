@@ -1,0 +1,110 @@
+"""DrafterTrainingStatus: the stage, its progress, the artifacts, the evaluation and the hidden-state volume."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from drafter_operator.api.common import CONDITIONS_SCHEMA_EXTRA, Condition, StatusModel
+
+
+class TrainingProgress(StatusModel):
+    """How far the current stage is."""
+
+    samples_done: int | None = None
+    """Samples generated or extracted so far."""
+    samples_total: int | None = None
+    """Samples to generate or extract."""
+    epoch: int | None = None
+    """Current training epoch (1-based)."""
+    epochs: int | None = None
+    """Training epochs in total."""
+    step: int | None = None
+    """Optimizer steps done in training."""
+    steps: int | None = None
+    """Optimizer steps in the whole training, when the framework says."""
+    loss: float | None = None
+    """The latest training loss the framework reported."""
+    eta_seconds: int | None = None
+    """Estimated seconds until the current stage ends, from its rate so far."""
+    percent: float | None = None
+    """Overall progress of the current stage, 0-100."""
+    updated: str | None = None
+    """When the stage last reported progress (RFC 3339)."""
+    summary: str | None = None
+    """Short text for kubectl get, e.g. "6200/10000 samples" or "epoch 3/5"."""
+
+
+class Artifact(StatusModel):
+    """Something a stage produced."""
+
+    stage: str
+    """The stage that produced it."""
+    path: str
+    """Where it is."""
+    size_bytes: int | None = None
+    """Its size."""
+    content_digest: str | None = None
+    """Export's drafter: "sha256:<hex>" over its files' relative paths and bytes (also in drafter-digest.json inside it), so a new export at the same path is told from the old one."""
+
+
+class EvaluationResult(StatusModel):
+    """The new drafter's benchmark."""
+
+    benchmark: str | None = None
+    """Name of the DrafterBenchmark."""
+    tokens_per_second: float | None = None
+    """Throughput with the new drafter."""
+    speedup: float | None = None
+    """Speedup against the baseline."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens."""
+    acceptance_length: float | None = None
+    """Mean acceptance length."""
+    current_tokens_per_second: float | None = None
+    """Throughput of the serving's current drafter under the same settings (the Evaluate benchmark)."""
+    baseline_tokens_per_second: float | None = None
+    """No-speculation throughput the speedups are measured against, when the promote gate has a baseline."""
+    current_speedup: float | None = None
+    """The current drafter's speedup against that baseline."""
+    revision: str | None = None
+    """The serving revision the new drafter's figures come from (its gate benchmark)."""
+
+
+class HiddenStatesStatus(StatusModel):
+    """The hidden-state volume: how much the extraction wrote against what it will need."""
+
+    claim_name: str | None = None
+    """The PersistentVolumeClaim holding them."""
+    bytes_written: int | None = None
+    """Bytes the extraction has written so far."""
+    estimated_bytes: int | None = None
+    """What the whole extraction will write: samples x tokens x (layers + 1) x hidden size x 2 bytes."""
+    deleted: bool | None = None
+    """The operator deleted its claim after the training succeeded (storage.retain unset)."""
+
+
+class DrafterTrainingStatus(StatusModel):
+    """Observed state of a DrafterTraining."""
+
+    observed_generation: int | None = None
+    """The metadata.generation the status reflects."""
+    conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
+    """One per stage (Generated, Extracted, Trained, Exported, Evaluated, Promoted), plus Ready."""
+    stage: Literal["Pending", "Generate", "Extract", "Train", "Export", "Evaluate", "Promote", "Succeeded", "Failed"] | None = None
+    """The stage running now (or the final outcome)."""
+    job_name: str | None = None
+    """The Job of the current stage."""
+    progress: TrainingProgress | None = None
+    """Progress of the current stage."""
+    artifacts: list[Artifact] | None = None
+    """What the stages produced."""
+    evaluation: EvaluationResult | None = None
+    """The new drafter's benchmark."""
+    hidden_states: HiddenStatesStatus | None = None
+    """The hidden-state volume: claim, bytes written, estimate."""
+    promoted: bool | None = None
+    """Whether the drafter was swapped into promote.servingRef."""
+    promoted_revision: str | None = None
+    """The revision of promote.servingRef that serves this training's drafter (also in that serving's annotation drafter.dev/promoted-by)."""
