@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers.training_decide import (
     TrainingState,
+    choose_stage,
+    completion_events,
     hidden_states,
     job_stage_creates,
     start_refusal,
@@ -198,3 +200,13 @@ def test_a_spec_is_refused_by_the_api_or_the_tenancy_policy():
     assert "train.epochs" in validated_spec(state(broken))[1]
     narrow = TenantPolicy(image_prefixes=("registry.example/",))
     assert "spec.image" in validated_spec(state(tenant_policy=narrow))[1]
+
+
+def test_the_stages_chosen_follow_the_spec_and_only_new_successes_are_announced():
+    with_promote, without = spec_of(training()), spec_of(training(promote=None))
+    stages, decision = choose_stage(without, {"Generate": StageJob("Generate", "Succeeded")}, frozenset())
+    assert stages == ("Generate", "Extract", "Train", "Export") and decision.start == "Extract"
+    assert choose_stage(with_promote, {}, frozenset({"Generate", "Extract", "Train", "Export"}))[1].start == "Evaluate"
+    done = StageDecision(stage="Export", done=("Generate", "Extract"))
+    observed = {"Extract": StageJob("Extract", "Succeeded")}
+    assert completion_events(done, frozenset({"Generate"}), observed) == [("Normal", "Extracted", "Extract succeeded")]

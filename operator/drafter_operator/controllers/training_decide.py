@@ -114,17 +114,14 @@ def decide(state: TrainingState) -> TrainingPlan:
     seen = observe_jobs(state)
     promotion = observe_promotion(state, spec)
     observed = {**seen.observed, **promotion.stages}
-    promote = spec.promote is not None
-    stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
-    decision = plan_stages(stages, observed, seen.recorded)
+    stages, decision = choose_stage(spec, observed, seen.recorded)
     # Generate's engine holds GPUs: it runs only while Generate does (a finished, failed or newer run
     # deletes it).
     generating = spec.data.generation is not None and decision.stage == "Generate"
     plan.deletes += idle_engine_deletes(state.engine, meta["namespace"],
                                         engine_name(name, generation) if generating else None)
     verdicts = stage_verdicts(stages, decision, observed, generation)
-    plan.events += [("Normal", STAGE_CONDITIONS[s], _success(s, observed)) for s in decision.done
-                    if s not in seen.recorded]
+    plan.events += completion_events(decision, seen.recorded, observed)
     extra = run_record(state, spec, seen, decision, promotion.evaluation)
     hidden, claim_deletes = hidden_states(state, spec, seen.recorded, extra["artifacts"])
     plan.deletes += claim_deletes
@@ -185,6 +182,19 @@ def _stage_failed(plan: TrainingPlan, state: TrainingState, verdicts: list, extr
                  ("Ready", Verdict("False", reason, f"{message}; {fix}"))]
     extra["progress"] = None
     return _finish(plan, state, "Failed", verdicts, extra)
+
+
+def choose_stage(spec, observed: dict[str, StageJob], recorded: frozenset[str]):
+    """The stages the spec asks for, and the stage machine's next step over them (training_stages.py)."""
+    promote = spec.promote is not None
+    stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
+    return stages, plan_stages(stages, observed, recorded)
+
+
+def completion_events(decision: StageDecision, recorded: frozenset[str],
+                      observed: dict[str, StageJob]) -> list[Event]:
+    """A Normal Event for each stage done that status does not record yet (once per stage and generation)."""
+    return [("Normal", STAGE_CONDITIONS[s], _success(s, observed)) for s in decision.done if s not in recorded]
 
 
 def stage_verdicts(stages, decision: StageDecision, observed: dict[str, StageJob],
