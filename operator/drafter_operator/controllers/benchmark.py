@@ -13,15 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
-from drafter_operator.controllers.benchmark_decide import (
-    MAX_LOG_BYTES,
-    BenchmarkPlan,
-    BenchmarkState,
-    Target,
-    decide,
-    parse_detail,
-    result_pod,
-)
+from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
+from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics

@@ -34,21 +34,40 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
     Exits 2 before kopf starts when the apiserver denies a permission the operator needs where it is to
     act (permissions.py), naming each denied permission and the fix, or when the Lease's namespace does
     not exist; 3 when it loses the Lease."""
-    from drafter_operator import permissions
     from drafter_operator.controllers import handlers  # noqa: F401 - registers the handlers
     from drafter_operator.controllers import leader_election as election
-    from drafter_operator.kube import Kube, load_api_client
     from drafter_operator.monitoring import operator_metrics
 
     if leader_election:
         lease_namespace = lease_namespace or election.default_lease_namespace()
         lease_name = lease_name or leadership.lease_name(namespaces)
-    missing = permissions.missing_access(Kube(load_api_client()), namespaces,
-                                         lease_namespace if leader_election else None)
-    if missing:
-        print(permissions.explain_missing(missing, namespaces), file=sys.stderr)
+    refused = startup_problem(namespaces, lease_namespace if leader_election else None)
+    if refused is not None:
+        print(refused, file=sys.stderr)
         return 2
+    release_seconds = memory_release_seconds()
+    if isinstance(release_seconds, str):
+        print(release_seconds, file=sys.stderr)
+        return 2
+    start_side_services(log_format, verbose, metrics_port, metrics_host, release_seconds)
+    liveness = f"http://{health_host}:{health_port}/healthz" if health_port else None
+    if not leader_election:
+        operator_metrics.set_leader(True)
+        asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True,
+                                  liveness_endpoint=liveness))
+        return 0
+    return run_leading(namespaces, liveness, lease_namespace, lease_name, lease_timings, health_host, health_port)
 
+
+def startup_problem(namespaces: list[str], lease_namespace: str | None) -> str | None:
+    """What stops the operator before kopf starts: a permission the apiserver denies where it is to act
+    (permissions.py, each denied permission and the fix), or a malformed tenant setting."""
+    from drafter_operator import permissions
+    from drafter_operator.kube import Kube, load_api_client
+
+    missing = permissions.missing_access(Kube(load_api_client()), namespaces, lease_namespace)
+    if missing:
+        return permissions.explain_missing(missing, namespaces)
     # What tenants may use (chart values prometheus.endpoints and tenancy.*): a malformed value stops the
     # operator here, with the variable named, rather than refusing every serving later.
     from drafter_operator.monitoring import prometheus_source
@@ -57,30 +76,38 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         prometheus_source.endpoints_from_env()
         TenantPolicy.from_env()
     except ValueError as exc:
-        print(f"drafter-operator: {exc}", file=sys.stderr)
-        return 2
+        return f"drafter-operator: {exc}"
+    return None
 
-    # Hands the memory a cold start leaves freed back to the kernel (memory_release.py); 0 turns it off.
-    release_setting = os.environ.get("DRAFTER_MEMORY_RELEASE_SECONDS", str(memory_release.DEFAULT_INTERVAL_SECONDS))
+
+def memory_release_seconds() -> float | str:
+    """How often freed memory goes back to the kernel (memory_release.py; 0: never), or why the setting
+    DRAFTER_MEMORY_RELEASE_SECONDS is refused."""
+    setting = os.environ.get("DRAFTER_MEMORY_RELEASE_SECONDS", str(memory_release.DEFAULT_INTERVAL_SECONDS))
     try:
-        release_seconds = float(release_setting)
+        return float(setting)
     except ValueError:
-        print(f"drafter-operator: DRAFTER_MEMORY_RELEASE_SECONDS={release_setting!r} is not a number of seconds; "
-              f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off", file=sys.stderr)
-        return 2
+        return (f"drafter-operator: DRAFTER_MEMORY_RELEASE_SECONDS={setting!r} is not a number of seconds; "
+                f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off")
 
+
+def start_side_services(log_format: str, verbose: bool, metrics_port: int, metrics_host: str,
+                        release_seconds: float) -> None:
+    """Logging, the operator's /metrics (0: off) and the periodic release of the memory a cold start
+    leaves freed (0: off)."""
     logs.configure(log_format, verbose)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host)
     if release_seconds > 0:
         memory_release.PeriodicRelease(release_seconds).start()
-    liveness = f"http://{health_host}:{health_port}/healthz" if health_port else None
 
-    if not leader_election:
-        operator_metrics.set_leader(True)
-        asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True,
-                                  liveness_endpoint=liveness))
-        return 0
+
+def run_leading(namespaces: list[str], liveness: str | None, lease_namespace: str, lease_name: str,
+                lease_timings: leadership.Timings, health_host: str, health_port: int) -> int:
+    """Stand by until this process holds the Lease, then run kopf while renewing it; release it once
+    nothing acts any more. 0 on a signal, 2 when the Lease's namespace does not exist."""
+    from drafter_operator.controllers import leader_election as election
+    from drafter_operator.kube import Kube, load_api_client
 
     # Its own client: the lease traffic stays out of drafter_operator_api_requests, the reconciles' figure.
     elector = election.LeaderElector(Kube(load_api_client()), lease_namespace, lease_name,
@@ -100,28 +127,8 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         return 0
     elector.start_renewing()
     memo = kopf.Memo()
-
-    async def lead() -> None:
-        # A signal before kopf installs its own handlers (it replaces these) cancels kopf. Not kopf's
-        # stop_flag: kopf leaves that flag's waiter running after a signal and then waits 5 s for it.
-        loop = asyncio.get_running_loop()
-        early = asyncio.Event()
-        for sig in previous:
-            loop.add_signal_handler(sig, early.set)
-        if stop.is_set():  # a signal that came while acquiring
-            return
-        operator = asyncio.create_task(kopf.operator(namespaces=namespaces, clusterwide=not namespaces,
-                                                     standalone=True, liveness_endpoint=liveness, memo=memo))
-        signalled = asyncio.create_task(early.wait())
-        await asyncio.wait({operator, signalled}, return_when=asyncio.FIRST_COMPLETED)
-        signalled.cancel()
-        if not operator.done():
-            operator.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await operator
-
     try:
-        asyncio.run(lead())
+        asyncio.run(lead(namespaces, liveness, memo, tuple(previous), stop))
     finally:
         # Release only once nothing acts for this process: kopf has stopped its handlers, and the reconciles
         # its cleanup left running in the pool finish while the renewer still holds the Lease.
@@ -132,3 +139,25 @@ def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+async def lead(namespaces: list[str], liveness: str | None, memo: kopf.Memo, signals: tuple[signal.Signals, ...],
+               stop: threading.Event) -> None:
+    """Run kopf until it ends or a signal comes. A signal before kopf installs its own handlers (it replaces
+    these) cancels kopf. Not kopf's stop_flag: kopf leaves that flag's waiter running after a signal and
+    then waits 5 s for it."""
+    loop = asyncio.get_running_loop()
+    early = asyncio.Event()
+    for sig in signals:
+        loop.add_signal_handler(sig, early.set)
+    if stop.is_set():  # a signal that came while acquiring
+        return
+    operator = asyncio.create_task(kopf.operator(namespaces=namespaces, clusterwide=not namespaces,
+                                                 standalone=True, liveness_endpoint=liveness, memo=memo))
+    signalled = asyncio.create_task(early.wait())
+    await asyncio.wait({operator, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    if not operator.done():
+        operator.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await operator

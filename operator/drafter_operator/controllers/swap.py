@@ -182,122 +182,153 @@ def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
 
 
 def plan_swap(inp: SwapInput) -> SwapPlan:
+    """The next step: a first revision starts (or fails) in place; the active one keeps serving; a failed
+    desired revision stays failed; else the swap moves on (roll back, gate, switch, or start the new one)."""
     plan = SwapPlan()
-    desired, active = inp.desired, inp.active
-    timeout_text = _format(inp.startup_timeout)
-
-    if active is None or (desired == active and active not in inp.good):
-        # First revision: nothing to protect, traffic points at it from the start (the Service points
-        # at it before it is Ready, so until it has been Ready it is judged as a start, not as serving).
-        observed = inp.revisions.get(desired)
-        _steady(inp, plan, desired)
-        failure = start_failure(observed, inp.replicas, inp)
-        if desired in inp.failed or failure:
-            why = inp.failure_reasons.get(desired) or failure or f"did not become Ready within {timeout_text}"
-            if desired not in inp.failed:
-                plan.mark_failed = desired
-                plan.failure_reason = failure
-                plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}"))
-            plan.progressing = Verdict("False", "RevisionFailed",
-                                       f"revision {desired} {why}; there is no earlier revision to fall back to")
-            plan.mark_good = None
-        elif is_ready(observed, inp.replicas):
-            plan.progressing = Verdict("False", "RevisionActive", f"revision {desired} is serving")
-        else:
-            plan.progressing = Verdict("True", "RevisionStarting", f"starting revision {desired}")
+    if inp.active is None or (inp.desired == inp.active and inp.active not in inp.good):
+        return _first_revision(inp, plan)
+    if inp.desired == inp.active:
+        _steady(inp, plan, inp.active)
+        plan.progressing = Verdict("False", "RevisionActive", f"revision {inp.active} is serving")
         return plan
+    if inp.desired in inp.failed:
+        return _failed_earlier(inp, plan)
+    return _swap_step(inp, plan)
 
-    if desired == active:
-        _steady(inp, plan, active)
-        plan.progressing = Verdict("False", "RevisionActive", f"revision {active} is serving")
-        return plan
 
-    if desired in inp.failed:
-        _steady(inp, plan, active)
-        why = inp.failure_reasons.get(desired) or f"did not become Ready within {timeout_text}"
+def _first_revision(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """First revision: nothing to protect, traffic points at it from the start (the Service points at it
+    before it is Ready, so until it has been Ready it is judged as a start, not as serving)."""
+    desired = inp.desired
+    observed = inp.revisions.get(desired)
+    _steady(inp, plan, desired)
+    failure = start_failure(observed, inp.replicas, inp)
+    if desired in inp.failed or failure:
+        why = inp.failure_reasons.get(desired) or failure or f"did not become Ready within {_format(inp.startup_timeout)}"
+        if desired not in inp.failed:
+            plan.mark_failed = desired
+            plan.failure_reason = failure
+            plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}"))
         plan.progressing = Verdict("False", "RevisionFailed",
-                                   f"revision {desired} {why}; revision {active} keeps serving. Change the spec to "
-                                   "try another revision.")
-        return plan
+                                   f"revision {desired} {why}; there is no earlier revision to fall back to")
+        plan.mark_good = None
+    elif is_ready(observed, inp.replicas):
+        plan.progressing = Verdict("False", "RevisionActive", f"revision {desired} is serving")
+    else:
+        plan.progressing = Verdict("True", "RevisionStarting", f"starting revision {desired}")
+    return plan
 
+
+def _failed_earlier(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """The desired revision failed before: the active one keeps serving until the spec changes."""
+    _steady(inp, plan, inp.active)
+    why = inp.failure_reasons.get(inp.desired) or f"did not become Ready within {_format(inp.startup_timeout)}"
+    plan.progressing = Verdict("False", "RevisionFailed",
+                               f"revision {inp.desired} {why}; revision {inp.active} keeps serving. Change the spec to "
+                               "try another revision.")
+    return plan
+
+
+def _swap_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """A swap from the active revision to the desired one, one step: fail it, gate it, switch, or start it."""
+    desired, active = inp.desired, inp.active
     new = inp.revisions.get(desired)
-    old = inp.revisions.get(active)
     plan.service_revision = plan.active = active
     # A revision still draining from the last switch keeps its streams even when a new swap starts.
     plan.delete += [name for name in inp.revisions if name not in (active, desired) and not draining(inp, name)]
-
     failure = start_failure(new, inp.replicas, inp)
     if failure:
-        plan.mark_failed = desired
-        plan.failure_reason = failure
-        plan.delete.append(desired)
-        plan.scale[active] = inp.replicas
-        plan.ready = _ready_verdict(active, old, inp.replicas)
+        _keep_active(inp, plan, failure)
         plan.progressing = Verdict("False", "RevisionFailed", f"revision {desired} {failure}; rolled back "
                                                               f"to revision {active}")
         plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}; "
                                                          f"revision {active} keeps serving"))
         return plan
-
     if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
-        deadline = gate_deadline(inp)
-        if inp.gate is None and deadline is not None and inp.now > deadline:
-            # Nothing may hold a second revision's GPUs without a deadline: a gate that cannot be created
-            # (refused), never scheduled or never finishes fails the revision like a start that never ends.
-            plan.mark_failed = desired
-            plan.delete.append(desired)
-            plan.scale[active] = inp.replicas
-            plan.ready = _ready_verdict(active, old, inp.replicas)
-            plan.failure_reason = (f"had no gate verdict within spec.swap.gateTimeout {_format(inp.gate_timeout)} of "
-                                   "its gating")
-            message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
-            plan.progressing = Verdict("False", "GateTimedOut", message)
-            plan.events.append(("Warning", "GateTimedOut", message))
-            return plan
-        if inp.gate is None:
-            plan.scale[active] = plan.scale[desired] = inp.replicas
-            plan.ready = _ready_verdict(active, old, inp.replicas)
-            plan.run_gate = desired
-            plan.progressing = Verdict("True", "Gating", f"revision {desired} is Ready; benchmarking it through its "
-                                                         f"own pods before traffic moves ({inp.gate_source})")
-            return plan
-        if inp.gate.status != "True":
-            plan.mark_failed = desired
-            plan.delete.append(desired)
-            plan.scale[active] = inp.replicas
-            plan.ready = _ready_verdict(active, old, inp.replicas)
-            plan.failure_reason = f"failed {inp.gate_source} ({inp.gate.message})"
-            message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
-            plan.progressing = Verdict("False", "GateFailed", message)
-            plan.events.append(("Warning", "GateFailed", message))
-            return plan
-
+        gated = _gate_step(inp, plan)
+        if gated is not None:
+            return gated
     if is_ready(new, inp.replicas):
-        plan.scale[desired] = inp.replicas
-        plan.service_revision = plan.active = desired
-        plan.switched_from = active  # deleted once drained (see _steady)
-        plan.mark_good = desired if inp.replicas > 0 else None
-        plan.ready = _ready_verdict(desired, new, inp.replicas)
-        plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
-        plan.events.append(("Normal", "Switched", f"traffic moved from revision {active} to {desired} ({inp.strategy})"))
-        return plan
-
+        return _switch(inp, plan)
     if inp.strategy == "BlueGreen":
-        plan.scale[active] = inp.replicas
-        plan.scale[desired] = inp.replicas
-        plan.ready = _ready_verdict(active, old, inp.replicas)
-        if new is not None and new.unschedulable:
-            plan.progressing = Verdict(
-                "True", "InsufficientCapacity",
-                f"BlueGreen needs {inp.replicas} more engine pod(s) beside revision {active} but the scheduler "
-                f"cannot place revision {desired}: {new.unschedulable}. Free GPUs, or use swap.strategy Recreate; "
-                f"the swap is abandoned after {timeout_text}.")
-        else:
-            plan.progressing = Verdict("True", "RevisionStarting",
-                                       f"starting revision {desired} beside revision {active} (BlueGreen)")
-        return plan
+        return _start_beside(inp, plan)
+    return _recreate(inp, plan)
 
-    # Recreate: the old revision stops first; its Deployment stays at zero until the new one is Ready.
+
+def _keep_active(inp: SwapInput, plan: SwapPlan, failure_reason: str) -> None:
+    """The desired revision failed: it is marked failed and deleted; the active revision keeps serving."""
+    plan.mark_failed = inp.desired
+    plan.failure_reason = failure_reason
+    plan.delete.append(inp.desired)
+    plan.scale[inp.active] = inp.replicas
+    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), inp.replicas)
+
+
+def _gate_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan | None:
+    """A Ready, gated new revision: fail it past its gate deadline or on a failed gate, run its gate while
+    there is no verdict; None once the gate passed (traffic may move)."""
+    desired, active = inp.desired, inp.active
+    deadline = gate_deadline(inp)
+    if inp.gate is None and deadline is not None and inp.now > deadline:
+        # Nothing may hold a second revision's GPUs without a deadline: a gate that cannot be created
+        # (refused), never scheduled or never finishes fails the revision like a start that never ends.
+        _keep_active(inp, plan, f"had no gate verdict within spec.swap.gateTimeout {_format(inp.gate_timeout)} of "
+                                "its gating")
+        message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
+        plan.progressing = Verdict("False", "GateTimedOut", message)
+        plan.events.append(("Warning", "GateTimedOut", message))
+        return plan
+    if inp.gate is None:
+        plan.scale[active] = plan.scale[desired] = inp.replicas
+        plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas)
+        plan.run_gate = desired
+        plan.progressing = Verdict("True", "Gating", f"revision {desired} is Ready; benchmarking it through its "
+                                                     f"own pods before traffic moves ({inp.gate_source})")
+        return plan
+    if inp.gate.status != "True":
+        _keep_active(inp, plan, f"failed {inp.gate_source} ({inp.gate.message})")
+        message = f"revision {desired} {plan.failure_reason}; revision {active} keeps serving"
+        plan.progressing = Verdict("False", "GateFailed", message)
+        plan.events.append(("Warning", "GateFailed", message))
+        return plan
+    return None
+
+
+def _switch(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """The new revision is Ready (and passed any gate): the Service moves to it; the old one drains."""
+    desired, active = inp.desired, inp.active
+    plan.scale[desired] = inp.replicas
+    plan.service_revision = plan.active = desired
+    plan.switched_from = active  # deleted once drained (see _steady)
+    plan.mark_good = desired if inp.replicas > 0 else None
+    plan.ready = _ready_verdict(desired, inp.revisions.get(desired), inp.replicas)
+    plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
+    plan.events.append(("Normal", "Switched", f"traffic moved from revision {active} to {desired} ({inp.strategy})"))
+    return plan
+
+
+def _start_beside(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """BlueGreen: the new revision starts beside the active one, which keeps serving."""
+    desired, active, new = inp.desired, inp.active, inp.revisions.get(inp.desired)
+    plan.scale[active] = inp.replicas
+    plan.scale[desired] = inp.replicas
+    plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas)
+    if new is not None and new.unschedulable:
+        plan.progressing = Verdict(
+            "True", "InsufficientCapacity",
+            f"BlueGreen needs {inp.replicas} more engine pod(s) beside revision {active} but the scheduler "
+            f"cannot place revision {desired}: {new.unschedulable}. Free GPUs, or use swap.strategy Recreate; "
+            f"the swap is abandoned after {_format(inp.startup_timeout)}.")
+    else:
+        plan.progressing = Verdict("True", "RevisionStarting",
+                                   f"starting revision {desired} beside revision {active} (BlueGreen)")
+    return plan
+
+
+def _recreate(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """Recreate: the old revision stops first; its Deployment stays at zero until the new one is Ready."""
+    desired, active = inp.desired, inp.active
+    new, old = inp.revisions.get(desired), inp.revisions.get(active)
     plan.scale[active] = 0
     plan.ready = Verdict("False", "Recreating", f"revision {active} stopped to make room for revision {desired}")
     if new is None and old is not None and old.pods > 0:

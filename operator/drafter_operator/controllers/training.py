@@ -13,7 +13,8 @@ from typing import Callable, ClassVar
 
 from drafter_operator import API_GROUP, API_VERSION, __version__
 from drafter_operator.images import TRAINER_REPOSITORY
-from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide, left_by_earlier
+from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers.training_observe import left_by_earlier
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
 from drafter_operator.controllers.promotion_gate import PROMOTION_ANNOTATION, promotion_annotation
+from drafter_operator.controllers.training_stages import StageJob
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 from drafter_operator.resources.training_job import STAGE_LABEL
+
+if TYPE_CHECKING:
+    from drafter_operator.controllers.training_decide import TrainingState
 
 PROMOTED_BY = "drafter.dev/promoted-by"
 #: The method a trained EAGLE-3 drafter is served with.
@@ -142,3 +147,38 @@ def promotion_outcome(serving: dict, output_path: str, digest: str | None = None
     if status.get("activeRevision") == name and revision.get("good"):
         return Outcome("Succeeded", f"revision {name} serves the new drafter", figures)
     return Outcome("Running", f"revision {name} is starting or being benchmarked", figures)
+
+
+@dataclass(frozen=True)
+class PromotionSeen:
+    """Evaluate's and Promote's outcomes this cycle (from the benchmark and the serving), status.evaluation
+    as they leave it, and the content digest Export recorded."""
+
+    stages: dict[str, StageJob]  # "Evaluate" / "Promote" -> its state, once there is one to read
+    evaluation: dict
+    digest: str | None
+
+
+def observe_promotion(state: TrainingState, spec: DrafterTrainingSpec) -> PromotionSeen:
+    """Read Evaluate from this generation's benchmark and Promote from the serving, when spec.promote is set."""
+    meta = state.training["metadata"]
+    generation = meta.get("generation") or 1
+    status = state.training.get("status") or {}
+    this_generation = status.get("observedGeneration") == generation
+    evaluation = dict(status.get("evaluation") or {}) if this_generation else {}
+    stages: dict[str, StageJob] = {}
+    # What Export wrote (its content digest): the serving runs the new drafter only with model *and* digest.
+    digest = exported_digest(status.get("artifacts") if this_generation else None, spec.output.path)
+    if spec.promote is None:
+        return PromotionSeen(stages, evaluation, digest)
+    evaluate_name = evaluate_benchmark_name(meta["name"], generation)
+    benchmark = next((b for b in state.benchmarks if b["metadata"]["name"] == evaluate_name), None)
+    if benchmark is not None:
+        outcome = evaluation_outcome(benchmark)
+        stages["Evaluate"] = StageJob("Evaluate", outcome.state, outcome.message)
+        evaluation.update(outcome.figures or {}, benchmark=evaluate_name)
+    if state.serving is not None and points_at(state.serving, spec.output.path, digest):
+        outcome = promotion_outcome(state.serving, spec.output.path, digest)
+        stages["Promote"] = StageJob("Promote", outcome.state, outcome.message)
+        evaluation.update(outcome.figures or {})
+    return PromotionSeen(stages, evaluation, digest)

@@ -16,6 +16,8 @@ from typing import Literal
 
 Stage = Literal["Generate", "Extract", "Train", "Export", "Evaluate", "Promote"]
 STAGES: tuple[Stage, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
+#: The stages that run as Jobs (Evaluate and Promote are a benchmark and a serving patch).
+JOB_STAGES: tuple[Stage, ...] = ("Generate", "Extract", "Train", "Export")
 #: The condition each stage sets when it succeeded (status.conditions: one per stage).
 STAGE_CONDITIONS: dict[Stage, str] = {"Generate": "Generated", "Extract": "Extracted", "Train": "Trained",
                                       "Export": "Exported", "Evaluate": "Evaluated", "Promote": "Promoted"}
