@@ -243,7 +243,7 @@ def training_specs(draw) -> dict[str, Any]:
     """A valid DrafterTraining spec, as JSON."""
     mount = draw(st.sampled_from(["/models", "/mnt/weights"]))
     output = mount + "/drafters/" + draw(_SEGMENT)
-    # The output must neither be, contain nor lie under a model or dataset path (api/training.py).
+    # The output must neither be, contain nor lie under a model or dataset path (api/training/spec.py).
     apart = model_refs(mount).filter(lambda ref: not (ref == output or ref.startswith(output + "/")
                                                       or output.startswith(ref + "/")))
     target_model = draw(apart)

@@ -371,7 +371,7 @@ def _boundary_cases() -> list[tuple[str, dict]]:
                 cases.append(("DrafterBenchmark", spec))
     for layers in ([2, 30, 58], [30, 2, 58], [2, 58, 30], [0, 1, 1023], [5, 5, 6]):
         cases.append(("DrafterTraining", _training(hiddenStates={"layers": layers, "storage": {"size": "1Ti"}})))
-    # Path spellings (api/training.py): CEL's matches/lastIndexOf/startsWith against the models' Python.
+    # Path spellings (api/training/spec.py, api/common.py): CEL's matches/lastIndexOf/startsWith against the models' Python.
     for path in ["/models/drafters/x", "/models/drafters/x/", "/models//drafters/x", "/models/drafters/./x",
                  "/models/drafters/../x", "/models/drafters/...", "/models/drafters/.x", "/models/drafters/x..",
                  "/models/x", "/models", "/models/", "/modelsx/d/x", "/models/T/x", "/models/T", "/models/T/..",

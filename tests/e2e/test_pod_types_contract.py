@@ -1,4 +1,4 @@
-"""The pod-level types of api/pod.py against the real apiserver.
+"""The pod-level types of the api/pod package against the real apiserver.
 
 (a) Every field of every model exists, with a compatible type, in the apiserver's own OpenAPI v3 schema of
     the core/v1 type it mirrors (KUBERNETES_TYPES), so our field names cannot drift from Kubernetes.

@@ -1,5 +1,5 @@
 """DrafterTraining's path fields: one spelling each, inside the model volume, and the output apart from
-every model and dataset it could overwrite (api/training.py), against an independent statement of the
+every model and dataset it could overwrite (api/training/spec.py), against an independent statement of the
 rules (posixpath / PurePosixPath)."""
 
 from __future__ import annotations
