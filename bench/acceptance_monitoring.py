@@ -102,8 +102,8 @@ def serving_manifest(name: str, args: argparse.Namespace) -> dict:
 
 
 def namespace_objects(namespace: str, time_scale: str) -> list[dict]:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": {f"{EMULATOR_ENV_PREFIX}TIME_SCALE": time_scale, f"{EMULATOR_ENV_PREFIX}STARTUP_SECONDS": "1"}}

@@ -43,10 +43,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from drafter_operator.bench import crossover
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import dynamic
 
 TARGET = "/models/kimi-k2.5-int4"

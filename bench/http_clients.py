@@ -48,7 +48,7 @@ import httpx
 import urllib3
 
 from drafter_operator.monitoring import prometheus_source
-from drafter_operator.testbed import prometheus
+from drafter_testbed import prometheus
 
 MODEL = "/models/kimi-k2.5"
 SEED = ["vllm", "serve", MODEL, "--speculative-config",

@@ -113,8 +113,8 @@ def swapped(serving: dict) -> dict:
 
 
 def namespace_objects(namespace: str, startup_seconds: float) -> list[dict]:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": {f"{EMULATOR_ENV_PREFIX}TIME_SCALE": "0.1", f"{EMULATOR_ENV_PREFIX}STARTUP_SECONDS": str(startup_seconds)}}

@@ -272,8 +272,8 @@ def import_seconds(python: str) -> float:
 
 
 def prepare_namespace(cluster, namespace: str, name: str, python: str, args) -> Path:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cluster.kubectl("create", "namespace", namespace)
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
@@ -292,7 +292,7 @@ def prepare_namespace(cluster, namespace: str, name: str, python: str, args) -> 
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator"), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / "tiny-target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(args.conversations)]):
-        subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     return root

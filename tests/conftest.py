@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.testbed import cluster as local_cluster
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed import cluster as local_cluster
+from drafter_testbed.versions import bin_dir
 
 # Every run accounts for its skips (tests/declared_skips.py: the declared reasons, the closing lines). Marked
 # for assertion rewriting before this file imports it, as pytest does for every plugin it loads itself.
@@ -78,7 +78,7 @@ class Cluster:
     def add_nodes(self, count: int, runtime: str, gpus: int = 8, prefix: str | None = None) -> list[str]:
         if not self.local:
             skip_because("external-cluster", "adding simulated GPU nodes needs the embedded local cluster")
-        from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT
+        from drafter_testbed.nodes import DEFAULT_GPU_PRODUCT
 
         return local_cluster.add_nodes(count, runtime, gpus, DEFAULT_GPU_PRODUCT, prefix)
 

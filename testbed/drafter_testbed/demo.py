@@ -34,15 +34,15 @@ from rich.table import Table
 
 from drafter_operator.api import KINDS
 from drafter_operator.api.generate import render_crd
-from drafter_operator.testbed import demo_client as bench
-from drafter_operator.testbed import chart
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed import demo_acceptance as watch
-from drafter_operator.testbed import demo_alerts
-from drafter_operator.testbed import demo_training
-from drafter_operator.testbed import processes
-from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
-from drafter_operator.testbed.volumes import static_claim
+from drafter_testbed import demo_client as bench
+from drafter_testbed import chart
+from drafter_testbed import cluster as local
+from drafter_testbed import demo_acceptance as watch
+from drafter_testbed import demo_alerts
+from drafter_testbed import demo_training
+from drafter_testbed import processes
+from drafter_testbed.nodes import PROCESS, RUNTIME_LABEL
+from drafter_testbed.volumes import static_claim
 
 # Wide enough for the report table when the output is a file or a CI log, not a terminal.
 console = Console(width=None if Console().is_terminal else 140)

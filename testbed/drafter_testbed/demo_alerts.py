@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from drafter_operator.api import format_duration, parse_duration
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed import processes
-from drafter_operator.testbed import prometheus as prom
-from drafter_operator.testbed.chart import CHART
+from drafter_testbed import cluster as local
+from drafter_testbed import processes
+from drafter_testbed import prometheus as prom
+from drafter_testbed.chart import CHART
 
 #: The pid file name of the demo's Prometheus in the cluster's run directory (listed in cluster.COMPONENTS).
 PROCESS_NAME = "demo-prometheus"

@@ -19,11 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+import drafter_operator
 from rich.console import Console
 from rich.table import Table
 
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed.volumes import volume_for_claim
+from drafter_testbed import cluster as local
+from drafter_testbed.volumes import volume_for_claim
 
 TRAINING = "kimi-k25-eagle3-regenerated"
 CONVERSATIONS = 24
@@ -45,10 +46,13 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
     cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1"}
+    # The training environment has neither package installed: both source roots on its path (tiny_target
+    # reads the tokenizer the operator package ships).
+    roots = (Path(__file__).resolve().parents[1], Path(drafter_operator.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, roots)), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / target.lstrip("/").removeprefix("models/"))],
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
-        subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     # An earlier run's training goes first: its claim holds the volume, which is then made afresh (a

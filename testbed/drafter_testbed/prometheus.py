@@ -32,9 +32,9 @@ from pathlib import Path
 import yaml
 
 from drafter_operator.resources.engine import PORT_NAME as ENGINE_PORT_NAME
-from drafter_operator.testbed import processes
-from drafter_operator.testbed.chart import CHART
-from drafter_operator.testbed.versions import PINS, bin_dir
+from drafter_testbed import processes
+from drafter_testbed.chart import CHART
+from drafter_testbed.versions import PINS, bin_dir
 
 #: The chart requires a Kubernetes version; `helm template` assumes v1.20 without one.
 KUBE_VERSION = PINS.kubernetes.removeprefix("v")

@@ -1,7 +1,7 @@
 """A tiny target model and chat dataset for running the real training frameworks on a CPU.
 
-    python -m drafter_operator.testbed.tiny_target target  OUT_DIR [--seed 0]
-    python -m drafter_operator.testbed.tiny_target dataset OUT.jsonl [--conversations 48] [--seed 0]
+    python -m drafter_testbed.tiny_target target  OUT_DIR [--seed 0]
+    python -m drafter_testbed.tiny_target dataset OUT.jsonl [--conversations 48] [--seed 0]
 
 ``target`` writes a randomly initialised Llama-style causal LM (4 layers, hidden 64, 2 heads of 32:
 vLLM's CPU attention accepts head_dim 32/64/80/..., SpecForge's loader needs a sharded checkpoint with
@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizer"
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 #: The target's shape. vocab_size is the shipped tokenizer's (special tokens included).

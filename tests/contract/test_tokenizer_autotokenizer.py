@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 
 pytestmark = pytest.mark.contract
 

@@ -398,7 +398,7 @@ def tiny(training_python: str, tmp_path_factory) -> Path:
     env = {**run_env(training_python), "PYTHONPATH": str(ROOT / "operator")}
     for argv in (["target", str(root / "target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
-        subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([training_python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=CHECK_TIMEOUT)
     assert (root / "target" / "model.safetensors.index.json").is_file()
     return root

@@ -32,7 +32,7 @@ def _whole_cluster(locks: Path, exclusive: bool):
     (it restarts the apiserver, or installs an operator that watches every namespace) holds it alone. The
     turnstile lets a waiting exclusive test in before tests that arrive after it (flock alone would let a
     stream of shared holders starve it)."""
-    from drafter_operator.testbed.cluster import file_lock
+    from drafter_testbed.cluster import file_lock
 
     with contextlib.ExitStack() as held:
         with file_lock(locks / "turnstile.lock"):
@@ -49,7 +49,7 @@ def cluster_share(request):
     if not XDIST_WORKER:
         yield
         return
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     locks = local.Layout().root / "test-locks"
     locks.mkdir(parents=True, exist_ok=True)
@@ -157,8 +157,8 @@ def operator(cluster, crds, tmp_path_factory):
         # One operator per cluster: the demo's would reconcile the same objects as the one under test.
         # The demo installs it with the chart (scaled to zero here; its next `helm upgrade` restores it);
         # older demos started it as a process beside the cluster.
-        from drafter_operator.testbed import cluster as local, processes
-        from drafter_operator.testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
+        from drafter_testbed import cluster as local, processes
+        from drafter_testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
 
         processes.stop(LEGACY_OPERATOR_PROCESS, local.Layout().run)
         cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_RELEASE}", "--replicas=0",
@@ -179,7 +179,7 @@ def engine_nodes(local_cluster_only):
         "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]
         if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
     if len(existing) < 2:
-        from drafter_operator.testbed import cluster as local
+        from drafter_testbed import cluster as local
 
         existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, prefix)
     return existing
@@ -188,7 +188,7 @@ def engine_nodes(local_cluster_only):
 @pytest.fixture
 def model_volume(cluster, namespace):
     """A pre-bound PersistentVolume + claim `models` (no provisioner runs on the local cluster)."""
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.volumes import static_claim
 
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(namespace, "models", f"/tmp/drafter-e2e/{namespace}")))
     yield "models"
@@ -197,7 +197,7 @@ def model_volume(cluster, namespace):
 
 def emulator_settings(cluster, namespace: str, **env: str) -> None:
     """Tune the engine emulator for the pods of one namespace (see testbed/launch.py)."""
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
 
     data = {f"{EMULATOR_ENV_PREFIX}{k.upper()}": v for k, v in env.items()}
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},

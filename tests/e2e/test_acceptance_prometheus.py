@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import Prometheus, config, engine_pods_job, running
+from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running
 from tests.e2e.conftest import OperatorProcess, emulator_settings
 from tests.e2e.test_serving import (ClientLoop, apply, condition, deployments, seed_serving, service_ip,
                                     serving_status, wait_ready)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
+from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
 from tests.e2e.conftest import emulator_settings
 from tests.e2e.test_acceptance_prometheus import (
     ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN, TARGET_MODEL, engine_pods, set_acceptance)

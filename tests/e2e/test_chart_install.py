@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from drafter_operator.resources.labels import SERVING_LABEL
-from drafter_operator.testbed import chart
-from drafter_operator.testbed import cluster as local
+from drafter_testbed import chart
+from drafter_testbed import cluster as local
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = chart.CHART

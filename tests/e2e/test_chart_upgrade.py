@@ -36,8 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drafter_operator.resources.engine import PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
-from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-from drafter_operator.testbed.volumes import static_claim
+from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+from drafter_testbed.volumes import static_claim
 from tests.e2e.test_chart_install import (
     CHART, CRDS, adopt_crds, delete_namespaces, helm, local_values, make_namespace, operator_log, operator_pods, ready,
     wait_operator_ready)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import CHART, KUBE_VERSION, binaries, render_prometheus_rule
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed.prometheus import CHART, KUBE_VERSION, binaries, render_prometheus_rule
+from drafter_testbed.versions import bin_dir
 from tests.unit.test_dashboard import exported_metric_names, metric_names
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.testbed import build, launch, nodes
-from drafter_operator.testbed.cluster import (
+from drafter_testbed import build, launch, nodes
+from drafter_testbed.cluster import (
     ClusterError,
     Layout,
     Ports,
@@ -20,7 +20,7 @@ from drafter_operator.testbed.cluster import (
     restart,
     scheduler_config,
 )
-from drafter_operator.testbed.versions import Pins
+from drafter_testbed.versions import Pins
 
 KUBERNETES_GO_MOD = """module k8s.io/kubernetes
 
