@@ -32,14 +32,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from drafter_operator.api import KINDS
-from drafter_operator.api.generate import render_crd
 from drafter_testbed import demo_client as bench
 from drafter_testbed import chart
 from drafter_testbed import cluster as local
 from drafter_testbed import demo_acceptance as watch
 from drafter_testbed import demo_alerts
 from drafter_testbed import demo_training
+from drafter_testbed import harness
 from drafter_testbed import processes
 from drafter_testbed.nodes import PROCESS, RUNTIME_LABEL
 from drafter_testbed.volumes import static_claim
@@ -129,12 +128,9 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
 
 def main(max_tokens: int = 256, prompts: int = 3) -> int:
     layout = local.Layout()
-    local.up(layout=layout)
+    harness.start_local(layout)
     ensure_engine_nodes(len(SERVINGS) + 1)  # one spare 8-GPU node for a BlueGreen replacement
-    for kind in KINDS:
-        kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd(kind))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            *[f"crd/{kind.plural}.drafter.dev" for kind in KINDS])
+    harness.install_crds(kubectl)
     kubectl("create", "namespace", NAMESPACE, check=False)
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
