@@ -44,7 +44,7 @@ DEFAULT_PORT_BASE = 16440
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
               # an operator process older versions of the demo started (it now installs the Helm chart)
               "demo-operator",
-              # the Prometheus the demo leaves running with the chart's alert rules (testbed/demo_alerts.py)
+              # the Prometheus the demo leaves running with the chart's alert rules (drafter_testbed/demo_alerts.py)
               "demo-prometheus")
 
 

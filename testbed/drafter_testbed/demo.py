@@ -18,7 +18,7 @@ fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revi
 takes a hub token from a Secret and a pod label in place (same revision; the token never in the
 resource), and a hand-tuned speculative flag is refused before any pod. Throughout, a real Prometheus
 evaluates the chart's alert rules (`for` shortened to seconds) against the operator and the engine pods,
-and the demo prints when each alert went pending, firing and resolved (testbed/demo_alerts.py).
+and the demo prints when each alert went pending, firing and resolved (drafter_testbed/demo_alerts.py).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def ensure_engine_nodes(count: int) -> None:
 
 def start_operator(layout: local.Layout) -> float:
     """The operator as users install it: `helm install` of charts/drafter-operator, its pod on a process
-    node as the chart's ServiceAccount (testbed/chart.py). Returns seconds from install to the pod Ready."""
+    node as the chart's ServiceAccount (drafter_testbed/chart.py). Returns seconds from install to the pod Ready."""
     # An operator process an earlier version of the demo started beside the cluster would act too.
     processes.stop(LEGACY_OPERATOR_PROCESS, layout.run)
     started = time.monotonic()
@@ -238,7 +238,7 @@ def retrained_spec() -> dict:
 def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, prompts: int,
                            results: dict[str, bench.RunResult]) -> dict[str, dict]:
     """A DrafterTraining trains the new drafter (real speculators code in Jobs), benchmarks what it must
-    beat and promotes it into the degraded serving through the gate (testbed/demo_training.py)."""
+    beat and promotes it into the degraded serving through the gate (drafter_testbed/demo_training.py)."""
     name = DEGRADING
     target = BASE_SPEC["target"]["model"]
     console.print(f"\nA DrafterTraining trains the replacement for {name}'s drafter: speculators 0.9.0 on the CPU "

@@ -3,7 +3,7 @@
 An installed chart (`monitoring.prometheusRule.enabled`) hands its rules to a prometheus-operator
 Prometheus that scrapes the operator through the chart's ServiceMonitor and the engine pods through its
 PodMonitor. The local cluster has no prometheus-operator, so the demo starts that Prometheus itself
-(testbed/prometheus.py): the rules `helm template` renders for the demo's release, and the scrape jobs
+(drafter_testbed/prometheus.py): the rules `helm template` renders for the demo's release, and the scrape jobs
 those two monitors would make. Only the `for` durations differ, minutes read as seconds (15m -> 15s), so
 the alerts move at the pace of the demo's 30 s acceptance window; thresholds are the chart's defaults.
 

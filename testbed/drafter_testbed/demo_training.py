@@ -3,7 +3,7 @@
 The stage Jobs run the real speculators 0.9.0 code on the CPU (the adapters of docs/training.md) in
 the training environment (`.ci/training-env`, recorded with `drafter-operator cluster training-env`).
 Real frameworks need a real target, and Kimi-K2.5 is 547 GB: the demo's model volume holds a tiny
-random Llama (testbed/tiny_target.py) at the Kimi path as a stand-in, which the frameworks train on
+random Llama (drafter_testbed/tiny_target.py) at the Kimi path as a stand-in, which the frameworks train on
 and the preflight checks the drafter against. The engine emulator serving "Kimi-K2.5" reads no
 weights; it gives the new drafter the acceptance its profile assumes for a drafter trained on
 target-regenerated data. What is real: every stage's framework code, the Jobs, the claim, the

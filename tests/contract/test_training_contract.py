@@ -13,7 +13,7 @@ test here skips without it):
   for ``drafter-operator regenerate``. SpecForge's repository scripts are not in its wheel:
   ``prepare_hidden_states.py``'s arguments are checked against the adapter's copy of its parser,
   ``prepare_data.py`` not at all (docs/training.md).
-* End to end, on a tiny random Llama target (testbed/tiny_target.py) in a temporary directory, one
+* End to end, on a tiny random Llama target (drafter_testbed/tiny_target.py) in a temporary directory, one
   process on the CPU with the adapters of training/adapters: every stage the renderer gives, in order
   (data, hidden states, train one epoch, export), then the exported drafter's config and tensors, and
   vLLM 0.33.0's SpeculativeConfig building from it on the CPU (in DRAFTER_ENGINE_PYTHON when set, else

@@ -130,7 +130,7 @@ def model_volume(cluster, namespace):
 
 
 def emulator_settings(cluster, namespace: str, **env: str) -> None:
-    """Tune the engine emulator for the pods of one namespace (see testbed/launch.py)."""
+    """Tune the engine emulator for the pods of one namespace (see drafter_testbed/launch.py)."""
     from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
 
     data = {f"{EMULATOR_ENV_PREFIX}{k.upper()}": v for k, v in env.items()}

@@ -7,7 +7,7 @@ for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``dr
 that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
 operator creates.
 
-The Prometheus, its scrape jobs and its API are ``testbed/prometheus.py``'s (the demo's too): the cluster
+The Prometheus, its scrape jobs and its API are ``drafter_testbed/prometheus.py``'s (the demo's too): the cluster
 build's Prometheus 3, built with Kubernetes service discovery (Debian's package is built without it;
 docs/testbed.md); ``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``)
 overrides it.

@@ -17,7 +17,7 @@ operator (they carry no finalizer; docs/guarantees.md) and takes their engine De
 
 The upgraded chart is a copy of the repository's chart with Chart.yaml's version and appVersion raised: the
 image tag comes from appVersion, as it would in a real release. The local process runner runs
-`drafter-operator` from this checkout whatever the image tag (testbed/launch.py), so the new pod is a new
+`drafter-operator` from this checkout whatever the image tag (drafter_testbed/launch.py), so the new pod is a new
 image to the cluster and the same code; what the test proves is what the cluster sees across a chart
 upgrade that rolls the operator: the handover and the new operator's first reconciles.
 """

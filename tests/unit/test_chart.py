@@ -517,7 +517,7 @@ def test_schema_refuses_bad_values_naming_the_field(value, field, says):
 
 def test_helm_template_and_lint_need_no_kube_version(tmp_path):
     """GitOps tools and CI render without a cluster: helm's offline Kubernetes version must satisfy the chart's
-    kubeVersion. The pinned helm is built as helm's Makefile builds releases (testbed/build.py: build_helm)."""
+    kubeVersion. The pinned helm is built as helm's Makefile builds releases (drafter_testbed/build.py: build_helm)."""
     objects = [d for d in yaml.safe_load_all(helm("template", "drafter", str(CHART)).stdout) if d]
     assert one(objects, "Deployment")["spec"]["replicas"] == 1
     proc = helm("lint", "--strict", str(CHART), check=False)

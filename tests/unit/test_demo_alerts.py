@@ -1,5 +1,5 @@
-"""The demo's alerts (testbed/demo_alerts.py) and the Prometheus set-up it shares with the end-to-end tests
-(testbed/prometheus.py): the shortened `for` durations, the alert-change tracking, and the scrape
+"""The demo's alerts (drafter_testbed/demo_alerts.py) and the Prometheus set-up it shares with the end-to-end tests
+(drafter_testbed/prometheus.py): the shortened `for` durations, the alert-change tracking, and the scrape
 configuration as the real promtool reads it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The batching model (engines/batching.py) and the emulator's step loop (emulator/scheduler.py)."""
+"""The batching model (engines/batching.py) and the emulator's step loop (drafter_testbed/emulator/scheduler.py)."""
 
 from __future__ import annotations
 
