@@ -17,13 +17,12 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import drafter_operator
 from rich.console import Console
 from rich.table import Table
 
 from drafter_testbed import cluster as local
+from drafter_testbed import tiny_target
 from drafter_testbed.volumes import volume_for_claim
 
 TRAINING = "kimi-k25-eagle3-regenerated"
@@ -46,10 +45,7 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
     cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
-    # The training environment has neither package installed: both source roots on its path (tiny_target
-    # reads the tokenizer the operator package ships).
-    roots = (Path(__file__).resolve().parents[1], Path(drafter_operator.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, roots)), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": tiny_target.source_pythonpath(), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / target.lstrip("/").removeprefix("models/"))],
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -119,6 +120,16 @@ def write_dataset(path: Path, conversations: int = 48, seed: int = 0) -> Path:
         for index in range(conversations):
             out.write(json.dumps(conversation(rng, index), ensure_ascii=False) + "\n")
     return path
+
+
+def source_pythonpath() -> str:
+    """PYTHONPATH for running this module (``python -m drafter_testbed.tiny_target``) in a Python that has
+    neither package installed (the training environment): drafter-testbed's source root, and the operator's,
+    whose package data holds the tokenizer."""
+    import drafter_operator
+
+    roots = (Path(__file__).resolve().parents[1], Path(drafter_operator.__file__).resolve().parents[1])
+    return os.pathsep.join(map(str, roots))
 
 
 def main(argv: list[str] | None = None) -> int:

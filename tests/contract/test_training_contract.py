@@ -46,6 +46,7 @@ from drafter_operator.training import RenderOptions, Stage, TrainingPaths, expor
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import TRAIN_CONFIG
+from drafter_testbed.tiny_target import source_pythonpath
 from tests.processes import free_port, listening_process
 
 # One worker runs the module: the fine-tuning tests start from the pipelines' exports (module fixtures),
@@ -395,7 +396,7 @@ def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
 def tiny(training_python: str, tmp_path_factory) -> Path:
     """The tiny target and dataset, under a root that is the specs' storage.mountPath."""
     root = tmp_path_factory.mktemp("training")
-    env = {**run_env(training_python), "PYTHONPATH": str(ROOT / "operator")}
+    env = {**run_env(training_python), "PYTHONPATH": source_pythonpath()}
     for argv in (["target", str(root / "target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([training_python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,

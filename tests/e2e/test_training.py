@@ -21,8 +21,9 @@ import yaml
 
 # What the stage containers need on a machine without GPUs or internet (the spec's env).
 from drafter_testbed.demo_training import CPU_ENV
+from drafter_testbed.tiny_target import source_pythonpath
 from tests import environments
-from tests.e2e.conftest import E2E_GPU_PRODUCT, REPO
+from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
 pytestmark = pytest.mark.usefixtures("local_cluster_only")
@@ -50,7 +51,7 @@ def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operat
     from drafter_testbed import cluster as local
 
     root = local.Layout().root / "claims" / namespace / model_volume
-    env = {**os.environ, "PYTHONPATH": str(REPO / "operator"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": source_pythonpath(), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / "tiny-target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([training_python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
