@@ -76,6 +76,30 @@ def build_parser(added: dict[str, importlib.metadata.EntryPoint] | None = None) 
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _add_run_command(subparsers)
+
+    rbac = subparsers.add_parser(
+        "rbac", help="print the RBAC rules the operator needs, each with its reason (the Helm chart's files/rbac-rules.yaml)")
+    rbac.set_defaults(handler=_print_rbac_rules)
+
+    crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
+    crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
+    crds.add_argument("--docs", default="docs/api.md", help="where to write the API reference ('' to skip)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk are out of date")
+    crds.set_defaults(handler=_generate_crds)
+
+    _add_bench_command(subparsers)
+    _add_preflight_command(subparsers)
+    _add_run_stage_command(subparsers)
+    _add_regenerate_command(subparsers)
+    for name in sorted(added):
+        added[name].load()(subparsers)
+    _list_internal_commands_apart(parser, subparsers)
+    return parser
+
+
+def _add_run_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator run`: the operator itself (what the chart's Deployment runs).
     run = subparsers.add_parser("run", help="run the operator against the current kubeconfig")
     run.add_argument("--namespace", "-n", action="append", default=[],
                      help="watch only this namespace (repeatable); default: all namespaces")
@@ -111,25 +135,6 @@ def build_parser(added: dict[str, importlib.metadata.EntryPoint] | None = None) 
                      metavar="SECONDS", help="how often the leader renews and a stand-by tries; "
                                              f"default: {defaults.retry_period:g}")
     run.set_defaults(handler=_run_operator)
-
-    rbac = subparsers.add_parser(
-        "rbac", help="print the RBAC rules the operator needs, each with its reason (the Helm chart's files/rbac-rules.yaml)")
-    rbac.set_defaults(handler=_print_rbac_rules)
-
-    crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
-    crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
-    crds.add_argument("--docs", default="docs/api.md", help="where to write the API reference ('' to skip)")
-    crds.add_argument("--check", action="store_true", help="fail if the files on disk are out of date")
-    crds.set_defaults(handler=_generate_crds)
-
-    _add_bench_command(subparsers)
-    _add_preflight_command(subparsers)
-    _add_run_stage_command(subparsers)
-    _add_regenerate_command(subparsers)
-    for name in sorted(added):
-        added[name].load()(subparsers)
-    _list_internal_commands_apart(parser, subparsers)
-    return parser
 
 
 def _list_internal_commands_apart(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
