@@ -69,6 +69,7 @@ import yaml  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serving_scale import BenchError, Cluster, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
+from drafter_testbed import harness  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
@@ -102,8 +103,8 @@ def serving_manifest(name: str, args: argparse.Namespace) -> dict:
 
 
 def namespace_objects(namespace: str, time_scale: str) -> list[dict]:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": {f"{EMULATOR_ENV_PREFIX}TIME_SCALE": time_scale, f"{EMULATOR_ENV_PREFIX}STARTUP_SECONDS": "1"}}
@@ -555,7 +556,7 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list, result: dict
                        "bad": args.bad_acceptance, "badRate": round(vllm_rate(args.bad_acceptance, 5), 3)},
     })
     os.environ["DRAFTER_ACCEPTANCE_INTERVAL_SECONDS"] = str(args.interval)
-    cluster.up(args.timeout)
+    cluster.up()
     nodes_needed = max(1 if not args.skip_detection else 0, 0 if args.skip_scale else math.ceil(args.count / 8))
     have = len(cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={GPU_PRODUCT},drafter.dev/node-runtime=process")["items"])
     if have < nodes_needed:
@@ -563,15 +564,13 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list, result: dict
         drafter_operator("cluster", "add-nodes", "--count", str(nodes_needed - have), "--runtime", "process",
                          "--gpus", "8", "--gpu-product", GPU_PRODUCT, "--name-prefix", NODE_PREFIX, timeout=args.timeout)
     result["processNodes"] = max(have, nodes_needed)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
 
     log_path = Path(args.operator_log or tempfile.mkstemp(prefix="acceptance-operator-", suffix=".log")[1])
     operator = MeasuredOperator(cluster, log_path, None)
     holder.append(operator)
     log(f"starting the operator (DRAFTER_ACCEPTANCE_INTERVAL_SECONDS={args.interval}, metrics "
-        f"127.0.0.1:{operator.port}, log {log_path})")
+        f"127.0.0.1:{operator.metrics_port}, log {log_path})")
     operator.start()
     result["operatorLog"] = str(log_path)
     watch = ServingWatch(cluster.kubeconfig)

@@ -70,8 +70,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from drafter_operator.emulator.profiles import load_profile
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from drafter_testbed.emulator.profiles import load_profile
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 from drafter_operator.engines import batching
 from drafter_operator.engines.batching import NO_SPECULATION, Speculation
 

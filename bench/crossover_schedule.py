@@ -3,7 +3,7 @@
 What it does, as the operator does it:
 
 1. the demo's sweep (1, 8, 32 streams) of the demo's drafter (the retrained EAGLE-3 for Kimi-K2.5 on
-   vLLM, k = 5; a = 0.89 in data/emulator-profiles.yaml) against the baseline (the same target without
+   vLLM, k = 5; a = 0.89 in drafter_testbed/data/emulator-profiles.yaml) against the baseline (the same target without
    speculation), refined the way ``drafter-operator bench`` refines it (``bench/crossover.py``) until the
    break-even is bracketed within 10%;
 2. the schedule ``drafter.dynamic: fromBenchmark`` builds from that sweep (``engines/dynamic.py``);
@@ -43,14 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from drafter_operator.bench import crossover
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import dynamic
 
 TARGET = "/models/kimi-k2.5-int4"
-#: The demo's drafter once the DrafterTraining promoted it (testbed/demo.py RETRAINED_DRAFTER).
+#: The demo's drafter once the DrafterTraining promoted it (drafter_testbed/demo.py RETRAINED_DRAFTER).
 DRAFTER = "/models/drafters/kimi-k25-eagle3-regenerated"
 K = 5
 DEMO_SWEEP = (1, 8, 32)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import batching
 from drafter_operator.engines.batching import NO_SPECULATION, Speculation
 

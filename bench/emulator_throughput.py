@@ -40,7 +40,7 @@ from drafter_operator.engines import metrics as spec_metrics
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import speedup
 from drafter_operator.engines import vllm as vllm_engine
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.profiles import load_profile
 
 TARGET = "/models/kimi-k2.5-int4"
 SEED_DRAFTER = "/models/kimi-k2.5-eagle3"

@@ -24,12 +24,12 @@ import time
 
 import aiohttp
 
-from drafter_operator.emulator import tokenizer as tok
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
-from drafter_operator.emulator.server import EmulatorServer
+from drafter_testbed.emulator import tokenizer as tok
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
+from drafter_testbed.emulator.server import EmulatorServer
 
 WORDS = ("the model drafts tokens and the target verifies them while operators watch acceptance rates "
          "across Kubernetes clusters, GPUs, schedulers; throughput, latency (p99) and 42 other numbers").split()

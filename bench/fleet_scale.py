@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import serving_scale as base  # noqa: E402 - after the state directory defaults above
 from serving_scale import GROUP, PLURAL, VERSION, BenchError, exit_with, log  # noqa: E402
+from drafter_testbed import harness  # noqa: E402
 
 from fleet_figures import NAMESPACE_PREFIX, count_audit, percentiles, read_audit, spread, swap_targets  # noqa: E402
 
@@ -233,19 +234,14 @@ def serving_manifest(namespace: str, name: str, gpus_per_replica: int) -> dict:
 
 
 def prepare(args: argparse.Namespace, cluster: base.Cluster, result: dict) -> None:
-    log(f"cluster up --audit (state {os.environ['DRAFTER_STATE_DIR']}, port base {os.environ['DRAFTER_PORT_BASE']})")
-    cluster.started = not cluster.status().get("healthy", False)
     t = time.monotonic()
-    base.drafter_operator("cluster", "up", "--audit", timeout=args.timeout)
+    cluster.up(audit=True)
     result["clusterUpSeconds"] = round(time.monotonic() - t, 1)
     status = cluster.status()
     if not status.get("audit_log"):
         raise BenchError("the cluster there runs without an audit log: `cluster down` it (or use another "
                          "DRAFTER_STATE_DIR) so this bench can start it with --audit")
     cluster.audit_log = Path(status["audit_log"])
-    env_line = base.drafter_operator("cluster", "env", timeout=30).strip()
-    cluster.kubeconfig = env_line.split("=", 1)[1]
-    cluster.kubectl_bin = str(Path(base.drafter_operator("cluster", "env", "--bin-dir", timeout=30).strip()) / "kubectl")
 
     per_node = max(1, 8 // args.gpus_per_replica)
     wanted = -(-(args.servings + args.samples) // per_node) + 2
@@ -257,9 +253,7 @@ def prepare(args: argparse.Namespace, cluster: base.Cluster, result: dict) -> No
                               timeout=args.timeout)
         result["addNodesSeconds"] = round(time.monotonic() - t, 1)
     result["kwokNodes"] = len(cluster.get_json("nodes", "-l", base.KWOK_SELECTOR)["items"])
-    for path in sorted((base.REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
     namespaces = [f"{NAMESPACE_PREFIX}{i:02d}" for i in range(args.namespaces)] + [f"{NAMESPACE_PREFIX}new"]
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]))

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving_scale import (REPO, BenchError, Cluster, Operator, exit_with, log, metric_samples,  # noqa: E402
                            run_on_own_cluster)
+from drafter_testbed import harness  # noqa: E402
 
 NAMESPACE = "foreign-churn"
 BENCH_AGENT = "foreign-churn-bench"
@@ -46,7 +47,7 @@ BENCH_AGENT = "foreign-churn-bench"
 def operator_figures(operator: Operator) -> dict[str, float]:
     """The operator's watch events by kind and its CPU seconds, from its /metrics."""
     out: dict[str, float] = {}
-    for s in metric_samples(operator.port):
+    for s in metric_samples(operator.metrics_port):
         if s.name == "drafter_watch_events_total":
             out[f"events.{s.labels['kind']}"] = s.value
         elif s.name == "process_cpu_seconds_total":
@@ -90,16 +91,14 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     from drafter_operator.kube import Kube, load_api_client, object_path
 
     result: dict = {"pods": args.pods, "cpus": os.cpu_count(), "loadavgAtStart": os.getloadavg()}
-    cluster.up(args.timeout)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev")
+    cluster.up()
+    harness.install_crds(cluster.kubectl)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
 
     log_path = Path(args.operator_log or tempfile.mkstemp(prefix="foreign-churn-operator-", suffix=".log")[1])
     operator = Operator(cluster, log_path, None)
     holder.append(operator)
-    log(f"starting the operator (metrics 127.0.0.1:{operator.port}, log {log_path})")
+    log(f"starting the operator (metrics 127.0.0.1:{operator.metrics_port}, log {log_path})")
     operator.start()
     result["operatorLog"] = str(log_path)
     time.sleep(args.idle_seconds)

@@ -8,7 +8,7 @@ the operator actually sends, shaped as the code sends them, so the one kept is c
   with the seed's drafter), the whole body read, the client closed. 8 replicas at once, as a serving of 8
   pods is sampled, and 1.
 - **Prometheus query** (monitoring/prometheus_source.py): a fresh client per query, POST a form with the
-  operator's own window query (`window_query`) to a real Prometheus (testbed/prometheus.py) that scrapes
+  operator's own window query (`window_query`) to a real Prometheus (drafter_testbed/prometheus.py) that scrapes
   that emulator.
 - **JSON GET, one kept client** (the shape of kube.py's apiserver calls: many small JSON requests on kept
   connections): GET `/v1/models` of the emulator. urllib3, the transport under kube.py's wrapper (the
@@ -48,7 +48,7 @@ import httpx
 import urllib3
 
 from drafter_operator.monitoring import prometheus_source
-from drafter_operator.testbed import prometheus
+from drafter_testbed import prometheus
 
 MODEL = "/models/kimi-k2.5"
 SEED = ["vllm", "serve", MODEL, "--speculative-config",

@@ -27,7 +27,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 

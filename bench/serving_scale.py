@@ -44,18 +44,21 @@ import copy
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
 import yaml
+
+from drafter_testbed import cluster as local
+from drafter_testbed import harness
+from drafter_testbed.build import BuildError
+from drafter_testbed.harness import metric_samples  # noqa: F401 (the benches built on this one import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
@@ -91,32 +94,43 @@ def drafter_operator(*args: str, timeout: float = 120) -> str:
 
 
 class Cluster:
+    """The bench's cluster: the shared harness's local one (drafter_testbed/harness.py), its kubectl
+    answering the output and failing with BenchError."""
+
     def __init__(self) -> None:
-        self.kubeconfig = ""
-        self.kubectl_bin = ""
+        self.handle: harness.Cluster | None = None
         self.started = False  # False: a cluster was already running there; it is left running at the end
 
-    def up(self, timeout: float) -> None:
-        log(f"cluster up (state {os.environ['DRAFTER_STATE_DIR']}, port base {os.environ['DRAFTER_PORT_BASE']})")
-        self.started = not self.status().get("healthy", False)
-        drafter_operator("cluster", "up", timeout=timeout)
-        env_line = drafter_operator("cluster", "env", timeout=30).strip()
-        if not env_line.startswith("export KUBECONFIG="):
-            raise BenchError(f"unexpected `cluster env` output: {env_line!r}")
-        self.kubeconfig = env_line.split("=", 1)[1]
-        self.kubectl_bin = str(Path(drafter_operator("cluster", "env", "--bin-dir", timeout=30).strip()) / "kubectl")
+    def up(self, audit: bool = False) -> None:
+        log(f"cluster up (state {os.environ['DRAFTER_STATE_DIR']}, port base {os.environ['DRAFTER_PORT_BASE']})"
+            + (" with an audit log" if audit else ""))
+        try:
+            self.handle, self.started = harness.start_local(audit=audit)
+        except (local.ClusterError, BuildError) as exc:
+            raise BenchError(f"cluster up: {exc}") from exc
 
     def down(self, wipe: bool) -> None:
         log("cluster down" + (" --wipe" if wipe else ""))
-        drafter_operator("cluster", "down", *(["--wipe"] if wipe else []), timeout=120)
+        try:
+            local.down(wipe=wipe)
+        except local.ClusterError as exc:
+            raise BenchError(f"cluster down: {exc}") from exc
+
+    @property
+    def kubeconfig(self) -> str:
+        return self.handle.kubeconfig
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "KUBECONFIG": self.kubeconfig}
+        return self.handle.env
 
     def kubectl(self, *args: str, input: str | None = None, timeout: float = 120, check: bool = True) -> str:
-        return run([self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args], timeout=timeout, input=input,
-                   check=check).stdout
+        try:
+            return self.handle.kubectl(*args, input=input, check=check, timeout=timeout).stdout
+        except subprocess.TimeoutExpired as exc:
+            raise BenchError(f"kubectl {' '.join(args[:6])} ... did not finish within {timeout:.0f}s") from exc
+        except harness.KubectlError as exc:
+            raise BenchError(str(exc)[-2000:]) from exc
 
     def get_json(self, *args: str) -> dict:
         return json.loads(self.kubectl("get", *args, "-o", "json", timeout=60))
@@ -141,47 +155,24 @@ class Cluster:
             return {}
 
 
-class Operator:
-    """`python -m drafter_operator.cli run` as a subprocess of this script, in its own process group."""
+class Operator(harness.OperatorProcess):
+    """The shared harness's operator process (every namespace; drafter_testbed/harness.py), with the figures
+    the benches read and BenchError when it does not come up."""
 
     def __init__(self, cluster: Cluster, log_path: Path, recheck_seconds: str | None):
-        self.cluster, self.log_path, self.recheck_seconds = cluster, log_path, recheck_seconds
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-        self.extra_args: list[str] = []  # more `drafter-operator run` options (bench/fleet_scale.py)
-        # What runs `drafter-operator run`: bench/fleet_scale.py --heap-snapshots runs it under bench/operator_heap.py.
-        self.command: list[str] = [sys.executable, "-m", "drafter_operator.cli", "run"]
+        super().__init__(cluster, log_path, env={"DRAFTER_RECHECK_SECONDS": recheck_seconds} if recheck_seconds else {},
+                         announce=lambda message: log(f"  {message}: started again"))
 
-    def start(self, timeout: float = 60) -> None:
-        env = {**self.cluster.env, "PYTHONUNBUFFERED": "1"}
-        if self.recheck_seconds:
-            env["DRAFTER_RECHECK_SECONDS"] = self.recheck_seconds
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [*self.command, "--metrics-port", str(self.port),
-                 "--metrics-host", "127.0.0.1", *self.extra_args],
-                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchError(f"the operator exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                self.metrics()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise BenchError(f"operator /metrics not answering after {timeout}s; see {self.log_path}")
+    def start(self, timeout: float = 60, keep_running: bool = False) -> None:
+        try:
+            super().start(keep_running=keep_running, wait_seconds=timeout)
+        except harness.OperatorError as exc:
+            raise BenchError(str(exc)) from exc
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        log(f"stopping the operator (pid {self.proc.pid})")
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+        if self.proc is not None and self.proc.poll() is None:
+            log(f"stopping the operator (pid {self.proc.pid})")
+        super().stop()
 
     def rss_mib(self) -> dict[str, float]:
         """VmRSS and VmHWM (peak RSS) of the operator process, MiB."""
@@ -195,7 +186,7 @@ class Operator:
 
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {"degraded.1": 0, "degraded.0": 0}  # servings by drafter_degraded value
-        for s in metric_samples(self.port):
+        for s in self.samples():
             if s.name == "drafter_degraded":
                 out[f"degraded.{int(s.value)}"] += 1
             elif s.name == "drafter_operator_api_requests":
@@ -208,21 +199,6 @@ class Operator:
             elif s.name == "process_cpu_seconds_total":
                 out["cpuSeconds"] = s.value
         return out
-
-
-def metric_samples(port: int) -> list:
-    """Every sample the operator's /metrics on `port` exposes, parsed by prometheus_client."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- watches
@@ -457,7 +433,7 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
                     "stateDir": os.environ["DRAFTER_STATE_DIR"], "portBase": os.environ["DRAFTER_PORT_BASE"],
                     "recheckSeconds": args.recheck_seconds or os.environ.get("DRAFTER_RECHECK_SECONDS", "20 (default)")}
     t_up = time.monotonic()
-    cluster.up(args.timeout)
+    cluster.up()
     result["clusterUpSeconds"] = round(time.monotonic() - t_up, 1)
 
     free = cluster.free_kwok_gpu_nodes()
@@ -471,14 +447,12 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list) -> dict:
     if result["freeKwokGpuNodes"] < args.count:
         raise BenchError(f"only {result['freeKwokGpuNodes']} free 8-GPU kwok nodes after add-nodes")
 
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
 
     log_path = Path(args.operator_log or tempfile.mkstemp(prefix="serving-scale-operator-", suffix=".log")[1])
     operator = Operator(cluster, log_path, args.recheck_seconds)
     holder.append(operator)
-    log(f"starting the operator (metrics 127.0.0.1:{operator.port}, log {log_path})")
+    log(f"starting the operator (metrics 127.0.0.1:{operator.metrics_port}, log {log_path})")
     operator.start()
     result["operatorLog"] = str(log_path)
     time.sleep(args.idle_seconds)

@@ -40,9 +40,7 @@ import copy
 import json
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
 from serving_scale import BenchError, Cluster, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
+from drafter_testbed import harness  # noqa: E402
 
 from tests import swap_faults as sf  # noqa: E402
 from tests.serving_client import ClientLoop, set_acceptance  # noqa: E402
@@ -113,8 +112,8 @@ def swapped(serving: dict) -> dict:
 
 
 def namespace_objects(namespace: str, startup_seconds: float) -> list[dict]:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
           "data": {f"{EMULATOR_ENV_PREFIX}TIME_SCALE": "0.1", f"{EMULATOR_ENV_PREFIX}STARTUP_SECONDS": str(startup_seconds)}}
@@ -122,41 +121,6 @@ def namespace_objects(namespace: str, startup_seconds: float) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the operator, restarted like a pod
-class SupervisedOperator(Operator):
-    """The operator subprocess; a watcher thread starts it again when it exits without being told to
-    (counted in `unexpected_exits`), as the kubelet restarts a pod."""
-
-    def __init__(self, cluster: Cluster, log_path: Path):
-        super().__init__(cluster, log_path, None)
-        self.lock = threading.Lock()
-        self.unexpected_exits: list[int] = []
-        self.stopping = threading.Event()
-        self.watcher = threading.Thread(target=self._watch, daemon=True)
-
-    def begin(self) -> None:
-        self.start()
-        self.watcher.start()
-
-    def _watch(self) -> None:
-        while not self.stopping.wait(0.5):
-            with self.lock:
-                if self.proc is not None and self.proc.poll() is not None:
-                    self.unexpected_exits.append(self.proc.returncode)
-                    log(f"  the operator exited by itself with {self.proc.returncode}: started again")
-                    self.start()
-
-    def kill_and_restart(self) -> None:
-        with self.lock:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-            self.start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        with self.lock:
-            super().stop()
-
-
 # ---------------------------------------------------------------- one trial
 @dataclass
 class Trial:
@@ -198,7 +162,7 @@ def plan_trials(args: argparse.Namespace, rng: random.Random) -> list[Trial]:
 
 
 class Harness:
-    def __init__(self, cluster: Cluster, operator: SupervisedOperator, args: argparse.Namespace, run_id: str):
+    def __init__(self, cluster: Cluster, operator: Operator, args: argparse.Namespace, run_id: str):
         self.cluster, self.operator, self.args, self.run_id = cluster, operator, args, run_id
 
     def get_json(self, *args: str) -> dict:
@@ -283,7 +247,7 @@ class Harness:
         ip = self.get_json("-n", ns, "service", NAME)["spec"]["clusterIP"]
         client = ClientLoop(ip, 8000, TARGET_MODEL, limit_seconds=4 * self.args.timeout, max_tokens=16)
         client.start()
-        exits_before = len(self.operator.unexpected_exits)
+        exits_before = len(self.operator.exit_codes)
         try:
             expected_active = None
             if trial.kind == "rollback":
@@ -324,7 +288,7 @@ class Harness:
         trial.after_fault_seconds = round(finished - injected, 1)
         trial.requests_ok, trial.failures = client.ok, client.failures
         trial.requests_failed = len(client.failures)
-        trial.operator_exits = len(self.operator.unexpected_exits) - exits_before
+        trial.operator_exits = len(self.operator.exit_codes) - exits_before
         return trial
 
     def cleanup(self, trial: Trial) -> None:
@@ -350,18 +314,17 @@ def bench(args: argparse.Namespace, cluster: Cluster, holder: list, result: dict
     result.update(seed=seed, args=vars(args), trials=[])
     rng = random.Random(seed)
     trials = plan_trials(args, rng)
-    cluster.up(timeout=300)
+    cluster.up()
     nodes = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={GPU_PRODUCT},drafter.dev/node-runtime=process")
     if len(nodes["items"]) < 2:
         drafter_operator("cluster", "add-nodes", "--count", str(2 - len(nodes["items"])), "--runtime", "process",
                          "--gpus", "8", "--gpu-product", GPU_PRODUCT, "--name-prefix", NODE_PREFIX, timeout=120)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
     log_path = Path(args.operator_log or f"/tmp/swap-faults-operator-{seed}.log")
-    operator = SupervisedOperator(cluster, log_path)
+    # Kept running as the kubelet restarts a pod: its exits on its own are counted (Operator.exit_codes).
+    operator = Operator(cluster, log_path, None)
     holder.append(operator)
-    operator.begin()
+    operator.start(keep_running=True)
     log(f"operator log: {log_path}")
     harness = Harness(cluster, operator, args, time.strftime("%H%M%S"))
     bench_deadline = time.monotonic() + args.max_minutes * 60

@@ -65,6 +65,7 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serving_scale import (BenchError, Operator, drafter_operator, exit_with, log, metric_samples,  # noqa: E402
                            run_on_own_cluster)
+from drafter_testbed import harness  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -272,8 +273,8 @@ def import_seconds(python: str) -> float:
 
 
 def prepare_namespace(cluster, namespace: str, name: str, python: str, args) -> Path:
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    from drafter_testbed.volumes import static_claim
 
     cluster.kubectl("create", "namespace", namespace)
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},
@@ -292,7 +293,7 @@ def prepare_namespace(cluster, namespace: str, name: str, python: str, args) -> 
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator"), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / "tiny-target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(args.conversations)]):
-        subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     return root
@@ -370,7 +371,7 @@ def run_training(cluster, operator: Operator, python: str, framework: str, args,
         "training": Events(api_client, custom.list_namespaced_custom_object, "drafter.dev", "v1alpha1", namespace,
                            "draftertrainings"),
     }
-    metrics = MetricsSampler(operator.port)
+    metrics = MetricsSampler(operator.metrics_port)
     threads = [*watches.values(), procs, metrics]
     for thread in threads:
         thread.start()
@@ -512,7 +513,7 @@ def bench(args, cluster, holder: list, result: dict) -> None:
                    "stateDir": os.environ["DRAFTER_STATE_DIR"], "portBase": os.environ["DRAFTER_PORT_BASE"],
                    "timeScale": args.time_scale, "engineStartupSeconds": args.engine_startup_seconds,
                    "sampleSeconds": args.sample_seconds, "runs": []})
-    cluster.up(args.timeout)
+    cluster.up()
     python = training_python()
     drafter_operator("cluster", "training-env", python)
     result["importTorchTransformersSeconds"] = import_seconds(python)
@@ -521,16 +522,14 @@ def bench(args, cluster, holder: list, result: dict) -> None:
         log(f"adding a process node (8 x {GPU_PRODUCT})")
         drafter_operator("cluster", "add-nodes", "--count", "1", "--runtime", "process", "--gpus", "8",
                          "--gpu-product", GPU_PRODUCT, "--name-prefix", NODE_PREFIX, timeout=args.timeout)
-    for path in sorted((REPO / "crds").glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/draftertrainings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
     log_path = Path(args.operator_log or tempfile.mkstemp(prefix="training-operator-", suffix=".log")[1])
     operator = Operator(cluster, log_path, None)
     holder.append(operator)
-    log(f"starting the operator (DRAFTER_TRAINING_CPU=1, metrics 127.0.0.1:{operator.port}, log {log_path})")
+    log(f"starting the operator (DRAFTER_TRAINING_CPU=1, metrics 127.0.0.1:{operator.metrics_port}, log {log_path})")
     operator.start()
     result["operatorLog"] = str(log_path)
-    idle = MetricsSampler(operator.port)
+    idle = MetricsSampler(operator.metrics_port)
     idle.start()
     time.sleep(args.idle_seconds)
     idle.stop()

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: one real cluster per test session, one fresh namespace per test.
+"""Shared pytest fixtures: one real cluster per test session, one fresh namespace per test. How a cluster
+is started and driven is the shared harness's (drafter_testbed/harness.py); this file is the pytest glue.
 
 The cluster is the embedded local one (`drafter-operator cluster up`, reused when already running), or
 the cluster `KUBECONFIG` points at when DRAFTER_TEST_USE_KUBECONFIG=1. Tests that need pods to really
@@ -7,18 +8,14 @@ run (the local process runner) skip on a foreign cluster.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from drafter_operator.testbed import cluster as local_cluster
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed import cluster as local_cluster
+from drafter_testbed import harness
 
 # Every run accounts for its skips (tests/declared_skips.py: the declared reasons, the closing lines). Marked
 # for assertion rewriting before this file imports it, as pytest does for every plugin it loads itself.
@@ -38,63 +35,27 @@ NAMESPACE_PREFIX = os.environ.setdefault("DRAFTER_TEST_NAMESPACE_PREFIX", f"t-{u
     f"{XDIST_WORKER}-" if XDIST_WORKER else "")
 
 
-@dataclass
-class Cluster:
-    kubeconfig: str
-    local: bool  # the embedded cluster with a process runner (pods really run)
-    bin_dir: Path
+class Cluster(harness.Cluster):
+    """The harness's cluster; adding nodes to a foreign one is a declared skip, not an error."""
 
-    @property
-    def env(self) -> dict[str, str]:
-        return {**os.environ, "KUBECONFIG": self.kubeconfig, "PATH": f"{self.bin_dir}:{os.environ['PATH']}"}
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, capture_output=True,
-                              text=True, env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-        return proc
-
-    def get_json(self, *args: str) -> dict:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
-
-    def api_client(self):
-        from kubernetes import config
-
-        return config.new_client_from_config(config_file=self.kubeconfig)
-
-    def wait_for(self, what: str, predicate, timeout: float = 60, interval: float = 0.5):
-        """Poll `predicate` until it returns something truthy; fail with `what` on timeout."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-    def add_nodes(self, count: int, runtime: str, gpus: int = 8, prefix: str | None = None) -> list[str]:
+    def add_nodes(self, count: int, runtime: str, gpus: int = 8, prefix: str | None = None,
+                  gpu_product: str | None = None) -> list[str]:
         if not self.local:
             skip_because("external-cluster", "adding simulated GPU nodes needs the embedded local cluster")
-        from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT
-
-        return local_cluster.add_nodes(count, runtime, gpus, DEFAULT_GPU_PRODUCT, prefix)
+        return super().add_nodes(count, runtime, gpus, prefix, gpu_product)
 
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
     if os.environ.get("DRAFTER_TEST_USE_KUBECONFIG") == "1" and os.environ.get("KUBECONFIG"):
-        yield Cluster(kubeconfig=os.environ["KUBECONFIG"], local=False, bin_dir=bin_dir())
+        yield harness.external(os.environ["KUBECONFIG"], Cluster)
         return
     layout = local_cluster.Layout()
-    was_running = local_cluster.is_up(layout)
-    local_cluster.up(layout=layout)  # under a lock: parallel workers start one cluster and share it
-    if not was_running:
+    started, this_run_started = harness.start_local(layout, Cluster)
+    if this_run_started:
         _started_by_this_run(layout).touch()
     # No stop here: a worker's siblings may still use the cluster. pytest_unconfigure stops it.
-    yield Cluster(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir())
+    yield started
 
 
 def _started_by_this_run(layout) -> Path:

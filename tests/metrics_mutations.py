@@ -4,7 +4,7 @@ them through the acceptance monitor's parse and decide path.
 Shared by the fuzz benchmark (bench/metrics_fuzz.py, 10,000 bodies) and its hypothesis smoke test
 (tests/unit/test_metrics_fuzz.py). Test-only, hence under tests/.
 
-The true bodies are the emulator's exporters (``emulator/exporters.py``: vLLM 0.33.0's and SGLang
+The true bodies are the emulator's exporters (``drafter_testbed/emulator/exporters.py``: vLLM 0.33.0's and SGLang
 0.5.23's metric families, held to the engines' own collectors by tests/contract) driven by a healthy
 drafter: per-token acceptance 0.89, an acceptance rate of about 71% at k = 5 (vLLM) and 80% at k = 3
 (SGLang), far above the 40% threshold the monitor watches for. Nothing a mutation does can make that
@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.monitoring.engine_source import EngineSource, Replica

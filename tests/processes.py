@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
-from drafter_operator.testbed.processes import free_port  # noqa: F401 (the tests import it from here)
+from drafter_testbed.processes import free_port  # noqa: F401 (the tests import it from here)
 
 
 def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:

@@ -3,9 +3,10 @@
 Subcommand implementations live in their own modules and are imported lazily, so `drafter-operator
 emulate` does not pay for kopf and `drafter-operator cluster` does not pay for the emulator.
 
-The operator's own install is lean: the local cluster and the emulator are the `testbed` extra
-(pyproject.toml). Their subcommands stay listed, and say which extra to install when it is missing,
-instead of failing later with an ImportError from deep inside.
+The operator's own install is lean: the local cluster, the demo and the emulator are another package,
+drafter-testbed (testbed/ of the repository), that adds its subcommands through the entry-point group
+COMMAND_GROUP. This module imports nothing from it; without it, the help and those commands say how to get it
+instead of failing with an ImportError.
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ from drafter_operator.controllers.leadership import Timings
 
 DISTRIBUTION = "drafter-operator"
 
-#: Subcommands that are tools around the operator, and the extra whose packages they import.
-EXTRA_OF_COMMAND = {"cluster": "testbed", "demo": "testbed", "emulate": "testbed"}
+#: Entry points of this group are ``register(subparsers)`` functions, each adding the subcommand it is named
+#: after (testbed/pyproject.toml registers drafter-testbed's).
+COMMAND_GROUP = "drafter_operator.commands"
+
+#: The developer tools drafter-testbed adds, named here only to say how to get them where it is missing.
+TESTBED_COMMANDS = ("cluster", "demo", "emulate")
+TESTBED_INSTALL = "pip install -e ./testbed from a checkout of the repository (./dev does it)"
 
 #: Subcommands only the operator's own pods run (a DrafterTraining stage Job's container command): listed
 #: apart in the top-level help, under a heading that says so, not among the commands people type.
@@ -38,61 +44,62 @@ def version() -> str:
         return "unknown"
 
 
-def _add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
-    # testbed/cli.py imports only the standard library at the top, so its options register without the extra.
-    from drafter_operator.testbed import cli as testbed_cli
-
-    testbed_cli.register(subparsers)
-
-
-def extra_requirements(extra: str) -> list[str]:
-    """Distribution names the installed drafter-operator declares for ``extra`` (its own metadata, i.e.
-    pyproject.toml); empty when this code runs from a source tree without install metadata."""
-    try:
-        requires = importlib.metadata.requires(DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        return []
-    names = []
-    for requirement in requires:
-        spec, _, marker = requirement.partition(";")
-        if re.fullmatch(rf"""\s*extra\s*==\s*["']{re.escape(extra)}["']\s*""", marker):
-            names.append(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1))
-    return names
+def added_commands() -> dict[str, importlib.metadata.EntryPoint]:
+    """The subcommands installed distributions add (COMMAND_GROUP), by name; read from their metadata,
+    nothing imported."""
+    return {entry.name: entry for entry in importlib.metadata.entry_points(group=COMMAND_GROUP)}
 
 
-def missing_distributions(names: list[str]) -> list[str]:
-    """The names not installed in this Python environment."""
-    missing = []
-    for name in names:
-        try:
-            importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            missing.append(name)
-    return missing
-
-
-def missing_extra_error(command: str) -> str | None:
-    """Why ``command`` cannot run in this install (its extra is not installed), or None."""
-    extra = EXTRA_OF_COMMAND.get(command)
-    if extra is None:
+def missing_testbed_error(command: str, added: dict[str, importlib.metadata.EntryPoint]) -> str | None:
+    """Why ``command`` cannot run here (a drafter-testbed command without drafter-testbed), or None."""
+    if command not in TESTBED_COMMANDS or command in added:
         return None
-    missing = missing_distributions(extra_requirements(extra))
+    return f"drafter-operator {command} comes with the drafter-testbed package, not installed here: {TESTBED_INSTALL}"
+
+
+def testbed_epilog(added: dict[str, importlib.metadata.EntryPoint]) -> str:
+    """The help's line on the developer commands this install lacks; empty when it has them all."""
+    missing = [command for command in TESTBED_COMMANDS if command not in added]
     if not missing:
-        return None
-    return (f"drafter-operator {command} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]' "
-            f"(not installed: {', '.join(missing)})")
+        return ""
+    return f"{', '.join(missing)}: developer tools of the drafter-testbed package: {TESTBED_INSTALL}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(added: dict[str, importlib.metadata.EntryPoint] | None = None) -> argparse.ArgumentParser:
+    added = added_commands() if added is None else added
     parser = argparse.ArgumentParser(
         prog="drafter-operator",
         description="Speculative-decoding LLM serving on Kubernetes.",
-        epilog=f"{', '.join(sorted(EXTRA_OF_COMMAND))} need the testbed extra: pip install '{DISTRIBUTION}[testbed]'",
+        epilog=testbed_epilog(added),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _add_run_command(subparsers)
+
+    rbac = subparsers.add_parser(
+        "rbac", help="print the RBAC rules the operator needs, each with its reason (the Helm chart's files/rbac-rules.yaml)")
+    rbac.set_defaults(handler=_print_rbac_rules)
+
+    crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
+    crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
+    crds.add_argument("--docs", default="docs/api.md", help="where to write the API reference ('' to skip)")
+    crds.add_argument("--check", action="store_true", help="fail if the files on disk are out of date")
+    crds.set_defaults(handler=_generate_crds)
+
+    _add_bench_command(subparsers)
+    _add_preflight_command(subparsers)
+    _add_run_stage_command(subparsers)
+    _add_regenerate_command(subparsers)
+    for name in sorted(added):
+        added[name].load()(subparsers)
+    _list_internal_commands_apart(parser, subparsers)
+    return parser
+
+
+def _add_run_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator run`: the operator itself (what the chart's Deployment runs).
     run = subparsers.add_parser("run", help="run the operator against the current kubeconfig")
     run.add_argument("--namespace", "-n", action="append", default=[],
                      help="watch only this namespace (repeatable); default: all namespaces")
@@ -129,37 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
                                              f"default: {defaults.retry_period:g}")
     run.set_defaults(handler=_run_operator)
 
-    rbac = subparsers.add_parser(
-        "rbac", help="print the RBAC rules the operator needs, each with its reason (the Helm chart's files/rbac-rules.yaml)")
-    rbac.set_defaults(handler=_print_rbac_rules)
-
-    crds = subparsers.add_parser("crds", help="write the CustomResourceDefinitions generated from the API models")
-    crds.add_argument("--output-dir", default="crds", help="directory for the CRD YAML files")
-    crds.add_argument("--docs", default="docs/api.md", help="where to write the API reference ('' to skip)")
-    crds.add_argument("--check", action="store_true", help="fail if the files on disk are out of date")
-    crds.set_defaults(handler=_generate_crds)
-
-    emulate = subparsers.add_parser(
-        "emulate", add_help=False,
-        help="serve an engine emulator from a vLLM or SGLang command line (emulate vllm serve ... | emulate sglang ...); "
-             "testbed extra",
-    )
-    emulate.set_defaults(handler=_emulate)
-
-    demo = subparsers.add_parser(
-        "demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured; testbed extra")
-    demo.add_argument("--max-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
-    demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
-    demo.set_defaults(handler=_demo)
-
-    _add_bench_command(subparsers)
-    _add_preflight_command(subparsers)
-    _add_run_stage_command(subparsers)
-    _add_regenerate_command(subparsers)
-    _add_cluster_commands(subparsers)
-    _list_internal_commands_apart(parser, subparsers)
-    return parser
-
 
 def _list_internal_commands_apart(parser: argparse.ArgumentParser, subparsers: argparse._SubParsersAction) -> None:
     # They still parse (the Jobs run them); only the listing moves. argparse has no public way to group
@@ -168,8 +144,8 @@ def _list_internal_commands_apart(parser: argparse.ArgumentParser, subparsers: a
     subparsers._choices_actions[:] = [action for action in subparsers._choices_actions if action not in internal]
     width = max(len(action.dest) for action in internal) + 2
     lines = [f"  {action.dest:<{width}}{action.help}" for action in internal]
-    parser.epilog = ("internal commands (run by the operator's Job pods, not by hand):\n" + "\n".join(lines)
-                     + "\n\n" + parser.epilog)
+    parser.epilog = "\n\n".join(filter(None, ["internal commands (run by the operator's Job pods, not by hand):\n"
+                                               + "\n".join(lines), parser.epilog]))
 
 
 def _add_run_stage_command(subparsers: argparse._SubParsersAction) -> None:
@@ -311,33 +287,29 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
     return generate.main(output_dir=args.output_dir, docs_path=args.docs or None, check=args.check)
 
 
-def _demo(args: argparse.Namespace, extra: list[str]) -> int:
-    from drafter_operator.testbed import demo
-
-    return demo.main(max_tokens=args.max_tokens, prompts=max(1, min(5, args.prompts)))
-
-
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.bench import command
 
     return command.main(args)
 
 
-def _emulate(args: argparse.Namespace, extra: list[str]) -> int:
-    from drafter_operator.emulator import server
-
-    return server.main(extra)
+def passes_through(parser: argparse.ArgumentParser, command: str) -> bool:
+    """Whether the subcommand ``command`` takes the rest of the command line unparsed."""
+    subcommand = parser._subparsers._group_actions[0].choices.get(command)
+    return bool(subcommand and subcommand.get_default("passthrough"))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    added = added_commands()
     # Before parsing, so even `drafter-operator cluster up --help` says what to install.
-    if argv and (error := missing_extra_error(argv[0])):
+    if argv and (error := missing_testbed_error(argv[0], added)):
         print(error, file=sys.stderr)
         return 2
-    parser = build_parser()
-    # `emulate` passes everything after it verbatim: the engine's own flags are not ours to parse here.
-    if argv and argv[0] == "emulate":
+    parser = build_parser(added)
+    # A subcommand with the default passthrough (`emulate`) gets everything after its name verbatim: the
+    # engine's own flags are not ours to parse here.
+    if argv and passes_through(parser, argv[0]):
         args, extra = parser.parse_args(argv[:1]), argv[1:]
     else:
         args, extra = parser.parse_args(argv), []

@@ -2,7 +2,7 @@
 
 A real kubelet mounts each volume at its mountPath inside the container, so a process there opens
 `/models/target/config.json` as it is written in the spec. The local process runner runs containers
-as host processes instead: it rewrites the container's own argv and env (testbed/launch.py), and
+as host processes instead: it rewrites the container's own argv and env (drafter_testbed/launch.py), and
 hands every process the same mapping in ``DRAFTER_CONTAINER_PATHS`` (JSON: container path -> host
 path) so that a tool that builds further paths and commands inside the container (``run-stage``
 renders a training stage there) maps them the same way. On a real node the variable is unset and

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from tests.contract.engine_metrics import families
 
 pytestmark = pytest.mark.contract

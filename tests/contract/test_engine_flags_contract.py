@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.emulator.cmdline import CommandLineError, EngineRefused, parse_engine_command_line
+from drafter_testbed.emulator.cmdline import CommandLineError, EngineRefused, parse_engine_command_line
 from drafter_operator.engines import ENGINES, flags
 from drafter_operator.engines.extra_args import owned_rule
 

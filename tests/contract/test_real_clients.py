@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 from tests.processes import free_port, listening_process
 
 pytestmark = pytest.mark.contract

@@ -2,7 +2,7 @@
 
 transformers' ``AutoTokenizer.from_pretrained(<drafter_operator/data/tokenizer>)`` (the engines'
 environment: transformers 5.19.0) must give the same ids for plain text and the same rendered chat
-template (``apply_chat_template(..., add_generation_prompt=True)``) as ``emulator/tokenizer.py``.
+template (``apply_chat_template(..., add_generation_prompt=True)``) as ``drafter_testbed/emulator/tokenizer.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 
 pytestmark = pytest.mark.contract
 

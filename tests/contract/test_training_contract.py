@@ -13,7 +13,7 @@ test here skips without it):
   for ``drafter-operator regenerate``. SpecForge's repository scripts are not in its wheel:
   ``prepare_hidden_states.py``'s arguments are checked against the adapter's copy of its parser,
   ``prepare_data.py`` not at all (docs/training.md).
-* End to end, on a tiny random Llama target (testbed/tiny_target.py) in a temporary directory, one
+* End to end, on a tiny random Llama target (drafter_testbed/tiny_target.py) in a temporary directory, one
   process on the CPU with the adapters of training/adapters: every stage the renderer gives, in order
   (data, hidden states, train one epoch, export), then the exported drafter's config and tensors, and
   vLLM 0.33.0's SpeculativeConfig building from it on the CPU (in DRAFTER_ENGINE_PYTHON when set, else
@@ -46,6 +46,7 @@ from drafter_operator.training import RenderOptions, Stage, TrainingPaths, expor
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import TRAIN_CONFIG
+from drafter_testbed.tiny_target import source_pythonpath
 from tests.processes import free_port, listening_process
 
 # One worker runs the module: the fine-tuning tests start from the pipelines' exports (module fixtures),
@@ -395,10 +396,10 @@ def run_stage(stage: Stage, python: str, files_dir: Path, logs: Path) -> float:
 def tiny(training_python: str, tmp_path_factory) -> Path:
     """The tiny target and dataset, under a root that is the specs' storage.mountPath."""
     root = tmp_path_factory.mktemp("training")
-    env = {**run_env(training_python), "PYTHONPATH": str(ROOT / "operator")}
+    env = {**run_env(training_python), "PYTHONPATH": source_pythonpath()}
     for argv in (["target", str(root / "target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
-        subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([training_python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=CHECK_TIMEOUT)
     assert (root / "target" / "model.safetensors.index.json").is_file()
     return root

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from drafter_testbed import harness
 from tests.conftest import NAMESPACE_PREFIX, XDIST_WORKER
 from tests.processes import free_port
 
@@ -32,7 +25,7 @@ def _whole_cluster(locks: Path, exclusive: bool):
     (it restarts the apiserver, or installs an operator that watches every namespace) holds it alone. The
     turnstile lets a waiting exclusive test in before tests that arrive after it (flock alone would let a
     stream of shared holders starve it)."""
-    from drafter_operator.testbed.cluster import file_lock
+    from drafter_testbed.cluster import file_lock
 
     with contextlib.ExitStack() as held:
         with file_lock(locks / "turnstile.lock"):
@@ -49,7 +42,7 @@ def cluster_share(request):
     if not XDIST_WORKER:
         yield
         return
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     locks = local.Layout().root / "test-locks"
     locks.mkdir(parents=True, exist_ok=True)
@@ -64,91 +57,32 @@ def cluster_share(request):
 
 @pytest.fixture(scope="session")
 def crds(cluster):
-    for path in sorted(glob.glob(str(REPO / "crds" / "*.yaml"))):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", path)
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/drafterservings.drafter.dev",
-                    "crd/drafterbenchmarks.drafter.dev", "crd/draftertrainings.drafter.dev")
+    harness.install_crds(cluster.kubectl)
     return True
 
 
-class OperatorProcess:
-    """`drafter-operator run` as a subprocess against the test cluster (stop/start for restart tests)."""
+class OperatorProcess(harness.OperatorProcess):
+    """The harness's operator process as the end-to-end tests configure it: it watches only this session's
+    namespaces (a glob), measures acceptance every few seconds, knows a Prometheus endpoint, and is kept
+    running (`start`) as the chart's Deployment would."""
 
     #: How often the operator measures a watched serving's acceptance here (production default 15 s).
     ACCEPTANCE_INTERVAL_SECONDS = 2
     #: The Prometheus endpoint name the operator is configured with (as the chart's prometheus.endpoints
-    #: would); a test's Prometheus listens on ``prometheus_port`` (testbed/prometheus.py ``port``).
+    #: would); a test's Prometheus listens on ``prometheus_port`` (drafter_testbed/prometheus.py ``port``).
     PROMETHEUS_ENDPOINT = "default"
 
     def __init__(self, cluster, log_path: Path, namespaces: str = f"{NAMESPACE_PREFIX}*"):
-        self.cluster, self.log_path, self.proc = cluster, log_path, None
-        self.namespaces = namespaces  # a glob: the session's operator watches only this session's namespaces
-        self.metrics_port = free_port()
         self.prometheus_port = free_port()
-        self._lock, self._wanted, self._watcher, self.restarts = threading.Lock(), False, None, 0
-
-    def start(self) -> None:
-        """Start it, and keep it running as the chart's Deployment would: an operator that exits on its own
-        (it loses its Lease while an `exclusive` test restarts the apiserver, as it must) is started again,
-        and the restart is written to its log. `stop` ends that."""
-        with self._lock:
-            self._wanted = True
-            self._spawn()
-        if self._watcher is None:
-            self._watcher = threading.Thread(target=self._keep_running, name="operator-supervisor", daemon=True)
-            self._watcher.start()
-
-    def _spawn(self) -> None:
-        env = {**self.cluster.env, "PYTHONUNBUFFERED": "1",
-               "DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS),
+        env = {"DRAFTER_ACCEPTANCE_INTERVAL_SECONDS": str(self.ACCEPTANCE_INTERVAL_SECONDS),
                "DRAFTER_PROMETHEUS_ENDPOINTS": json.dumps(
                    {self.PROMETHEUS_ENDPOINT: f"http://127.0.0.1:{self.prometheus_port}"})}
-        if self.cluster.local:
+        if cluster.local:
             env["DRAFTER_TRAINING_CPU"] = "1"  # no GPU: training stages take the CPU adapters
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "run",
-                                      "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",
-                                      "--namespace", self.namespaces],
-                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        super().__init__(cluster, log_path, namespaces=[namespaces], env=env)
 
-    def _keep_running(self) -> None:
-        while True:
-            time.sleep(0.5 if not self.restarts else 2.0)  # a little back-off once it has crashed, as a kubelet's
-            with self._lock:
-                if self._wanted and self.proc is not None and self.proc.poll() is not None:
-                    self.restarts += 1
-                    with open(self.log_path, "a") as log:
-                        log.write(f"[test supervisor] the operator exited with status {self.proc.returncode}; "
-                                  f"restart {self.restarts}\n")
-                    self._spawn()
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        with self._lock:
-            self._wanted = False
-            if self.proc and self.proc.poll() is None:
-                os.killpg(self.proc.pid, sig)
-                try:
-                    self.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
-            self.proc = None
-
-    def metric(self, metric: str, /, **labels: str) -> float | None:
-        """One sample of the operator's own /metrics, or None when the series is absent."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return sample.value
-        return None
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+    def start(self) -> None:
+        super().start(keep_running=True)
 
 
 @pytest.fixture(scope="session")
@@ -157,8 +91,8 @@ def operator(cluster, crds, tmp_path_factory):
         # One operator per cluster: the demo's would reconcile the same objects as the one under test.
         # The demo installs it with the chart (scaled to zero here; its next `helm upgrade` restores it);
         # older demos started it as a process beside the cluster.
-        from drafter_operator.testbed import cluster as local, processes
-        from drafter_operator.testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
+        from drafter_testbed import cluster as local, processes
+        from drafter_testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
 
         processes.stop(LEGACY_OPERATOR_PROCESS, local.Layout().run)
         cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_RELEASE}", "--replicas=0",
@@ -179,7 +113,7 @@ def engine_nodes(local_cluster_only):
         "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]
         if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
     if len(existing) < 2:
-        from drafter_operator.testbed import cluster as local
+        from drafter_testbed import cluster as local
 
         existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, prefix)
     return existing
@@ -188,7 +122,7 @@ def engine_nodes(local_cluster_only):
 @pytest.fixture
 def model_volume(cluster, namespace):
     """A pre-bound PersistentVolume + claim `models` (no provisioner runs on the local cluster)."""
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.volumes import static_claim
 
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(namespace, "models", f"/tmp/drafter-e2e/{namespace}")))
     yield "models"
@@ -196,8 +130,8 @@ def model_volume(cluster, namespace):
 
 
 def emulator_settings(cluster, namespace: str, **env: str) -> None:
-    """Tune the engine emulator for the pods of one namespace (see testbed/launch.py)."""
-    from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+    """Tune the engine emulator for the pods of one namespace (see drafter_testbed/launch.py)."""
+    from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
 
     data = {f"{EMULATOR_ENV_PREFIX}{k.upper()}": v for k, v in env.items()}
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": EMULATOR_CONFIGMAP, "namespace": namespace},

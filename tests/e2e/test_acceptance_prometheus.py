@@ -7,7 +7,7 @@ for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``dr
 that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
 operator creates.
 
-The Prometheus, its scrape jobs and its API are ``testbed/prometheus.py``'s (the demo's too): the cluster
+The Prometheus, its scrape jobs and its API are ``drafter_testbed/prometheus.py``'s (the demo's too): the cluster
 build's Prometheus 3, built with Kubernetes service discovery (Debian's package is built without it;
 docs/testbed.md); ``DRAFTER_TEST_PROMETHEUS_DIR`` (a directory holding ``prometheus`` and ``promtool``)
 overrides it.
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import Prometheus, config, engine_pods_job, running
+from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running
 from tests.e2e.conftest import OperatorProcess, emulator_settings
 from tests.e2e.test_serving import (ClientLoop, apply, condition, deployments, seed_serving, service_ip,
                                     serving_status, wait_ready)

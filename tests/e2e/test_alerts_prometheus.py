@@ -2,7 +2,7 @@
 
 The rules are those `helm template` renders from charts/drafter-operator (tests/unit/test_alerts.py
 renders them the same way), with short `for` durations so a test takes a minute. The Prometheus (3.16,
-the cluster build's, started by testbed/prometheus.py as the demo's is) scrapes the operator's own /metrics and,
+the cluster build's, started by drafter_testbed/prometheus.py as the demo's is) scrapes the operator's own /metrics and,
 through Kubernetes service discovery, the engine pods (the emulator speaking vLLM's metrics), evaluates
 the rules every second, and the serving's acceptance is watched through it (`source: prometheus`): the
 whole chain an installed chart relies on. When the emulator's acceptance is lowered on the engine pod
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
+from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
 from tests.e2e.conftest import emulator_settings
 from tests.e2e.test_acceptance_prometheus import (
     ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN, TARGET_MODEL, engine_pods, set_acceptance)

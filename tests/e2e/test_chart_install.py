@@ -5,7 +5,7 @@ DrafterServing from examples/; `helm upgrade` and `helm uninstall` leave no orph
 mode the operator works in its namespace and nothing outside it.
 
 The operator pod authenticates with a projected token of the chart's ServiceAccount through a kubeconfig
-(testbed/chart.py says why, and that only the way the token is read differs from a real cluster).
+(drafter_testbed/chart.py says why, and that only the way the token is read differs from a real cluster).
 
 Namespaces here do not carry the session's prefix: the session's own operator (tests/e2e/conftest.py)
 must not reconcile what the chart's operator is tested on.
@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from drafter_operator.resources.labels import SERVING_LABEL
-from drafter_operator.testbed import chart
-from drafter_operator.testbed import cluster as local
+from drafter_testbed import chart
+from drafter_testbed import cluster as local
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = chart.CHART
@@ -71,7 +71,7 @@ def adopt_crds(cluster, release: str, namespace: str) -> None:
 
 
 def local_values(cluster, namespace: str, **extra: str) -> list[str]:
-    """testbed/chart.py's values for the local cluster (the operator pod as the chart's ServiceAccount, on a
+    """drafter_testbed/chart.py's values for the local cluster (the operator pod as the chart's ServiceAccount, on a
     process node and free ports), with its kubeconfig ConfigMap created."""
     config_map, args = chart.local_values(cluster.kubeconfig, namespace, **{"operator.recheckSeconds": "5", **extra})
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(config_map))

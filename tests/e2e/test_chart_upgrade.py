@@ -17,7 +17,7 @@ operator (they carry no finalizer; docs/guarantees.md) and takes their engine De
 
 The upgraded chart is a copy of the repository's chart with Chart.yaml's version and appVersion raised: the
 image tag comes from appVersion, as it would in a real release. The local process runner runs
-`drafter-operator` from this checkout whatever the image tag (testbed/launch.py), so the new pod is a new
+`drafter-operator` from this checkout whatever the image tag (drafter_testbed/launch.py), so the new pod is a new
 image to the cluster and the same code; what the test proves is what the cluster sees across a chart
 upgrade that rolls the operator: the handover and the new operator's first reconciles.
 """
@@ -36,8 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drafter_operator.resources.engine import PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
-from drafter_operator.testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
-from drafter_operator.testbed.volumes import static_claim
+from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
+from drafter_testbed.volumes import static_claim
 from tests.e2e.test_chart_install import (
     CHART, CRDS, adopt_crds, delete_namespaces, helm, local_values, make_namespace, operator_log, operator_pods, ready,
     wait_operator_ready)

@@ -42,7 +42,7 @@ def leftovers(cluster, namespace: str) -> dict[str, list[str]]:
 
 def pod_processes(namespace: str) -> list[str]:
     """The local process runner's pod directories of this namespace: one per pod whose processes it runs."""
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     pods = local.Layout().root / "pods"
     return sorted(p.name for p in pods.glob(f"{namespace}_*")) if pods.is_dir() else []

@@ -34,7 +34,7 @@ STEADY_SECONDS = 20
 @pytest.fixture(scope="module")
 def fleet_nodes(local_cluster_only):
     """One 8-GPU kwok node per serving (the seed takes a whole node), removed afterwards."""
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     cluster = local_cluster_only
     have = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={FLEET_PRODUCT}")["items"]

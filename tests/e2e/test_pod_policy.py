@@ -83,7 +83,7 @@ def test_a_hub_token_from_a_secret_reaches_the_engine_by_name_only_and_pod_polic
 def test_the_hub_cache_is_shared_by_revisions_so_a_swap_does_not_download_again(fast_engines):
     cluster, namespace, _ = fast_engines
     emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="1", download_seconds="2")
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.volumes import static_claim
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(namespace, "hf-cache", "/tmp/unused")))
     serving = seed_serving("kimi-sglang", engine="sglang",
                            drafter={"method": "eagle3", "model": PUBLIC_DRAFTER, "numSteps": 3, "eagleTopk": 1,
@@ -108,7 +108,7 @@ def test_the_hub_cache_is_shared_by_revisions_so_a_swap_does_not_download_again(
 
 def test_offline_with_a_hub_id_not_in_the_cache_fails_the_start_in_seconds_with_the_engines_error(fast_engines):
     cluster, namespace, _ = fast_engines
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.volumes import static_claim
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(namespace, "empty-cache", "/tmp/unused")))
     serving = seed_serving("kimi-offline")
     serving["spec"]["target"]["model"] = "moonshotai/Kimi-K2.5"

@@ -90,7 +90,7 @@ def seconds_between(start: str, end: str) -> float:
 @pytest.fixture
 def checkpoints(fast_engines, model_volume):
     """The tiny target, a good drafter and one broken copy per fault, on the model claim's host directory."""
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     cluster, namespace, _ = fast_engines
     root = local.Layout().root / "claims" / namespace / model_volume

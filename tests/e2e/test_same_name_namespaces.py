@@ -30,7 +30,7 @@ def two_namespaces(fast_engines):
     cluster.kubectl("create", "namespace", second)
     cluster.wait_for("the second namespace's default service account", lambda: cluster.kubectl(
         "-n", second, "get", "serviceaccount", "default", check=False).returncode == 0)
-    from drafter_operator.testbed.volumes import static_claim
+    from drafter_testbed.volumes import static_claim
 
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(second, "models", f"/tmp/drafter-e2e/{second}")))
     emulator_settings(cluster, second, time_scale="0.1", startup_seconds="2")

@@ -166,7 +166,7 @@ def single_node_product(local_cluster_only):
     product = "NVIDIA-GB200"
     nodes = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]
     if not nodes:
-        from drafter_operator.testbed import cluster as local
+        from drafter_testbed import cluster as local
 
         local.add_nodes(1, "process", 8, product, "e2e-single")
     return product

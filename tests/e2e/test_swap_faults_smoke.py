@@ -83,7 +83,7 @@ def test_operator_sigkilled_at_three_moments_of_a_bluegreen_swap(fast_engines):
 
 @pytest.mark.exclusive  # every other test would see the apiserver go away
 def test_kube_apiserver_restarted_mid_swap(fast_engines):
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     cluster, namespace, operator = fast_engines
     old, before, client = start_swap(cluster, namespace)

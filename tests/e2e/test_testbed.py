@@ -67,7 +67,7 @@ def two_h100_nodes(local_cluster_only):
     product = "NVIDIA-H100-80GB-HBM3"
     nodes = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]]
     if not nodes:
-        from drafter_operator.testbed import cluster as local
+        from drafter_testbed import cluster as local
 
         nodes = local.add_nodes(2, "kwok", 8, product, "capacity")
     assert len(nodes) == 2
@@ -213,12 +213,12 @@ def test_crd_and_custom_object_apply_and_server_side_validation_rejects_bad_obje
 
 
 def test_runner_refuses_a_cluster_that_is_not_its_own(local_cluster_only, tmp_path):
-    from drafter_operator.testbed.cluster import Layout
+    from drafter_testbed.cluster import Layout
 
     layout = Layout()
     record = json.loads(layout.record.read_text())
     (tmp_path / "cluster.json").write_text(json.dumps({**record, "cluster_id": "not-this-cluster"}))
-    proc = subprocess.run([sys.executable, "-m", "drafter_operator.testbed.runner", "--kubeconfig",
+    proc = subprocess.run([sys.executable, "-m", "drafter_testbed.process_runner", "--kubeconfig",
                            str(layout.component_kubeconfig("runner")), "--state-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
@@ -226,7 +226,7 @@ def test_runner_refuses_a_cluster_that_is_not_its_own(local_cluster_only, tmp_pa
 
 
 def test_second_cluster_up_reuses_the_running_cluster(local_cluster_only):
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     before = local.status()
     started = time.monotonic()
@@ -240,7 +240,7 @@ def test_second_cluster_up_reuses_the_running_cluster(local_cluster_only):
 
 
 def test_nothing_the_local_cluster_started_listens_beyond_loopback(local_cluster_only):
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     pids = {str(c["pid"]) for c in local.status()["components"].values() if c["pid"]}
     lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -281,7 +281,7 @@ def test_kwok_nodes_keep_heartbeating_through_leases(local_cluster_only):
 def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_only, tmp_path):
     import socket
 
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     layout = local.Layout(root=tmp_path / "state")
     ports = local.Ports(19440)

@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 # What the stage containers need on a machine without GPUs or internet (the spec's env).
-from drafter_operator.testbed.demo_training import CPU_ENV
+from drafter_testbed.demo_training import CPU_ENV
+from drafter_testbed.tiny_target import source_pythonpath
 from tests import environments
-from tests.e2e.conftest import E2E_GPU_PRODUCT, REPO
+from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
 pytestmark = pytest.mark.usefixtures("local_cluster_only")
@@ -37,7 +38,7 @@ RUN_TIMEOUT = 900
 @pytest.fixture(scope="session")
 def training_python(local_cluster_only, pytestconfig) -> str:
     """The training environment (.ci/training-env, cached), recorded for the runner's trainer containers."""
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     python = environments.built(environments.TRAINING, pytestconfig)
     local.use_training_python(python)
@@ -47,13 +48,13 @@ def training_python(local_cluster_only, pytestconfig) -> str:
 @pytest.fixture
 def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operator) -> Path:
     """The tiny target and dataset on the model volume (host side of the claim `models`)."""
-    from drafter_operator.testbed import cluster as local
+    from drafter_testbed import cluster as local
 
     root = local.Layout().root / "claims" / namespace / model_volume
-    env = {**os.environ, "PYTHONPATH": str(REPO / "operator"), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": source_pythonpath(), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / "tiny-target")],
                  ["dataset", str(root / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
-        subprocess.run([training_python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([training_python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     return root
@@ -61,7 +62,7 @@ def tiny(cluster, namespace, model_volume, training_python, engine_nodes, operat
 
 def hidden_states_volume(cluster, namespace: str, training: str) -> None:
     """A volume pre-bound to the claim the operator will create (the local cluster runs no provisioner)."""
-    from drafter_operator.testbed.volumes import volume_for_claim
+    from drafter_testbed.volumes import volume_for_claim
 
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(volume_for_claim(
         namespace, f"{training}-hidden-states", f"/tmp/drafter-e2e/{namespace}-hs")))

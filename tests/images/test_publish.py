@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed.versions import bin_dir
 from tests import environments
 from tests.declared_skips import skip_because
 from tests.processes import free_port, wait_until_listening

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drafter_operator.testbed.prometheus import CHART, KUBE_VERSION, binaries, render_prometheus_rule
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed.prometheus import CHART, KUBE_VERSION, binaries, render_prometheus_rule
+from drafter_testbed.versions import bin_dir
 from tests.unit.test_dashboard import exported_metric_names, metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ OTHER_JOB = "u-drafter-operator-metrics"  # another release's operator, scraped 
 
 
 def tool(name: str) -> Path:
-    """helm, or promtool (testbed/prometheus.py's: DRAFTER_TEST_PROMETHEUS_DIR overrides where)."""
+    """helm, or promtool (drafter_testbed/prometheus.py's: DRAFTER_TEST_PROMETHEUS_DIR overrides where)."""
     path = binaries()[1] if name == "promtool" else bin_dir() / name
     if not path.exists():
         pytest.fail(f"no {name} in {path.parent}: run `drafter-operator cluster build` (./dev test and ./dev check "
@@ -38,7 +38,7 @@ def tool(name: str) -> Path:
 
 
 def render(values: dict | None = None) -> list[dict]:
-    """The PrometheusRule as `helm template` renders it (testbed/prometheus.py, as the demo renders it),
+    """The PrometheusRule as `helm template` renders it (drafter_testbed/prometheus.py, as the demo renders it),
     with this module's release, namespace and runbook base; ``values``: dotted path -> value."""
     return render_prometheus_rule(RELEASE, NAMESPACE, {"monitoring.prometheusRule.runbookBaseUrl": RUNBOOK_BASE,
                                                        **(values or {})}, helm=tool("helm"))

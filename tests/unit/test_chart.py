@@ -19,7 +19,7 @@ import yaml
 from drafter_operator import __version__
 from drafter_operator.resources.engine import PORT_NAME
 from drafter_operator.resources.labels import SERVING_LABEL
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed.versions import bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "drafter-operator"
@@ -517,7 +517,7 @@ def test_schema_refuses_bad_values_naming_the_field(value, field, says):
 
 def test_helm_template_and_lint_need_no_kube_version(tmp_path):
     """GitOps tools and CI render without a cluster: helm's offline Kubernetes version must satisfy the chart's
-    kubeVersion. The pinned helm is built as helm's Makefile builds releases (testbed/build.py: build_helm)."""
+    kubeVersion. The pinned helm is built as helm's Makefile builds releases (drafter_testbed/build.py: build_helm)."""
     objects = [d for d in yaml.safe_load_all(helm("template", "drafter", str(CHART)).stdout) if d]
     assert one(objects, "Deployment")["spec"]["replicas"] == 1
     proc = helm("lint", "--strict", str(CHART), check=False)
@@ -536,7 +536,7 @@ def test_helm_template_and_lint_need_no_kube_version(tmp_path):
 
 
 def test_helm_build_derives_the_offline_kube_version_from_client_go():
-    from drafter_operator.testbed.build import helm_default_kube_version
+    from drafter_testbed.build import helm_default_kube_version
 
     assert helm_default_kube_version("require (\n\tk8s.io/api v0.37.0\n\tk8s.io/client-go v0.37.0\n)\n") == (1, 37)
     with pytest.raises(Exception, match="client-go"):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.bench import crossover
 from drafter_operator.bench.result import Level, Stream, benchmark_result
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import batching, dynamic
 from drafter_operator.engines.batching import NO_SPECULATION, Speculation
 

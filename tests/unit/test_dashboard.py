@@ -68,7 +68,7 @@ def _sample_names(registry: CollectorRegistry) -> set[str]:
 
 def exported_metric_names() -> set[str]:
     """The operator's own metrics and the emulated engines' (vLLM with a drafter, SGLang with EAGLE-3)."""
-    from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+    from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
     from drafter_operator.monitoring import operator_metrics  # noqa: F401  (registers the drafter_* families)
 
     return (_sample_names(REGISTRY) | _sample_names(VllmExporter("m", 5).registry)

@@ -1,5 +1,5 @@
-"""The demo's alerts (testbed/demo_alerts.py) and the Prometheus set-up it shares with the end-to-end tests
-(testbed/prometheus.py): the shortened `for` durations, the alert-change tracking, and the scrape
+"""The demo's alerts (drafter_testbed/demo_alerts.py) and the Prometheus set-up it shares with the end-to-end tests
+(drafter_testbed/prometheus.py): the shortened `for` durations, the alert-change tracking, and the scrape
 configuration as the real promtool reads it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import parse_duration
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed import demo_alerts
-from drafter_operator.testbed import prometheus as prom
+from drafter_testbed import cluster as local
+from drafter_testbed import demo_alerts
+from drafter_testbed import prometheus as prom
 from tests.unit.test_alerts import alerts_of, promtool, tool
 
 DEMO_ACCEPTANCE_WINDOW_SECONDS = 30  # demo_acceptance.DEMO_ACCEPTANCE["window"]

@@ -1,4 +1,4 @@
-"""The batching model (engines/batching.py) and the emulator's step loop (emulator/scheduler.py)."""
+"""The batching model (engines/batching.py) and the emulator's step loop (drafter_testbed/emulator/scheduler.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Decoder, Settings
-from drafter_operator.emulator.profiles import ProfileError, load_profile, parse_profile
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Decoder, Settings
+from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
 from drafter_operator.engines import batching, speedup
 from drafter_operator.engines.batching import NO_SPECULATION, Speculation, StepCosts
 
@@ -295,7 +295,7 @@ def test_measured_aggregate_throughput_over_http_matches_the_model(argv, streams
 
     import aiohttp
 
-    from drafter_operator.emulator.server import EmulatorServer, bind_host
+    from drafter_testbed.emulator.server import EmulatorServer, bind_host
 
     scale, max_tokens = 0.5, 100
     with socket.socket() as s:

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from drafter_operator.emulator import server
-from drafter_operator.emulator.cmdline import CommandLineError, parse_command_line
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import ProfileError, load_profile, parse_profile
+from drafter_testbed.emulator import server
+from drafter_testbed.emulator.cmdline import CommandLineError, parse_command_line
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
 
 SEED_SPEC = json.dumps({"method": "eagle3", "model": "/models/kimi-k2.5-eagle3", "num_speculative_tokens": 5})
 SEED_VLLM = [

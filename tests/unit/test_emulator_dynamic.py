@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.emulator.cmdline import EngineRefused, parse_command_line, parse_engine_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
+from drafter_testbed.emulator.cmdline import EngineRefused, parse_command_line, parse_engine_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import dynamic
 
 K = 5

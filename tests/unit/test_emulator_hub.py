@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.emulator import hub
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.hub import HubModelUnavailable
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
-from drafter_operator.emulator.server import build_engine, main
+from drafter_testbed.emulator import hub
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.hub import HubModelUnavailable
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
+from drafter_testbed.emulator.server import build_engine, main
 from tests.processes import free_port, wait_until_listening
 
 TARGET = "moonshotai/Kimi-K2.5"

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from drafter_operator.emulator.metrics_faults import JUNK, MetricsFault
+from drafter_testbed.emulator.metrics_faults import JUNK, MetricsFault
 from tests.unit.test_emulator_server import emulator, run, vllm_argv
 
 

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from drafter_operator.emulator.cmdline import parse_command_line
-from drafter_operator.emulator.engine import EmulatedEngine
-from drafter_operator.emulator.model import Settings
-from drafter_operator.emulator.profiles import load_profile
-from drafter_operator.emulator.server import EmulatorServer, bind_host
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.model import Settings
+from drafter_testbed.emulator.profiles import load_profile
+from drafter_testbed.emulator.server import EmulatorServer, bind_host
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 from tests.processes import free_port, wait_until_listening
@@ -93,7 +93,7 @@ def test_vllm_streamed_completion_moves_the_counters_consistently():
             after = await scrape(s, "vllm")
             return events, before, after, engine.state()
 
-    from drafter_operator.emulator.tokenizer import shipped
+    from drafter_testbed.emulator.tokenizer import shipped
 
     events, before, after, state = run(scenario())
     *chunks, usage_chunk = events
@@ -276,7 +276,7 @@ def test_concurrent_streams_run_independently():
 def test_step_time_follows_the_batching_model_not_a_fixed_slowdown():
     import random
 
-    from drafter_operator.emulator.model import Decoder
+    from drafter_testbed.emulator.model import Decoder
 
     # One stream keeps the single-stream step; past the knee (32 tokens) the step grows with the batch.
     spec = Decoder(5, 0.5, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(0))
@@ -290,7 +290,7 @@ def test_step_time_follows_the_batching_model_not_a_fixed_slowdown():
 def test_acceptance_draws_are_unbiased():
     import random
 
-    from drafter_operator.emulator.model import Decoder
+    from drafter_testbed.emulator.model import Decoder
     from drafter_operator.engines import speedup
 
     d = Decoder(5, 0.432, target_step_ms=12.12, draft_cost=0.33, rng=random.Random(3))
@@ -392,7 +392,7 @@ def test_cli_subprocess_binds_the_env_host_and_stops_on_sigterm():
 # ------------------------------------------------------------- endpoints real clients call (issue 7)
 
 def test_vllm_tokenize_detokenize_and_usage_agree():
-    from drafter_operator.emulator.tokenizer import shipped
+    from drafter_testbed.emulator.tokenizer import shipped
 
     async def scenario():
         async with emulator(vllm_argv("--served-model-name", "kimi")) as (_, _e, s):
@@ -421,7 +421,7 @@ def test_vllm_tokenize_detokenize_and_usage_agree():
 
 
 def test_sglang_native_generate_streams_cumulative_bodies():
-    from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+    from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 
     async def scenario():
         async with emulator(sglang_argv()) as (_, engine, s):
@@ -470,7 +470,7 @@ def test_vllm_request_success_carries_every_finish_reason_vllm_precreates():
 
 def test_sglang_accept_rate_uses_sglangs_denominator_for_a_tree():
     """topk 2: 3 steps but 6 draft tokens, so SGLang counts 5 proposed drafts per verification."""
-    from drafter_operator.emulator.exporters import DECODE_LOG_INTERVAL, SglangExporter
+    from drafter_testbed.emulator.exporters import DECODE_LOG_INTERVAL, SglangExporter
 
     tree = SglangExporter("m", num_steps=3, num_draft_tokens=6)
     chain = SglangExporter("m", num_steps=3, num_draft_tokens=4)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.emulator import build_tokenizer
-from drafter_operator.emulator.engine import VOCABULARY
-from drafter_operator.emulator.native import NativeResponseBuilder, parse_generate
-from drafter_operator.emulator.openai import RequestError, detokenize, parse_request, tokenize
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR, shipped
+from drafter_testbed.emulator import build_tokenizer
+from drafter_testbed.emulator.engine import VOCABULARY
+from drafter_testbed.emulator.native import NativeResponseBuilder, parse_generate
+from drafter_testbed.emulator.openai import RequestError, detokenize, parse_request, tokenize
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
 
 NAMES = ("served",)
 

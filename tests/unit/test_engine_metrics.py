@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
+from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import in_flight
 

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from drafter_operator import __version__
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed.versions import bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "plugins" / "krew" / "build-archives"

@@ -430,7 +430,7 @@ def test_windows_between_damaged_vllm_scrapes_are_sane_or_a_verdict(first, secon
 # ------------------------------------------------------------------------- the benchmark client
 
 def test_the_benchmark_client_reports_why_acceptance_is_unavailable():
-    from drafter_operator.testbed.demo_client import RunResult, measure_acceptance
+    from drafter_testbed.demo_client import RunResult, measure_acceptance
 
     good = vllm.parse_spec_decode_metrics(SAMPLE)
     empty = pytest.raises(m.MetricsUnusable, vllm.parse_spec_decode_metrics, "").value

@@ -1,7 +1,7 @@
 """The prometheus acceptance source against a REAL Prometheus scraping real emulator processes.
 
 All on loopback: two vLLM and two SGLang emulator subprocesses, and the prometheus binary the local
-cluster build makes (started by ``testbed/prometheus.py``) scraping them every second from a
+cluster build makes (started by ``drafter_testbed/prometheus.py``) scraping them every second from a
 static config with a ``pod`` label per target, the label Kubernetes service discovery would give.
 Skips (saying why) when the binaries are absent: ``drafter-operator cluster build`` builds them.
 
@@ -32,7 +32,7 @@ import pytest
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.monitoring import prometheus_source as ps
-from drafter_operator.testbed.prometheus import binaries, running
+from drafter_testbed.prometheus import binaries, running
 from tests.processes import free_port, listening_process
 
 SCRAPE_INTERVAL = 1.0

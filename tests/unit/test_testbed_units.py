@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import subprocess
 import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.testbed import build, launch, nodes
-from drafter_operator.testbed.cluster import (
+from drafter_testbed import build, launch, nodes
+from drafter_testbed.cluster import (
     ClusterError,
     Layout,
     Ports,
@@ -20,7 +23,8 @@ from drafter_operator.testbed.cluster import (
     restart,
     scheduler_config,
 )
-from drafter_operator.testbed.versions import Pins
+from drafter_testbed.tiny_target import TOKENIZER_FILES, source_pythonpath
+from drafter_testbed.versions import Pins
 
 KUBERNETES_GO_MOD = """module k8s.io/kubernetes
 
@@ -275,3 +279,26 @@ def test_remap_maps_whole_components_once():
     mapping = {"/work": "/tmp/claims/hs", "/opt/adapters": "/work/repo/adapters"}
     assert launch.remap("/opt/adapters/x.py --out=/work/data /workspace /work", mapping) == \
         "/work/repo/adapters/x.py --out=/tmp/claims/hs/data /workspace /tmp/claims/hs"
+
+
+def test_tiny_target_runs_from_the_source_roots_alone(tmp_path):
+    # What the training environment gets: no site-packages (-S), both packages from source_pythonpath; the
+    # module finds the tokenizer the operator package ships and writes the dataset.
+    import json
+    import os
+    import subprocess
+
+    from drafter_testbed.tiny_target import TOKENIZER_FILES, source_pythonpath
+
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": source_pythonpath()}
+    code = "from drafter_testbed.tiny_target import TOKENIZER_DIR; print(TOKENIZER_DIR)"
+    done = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    tokenizer_dir = done.stdout.strip()
+    assert tokenizer_dir.endswith("drafter_operator/data/tokenizer")
+    assert all(os.path.isfile(os.path.join(tokenizer_dir, name)) for name in TOKENIZER_FILES)
+    out = tmp_path / "chats.jsonl"
+    done = subprocess.run([sys.executable, "-S", "-m", "drafter_testbed.tiny_target", "dataset", str(out),
+                           "--conversations", "3"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["tiny-0000", "tiny-0001", "tiny-0002"]

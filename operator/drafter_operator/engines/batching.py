@@ -13,7 +13,7 @@ and ``P`` prompt tokens prefilled in the same step costs, in milliseconds::
                + k x c x T x max(1, B w / N_d)    k draft forwards: the same roofline for the drafter
                + 1000 x P / R_p                   prefill of newly admitted prompts
 
-with the parameters (``data/emulator-profiles.yaml``, section ``calibration``):
+with the parameters (``drafter_testbed/data/emulator-profiles.yaml``, section ``calibration``):
 
 - ``T`` (``targetStepMs``, 12.12 ms): the floor of one target forward step, the time it takes whatever
   the number of tokens as long as the step is bound by reading weights and by fixed per-step costs

@@ -36,8 +36,8 @@ from kubernetes import client, config
 
 from drafter_operator.kube import ApiError, Kube, object_path
 
-from drafter_operator.testbed import launch
-from drafter_operator.testbed.nodes import CLUSTER_ANNOTATION, PROCESS, RUNTIME_LABEL
+from drafter_testbed import launch
+from drafter_testbed.nodes import CLUSTER_ANNOTATION, PROCESS, RUNTIME_LABEL
 
 log = logging.getLogger("drafter.runner")
 

@@ -3,7 +3,7 @@
 An installed chart (`monitoring.prometheusRule.enabled`) hands its rules to a prometheus-operator
 Prometheus that scrapes the operator through the chart's ServiceMonitor and the engine pods through its
 PodMonitor. The local cluster has no prometheus-operator, so the demo starts that Prometheus itself
-(testbed/prometheus.py): the rules `helm template` renders for the demo's release, and the scrape jobs
+(drafter_testbed/prometheus.py): the rules `helm template` renders for the demo's release, and the scrape jobs
 those two monitors would make. Only the `for` durations differ, minutes read as seconds (15m -> 15s), so
 the alerts move at the pace of the demo's 30 s acceptance window; thresholds are the chart's defaults.
 
@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from drafter_operator.api import format_duration, parse_duration
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed import processes
-from drafter_operator.testbed import prometheus as prom
-from drafter_operator.testbed.chart import CHART
+from drafter_testbed import cluster as local
+from drafter_testbed import processes
+from drafter_testbed import prometheus as prom
+from drafter_testbed.chart import CHART
 
 #: The pid file name of the demo's Prometheus in the cluster's run directory (listed in cluster.COMPONENTS).
 PROCESS_NAME = "demo-prometheus"

@@ -17,9 +17,12 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizer"
+# The files ship with the operator (drafter_operator/data/tokenizer: preflight's tiny checkpoints carry
+# them too); the emulator serves the same ones, so this is the one place that says where they are.
+TOKENIZER_DIR = Path(str(resources.files("drafter_operator.data").joinpath("tokenizer")))
 
 
 class TemplateError(ValueError):

@@ -17,12 +17,12 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-from drafter_operator.emulator.cmdline import EngineConfig
-from drafter_operator.emulator.exporters import Exporter, SglangExporter, VllmExporter
-from drafter_operator.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_operator.emulator.model import Decoder, Settings
-from drafter_operator.emulator.profiles import Profile
-from drafter_operator.emulator.scheduler import Scheduler, Ticket
+from drafter_testbed.emulator.cmdline import EngineConfig
+from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
+from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
+from drafter_testbed.emulator.model import Decoder, Settings
+from drafter_testbed.emulator.profiles import Profile
+from drafter_testbed.emulator.scheduler import Scheduler, Ticket
 
 VOCABULARY = (
     "the model drafts tokens and the target verifies them in one forward pass while the scheduler "

@@ -19,7 +19,7 @@ from typing import Callable
 
 from rich.console import Console
 
-from drafter_operator.testbed.versions import PINS, Pins, bin_dir, toolchain_dir
+from drafter_testbed.versions import PINS, Pins, bin_dir, toolchain_dir
 
 console = Console(stderr=True)
 

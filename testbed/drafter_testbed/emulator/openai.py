@@ -18,8 +18,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from drafter_operator.emulator import tokenizer as tok
-from drafter_operator.emulator.tokenizer import EmulatorTokenizer, TemplateError
+from drafter_testbed.emulator import tokenizer as tok
+from drafter_testbed.emulator.tokenizer import EmulatorTokenizer, TemplateError
 
 #: vLLM's default ``max_tokens`` for /v1/completions.
 DEFAULT_COMPLETION_TOKENS = 16

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from drafter_operator.emulator.cmdline import EngineConfig
+from drafter_testbed.emulator.cmdline import EngineConfig
 
 #: ``huggingface_hub.constants.ENV_VARS_TRUE_VALUES``; ``_is_true`` compares ``value.upper()`` (no strip).
 TRUE_VALUES = frozenset({"1", "ON", "YES", "TRUE"})

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from drafter_operator.emulator.model import Decoder
+from drafter_testbed.emulator.model import Decoder
 
 
 @dataclass(eq=False)

@@ -45,20 +45,20 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from drafter_operator.emulator.cmdline import (
+from drafter_testbed.emulator.cmdline import (
     USAGE,
     CommandLineError,
     EngineConfig,
     parse_command_line,
     startup_problems,
 )
-from drafter_operator.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
-from drafter_operator.emulator.exporters import SglangExporter
-from drafter_operator.emulator.hub import HubModelUnavailable, environment_names, resolve_models
-from drafter_operator.emulator.metrics_faults import MetricsFault
-from drafter_operator.emulator.model import Pacer, Settings
-from drafter_operator.emulator.native import NativeResponseBuilder, parse_generate
-from drafter_operator.emulator.openai import (
+from drafter_testbed.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
+from drafter_testbed.emulator.exporters import SglangExporter
+from drafter_testbed.emulator.hub import HubModelUnavailable, environment_names, resolve_models
+from drafter_testbed.emulator.metrics_faults import MetricsFault
+from drafter_testbed.emulator.model import Pacer, Settings
+from drafter_testbed.emulator.native import NativeResponseBuilder, parse_generate
+from drafter_testbed.emulator.openai import (
     SSE_DONE,
     RequestError,
     ResponseBuilder,
@@ -67,8 +67,8 @@ from drafter_operator.emulator.openai import (
     sse,
     tokenize,
 )
-from drafter_operator.emulator.tokenizer import TOKENIZER_DIR
-from drafter_operator.emulator.profiles import ProfileError, load_profile
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR
+from drafter_testbed.emulator.profiles import ProfileError, load_profile
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import yaml
 
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed.processes import free_port
-from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
-from drafter_operator.testbed.versions import bin_dir
+from drafter_testbed import cluster as local
+from drafter_testbed.processes import free_port
+from drafter_testbed.nodes import PROCESS, RUNTIME_LABEL
+from drafter_testbed.versions import bin_dir
 
 TOKEN_DIR = "/var/run/secrets/drafter-local"
 KUBECONFIG_MAP = "drafter-local-kubeconfig"
 #: The chart in a source checkout (the testbed runs from one; the operator's wheel has no chart).
-CHART = Path(__file__).resolve().parents[3] / "charts" / "drafter-operator"
+CHART = Path(__file__).resolve().parents[2] / "charts" / "drafter-operator"
 CRDS = ("drafterservings.drafter.dev", "drafterbenchmarks.drafter.dev", "draftertrainings.drafter.dev")
 
 

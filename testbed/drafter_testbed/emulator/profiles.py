@@ -145,8 +145,8 @@ def load_profile(path: str | Path | None = None) -> Profile:
         except OSError as exc:
             raise ProfileError(f"cannot read the emulator profile {origin}: {exc}") from exc
     else:
-        origin = f"drafter_operator/data/{PACKAGED_PROFILE}"
-        text = resources.files("drafter_operator").joinpath("data", PACKAGED_PROFILE).read_text(encoding="utf-8")
+        origin = f"drafter_testbed/data/{PACKAGED_PROFILE}"
+        text = resources.files("drafter_testbed").joinpath("data", PACKAGED_PROFILE).read_text(encoding="utf-8")
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -7,7 +7,7 @@
   which the alerts' default `operatorSelector` matches) or a fixed address.
 - The chart's alert rules, as `helm template` renders the PrometheusRule with the given values.
 - The process: the cluster build's Prometheus on a free loopback port, recorded by pid file
-  (testbed/processes.py) so whoever started it, or `drafter-operator cluster down`, stops exactly it.
+  (drafter_testbed/processes.py) so whoever started it, or `drafter-operator cluster down`, stops exactly it.
 - Its HTTP API: targets, queries, rules, and the active (pending or firing) alerts.
 
 Which Prometheus: the cluster build's (`versions.bin_dir()`), Prometheus 3 with Kubernetes service
@@ -32,9 +32,9 @@ from pathlib import Path
 import yaml
 
 from drafter_operator.resources.engine import PORT_NAME as ENGINE_PORT_NAME
-from drafter_operator.testbed import processes
-from drafter_operator.testbed.chart import CHART
-from drafter_operator.testbed.versions import PINS, bin_dir
+from drafter_testbed import processes
+from drafter_testbed.chart import CHART
+from drafter_testbed.versions import PINS, bin_dir
 
 #: The chart requires a Kubernetes version; `helm template` assumes v1.20 without one.
 KUBE_VERSION = PINS.kubernetes.removeprefix("v")

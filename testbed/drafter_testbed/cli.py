@@ -1,4 +1,9 @@
-"""`drafter-operator cluster up|down|status|env|add-nodes`: the embedded local cluster from the shell."""
+"""The developer subcommands drafter-testbed adds to `drafter-operator` (its entry points in the group
+``drafter_operator.commands``, testbed/pyproject.toml): `cluster up|down|status|env|add-nodes` (the embedded
+local cluster from the shell), `demo` and `emulate`.
+
+Only the standard library and nodes.py at the top: `drafter-operator --help` registers these options
+without paying for the cluster, the demo or the emulator."""
 
 from __future__ import annotations
 
@@ -6,10 +11,40 @@ import argparse
 import json
 import sys
 
-from drafter_operator.testbed.nodes import DEFAULT_GPU_PRODUCT, GPU_PRODUCTS, KWOK, PROCESS
+from drafter_testbed.nodes import DEFAULT_GPU_PRODUCT, GPU_PRODUCTS, KWOK, PROCESS
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register_emulate(subparsers: argparse._SubParsersAction) -> None:
+    emulate = subparsers.add_parser(
+        "emulate", add_help=False,
+        help="serve an engine emulator from a vLLM or SGLang command line (emulate vllm serve ... | emulate sglang ...)",
+    )
+    # passthrough: everything after `emulate` reaches the emulator verbatim (the engine's own flags are not
+    # drafter-operator's to parse).
+    emulate.set_defaults(handler=_emulate, passthrough=True)
+
+
+def _emulate(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_testbed.emulator import server
+
+    return server.main(extra)
+
+
+def register_demo(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser(
+        "demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured")
+    demo.add_argument("--max-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
+    demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
+    demo.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace, extra: list[str]) -> int:
+    from drafter_testbed import demo
+
+    return demo.main(max_tokens=args.max_tokens, prompts=max(1, min(5, args.prompts)))
+
+
+def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     cluster = subparsers.add_parser("cluster", help="the embedded local Kubernetes cluster (127.0.0.1 only)")
     verbs = cluster.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -66,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
-    from drafter_operator.testbed.build import BuildError
+    from drafter_testbed import cluster
+    from drafter_testbed.build import BuildError
 
     topology = cluster.Topology(gpu_nodes=args.gpu_nodes, gpu_runtime=args.gpu_runtime,
                                 gpus_per_node=args.gpus_per_node, gpu_product=args.gpu_product)
@@ -81,7 +116,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
+    from drafter_testbed import cluster
 
     stopped = cluster.down(wipe=args.wipe)
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + ("; state wiped" if args.wipe else ""))
@@ -89,7 +124,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
+    from drafter_testbed import cluster
 
     report = cluster.status()
     print(json.dumps(report, indent=2))
@@ -97,7 +132,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _restart(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
+    from drafter_testbed import cluster
 
     try:
         seconds = cluster.restart(args.component, timeout=args.timeout)
@@ -109,7 +144,7 @@ def _restart(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed.build import BuildError, ensure_binaries
+    from drafter_testbed.build import BuildError, ensure_binaries
 
     try:
         print(ensure_binaries(only=tuple(step for step in args.only.split(",") if step)))
@@ -120,8 +155,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
-    from drafter_operator.testbed.versions import bin_dir
+    from drafter_testbed import cluster
+    from drafter_testbed.versions import bin_dir
 
     if args.bin_dir:
         print(bin_dir())
@@ -136,7 +171,7 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _training_env(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
+    from drafter_testbed import cluster
 
     try:
         cluster.use_training_python(args.python)
@@ -147,7 +182,7 @@ def _training_env(args: argparse.Namespace) -> int:
 
 
 def _add_nodes(args: argparse.Namespace) -> int:
-    from drafter_operator.testbed import cluster
+    from drafter_testbed import cluster
 
     try:
         names = cluster.add_nodes(args.count, args.runtime, args.gpus, args.gpu_product, args.name_prefix)

@@ -18,7 +18,7 @@ fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revi
 takes a hub token from a Secret and a pod label in place (same revision; the token never in the
 resource), and a hand-tuned speculative flag is refused before any pod. Throughout, a real Prometheus
 evaluates the chart's alert rules (`for` shortened to seconds) against the operator and the engine pods,
-and the demo prints when each alert went pending, firing and resolved (testbed/demo_alerts.py).
+and the demo prints when each alert went pending, firing and resolved (drafter_testbed/demo_alerts.py).
 """
 
 from __future__ import annotations
@@ -32,17 +32,16 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from drafter_operator.api import KINDS
-from drafter_operator.api.generate import render_crd
-from drafter_operator.testbed import demo_client as bench
-from drafter_operator.testbed import chart
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed import demo_acceptance as watch
-from drafter_operator.testbed import demo_alerts
-from drafter_operator.testbed import demo_training
-from drafter_operator.testbed import processes
-from drafter_operator.testbed.nodes import PROCESS, RUNTIME_LABEL
-from drafter_operator.testbed.volumes import static_claim
+from drafter_testbed import demo_client as bench
+from drafter_testbed import chart
+from drafter_testbed import cluster as local
+from drafter_testbed import demo_acceptance as watch
+from drafter_testbed import demo_alerts
+from drafter_testbed import demo_training
+from drafter_testbed import harness
+from drafter_testbed import processes
+from drafter_testbed.nodes import PROCESS, RUNTIME_LABEL
+from drafter_testbed.volumes import static_claim
 
 # Wide enough for the report table when the output is a file or a CI log, not a terminal.
 console = Console(width=None if Console().is_terminal else 140)
@@ -97,7 +96,7 @@ def ensure_engine_nodes(count: int) -> None:
 
 def start_operator(layout: local.Layout) -> float:
     """The operator as users install it: `helm install` of charts/drafter-operator, its pod on a process
-    node as the chart's ServiceAccount (testbed/chart.py). Returns seconds from install to the pod Ready."""
+    node as the chart's ServiceAccount (drafter_testbed/chart.py). Returns seconds from install to the pod Ready."""
     # An operator process an earlier version of the demo started beside the cluster would act too.
     processes.stop(LEGACY_OPERATOR_PROCESS, layout.run)
     started = time.monotonic()
@@ -129,12 +128,9 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
 
 def main(max_tokens: int = 256, prompts: int = 3) -> int:
     layout = local.Layout()
-    local.up(layout=layout)
+    harness.start_local(layout)
     ensure_engine_nodes(len(SERVINGS) + 1)  # one spare 8-GPU node for a BlueGreen replacement
-    for kind in KINDS:
-        kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd(kind))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            *[f"crd/{kind.plural}.drafter.dev" for kind in KINDS])
+    harness.install_crds(kubectl)
     kubectl("create", "namespace", NAMESPACE, check=False)
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(static_claim(NAMESPACE, "models", "/tmp/drafter-demo-models")))
     start_operator(layout)
@@ -244,7 +240,7 @@ def retrained_spec() -> dict:
 def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, prompts: int,
                            results: dict[str, bench.RunResult]) -> dict[str, dict]:
     """A DrafterTraining trains the new drafter (real speculators code in Jobs), benchmarks what it must
-    beat and promotes it into the degraded serving through the gate (testbed/demo_training.py)."""
+    beat and promotes it into the degraded serving through the gate (drafter_testbed/demo_training.py)."""
     name = DEGRADING
     target = BASE_SPEC["target"]["model"]
     console.print(f"\nA DrafterTraining trains the replacement for {name}'s drafter: speculators 0.9.0 on the CPU "

@@ -25,9 +25,9 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from drafter_operator.testbed import certs, processes
-from drafter_operator.testbed.build import ensure_binaries
-from drafter_operator.testbed.nodes import (
+from drafter_testbed import certs, processes
+from drafter_testbed.build import ensure_binaries
+from drafter_testbed.nodes import (
     KWOK,
     RUNTIME_LABEL,
     LoopbackNetwork,
@@ -36,7 +36,7 @@ from drafter_operator.testbed.nodes import (
     network_for,
     node_manifest,
 )
-from drafter_operator.testbed.versions import PINS, bin_dir, state_root, toolchain_dir
+from drafter_testbed.versions import PINS, bin_dir, state_root, toolchain_dir
 
 console = Console(stderr=True)
 
@@ -44,7 +44,7 @@ DEFAULT_PORT_BASE = 16440
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
               # an operator process older versions of the demo started (it now installs the Helm chart)
               "demo-operator",
-              # the Prometheus the demo leaves running with the chart's alert rules (testbed/demo_alerts.py)
+              # the Prometheus the demo leaves running with the chart's alert rules (drafter_testbed/demo_alerts.py)
               "demo-prometheus")
 
 
@@ -342,7 +342,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path, audit: bool = F
             "-c", str(_kwok_config(layout)),
         ],
         "runner": [
-            sys.executable, "-m", "drafter_operator.testbed.runner",
+            sys.executable, "-m", "drafter_testbed.process_runner",
             "--kubeconfig", str(kc("runner")), "--state-dir", str(layout.root),
             "--kubelet-port", str(ports.runner_kubelet),
         ],

@@ -1,7 +1,7 @@
 """Build the emulator's tokenizer (``drafter_operator/data/tokenizer/``) reproducibly.
 
-    python -m drafter_operator.emulator.build_tokenizer           # (re)write the shipped files
-    python -m drafter_operator.emulator.build_tokenizer --check   # exit 1 if they differ from a rebuild
+    python -m drafter_testbed.emulator.build_tokenizer           # (re)write the shipped files
+    python -m drafter_testbed.emulator.build_tokenizer --check   # exit 1 if they differ from a rebuild
 
 No model hub is reachable where the emulator runs, so the project trains its own small byte-level BPE
 (the GPT-2/Qwen family's scheme: any UTF-8 text encodes, nothing is unknown) with the ``tokenizers``
@@ -28,9 +28,8 @@ from pathlib import Path
 os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-from drafter_operator.emulator.engine import VOCABULARY  # noqa: E402  (the words the emulator generates)
-
-TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizer"
+from drafter_testbed.emulator.engine import VOCABULARY  # noqa: E402  (the words the emulator generates)
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR  # noqa: E402
 
 VOCAB_SIZE = 4096
 SEED = 20261130

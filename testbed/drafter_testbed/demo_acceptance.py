@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from drafter_operator.testbed import demo_client as bench
+from drafter_testbed import demo_client as bench
 
 #: The seed's thresholds, with a short window and `for` so the demo takes a minute, not ten (`for` is
 #: long enough for the first single-stream measurement to see the bad drafter before the operator acts).

@@ -3,7 +3,7 @@
 The stage Jobs run the real speculators 0.9.0 code on the CPU (the adapters of docs/training.md) in
 the training environment (`.ci/training-env`, recorded with `drafter-operator cluster training-env`).
 Real frameworks need a real target, and Kimi-K2.5 is 547 GB: the demo's model volume holds a tiny
-random Llama (testbed/tiny_target.py) at the Kimi path as a stand-in, which the frameworks train on
+random Llama (drafter_testbed/tiny_target.py) at the Kimi path as a stand-in, which the frameworks train on
 and the preflight checks the drafter against. The engine emulator serving "Kimi-K2.5" reads no
 weights; it gives the new drafter the acceptance its profile assumes for a drafter trained on
 target-regenerated data. What is real: every stage's framework code, the Jobs, the claim, the
@@ -17,13 +17,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from drafter_operator.testbed import cluster as local
-from drafter_operator.testbed.volumes import volume_for_claim
+from drafter_testbed import cluster as local
+from drafter_testbed import tiny_target
+from drafter_testbed.volumes import volume_for_claim
 
 TRAINING = "kimi-k25-eagle3-regenerated"
 CONVERSATIONS = 24
@@ -45,10 +45,10 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
     cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": tiny_target.source_pythonpath(), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / target.lstrip("/").removeprefix("models/"))],
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
-        subprocess.run([python, "-m", "drafter_operator.testbed.tiny_target", *argv], env=env, check=True,
+        subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,
                        capture_output=True, timeout=300)
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     # An earlier run's training goes first: its claim holds the volume, which is then made afresh (a

@@ -1,7 +1,7 @@
 """A tiny target model and chat dataset for running the real training frameworks on a CPU.
 
-    python -m drafter_operator.testbed.tiny_target target  OUT_DIR [--seed 0]
-    python -m drafter_operator.testbed.tiny_target dataset OUT.jsonl [--conversations 48] [--seed 0]
+    python -m drafter_testbed.tiny_target target  OUT_DIR [--seed 0]
+    python -m drafter_testbed.tiny_target dataset OUT.jsonl [--conversations 48] [--seed 0]
 
 ``target`` writes a randomly initialised Llama-style causal LM (4 layers, hidden 64, 2 heads of 32:
 vLLM's CPU attention accepts head_dim 32/64/80/..., SpecForge's loader needs a sharded checkpoint with
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 from pathlib import Path
 from typing import Any
 
-TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizer"
+from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 #: The target's shape. vocab_size is the shipped tokenizer's (special tokens included).
@@ -119,6 +120,16 @@ def write_dataset(path: Path, conversations: int = 48, seed: int = 0) -> Path:
         for index in range(conversations):
             out.write(json.dumps(conversation(rng, index), ensure_ascii=False) + "\n")
     return path
+
+
+def source_pythonpath() -> str:
+    """PYTHONPATH for running this module (``python -m drafter_testbed.tiny_target``) in a Python that has
+    neither package installed (the training environment): drafter-testbed's source root, and the operator's,
+    whose package data holds the tokenizer."""
+    import drafter_operator
+
+    roots = (Path(__file__).resolve().parents[1], Path(drafter_operator.__file__).resolve().parents[1])
+    return os.pathsep.join(map(str, roots))
 
 
 def main(argv: list[str] | None = None) -> int:

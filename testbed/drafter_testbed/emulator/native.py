@@ -21,9 +21,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from drafter_operator.emulator import tokenizer as tok
-from drafter_operator.emulator.openai import RequestError, _is_token_ids, check_token_ids
-from drafter_operator.emulator.tokenizer import EmulatorTokenizer
+from drafter_testbed.emulator import tokenizer as tok
+from drafter_testbed.emulator.openai import RequestError, _is_token_ids, check_token_ids
+from drafter_testbed.emulator.tokenizer import EmulatorTokenizer
 
 #: SamplingParams.max_new_tokens default in SGLang 0.5.23.
 DEFAULT_MAX_NEW_TOKENS = 128
