@@ -16,7 +16,7 @@ import datetime as dt
 
 from drafter_operator.controllers.acceptance_monitor import Measurement, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler
-from drafter_operator.controllers.serving_decide import observed_from
+from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.kube import ApiError
 from drafter_operator.monitoring import acceptance as a
 from drafter_operator.resources.labels import SERVING_LABEL

@@ -29,7 +29,8 @@ from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
-from drafter_operator.controllers.serving_decide import draining_revision, observed_from, revision_engine
+from drafter_operator.controllers.serving_observe import observed_from
+from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client

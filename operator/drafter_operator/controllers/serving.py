@@ -16,8 +16,9 @@ from typing import Callable
 from drafter_operator import engines
 from drafter_operator.controllers.acceptance_monitor import Measurement
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, Write, changed_fields, \
-    decide
+from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving_patches import Write, changed_fields
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path

@@ -22,6 +22,7 @@ import pydantic
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import acceptance_actions
+from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.revisions import drafter_summary, revision_hash
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.monitoring import acceptance as a
@@ -29,8 +30,6 @@ from drafter_operator.monitoring import break_even as be
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.acceptance_monitor import Measurement
-
-Event = tuple[str, str, str]
 
 SPECULATION_DISABLED = "SpeculationDisabled"
 # Degraded reasons while an onDegraded action's revision does not serve: starting, or failed.
@@ -221,6 +220,13 @@ def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, act
         out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
         out.acceptance = measurement.status
     return out
+
+
+def action_blocked(action: dict, why: str, active: str | None) -> Verdict:
+    """Degraded while an onDegraded action's revision cannot be created (a name another owner holds):
+    blocked, not under way."""
+    return Verdict("True", ACTION_BLOCKED, f"onDegraded {action.get('action')} cannot take effect: {why}; "
+                                           f"revision {active} (degraded) keeps serving")
 
 
 def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:
