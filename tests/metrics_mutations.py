@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from drafter_operator.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 
 MODEL = "/models/kimi-k2.5"
 PER_TOKEN_ACCEPTANCE = 0.89

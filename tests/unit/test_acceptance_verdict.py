@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 
 SAMPLE = (Path(__file__).parent / "data" / "vllm-0.33.0-spec-decode-metrics.txt").read_text()
 THRESHOLDS = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=300, for_seconds=300)

@@ -13,8 +13,8 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.processes import free_port, listening_process
 
 VLLM = ["vllm", "serve", "/models/kimi-k2.5", "--speculative-config",

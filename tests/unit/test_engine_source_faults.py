@@ -11,8 +11,8 @@ import time
 import pytest
 
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.processes import loopback_http
 from tests.unit.test_emulator_server import emulator, vllm_argv
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.engines.metrics import UnusableReason as R
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.metrics_mutations import MUTATIONS, false_degraded, run_sequence
 
 # Thousands of extra series take ~50 ms a body: the benchmark has them, the smoke test does not.

@@ -31,7 +31,7 @@ import pytest
 
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.monitoring import prometheus_source as ps
+from drafter_operator.acceptance import prometheus_source as ps
 from drafter_operator.testbed.prometheus import binaries, running
 from tests.processes import free_port, listening_process
 

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring import prometheus_source as ps
+from drafter_operator.acceptance import prometheus_source as ps
 from tests.processes import free_port
 
 SEL = (ps.Matcher("namespace", "default"), ps.Matcher("pod", "kimi-.*", "=~"))

@@ -27,8 +27,9 @@ import kopf
 from drafter_operator import engines
 from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
-from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
+from drafter_operator.controllers.serving_acceptance import watched_revision
 from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler

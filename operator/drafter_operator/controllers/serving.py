@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import engines
-from drafter_operator.controllers.acceptance_monitor import Measurement
+from drafter_operator.acceptance.measurement import Measurement
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
 from drafter_operator.controllers.serving_observe import Observed

@@ -42,14 +42,14 @@ from drafter_operator.controllers.serving_status import RETRY_ANNOTATION, accept
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining, gate_deadline, is_ready, \
     plan_swap, start_deadline
 from drafter_operator.kube import object_path
-from drafter_operator.monitoring import prometheus_source as prom
+from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.engine import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION, \
     engine_deployment, engine_pod_spec, service_revision, startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name
 from drafter_operator.resources.pod_policy import TenantPolicy
 
 if TYPE_CHECKING:
-    from drafter_operator.controllers.acceptance_monitor import Measurement
+    from drafter_operator.acceptance.measurement import Measurement
 
 @dataclass(frozen=True)
 class ServingState:

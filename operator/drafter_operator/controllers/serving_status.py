@@ -11,7 +11,8 @@ import pydantic
 from drafter_operator import engines
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.serving_acceptance import SPECULATION_DISABLED, AcceptanceDecision
+from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
+from drafter_operator.controllers.serving_acceptance import AcceptanceDecision
 from drafter_operator.controllers.serving_observe import benchmark_revision, parse_time
 from drafter_operator.controllers.swap import SwapPlan
 from drafter_operator.resources.gate import K_ANNOTATION
@@ -119,12 +120,9 @@ def transition_events(before: list[dict] | None, after: list[dict]) -> list[Even
                 kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
                 events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
         elif cond["type"] == "Degraded" and _degraded_news(prior, cond):
-            kind = "Warning" if cond["status"] == "True" or cond["reason"] in _DATA_PROBLEMS else "Normal"
+            kind = "Warning" if cond["status"] == "True" or cond["reason"] in DATA_PROBLEMS else "Normal"
             events.append((kind, cond["reason"], f"Degraded={cond['status']}: {cond['message']}"))
     return events
-
-
-_DATA_PROBLEMS = {"MetricsUnavailable", "MetricsInvalid"}
 
 
 def _degraded_news(prior: dict, cond: dict) -> bool:
@@ -138,7 +136,7 @@ def _degraded_news(prior: dict, cond: dict) -> bool:
         return cond["status"] != "Unknown"
     if prior.get("status") != cond["status"]:
         return True
-    return (prior.get("reason") in _DATA_PROBLEMS) != (cond["reason"] in _DATA_PROBLEMS) or \
-        (cond["reason"] in _DATA_PROBLEMS and prior.get("reason") != cond["reason"])
+    return (prior.get("reason") in DATA_PROBLEMS) != (cond["reason"] in DATA_PROBLEMS) or \
+        (cond["reason"] in DATA_PROBLEMS and prior.get("reason") != cond["reason"])
 
 

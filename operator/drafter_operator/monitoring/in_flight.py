@@ -13,7 +13,7 @@ import asyncio
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring.acceptance import MetricsUnavailable
+from drafter_operator.monitoring.http_fetch import MetricsUnavailable
 
 #: The whole answer of one pod, connecting included (engines answer /metrics in milliseconds).
 DEADLINE_SECONDS = 3.0

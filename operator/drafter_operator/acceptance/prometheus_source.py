@@ -70,7 +70,7 @@ from drafter_operator.engines.metrics import (
     tokens_per_verification,
 )
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring.acceptance import MetricsUnavailable
+from drafter_operator.monitoring.http_fetch import MetricsUnavailable
 
 #: Largest /api/v1/query answer read, in bytes. A window answer holds ~5 series per replica plus k
 #: per-position series (~300 bytes each): 1 MiB is thousands of replicas, and keeps a parse cheap.

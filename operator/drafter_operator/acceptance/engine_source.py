@@ -2,7 +2,7 @@
 
 Each Ready pod of the active revision is scraped at its own address (never through the Service, which
 would show one replica per request), its counters go into that pod's :class:`ScrapeHistory`, and the
-revision's sample is the replicas' windows combined (``monitoring/acceptance.py``). A pod that cannot
+revision's sample is the replicas' windows combined (``verdict.py``). A pod that cannot
 be scraped makes the sample ``MetricsUnavailable``; a body the parser refuses makes it
 ``MetricsInvalid``: a verdict on part of the replicas would be a verdict on the wrong traffic.
 
@@ -23,7 +23,7 @@ import aiohttp
 
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.monitoring import http_fetch
 
 log = logging.getLogger("drafter.acceptance")
@@ -45,7 +45,7 @@ class Replica:
     port: int
 
 
-#: What one replica's scrape gave: its counters, or why there are none (``a.MetricsUnavailable``,
+#: What one replica's scrape gave: its counters, or why there are none (``http_fetch.MetricsUnavailable``,
 #: ``m.MetricsUnusable``).
 Scraped = m.SpecDecodeCounters | Exception
 
@@ -65,13 +65,13 @@ class EngineSource:
         self.histories: dict[str, a.ScrapeHistory] = {}
 
     async def _fetch(self, client: aiohttp.ClientSession, replica: Replica) -> bytes:
-        """The replica's /metrics body; ``a.MetricsUnavailable`` or ``m.MetricsUnusable`` (too large)."""
+        """The replica's /metrics body; ``http_fetch.MetricsUnavailable`` or ``m.MetricsUnusable`` (too large)."""
         url = f"http://{replica.ip}:{replica.port}{self.engine.METRICS_PATH}"
         status, body = await http_fetch.fetch(
             client, "GET", url, deadline_seconds=self.timeout_seconds, max_bytes=self.max_body_bytes,
             too_large=lambda why: m.unusable(m.UnusableReason.TOO_LARGE, f"{self.engine.METRICS_PATH}: {why}"))
         if status != 200:
-            raise a.MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
+            raise http_fetch.MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
         return body
 
     def parse(self, body: bytes) -> Scraped:
@@ -117,7 +117,7 @@ class EngineSource:
         for replica, result in scraped:
             if isinstance(result, m.MetricsUnusable):
                 return a.Sample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {result.verdict}"))
-            if isinstance(result, a.MetricsUnavailable):
+            if isinstance(result, http_fetch.MetricsUnavailable):
                 return a.Sample.unavailable(at, f"{replica.name}: {result}")
             if isinstance(result, BaseException):
                 return a.Sample.unavailable(at, f"{replica.name} ({replica.ip}): cannot scrape "

@@ -23,36 +23,22 @@ from typing import Literal
 
 from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import break_even as be
+from drafter_operator.acceptance import break_even as be
+from drafter_operator.acceptance import message
+# The reasons live with every sentence Degraded says (message.py); read here as a.LOW_RATE and so on.
+from drafter_operator.acceptance.message import (
+    BELOW_THRESHOLD,
+    HEALTHY,
+    INSUFFICIENT_DATA,
+    LOW_LENGTH,
+    LOW_RATE,
+    METRICS_INVALID,
+    METRICS_UNAVAILABLE,
+    NO_BENCHMARK,
+    NOT_MONITORED,
+)
 
 Status = Literal["True", "False", "Unknown"]
-
-# Condition reasons (one CamelCase word each).
-INSUFFICIENT_DATA = "InsufficientData"
-LOW_RATE = "LowAcceptanceRate"
-LOW_LENGTH = "LowAcceptanceLength"
-BELOW_THRESHOLD = "BelowThresholdPending"
-HEALTHY = "AcceptanceHealthy"
-METRICS_UNAVAILABLE = "MetricsUnavailable"
-METRICS_INVALID = "MetricsInvalid"
-NOT_MONITORED = "NotMonitored"
-NO_BENCHMARK = "NoBenchmark"
-
-
-class MetricsUnavailable(Exception):
-    """No answer to judge (condition reason ``MetricsUnavailable``), from either source.
-
-    ``reason`` says why, in one word: ``Unreachable`` (connection refused, reset or closed without an
-    answer), ``Timeout`` (no complete answer in time), ``HTTPError`` (an error status), and for the
-    ``prometheus`` source ``QueryError`` and ``NoSeries``.
-    """
-
-    condition_reason = METRICS_UNAVAILABLE
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 #: Recovery needs the rate this far above its threshold (absolute), and the length this far above its
@@ -298,13 +284,13 @@ def drafted(window: m.AcceptanceWindow) -> float:
 
 def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict:
     """The ``Degraded`` condition after ``sample``; pure and deterministic."""
-    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message="no acceptance measured yet")
+    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message=message.NOT_MEASURED_MESSAGE)
     # Never Degraded on data that cannot be trusted or on too little of it; what was known is kept.
     carried = {"below_since": previous.below_since, "healthy_since": previous.healthy_since,
                "was_degraded": previous.counts_as_degraded, "below_seen_at": previous.below_seen_at}
     if sample.problem is not None:
-        reason, message = sample.problem
-        return Verdict(status="Unknown", reason=reason, message=message, **carried)
+        reason, why = sample.problem
+        return Verdict(status="Unknown", reason=reason, message=why, **carried)
     window = sample.window
     if window is None or drafted(window) < t.min_draft_tokens:
         if window is not None and drafted(window) > 0 and _below(window, t) is None:
@@ -312,8 +298,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
             carried.update(below_since=None, below_seen_at=None)
         seen = f"{drafted(window):.0f}" if window is not None else "no"
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
-                       message=f"{seen} draft tokens in the last {format_duration(t.window_seconds)}, fewer than "
-                               f"minDraftTokens {t.min_draft_tokens:.0f}: no verdict yet")
+                       message=message.too_few(seen, t.window_seconds, t.min_draft_tokens))
     low = _below(window, t)
     numbers = figures(window, t.window_seconds, low)
 
@@ -321,17 +306,15 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         if low is not None or not _healthy(window, t):
             reason = low[0] if low else (previous.reason if previous.degraded
                                          else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
-            comparison = "" if low else " (not yet clear of the threshold)"
-            return Verdict(status="True", reason=reason, message=numbers + comparison, window=window,
+            return Verdict(status="True", reason=reason, message=message.still_low(numbers, low is not None), window=window,
                            below_since=previous.below_since, below_seen_at=sample.at if low else previous.below_seen_at)
         healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
         if sample.at - healthy_since >= t.for_seconds:
-            return Verdict(status="False", reason=HEALTHY, message=f"{numbers}: recovered", window=window)
+            return Verdict(status="False", reason=HEALTHY, message=message.recovered(numbers), window=window)
         pending_reason = previous.reason if previous.degraded else LOW_RATE if t.min_rate is not None else LOW_LENGTH
         return Verdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
                        healthy_since=healthy_since,
-                       message=f"{numbers}: above threshold for {format_duration(sample.at - healthy_since)} of "
-                               f"{format_duration(t.for_seconds)} needed to recover")
+                       message=message.recovering(numbers, sample.at - healthy_since, t.for_seconds))
 
     if low is None:
         return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
@@ -344,7 +327,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
                        below_since=below_since, below_seen_at=sample.at)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
                    below_seen_at=sample.at,
-                   message=f"{numbers} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
+                   message=message.pending(numbers, sample.at - below_since, t.for_seconds))
 
 
 def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],
