@@ -19,7 +19,7 @@ import aiohttp
 
 from drafter_operator import engines
 from drafter_operator.engines.metrics import AcceptanceWindow, MetricsUnusable, SpecDecodeCounters, window
-from drafter_operator.monitoring.acceptance import combine
+from drafter_operator.acceptance.verdict import combine
 
 #: Reason of an acceptanceUnavailable that is not a verdict on a body: the scrape itself failed.
 UNAVAILABLE = "MetricsUnavailable"
