@@ -47,7 +47,7 @@ import aiohttp
 import httpx
 import urllib3
 
-from drafter_operator.acceptance import prometheus_source
+from drafter_operator.acceptance import prometheus_query
 from drafter_operator.testbed import prometheus
 
 MODEL = "/models/kimi-k2.5"
@@ -258,7 +258,7 @@ def main() -> int:
                 deadline = time.monotonic() + 30
                 while not prom.query("vllm:spec_decode_num_drafts_total") and time.monotonic() < deadline:
                     time.sleep(0.5)
-                form = {"query": prometheus_source.window_query("vllm", (prometheus_source.Matcher("job", "engine"),), 300,
+                form = {"query": prometheus_query.window_query("vllm", (prometheus_query.Matcher("job", "engine"),), 300,
                                                                  replica_label="instance")}
                 url = prom.url + "/api/v1/query"
                 results["Prometheus query, fresh client"] = {

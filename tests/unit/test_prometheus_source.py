@@ -13,6 +13,7 @@ from aiohttp import web
 
 from drafter_operator.engines import metrics as m
 from drafter_operator.monitoring import http_fetch
+from drafter_operator.acceptance import prometheus_query as pq
 from drafter_operator.acceptance import prometheus_source as ps
 from tests.processes import free_port
 
@@ -51,17 +52,17 @@ def test_sglang_window_query_and_replica_label():
 
 
 def test_single_expressions_follow_the_engines_definitions():
-    assert ps.rate_expression("vllm", SEL[:1], 300) == (
+    assert pq.rate_expression("vllm", SEL[:1], 300) == (
         'sum(increase(vllm:spec_decode_num_accepted_tokens_total{namespace="default"}[300s]))\n'
         '  / sum(increase(vllm:spec_decode_num_draft_tokens_total{namespace="default"}[300s]))')
-    assert ps.length_expression("vllm", SEL[:1], 300).startswith(
+    assert pq.length_expression("vllm", SEL[:1], 300).startswith(
         '1 + sum(increase(vllm:spec_decode_num_accepted_tokens_total{namespace="default"}[300s]))\n'
         '  / sum(increase(vllm:spec_decode_num_drafts_total{')
-    assert ps.length_expression("sglang", (), 300) == (
+    assert pq.length_expression("sglang", (), 300) == (
         "sum(increase(sglang:generation_tokens_total{}[300s]))\n  / sum(increase(sglang:spec_verify_calls_total{}[300s]))")
-    assert ps.rate_expression("sglang", (), 300, 3).endswith("- 1) / 3")
+    assert pq.rate_expression("sglang", (), 300, 3).endswith("- 1) / 3")
     with pytest.raises(ValueError, match="needs k"):
-        ps.rate_expression("sglang", (), 300)
+        pq.rate_expression("sglang", (), 300)
 
 
 def test_selector_values_are_escaped_and_names_checked():
@@ -82,8 +83,8 @@ def test_selector_values_are_escaped_and_names_checked():
 
 
 def test_revision_matchers_use_the_names_kubernetes_sd_gives_pod_labels():
-    assert ps.sanitize_label("drafter.dev/serving") == "drafter_dev_serving"
-    assert [str(x) for x in ps.revision_matchers("ns", "kimi", "7f3a")] == [
+    assert pq.sanitize_label("drafter.dev/serving") == "drafter_dev_serving"
+    assert [str(x) for x in pq.revision_matchers("ns", "kimi", "7f3a")] == [
         'namespace="ns"', 'drafter_dev_serving="kimi"', 'drafter_dev_revision="7f3a"']
 
 

@@ -20,6 +20,7 @@ from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.acceptance import prometheus_source as prom
+from drafter_operator.acceptance.prometheus_query import revision_matchers
 from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -141,7 +142,7 @@ class AcceptanceMonitor:
                 raise prom.MetricsUnavailable("UnknownEndpoint", prom.endpoint_problem(name, endpoints) or "")
             found = await prom.fetch_acceptance(
                 endpoints[name], spec.engine,
-                prom.revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
+                revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
                 num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
                 shown_as=f"Prometheus endpoint {name!r}")
         except prom.MetricsUnavailable as exc:
