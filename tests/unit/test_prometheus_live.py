@@ -30,6 +30,7 @@ import httpx
 import pytest
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.acceptance import prometheus_query as pq
 from drafter_operator.acceptance import prometheus_source as ps
@@ -245,5 +246,5 @@ def test_no_series_and_bad_queries_are_unavailable(lab: Lab):
                    data={"query": 'label_replace(vector(0) / 0, "drafter_series", "drafts", "", "")'}, timeout=5)
     with pytest.raises(ps.MetricsInvalid) as exc:
         ps.acceptance_from_vector("sglang", ps.parse_query_response(r.status_code, r.content))
-    assert exc.value.reason is m.UnusableReason.NON_FINITE
+    assert exc.value.reason is mv.UnusableReason.NON_FINITE
 

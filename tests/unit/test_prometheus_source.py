@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.monitoring import http_fetch
 from drafter_operator.acceptance import prometheus_query as pq
 from drafter_operator.acceptance import prometheus_source as ps
@@ -149,20 +150,20 @@ def test_non_finite_values_are_invalid(value):
                                                tagged("accepted_tokens", "a", "1")))
     with pytest.raises(ps.MetricsInvalid) as exc:
         ps.acceptance_from_vector("vllm", samples)
-    assert exc.value.reason is m.UnusableReason.NON_FINITE
-    assert exc.value.condition_reason == "MetricsInvalid" and isinstance(exc.value, m.MetricsUnusable)
+    assert exc.value.reason is mv.UnusableReason.NON_FINITE
+    assert exc.value.condition_reason == "MetricsInvalid" and isinstance(exc.value, mv.MetricsUnusable)
 
 
 @pytest.mark.parametrize(("samples", "reason"), [
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "51")],
-     m.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
+     mv.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
     ([tagged("drafts", "a", "-1"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5")],
-     m.UnusableReason.NEGATIVE_COUNTER),
-    ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50")], m.UnusableReason.MISSING_SERIES),
+     mv.UnusableReason.NEGATIVE_COUNTER),
+    ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50")], mv.UnusableReason.MISSING_SERIES),
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5"),
-      ({ps.SERIES_LABEL: "accepted_per_position", "position": "x"}, "1")], m.UnusableReason.BAD_POSITION),
+      ({ps.SERIES_LABEL: "accepted_per_position", "position": "x"}, "1")], mv.UnusableReason.BAD_POSITION),
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5"),
-      ({ps.SERIES_LABEL: "accepted_per_position", "position": "0"}, "11")], m.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
+      ({ps.SERIES_LABEL: "accepted_per_position", "position": "0"}, "11")], mv.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
 ])
 def test_inconsistent_answers_are_invalid(samples, reason):
     with pytest.raises(ps.MetricsInvalid) as exc:
@@ -190,11 +191,11 @@ def test_empty_result_is_unavailable_with_the_reason():
      "QueryError"),
     (503, b'{"status":"error","errorType":"timeout","error":"query timed out"}', ps.MetricsUnavailable, "QueryError"),
     (502, b"<html>Bad Gateway</html>", ps.MetricsUnavailable, "HTTPError"),
-    (200, b"<html>login</html>", ps.MetricsInvalid, m.UnusableReason.UNPARSEABLE),
+    (200, b"<html>login</html>", ps.MetricsInvalid, mv.UnusableReason.UNPARSEABLE),
     (200, b'{"status":"success","data":{"resultType":"matrix","result":[]}}', ps.MetricsInvalid,
-     m.UnusableReason.UNPARSEABLE),
+     mv.UnusableReason.UNPARSEABLE),
     (200, b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}}',
-     ps.MetricsInvalid, m.UnusableReason.UNPARSEABLE),
+     ps.MetricsInvalid, mv.UnusableReason.UNPARSEABLE),
 ])
 def test_http_and_format_errors(status, body, error, reason):
     with pytest.raises(error) as exc:
@@ -252,7 +253,7 @@ def test_fetch_refuses_an_oversized_answer_without_reading_it_all():
         return web.Response(body=big)
     with pytest.raises(ps.MetricsInvalid) as exc:
         fetch(whole, max_response_bytes=1000)
-    assert exc.value.reason is m.UnusableReason.TOO_LARGE
+    assert exc.value.reason is mv.UnusableReason.TOO_LARGE
 
     # A chunked answer with no Content-Length is cut off while streaming.
     async def chunks(request):
@@ -265,7 +266,7 @@ def test_fetch_refuses_an_oversized_answer_without_reading_it_all():
         return response
     with pytest.raises(ps.MetricsInvalid) as exc:
         fetch(chunks, max_response_bytes=1000)
-    assert exc.value.reason is m.UnusableReason.TOO_LARGE
+    assert exc.value.reason is mv.UnusableReason.TOO_LARGE
 
 
 def test_fetch_turns_transport_failures_into_unavailable():

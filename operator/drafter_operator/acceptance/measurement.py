@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from drafter_operator import engines
-from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.monitoring import operator_metrics
@@ -147,7 +147,7 @@ class AcceptanceMonitor:
                 shown_as=f"Prometheus endpoint {name!r}")
         except prom.MetricsUnavailable as exc:
             return a.Sample.unavailable(at, str(exc))
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             return a.Sample.unusable(at, exc)
         # Prometheus' total is its own sum of increases (one extrapolation per series), kept as is.
         return a.Sample(at=at, window=found.total, replicas=tuple(sorted(found.replicas.items())))

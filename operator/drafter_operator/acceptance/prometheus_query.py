@@ -14,7 +14,7 @@ from typing import Literal
 
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
-from drafter_operator.engines.metrics import EngineName
+from drafter_operator.engines.metrics_verdicts import EngineName
 
 #: The label each series of the answer is tagged with, naming the counter it carries.
 SERIES_LABEL = "drafter_series"

@@ -57,15 +57,17 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from drafter_operator.engines.metrics import (
-    DEFAULT_MAX_POSITIONS,
     AcceptanceWindow,
+    acceptance_rate,
+    mean_acceptance_length,
+    tokens_per_verification,
+)
+from drafter_operator.engines.metrics_verdicts import (
+    DEFAULT_MAX_POSITIONS,
     EngineName,
     MetricsUnusable,
     ScrapeVerdict,
     UnusableReason,
-    acceptance_rate,
-    mean_acceptance_length,
-    tokens_per_verification,
 )
 from drafter_operator.acceptance.prometheus_query import COUNTERS, REQUIRED, SERIES_LABEL, Matcher, engine_name, \
     window_query

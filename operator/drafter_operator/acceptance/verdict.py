@@ -23,6 +23,7 @@ from typing import Literal
 
 from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.acceptance import message
 # The reasons live with every sentence Degraded says (message.py); read here as a.LOW_RATE and so on.
@@ -196,7 +197,7 @@ class Sample:
     replicas: tuple[tuple[str, m.AcceptanceWindow], ...] = ()
 
     @classmethod
-    def unusable(cls, at: float, error: m.MetricsUnusable) -> Sample:
+    def unusable(cls, at: float, error: mv.MetricsUnusable) -> Sample:
         return cls(at=at, problem=(METRICS_INVALID, str(error.verdict)))
 
     @classmethod
