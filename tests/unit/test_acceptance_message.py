@@ -64,3 +64,49 @@ def test_unmeasured_keeps_the_condition_unless_what_it_says_is_over():
     assert sa.unmeasured({"reason": message.NO_BENCHMARK}, False) == sa.NOT_MEASURED_VERDICT
     assert sa.unmeasured({"reason": message.ACTION_FAILED}, False) is None
     assert sa.unmeasured({"reason": message.ACTION_FAILED}, True) == sa.NOT_MEASURED_VERDICT
+
+
+# The serving's acceptance step in its named parts (controllers/serving_acceptance.py).
+
+def _measurement(status: str, revision: str = "r1", block: dict | None = None):
+    from drafter_operator.acceptance.measurement import Measurement
+    reason = {"True": message.LOW_RATE, "False": message.HEALTHY}[status]
+    return Measurement(revision=revision, verdict=a.Verdict(status=status, reason=reason, message="acceptance 20%"),
+                       previous=None, status=block)
+
+
+def test_record_measurement_rewrites_degraded_only_when_the_condition_or_the_figures_move():
+    block = {"revision": "r1", "rate": 0.2, "windowEnd": "2026-11-29T12:00:00Z", "windowSeconds": 300}
+    out = sa.AcceptanceDecision()
+    verdict = sa.record_measurement(out, {}, {}, _measurement("True", block=block))
+    assert verdict.degraded and out.degraded.reason == message.LOW_RATE and out.write_acceptance
+    same = sa.AcceptanceDecision()
+    condition = {"status": "True", "reason": message.LOW_RATE}
+    sa.record_measurement(same, condition, {"acceptance": block}, _measurement("True", block=block))
+    assert same.degraded is None and not same.write_acceptance  # nothing moved: nothing written
+
+
+def test_act_on_degraded_rolls_back_to_the_last_good_restorable_revision():
+    import datetime as dt
+    from drafter_operator.api import DrafterServing
+    from drafter_operator.controllers.revisions import revision_hash
+    from tests.unit.test_serving_decide import IMAGES, seed_body
+
+    body = seed_body()
+    body["spec"]["acceptance"]["onDegraded"] = "Rollback"
+    spec = DrafterServing.model_validate(body).spec
+    image = IMAGES["vllm"]
+    good = sa.revision_record(spec, image, revision_hash(spec, image), "2026-11-29T11:00:00Z")
+    good["good"] = True
+    running = sa.running_spec(spec, image, {})
+    out = sa.AcceptanceDecision()
+    now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+    sa.act_on_degraded(out, spec, running, "r-bad", [good, {"name": "r-bad", "drafter": "eagle3", "good": True}],
+                       "acceptance 20%", now)
+    assert out.action["action"] == "Rollback" and out.action["revision"] == good["name"]
+    assert out.action["message"].endswith("(acceptance 20%)") and out.rolled_back
+    assert out.mark_degraded == ("r-bad",) and out.events[0][1] == "RollingBack"
+    alone = sa.AcceptanceDecision()
+    sa.act_on_degraded(alone, spec, running, "r-bad", [{"name": "r-bad", "drafter": "eagle3", "good": True}],
+                       "acceptance 20%", now)
+    assert alone.action is None and alone.events[0][1] == "NoRollbackTarget"
