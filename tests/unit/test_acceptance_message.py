@@ -110,3 +110,20 @@ def test_act_on_degraded_rolls_back_to_the_last_good_restorable_revision():
     sa.act_on_degraded(alone, spec, running, "r-bad", [{"name": "r-bad", "drafter": "eagle3", "good": True}],
                        "acceptance 20%", now)
     assert alone.action is None and alone.events[0][1] == "NoRollbackTarget"
+
+
+def test_the_comparison_cites_a_learned_threshold_and_rounds_a_spec_one():
+    assert message.below_rate(0.4, False, None) == "< 40%"
+    assert message.below_rate(0.331, True, None) == "< 33.1%"
+    assert message.below_rate(0.331, True, "break-even 2.65") == "< 33.1% (break-even 2.65): speculation no longer pays"
+    assert message.below_length(2.5, None) == "< 2.50"
+    assert message.below_length(2.5, "b").endswith("(b): speculation no longer pays")
+
+
+def test_figures_put_the_comparison_after_the_figure_it_is_about():
+    from drafter_operator.engines.metrics import AcceptanceWindow
+    w = AcceptanceWindow(engine="vllm", drafts=200, draft_tokens=1000, accepted_tokens=150, generation_tokens=400,
+                         acceptance_rate=0.15, mean_acceptance_length=1.75, rate_source="counters")
+    text = message.figures(w, 300, (message.LOW_RATE, "< 40%"))
+    assert text.startswith("acceptance 15.0% over 5m (150/1000 draft tokens) < 40%, mean acceptance length 1.75")
+    assert message.figures(w, 300, (message.LOW_LENGTH, "< 2.00")).endswith("(200 drafts) < 2.00")

@@ -8,6 +8,7 @@ same wherever it is set. Each function is pure and returns the condition's messa
 from __future__ import annotations
 
 from drafter_operator.api.common import format_duration
+from drafter_operator.engines.metrics import AcceptanceWindow
 
 # Condition reasons (one CamelCase word each). The verdict's own:
 INSUFFICIENT_DATA = "InsufficientData"
@@ -30,6 +31,32 @@ DATA_PROBLEMS = frozenset({METRICS_UNAVAILABLE, METRICS_INVALID})
 
 NOT_MONITORED_MESSAGE = "spec.acceptance is not set: acceptance is not watched"
 NOT_MEASURED_MESSAGE = "no acceptance measured yet"
+
+
+def figures(window: AcceptanceWindow, window_seconds: float, low: tuple[str, str] | None = None) -> str:
+    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%";
+    ``low`` (reason, comparison) puts the comparison right after the figure it is about."""
+    parts = []
+    if window.acceptance_rate is not None:
+        counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
+                  f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
+        rate = f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}"
+        parts.append(rate + (f" {low[1]}" if low and low[0] == LOW_RATE else ""))
+    if window.mean_acceptance_length is not None:
+        length = f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)"
+        parts.append(length + (f" {low[1]}" if low and low[0] == LOW_LENGTH else ""))
+    return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
+
+
+def below_rate(min_rate: float, auto: bool, basis: str | None) -> str:
+    """The comparison after a rate under its threshold; a learned (``auto``) one cites its benchmark."""
+    if not auto:
+        return f"< {min_rate:.0%}"
+    return f"< {min_rate:.1%}" + (f" ({basis}): speculation no longer pays" if basis else "")
+
+
+def below_length(min_length: float, basis: str | None) -> str:
+    return f"< {min_length:.2f}" + (f" ({basis}): speculation no longer pays" if basis else "")
 
 
 def too_few(seen: str, window_seconds: float, min_draft_tokens: float) -> str:

@@ -21,7 +21,6 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
 from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import break_even as be
@@ -239,32 +238,17 @@ class Verdict:
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
 
-def figures(window: m.AcceptanceWindow, window_seconds: float, low: tuple[str, str] | None = None) -> str:
-    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%";
-    ``low`` (reason, comparison) puts the comparison right after the figure it is about."""
-    parts = []
-    if window.acceptance_rate is not None:
-        counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
-                  f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
-        rate = f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}"
-        parts.append(rate + (f" {low[1]}" if low and low[0] == LOW_RATE else ""))
-    if window.mean_acceptance_length is not None:
-        length = f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)"
-        parts.append(length + (f" {low[1]}" if low and low[0] == LOW_LENGTH else ""))
-    return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
-
-
 def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
     """(reason, comparison) when a figure is under its threshold; a learned threshold says it is the
     break-even one and cites the benchmark it comes from."""
-    def cited(auto: bool) -> str:
-        return f" ({t.learned.basis()}): speculation no longer pays" if auto and t.learned else ""
+    def basis(auto: bool) -> str | None:
+        return t.learned.basis() if auto and t.learned else None
 
     if t.min_rate is not None and window.acceptance_rate is not None and window.acceptance_rate < t.min_rate:
-        return LOW_RATE, f"< {t.min_rate:.1%}{cited(t.auto_rate)}" if t.auto_rate else f"< {t.min_rate:.0%}"
+        return LOW_RATE, message.below_rate(t.min_rate, t.auto_rate, basis(t.auto_rate))
     if t.min_length is not None and window.mean_acceptance_length is not None \
             and window.mean_acceptance_length < t.min_length:
-        return LOW_LENGTH, f"< {t.min_length:.2f}{cited(t.auto_length)}"
+        return LOW_LENGTH, message.below_length(t.min_length, basis(t.auto_length))
     return None
 
 
@@ -301,7 +285,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
                        message=message.too_few(seen, t.window_seconds, t.min_draft_tokens))
     low = _below(window, t)
-    numbers = figures(window, t.window_seconds, low)
+    numbers = message.figures(window, t.window_seconds, low)
 
     if previous.counts_as_degraded:
         if low is not None or not _healthy(window, t):
