@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from drafter_operator.engines import metrics as spec_metrics
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import speedup
 from drafter_operator.engines import vllm as vllm_engine
@@ -115,7 +116,7 @@ async def scrape(client: httpx.AsyncClient, case: Case) -> spec_metrics.SpecDeco
     parser = vllm_engine if case.engine == "vllm" else sglang_engine
     try:
         return parser.parse_spec_decode_metrics(text)
-    except spec_metrics.MetricsUnusable as exc:
+    except mv.MetricsUnusable as exc:
         # The emulator's own exposition must always be usable: a verdict is a bug this bench reports.
         raise RuntimeError(f"{case.name}: the emulator's /metrics are unusable: {exc.verdict}") from None
 
@@ -157,7 +158,7 @@ async def run_case(client: httpx.AsyncClient, case: Case, max_tokens: int, profi
     after = await scrape(client, case)
     try:
         w = spec_metrics.window(before, after, num_speculative_tokens=case.k or None)
-    except spec_metrics.MetricsUnusable as exc:
+    except mv.MetricsUnusable as exc:
         raise RuntimeError(f"{case.name}: no acceptance window between the two scrapes: {exc.verdict}") from None
 
     a = profile.lookup(case.engine, case.drafter).acceptance if case.drafter else 0.0

@@ -3,11 +3,11 @@
 The runtime package carried two async HTTP clients (issue 25, item 9). This measures both on the requests
 the operator actually sends, shaped as the code sends them, so the one kept is chosen by numbers:
 
-- **metrics scrape** (monitoring/engine_source.py): a fresh client per acceptance sample (the acceptance
+- **metrics scrape** (acceptance/engine_source.py): a fresh client per acceptance sample (the acceptance
   monitor passes none), GET `/metrics` of a running engine emulator (`drafter-operator emulate vllm serve`
   with the seed's drafter), the whole body read, the client closed. 8 replicas at once, as a serving of 8
   pods is sampled, and 1.
-- **Prometheus query** (monitoring/prometheus_source.py): a fresh client per query, POST a form with the
+- **Prometheus query** (acceptance/prometheus_source.py): a fresh client per query, POST a form with the
   operator's own window query (`window_query`) to a real Prometheus (drafter_testbed/prometheus.py) that scrapes
   that emulator.
 - **JSON GET, one kept client** (the shape of kube.py's apiserver calls: many small JSON requests on kept
@@ -47,7 +47,7 @@ import aiohttp
 import httpx
 import urllib3
 
-from drafter_operator.monitoring import prometheus_source
+from drafter_operator.acceptance import prometheus_query
 from drafter_testbed import prometheus
 
 MODEL = "/models/kimi-k2.5"
@@ -258,7 +258,7 @@ def main() -> int:
                 deadline = time.monotonic() + 30
                 while not prom.query("vllm:spec_decode_num_drafts_total") and time.monotonic() < deadline:
                     time.sleep(0.5)
-                form = {"query": prometheus_source.window_query("vllm", (prometheus_source.Matcher("job", "engine"),), 300,
+                form = {"query": prometheus_query.window_query("vllm", (prometheus_query.Matcher("job", "engine"),), 300,
                                                                  replica_label="instance")}
                 url = prom.url + "/api/v1/query"
                 results["Prometheus query, fresh client"] = {

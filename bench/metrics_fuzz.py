@@ -10,7 +10,7 @@ text values, a counter going backwards, an older body replayed (all counters bac
 family, a wrong TYPE, label garbage, binary junk, junk inserted, a body over the 4 MiB cap, thousands of
 extra series, CRLF line ends, an HTML or JSON error page, families reordered. Each body goes through
 the operator's own path: the engine's parser, EngineSource.sample_from (scrape history, window,
-replicas combined) and the Degraded verdict (monitoring/acceptance.evaluate).
+replicas combined) and the Degraded verdict (acceptance/verdict.evaluate).
 
 Prints the bodies per mutation, the parser's answers, the Degraded condition after each scrape, the
 exceptions that escaped (must be 0), the false Degraded (must be 0) and the CPU time per body (parse +

@@ -28,7 +28,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
-from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
 
 MODEL = "/models/kimi-k2.5-int4"
@@ -56,7 +56,7 @@ def sglang_body() -> str:
     return exporter.render().decode()
 
 
-def at_the_cap(cap: int = m.DEFAULT_MAX_BODY_BYTES) -> str:
+def at_the_cap(cap: int = mv.DEFAULT_MAX_BODY_BYTES) -> str:
     lines, size, engine = [], 0, 0
     while True:
         line = f'vllm:generation_tokens_total{{engine="{engine}",model_name="{MODEL}"}} {engine}.0\n'
@@ -85,7 +85,7 @@ def cases() -> list[tuple[str, Callable[[str], object], str]]:
 def outcome(parse: Callable[[str], object], body: str) -> str:
     try:
         counters = parse(body)
-    except m.MetricsUnusable as exc:
+    except mv.MetricsUnusable as exc:
         return f"verdict {exc.reason}"
     return f"counters (drafts={counters.drafts:g})" if counters.drafts is not None else "counters"
 
@@ -119,7 +119,7 @@ def main() -> int:
         results[name] = r
         print(f"{name:42} {r['bytes'] / 1024:>8.0f}KiB {r['answer']:>28} {r['medianMs']:>8.2f}ms "
               f"{r['maxMs']:>8.2f}ms {r['peakMiB']:>7.2f}MiB")
-    print(f"cap: {m.DEFAULT_MAX_BODY_BYTES // 2**20} MiB body, {m.DEFAULT_MAX_POSITIONS} positions; "
+    print(f"cap: {mv.DEFAULT_MAX_BODY_BYTES // 2**20} MiB body, {mv.DEFAULT_MAX_POSITIONS} positions; "
           f"peak mem: tracemalloc peak during one parse, the body itself excluded")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

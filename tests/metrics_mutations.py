@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
-from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 
 MODEL = "/models/kimi-k2.5"
 PER_TOKEN_ACCEPTANCE = 0.89
@@ -185,7 +185,7 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random, list[bytes]], bytes]] = {
     "label garbage": _label_garbage,
     "binary junk": lambda b, r, _: _junk(r.randint(1, 65536), r),
     "junk inserted": lambda b, r, _: (lambda i: b[:i] + _junk(r.randint(1, 64), r) + b[i:])(r.randrange(len(b) + 1)),
-    "huge body": lambda b, r, _: b * (m.DEFAULT_MAX_BODY_BYTES // max(len(b), 1) + 1),
+    "huge body": lambda b, r, _: b * (mv.DEFAULT_MAX_BODY_BYTES // max(len(b), 1) + 1),
     "many series": _many_series,
     "CRLF line ends": lambda b, r, _: b.replace(b"\n", b"\r\n"),
     "HTML error page": lambda b, r, _: b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>\n",
@@ -236,9 +236,9 @@ def run_sequence(engine: str, seed: int, plan: list[tuple[str, ...]]) -> Run:
         try:
             try:  # the engine's parser itself (EngineSource.parse would turn a parser bug into a verdict)
                 result = source.engine.parse_spec_decode_metrics(body)
-            except m.MetricsUnusable as exc:
+            except mv.MetricsUnusable as exc:
                 result = exc
-            parsed = str(result.reason) if isinstance(result, m.MetricsUnusable) else "counters"
+            parsed = str(result.reason) if isinstance(result, mv.MetricsUnusable) else "counters"
             sample = source.sample_from([(REPLICA, result)], at=i * INTERVAL_SECONDS)
             verdict = a.evaluate(verdict, sample, THRESHOLDS)
         except Exception:  # noqa: BLE001 - counted and reported: any exception here is a bug

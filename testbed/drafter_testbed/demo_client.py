@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from drafter_operator import engines
-from drafter_operator.engines.metrics import AcceptanceWindow, MetricsUnusable, SpecDecodeCounters, window
+from drafter_operator.engines.metrics import AcceptanceWindow, SpecDecodeCounters, window
+from drafter_operator.engines.metrics_verdicts import MetricsUnusable
 
 DEFAULT_PROMPTS = (
     "Explain speculative decoding to an infrastructure engineer in three paragraphs.",

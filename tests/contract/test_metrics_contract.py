@@ -20,6 +20,7 @@ import subprocess
 import pytest
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import vllm
 
 pytestmark = pytest.mark.contract
@@ -88,6 +89,6 @@ def test_vllm_window_between_two_real_expositions(expositions):
 
 
 def test_a_real_exposition_for_another_model_is_a_verdict(expositions):
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         vllm.parse_spec_decode_metrics(expositions[0], model_name="other")
-    assert info.value.reason == m.UnusableReason.NOT_ENGINE_METRICS
+    assert info.value.reason == mv.UnusableReason.NOT_ENGINE_METRICS

@@ -2,7 +2,7 @@
 
 The Prometheus finds the engine pods itself, through Kubernetes service discovery (``kubernetes_sd_configs``,
 role pod) against the test cluster's kube-apiserver, scrapes them every second, and the operator asks it
-for the window with ``prometheus_source.revision_matchers`` (``namespace``, ``drafter_dev_serving``,
+for the window with ``prometheus_query.revision_matchers`` (``namespace``, ``drafter_dev_serving``,
 ``drafter_dev_revision``, replicas by ``pod``): the scrape job is the usual kubernetes-pods job
 that docs/monitoring.md assumes, so these tests also prove that assumption holds for the pods the
 operator creates.

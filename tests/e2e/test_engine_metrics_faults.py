@@ -120,7 +120,7 @@ def test_each_metrics_fault_is_unknown_never_degraded_and_does_not_slow_another_
           f"engine's /metrics hangs")
     # The other serving's swap finished while this engine's /metrics hung (swap_seconds waits for it); how long
     # it took beside the normal swap is printed, not asserted (wall clock). What bounds a hung read is
-    # SCRAPE_TIMEOUT_SECONDS in monitoring/engine_source.py.
+    # SCRAPE_TIMEOUT_SECONDS in acceptance/engine_source.py.
     reasons = {e["reason"] for e in events(cluster, namespace, "watched")}
     assert {"MetricsUnavailable", "MetricsInvalid"} <= reasons and "LowAcceptanceRate" not in reasons
     status = serving_status(cluster, namespace, "watched")

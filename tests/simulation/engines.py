@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL
 
 from tests.simulation.cluster import fate_of, ready

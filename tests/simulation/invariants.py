@@ -347,7 +347,7 @@ def no_cut_streams(world) -> list[str]:
     return out
 
 
-#: The annotation on a Deployment naming the pod settings its template was rendered from (serving_decide).
+#: The annotation on a Deployment naming the pod settings its template was rendered from (serving_patches).
 POD_SETTINGS = "drafter.dev/pod-settings"
 
 

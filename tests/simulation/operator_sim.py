@@ -7,18 +7,19 @@ the stall ends. A reconcile runs the real `ServingReconciler` on the serving bod
 view, with the real `observed_from`, writing through the fake apiserver. It runs on watch events of
 the serving's objects, at the plan's `recheck_at`, on a safety interval, after an error (5 s), and at
 once after a restart. The acceptance watch measures the active revision as `AcceptanceMonitor.measure`
-does (the real verdict state machine, `monitoring/acceptance.py`), on samples the world's engines give.
+does (the real verdict state machine, `acceptance/verdict.py`), on samples the world's engines give.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from drafter_operator.controllers.acceptance_monitor import Measurement, persisted_verdict, watched_revision
+from drafter_operator.acceptance.measurement import Measurement, persisted_verdict
+from drafter_operator.controllers.serving_acceptance import watched_revision
 from drafter_operator.controllers.serving import ServingReconciler
-from drafter_operator.controllers.serving_decide import observed_from
+from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.kube import ApiError
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
 
 from tests.simulation.apiserver import OperatorCrash

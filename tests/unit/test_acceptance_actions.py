@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.acceptance_actions import Action, RevisionRecord, plan
+from drafter_operator.acceptance.actions import Action, RevisionRecord, plan
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 
 R = RevisionRecord
 

@@ -10,8 +10,8 @@ import urllib.request
 from prometheus_client import REGISTRY
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, ready_replicas
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, ready_replicas
+from drafter_operator.acceptance import verdict as a
 from tests.unit.test_engine_source import VLLM, emulator, generate
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 
 SAMPLE = (Path(__file__).parent / "data" / "vllm-0.33.0-spec-decode-metrics.txt").read_text()
 THRESHOLDS = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=300, for_seconds=300)
@@ -147,7 +148,7 @@ def test_insufficient_and_invalid_data_are_unknown_and_never_degraded():
     few = vllm_window(100, 20)
     assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).status == "Unknown"
     assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).reason == a.INSUFFICIENT_DATA
-    invalid = a.Sample.unusable(0, m.unusable(m.UnusableReason.NON_FINITE, "NaN drafts"))
+    invalid = a.Sample.unusable(0, mv.unusable(mv.UnusableReason.NON_FINITE, "NaN drafts"))
     verdict = a.evaluate(a.Verdict("True", a.LOW_RATE, "x"), invalid, THRESHOLDS)
     assert (verdict.status, verdict.reason) == ("Unknown", a.METRICS_INVALID) and verdict.was_degraded
     assert a.evaluate(None, a.Sample.unavailable(0, "connection refused"), THRESHOLDS).reason == a.METRICS_UNAVAILABLE

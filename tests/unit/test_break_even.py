@@ -1,4 +1,4 @@
-"""The break-even threshold `auto` learns from a benchmark (monitoring/break_even.py), against hand-computed
+"""The break-even threshold `auto` learns from a benchmark (acceptance/break_even.py), against hand-computed
 values and the speculative-decoding model of engines/speedup.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from drafter_operator.api.serving import AcceptanceSpec
 from drafter_operator.engines import speedup as model
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring import break_even as be
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance import break_even as be
 
 SEED = be.BenchmarkFigures(name="kimi-gate-abc", speedup=0.66, acceptance_length=1.75, num_speculative_tokens=5)
 

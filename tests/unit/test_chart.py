@@ -208,7 +208,7 @@ def test_custom_images_tags_digests_and_settings():
 
 
 def test_tenancy_settings_reach_the_environment_as_json_the_operator_parses():
-    from drafter_operator.monitoring.prometheus_source import endpoints_from_env
+    from drafter_operator.acceptance.prometheus_source import endpoints_from_env
     from drafter_operator.resources.pod_policy import TenantPolicy
     default = env_of(operator_container(render()))
     assert endpoints_from_env(default) == {}

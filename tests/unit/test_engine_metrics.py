@@ -8,6 +8,7 @@ import pytest
 
 from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
 
 SAMPLE = Path(__file__).parent / "data" / "vllm-0.33.0-spec-decode-metrics.txt"
@@ -97,7 +98,7 @@ def test_model_name_filter_and_engine_sum():
 
 
 def test_bad_text_raises_a_parse_error():
-    with pytest.raises(m.MetricsParseError):
+    with pytest.raises(mv.MetricsParseError):
         vllm.parse_spec_decode_metrics('vllm:spec_decode_num_drafts_total{engine="0" 1\n')
 
 

@@ -12,9 +12,9 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.processes import free_port, listening_process
 
 VLLM = ["vllm", "serve", "/models/kimi-k2.5", "--speculative-config",
@@ -83,7 +83,7 @@ def test_a_body_over_the_cap_is_invalid_without_reading_it_all():
     with emulator(VLLM, 0.9) as good:
         source = EngineSource("vllm", window_seconds=300, max_body_bytes=512)
         sample = asyncio.run(source.sample([good], at=0))
-        assert sample.problem[0] == a.METRICS_INVALID and m.UnusableReason.TOO_LARGE in sample.problem[1]
+        assert sample.problem[0] == a.METRICS_INVALID and mv.UnusableReason.TOO_LARGE in sample.problem[1]
 
 
 def test_no_replicas_is_unavailable():

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.processes import loopback_http
 from tests.unit.test_emulator_server import emulator, vllm_argv
 
@@ -93,7 +93,7 @@ def body_at_the_cap() -> bytes:
     lines, size, engine = [], 0, 0
     while True:
         line = f'vllm:generation_tokens_total{{engine="{engine}",model_name="m"}} {engine}.0\n'.encode()
-        if size + len(line) > m.DEFAULT_MAX_BODY_BYTES:
+        if size + len(line) > mv.DEFAULT_MAX_BODY_BYTES:
             return b"".join(lines)
         lines.append(line)
         size += len(line)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
-from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.monitoring import in_flight
 
 
@@ -22,13 +22,13 @@ def test_running_requests_are_counted_per_engine(engine, exporter):
 
 
 def test_a_body_of_the_other_engine_is_not_a_count():
-    with pytest.raises(m.MetricsUnusable):
+    with pytest.raises(mv.MetricsUnusable):
         in_flight.count_in_flight("sglang", VllmExporter("target", 5).render())
 
 
 def test_a_fractional_gauge_is_refused():
     body = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.5\nvllm:num_requests_waiting 0\n"
-    with pytest.raises(m.MetricsUnusable):
+    with pytest.raises(mv.MetricsUnusable):
         in_flight.count_in_flight("vllm", body)
 
 

@@ -8,10 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.engines.metrics import UnusableReason as R
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.engines.metrics_verdicts import UnusableReason as R
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.metrics_mutations import MUTATIONS, false_degraded, run_sequence
 
 # Thousands of extra series take ~50 ms a body: the benchmark has them, the smoke test does not.
@@ -51,7 +52,7 @@ def test_true_bodies_alone_are_healthy():
 
 def test_an_integer_too_large_for_a_double_is_a_verdict_not_an_overflow():
     body = 'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} ' + "9" * 400 + "\n"
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         vllm.parse_spec_decode_metrics(body)
     assert info.value.reason == R.NON_FINITE and "999" in str(info.value)
 
@@ -67,14 +68,14 @@ def sglang_counters(verify_calls: float | None, generation: float | None) -> m.S
 
 def test_a_scaled_draft_counter_is_refused_instead_of_read_as_low_acceptance():
     # SGLang: 1,000 verification calls cannot have produced 300 tokens (each emits at least one).
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         m.window(sglang_counters(100, 400), sglang_counters(1_100, 700), num_speculative_tokens=3)
     assert info.value.reason == R.INCONSISTENT_COUNTERS and "fewer than one per call" in str(info.value)
     # vLLM: at most k draft tokens per draft, and at least one.
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         m.window(vllm_counters(100, 500, 350), vllm_counters(200, 100_500, 420), num_speculative_tokens=5)
     assert info.value.reason == R.INCONSISTENT_COUNTERS and "not 1 to 5 per draft" in str(info.value)
-    with pytest.raises(m.MetricsUnusable):
+    with pytest.raises(mv.MetricsUnusable):
         m.window(vllm_counters(100, 500, 350), vllm_counters(10_000, 1_000, 420), num_speculative_tokens=5)
     # The real thing passes: 100 drafts of 5 tokens, 71% accepted.
     assert m.window(vllm_counters(100, 500, 350), vllm_counters(200, 1_000, 705), 5).acceptance_rate == 0.71
@@ -97,11 +98,11 @@ def test_a_scrape_that_contradicts_its_neighbours_spoils_every_window_it_is_in()
     history.add(30, vllm_counters(300, 1_500, 1_050))
     history.add(45, vllm_counters(400, 2_000, 1_400))
     # The ends alone (0 and 45) look fine; the scrape at 15 does not fit between its neighbours.
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         history.window(60, 5)
     assert info.value.reason == R.COUNTER_DECREASE
     history.add(75, vllm_counters(500, 2_500, 1_750))
-    with pytest.raises(m.MetricsUnusable):  # it is the window's start now: still refused
+    with pytest.raises(mv.MetricsUnusable):  # it is the window's start now: still refused
         history.window(60, 5)
     history.add(90, vllm_counters(600, 3_000, 2_100))  # the bad scrape has left the window
     assert history.window(60, 5)[0].acceptance_rate == pytest.approx(0.7)
@@ -115,6 +116,6 @@ def test_a_parser_bug_on_a_body_is_a_metrics_invalid_verdict(monkeypatch):
 
     monkeypatch.setattr(sglang, "parse_spec_decode_metrics", broken)
     result = source.parse(b"sglang:anything 1\n")
-    assert isinstance(result, m.MetricsUnusable) and result.reason == R.UNPARSEABLE
+    assert isinstance(result, mv.MetricsUnusable) and result.reason == R.UNPARSEABLE
     sample = source.sample_from([(Replica("p", "127.0.0.1", 1), result)], at=0)
     assert sample.problem[0] == a.METRICS_INVALID and "the parser failed on this body: KeyError" in sample.problem[1]

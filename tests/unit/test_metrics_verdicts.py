@@ -16,16 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.engines.metrics import UnusableReason as R
+from drafter_operator.engines.metrics_verdicts import UnusableReason as R
 
 SAMPLE = (Path(__file__).parent / "data" / "vllm-0.33.0-spec-decode-metrics.txt").read_text(encoding="utf-8")
 MODEL = "/models/kimi-k2.5-int4"
 LABELS = f'engine="0",model_name="{MODEL}"'
 
 
-def verdict(parse, body, **kwargs) -> m.ScrapeVerdict:
-    with pytest.raises(m.MetricsUnusable) as info:
+def verdict(parse, body, **kwargs) -> mv.ScrapeVerdict:
+    with pytest.raises(mv.MetricsUnusable) as info:
         parse(body, **kwargs)
     return info.value.verdict
 
@@ -160,7 +161,7 @@ def test_spec_decode_counters_come_together():
 def test_unparseable_bodies(body):
     v = verdict(vllm.parse_spec_decode_metrics, body)
     assert v.reason == R.UNPARSEABLE
-    with pytest.raises(m.MetricsParseError):  # the old exception still catches it
+    with pytest.raises(mv.MetricsParseError):  # the old exception still catches it
         vllm.parse_spec_decode_metrics(body)
 
 
@@ -213,14 +214,14 @@ def vllm_counters(drafts, draft_tokens, accepted, per_pos=()) -> m.SpecDecodeCou
 
 def test_window_refuses_more_accepted_than_drafted_between_consistent_scrapes():
     before, after = vllm_counters(10, 100, 10), vllm_counters(20, 120, 60)
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         m.window(before, after)
     assert info.value.reason == R.ACCEPTED_EXCEEDS_DRAFTED and "50" in str(info.value)
 
 
 def test_window_refuses_an_inconsistent_decrease():
     # drafts went down while draft tokens, already non-zero, went up: no restart explains that
-    with pytest.raises(m.MetricsUnusable) as info:
+    with pytest.raises(mv.MetricsUnusable) as info:
         m.window(vllm_counters(10, 50, 5), vllm_counters(8, 60, 6))
     assert info.value.reason == R.COUNTER_DECREASE and "drafts" in str(info.value)
 
@@ -250,7 +251,7 @@ def test_hand_built_counters_obey_the_parsers_rules():
                            ({"drafts": 0.5}, R.NOT_A_COUNT), ({"accept_rate_gauge": 2.0}, R.OUT_OF_RANGE),
                            ({"draft_tokens": 5, "accepted_tokens": 6}, R.ACCEPTED_EXCEEDS_DRAFTED),
                            ({"accepted_per_position": (0.0,) * 65}, R.TOO_MANY_POSITIONS)]:
-        with pytest.raises(m.MetricsUnusable) as info:
+        with pytest.raises(mv.MetricsUnusable) as info:
             m.SpecDecodeCounters(engine="vllm", speculative=True, **kwargs)
         assert info.value.reason == reason, kwargs
 
@@ -297,7 +298,7 @@ def assert_trustworthy(c: m.SpecDecodeCounters) -> None:
                   c.accept_length_gauge, c.accept_rate_gauge, c.num_steps_gauge, c.num_draft_tokens_gauge,
                   *c.accepted_per_position):
         assert value is None or (math.isfinite(value) and value >= 0)
-    assert len(c.accepted_per_position) <= m.DEFAULT_MAX_POSITIONS
+    assert len(c.accepted_per_position) <= mv.DEFAULT_MAX_POSITIONS
     if c.accepted_tokens is not None:
         assert c.accepted_tokens <= (c.draft_tokens or 0)
     assert c.accept_rate_gauge is None or c.accept_rate_gauge <= 1
@@ -315,7 +316,7 @@ def assert_sane_window(w: m.AcceptanceWindow) -> None:
 def parse_or_verdict(parse, body):
     try:
         return parse(body)
-    except m.MetricsUnusable as exc:
+    except mv.MetricsUnusable as exc:
         assert isinstance(exc.verdict.reason, R) and exc.verdict.message
         return exc.verdict
 
@@ -333,7 +334,7 @@ def test_random_vllm_bodies_give_trustworthy_counters_or_a_verdict(first, second
     if isinstance(a, m.SpecDecodeCounters) and isinstance(b, m.SpecDecodeCounters):
         try:
             assert_sane_window(m.window(a, b))
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             assert exc.reason in (R.COUNTER_DECREASE, R.ACCEPTED_EXCEEDS_DRAFTED, R.INCONSISTENT_COUNTERS)
 
 
@@ -347,7 +348,7 @@ def test_random_sglang_bodies_give_trustworthy_counters_or_a_verdict(first, seco
     if isinstance(a, m.SpecDecodeCounters) and isinstance(b, m.SpecDecodeCounters):
         try:
             assert_sane_window(m.window(a, b, num_speculative_tokens=k))
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             assert exc.reason in (R.COUNTER_DECREASE, R.INCONSISTENT_COUNTERS)
 
 
@@ -421,7 +422,7 @@ def test_windows_between_damaged_vllm_scrapes_are_sane_or_a_verdict(first, secon
         assert_trustworthy(b)
         try:
             w = m.window(a, b)
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             assert exc.reason in (R.COUNTER_DECREASE, R.ACCEPTED_EXCEEDS_DRAFTED, R.INCONSISTENT_COUNTERS)
         else:
             assert_sane_window(w)
@@ -433,7 +434,7 @@ def test_the_benchmark_client_reports_why_acceptance_is_unavailable():
     from drafter_testbed.demo_client import RunResult, measure_acceptance
 
     good = vllm.parse_spec_decode_metrics(SAMPLE)
-    empty = pytest.raises(m.MetricsUnusable, vllm.parse_spec_decode_metrics, "").value
+    empty = pytest.raises(mv.MetricsUnusable, vllm.parse_spec_decode_metrics, "").value
     result = RunResult(engine="vllm")
     measure_acceptance(result, empty, good, None)
     assert result.acceptance is None and result.acceptance_summary() == "acceptance unavailable: Empty: " \

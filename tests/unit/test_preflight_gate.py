@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.controllers.compatibility import FAILURE_MESSAGE_CHARS, pod_preflight, revision_preflight
-from drafter_operator.controllers.serving_decide import ServingState, observed_from
+from drafter_operator.controllers.serving_decide import ServingState
+from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.preflight import cli as pf_cli
 from drafter_operator.preflight import tiny
 from drafter_operator.resources.engine import ENGINE_CONTAINER, PREFLIGHT_CONTAINER

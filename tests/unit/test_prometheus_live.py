@@ -30,8 +30,10 @@ import httpx
 import pytest
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
-from drafter_operator.monitoring import prometheus_source as ps
+from drafter_operator.acceptance import prometheus_query as pq
+from drafter_operator.acceptance import prometheus_source as ps
 from drafter_testbed.prometheus import binaries, running
 from tests.processes import free_port, listening_process
 
@@ -171,7 +173,7 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
     _wait_sampled_after(lab, engine, end)
     # Whole seconds, starting 2 to 3 intervals before the traffic: an idle sample opens the window.
     window_seconds = math.ceil(end - started + 2 * SCRAPE_INTERVAL)
-    matchers = ps.revision_matchers("default", engine, "r1")
+    matchers = pq.revision_matchers("default", engine, "r1")
 
     got = asyncio.run(ps.fetch_acceptance(lab.prometheus_url, engine, matchers, window_seconds, end=end))
 
@@ -216,8 +218,8 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
 
     # The single-expression forms in docs/monitoring.md agree with the source at the same instant.
     k = None if engine == "vllm" else 3
-    rate_q = ps.rate_expression(engine, matchers, window_seconds, k)
-    length_q = ps.length_expression(engine, matchers, window_seconds)
+    rate_q = pq.rate_expression(engine, matchers, window_seconds, k)
+    length_q = pq.length_expression(engine, matchers, window_seconds)
     at = {"time": f"{end:.3f}"}
     for promql, expected in ((rate_q, total.acceptance_rate), (length_q, total.mean_acceptance_length)):
         r = httpx.post(lab.prometheus_url + "/api/v1/query", data={"query": promql, **at}, timeout=5)
@@ -228,7 +230,7 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
 
 def test_no_series_and_bad_queries_are_unavailable(lab: Lab):
     with pytest.raises(ps.MetricsUnavailable) as exc:
-        asyncio.run(ps.fetch_acceptance(lab.prometheus_url, "vllm", ps.revision_matchers("default", "nope", "r1"), 60))
+        asyncio.run(ps.fetch_acceptance(lab.prometheus_url, "vllm", pq.revision_matchers("default", "nope", "r1"), 60))
     assert exc.value.reason == "NoSeries" and exc.value.condition_reason == "MetricsUnavailable"
     # A server that is not there.
     with pytest.raises(ps.MetricsUnavailable) as exc:
@@ -244,5 +246,5 @@ def test_no_series_and_bad_queries_are_unavailable(lab: Lab):
                    data={"query": 'label_replace(vector(0) / 0, "drafter_series", "drafts", "", "")'}, timeout=5)
     with pytest.raises(ps.MetricsInvalid) as exc:
         ps.acceptance_from_vector("sglang", ps.parse_query_response(r.status_code, r.content))
-    assert exc.value.reason is m.UnusableReason.NON_FINITE
+    assert exc.value.reason is mv.UnusableReason.NON_FINITE
 

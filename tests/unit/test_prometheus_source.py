@@ -12,8 +12,10 @@ import pytest
 from aiohttp import web
 
 from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring import prometheus_source as ps
+from drafter_operator.acceptance import prometheus_query as pq
+from drafter_operator.acceptance import prometheus_source as ps
 from tests.processes import free_port
 
 SEL = (ps.Matcher("namespace", "default"), ps.Matcher("pod", "kimi-.*", "=~"))
@@ -51,17 +53,17 @@ def test_sglang_window_query_and_replica_label():
 
 
 def test_single_expressions_follow_the_engines_definitions():
-    assert ps.rate_expression("vllm", SEL[:1], 300) == (
+    assert pq.rate_expression("vllm", SEL[:1], 300) == (
         'sum(increase(vllm:spec_decode_num_accepted_tokens_total{namespace="default"}[300s]))\n'
         '  / sum(increase(vllm:spec_decode_num_draft_tokens_total{namespace="default"}[300s]))')
-    assert ps.length_expression("vllm", SEL[:1], 300).startswith(
+    assert pq.length_expression("vllm", SEL[:1], 300).startswith(
         '1 + sum(increase(vllm:spec_decode_num_accepted_tokens_total{namespace="default"}[300s]))\n'
         '  / sum(increase(vllm:spec_decode_num_drafts_total{')
-    assert ps.length_expression("sglang", (), 300) == (
+    assert pq.length_expression("sglang", (), 300) == (
         "sum(increase(sglang:generation_tokens_total{}[300s]))\n  / sum(increase(sglang:spec_verify_calls_total{}[300s]))")
-    assert ps.rate_expression("sglang", (), 300, 3).endswith("- 1) / 3")
+    assert pq.rate_expression("sglang", (), 300, 3).endswith("- 1) / 3")
     with pytest.raises(ValueError, match="needs k"):
-        ps.rate_expression("sglang", (), 300)
+        pq.rate_expression("sglang", (), 300)
 
 
 def test_selector_values_are_escaped_and_names_checked():
@@ -82,8 +84,8 @@ def test_selector_values_are_escaped_and_names_checked():
 
 
 def test_revision_matchers_use_the_names_kubernetes_sd_gives_pod_labels():
-    assert ps.sanitize_label("drafter.dev/serving") == "drafter_dev_serving"
-    assert [str(x) for x in ps.revision_matchers("ns", "kimi", "7f3a")] == [
+    assert pq.sanitize_label("drafter.dev/serving") == "drafter_dev_serving"
+    assert [str(x) for x in pq.revision_matchers("ns", "kimi", "7f3a")] == [
         'namespace="ns"', 'drafter_dev_serving="kimi"', 'drafter_dev_revision="7f3a"']
 
 
@@ -148,20 +150,20 @@ def test_non_finite_values_are_invalid(value):
                                                tagged("accepted_tokens", "a", "1")))
     with pytest.raises(ps.MetricsInvalid) as exc:
         ps.acceptance_from_vector("vllm", samples)
-    assert exc.value.reason is m.UnusableReason.NON_FINITE
-    assert exc.value.condition_reason == "MetricsInvalid" and isinstance(exc.value, m.MetricsUnusable)
+    assert exc.value.reason is mv.UnusableReason.NON_FINITE
+    assert exc.value.condition_reason == "MetricsInvalid" and isinstance(exc.value, mv.MetricsUnusable)
 
 
 @pytest.mark.parametrize(("samples", "reason"), [
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "51")],
-     m.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
+     mv.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
     ([tagged("drafts", "a", "-1"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5")],
-     m.UnusableReason.NEGATIVE_COUNTER),
-    ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50")], m.UnusableReason.MISSING_SERIES),
+     mv.UnusableReason.NEGATIVE_COUNTER),
+    ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50")], mv.UnusableReason.MISSING_SERIES),
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5"),
-      ({ps.SERIES_LABEL: "accepted_per_position", "position": "x"}, "1")], m.UnusableReason.BAD_POSITION),
+      ({ps.SERIES_LABEL: "accepted_per_position", "position": "x"}, "1")], mv.UnusableReason.BAD_POSITION),
     ([tagged("drafts", "a", "10"), tagged("draft_tokens", "a", "50"), tagged("accepted_tokens", "a", "5"),
-      ({ps.SERIES_LABEL: "accepted_per_position", "position": "0"}, "11")], m.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
+      ({ps.SERIES_LABEL: "accepted_per_position", "position": "0"}, "11")], mv.UnusableReason.ACCEPTED_EXCEEDS_DRAFTED),
 ])
 def test_inconsistent_answers_are_invalid(samples, reason):
     with pytest.raises(ps.MetricsInvalid) as exc:
@@ -189,11 +191,11 @@ def test_empty_result_is_unavailable_with_the_reason():
      "QueryError"),
     (503, b'{"status":"error","errorType":"timeout","error":"query timed out"}', ps.MetricsUnavailable, "QueryError"),
     (502, b"<html>Bad Gateway</html>", ps.MetricsUnavailable, "HTTPError"),
-    (200, b"<html>login</html>", ps.MetricsInvalid, m.UnusableReason.UNPARSEABLE),
+    (200, b"<html>login</html>", ps.MetricsInvalid, mv.UnusableReason.UNPARSEABLE),
     (200, b'{"status":"success","data":{"resultType":"matrix","result":[]}}', ps.MetricsInvalid,
-     m.UnusableReason.UNPARSEABLE),
+     mv.UnusableReason.UNPARSEABLE),
     (200, b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}}',
-     ps.MetricsInvalid, m.UnusableReason.UNPARSEABLE),
+     ps.MetricsInvalid, mv.UnusableReason.UNPARSEABLE),
 ])
 def test_http_and_format_errors(status, body, error, reason):
     with pytest.raises(error) as exc:
@@ -251,7 +253,7 @@ def test_fetch_refuses_an_oversized_answer_without_reading_it_all():
         return web.Response(body=big)
     with pytest.raises(ps.MetricsInvalid) as exc:
         fetch(whole, max_response_bytes=1000)
-    assert exc.value.reason is m.UnusableReason.TOO_LARGE
+    assert exc.value.reason is mv.UnusableReason.TOO_LARGE
 
     # A chunked answer with no Content-Length is cut off while streaming.
     async def chunks(request):
@@ -264,7 +266,7 @@ def test_fetch_refuses_an_oversized_answer_without_reading_it_all():
         return response
     with pytest.raises(ps.MetricsInvalid) as exc:
         fetch(chunks, max_response_bytes=1000)
-    assert exc.value.reason is m.UnusableReason.TOO_LARGE
+    assert exc.value.reason is mv.UnusableReason.TOO_LARGE
 
 
 def test_fetch_turns_transport_failures_into_unavailable():

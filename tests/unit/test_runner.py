@@ -46,7 +46,7 @@ def test_startup_stops_on_a_denied_permission_or_a_malformed_tenant_setting(apis
     apiserver.append("list pods")
     assert runner.startup_problem([], None) == "denied: ['list pods']"
     apiserver.clear()
-    from drafter_operator.monitoring import prometheus_source
+    from drafter_operator.acceptance import prometheus_source
     monkeypatch.setattr(prometheus_source, "endpoints_from_env", lambda: (_ for _ in ()).throw(ValueError("bad URL")))
     assert runner.startup_problem([], None) == "drafter-operator: bad URL"
 

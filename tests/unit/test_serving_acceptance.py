@@ -13,12 +13,11 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, Measurement, persisted_verdict, \
-    watched_revision
-from drafter_operator.controllers.serving_acceptance import acceptance_due
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, Measurement, persisted_verdict
+from drafter_operator.controllers.serving_acceptance import acceptance_due, watched_revision
 from drafter_operator.controllers.serving_decide import decide
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.unit.test_serving_decide import World, seed_body
 

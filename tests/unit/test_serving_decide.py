@@ -16,7 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide, iso, observed_from
+from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving_observe import iso, observed_from
 from drafter_operator.resources.labels import REVISION_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -392,7 +393,7 @@ def test_auto_learns_from_the_newest_finished_run_of_the_active_revision_by_hand
 
 
 def test_an_engine_that_exits_before_it_was_ever_ready_is_read_from_its_pod_with_its_last_output():
-    from drafter_operator.controllers.serving_decide import EXIT_MESSAGE_CHARS, engine_exit
+    from drafter_operator.controllers.serving_observe import EXIT_MESSAGE_CHARS, engine_exit
 
     def pod(state: dict, last: dict | None = None, started: bool = False, name: str = "engine") -> dict:
         status = {"name": name, "ready": False, "started": started, "state": state, "restartCount": 1}

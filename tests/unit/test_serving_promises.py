@@ -218,7 +218,7 @@ def test_a_failed_revision_starts_again_on_the_retry_annotation_without_a_spec_c
 
 
 def test_the_loop_asks_the_engines_of_the_revision_traffic_left_and_of_no_other():
-    from drafter_operator.controllers.serving_decide import draining_revision, revision_engine
+    from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
     world, old, new = switched_world()
     assert draining_revision(world.state().observed) == old
     assert revision_engine(world.body, old) == "vllm"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from drafter_operator.controllers.benchmark_decide import decide as benchmark_decide
 from drafter_operator.controllers.training_decide import TrainingState
 from drafter_operator.controllers.training_decide import decide as training_decide
-from drafter_operator.monitoring import prometheus_source as prom
+from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.pod_policy import TenantPolicy
 from tests.unit import test_benchmark_decide as bench
 from tests.unit import test_training_decide as training

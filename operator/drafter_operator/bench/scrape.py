@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import aiohttp
 
 from drafter_operator import engines
-from drafter_operator.engines.metrics import AcceptanceWindow, MetricsUnusable, SpecDecodeCounters, window
-from drafter_operator.monitoring.acceptance import combine
+from drafter_operator.engines.metrics import AcceptanceWindow, SpecDecodeCounters, window
+from drafter_operator.engines.metrics_verdicts import MetricsUnusable
+from drafter_operator.acceptance.verdict import combine
 
 #: Reason of an acceptanceUnavailable that is not a verdict on a body: the scrape itself failed.
 UNAVAILABLE = "MetricsUnavailable"

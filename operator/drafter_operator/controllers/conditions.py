@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable, Protocol
 
+#: A Kubernetes Event a decision posts on its object: (type, reason, message).
+Event = tuple[str, str, str]
+
 
 class VerdictLike(Protocol):
     status: str

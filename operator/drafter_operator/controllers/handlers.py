@@ -27,9 +27,11 @@ import kopf
 from drafter_operator import engines
 from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
-from drafter_operator.controllers.acceptance_monitor import AcceptanceMonitor, persisted_verdict, watched_revision
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
-from drafter_operator.controllers.serving_decide import draining_revision, observed_from, revision_engine
+from drafter_operator.controllers.serving_acceptance import watched_revision
+from drafter_operator.controllers.serving_observe import observed_from
+from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
@@ -215,13 +217,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
         return memo.serving_bodies[key]
 
     async def measure_once():
-        watched = watched_revision(kept_copy(body()))
-        if watched is None:
-            monitor.forget()
-            return None
-        return await monitor.measure(watched.spec, watched.revision, list(serving_pods.get(key, [])), now_utc(),
-                                     resume_from=persisted_verdict(body().get("status") or {}, watched.revision),
-                                     learned=watched.learned, serving_uid=body()["metadata"].get("uid"))
+        return await _measure(monitor, kept_copy(body()), list(serving_pods.get(key, [])))
 
     def publish(measurement) -> None:
         latest["acceptance"] = measurement
@@ -236,13 +232,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
         observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
                                  benchmarks=serving_benchmarks.get(key, []))
-        draining = draining_revision(observed)
-        if draining:  # its engines say when their streams are done: the drain ends then, not after a guess
-            engine = revision_engine(snapshot, draining)
-            requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
-                                                engines.engine(engine).DEFAULT_PORT)
-            if requests is not None:
-                observed.in_flight[draining] = requests
+        await _read_drain(observed, snapshot)
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         running = memo.reconcile_pool.submit(context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot),
@@ -257,29 +247,53 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-        def forget(_finished=None) -> None:
-            # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
-            monitor.forget()
-            operator_metrics.forget_serving(namespace, name)
-
-        forget()
-        # Cancelling the loop does not stop a reconcile already running in the pool, and the gauges it sets at
-        # its end would bring the series back for good: forget again once it is done. A callback, not an await:
-        # the operator's cleanup waits only so long for a cancelled loop, and a cancelled await forgets nothing.
-        for running in list(in_flight):
-            running.add_done_callback(forget)
+        await _stop(tasks, monitor, in_flight, namespace, name)
     for task in tasks:
         if not task.cancelled() and task.exception():
             raise task.exception()  # ObjectLoops starts the loop again after its backoff
 
 
-# --------------------------------------------------------------------------------------------------
-# DrafterBenchmark: reconciled when it or its Job or pod changes, and every few seconds while it waits
-# for its serving or runs (a deadline passes with no event).
+async def _measure(monitor: AcceptanceMonitor, snapshot: dict, pods: list[dict]):
+    """One look at the serving's acceptance (None when nothing is watched)."""
+    watched = watched_revision(snapshot)
+    if watched is None:
+        monitor.forget()
+        return None
+    return await monitor.measure(watched.spec, watched.revision, pods, now_utc(),
+                                 resume_from=persisted_verdict(snapshot.get("status") or {}, watched.revision),
+                                 learned=watched.learned, serving_uid=snapshot["metadata"].get("uid"))
+
+
+async def _read_drain(observed, snapshot: dict) -> None:
+    """The requests in flight on the revision that drains: its engines say when their streams are done, so
+    the drain ends then, not after a guess."""
+    draining = draining_revision(observed)
+    if draining:
+        engine = revision_engine(snapshot, draining)
+        requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
+                                            engines.engine(engine).DEFAULT_PORT)
+        if requests is not None:
+            observed.in_flight[draining] = requests
+
+
+async def _stop(tasks: set[asyncio.Task], monitor: AcceptanceMonitor, in_flight: set[Future], namespace: str,
+                name: str) -> None:
+    """Cancel a serving's loop tasks and forget its series, now and once a reconcile still running is done."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    def forget(_finished=None) -> None:
+        # Its series would otherwise outlive the serving (a stale drafter_degraded 1 pages forever).
+        monitor.forget()
+        operator_metrics.forget_serving(namespace, name)
+
+    forget()
+    # Cancelling the loop does not stop a reconcile already running in the pool, and the gauges it sets at
+    # its end would bring the series back for good: forget again once it is done. A callback, not an await:
+    # the operator's cleanup waits only so long for a cancelled loop, and a cancelled await forgets nothing.
+    for running in list(in_flight):
+        running.add_done_callback(forget)
 
 
 def _post_event(body: dict, kind: str, reason: str, message: str) -> None:

@@ -70,7 +70,7 @@ def startup_problem(namespaces: list[str], lease_namespace: str | None) -> str |
         return permissions.explain_missing(missing, namespaces)
     # What tenants may use (chart values prometheus.endpoints and tenancy.*): a malformed value stops the
     # operator here, with the variable named, rather than refusing every serving later.
-    from drafter_operator.monitoring import prometheus_source
+    from drafter_operator.acceptance import prometheus_source
     from drafter_operator.resources.pod_policy import TenantPolicy
     try:
         prometheus_source.endpoints_from_env()

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from drafter_operator import engines
-from drafter_operator.controllers.acceptance_monitor import Measurement
+from drafter_operator.acceptance.measurement import Measurement
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.serving_decide import Observed, ServingPlan, ServingState, Write, changed_fields, \
-    decide
+from drafter_operator.controllers.conditions import Event
+from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving_patches import Write, changed_fields
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -99,83 +101,106 @@ class ServingReconciler:
         decides again from a fresh one. A child write the apiserver refuses (admission, policy, quota,
         validation) stops the writes that would follow it and is reported in the same reconcile: Progressing
         WriteRefused with the apiserver's message, and a Warning Event when it is news."""
-        status_path = object_path(GROUP_VERSION, PLURAL, namespace, name, "status")
-        written: list[WrittenVersion] = []
-        version = ((body or {}).get("metadata") or {}).get("resourceVersion")
-
-        def remember(plural: str, response: dict | None) -> None:
-            if response and response.get("metadata", {}).get("resourceVersion"):
-                written.append((plural, response["metadata"]["name"], response["metadata"]["resourceVersion"]))
-
-        def patch_status(status: dict) -> None:
-            nonlocal version
-            patch = {"status": status, **({"metadata": {"resourceVersion": version}} if version else {})}
-            try:
-                response = self.kube.patch(status_path, patch)
-            except ApiError as exc:
-                if refusal(exc):  # the status cannot say it: an Event must
-                    post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "
-                                                         f"{exc.status}): {apiserver_message(exc)}")
-                raise
-            remember(PLURAL, response)
-            version = ((response or {}).get("metadata") or {}).get("resourceVersion") or version
-
+        body = body or {}
+        writer = PlanWriter(self.kube, namespace, name, post_event, body, lambda: now or self.clock())
         if plan.record_first:
             log.info("%s/%s: recording revision verdicts %s", namespace, name,
                      {r["name"]: r.get("good") for r in plan.record_first.get("revisions") or []})
-            patch_status(plan.record_first)
-        refused: ApiError | None = None
-        for write in plan.writes:
-            log.info("%s/%s: %s %s", namespace, name, write.verb, write.path)
-            send = self.kube.create if write.verb == "create" else self.kube.patch
-            try:
-                remember(write.plural, send(write.path, write.body))
-            except ApiError as exc:
-                if not refusal(exc):
-                    raise
-                refused = exc
-                log.warning("%s/%s: %s %s refused: %s", namespace, name, write.verb, write.path, exc)
-                plan = refused_plan(plan, write, exc, (body or {}).get("status") or {}, now or self.clock(),
-                                    ((body or {}).get("metadata") or {}).get("generation"))
-                break
-        if plan.status:
-            log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            try:
-                patch_status(plan.status)
-            except ApiError:
-                for kind, reason, message in plan.events:  # a child's refusal is still told, by its Event
-                    if reason == WRITE_REFUSED:
-                        post_event(kind, reason, message)
-                raise
+            writer.patch_status(plan.record_first)
+        plan, refused = writer.write_children(plan)
+        writer.write_status(plan)
         deletes = [] if refused else plan.deletes  # nothing is removed on a half-applied plan
         if deletes:
             deletes = self.never_the_serving_one(namespace, name, deletes)
-        events = list(plan.events)
+        events, refused_delete = writer.delete(deletes, plan)
+        for kind, reason, message in list(plan.events) + events:
+            post_event(kind, reason, message)
+        if refused or refused_delete:
+            raise refused or refused_delete  # the loop retries after its error delay (the policy or quota may change)
+        if plan.swapped:
+            metrics.swap(namespace, name, plan.engine, plan.swapped)
+        if plan.rolled_back:
+            metrics.rollback(namespace, name, plan.engine)
+        return Applied(written=writer.written, recheck_at=plan.recheck_at)
+
+
+@dataclass
+class PlanWriter:
+    """The writes of one plan through the Kube client: what it wrote (the loop waits for their watch events),
+    and the serving's resourceVersion as its own status patches move it."""
+
+    kube: Kube
+    namespace: str
+    name: str
+    post_event: EventSink
+    body: dict  # the serving as the decision read it
+    clock: Callable[[], dt.datetime]
+    written: list[WrittenVersion] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.version = (self.body.get("metadata") or {}).get("resourceVersion")
+
+    def remember(self, plural: str, response: dict | None) -> None:
+        if response and response.get("metadata", {}).get("resourceVersion"):
+            self.written.append((plural, response["metadata"]["name"], response["metadata"]["resourceVersion"]))
+
+    def patch_status(self, status: dict) -> None:
+        patch = {"status": status, **({"metadata": {"resourceVersion": self.version}} if self.version else {})}
+        try:
+            response = self.kube.patch(object_path(GROUP_VERSION, PLURAL, self.namespace, self.name, "status"), patch)
+        except ApiError as exc:
+            if refusal(exc):  # the status cannot say it: an Event must
+                self.post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "
+                                                          f"{exc.status}): {apiserver_message(exc)}")
+            raise
+        self.remember(PLURAL, response)
+        self.version = ((response or {}).get("metadata") or {}).get("resourceVersion") or self.version
+
+    def write_children(self, plan: ServingPlan) -> tuple[ServingPlan, ApiError | None]:
+        """The plan's child writes in order, until the apiserver refuses one: then the plan as far as it can go."""
+        for write in plan.writes:
+            log.info("%s/%s: %s %s", self.namespace, self.name, write.verb, write.path)
+            send = self.kube.create if write.verb == "create" else self.kube.patch
+            try:
+                self.remember(write.plural, send(write.path, write.body))
+            except ApiError as exc:
+                if not refusal(exc):
+                    raise
+                log.warning("%s/%s: %s %s refused: %s", self.namespace, self.name, write.verb, write.path, exc)
+                return refused_plan(plan, write, exc, self.body.get("status") or {}, self.clock(),
+                                    (self.body.get("metadata") or {}).get("generation")), exc
+        return plan, None
+
+    def write_status(self, plan: ServingPlan) -> None:
+        if not plan.status:
+            return
+        log.info("%s/%s: status %s", self.namespace, self.name, sorted(plan.status))
+        try:
+            self.patch_status(plan.status)
+        except ApiError:
+            for kind, reason, message in plan.events:  # a child's refusal is still told, by its Event
+                if reason == WRITE_REFUSED:
+                    self.post_event(kind, reason, message)
+            raise
+
+    def delete(self, deletes: list[str], plan: ServingPlan) -> tuple[list[Event], ApiError | None]:
+        """Delete the old revisions' Deployments, until the apiserver refuses one: then Progressing says so,
+        and the Events that refusal is worth come back."""
         for path in deletes:
-            log.info("%s/%s: delete %s", namespace, name, path)
+            log.info("%s/%s: delete %s", self.namespace, self.name, path)
             try:
                 self.kube.delete(path)
             except ApiError as exc:
                 if not refusal(exc):
                     raise
-                refused = exc
-                status_now = {**((body or {}).get("status") or {}), **plan.record_first, **plan.status}
+                status_now = {**(self.body.get("status") or {}), **plan.record_first, **plan.status}
                 target = Write("delete", "deployments", path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
-                reported = refused_plan(ServingPlan(), target, exc, status_now, now or self.clock(),
-                                        ((body or {}).get("metadata") or {}).get("generation"))
+                reported = refused_plan(ServingPlan(), target, exc, status_now, self.clock(),
+                                        (self.body.get("metadata") or {}).get("generation"))
                 if reported.status:
-                    patch_status(reported.status)
-                events += reported.events
-                break
-        for kind, reason, message in events:
-            post_event(kind, reason, message)
-        if refused is not None:
-            raise refused  # the loop retries after its error delay (the policy or quota may change)
-        if plan.swapped:
-            metrics.swap(namespace, name, plan.engine, plan.swapped)
-        if plan.rolled_back:
-            metrics.rollback(namespace, name, plan.engine)
-        return Applied(written=written, recheck_at=plan.recheck_at)
+                    self.patch_status(reported.status)
+                return reported.events, exc
+        return [], None
 
 
 #: The apiserver refused the write for what it is (validation, admission webhook or policy, quota,

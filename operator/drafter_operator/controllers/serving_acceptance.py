@@ -7,8 +7,10 @@ in place of the spec's own, and the normal swap path moves traffic to its revisi
 in force while the spec asks for the revision it was taken on; a spec change to any other revision
 (a new drafter, target, engine or image) ends it, which is how a user re-enables speculation.
 
-Measurements come from the serving loop (``acceptance_monitor.py``) and only count when they describe
-the revision that both serves and is wanted: mid-swap, the condition keeps its last value.
+Measurements come from the serving loop (``acceptance/measurement.py``) and only count when they describe
+the revision that both serves and is wanted: mid-swap, the condition keeps its last value. What the
+watch measures (``watched_revision``: the active revision and the drafter it runs) is chosen here too.
+Every Degraded reason and sentence comes from ``acceptance/message.py``.
 """
 
 from __future__ import annotations
@@ -21,24 +23,19 @@ import pydantic
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.api.serving import DrafterSpec
-from drafter_operator.controllers import acceptance_actions
-from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.acceptance import actions as acceptance_actions
+from drafter_operator.controllers.conditions import Event
+from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
 from drafter_operator.controllers.swap import Verdict
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring import break_even as be
+from drafter_operator.acceptance import break_even as be
+from drafter_operator.acceptance import message
+from drafter_operator.acceptance.message import ACTION_BLOCKED, ACTION_FAILED, ACTION_IN_PROGRESS, SPECULATION_DISABLED
 
 if TYPE_CHECKING:
-    from drafter_operator.controllers.acceptance_monitor import Measurement
+    from drafter_operator.acceptance.measurement import Measurement
 
-Event = tuple[str, str, str]
-
-SPECULATION_DISABLED = "SpeculationDisabled"
-# Degraded reasons while an onDegraded action's revision does not serve: starting, or failed.
-ACTION_IN_PROGRESS = "ActionInProgress"
-ACTION_FAILED = "ActionFailed"
-ACTION_BLOCKED = "ActionBlocked"  # its revision cannot be created (a name held by an object not ours)
-NOT_MONITORED_VERDICT = Verdict("Unknown", a.NOT_MONITORED, "spec.acceptance is not set: acceptance is not watched")
-NOT_MEASURED_VERDICT = Verdict("Unknown", a.INSUFFICIENT_DATA, "no acceptance measured yet")
+NOT_MONITORED_VERDICT = Verdict("Unknown", message.NOT_MONITORED, message.NOT_MONITORED_MESSAGE)
+NOT_MEASURED_VERDICT = Verdict("Unknown", message.INSUFFICIENT_DATA, message.NOT_MEASURED_MESSAGE)
 #: status.acceptance is rewritten when its figures move by this much, at most once a minute (or at
 #: once when the verdict changes), and at least once a window: a write per scrape would cost the
 #: apiserver more than the figures are worth, and a small window's rate wobbles by points between scrapes.
@@ -87,6 +84,51 @@ def _restorable(spec: DrafterServingSpec, record: dict) -> bool:
     return revision_hash(spec.model_copy(update={"drafter": drafter}), record["image"]) == record["name"]
 
 
+@dataclass(frozen=True)
+class Watched:
+    """What the acceptance watch measures: the active revision, the spec it runs, and for ``auto``
+    thresholds the break-even learned from ``status.lastBenchmark`` (an input of the measurement, like
+    the spec, never part of the API)."""
+
+    spec: DrafterServingSpec
+    revision: str
+    learned: be.BreakEven | None = None
+
+
+def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
+    """The break-even threshold of the active revision's last benchmark, when ``acceptance`` says auto."""
+    if not be.uses_auto(acceptance):
+        return None
+    learned = be.from_last_benchmark(status.get("lastBenchmark"),
+                                     measured_as(status.get("activeRevision"), status.get("speculationSchedule")))
+    return learned if isinstance(learned, be.BreakEven) else None
+
+
+def watched_revision(body: dict) -> Watched | None:
+    """What to measure for a serving body (pure): its active revision, with the spec that revision runs
+    (the spec with the revision's own recorded drafter: after a Rollback it is not the spec's). None
+    when nothing is to be watched: no spec.acceptance, no active revision, an invalid spec, or an
+    ``auto`` threshold with no benchmark of the active revision to learn it from (``NoBenchmark``)."""
+    status = body.get("status") or {}
+    active = status.get("activeRevision")
+    try:
+        spec = DrafterServingSpec.model_validate(body.get("spec") or {})
+    except pydantic.ValidationError:
+        return None
+    if spec.acceptance is None or not active:
+        return None
+    record = next((r for r in status.get("revisions") or [] if r.get("name") == active), {})
+    if record.get("drafterSpec"):
+        try:
+            spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
+        except pydantic.ValidationError:
+            return None
+    learned = learned_threshold(spec.acceptance, status)
+    if be.uses_auto(spec.acceptance) and learned is None:
+        return None
+    return Watched(spec, active, learned)
+
+
 @dataclass
 class AcceptanceDecision:
     degraded: Verdict | None = None  # the Degraded condition; None leaves it as it is
@@ -104,9 +146,7 @@ def no_benchmark_verdict(acceptance, why: str) -> Verdict:
     """Degraded=Unknown/NoBenchmark: an auto threshold with nothing to learn it from."""
     fields = [f for f, value in (("minAcceptanceRate", acceptance.min_acceptance_rate),
                                  ("minAcceptanceLength", acceptance.min_acceptance_length)) if value == be.AUTO]
-    return Verdict("Unknown", a.NO_BENCHMARK,
-                   f"spec.acceptance.{' and '.join(fields)} {'is' if len(fields) == 1 else 'are'} auto, the break-even "
-                   f"threshold learned from a benchmark of the active revision with a baseline: {why}")
+    return Verdict("Unknown", message.NO_BENCHMARK, message.no_benchmark(fields, why))
 
 
 def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: dict, active: str | None,
@@ -124,11 +164,10 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         out.events.append(("Normal", "DegradedActionEnded",
                            f"the spec now asks for revision {running.spec_revision}: the {stored.get('action')} taken "
                            f"on revision {stored.get('degradedRevision')} no longer applies"))
-    has_condition = any(c.get("type") == "Degraded" for c in status.get("conditions") or [])
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), None)
     if spec.acceptance is None:
-        out.degraded = NOT_MONITORED_VERDICT if has_condition else None
-        if status.get("acceptance"):
-            out.write_acceptance = True  # figures of a watch that no longer runs would mislead
+        out.degraded = NOT_MONITORED_VERDICT if condition is not None else None
+        out.write_acceptance = bool(status.get("acceptance"))  # figures of a watch that no longer runs would mislead
         return out
     if benchmark_revisions is None:
         benchmark_revisions = (active,) if active else ()
@@ -139,21 +178,28 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         return _action_not_serving(out, running.action, status, active, desired, measurement)
     if running.action and running.action.get("action") == "DisableSpeculation":
         out.degraded = Verdict("True", SPECULATION_DISABLED, running.action.get("message", ""))
-        return out
-    if isinstance(learned, str):  # never a made-up threshold: no verdict until a benchmark gives one
+    elif isinstance(learned, str):  # never a made-up threshold: no verdict until a benchmark gives one
         out.degraded = no_benchmark_verdict(spec.acceptance, learned)
-        return out
+    elif measurement is None or not measurement.revision == active == desired:
+        out.degraded = unmeasured(condition, out.end_action)
+    elif record_measurement(out, condition or {}, status, measurement).degraded:
+        act_on_degraded(out, spec, running, active, revisions, measurement.verdict.message, now)
+    return out
 
-    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
-    current = measurement is not None and measurement.revision == active == desired
-    if not current:
-        # A NoBenchmark condition is over once a threshold exists (learned, or numbers in the spec).
-        # An action's reason is over with its action: what serves now has not been measured yet.
-        stale = condition.get("reason") == a.NO_BENCHMARK or (
-            out.end_action and condition.get("reason") in (SPECULATION_DISABLED, ACTION_IN_PROGRESS, ACTION_FAILED,
-                                                           ACTION_BLOCKED))
-        out.degraded = None if has_condition and not stale else NOT_MEASURED_VERDICT
-        return out
+
+def unmeasured(condition: dict | None, action_ended: bool) -> Verdict | None:
+    """Degraded while the revision that serves and is wanted has no measurement yet: as it was (None), or
+    InsufficientData where what it says is over. A NoBenchmark condition is over once a threshold exists
+    (learned, or numbers in the spec); an action's reason is over with its action: what serves now has
+    not been measured yet."""
+    reason = (condition or {}).get("reason")
+    stale = reason == message.NO_BENCHMARK or (
+        action_ended and reason in (SPECULATION_DISABLED, ACTION_IN_PROGRESS, ACTION_FAILED, ACTION_BLOCKED))
+    return None if condition is not None and not stale else NOT_MEASURED_VERDICT
+
+
+def record_measurement(out: AcceptanceDecision, condition: dict, status: dict, measurement: Measurement):
+    """status.acceptance and Degraded from a measurement of the serving revision; returns its verdict."""
     verdict = measurement.verdict
     out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
     out.acceptance = measurement.status
@@ -163,38 +209,37 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
     elif out.write_acceptance:
         # Its message carries the figures: rewritten with them, not with every scrape's last digit.
         out.degraded = Verdict(verdict.status, verdict.reason, verdict.message)
-    if not verdict.degraded:
-        return out
+    return verdict
 
+
+def act_on_degraded(out: AcceptanceDecision, spec: DrafterServingSpec, running: RunningSpec, active: str | None,
+                    revisions: list[dict], figures: str, now: dt.datetime) -> None:
+    """What spec.acceptance.onDegraded does about the Degraded active revision: the action to record,
+    its Event, and the revisions to mark degraded."""
     by_name = {r["name"]: r for r in revisions}
-    record = by_name.get(active, {})
-    first_detection = not record.get("degraded")
+    first_detection = not by_name.get(active, {}).get("degraded")
     records = [acceptance_actions.RevisionRecord(
         name=r["name"], good=bool(r.get("good")), degraded=bool(r.get("degraded")),
         speculative=(r.get("drafter") or "none") != "none") for r in revisions
         if r["name"] == active or _restorable(spec, r)]
     action = acceptance_actions.plan(spec.acceptance.on_degraded, True, active, records, speculation_disabled=False)
     out.mark_degraded = action.mark_degraded
-    figures = verdict.message
+    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    taken = {"degradedRevision": active, "specRevision": running.spec_revision,
+             "message": f"{action.message} ({figures})", "since": since}
     if action.kind == "rollback":
         target = by_name[action.target]
-        out.action = {"action": "Rollback", "degradedRevision": active, "revision": action.target,
-                      "specRevision": running.spec_revision, "drafterSpec": target["drafterSpec"],
-                      "image": target["image"], "message": f"{action.message} ({figures})",
-                      "since": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
-        out.events.append(("Warning", "RollingBack", out.action["message"]))
+        out.action = {"action": "Rollback", "revision": action.target, "drafterSpec": target["drafterSpec"],
+                      "image": target["image"], **taken}
+        out.events.append(("Warning", "RollingBack", taken["message"]))
         out.rolled_back = True
     elif action.kind == "disableSpeculation":
         baseline = running.spec.model_copy(update={"drafter": DrafterSpec(method="none")})
-        message = f"{action.message} ({figures})"
-        out.action = {"action": "DisableSpeculation", "degradedRevision": active,
-                      "revision": revision_hash(baseline, running.image), "specRevision": running.spec_revision,
-                      "drafterSpec": {"method": "none"}, "image": running.image, "message": message,
-                      "since": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
-        out.events.append(("Warning", SPECULATION_DISABLED, message))
+        out.action = {"action": "DisableSpeculation", "revision": revision_hash(baseline, running.image),
+                      "drafterSpec": {"method": "none"}, "image": running.image, **taken}
+        out.events.append(("Warning", SPECULATION_DISABLED, taken["message"]))
     elif action.message and first_detection and spec.acceptance.on_degraded != "Alert":
         out.events.append(("Warning", "NoRollbackTarget", action.message))
-    return out
 
 
 def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, active: str | None, desired: str,
@@ -204,14 +249,12 @@ def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, act
     The degraded revision still serves and is still measured: its figures keep landing in status.acceptance."""
     kind = action.get("action", "the onDegraded action")
     record = next((r for r in status.get("revisions") or [] if r.get("name") == desired), {})
-    serving = f"revision {active} (degraded) keeps serving" if active and active != desired else "no revision serves"
+    serving = message.who_serves(active, desired)
     if record.get("good") is False:
         why = record.get("failedReason") or "it did not become Ready within spec.startup.timeout"
-        verdict = Verdict("True", ACTION_FAILED, f"onDegraded {kind} could not take effect: revision {desired} "
-                                                 f"failed ({why}); {serving}. Change the spec to try another revision.")
+        verdict = Verdict("True", ACTION_FAILED, message.action_failed(kind, desired, why, serving))
     else:
-        verdict = Verdict("True", ACTION_IN_PROGRESS, f"onDegraded {kind} under way: starting revision {desired}; "
-                                                      f"{serving} until it is Ready")
+        verdict = Verdict("True", ACTION_IN_PROGRESS, message.action_in_progress(kind, desired, serving))
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
     if (condition.get("status"), condition.get("reason")) != (verdict.status, verdict.reason):
         out.degraded = verdict
@@ -221,6 +264,12 @@ def _action_not_serving(out: AcceptanceDecision, action: dict, status: dict, act
         out.write_acceptance = acceptance_due(status.get("acceptance"), measurement.status, measurement.revision)
         out.acceptance = measurement.status
     return out
+
+
+def action_blocked(action: dict, why: str, active: str | None) -> Verdict:
+    """Degraded while an onDegraded action's revision cannot be created (a name another owner holds):
+    blocked, not under way."""
+    return Verdict("True", ACTION_BLOCKED, message.action_blocked(action.get("action"), why, active))
 
 
 def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:

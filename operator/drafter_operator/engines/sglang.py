@@ -15,15 +15,9 @@ from drafter_operator.engines.extra_args import (
     owned_by_every_engine,
     parser_name_problems,
 )
-from drafter_operator.engines.metrics import (
-    DEFAULT_MAX_BODY_BYTES,
-    GAUGE_RANGES,
-    SpecDecodeCounters,
-    count_total,
-    counter_series,
-    gauge_mean,
-    read_series,
-)
+from drafter_operator.engines.metrics import GAUGE_RANGES, SpecDecodeCounters
+from drafter_operator.engines.metrics_verdicts import DEFAULT_MAX_BODY_BYTES
+from drafter_operator.engines.metrics_body import count_total, counter_series, gauge_mean, read_series
 
 ENGINE = "sglang"
 

@@ -18,17 +18,14 @@ from drafter_operator.engines.extra_args import (
     owned_by_every_engine,
     parser_name_problems,
 )
-from drafter_operator.engines.metrics import (
+from drafter_operator.engines.metrics import SpecDecodeCounters
+from drafter_operator.engines.metrics_verdicts import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_POSITIONS,
-    SpecDecodeCounters,
     UnusableReason,
-    count_total,
-    counter_series,
-    position_totals,
-    read_series,
     unusable,
 )
+from drafter_operator.engines.metrics_body import count_total, counter_series, position_totals, read_series
 
 ENGINE = "vllm"
 

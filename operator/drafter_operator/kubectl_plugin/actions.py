@@ -2,7 +2,7 @@
 operator already honours, nothing new.
 
 - retry: a new value of the `drafter.dev/retry` annotation starts the failed desired revision again
-  (controllers/serving_decide.py retry_request).
+  (controllers/serving_status.py retry_request).
 - rollback: the spec of the last good revision, restored from what the serving's status recorded of it
   (engine, image, drafter exactly as it ran). The revision name is a hash of that configuration
   (controllers/revisions.py), so the restored spec names the same revision and the operator swaps back
@@ -17,7 +17,7 @@ import copy
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_decide import RETRY_ANNOTATION
+from drafter_operator.controllers.serving_status import RETRY_ANNOTATION
 
 
 class PluginError(Exception):

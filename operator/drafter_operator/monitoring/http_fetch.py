@@ -19,7 +19,21 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from drafter_operator.monitoring.acceptance import MetricsUnavailable
+
+class MetricsUnavailable(Exception):
+    """No answer to judge (condition reason ``MetricsUnavailable``), from either source.
+
+    ``reason`` says why, in one word: ``Unreachable`` (connection refused, reset or closed without an
+    answer), ``Timeout`` (no complete answer in time), ``HTTPError`` (an error status), and for the
+    ``prometheus`` source ``QueryError`` and ``NoSeries``.
+    """
+
+    condition_reason = "MetricsUnavailable"  # the Degraded reason (acceptance/message.py METRICS_UNAVAILABLE)
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
 
 
 @dataclass(frozen=True)

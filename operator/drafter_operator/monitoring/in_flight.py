@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 
 from drafter_operator import engines
-from drafter_operator.engines import metrics as m
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.engines.metrics_body import read_series
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring.acceptance import MetricsUnavailable
+from drafter_operator.monitoring.http_fetch import MetricsUnavailable
 
 #: The whole answer of one pod, connecting included (engines answer /metrics in milliseconds).
 DEADLINE_SECONDS = 3.0
@@ -21,18 +22,18 @@ DEADLINE_SECONDS = 3.0
 
 def count_in_flight(engine_name: str, body: bytes) -> int:
     """Requests running or waiting in one /metrics body (summed over the engine's series; raises
-    ``m.MetricsUnusable`` for a body that is not this engine's, or a gauge that is not a count)."""
+    ``mv.MetricsUnusable`` for a body that is not this engine's, or a gauge that is not a count)."""
     engine = engines.engine(engine_name)
-    found = m.read_series(body, f"{engine.ENGINE}:", engine.REQUESTS_IN_FLIGHT)
+    found = read_series(body, f"{engine.ENGINE}:", engine.REQUESTS_IN_FLIGHT)
     total = 0.0
     for name in engine.REQUESTS_IN_FLIGHT:
         for series in found.get(name, []):
-            problem = m.count_problem(series.value)
+            problem = mv.count_problem(series.value)
             if problem is not None:
-                raise m.unusable(problem, f"{name} is {series.value}, not a count of requests", name, series.labels)
+                raise mv.unusable(problem, f"{name} is {series.value}, not a count of requests", name, series.labels)
             total += series.value
     if not any(found.get(name) for name in engine.REQUESTS_IN_FLIGHT):
-        raise m.unusable(m.UnusableReason.NOT_ENGINE_METRICS, f"none of {', '.join(engine.REQUESTS_IN_FLIGHT)}")
+        raise mv.unusable(mv.UnusableReason.NOT_ENGINE_METRICS, f"none of {', '.join(engine.REQUESTS_IN_FLIGHT)}")
     return int(total)
 
 
@@ -46,8 +47,8 @@ async def requests_in_flight(engine_name: str, pod_ips: list[str], port: int) ->
     async def one(client, ip: str) -> int:
         url = f"http://{ip}:{port}{engine.METRICS_PATH}"
         status, body = await http_fetch.fetch(
-            client, "GET", url, deadline_seconds=DEADLINE_SECONDS, max_bytes=m.DEFAULT_MAX_BODY_BYTES,
-            too_large=lambda why: m.unusable(m.UnusableReason.TOO_LARGE, why))
+            client, "GET", url, deadline_seconds=DEADLINE_SECONDS, max_bytes=mv.DEFAULT_MAX_BODY_BYTES,
+            too_large=lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, why))
         if status != 200:
             raise MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
         return count_in_flight(engine_name, body)

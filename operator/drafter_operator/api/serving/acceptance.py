@@ -23,7 +23,7 @@ from drafter_operator.api.common import (
 EndpointName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", min_length=1, max_length=63)]
 
 #: spec.acceptance thresholds may say "auto": the break-even threshold learned from the serving's last
-#: benchmark (monitoring/break_even.py). The range rules below skip it (it does not match their patterns).
+#: benchmark (acceptance/break_even.py). The range rules below skip it (it does not match their patterns).
 AUTO = "auto"
 RATIO_OR_AUTO_PATTERN = "^(auto|" + RATIO_PATTERN[1:-1] + ")$"
 DECIMAL_OR_AUTO_PATTERN = "^(auto|" + DECIMAL_PATTERN[1:-1] + ")$"

@@ -2,7 +2,7 @@
 
 Each Ready pod of the active revision is scraped at its own address (never through the Service, which
 would show one replica per request), its counters go into that pod's :class:`ScrapeHistory`, and the
-revision's sample is the replicas' windows combined (``monitoring/acceptance.py``). A pod that cannot
+revision's sample is the replicas' windows combined (``verdict.py``). A pod that cannot
 be scraped makes the sample ``MetricsUnavailable``; a body the parser refuses makes it
 ``MetricsInvalid``: a verdict on part of the replicas would be a verdict on the wrong traffic.
 
@@ -23,7 +23,8 @@ import aiohttp
 
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.monitoring import http_fetch
 
 log = logging.getLogger("drafter.acceptance")
@@ -45,8 +46,8 @@ class Replica:
     port: int
 
 
-#: What one replica's scrape gave: its counters, or why there are none (``a.MetricsUnavailable``,
-#: ``m.MetricsUnusable``).
+#: What one replica's scrape gave: its counters, or why there are none (``http_fetch.MetricsUnavailable``,
+#: ``mv.MetricsUnusable``).
 Scraped = m.SpecDecodeCounters | Exception
 
 
@@ -54,7 +55,7 @@ class EngineSource:
     """Scrapes one revision's replicas and keeps their histories between samples."""
 
     def __init__(self, engine: str, window_seconds: float, num_speculative_tokens: int | None = None,
-                 model_name: str | None = None, max_body_bytes: int = m.DEFAULT_MAX_BODY_BYTES,
+                 model_name: str | None = None, max_body_bytes: int = mv.DEFAULT_MAX_BODY_BYTES,
                  timeout_seconds: float = SCRAPE_TIMEOUT_SECONDS) -> None:
         self.engine = engines.engine(engine)
         self.window_seconds = window_seconds
@@ -65,13 +66,13 @@ class EngineSource:
         self.histories: dict[str, a.ScrapeHistory] = {}
 
     async def _fetch(self, client: aiohttp.ClientSession, replica: Replica) -> bytes:
-        """The replica's /metrics body; ``a.MetricsUnavailable`` or ``m.MetricsUnusable`` (too large)."""
+        """The replica's /metrics body; ``http_fetch.MetricsUnavailable`` or ``mv.MetricsUnusable`` (too large)."""
         url = f"http://{replica.ip}:{replica.port}{self.engine.METRICS_PATH}"
         status, body = await http_fetch.fetch(
             client, "GET", url, deadline_seconds=self.timeout_seconds, max_bytes=self.max_body_bytes,
-            too_large=lambda why: m.unusable(m.UnusableReason.TOO_LARGE, f"{self.engine.METRICS_PATH}: {why}"))
+            too_large=lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, f"{self.engine.METRICS_PATH}: {why}"))
         if status != 200:
-            raise a.MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
+            raise http_fetch.MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
         return body
 
     def parse(self, body: bytes) -> Scraped:
@@ -79,12 +80,12 @@ class EngineSource:
         in one call in a worker thread)."""
         try:
             return self.engine.parse_spec_decode_metrics(body, self.model_name, max_body_bytes=self.max_body_bytes)
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             return exc
         except Exception as exc:  # noqa: BLE001 - a parser bug on an untrusted body
             # Still a body nobody can trust; raised, it would skip the measurement and leave the last verdict.
             log.exception("the %s metrics parser failed on a /metrics body", self.engine.ENGINE)
-            return m.unusable(m.UnusableReason.UNPARSEABLE,
+            return mv.unusable(mv.UnusableReason.UNPARSEABLE,
                               f"the parser failed on this body: {type(exc).__name__}: {str(exc)[:120]}")
 
     async def sample(self, replicas: list[Replica], at: float, client: aiohttp.ClientSession | None = None) -> a.Sample:
@@ -115,9 +116,9 @@ class EngineSource:
             return a.Sample.unavailable(at, "no Ready engine pod to scrape")
         windows: dict[str, m.AcceptanceWindow] = {}
         for replica, result in scraped:
-            if isinstance(result, m.MetricsUnusable):
+            if isinstance(result, mv.MetricsUnusable):
                 return a.Sample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {result.verdict}"))
-            if isinstance(result, a.MetricsUnavailable):
+            if isinstance(result, http_fetch.MetricsUnavailable):
                 return a.Sample.unavailable(at, f"{replica.name}: {result}")
             if isinstance(result, BaseException):
                 return a.Sample.unavailable(at, f"{replica.name} ({replica.ip}): cannot scrape "
@@ -126,7 +127,7 @@ class EngineSource:
             history.add(at, result)
             try:
                 found = history.window(self.window_seconds, self.k)
-            except m.MetricsUnusable as exc:
+            except mv.MetricsUnusable as exc:
                 return a.Sample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {exc.verdict}"))
             if found is not None:
                 windows[replica.name] = found[0]

@@ -1,4 +1,5 @@
-"""The ``prometheus`` acceptance source: one revision's acceptance window, asked of a Prometheus server.
+"""The ``prometheus`` acceptance source: one revision's acceptance window, asked of a Prometheus server
+(the query itself is built in ``prometheus_query.py``; this module sends it and reads the answer).
 
 The definitions are those of ``engines/metrics.py`` (which the ``engine`` source uses on two
 scrapes), with Prometheus' ``increase()`` over the window in place of the difference of two scrapes:
@@ -52,25 +53,26 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import aiohttp
 
-from drafter_operator.engines import sglang as sglang_engine
-from drafter_operator.engines import vllm as vllm_engine
 from drafter_operator.engines.metrics import (
-    DEFAULT_MAX_POSITIONS,
     AcceptanceWindow,
-    EngineName,
-    MetricsUnusable,
-    ScrapeVerdict,
-    UnusableReason,
     acceptance_rate,
     mean_acceptance_length,
     tokens_per_verification,
 )
+from drafter_operator.engines.metrics_verdicts import (
+    DEFAULT_MAX_POSITIONS,
+    EngineName,
+    MetricsUnusable,
+    ScrapeVerdict,
+    UnusableReason,
+)
+from drafter_operator.acceptance.prometheus_query import COUNTERS, REQUIRED, SERIES_LABEL, Matcher, engine_name, \
+    window_query
 from drafter_operator.monitoring import http_fetch
-from drafter_operator.monitoring.acceptance import MetricsUnavailable
+from drafter_operator.monitoring.http_fetch import MetricsUnavailable
 
 #: Largest /api/v1/query answer read, in bytes. A window answer holds ~5 series per replica plus k
 #: per-position series (~300 bytes each): 1 MiB is thousands of replicas, and keeps a parse cheap.
@@ -79,8 +81,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 #: handful of increase()s; a healthy server answers in milliseconds, and a verdict loop must not hang on
 #: a sick one.
 DEFAULT_TIMEOUT = http_fetch.Timeout(read=5.0, connect=2.0)
-#: The label each series of the answer is tagged with, naming the counter it carries.
-SERIES_LABEL = "drafter_series"
 #: Relative slack for accepted <= drafted: both are extrapolated by increase(), by factors that agree
 #: to rounding for counters scraped together; anything beyond rounding is a real inconsistency.
 _RELATIVE_SLACK = 1e-9
@@ -100,145 +100,6 @@ class MetricsInvalid(MetricsUnusable):
 def _invalid(reason: UnusableReason, message: str, metric: str | None = None,
              labels: Mapping[str, str] | None = None) -> MetricsInvalid:
     return MetricsInvalid(ScrapeVerdict(reason, message, metric, tuple(sorted((labels or {}).items()))))
-
-
-# --------------------------------------------------------------------------------------------------
-# Selectors
-# --------------------------------------------------------------------------------------------------
-
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-MatchOp = Literal["=", "!=", "=~", "!~"]
-
-
-@dataclass(frozen=True)
-class Matcher:
-    """One PromQL label matcher; the value is escaped, so any string is safe to put in a query."""
-
-    label: str
-    value: str
-    op: MatchOp = "="
-
-    def __post_init__(self) -> None:
-        if not _LABEL_NAME.match(self.label) or self.label.startswith("__"):
-            raise ValueError(f"{self.label!r} is not a PromQL label name")
-        if self.op not in ("=", "!=", "=~", "!~"):
-            raise ValueError(f"{self.op!r} is not a PromQL matcher")
-
-    def __str__(self) -> str:
-        # PromQL strings take Go escapes; json.dumps writes a compatible double-quoted literal.
-        return f"{self.label}{self.op}{json.dumps(self.value)}"
-
-
-def sanitize_label(name: str) -> str:
-    """A Kubernetes label as Kubernetes service discovery names it (``drafter.dev/serving`` ->
-    ``drafter_dev_serving``): Prometheus replaces every character outside [a-zA-Z0-9_] by ``_``,
-    and ``labelmap`` on ``__meta_kubernetes_pod_label_(.+)`` keeps that name."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
-
-
-def revision_matchers(namespace: str, serving: str, revision: str) -> tuple[Matcher, ...]:
-    """The matchers of one revision's pods, for a scrape config that maps pod labels (``labelmap``)
-    and sets ``namespace`` (the usual kubernetes-pods job)."""
-    from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
-
-    return (Matcher("namespace", namespace), Matcher(sanitize_label(SERVING_LABEL), serving),
-            Matcher(sanitize_label(REVISION_LABEL), revision))
-
-
-def _selector(metric: str, matchers: Sequence[Matcher]) -> str:
-    return metric + "{" + ",".join(str(m) for m in matchers) + "}"
-
-
-def _duration(seconds: float) -> str:
-    if not (math.isfinite(seconds) and seconds >= 1 and float(seconds).is_integer()):
-        raise ValueError(f"window must be a whole number of seconds >= 1, not {seconds!r}")
-    return f"{int(seconds)}s"
-
-
-# --------------------------------------------------------------------------------------------------
-# Query building (pure)
-# --------------------------------------------------------------------------------------------------
-
-#: Per engine: the tag each counter's increase travels under, and the metric it is read from.
-COUNTERS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "drafts": vllm_engine.SPEC_DECODE_NUM_DRAFTS,
-        "draft_tokens": vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS,
-        "accepted_tokens": vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS,
-        "generation_tokens": vllm_engine.GENERATION_TOKENS,
-    },
-    "sglang": {
-        "drafts": sglang_engine.SPEC_VERIFY_CALLS,
-        "generation_tokens": sglang_engine.GENERATION_TOKENS,
-    },
-}
-#: Counters without which a replica has no acceptance figure (generation tokens are informative for vLLM).
-REQUIRED = {"vllm": ("drafts", "draft_tokens", "accepted_tokens"), "sglang": ("drafts", "generation_tokens")}
-
-
-def _engine(engine: str) -> EngineName:
-    if engine not in COUNTERS:
-        raise ValueError(f"engine must be vllm or sglang, not {engine!r}")
-    return engine  # type: ignore[return-value]
-
-
-def _tagged(expr: str, tag: str) -> str:
-    # label_replace with an empty regex on an empty source label always matches: it just adds the tag.
-    return f'label_replace({expr}, "{SERIES_LABEL}", "{tag}", "", "")'
-
-
-def window_query(engine: str, matchers: Sequence[Matcher], window_seconds: float,
-                 replica_label: str = "pod") -> str:
-    """One PromQL query whose answer holds every counter's increase over the window, per replica.
-
-    Each part is ``sum by (<replica_label>) (increase(<counter>{<matchers>}[<window>]))`` tagged with
-    ``drafter_series="<counter>"``; vLLM adds the per-position accepted counts summed by
-    ``position``; SGLang adds the last ``spec_num_steps`` (k) and ``spec_accept_rate`` per replica,
-    the fallbacks :func:`engines.metrics.window` uses. ``or`` keeps all parts: their tags differ.
-    """
-    engine = _engine(engine)
-    if not _LABEL_NAME.match(replica_label):
-        raise ValueError(f"{replica_label!r} is not a PromQL label name")
-    rng = _duration(window_seconds)
-    parts = [_tagged(f"sum by ({replica_label}) (increase({_selector(metric, matchers)}[{rng}]))", tag)
-             for tag, metric in COUNTERS[engine].items()]
-    if engine == "vllm":
-        per_pos = _selector(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, matchers)
-        parts.append(_tagged(f"sum by (position) (increase({per_pos}[{rng}]))", "accepted_per_position"))
-    else:
-        parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_STEPS, matchers)})",
-                             "num_steps"))
-        parts.append(_tagged(f"avg by ({replica_label}) ({_selector(sglang_engine.SPEC_ACCEPT_RATE, matchers)})",
-                             "accept_rate_gauge"))
-    return "\n  or ".join(parts)
-
-
-def _sum_increase(metric: str, matchers: Sequence[Matcher], rng: str) -> str:
-    return f"sum(increase({_selector(metric, matchers)}[{rng}]))"
-
-
-def rate_expression(engine: str, matchers: Sequence[Matcher], window_seconds: float,
-                    num_speculative_tokens: int | None = None) -> str:
-    """The acceptance rate as one PromQL expression (dashboards, alert rules): vLLM accepted / drafted
-    tokens; SGLang ``(length - 1) / k`` (needs k; no clamping in PromQL, see the module doc)."""
-    engine, rng = _engine(engine), _duration(window_seconds)
-    if engine == "vllm":
-        return (f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
-                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS, matchers, rng)}")
-    if not num_speculative_tokens:
-        raise ValueError("an SGLang rate needs k (num_speculative_tokens)")
-    return f"({length_expression(engine, matchers, window_seconds)}\n  - 1) / {int(num_speculative_tokens)}"
-
-
-def length_expression(engine: str, matchers: Sequence[Matcher], window_seconds: float) -> str:
-    """The mean acceptance length as one PromQL expression: vLLM ``1 + accepted / drafts``, SGLang
-    generation tokens / verify calls."""
-    engine, rng = _engine(engine), _duration(window_seconds)
-    if engine == "vllm":
-        return (f"1 + {_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
-                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFTS, matchers, rng)}")
-    return (f"{_sum_increase(sglang_engine.GENERATION_TOKENS, matchers, rng)}\n  / "
-            f"{_sum_increase(sglang_engine.SPEC_VERIFY_CALLS, matchers, rng)}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -379,7 +240,7 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
     :class:`MetricsInvalid` for non-finite or negative values, a replica with only some of the
     counters (``MissingSeries``), or more accepted than drafted tokens.
     """
-    engine = _engine(engine)
+    engine = engine_name(engine)
     required = REQUIRED[engine]
     counters: dict[str, dict[str, float]] = {}
     per_position: dict[int, float] = {}

@@ -2,7 +2,7 @@
 
 The serving loop owns one :class:`AcceptanceMonitor` per DrafterServing with ``spec.acceptance``. Each
 ``measure`` call takes a sample of the active revision (its Ready pods' ``/metrics``, or a Prometheus
-query), feeds the verdict state machine (``monitoring/acceptance.py``) and returns what the pure
+query), feeds the verdict state machine (``verdict.py``) and returns what the pure
 ``decide`` needs: the verdict and the ``status.acceptance`` block. It also keeps the operator's own
 gauges (``drafter_acceptance_rate``, ``_length``, ``drafter_degraded``) in step. A change of the
 active revision or of ``spec.acceptance`` starts a fresh watch: old counters say nothing about a new
@@ -14,18 +14,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-import pydantic
-
 from drafter_operator import engines
-from drafter_operator.api import DrafterServingSpec
-from drafter_operator.api.serving import DrafterSpec
-from drafter_operator.controllers.revisions import measured_as
-from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import acceptance as a
-from drafter_operator.monitoring import break_even as be
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import verdict as a
+from drafter_operator.acceptance import break_even as be
 from drafter_operator.monitoring import operator_metrics
-from drafter_operator.monitoring import prometheus_source as prom
-from drafter_operator.monitoring.engine_source import EngineSource, Replica
+from drafter_operator.acceptance import prometheus_source as prom
+from drafter_operator.acceptance.prometheus_query import revision_matchers
+from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from drafter_operator.resources.labels import REVISION_LABEL
 
 
@@ -57,51 +53,6 @@ def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
         if ready and status.get("podIP"):
             replicas.append(Replica(name=meta["name"], ip=status["podIP"], port=port))
     return sorted(replicas, key=lambda r: r.name)
-
-
-@dataclass(frozen=True)
-class Watched:
-    """What the acceptance watch measures: the active revision, the spec it runs, and for ``auto``
-    thresholds the break-even learned from ``status.lastBenchmark`` (an input of the measurement, like
-    the spec, never part of the API)."""
-
-    spec: DrafterServingSpec
-    revision: str
-    learned: be.BreakEven | None = None
-
-
-def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
-    """The break-even threshold of the active revision's last benchmark, when ``acceptance`` says auto."""
-    if not be.uses_auto(acceptance):
-        return None
-    learned = be.from_last_benchmark(status.get("lastBenchmark"),
-                                     measured_as(status.get("activeRevision"), status.get("speculationSchedule")))
-    return learned if isinstance(learned, be.BreakEven) else None
-
-
-def watched_revision(body: dict) -> Watched | None:
-    """What to measure for a serving body (pure): its active revision, with the spec that revision runs
-    (the spec with the revision's own recorded drafter: after a Rollback it is not the spec's). None
-    when nothing is to be watched: no spec.acceptance, no active revision, an invalid spec, or an
-    ``auto`` threshold with no benchmark of the active revision to learn it from (``NoBenchmark``)."""
-    status = body.get("status") or {}
-    active = status.get("activeRevision")
-    try:
-        spec = DrafterServingSpec.model_validate(body.get("spec") or {})
-    except pydantic.ValidationError:
-        return None
-    if spec.acceptance is None or not active:
-        return None
-    record = next((r for r in status.get("revisions") or [] if r.get("name") == active), {})
-    if record.get("drafterSpec"):
-        try:
-            spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
-        except pydantic.ValidationError:
-            return None
-    learned = learned_threshold(spec.acceptance, status)
-    if be.uses_auto(spec.acceptance) and learned is None:
-        return None
-    return Watched(spec, active, learned)
 
 
 def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
@@ -191,12 +142,12 @@ class AcceptanceMonitor:
                 raise prom.MetricsUnavailable("UnknownEndpoint", prom.endpoint_problem(name, endpoints) or "")
             found = await prom.fetch_acceptance(
                 endpoints[name], spec.engine,
-                prom.revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
+                revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
                 num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
                 shown_as=f"Prometheus endpoint {name!r}")
         except prom.MetricsUnavailable as exc:
             return a.Sample.unavailable(at, str(exc))
-        except m.MetricsUnusable as exc:
+        except mv.MetricsUnusable as exc:
             return a.Sample.unusable(at, exc)
         # Prometheus' total is its own sum of increases (one extrapolation per series), kept as is.
         return a.Sample(at=at, window=found.total, replicas=tuple(sorted(found.replicas.items())))

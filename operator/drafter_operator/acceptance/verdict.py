@@ -21,38 +21,24 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from drafter_operator.api.common import format_duration
 from drafter_operator.engines import metrics as m
-from drafter_operator.monitoring import break_even as be
+from drafter_operator.engines import metrics_verdicts as mv
+from drafter_operator.acceptance import break_even as be
+from drafter_operator.acceptance import message
+# The reasons live with every sentence Degraded says (message.py); read here as a.LOW_RATE and so on.
+from drafter_operator.acceptance.message import (
+    BELOW_THRESHOLD,
+    HEALTHY,
+    INSUFFICIENT_DATA,
+    LOW_LENGTH,
+    LOW_RATE,
+    METRICS_INVALID,
+    METRICS_UNAVAILABLE,
+    NO_BENCHMARK,
+    NOT_MONITORED,
+)
 
 Status = Literal["True", "False", "Unknown"]
-
-# Condition reasons (one CamelCase word each).
-INSUFFICIENT_DATA = "InsufficientData"
-LOW_RATE = "LowAcceptanceRate"
-LOW_LENGTH = "LowAcceptanceLength"
-BELOW_THRESHOLD = "BelowThresholdPending"
-HEALTHY = "AcceptanceHealthy"
-METRICS_UNAVAILABLE = "MetricsUnavailable"
-METRICS_INVALID = "MetricsInvalid"
-NOT_MONITORED = "NotMonitored"
-NO_BENCHMARK = "NoBenchmark"
-
-
-class MetricsUnavailable(Exception):
-    """No answer to judge (condition reason ``MetricsUnavailable``), from either source.
-
-    ``reason`` says why, in one word: ``Unreachable`` (connection refused, reset or closed without an
-    answer), ``Timeout`` (no complete answer in time), ``HTTPError`` (an error status), and for the
-    ``prometheus`` source ``QueryError`` and ``NoSeries``.
-    """
-
-    condition_reason = METRICS_UNAVAILABLE
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 #: Recovery needs the rate this far above its threshold (absolute), and the length this far above its
@@ -210,7 +196,7 @@ class Sample:
     replicas: tuple[tuple[str, m.AcceptanceWindow], ...] = ()
 
     @classmethod
-    def unusable(cls, at: float, error: m.MetricsUnusable) -> Sample:
+    def unusable(cls, at: float, error: mv.MetricsUnusable) -> Sample:
         return cls(at=at, problem=(METRICS_INVALID, str(error.verdict)))
 
     @classmethod
@@ -252,32 +238,17 @@ class Verdict:
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
 
-def figures(window: m.AcceptanceWindow, window_seconds: float, low: tuple[str, str] | None = None) -> str:
-    """The numbers behind a verdict, e.g. "acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%";
-    ``low`` (reason, comparison) puts the comparison right after the figure it is about."""
-    parts = []
-    if window.acceptance_rate is not None:
-        counts = (f" ({window.accepted_tokens:.0f}/{window.draft_tokens:.0f} draft tokens"
-                  f"{', estimated' if window.estimated else ''})" if window.draft_tokens is not None else "")
-        rate = f"acceptance {window.acceptance_rate:.1%} over {format_duration(window_seconds)}{counts}"
-        parts.append(rate + (f" {low[1]}" if low and low[0] == LOW_RATE else ""))
-    if window.mean_acceptance_length is not None:
-        length = f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)"
-        parts.append(length + (f" {low[1]}" if low and low[0] == LOW_LENGTH else ""))
-    return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
-
-
 def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
     """(reason, comparison) when a figure is under its threshold; a learned threshold says it is the
     break-even one and cites the benchmark it comes from."""
-    def cited(auto: bool) -> str:
-        return f" ({t.learned.basis()}): speculation no longer pays" if auto and t.learned else ""
+    def basis(auto: bool) -> str | None:
+        return t.learned.basis() if auto and t.learned else None
 
     if t.min_rate is not None and window.acceptance_rate is not None and window.acceptance_rate < t.min_rate:
-        return LOW_RATE, f"< {t.min_rate:.1%}{cited(t.auto_rate)}" if t.auto_rate else f"< {t.min_rate:.0%}"
+        return LOW_RATE, message.below_rate(t.min_rate, t.auto_rate, basis(t.auto_rate))
     if t.min_length is not None and window.mean_acceptance_length is not None \
             and window.mean_acceptance_length < t.min_length:
-        return LOW_LENGTH, f"< {t.min_length:.2f}{cited(t.auto_length)}"
+        return LOW_LENGTH, message.below_length(t.min_length, basis(t.auto_length))
     return None
 
 
@@ -298,13 +269,13 @@ def drafted(window: m.AcceptanceWindow) -> float:
 
 def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict:
     """The ``Degraded`` condition after ``sample``; pure and deterministic."""
-    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message="no acceptance measured yet")
+    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message=message.NOT_MEASURED_MESSAGE)
     # Never Degraded on data that cannot be trusted or on too little of it; what was known is kept.
     carried = {"below_since": previous.below_since, "healthy_since": previous.healthy_since,
                "was_degraded": previous.counts_as_degraded, "below_seen_at": previous.below_seen_at}
     if sample.problem is not None:
-        reason, message = sample.problem
-        return Verdict(status="Unknown", reason=reason, message=message, **carried)
+        reason, why = sample.problem
+        return Verdict(status="Unknown", reason=reason, message=why, **carried)
     window = sample.window
     if window is None or drafted(window) < t.min_draft_tokens:
         if window is not None and drafted(window) > 0 and _below(window, t) is None:
@@ -312,26 +283,23 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
             carried.update(below_since=None, below_seen_at=None)
         seen = f"{drafted(window):.0f}" if window is not None else "no"
         return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
-                       message=f"{seen} draft tokens in the last {format_duration(t.window_seconds)}, fewer than "
-                               f"minDraftTokens {t.min_draft_tokens:.0f}: no verdict yet")
+                       message=message.too_few(seen, t.window_seconds, t.min_draft_tokens))
     low = _below(window, t)
-    numbers = figures(window, t.window_seconds, low)
+    numbers = message.figures(window, t.window_seconds, low)
 
     if previous.counts_as_degraded:
         if low is not None or not _healthy(window, t):
             reason = low[0] if low else (previous.reason if previous.degraded
                                          else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
-            comparison = "" if low else " (not yet clear of the threshold)"
-            return Verdict(status="True", reason=reason, message=numbers + comparison, window=window,
+            return Verdict(status="True", reason=reason, message=message.still_low(numbers, low is not None), window=window,
                            below_since=previous.below_since, below_seen_at=sample.at if low else previous.below_seen_at)
         healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
         if sample.at - healthy_since >= t.for_seconds:
-            return Verdict(status="False", reason=HEALTHY, message=f"{numbers}: recovered", window=window)
+            return Verdict(status="False", reason=HEALTHY, message=message.recovered(numbers), window=window)
         pending_reason = previous.reason if previous.degraded else LOW_RATE if t.min_rate is not None else LOW_LENGTH
         return Verdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
                        healthy_since=healthy_since,
-                       message=f"{numbers}: above threshold for {format_duration(sample.at - healthy_since)} of "
-                               f"{format_duration(t.for_seconds)} needed to recover")
+                       message=message.recovering(numbers, sample.at - healthy_since, t.for_seconds))
 
     if low is None:
         return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
@@ -344,7 +312,7 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
                        below_since=below_since, below_seen_at=sample.at)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
                    below_seen_at=sample.at,
-                   message=f"{numbers} for {format_duration(sample.at - below_since)} of {format_duration(t.for_seconds)}")
+                   message=message.pending(numbers, sample.at - below_since, t.for_seconds))
 
 
 def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],

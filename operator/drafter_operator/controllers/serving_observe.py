@@ -1,0 +1,183 @@
+"""What a DrafterServing's children say, grouped by revision (pure): `observed_from` turns the operator's kopf
+indexes (Deployments, pods, the Service, DrafterBenchmarks) into `Observed`, the input of `serving_decide.decide`.
+
+Each fact about a pod is read here once per reconcile: a revision's Ready pods' IPs (the gate's target),
+how its engine exited, when it was scheduled, and the benchmarks that measured it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from drafter_operator.controllers import compatibility
+from drafter_operator.controllers.swap import RevisionObservation
+from drafter_operator.resources.engine import ENGINE_CONTAINER
+from drafter_operator.resources.gate import GATE_LABEL
+from drafter_operator.resources.labels import REVISION_LABEL
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Observed:
+    deployments: dict[str, dict] = field(default_factory=dict)  # revision -> Deployment
+    revisions: dict[str, RevisionObservation] = field(default_factory=dict)
+    service: dict | None = None
+    # Children with the serving's labels that another owner holds: (plural, name). Creating one of
+    # these names would fail with AlreadyExists until someone deletes it.
+    foreign: frozenset[tuple[str, str]] = frozenset()
+    ready_pod_ips: dict[str, list[str]] = field(default_factory=dict)  # revision -> its Ready pods' IPs
+    gates: dict[str, dict] = field(default_factory=dict)  # revision -> its gate DrafterBenchmark
+    # revision -> every finished DrafterBenchmark of it (gates and runs by hand), newest first
+    measured: dict[str, list[dict]] = field(default_factory=dict)
+    # revision -> what its pods' drafter preflight init containers said, once one finished
+    preflight: dict[str, compatibility.PreflightOutcome] = field(default_factory=dict)
+    # revision -> requests its engines report running or waiting, for a revision that drains (read from
+    # its pods' metrics by the serving loop); absent when not read or unknown
+    in_flight: dict[str, int] = field(default_factory=dict)
+
+
+
+def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: dict | None,
+                  owner_uid: str | None = None, benchmarks: Iterable[dict] = ()) -> Observed:
+    """Group a serving's Deployments and pods (from the operator's kopf indexes) by revision (pure).
+
+    `owner_uid`: only children owned by this DrafterServing count. A serving deleted and re-created
+    under the same name leaves children the garbage collector has not removed yet; taken for the new
+    serving's, its Service would look like the active revision and its Deployments like revisions."""
+    pods, deployments = list(pods), list(deployments)
+    foreign = {(plural, child["metadata"]["name"]) for plural, children in (("deployments", deployments),
+                                                                           ("services", [service] if service else []))
+               for child in children if not owned_by(child, owner_uid)}
+    observed = Observed(service=service if owned_by(service, owner_uid) else None, foreign=frozenset(foreign))
+    for deployment in deployments:
+        revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
+        if not revision or deployment["metadata"].get("deletionTimestamp") or not owned_by(deployment, owner_uid):
+            continue
+        own = [p for p in pods if p["metadata"].get("labels", {}).get(REVISION_LABEL) == revision]
+        observed.deployments[revision] = deployment
+        observed.ready_pod_ips[revision] = ready_pod_ips(own)
+        preflight = compatibility.revision_preflight(own)
+        if preflight is not None:
+            observed.preflight[revision] = preflight
+        observed.revisions[revision] = revision_observation(revision, deployment, own, preflight)
+    _observe_benchmarks(observed, benchmarks, owner_uid)
+    return observed
+
+
+def ready_pod_ips(pods: list[dict]) -> list[str]:
+    """The IPs of the pods that are Ready and not being deleted, sorted."""
+    return sorted(p["status"]["podIP"] for p in pods if (p.get("status") or {}).get("podIP") and not p["metadata"].get(
+        "deletionTimestamp") and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                     for c in p["status"].get("conditions") or []))
+
+
+def revision_observation(revision: str, deployment: dict, own: list[dict],
+                         preflight: compatibility.PreflightOutcome | None) -> RevisionObservation:
+    """What the swap planner reads of one revision: its Deployment's replicas and the state of its pods."""
+    unschedulable = next((c.get("message") for p in own for c in p.get("status", {}).get("conditions") or []
+                          if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
+    # A failed preflight fails the start at once, in seconds: its engine never starts, and no restart helps.
+    final = preflight is not None and preflight.failed
+    exits = [] if final else sorted(filter(None, map(engine_exit_with_restarts, own)), key=lambda e: -e[1])
+    exited, restarts = (preflight.failure(), 0) if final else (exits[0] if exits else (None, 0))
+    current = [p for p in own if not p["metadata"].get("deletionTimestamp")]
+    return RevisionObservation(
+        name=revision, replicas=deployment["spec"].get("replicas", 1),
+        ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
+        pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
+        unschedulable=unschedulable, exited=exited, exit_restarts=restarts, exit_final=final,
+        scheduled=min(filter(None, map(scheduled_at, current)), default=None),
+        placement_started=min((parse_time(p["metadata"]["creationTimestamp"]) for p in current
+                               if p["metadata"].get("creationTimestamp")), default=None))
+
+
+def _observe_benchmarks(observed: Observed, benchmarks: Iterable[dict], owner_uid: str | None) -> None:
+    """Each revision's gate DrafterBenchmark, and every finished benchmark that measured it, newest first."""
+    for benchmark in benchmarks:
+        labels = benchmark["metadata"].get("labels") or {}
+        gate = bool(labels.get(GATE_LABEL))
+        if gate and owned_by(benchmark, owner_uid) and labels.get(REVISION_LABEL):
+            observed.gates[labels[REVISION_LABEL]] = benchmark
+        measured = benchmark_revision(benchmark)
+        if measured and (owned_by(benchmark, owner_uid) or not gate):  # another serving's gate never counts
+            observed.measured.setdefault(measured, []).append(benchmark)
+    for revision, runs in observed.measured.items():
+        observed.measured[revision] = newest_first([runs])
+
+
+def newest_first(groups: Iterable[list[dict]]) -> list[dict]:
+    """Finished DrafterBenchmarks, newest completion first (the name breaks ties)."""
+    return sorted((b for runs in groups for b in runs),
+                  key=lambda b: ((b.get("status") or {}).get("completionTime") or "", b["metadata"]["name"]), reverse=True)
+
+
+#: How much of an exited engine's last output (its termination message: the log tail) a condition quotes.
+EXIT_MESSAGE_CHARS = 600
+
+
+def scheduled_at(pod: dict) -> dt.datetime | None:
+    """When the scheduler placed the pod (its PodScheduled=True transition), None while it waits."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            stamp = condition.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp")
+            return parse_time(stamp) if stamp else None
+    return None
+
+
+def engine_exit_with_restarts(pod: dict) -> tuple[str, int] | None:
+    """`engine_exit` and how often the kubelet has restarted that engine container already."""
+    exit_text = engine_exit(pod)
+    if exit_text is None:
+        return None
+    engine = next((c for c in (pod.get("status") or {}).get("containerStatuses") or []
+                   if c.get("name") == ENGINE_CONTAINER), {})
+    return exit_text, int(engine.get("restartCount") or 0)
+
+
+def engine_exit(pod: dict) -> str | None:
+    """How the engine container of a pod that was never Ready exited: exit code and the end of its
+    output (terminationMessagePolicy FallbackToLogsOnError puts the log tail there). None while it runs,
+    or once it has been Ready (an engine that served and then died is restarted, not failed)."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != ENGINE_CONTAINER or container.get("ready") or container.get("started"):
+            continue
+        terminated = (container.get("state") or {}).get("terminated") or \
+            (container.get("lastState") or {}).get("terminated")
+        if not terminated or terminated.get("exitCode") in (None, 0):
+            continue
+        output = " ".join((terminated.get("message") or "").split())
+        if len(output) > EXIT_MESSAGE_CHARS:
+            output = "..." + output[-EXIT_MESSAGE_CHARS:]
+        return f"engine exited with code {terminated['exitCode']}" + (f": {output}" if output else "")
+    return None
+
+
+def benchmark_revision(benchmark: dict) -> str | None:
+    """The revision a finished DrafterBenchmark measured (status.revision; a gate's label for gates
+    recorded before status had it), None while it runs, when it failed, or when it measured no single one."""
+    status = benchmark.get("status") or {}
+    if status.get("state") != "Succeeded" or not status.get("result"):
+        return None
+    labels = benchmark["metadata"].get("labels") or {}
+    return status.get("revision") or (labels.get(REVISION_LABEL) if labels.get(GATE_LABEL) else None)
+
+
+def owned_by(child: dict | None, owner_uid: str | None) -> bool:
+    if child is None or owner_uid is None:
+        return child is not None
+    return any(ref.get("uid") == owner_uid for ref in child["metadata"].get("ownerReferences") or [])
+
+
+def _current(deployment: dict) -> bool:
+    """readyReplicas only counts once the Deployment controller has seen the latest spec."""
+    return deployment.get("status", {}).get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+

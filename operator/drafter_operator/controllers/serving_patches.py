@@ -1,0 +1,152 @@
+"""The writes of a DrafterServing reconcile, built pure: create or patch a revision's Deployment (its pod
+template rewritten only when the pod settings changed), scale one, create its gate benchmark, and the
+merge patch of the status (`changed_fields`). The Service, the traffic pointer, is `serving_pointer.py`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kopf
+
+from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.kube import object_path
+from drafter_operator.resources.gate import gate_benchmark
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str  # "create" | "patch" (JSON merge patch)
+    plural: str  # "deployments" | "services"
+    path: str
+    body: dict
+
+
+#: The DrafterServing generation a Deployment's pod template was last rendered for.
+SERVING_GENERATION_ANNOTATION = "drafter.dev/serving-generation"
+#: The hash of the pod settings (revisions.pod_settings_hash) its template was last rendered from.
+POD_SETTINGS_ANNOTATION = "drafter.dev/pod-settings"
+
+
+def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
+    """Create, or bring the active revision's Deployment to the spec in place. The pod template is
+    rewritten only when the pod settings themselves changed (env, pod policy, placement, resources,
+    storage, startup): neither a replicas change nor an operator upgrade that renders templates
+    differently may restart a running engine (a 30-minute load each); a new rendering applies with the
+    next revision or settings change. A settings change rolls one pod at a time (the Deployment's
+    strategy), so a serving of several replicas keeps serving. A Deployment from before the settings
+    annotation falls back to the generation it was rendered for, and gets both recorded."""
+    adopt(manifest, owner)
+    path = object_path("apps/v1", "deployments", manifest["metadata"]["namespace"])
+    if existing is None:
+        return Write("create", "deployments", path, manifest)
+    current = existing["spec"]
+    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
+                                                                        POD_SETTINGS_ANNOTATION)}
+    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
+    if recorded[POD_SETTINGS_ANNOTATION] is not None:
+        settings_changed = recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]
+    else:
+        generation = recorded[SERVING_GENERATION_ANNOTATION]
+        settings_changed = generation is not None and generation != wanted[SERVING_GENERATION_ANNOTATION]
+    patch: dict = {}
+    if current.get("replicas") != manifest["spec"]["replicas"]:
+        patch["replicas"] = manifest["spec"]["replicas"]
+    if current.get("strategy") != manifest["spec"]["strategy"]:
+        patch["strategy"] = manifest["spec"]["strategy"]  # restarts nothing: only the next rollout uses it
+    if settings_changed and template_differs(current["template"], manifest["spec"]["template"]):
+        patch["template"] = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
+                                          manifest["spec"]["template"])
+        patch["progressDeadlineSeconds"] = manifest["spec"]["progressDeadlineSeconds"]
+    if not patch and recorded == wanted:
+        return None
+    body = {"metadata": {"annotations": wanted}}
+    return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
+
+
+def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed, port: int) -> Write | None:
+    """The gate benchmark of a Ready new revision, once (it is a record: never re-created or changed)."""
+    if revision is None or revision in observed.gates or not observed.ready_pod_ips.get(revision):
+        return None
+    namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
+    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate)
+    adopt(manifest, owner)
+    return Write("create", "drafterbenchmarks", object_path("drafter.dev/v1alpha1", "drafterbenchmarks", namespace),
+                 manifest)
+
+
+def scale_write(namespace: str, deployment: dict, replicas: int) -> Write | None:
+    if deployment["spec"].get("replicas") == replicas:
+        return None
+    return Write("patch", "deployments", object_path("apps/v1", "deployments", namespace, deployment["metadata"]["name"]),
+                 {"spec": {"replicas": replicas}})
+
+
+def changed_fields(current: dict, desired: dict) -> dict:
+    """The fields of ``desired`` a JSON merge patch must carry to make ``current`` equal it (a null deletes,
+    so a null where ``current`` has nothing is no change)."""
+    return {k: v for k, v in desired.items() if current.get(k) != _without_nulls(v)}
+
+
+def _without_nulls(value):
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+# Pod template fields the spec may set and later unset (pod policy, placement): a comparison of what we
+# set alone would miss their removal. The apiserver defaults none of them in a Deployment's template.
+OWNED_POD_FIELDS = ("affinity", "topologySpreadConstraints", "nodeSelector", "tolerations", "serviceAccountName",
+                    "imagePullSecrets", "priorityClassName", "runtimeClassName", "securityContext",
+                    "initContainers")  # the preflight goes when the model claim does (not a new revision)
+OWNED_CONTAINER_FIELDS = ("env", "envFrom", "securityContext", "resources")
+
+
+def removed_from_template(current: dict, wanted: dict) -> dict:
+    """A merge-patch overlay deleting what the current template has and the wanted one no longer does:
+    pod labels and annotations, owned pod fields; a removed container field shows as {"containers": None}
+    (merge patch replaces the containers list whole, so the wanted list alone removes it)."""
+    overlay: dict = {}
+    for key in ("labels", "annotations"):
+        gone = set((current.get("metadata") or {}).get(key) or {}) - set((wanted.get("metadata") or {}).get(key) or {})
+        if gone:
+            overlay.setdefault("metadata", {})[key] = dict.fromkeys(sorted(gone))
+    have, want = current.get("spec") or {}, wanted.get("spec") or {}
+    gone_fields = [f for f in OWNED_POD_FIELDS if have.get(f) and f not in want]
+    if gone_fields:
+        overlay["spec"] = dict.fromkeys(gone_fields)
+    wanted_containers = {c.get("name"): c for c in want.get("containers") or []}
+    for container in have.get("containers") or []:
+        other = wanted_containers.get(container.get("name"), {})
+        if any(container.get(f) and f not in other for f in OWNED_CONTAINER_FIELDS):
+            overlay.setdefault("spec", {})["containers"] = None
+    return overlay
+
+
+def merge_overlay(overlay: dict, wanted: dict) -> dict:
+    """``wanted`` with the deletions of ``overlay`` (None values) wherever ``wanted`` does not set the key."""
+    out = dict(wanted)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_overlay(value, out[key])
+        elif key not in out:
+            out[key] = value
+    return out
+
+
+def template_differs(current: dict, wanted: dict) -> bool:
+    """Compare only what we set (the apiserver adds defaults: imagePullPolicy, dnsPolicy, ...), and
+    whether something we set before is gone."""
+    def subset(want, have) -> bool:
+        if isinstance(want, dict):
+            return isinstance(have, dict) and all(subset(v, have.get(k)) for k, v in want.items())
+        if isinstance(want, list):
+            return isinstance(have, list) and len(want) == len(have) and all(map(subset, want, have))
+        return want == have or (isinstance(want, (int, str)) and str(want) == str(have))
+    return not subset(wanted, current) or bool(removed_from_template(current, wanted))
+
+
+def adopt(manifest: dict, owner: dict) -> None:
+    """Owner reference (garbage collection on delete) and namespace; our own labels, not the owner's."""
+    kopf.append_owner_reference(manifest, owner=owner)
+    kopf.adjust_namespace(manifest, namespace=owner["metadata"]["namespace"], forced=True)

@@ -1,0 +1,56 @@
+"""spec.drafter.dynamic fromBenchmark: the batch-size schedule a revision renders, learned from a load sweep (pure)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from drafter_operator import engines
+from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.engines import dynamic
+
+
+def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
+                         known: dict | None) -> tuple[list[tuple[int, int, int]] | None, dict | None]:
+    """spec.drafter.dynamic fromBenchmark (pure): the batch-size schedule to render and status.speculationSchedule.
+
+    The sweep is the load sweep (status.result.levels) of the newest finished DrafterBenchmark (its gate,
+    or one run by hand while it served) of the static-k revision of this spec (the revision the spec runs
+    before any schedule: its hash, without one). Not the active revision's: once a schedule runs, its
+    own benchmarks measure the schedule, and a schedule learned from them would start yet another
+    revision. Without a sweep of it the static k runs, and the status says why. When the benchmark is
+    no longer observed, the schedule already recorded for that revision is kept."""
+    drafter = spec.drafter
+    if getattr(drafter, "dynamic", None) != "fromBenchmark" or spec.engine != "vllm" or drafter.method == "none":
+        return None, None
+    measured_revision = revision_hash(spec, image)
+    k = drafter.num_speculative_tokens or engines.vllm.MTP_DEFAULT_SPECULATIVE_TOKENS
+    runs = measured.get(measured_revision, [])
+    sweep = next((b for b in runs if dynamic.measured(b["status"]["result"].get("levels"))), None)
+    if sweep is not None:
+        levels = sweep["status"]["result"]["levels"]
+        schedule = dynamic.schedule_from_levels(levels, k)
+        at, found, off = dynamic.crossover(levels), dynamic.break_even(levels), dynamic.off_from(levels)
+        name = sweep["metadata"]["name"]
+        if found is None:
+            message = f"speculation paid at every level {name} measured: k={k} at every batch size"
+        elif found.estimate is None:
+            message = f"k={k} below {off} concurrent streams, none from {off} ({name}: slower from its lowest level)"
+        else:
+            message = (f"k={k} below {off} concurrent streams, none from {off} (break-even of {name}: "
+                       f"{found.estimate:.1f} streams, between {found.above} and {found.below})")
+        block = {"source": f"benchmark {name}", "revision": measured_revision,
+                 "scheduledRevision": revision_hash(spec, image, schedule), "crossoverConcurrency": at,
+                 "aboveConcurrency": found.above if found else None,
+                 "breakEvenConcurrency": round(found.estimate, 2) if found and found.estimate is not None else None,
+                 "ranges": [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule],
+                 "message": message}
+        return schedule, {key: value for key, value in block.items() if value is not None}
+    known = known or {}
+    if known.get("revision") == measured_revision and known.get("ranges") and known.get("source", "").startswith("benchmark"):
+        return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
+    why = (f"{len(runs)} finished benchmark(s) of it, none with concurrencyLevels" if runs
+           else "no finished benchmark of it: run a DrafterBenchmark with concurrencyLevels against this serving, "
+                "or set spec.swap.gate.concurrencyLevels")
+    return None, {"source": "static", "revision": measured_revision,
+                  "message": f"static k={k}: no load sweep of revision {measured_revision} yet ({why})"}
+

@@ -1,0 +1,142 @@
+"""A DrafterServing's status fields, built pure from one decision's facts: the revision records, status.serving,
+status.lastBenchmark, the retry request, the gating record, and the Events its condition transitions are worth.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pydantic
+
+from drafter_operator import engines
+from drafter_operator.api.serving import DrafterSpec
+from drafter_operator.controllers.conditions import Event
+from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
+from drafter_operator.controllers.serving_acceptance import AcceptanceDecision
+from drafter_operator.controllers.serving_observe import benchmark_revision, parse_time
+from drafter_operator.controllers.swap import SwapPlan
+from drafter_operator.resources.gate import K_ANNOTATION
+
+#: Set (or change) this annotation on a DrafterServing to start its failed revision again without a spec
+#: change: after the cause was fixed outside the spec (a node repaired, a file restored, a quota raised).
+RETRY_ANNOTATION = "drafter.dev/retry"
+
+
+def retry_request(meta: dict, status: dict, desired: str) -> dict | None:
+    """A new value of the retry annotation (pure): the status fields that record it, with the failed
+    verdict of ``desired`` cleared so the swap path starts it again; None when there is nothing new."""
+    retry = (meta.get("annotations") or {}).get(RETRY_ANNOTATION)
+    if not retry or retry == status.get("retryRequest"):
+        return None
+    revisions = [{k: v for k, v in r.items() if k not in ("good", "failedReason")}
+                 if r.get("name") == desired and r.get("good") is False else r for r in status.get("revisions") or []]
+    return {"revisions": revisions, "retryRequest": retry}
+
+
+def serving_now(active: str | None, revisions: list[dict]) -> dict | None:
+    """status.serving (pure): the active revision as its record says it runs (after a Rollback or
+    DisableSpeculation that is not the spec's drafter), None before there is one."""
+    record = next((r for r in revisions if r.get("name") == active), None)
+    if record is None:
+        return None
+    engine, drafter = record.get("engine"), record.get("drafterSpec") or {}
+    method = drafter.get("method") or ("none" if record.get("drafter") == "none" else None)
+    try:
+        speculates = drafter and method != "none"
+        k = engines.draft_tokens_per_step(engine, DrafterSpec.model_validate(drafter)) if speculates else None
+    except pydantic.ValidationError:
+        k = None
+    # Every key, null when unknown: a merge patch must remove what the previous revision's block had.
+    return {"revision": active, "engine": engine, "drafter": record.get("drafter"), "method": method,
+            "numSpeculativeTokens": k, "image": record.get("image")}
+
+
+def last_benchmark(runs: list[dict], known: dict | None, describing: tuple[str, ...] = ()) -> dict | None:
+    """status.lastBenchmark (pure): the newest finished DrafterBenchmark of the active revision (``runs``,
+    newest first: its gate or a run by hand), with its name, throughput, speedup, mean acceptance
+    length, k and revision; else what status already holds."""
+    if not runs:
+        # A figure of another revision would describe what no longer serves (the SPEEDUP column).
+        return known if known and (not describing or known.get("revision") in describing) else None
+    benchmark = runs[0]
+    meta, status = benchmark["metadata"], benchmark["status"]
+    result = status["result"]
+    k = status.get("numSpeculativeTokens")
+    if k is None:  # a gate recorded before status had it
+        annotated = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+        k = int(annotated) if annotated.isdigit() else None
+    block = {"name": meta["name"], "tokensPerSecond": result.get("tokensPerSecond"), "speedup": result.get("speedup"),
+             "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": k,
+             "revision": benchmark_revision(benchmark)}
+    return {key: value for key, value in block.items() if value is not None}
+
+
+def acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:
+    new_status["lastBenchmark"] = benchmarked  # None removes one of a revision that no longer serves
+    new_status["acceptanceThreshold"] = judged.threshold  # None removes it (merge patch)
+    if judged.write_acceptance:
+        new_status["acceptance"] = judged.acceptance  # None removes it (merge patch)
+    if judged.end_action:
+        new_status["degradedAction"] = None
+        new_status["speculationDisabled"] = None
+
+
+def gating_since(record: dict | None, revision: str) -> dt.datetime | None:
+    """status.gating's start, when it is about ``revision``."""
+    if not record or record.get("revision") != revision or not record.get("since"):
+        return None
+    return parse_time(record["since"])
+
+
+def updated_revisions(revisions: list[dict], desired: dict, plan: SwapPlan, mark_degraded: tuple[str, ...]) -> list[dict]:
+    out = [dict(r) for r in revisions]
+    if not any(r["name"] == desired["name"] for r in out):
+        out.append(desired)
+    for r in out:
+        if r["name"] == plan.mark_good:
+            r["good"] = True
+        if r["name"] == plan.mark_failed:
+            r["good"] = False
+            if plan.failure_reason:
+                r["failedReason"] = plan.failure_reason
+        if r["name"] in mark_degraded:
+            r["degraded"] = True
+    return out[-10:]  # bounded history, newest last
+
+
+# Transitions worth an Event (the rest are visible in the conditions alone).
+_NORMAL_REASONS = {"EngineReady", "RevisionStarting", "RevisionActive"}
+
+
+def transition_events(before: list[dict] | None, after: list[dict]) -> list[Event]:
+    """An Event for each Ready/Progressing condition whose status or reason changed, and for each
+    Degraded change a user acts on (its status; the data going missing or coming back)."""
+    old = {c["type"]: c for c in before or []}
+    events = []
+    for cond in after:
+        prior = old.get(cond["type"], {})
+        if cond["type"] in ("Ready", "Progressing"):
+            if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
+                kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
+                events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+        elif cond["type"] == "Degraded" and _degraded_news(prior, cond):
+            kind = "Warning" if cond["status"] == "True" or cond["reason"] in DATA_PROBLEMS else "Normal"
+            events.append((kind, cond["reason"], f"Degraded={cond['status']}: {cond['message']}"))
+    return events
+
+
+def _degraded_news(prior: dict, cond: dict) -> bool:
+    """Degraded changes worth an Event: its status (a first InsufficientData is not news), or the
+    metrics becoming unusable or usable again. Not BelowThresholdPending <-> AcceptanceHealthy: the
+    condition exists so that a wobble does not page anyone; and not the action's own reason, whose
+    Event (RollingBack, SpeculationDisabled) already says it."""
+    if cond["reason"] == SPECULATION_DISABLED:
+        return False
+    if not prior:
+        return cond["status"] != "Unknown"
+    if prior.get("status") != cond["status"]:
+        return True
+    return (prior.get("reason") in DATA_PROBLEMS) != (cond["reason"] in DATA_PROBLEMS) or \
+        (cond["reason"] in DATA_PROBLEMS and prior.get("reason") != cond["reason"])
+
+
