@@ -9,11 +9,11 @@ import yaml
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.resources.training import (
-    estimate_hidden_state_bytes,
     hidden_states_claim,
     hidden_states_claim_name,
     owns_hidden_states_claim,
 )
+from drafter_operator.training.hidden_state_size import estimate_hidden_state_bytes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml"
 

@@ -24,7 +24,7 @@ from drafter_operator import engines
 from drafter_operator.api import DrafterBenchmark, DrafterServing, parse_decimal, parse_duration
 from drafter_operator.api.benchmark import BenchmarkResult, benchmark_problems
 from drafter_operator.api.serving import DrafterSpec
-from drafter_operator.bench.result import TERMINATION_MESSAGE_LIMIT
+from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.revisions import drafter_summary
 from drafter_operator.controllers.swap import Verdict

@@ -9,8 +9,7 @@ from __future__ import annotations
 from drafter_operator import engines
 from drafter_operator.api.common import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
-from drafter_operator.controllers.revisions import drafter_summary
-from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
+from drafter_operator.resources.labels import REVISION_LABEL, drafter_summary, serving_labels
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
 
 GATE_LABEL = "drafter.dev/gate"

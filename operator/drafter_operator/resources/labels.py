@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, child_name
 
 SERVING_LABEL = "drafter.dev/serving"
@@ -27,3 +28,16 @@ def deployment_name(serving: str, revision: str) -> str:
     """The revision's Deployment, ``<serving>-<revision>``: at most 52 + 1 + 10 = 63 characters, so a
     serving's is never shortened (resources/names.py DEPLOYMENT_NAME_MAX)."""
     return child_name(serving, revision, DEPLOYMENT_NAME_MAX)
+
+
+def drafter_summary(spec: DrafterServingSpec) -> str:
+    """A short human description of the drafter, e.g. "eagle3:/models/drafters/kimi-eagle3 k=5"."""
+    drafter = spec.drafter
+    if drafter.method == "none":
+        return "none"
+    parts = [drafter.method + (f":{drafter.model}" if drafter.model else "")]
+    if drafter.num_speculative_tokens:
+        parts.append(f"k={drafter.num_speculative_tokens}")
+    if drafter.num_steps:
+        parts.append(f"steps={drafter.num_steps}")
+    return " ".join(parts)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, progress, render
+from drafter_operator.training.hidden_state_size import hidden_states_estimate
 
 ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
@@ -367,13 +368,3 @@ def output_refusal(spec, stage: Stage, output_exists: bool,
     if output_exists and not spec.output.overwrite:
         return "OutputExists", export.refusal(spec.output.path)
     return ("OutputParentNotWritable", parent_problem) if parent_problem else None
-
-
-def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
-    """What Extract writes at most: every sample at train.maxLength tokens (the claim must hold that)."""
-    from drafter_operator.resources.training import estimate_hidden_state_bytes
-
-    hidden = (target_config.get("text_config") or target_config).get("hidden_size")
-    if not isinstance(hidden, int):
-        return None
-    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden)
