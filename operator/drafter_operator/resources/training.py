@@ -8,14 +8,14 @@ and it is deleted once the training succeeded unless the user keeps it.
 
 from __future__ import annotations
 
+from drafter_operator.constants import INSTANCE_LABEL, NAME_LABEL, TRAINING_LABEL
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
-TRAINING_LABEL = "drafter.dev/training"
 
 
 def training_labels(training: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "drafter-training", "app.kubernetes.io/instance": training, **MANAGED_BY,
+    return {NAME_LABEL: "drafter-training", INSTANCE_LABEL: training, **MANAGED_BY,
             TRAINING_LABEL: training}
 
 

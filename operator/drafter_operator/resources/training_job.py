@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 
+from drafter_operator.constants import STAGE_LABEL
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
 from drafter_operator.training import TrainingPaths
 
-STAGE_LABEL = "drafter.dev/training-stage"
 CONTAINER = "stage"
 SPEC_KEY = "training.json"
 SPEC_DIR = "/etc/drafter-training-spec"
