@@ -8,6 +8,7 @@ from drafter_operator import API_GROUP, API_VERSION, constants
 from drafter_operator.api.common import ENGINES as API_ENGINES
 from drafter_operator.api.serving import DRAFTER_METHODS as API_METHODS
 from drafter_operator.api.serving import METHODS_WITH_MODEL as API_METHODS_WITH_MODEL
+from drafter_operator import engines
 from drafter_operator.engines import sglang, vllm
 
 
@@ -41,3 +42,8 @@ def test_the_api_lists_agree_with_the_one_source():
 def test_each_engine_translates_every_speculative_method():
     assert set(vllm.SPECULATIVE_METHODS) == set(constants.SPECULATIVE_METHODS)
     assert set(sglang.SPECULATIVE_ALGORITHMS) == set(constants.SPECULATIVE_METHODS)
+
+
+def test_the_engine_modules_are_the_engines_in_order():
+    assert tuple(engines.ENGINES) == constants.ENGINES
+    assert tuple(engines.DEFAULT_IMAGES) == constants.ENGINES
