@@ -1,7 +1,7 @@
 """The runtime package's rooms and their one-way arrows: a room imports only from rooms below it or beside
 it, and rooms beside each other never import each other round in a circle.
 
-Bottom to top (docs/architecture.md draws the same):
+Bottom to top:
 
 0. the package root and its fixed facts: constants, settings, timestamps, and the small leaf modules
    (images, container_paths, logs, kube, permissions, memory_release, data);
@@ -128,7 +128,7 @@ def cycles(arrows: Mapping[str, set[str]]) -> list[list[str]]:
 
 def test_every_room_has_a_tier():
     rooms = {room_of(module_name(path)) for path in PACKAGE.rglob("*.py")} - set(NOT_WALKED)
-    assert rooms - set(TIER_OF) == set(), "place the new room in TIERS (and docs/architecture.md)"
+    assert rooms - set(TIER_OF) == set(), "place the new room in TIERS"
 
 
 def test_no_room_imports_from_a_room_above_it():
