@@ -4,7 +4,7 @@ What it does, as the operator does it:
 
 1. the demo's sweep (1, 8, 32 streams) of the demo's drafter (the retrained EAGLE-3 for Kimi-K2.5 on
    vLLM, k = 5; a = 0.89 in drafter_testbed/data/emulator-profiles.yaml) against the baseline (the same target without
-   speculation), refined the way ``drafter-operator bench`` refines it (``bench/crossover.py``) until the
+   speculation), refined the way ``drafter-operator bench`` refines it (``engines/crossover.py``) until the
    break-even is bracketed within 10%;
 2. the schedule ``drafter.dynamic: fromBenchmark`` builds from that sweep (``engines/dynamic.py``);
 3. at every level (default 1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64 streams) the output throughput of no
@@ -18,7 +18,7 @@ Two ways to measure (``--mode``):
   acceptance draws: deterministic, no wall clock. tests/unit/test_crossover_schedule.py asserts its
   0.95x property.
 - ``served``: three ``drafter-operator emulate`` servers (subprocesses) measured over HTTP by the
-  project's bench client (``drafter-operator bench``'s waves of N streams: ``bench/run.py``), the sweep
+  project's benchmark client (``drafter-operator bench``'s waves of N streams: ``benchmark_client/run.py``), the sweep
   with its own refinement. Wall-clock figures: on a busy machine the emulator's step loop falls behind
   and the figures blur, so raise ``--time-scale`` there. (The engines' own clients, ``vllm bench
   serve`` and the like from ``.ci/clients-env``, take over a minute to start each on a loaded 2-core
@@ -42,7 +42,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from drafter_operator.bench import crossover
+from drafter_operator.engines import crossover
 from drafter_testbed.emulator.cmdline import parse_command_line
 from drafter_testbed.emulator.engine import EmulatedEngine
 from drafter_testbed.emulator.model import Settings
@@ -164,7 +164,7 @@ class Servers:
 
 
 def served_measure(servers: Servers, max_tokens: int, repetitions: int) -> Measure:
-    from drafter_operator.bench.run import Options, run
+    from drafter_operator.benchmark_client.run import Options, run
 
     def measure(command: list[str], streams: int) -> float:
         # One level of `drafter-operator bench`: waves of `streams` requests at once, tokens / wave time.

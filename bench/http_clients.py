@@ -13,7 +13,7 @@ the operator actually sends, shaped as the code sends them, so the one kept is c
 - **JSON GET, one kept client** (the shape of kube.py's apiserver calls: many small JSON requests on kept
   connections): GET `/v1/models` of the emulator. urllib3, the transport under kube.py's wrapper (the
   kubernetes library's REST client), is measured beside the two for the same request.
-- **64-stream fidelity** (bench/stream.py): two waves of 64 streamed `/v1/completions` (64 tokens each,
+- **64-stream fidelity** (operator/drafter_operator/benchmark_client/stream.py): two waves of 64 streamed `/v1/completions` (64 tokens each,
   `ignore_eos`) against an emulator without speculation; the emulator's own step count for the run
   (`/emulator/state` `batching.steps`, its warm-up request subtracted). A wave that reaches the engine
   together takes `max_tokens` steps; requests that leave the client one by one add under-filled steps.

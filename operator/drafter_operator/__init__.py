@@ -2,5 +2,4 @@
 
 __version__ = "0.1.0"
 
-API_GROUP = "drafter.dev"
-API_VERSION = "v1alpha1"
+from drafter_operator.constants import API_GROUP, API_VERSION  # noqa: F401  (their home is constants.py)

@@ -210,7 +210,7 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _concurrency(text: str) -> tuple[int, ...]:
-    from drafter_operator.bench.command import concurrency_list
+    from drafter_operator.benchmark_client.command import concurrency_list
 
     return concurrency_list(text)
 
@@ -288,7 +288,7 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:
-    from drafter_operator.bench import command
+    from drafter_operator.benchmark_client import command
 
     return command.main(args)
 

@@ -16,7 +16,9 @@ import os
 import re
 from collections.abc import Mapping
 
-PATH_MAP_ENV = "DRAFTER_CONTAINER_PATHS"
+from drafter_operator.settings import CONTAINER_PATHS
+
+PATH_MAP_ENV = CONTAINER_PATHS.name
 
 
 def remap(value: str, path_map: Mapping[str, str]) -> str:
@@ -32,5 +34,5 @@ def remap(value: str, path_map: Mapping[str, str]) -> str:
 
 def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The runtime's mapping, or {} where containers see their volumes at their mount paths."""
-    raw = environ.get(PATH_MAP_ENV)
+    raw = CONTAINER_PATHS.read(environ)
     return dict(json.loads(raw)) if raw else {}

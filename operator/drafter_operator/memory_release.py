@@ -17,9 +17,11 @@ import logging
 import threading
 from collections.abc import Callable
 
+from drafter_operator import settings
+
 log = logging.getLogger(__name__)
 
-DEFAULT_INTERVAL_SECONDS = 60.0
+DEFAULT_INTERVAL_SECONDS = settings.MEMORY_RELEASE_SECONDS.default
 
 
 @functools.cache

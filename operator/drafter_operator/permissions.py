@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from drafter_operator.constants import API_GROUP
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -32,14 +34,14 @@ _CUSTOM = ("drafterservings", "drafterbenchmarks", "draftertrainings")
 
 #: Everything the operator does in a namespace it watches (the ClusterRole, or a Role per namespace).
 NAMESPACED_RULES: tuple[Rule, ...] = (
-    Rule("drafter.dev", ("drafterservings", "draftertrainings"), ("get", "list", "watch", "patch"),
+    Rule(API_GROUP, ("drafterservings", "draftertrainings"), ("get", "list", "watch", "patch"),
          "kopf lists and watches them; it removes, with a patch, the finalizer older operator versions left "
          "(this one adds none); a DrafterTraining's Promote patches the serving's drafter."),
-    Rule("drafter.dev", ("drafterbenchmarks",), ("get", "list", "watch", "create", "patch", "delete"),
+    Rule(API_GROUP, ("drafterbenchmarks",), ("get", "list", "watch", "create", "patch", "delete"),
          "A serving creates its gate benchmarks and a training its Evaluate benchmark; older ones are deleted."),
-    Rule("drafter.dev", tuple(f"{kind}/status" for kind in _CUSTOM), ("patch",),
+    Rule(API_GROUP, tuple(f"{kind}/status" for kind in _CUSTOM), ("patch",),
          "Status is written through the status subresource only."),
-    Rule("drafter.dev", tuple(f"{kind}/finalizers" for kind in _CUSTOM), ("update",),
+    Rule(API_GROUP, tuple(f"{kind}/finalizers" for kind in _CUSTOM), ("update",),
          "Children carry ownerReferences with blockOwnerDeletion; where the OwnerReferencesPermissionEnforcement "
          "admission plugin runs, that needs update on the owner's finalizers."),
     Rule("apps", ("deployments",), ("list", "watch", "create", "patch", "delete"),

@@ -82,7 +82,7 @@ def test_nothing_writes_outside_tmp(image, tmp_path):
 
 def test_the_operator_modules_import_without_the_testbed(image, tmp_path):
     # What the Deployment, benchmark Jobs, preflight init containers and Generate's client run.
-    modules = ("drafter_operator.controllers.runner", "drafter_operator.bench.run",
+    modules = ("drafter_operator.controllers.runner", "drafter_operator.benchmark_client.run",
                "drafter_operator.preflight.cli", "drafter_operator.training.regenerate")
     code = ("import importlib, sys\n"
             f"for name in {modules!r}: importlib.import_module(name)\n"

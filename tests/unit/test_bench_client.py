@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.bench.run import WARMUP_TOKENS, Options, level_schedule, run
-from drafter_operator.bench.stream import event
+from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, level_schedule, run
+from drafter_operator.benchmark_client.stream import event
 from drafter_operator.engines import speedup
 from tests.processes import free_port, listening_process, loopback_http
 

@@ -1,4 +1,4 @@
-"""The benchmark's arithmetic and its termination message (pure: bench/result.py)."""
+"""The benchmark's arithmetic and its termination message (pure: benchmark_client/result.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.bench import result as r
+from drafter_operator.benchmark_client import result as r
 from drafter_operator.engines.metrics import AcceptanceWindow
 
 # The seed: 5 prompts x 512 tokens in 47.0 s on vLLM + EAGLE-3, against 82.5 tok/s without speculation.

@@ -1,4 +1,4 @@
-"""The break-even, measured: the sweep's refinement (bench/crossover.py), the bench loop that runs it, and the
+"""The break-even, measured: the sweep's refinement (engines/crossover.py), the bench loop that runs it, and the
 schedule it gives on the emulator's throughput model (engines/batching.py, what the emulator times steps with)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.bench import crossover
-from drafter_operator.bench.result import Level, Stream, benchmark_result
+from drafter_operator.engines import crossover
+from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
 from drafter_testbed.emulator.profiles import load_profile
 from drafter_operator.engines import batching, dynamic
 from drafter_operator.engines.batching import NO_SPECULATION, Speculation
@@ -24,7 +24,7 @@ sweeps = st.lists(st.integers(1, MAX_LEVEL), min_size=1, max_size=16, unique=Tru
 
 
 def refine(speedup_of, sweep):
-    """Run the refinement to its end the way ``bench/run.py`` does; checks every step on the way."""
+    """Run the refinement to its end the way ``benchmark_client/run.py`` does; checks every step on the way."""
     levels = [(c, speedup_of(c)) for c in sweep]
     for _ in range(MAX_STEPS + 1):
         level = crossover.next_level(levels)
@@ -159,7 +159,7 @@ def test_the_bracket_survives_the_termination_messages_cuts():
     import json
 
     from drafter_operator.api.benchmark import BenchmarkResult
-    from drafter_operator.bench.result import termination_message
+    from drafter_operator.benchmark_client.result import termination_message
 
     # 24 levels (16 given, 8 refined) with many streams each: the per-prompt rows and the per-level detail go,
     # the bracket stays (the schedule can still be told where the break-even is).

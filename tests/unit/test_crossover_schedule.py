@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench import crossover_schedule as bench
-from drafter_operator.bench import crossover
+from drafter_operator.engines import crossover
 from drafter_operator.engines import dynamic
 
 MAX_TOKENS = 128

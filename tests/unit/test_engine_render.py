@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec
 from drafter_operator.controllers import compatibility
-from drafter_operator.controllers.revisions import drafter_summary, revision_hash
+from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.api.serving import StorageSpec
 from drafter_operator.resources.engine import (
     GPU_TOLERATION,

@@ -8,10 +8,9 @@ import socket
 import sys
 
 from drafter_operator.training import Command, ConfigFile, Stage
+from drafter_operator.training.stage_progress import PROGRESS_INTERVAL, ProgressReporter
 from drafter_operator.training.stage_runner import (
-    PROGRESS_INTERVAL,
     TERMINATION_MESSAGE_BYTES,
-    ProgressReporter,
     run_stage,
     stage_plan,
     termination_message,

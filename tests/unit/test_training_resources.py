@@ -9,11 +9,11 @@ import yaml
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.resources.training import (
-    estimate_hidden_state_bytes,
     hidden_states_claim,
     hidden_states_claim_name,
     owns_hidden_states_claim,
 )
+from drafter_operator.training.hidden_state_size import estimate_hidden_state_bytes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "training-kimi-k25-eagle3.yaml"
 
@@ -44,3 +44,15 @@ def test_the_estimate_reproduces_the_seeds_828_gb():
     assert 820e9 < estimate < 830e9
     with pytest.raises(ValueError):
         estimate_hidden_state_bytes(0, 1, 1)
+
+
+def test_the_extract_estimate_reads_the_hidden_size_from_the_text_config_or_gives_none():
+    from types import SimpleNamespace
+
+    from drafter_operator.training.hidden_state_size import hidden_states_estimate
+
+    spec = SimpleNamespace(data=SimpleNamespace(num_samples=10), train=SimpleNamespace(max_length=100))
+    expected = estimate_hidden_state_bytes(10, 100, 64)
+    assert hidden_states_estimate(spec, {"text_config": {"hidden_size": 64}}) == expected
+    assert hidden_states_estimate(spec, {"hidden_size": 64}) == expected
+    assert hidden_states_estimate(spec, {"hidden_size": "64"}) is None

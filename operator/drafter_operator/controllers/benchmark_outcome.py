@@ -14,7 +14,7 @@ import pydantic
 
 from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.bench.result import TERMINATION_MESSAGE_LIMIT
+from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
 from drafter_operator.controllers.benchmark_observe import job_outcome, own_pods, swapped_during_run, termination_message
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.benchmark_job import benchmark_labels, result_config_map_name

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from drafter_operator import settings
 from drafter_operator.controllers.leadership import (
     LEASE_API, Action, Decision, LeaseState, Memory, Timings, decide, lease_manifest, released_manifest,
     request_timeout)
@@ -53,14 +54,15 @@ def clock() -> float:
 def holder_identity() -> str:
     """Who holds the Lease, for people reading it: the pod (or host) name, the pid and a random suffix,
     so two processes on one host, or a restarted container with the same pid, never share a name."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    return f"{settings.POD_NAME.read() or socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
 
 
 def default_lease_namespace() -> str:
     """POD_NAMESPACE (the chart sets it from the downward API), else the pod's ServiceAccount namespace,
     else the kubeconfig's current context's namespace, else "default"."""
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
+    namespace = settings.POD_NAMESPACE.read()
+    if namespace:
+        return namespace
     try:
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
     except OSError:
@@ -69,7 +71,7 @@ def default_lease_namespace() -> str:
         from kubernetes import config
 
         # The library reads KUBECONFIG once, at import; the loader itself takes a colon-separated list.
-        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
+        _, current = config.list_kube_config_contexts(settings.KUBECONFIG.read() or None)
         return (current or {}).get("context", {}).get("namespace") or "default"
     except Exception:  # no kubeconfig (the apiserver check in `run` reports that on its own)
         return "default"

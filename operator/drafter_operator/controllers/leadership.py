@@ -30,6 +30,8 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 
+from drafter_operator import timestamps
+
 LEASE_API = "coordination.k8s.io/v1"
 #: The Lease of an operator watching every namespace. Namespaced operators add a hash of their namespaces.
 CLUSTER_WIDE_LEASE = "drafter-operator"
@@ -147,7 +149,7 @@ def decide(lease: LeaseState | None, memory: Memory, identity: str, now: float, 
 
 def micro_time(when: dt.datetime) -> str:
     """Kubernetes' MicroTime format (RFC 3339 with microseconds, UTC)."""
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return timestamps.format_micro(when)
 
 
 def lease_manifest(action: Action, name: str, namespace: str, identity: str, timings: Timings,

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.resources.labels import drafter_summary  # noqa: F401  (its home moved down to resources; importers here switch to it)
 
 REVISION_HASH_LENGTH = 10
 
@@ -50,19 +51,6 @@ def measured_as(active: str | None, speculation_schedule: dict | None) -> tuple[
     block = speculation_schedule or {}
     static = block.get("revision")
     return (active, static) if block.get("scheduledRevision") == active and static and static != active else (active,)
-
-
-def drafter_summary(spec: DrafterServingSpec) -> str:
-    """A short human description of the drafter, e.g. "eagle3:/models/drafters/kimi-eagle3 k=5"."""
-    drafter = spec.drafter
-    if drafter.method == "none":
-        return "none"
-    parts = [drafter.method + (f":{drafter.model}" if drafter.model else "")]
-    if drafter.num_speculative_tokens:
-        parts.append(f"k={drafter.num_speculative_tokens}")
-    if drafter.num_steps:
-        parts.append(f"steps={drafter.num_steps}")
-    return " ".join(parts)
 
 
 #: The spec fields that shape a revision's pods beyond its engine process: changed, they are rolled into

@@ -8,7 +8,7 @@ carrying the last k forward, so an upper bound above any real ``max-num-seqs`` i
 
 The schedule drafts k tokens below the measured break-even and none from it upwards: the break-even
 is where the speedup between the last measured level at or above 1.0x and the first below crosses 1.0
-(interpolated linearly; ``bench/crossover.py``). ``drafter-operator bench`` refines a sweep until
+(interpolated linearly; ``engines/crossover.py``). ``drafter-operator bench`` refines a sweep until
 those two levels are within 10% of each other, so the break-even is measured rather than taken to
 be the first level below 1.0x: a 1, 8, 32 sweep alone would keep k up to 31 streams where
 speculation already costs a third of the throughput. Without a level at or above 1.0x below the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-from drafter_operator.bench import crossover as brackets
+from drafter_operator.engines import crossover as brackets
 
 #: Upper end of the last range: above any --max-num-seqs (vLLM clamps the ranges to it).
 MAX_BATCH_SIZE = 65536

@@ -16,8 +16,8 @@ from __future__ import annotations
 import copy
 
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.constants import API_GROUP_VERSION, RETRY_ANNOTATION
 from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_status import RETRY_ANNOTATION
 
 
 class PluginError(Exception):
@@ -78,7 +78,7 @@ def rollback_patch(serving: dict) -> tuple[list[dict], str]:
 
 def benchmark_object(serving: str, num_prompts: int, max_tokens: int, concurrency: int) -> dict:
     """A DrafterBenchmark of ``serving`` (named by the apiserver: ``<serving>-bench-<suffix>``)."""
-    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+    return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
             "metadata": {"generateName": f"{serving}-bench-"},
             "spec": {"servingRef": {"name": serving}, "numPrompts": num_prompts, "maxTokens": max_tokens,
                      "concurrency": concurrency}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from drafter_operator import timestamps
 from drafter_operator.resources.labels import REVISION_LABEL
 
 OK, PROGRESS, BAD, STOPPED = "✔", "◌", "✖", "•"
@@ -39,7 +40,7 @@ class View:
 def _parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return timestamps.parse(text)
 
 
 def age(created: str | None, now: datetime) -> str:

@@ -14,13 +14,14 @@ they are set from the status each reconcile leaves, so Prometheus sees what ``ku
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from drafter_operator import timestamps
 
 if TYPE_CHECKING:
     from drafter_operator.engines.metrics import AcceptanceWindow
@@ -173,7 +174,7 @@ def _condition(status: dict, kind: str) -> dict:
 
 def _timestamp(text: str | None) -> float | None:
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+        return timestamps.parse(text).timestamp() if text else None
     except ValueError:
         return None
 

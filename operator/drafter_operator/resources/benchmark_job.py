@@ -12,12 +12,12 @@ in the container's termination message (at most 4 KiB), which the controller cop
 from __future__ import annotations
 
 from drafter_operator.api.pod import parse_kube_quantity
+from drafter_operator.constants import BENCHMARK_LABEL, INSTANCE_LABEL, NAME_LABEL
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_TOLERATION
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
-BENCHMARK_LABEL = "drafter.dev/benchmark"
 CONTAINER = "bench"
 PROMPTS_VOLUME = "prompts"
 PROMPTS_DIR = "/etc/drafter/prompts"
@@ -44,7 +44,7 @@ def result_config_map_name(benchmark: str) -> str:
 
 
 def benchmark_labels(benchmark: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "drafter-benchmark", "app.kubernetes.io/instance": benchmark,
+    return {NAME_LABEL: "drafter-benchmark", INSTANCE_LABEL: benchmark,
             **MANAGED_BY, BENCHMARK_LABEL: benchmark}
 
 

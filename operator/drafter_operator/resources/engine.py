@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
+from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.preflight import CHECKED_METHODS
 from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
 from drafter_operator.resources import pod_policy
@@ -215,9 +216,6 @@ def engine_deployment(serving: DrafterServing, revision: str, replicas: int, pod
     }
 
 
-# Recorded on the Service with the pointer itself, so a restarted operator knows what is draining.
-PREVIOUS_REVISION_ANNOTATION = "drafter.dev/previous-revision"
-SWITCHED_AT_ANNOTATION = "drafter.dev/switched-at"
 
 
 def serving_service(serving: DrafterServing, active_revision: str, port: int,

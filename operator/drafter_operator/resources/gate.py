@@ -9,14 +9,10 @@ from __future__ import annotations
 from drafter_operator import engines
 from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
-from drafter_operator.controllers.revisions import drafter_summary
-from drafter_operator.resources.labels import REVISION_LABEL, serving_labels
+from drafter_operator.constants import API_GROUP_VERSION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION, GATE_LABEL, K_ANNOTATION
+from drafter_operator.resources.labels import REVISION_LABEL, drafter_summary, serving_labels
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
 
-GATE_LABEL = "drafter.dev/gate"
-ENGINE_ANNOTATION = "drafter.dev/engine"
-DRAFTER_ANNOTATION = "drafter.dev/drafter"  # what the endpoint runs, for the benchmark's DRAFTER column
-K_ANNOTATION = "drafter.dev/num-speculative-tokens"
 
 
 def gate_name(serving: str, revision: str) -> str:
@@ -42,7 +38,7 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
     annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)
-    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+    return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
             "metadata": {"name": gate_name(serving, revision), "namespace": namespace,
                          "labels": {**serving_labels(serving), REVISION_LABEL: revision, GATE_LABEL: "true"},
                          "annotations": annotations},

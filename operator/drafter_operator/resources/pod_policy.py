@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from drafter_operator import settings
 
 #: Where the upstream vLLM and SGLang images run (as root, GPUs through the device plugin): nothing in
 #: it stops them, and it closes what they never need. Capabilities are kept: NCCL over InfiniBand needs
@@ -67,8 +68,8 @@ def environment_from(env_from: Iterable | None) -> list[dict]:
 # What an administrator allows tenants to put in the pods the operator creates (docs/security.md).
 
 #: The chart renders these from tenancy.allowedImagePrefixes and tenancy.allowedServiceAccounts (JSON).
-ALLOWED_IMAGE_PREFIXES_ENV = "DRAFTER_ALLOWED_IMAGE_PREFIXES"
-ALLOWED_SERVICE_ACCOUNTS_ENV = "DRAFTER_ALLOWED_SERVICE_ACCOUNTS"
+ALLOWED_IMAGE_PREFIXES_ENV = settings.ALLOWED_IMAGE_PREFIXES.name
+ALLOWED_SERVICE_ACCOUNTS_ENV = settings.ALLOWED_SERVICE_ACCOUNTS.name
 #: The key of allowedServiceAccounts that applies in every namespace.
 EVERY_NAMESPACE = "*"
 
@@ -124,8 +125,7 @@ class TenantPolicy:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantPolicy:
-        environ = os.environ if environ is None else environ
-        return _parsed(environ.get(ALLOWED_IMAGE_PREFIXES_ENV), environ.get(ALLOWED_SERVICE_ACCOUNTS_ENV))
+        return _parsed(settings.ALLOWED_IMAGE_PREFIXES.read(environ), settings.ALLOWED_SERVICE_ACCOUNTS.read(environ))
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,5 +1,5 @@
-"""Pure builders for what a DrafterTraining owns besides its stage Jobs: the hidden-state claim and
-its size estimate.
+"""Pure builders for what a DrafterTraining owns besides its stage Jobs: the hidden-state claim (its size
+estimate is the training's own: training/hidden_state_size.py).
 
 The hidden states are the pipeline's largest artifact (the seed wrote 828 GB for 10k samples of a
 7168-wide target), so the claim is sized from the spec, its fill is reported against the estimate,
@@ -8,17 +8,14 @@ and it is deleted once the training succeeded unless the user keeps it.
 
 from __future__ import annotations
 
+from drafter_operator.constants import INSTANCE_LABEL, NAME_LABEL, TRAINING_LABEL
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
-TRAINING_LABEL = "drafter.dev/training"
-#: Hidden states are stored in bf16; each token also stores its id and loss mask (int64 each).
-BYTES_PER_VALUE = 2
-BYTES_PER_TOKEN_OVERHEAD = 16
 
 
 def training_labels(training: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "drafter-training", "app.kubernetes.io/instance": training, **MANAGED_BY,
+    return {NAME_LABEL: "drafter-training", INSTANCE_LABEL: training, **MANAGED_BY,
             TRAINING_LABEL: training}
 
 
@@ -53,12 +50,3 @@ def hidden_states_claim(namespace: str, training: str, spec) -> dict | None:
     if storage.storage_class_name:
         claim["spec"]["storageClassName"] = storage.storage_class_name
     return claim
-
-
-def estimate_hidden_state_bytes(num_samples: int, tokens_per_sample: int, hidden_size: int, layers: int = 3) -> int:
-    """What an EAGLE-3 extraction writes: per token the ``layers`` auxiliary hidden states and the last
-    one (``layers + 1`` vectors of ``hidden_size`` bf16 values) plus its id and loss mask."""
-    if min(num_samples, tokens_per_sample, hidden_size, layers) < 1:
-        raise ValueError("samples, tokens per sample, hidden size and layers must all be at least 1")
-    per_token = (layers + 1) * hidden_size * BYTES_PER_VALUE + BYTES_PER_TOKEN_OVERHEAD
-    return num_samples * tokens_per_sample * per_token

@@ -18,6 +18,12 @@ shortens it.
 from __future__ import annotations
 
 from drafter_operator.api import DrafterServing
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    COMPONENT_LABEL,
+    ENGINE_ANNOTATION,
+    TRAINING_GENERATION_LABEL,
+)
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
@@ -26,10 +32,7 @@ from drafter_operator.resources.training import TRAINING_LABEL, training_labels
 from drafter_operator.resources.training_job import pod_security_context
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 
-COMPONENT_LABEL = "app.kubernetes.io/component"
 GENERATION_ENGINE = "generation-engine"
-#: The spec generation an engine was built for (selectors must not reach an older generation's pods).
-SPEC_GENERATION_LABEL = "drafter.dev/training-generation"
 
 
 def engine_name(training: str, generation: int) -> str:
@@ -39,7 +42,7 @@ def engine_name(training: str, generation: int) -> str:
 
 def engine_selector(training: str, generation: int) -> dict[str, str]:
     """The minimal selector of this generation's engine pods (immutable on a Deployment)."""
-    return {TRAINING_LABEL: training, COMPONENT_LABEL: GENERATION_ENGINE, SPEC_GENERATION_LABEL: str(generation)}
+    return {TRAINING_LABEL: training, COMPONENT_LABEL: GENERATION_ENGINE, TRAINING_GENERATION_LABEL: str(generation)}
 
 
 def engine_labels(training: str, generation: int) -> dict[str, str]:
@@ -78,7 +81,7 @@ def serving_for(namespace: str, training: str, spec, generation: int) -> Drafter
         body["envFrom"] = [source.to_json() for source in spec.env_from]
     # Named after the training (a serving name is at most 52 characters); the builders' names are replaced.
     return DrafterServing.model_validate({
-        "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
+        "apiVersion": API_GROUP_VERSION, "kind": "DrafterServing",
         "metadata": {"name": training, "namespace": namespace}, "spec": body})
 
 
@@ -93,7 +96,7 @@ def generation_engine(namespace: str, training: str, spec, generation: int, imag
     # Method none loads no drafter: the serving's drafter preflight never runs here, so it needs no image.
     pod_spec = engine_pod_spec(serving, image, engine.render_command(serving.spec), engine.DEFAULT_PORT,
                                engine.HEALTH_PATH, engine.READINESS_PATH, preflight_image="")
-    deployment = engine_deployment(serving, f"g{generation}", 1, pod_spec, annotations={"drafter.dev/engine": serving.spec.engine})
+    deployment = engine_deployment(serving, f"g{generation}", 1, pod_spec, annotations={ENGINE_ANNOTATION: serving.spec.engine})
     deployment["metadata"].update(name=name, labels=labels)
     deployment["spec"]["selector"] = {"matchLabels": engine_selector(training, generation)}
     deployment["spec"]["template"]["metadata"] = pod_policy.template_metadata(labels, spec.pod)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 
+from drafter_operator.constants import STAGE_LABEL
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
 from drafter_operator.training import TrainingPaths
 
-STAGE_LABEL = "drafter.dev/training-stage"
 CONTAINER = "stage"
 SPEC_KEY = "training.json"
 SPEC_DIR = "/etc/drafter-training-spec"
@@ -85,13 +85,10 @@ def stage_environment(spec) -> list[dict]:
     return pod_policy.environment(spec.env, own)
 
 
-def stage_job(namespace: str, training: str, spec, stage: str, generation: int, image: str,
-              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = ()) -> dict:
-    """The Job of ``stage`` for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are extra
-    ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
-    name = stage_job_name(training, stage, generation)
-    labels = {**training_labels(training), STAGE_LABEL: stage}
-    gpu = stage in GPU_STAGES
+def stage_volumes(training: str, spec, stage: str, generation: int,
+                  paths: TrainingPaths) -> tuple[list[dict], list[dict]]:
+    """The stage pod's volumes and the container's mounts of them: the model claim (written only by Export,
+    and only at the output's subPath), the work claim, the mounted spec, the files directory, the HF cache."""
     writes_models = stage == "Export"
     storage = spec.storage
     volumes = [
@@ -112,8 +109,15 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     if storage.cache_claim:
         volumes.append({"name": "hf-cache", "persistentVolumeClaim": {"claimName": storage.cache_claim}})
         mounts.append({"name": "hf-cache", "mountPath": storage.cache_path})
+    return volumes, mounts
+
+
+def stage_container(spec, stage: str, generation: int, image: str, paths: TrainingPaths,
+                    render_args: tuple[str, ...], mounts: list[dict]) -> dict:
+    """The one container: ``drafter-operator run-stage`` on the mounted spec, with the spec's GPUs on a
+    GPU stage, its termination message the stage's outcome."""
     own = {"limits": {GPU_RESOURCE: str(spec.resources.gpus)}, "requests": {GPU_RESOURCE: str(spec.resources.gpus)}} \
-        if gpu else None
+        if stage in GPU_STAGES else None
     container = {
         "name": CONTAINER, "image": image,
         "command": ["drafter-operator", "run-stage", "--training", f"{SPEC_DIR}/{SPEC_KEY}", "--stage", stage,
@@ -126,23 +130,40 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     }
     if spec.env_from:
         container["envFrom"] = pod_policy.environment_from(spec.env_from)
-    pod_spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes,
-                      **pod_policy.pod_fields(spec.pod)}
-    pod_spec["securityContext"] = pod_security_context(spec.pod)
-    placement = spec.placement
+    return container
+
+
+def stage_placement(placement, gpu: bool) -> dict:
+    """The pod spec's tolerations, nodeSelector and affinity: a GPU stage tolerates the GPU taint and goes
+    to spec.placement's nodes (of its GPU product); every stage keeps spec.placement.affinity."""
+    fields: dict = {}
     if gpu:
-        pod_spec["tolerations"] = [GPU_TOLERATION] + [t.to_json() for t in (placement.tolerations or [])] \
+        fields["tolerations"] = [GPU_TOLERATION] + [t.to_json() for t in (placement.tolerations or [])] \
             if placement else [GPU_TOLERATION]
         selector = dict(placement.node_selector or {}) if placement else {}
         if placement and placement.gpu_product:
             selector[GPU_PRODUCT_LABEL] = placement.gpu_product
         if selector:
-            pod_spec["nodeSelector"] = selector
+            fields["nodeSelector"] = selector
     if placement and placement.affinity:
-        pod_spec["affinity"] = placement.affinity.to_json()
+        fields["affinity"] = placement.affinity.to_json()
+    return fields
+
+
+def stage_job(namespace: str, training: str, spec, stage: str, generation: int, image: str,
+              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = ()) -> dict:
+    """The Job of ``stage`` for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are extra
+    ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
+    labels = {**training_labels(training), STAGE_LABEL: stage}
+    volumes, mounts = stage_volumes(training, spec, stage, generation, paths)
+    container = stage_container(spec, stage, generation, image, paths, render_args, mounts)
+    pod_spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes,
+                      **pod_policy.pod_fields(spec.pod)}
+    pod_spec["securityContext"] = pod_security_context(spec.pod)
+    pod_spec.update(stage_placement(spec.placement, stage in GPU_STAGES))
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": stage_job_name(training, stage, generation), "namespace": namespace, "labels": labels},
         "spec": {"backoffLimit": 0,
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
     }

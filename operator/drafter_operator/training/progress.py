@@ -36,8 +36,10 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import NamedTuple
+
+from drafter_operator import timestamps
 
 PREFIX = "drafter-progress "
 #: status.progress's fields (api/training.py TrainingProgress), in the line's camelCase.
@@ -228,7 +230,7 @@ def advance(state: Progress, text: str, stage: str, now: float) -> Progress:
 
 
 def rfc3339(at: datetime) -> str:
-    return at.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return timestamps.format_seconds(at)
 
 
 def record(state: Progress, stage: str, at: datetime, bytes_written: int | None = None,
@@ -275,13 +277,7 @@ def _valid(name: str, value) -> bool:
 
 
 def _parse_time(text) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo is not None else None
+    return timestamps.parse_aware(text)
 
 
 def latest_status(log_text: str, now: datetime) -> LatestProgress | None:

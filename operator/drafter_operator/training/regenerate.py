@@ -343,7 +343,7 @@ async def regenerate(*, endpoint: str, settings: Settings, output: Path, num_sam
 
 async def _run(endpoint: str, settings: Settings, output: Path, pending: list[Sample], progress: Progress,
                concurrency: int, retries: int, timeout: float, backoff: float) -> None:
-    from drafter_operator.bench.stream import stream_session
+    from drafter_operator.benchmark_client.stream import stream_session
 
     url = chat_url(endpoint)
     queue: asyncio.Queue[Sample] = asyncio.Queue()

@@ -101,15 +101,14 @@ def train_flags(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Render
     return flags
 
 
-def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[Stage]:
-    work = work_paths(paths)
-    python = paths.python
-    port = str(options.port)
-    url = f"http://127.0.0.1:{port}"
-    samples = str(spec.data.num_samples)
-    target = spec.target.model
+def _local_url(options: RenderOptions) -> str:
+    """The loopback server a stage starts (render server, extraction server)."""
+    return f"http://127.0.0.1:{options.port}"
 
-    # Generate: (regenerate the answers with the target's engine pod,) render and tokenize the conversations.
+
+def generate_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[Command, ...]:
+    """Generate: (regenerate the answers with the target's engine pod,) render and tokenize the conversations."""
+    work, url, target = work_paths(paths), _local_url(options), spec.target.model
     generate: list[Command] = []
     data = spec.data.dataset
     if spec.data.generation is not None:
@@ -121,58 +120,69 @@ def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptio
         generate.append(regeneration(spec, options, data, work["regenerated"]))
         data = work["regenerated"]
     prepare = [SPECULATORS, "prepare-data", "--model", target, "--data", data, "--output", work["prepared"],
-               "--seq-length", str(spec.train.max_length), "--max-samples", samples,
+               "--seq-length", str(spec.train.max_length), "--max-samples", str(spec.data.num_samples),
                "--render-endpoint", url, "--no-skip-token-freq", "--seed", str(options.seed)]
     if options.cpu:
         prepare += ["--num-preprocessing-workers", "1"]
     generate += [
-        Command((python, "-m", "vllm.entrypoints.cli.main", "launch", "render", target,
-                 "--host", "127.0.0.1", "--port", port),
+        Command((paths.python, "-m", "vllm.entrypoints.cli.main", "launch", "render", target,
+                 "--host", "127.0.0.1", "--port", str(options.port)),
                 env={"VLLM_TARGET_DEVICE": "cpu"} if options.cpu else {}, server=True, ready_url=f"{url}/health"),
         Command(tuple(prepare)),
     ]
+    return tuple(generate)
 
-    # Extract.
+
+def extract_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[Command, ...]:
+    """Extract: vLLM's extraction server and speculators' client, or on a CPU the transformers adapter."""
+    work, url, samples = work_paths(paths), _local_url(options), str(spec.data.num_samples)
     if options.cpu:
         layer_flags = ["--target-layer-ids", *map(str, spec.hidden_states.layers)] if spec.hidden_states.layers else []
-        extract: tuple[Command, ...] = (Command((
-            python, f"{paths.adapters}/hf_hidden_states.py", "speculators", "--model", target, *layer_flags,
-            "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
+        return (Command((
+            paths.python, f"{paths.adapters}/hf_hidden_states.py", "speculators", "--model", spec.target.model,
+            *layer_flags, "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
             "--max-samples", samples, "--validate-outputs")),)
-    else:
-        extract = (
-            Command(extraction_server(spec, paths, options), server=True, ready_url=f"{url}/health"),
-            Command((SPECULATORS, "generate-offline-data", "--endpoint", f"{url}/v1",
-                     "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
-                     "--max-samples", samples, "--validate-outputs")),
-        )
+    return (
+        Command(extraction_server(spec, paths, options), server=True, ready_url=f"{url}/health"),
+        Command((SPECULATORS, "generate-offline-data", "--endpoint", f"{url}/v1",
+                 "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
+                 "--max-samples", samples, "--validate-outputs")),
+    )
 
-    # Train.
+
+def train_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[Command, ...]:
+    """Train: (convert the base drafter to speculators' format,) then ``speculators train`` on every GPU,
+    or the CPU trainer adapter."""
     train: list[Command] = []
     if spec.base_drafter is not None:
-        convert = [SPECULATORS, "convert", spec.base_drafter, "--algorithm", "eagle3", "--verifier", target,
-                   "--output-path", work["base"]]
+        convert = [SPECULATORS, "convert", spec.base_drafter, "--algorithm", "eagle3", "--verifier",
+                   spec.target.model, "--output-path", work_paths(paths)["base"]]
         if spec.hidden_states.layers:
             convert += ["--algorithm-kwargs",
                         json.dumps({"eagle_aux_hidden_state_layer_ids": list(spec.hidden_states.layers)})]
         train.append(Command(tuple(convert)))
     flags = train_flags(spec, paths, options)
     if options.cpu:
-        train.append(Command((python, f"{paths.adapters}/cpu_trainer.py", "train", *flags)))
+        train.append(Command((paths.python, f"{paths.adapters}/cpu_trainer.py", "train", *flags)))
     else:
-        train.append(Command((python, "-m", "torch.distributed.run", "--standalone",
+        train.append(Command((paths.python, "-m", "torch.distributed.run", "--standalone",
                               "--nproc_per_node", str(spec.resources.gpus), "-m", "speculators.train", *flags)))
+    return tuple(train)
 
+
+def render(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[Stage]:
+    work = work_paths(paths)
+    generate = generate_commands(spec, paths, options)
+    extract = extract_commands(spec, paths, options)
+    train = train_commands(spec, paths, options)
     # Export: the best checkpoint (lowest validation loss) is the drafter, already in speculators format;
     # copied into a staging directory beside the output (the runner creates its parent and removes a stale
     # one, so cp makes it afresh rather than nesting into it) and renamed into place by the runner (export.py).
     publish = export_publish(spec, options)
     export = (Command(("cp", "-rL", work["best"], publish.staging)),)
-
     return [
-        Stage("Generate", tuple(generate), outputs={"dataset": work["prepared"]}),
+        Stage("Generate", generate, outputs={"dataset": work["prepared"]}),
         Stage("Extract", extract, outputs={"hiddenStates": work["hidden_states"]}),
-        Stage("Train", tuple(train), outputs={"checkpoint": work["best"]}),
+        Stage("Train", train, outputs={"checkpoint": work["best"]}),
         Stage("Export", export, outputs={"drafter": spec.output.path}, publish=publish),
     ]
-

@@ -8,7 +8,7 @@ termination message (at most 4 KiB): a JSON line with the stage, its outcome, th
 outputs, or the failing command with the end of its output, and the stage's last progress.
 
 While the stage runs, its commands' output goes through training/progress.py and the runner prints
-``drafter-progress {json}`` lines (docs/training.md, "Progress") that the operator reads from the
+``drafter-progress {json}`` lines (stage_progress.py; docs/training.md, "Progress") that the operator reads from the
 pod's log tail: at the start, when the progress changes (at most every PROGRESS_INTERVAL seconds),
 and at the end.
 """
@@ -26,11 +26,12 @@ import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, progress, render
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render
+from drafter_operator.training.hidden_state_size import hidden_states_estimate
+from drafter_operator.training.stage_progress import ProgressReporter, tree_bytes, where_outputs_are
 
 ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
@@ -38,9 +39,6 @@ ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 TERMINATION_MESSAGE_BYTES = 4096
 #: Output lines of a failing command quoted in its termination message.
 TAIL_LINES = 30
-#: Seconds between two progress lines at least (the operator reads the log every ~10 s), and between
-#: two measurements of the outputs' size (a walk over the hidden-states directory).
-PROGRESS_INTERVAL = 5.0
 
 
 def stage_plan(stage: Stage) -> dict:
@@ -57,16 +55,6 @@ def stage_plan(stage: Stage) -> dict:
         plan["publish"] = {"path": publish.path, "staging": publish.staging, "overwrite": publish.overwrite,
                            "tag": publish.tag}
     return plan
-
-
-def tree_bytes(path: str) -> int | None:
-    """Bytes under ``path`` (a file or a directory), None when it does not exist."""
-    root = Path(path)
-    if root.is_file():
-        return root.stat().st_size
-    if not root.is_dir():
-        return None
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
 def termination_message(payload: Mapping) -> str:
@@ -94,64 +82,6 @@ def wait_until_ready(url: str, server: subprocess.Popen, timeout: float, sleep: 
             pass
         sleep(1.0)
     return f"{url} did not answer within {timeout:.0f} s"
-
-
-class ProgressReporter:
-    """The ``drafter-progress`` lines of one stage: its commands' output parsed (training/progress.py),
-    with the growth of its outputs (``bytesWritten``: e.g. Extract's hidden states) when they grow."""
-
-    def __init__(self, plan: Mapping, write: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 measure: Callable[[str], int | None] = tree_bytes, interval: float = PROGRESS_INTERVAL):
-        self.stage = plan["stage"]
-        self.state = progress.start(plan)
-        self.outputs = list(_where_outputs_are(plan).values())
-        self.write, self.clock, self.wall, self.measure, self.interval = write, clock, wall, measure, interval
-        self.baseline = self._bytes()  # what was there before (a resumed stage): growth is what counts
-        self.bytes_written: int | None = None
-        self.estimated_bytes: int | None = plan.get("estimatedBytes")
-        self.measured = self.emitted = self.clock()
-        self.last: dict | None = None
-
-    def _bytes(self) -> int | None:
-        sizes = [size for path in self.outputs if (size := self.measure(path)) is not None]
-        return sum(sizes) if sizes else None
-
-    def _measure(self) -> None:
-        size = self._bytes()
-        if size is not None and size > (self.baseline or 0):
-            self.bytes_written = size
-        self.measured = self.clock()
-
-    def _emit(self, outcome: str | None = None) -> None:
-        self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome,
-                                    self.estimated_bytes)
-        self.write(progress.format_line(self.last))
-        self.emitted = self.clock()
-
-    def begin(self) -> None:
-        self._emit()
-
-    def line(self, text: str) -> None:
-        self.state = progress.advance(self.state, text, self.stage, self.clock())
-        self.tick()
-
-    def tick(self) -> None:
-        """Print a line when the progress changed and the last one is PROGRESS_INTERVAL old."""
-        now = self.clock()
-        if now - self.emitted < self.interval:
-            return
-        if now - self.measured >= self.interval:
-            self._measure()
-        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written, None, self.estimated_bytes)
-        if self.last is None or {**candidate, "updated": None} != {**self.last, "updated": None}:
-            self._emit()
-
-    def end(self, outcome: str) -> dict:
-        self._measure()
-        self._emit(outcome)
-        return self.last
 
 
 def _pump(stream, lines: queue.Queue) -> None:
@@ -190,12 +120,82 @@ def _run(argv: list[str], env: Mapping[str, str], reporter: ProgressReporter | N
     return code, "\n".join(tail)
 
 
-def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout: float = 900.0,
-              reporter: ProgressReporter | None = None) -> int:
-    """Run ``plan`` (``stage_plan``'s JSON); write the outcome to ``termination_log``; return the exit code."""
+class StageFailed(Exception):
+    """A step of the stage failed: the exit code to return and the fields of the termination message."""
+
+    def __init__(self, code: int, **fields) -> None:
+        super().__init__(fields.get("reason"))
+        self.code, self.fields = code, fields
+
+
+def write_files(plan: Mapping, files_dir: str) -> None:
+    """The stage's config files (the plan's ``files``) into ``files_dir``, where its commands read them."""
     Path(files_dir).mkdir(parents=True, exist_ok=True)
     for file in plan.get("files") or []:
         (Path(files_dir) / file["name"]).write_text(file["text"])
+
+
+def prepare_export(publish: Mapping) -> None:
+    """Before any work: the output may be replaced and its staging directory is fresh (export.prepare)."""
+    try:
+        export.prepare(publish["path"], publish["staging"], publish["overwrite"])
+    except export.ExportRefused as exc:
+        raise StageFailed(1, reason=exc.reason, tail=str(exc)) from None
+
+
+def run_commands(commands: list[Mapping], servers: list[subprocess.Popen], reporter: ProgressReporter | None,
+                 ready_timeout: float) -> None:
+    """Each command in order: a server is started (and waited for) and left running in ``servers`` for the
+    commands after it; any other command must exit 0."""
+    for command in commands:
+        argv, env = list(command["argv"]), dict(command.get("env") or {})
+        if command.get("server"):
+            server = subprocess.Popen(argv, env={**os.environ, **env})
+            servers.append(server)
+            problem = wait_until_ready(command["readyUrl"], server, ready_timeout) if command.get("readyUrl") else None
+            if problem:
+                raise StageFailed(1, command=argv[:8], reason="ServerNotReady", tail=problem)
+            continue
+        code, tail = _run(argv, env, reporter)
+        if code != 0:
+            raise StageFailed(code, command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
+
+
+def publish_output(publish: Mapping) -> str:
+    """Rename the staging directory into place (export.publish); the published directory's digest."""
+    try:
+        return export.publish(publish["path"], publish["staging"], publish["overwrite"], publish["tag"])
+    except (export.ExportRefused, OSError) as exc:
+        raise StageFailed(1, reason="PublishFailed", tail=str(exc)) from None
+
+
+def output_report(plan: Mapping, publish: Mapping | None, digest: str | None) -> dict:
+    """Each output's path and size; the published one carries the digest too (the operator copies it into
+    status.artifacts, Export's entry, contentDigest, where Promote reads it)."""
+    where = where_outputs_are(plan)
+    outputs = {name: {"path": path, "sizeBytes": tree_bytes(where[name])} for name, path in (plan.get("outputs") or {}).items()}
+    if digest is not None:
+        for output in outputs.values():
+            if output["path"] == publish.get("reportedPath", publish["path"]):
+                output["contentDigest"] = digest
+    return outputs
+
+
+def stop_servers(servers: list[subprocess.Popen], grace: float = 30) -> None:
+    """Terminate every server, then kill any still running after ``grace`` seconds."""
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        try:
+            server.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout: float = 900.0,
+              reporter: ProgressReporter | None = None) -> int:
+    """Run ``plan`` (``stage_plan``'s JSON); write the outcome to ``termination_log``; return the exit code."""
+    write_files(plan, files_dir)
     reporter = reporter or ProgressReporter(plan, write=lambda text: print(text, flush=True))
     reporter.begin()
     servers: list[subprocess.Popen] = []
@@ -204,51 +204,20 @@ def run_stage(plan: Mapping, files_dir: str, termination_log: str, ready_timeout
     publish = plan.get("publishOnHost") or plan.get("publish")
     try:
         if publish:
-            try:
-                export.prepare(publish["path"], publish["staging"], publish["overwrite"])
-            except export.ExportRefused as exc:
-                outcome.update(outcome="Failed", reason=exc.reason, tail=str(exc))
-                return 1
-        for command in plan.get("commands") or []:
-            argv, env = list(command["argv"]), dict(command.get("env") or {})
-            if command.get("server"):
-                server = subprocess.Popen(argv, env={**os.environ, **env})
-                servers.append(server)
-                problem = wait_until_ready(command["readyUrl"], server, ready_timeout) if command.get("readyUrl") else None
-                if problem:
-                    outcome.update(outcome="Failed", command=argv[:8], reason="ServerNotReady", tail=problem)
-                    return 1
-                continue
-            code, tail = _run(argv, env, reporter)
-            if code != 0:
-                outcome.update(outcome="Failed", command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
-                return code
-        digest = None
-        if publish:
-            try:
-                digest = export.publish(publish["path"], publish["staging"], publish["overwrite"], publish["tag"])
-            except (export.ExportRefused, OSError) as exc:
-                outcome.update(outcome="Failed", reason="PublishFailed", tail=str(exc))
-                return 1
-        where = _where_outputs_are(plan)
-        outputs = {name: {"path": path, "sizeBytes": tree_bytes(where[name])} for name, path in (plan.get("outputs") or {}).items()}
+            prepare_export(publish)
+        run_commands(plan.get("commands") or [], servers, reporter, ready_timeout)
+        digest = publish_output(publish) if publish else None
+        outputs = output_report(plan, publish, digest)
         if digest is not None:
-            # The published directory's digest (export.DIGEST_FILE holds it too): the operator copies it into
-            # status.artifacts (Export's entry, contentDigest), where Promote reads it.
+            # The published directory's digest (export.DIGEST_FILE holds it too).
             outcome["contentDigest"] = digest
-            for output in outputs.values():
-                if output["path"] == publish.get("reportedPath", publish["path"]):
-                    output["contentDigest"] = digest
         outcome.update(outcome="Succeeded", outputs=outputs)
         return 0
+    except StageFailed as failed:
+        outcome.update(outcome="Failed", **failed.fields)
+        return failed.code
     finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_servers(servers)
         outcome["seconds"] = round(time.monotonic() - started, 1)
         outcome["progress"] = reporter.end(outcome.get("outcome", "Failed"))
         Path(termination_log).parent.mkdir(parents=True, exist_ok=True)
@@ -297,10 +266,6 @@ def register(subparsers) -> None:
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
     parser.add_argument("--termination-log", default="/dev/termination-log")
     parser.set_defaults(handler=_main)
-
-
-def _where_outputs_are(plan: Mapping) -> dict[str, str]:
-    return dict(plan.get("outputsOnHost") or plan.get("outputs") or {})
 
 
 def on_host(plan: Mapping, path_map: Mapping[str, str]) -> dict:
@@ -367,13 +332,3 @@ def output_refusal(spec, stage: Stage, output_exists: bool,
     if output_exists and not spec.output.overwrite:
         return "OutputExists", export.refusal(spec.output.path)
     return ("OutputParentNotWritable", parent_problem) if parent_problem else None
-
-
-def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
-    """What Extract writes at most: every sample at train.maxLength tokens (the claim must hold that)."""
-    from drafter_operator.resources.training import estimate_hidden_state_bytes
-
-    hidden = (target_config.get("text_config") or target_config).get("hidden_size")
-    if not isinstance(hidden, int):
-        return None
-    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden)

@@ -136,101 +136,151 @@ def _draft_vocab_size(path: str) -> int:
     return value
 
 
-def specforge_main(argv: list[str]) -> int:
-    import gzip
-
-    import torch
-    import torch.distributed as dist
-    from datasets import Dataset
-    from specforge.application import resolve_offline_capture
-    from specforge.config import Config
-    from specforge.data.preprocessing import build_eagle3_dataset, generate_vocab_mapping_file
-    from specforge.data.utils import prepare_dp_dataloaders
-    from specforge.distributed import destroy_distributed, get_dp_group, init_distributed
-    from specforge.utils import load_tokenizer, safe_conversations_generator
-
+def specforge_arguments(argv: list[str]) -> argparse.Namespace:
+    """SpecForge's arguments, refused at once where this one CPU process cannot honour them."""
     args = specforge_parser().parse_args(argv)
     if args.tp_size != 1:
         raise SystemExit("hf_hidden_states: one process on the CPU: --tp-size must be 1")
     if args.draft_model_config is None:
         raise SystemExit("hf_hidden_states: --draft-model-config is required (it gives draft_vocab_size)")
-    output = args.output_path or os.path.join(args.cache_dir, "hidden_states")
+    return args
 
-    config, model = _load_target(args.target_model_path, args.trust_remote_code)
+
+def vocab_sizes(config, draft_model_config: str) -> tuple[int, int]:
+    """(target vocab size, draft vocab size); the draft's may not exceed the target's."""
+    target_vocab_size = int(getattr(config, "text_config", config).vocab_size)
+    draft_vocab_size = _draft_vocab_size(draft_model_config)
+    if draft_vocab_size > target_vocab_size:
+        raise ValueError(f"draft_vocab_size={draft_vocab_size} exceeds target vocab_size={target_vocab_size}")
+    return target_vocab_size, draft_vocab_size
+
+
+def dataset_cache_key(args: argparse.Namespace) -> str:
+    """The processed dataset's cache key, built from the same fields as SpecForge's script builds it."""
+    return hashlib.md5(f"{args.data_path}-{args.max_length}-{args.chat_template}-{args.target_model_path}-"
+                       f"{args.num_samples}-{args.is_preformatted}".encode()).hexdigest()
+
+
+def record_path(output: str, index: int, file_group_size: int, compress: bool) -> str:
+    """Where record ``index`` goes: ``rows_<g>-<g+N>/data_<i>.ckpt[.gz]``, N records to a directory."""
+    group = (index // file_group_size) * file_group_size
+    extension = ".ckpt.gz" if compress else ".ckpt"
+    return os.path.join(output, f"rows_{group}-{group + file_group_size}", f"data_{index}{extension}")
+
+
+def _capture_plan(args: argparse.Namespace, config, output: str):
+    """SpecForge's own resolution of what to capture (layers, record layout, loss-mask filter)."""
+    from specforge.application import resolve_offline_capture
+    from specforge.config import Config
+
     cfg = Config(
         model={"target_model_path": args.target_model_path, "draft_model_config": args.draft_model_config,
                "trust_remote_code": args.trust_remote_code, "cache_dir": args.cache_dir},
         data={"hidden_states_path": output, "max_length": args.max_length},
         training={"strategy": args.strategy},
     )
-    plan = resolve_offline_capture(cfg, target_config=config)
+    return resolve_offline_capture(cfg, target_config=config)
+
+
+def _eagle3_dataset(args: argparse.Namespace, plan):
+    """The conversations tokenized with SpecForge's chat template and loss masks, cut to --num-samples
+    (before building, or after it where the plan filters samples by their loss mask)."""
+    from datasets import Dataset
+    from specforge.data.preprocessing import build_eagle3_dataset
+    from specforge.utils import load_tokenizer, safe_conversations_generator
+
+    dataset = Dataset.from_generator(
+        generator=safe_conversations_generator, gen_kwargs={"file_path": args.data_path},
+        cache_dir=os.path.join(args.cache_dir, "hf_dataset"), num_proc=min(args.build_dataset_num_proc, 32))
+    if args.num_samples is not None and plan.loss_mask_filter is None:
+        dataset = dataset.select(range(min(args.num_samples, len(dataset))))
+    tokenizer = load_tokenizer(args.target_model_path, trust_remote_code=args.trust_remote_code)
+    eagle3_dataset = build_eagle3_dataset(
+        dataset=dataset, tokenizer=tokenizer, chat_template=args.chat_template, max_length=args.max_length,
+        cache_dir=os.path.join(args.cache_dir, "processed_dataset"), cache_key=dataset_cache_key(args),
+        is_preformatted=args.is_preformatted, num_proc=args.build_dataset_num_proc,
+        loss_mask_filter=plan.loss_mask_filter)
+    if plan.loss_mask_filter is not None and args.num_samples is not None:
+        eagle3_dataset = eagle3_dataset.select(range(min(args.num_samples, len(eagle3_dataset))))
+    if not len(eagle3_dataset):
+        raise ValueError(f"no samples satisfy {plan.run.algorithm.name} training eligibility")
+    return eagle3_dataset
+
+
+def _write_vocab_mapping(eagle3_dataset, output: str, target_vocab_size: int, draft_vocab_size: int) -> None:
+    from specforge.data.preprocessing import generate_vocab_mapping_file
+
+    mapping_dir = os.path.join(output, "vocab_mapping")
+    temporary = generate_vocab_mapping_file(
+        dataset=eagle3_dataset, target_vocab_size=target_vocab_size, draft_vocab_size=draft_vocab_size,
+        cache_dir=mapping_dir, cache_key=f".vocab_mapping.{os.getpid()}")
+    os.replace(temporary, os.path.join(mapping_dir, "vocab_mapping.pt"))
+
+
+def _save_record(record: dict, path: str, args: argparse.Namespace) -> bool:
+    """Write one record (False, and a warning, for one with a NaN: SpecForge skips those too)."""
+    import gzip
+
+    import torch
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if any(torch.is_floating_point(t) and bool(torch.isnan(t).any()) for t in record.values()):
+        print(f"Warning: NaN in {path}. Skipping save.", flush=True)
+        return False
+    if args.compress:
+        with gzip.open(path, "wb", compresslevel=args.compression_level) as f:
+            torch.save(record, f)
+    else:
+        torch.save(record, path)
+    return True
+
+
+def _write_records(model, loader, plan, args: argparse.Namespace, output: str, total: int) -> int:
+    """Forward every batch and write each row's record in SpecForge's layout; how many were written."""
+    import torch
+
     layers = list(plan.capture_layers)
-    text_config = getattr(config, "text_config", config)
-    target_vocab_size = int(text_config.vocab_size)
-    draft_vocab_size = _draft_vocab_size(args.draft_model_config)
-    if draft_vocab_size > target_vocab_size:
-        raise ValueError(f"draft_vocab_size={draft_vocab_size} exceeds target vocab_size={target_vocab_size}")
-    print(f"hf_hidden_states: {plan.run.algorithm.name} capture layers {layers} (SGLang ids: outputs of those layers)", flush=True)
+    index = written = 0
+    for batch in loader:
+        stream, last = _forward(model, batch["input_ids"], batch["attention_mask"])
+        aux = torch.cat([stream[layer + 1] for layer in layers], dim=-1)
+        for row in range(batch["input_ids"].size(0)):
+            length = int(batch["attention_mask"][row].sum())  # SGLang sees the row unpadded
+            record = plan.layout.materialize({
+                "input_ids": batch["input_ids"][row].clone(),
+                "loss_mask": batch["loss_mask"][row].clone(),
+                "aux_hidden_states": aux[row, :length].clone().unsqueeze(0),
+                "last_hidden_states": last[row, :length].clone().unsqueeze(0),
+            })
+            path = record_path(output, index, args.file_group_size, args.compress)
+            index += 1
+            written += _save_record(record, path, args)
+        # One line per batch: what run-stage's progress parser reads (training/progress.py).
+        print(f"hf_hidden_states: extracted {index}/{total} samples", flush=True)
+    return written
+
+
+def specforge_main(argv: list[str]) -> int:
+    import torch.distributed as dist
+    from specforge.data.utils import prepare_dp_dataloaders
+    from specforge.distributed import destroy_distributed, get_dp_group, init_distributed
+
+    args = specforge_arguments(argv)
+    output = args.output_path or os.path.join(args.cache_dir, "hidden_states")
+    config, model = _load_target(args.target_model_path, args.trust_remote_code)
+    plan = _capture_plan(args, config, output)
+    target_vocab_size, draft_vocab_size = vocab_sizes(config, args.draft_model_config)
+    print(f"hf_hidden_states: {plan.run.algorithm.name} capture layers {list(plan.capture_layers)} "
+          "(SGLang ids: outputs of those layers)", flush=True)
 
     _single_process_distributed()
     init_distributed(timeout=args.dist_timeout, tp_size=1)
     try:
-        dataset = Dataset.from_generator(
-            generator=safe_conversations_generator, gen_kwargs={"file_path": args.data_path},
-            cache_dir=os.path.join(args.cache_dir, "hf_dataset"), num_proc=min(args.build_dataset_num_proc, 32))
-        if args.num_samples is not None and plan.loss_mask_filter is None:
-            dataset = dataset.select(range(min(args.num_samples, len(dataset))))
-        tokenizer = load_tokenizer(args.target_model_path, trust_remote_code=args.trust_remote_code)
-        key = hashlib.md5(f"{args.data_path}-{args.max_length}-{args.chat_template}-{args.target_model_path}-"
-                          f"{args.num_samples}-{args.is_preformatted}".encode()).hexdigest()
-        eagle3_dataset = build_eagle3_dataset(
-            dataset=dataset, tokenizer=tokenizer, chat_template=args.chat_template, max_length=args.max_length,
-            cache_dir=os.path.join(args.cache_dir, "processed_dataset"), cache_key=key,
-            is_preformatted=args.is_preformatted, num_proc=args.build_dataset_num_proc,
-            loss_mask_filter=plan.loss_mask_filter)
-        if plan.loss_mask_filter is not None and args.num_samples is not None:
-            eagle3_dataset = eagle3_dataset.select(range(min(args.num_samples, len(eagle3_dataset))))
-        if not len(eagle3_dataset):
-            raise ValueError(f"no samples satisfy {plan.run.algorithm.name} training eligibility")
-
-        mapping_dir = os.path.join(output, "vocab_mapping")
-        temporary = generate_vocab_mapping_file(
-            dataset=eagle3_dataset, target_vocab_size=target_vocab_size, draft_vocab_size=draft_vocab_size,
-            cache_dir=mapping_dir, cache_key=f".vocab_mapping.{os.getpid()}")
-        os.replace(temporary, os.path.join(mapping_dir, "vocab_mapping.pt"))
-
+        eagle3_dataset = _eagle3_dataset(args, plan)
+        _write_vocab_mapping(eagle3_dataset, output, target_vocab_size, draft_vocab_size)
         loader = prepare_dp_dataloaders(dataset=eagle3_dataset, batch_size=args.batch_size, num_workers=0,
                                         shuffle=False, process_group=get_dp_group())
-        extension = ".ckpt.gz" if args.compress else ".ckpt"
-        index = written = 0
-        total = len(eagle3_dataset)
-        for batch in loader:
-            stream, last = _forward(model, batch["input_ids"], batch["attention_mask"])
-            aux = torch.cat([stream[layer + 1] for layer in layers], dim=-1)
-            for row in range(batch["input_ids"].size(0)):
-                length = int(batch["attention_mask"][row].sum())  # SGLang sees the row unpadded
-                record = plan.layout.materialize({
-                    "input_ids": batch["input_ids"][row].clone(),
-                    "loss_mask": batch["loss_mask"][row].clone(),
-                    "aux_hidden_states": aux[row, :length].clone().unsqueeze(0),
-                    "last_hidden_states": last[row, :length].clone().unsqueeze(0),
-                })
-                group = (index // args.file_group_size) * args.file_group_size
-                directory = os.path.join(output, f"rows_{group}-{group + args.file_group_size}")
-                os.makedirs(directory, exist_ok=True)
-                path = os.path.join(directory, f"data_{index}{extension}")
-                index += 1
-                if any(torch.is_floating_point(t) and bool(torch.isnan(t).any()) for t in record.values()):
-                    print(f"Warning: NaN in {path}. Skipping save.", flush=True)
-                    continue
-                if args.compress:
-                    with gzip.open(path, "wb", compresslevel=args.compression_level) as f:
-                        torch.save(record, f)
-                else:
-                    torch.save(record, path)
-                written += 1
-            # One line per batch: what run-stage's progress parser reads (training/progress.py).
-            print(f"hf_hidden_states: extracted {index}/{total} samples", flush=True)
+        written = _write_records(model, loader, plan, args, output, len(eagle3_dataset))
         dist.barrier()
         print(f"hf_hidden_states: wrote {written} records and vocab_mapping.pt to {output}", flush=True)
     finally:

@@ -18,10 +18,10 @@ import json
 import sys
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.bench.prompts import PromptsError
-from drafter_operator.bench.result import termination_message
-from drafter_operator.bench.run import Options, run
-from drafter_operator.bench.stream import BenchError
+from drafter_operator.benchmark_client.prompts import PromptsError
+from drafter_operator.benchmark_client.result import termination_message
+from drafter_operator.benchmark_client.run import Options, run
+from drafter_operator.benchmark_client.stream import BenchError
 
 
 def concurrency_list(text: str) -> tuple[int, ...]:

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.bench import crossover
-from drafter_operator.bench import prompts as prompt_sets
-from drafter_operator.bench import scrape
-from drafter_operator.bench.result import Level, Stream, benchmark_result
-from drafter_operator.bench.stream import BenchError, Endpoint, first_model, stream_one, stream_session
+from drafter_operator.engines import crossover
+from drafter_operator.benchmark_client import prompts as prompt_sets
+from drafter_operator.benchmark_client import scrape
+from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
+from drafter_operator.benchmark_client.stream import BenchError, Endpoint, first_model, stream_one, stream_session
 
 #: Warm-up generation length: enough to take the first-request costs (connections, graph capture,
 #: prefix caches of the template) out of the measurement, short enough to cost nothing.

@@ -15,7 +15,7 @@ to linearly, kept within the middle half of the bracket, so every measurement ta
 off the bracket's width and a refinement takes O(log width) levels whatever the curve's shape; a
 level never repeats, since it lies strictly between two adjacent measured ones (or below the lowest).
 
-:func:`next_level` is what ``drafter-operator bench`` calls after each level (``run.py``); the
+:func:`next_level` is what ``drafter-operator bench`` calls after each level (``benchmark_client/run.py``); the
 schedule (``engines/dynamic.py``) reads the same bracket from the levels.
 """
 

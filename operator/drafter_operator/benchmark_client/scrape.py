@@ -2,7 +2,7 @@
 
 Each ``--metrics-url`` is one engine pod (a Service would answer from a different pod each time, and
 deltas between two pods are meaningless). Per pod the window is the delta of its counters
-(``engines.metrics.window``); the pods' windows are summed by ``monitoring.acceptance.combine``, so a
+(``engines.metrics.window``); the pods' windows are summed by ``engines.replica_windows.combine``, so a
 busy pod weighs what it drafted. Anything that makes a pod's figures untrustworthy (unreachable,
 an HTTP error, a verdict on the body, a restart that is not a clean reset) makes the whole run's
 acceptance unavailable with that reason: a sum missing a pod would be a wrong number, and a missing
@@ -20,7 +20,7 @@ import aiohttp
 from drafter_operator import engines
 from drafter_operator.engines.metrics import AcceptanceWindow, SpecDecodeCounters, window
 from drafter_operator.engines.metrics_verdicts import MetricsUnusable
-from drafter_operator.acceptance.verdict import combine
+from drafter_operator.engines.replica_windows import combine
 
 #: Reason of an acceptanceUnavailable that is not a verdict on a body: the scrape itself failed.
 UNAVAILABLE = "MetricsUnavailable"

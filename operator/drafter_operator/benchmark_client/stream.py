@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
-from drafter_operator.bench.result import Stream
+from drafter_operator.benchmark_client.result import Stream
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drafter_operator.api.benchmark import BenchmarkResult, CrossoverBracket, LevelResult, PromptResult
-from drafter_operator.bench import crossover
+from drafter_operator.engines import crossover
 from drafter_operator.engines.metrics import AcceptanceWindow
 
 #: Kubernetes keeps at most this many bytes of a container's termination message.

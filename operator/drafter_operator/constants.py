@@ -1,0 +1,92 @@
+"""The operator's fixed names, in one place: its API group and version, the label and annotation keys it
+writes on what it creates, the engines and speculative methods it knows, and its own port.
+
+Everything else imports these (the CRDs, the RBAC rules, the kopf handlers, the builders), so a key is
+spelled once: a typo in a second copy would be a selector that silently matches nothing. This module
+imports nothing from the package: it sits at the bottom of the rooms (tests/unit/test_layering.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# --------------------------------------------------------------------------------------------------
+# The API
+
+API_GROUP = "drafter.dev"
+API_VERSION = "v1alpha1"
+#: What every custom object's ``apiVersion`` says, and the group/version in its URL.
+API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+
+# --------------------------------------------------------------------------------------------------
+# Labels: selectors find the operator's objects by these, so they never change for a running object.
+
+#: Who manages it (the Kubernetes recommended label), on everything the operator creates.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "drafter-operator"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+
+#: The DrafterServing an engine pod, Deployment or gate benchmark belongs to.
+SERVING_LABEL = f"{API_GROUP}/serving"
+#: The serving's revision a pod runs (the Service selects the active one by it).
+REVISION_LABEL = f"{API_GROUP}/revision"
+#: The DrafterTraining a stage Job, claim or benchmark belongs to.
+TRAINING_LABEL = f"{API_GROUP}/training"
+#: The training stage a Job runs.
+STAGE_LABEL = f"{API_GROUP}/training-stage"
+#: The training's spec generation the generation engine was rendered for.
+TRAINING_GENERATION_LABEL = f"{API_GROUP}/training-generation"
+#: The DrafterBenchmark a Job runs.
+BENCHMARK_LABEL = f"{API_GROUP}/benchmark"
+#: The revision a gate DrafterBenchmark measures before its swap.
+GATE_LABEL = f"{API_GROUP}/gate"
+
+#: Label keys a user's own pod labels must not use (api/pod.py refuses them): the operator's selectors.
+OPERATOR_LABEL_PREFIX = f"{API_GROUP}/"
+
+# --------------------------------------------------------------------------------------------------
+# Annotations: what a person (or kubectl drafter) reads or writes on an object.
+
+#: The engine ("vllm" or "sglang") an endpoint runs, on gate benchmarks and engine Deployments.
+ENGINE_ANNOTATION = f"{API_GROUP}/engine"
+#: What the endpoint runs, for a benchmark's DRAFTER column (resources/labels.drafter_summary).
+DRAFTER_ANNOTATION = f"{API_GROUP}/drafter"
+#: The speculative tokens per step the measured revision drafts.
+K_ANNOTATION = f"{API_GROUP}/num-speculative-tokens"
+#: On the Service: the revision it pointed at before the last switch, and when it switched.
+PREVIOUS_REVISION_ANNOTATION = f"{API_GROUP}/previous-revision"
+SWITCHED_AT_ANNOTATION = f"{API_GROUP}/switched-at"
+#: A new value starts a serving's failed revision again (kubectl drafter retry).
+RETRY_ANNOTATION = f"{API_GROUP}/retry"
+#: The one-shot BlueGreen promotion a DrafterTraining asks of a serving.
+PROMOTION_ANNOTATION = f"{API_GROUP}/promotion"
+#: On a serving: the training whose drafter it serves.
+PROMOTED_BY_ANNOTATION = f"{API_GROUP}/promoted-by"
+#: On a Deployment: the serving generation and the pod settings its template was rendered from.
+SERVING_GENERATION_ANNOTATION = f"{API_GROUP}/serving-generation"
+POD_SETTINGS_ANNOTATION = f"{API_GROUP}/pod-settings"
+#: kopf's progress and diff-base annotations are kept under the group's prefix.
+KOPF_ANNOTATION_PREFIX = API_GROUP
+
+# --------------------------------------------------------------------------------------------------
+# Engines and speculative methods: every list of them is derived from these literals.
+
+Engine = Literal["vllm", "sglang"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+
+#: The drafter methods spec.drafter.method accepts ("none": no speculation).
+DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
+DRAFTER_METHODS: tuple[str, ...] = get_args(DrafterMethod)
+#: The methods that load a drafter model of their own (spec.drafter.model required).
+METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
+#: The methods that speculate (every one but "none").
+SPECULATIVE_METHODS: tuple[str, ...] = tuple(method for method in DRAFTER_METHODS if method != "none")
+
+# --------------------------------------------------------------------------------------------------
+# Ports
+
+#: Where the operator serves its own /metrics unless told otherwise (`drafter-operator run --metrics-port`;
+#: the chart's metrics.port defaults to the same).
+OPERATOR_METRICS_PORT = 8080
