@@ -142,7 +142,8 @@ def finish_status(plan: BenchmarkPlan, state: BenchmarkState, new: dict, complet
 
 def _failed(finish: Finish, now: dt.datetime, why: Verdict) -> BenchmarkPlan:
     """The run fails before it started: a Warning with the verdict's reason."""
-    return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, why, events=[("Warning", why.reason, why.message)])
+    return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, why,
+                  events=[("Warning", why.reason, why.message)])
 
 
 def validated_spec(body: dict):
@@ -221,8 +222,9 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
     drafter = drafter_summary(target_spec) if target_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
-    return finish({"state": "Running", "jobName": current, "startTime": timestamps.format_seconds(now), "drafter": drafter, "result": None,
-                   "completionTime": None, "revision": revision, "numSpeculativeTokens": k},
+    return finish({"state": "Running", "jobName": current, "startTime": timestamps.format_seconds(now),
+                   "drafter": drafter, "result": None, "completionTime": None, "revision": revision,
+                   "numSpeculativeTokens": k},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
 
 

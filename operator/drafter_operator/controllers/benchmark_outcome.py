@@ -102,8 +102,8 @@ def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str
         result = BenchmarkResult.model_validate(json.loads(message))
     except (ValueError, pydantic.ValidationError) as exc:
         text = f"the bench container's termination message is not a result: {exc}"[:1000]
-        return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, Verdict("False", "InvalidResult", text),
-                      events=[("Warning", "InvalidResult", text)])
+        return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)},
+                      Verdict("False", "InvalidResult", text), events=[("Warning", "InvalidResult", text)])
     gate = gate_verdict(result, spec.gate)
     if gate is not None:
         result = result.model_copy(update={"verdict": "Passed" if gate.status == "True" else "Failed",

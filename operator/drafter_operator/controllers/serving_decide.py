@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import pydantic
 
-from drafter_operator import timestamps
-from drafter_operator import engines
+from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
@@ -36,15 +35,8 @@ from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, 
 from drafter_operator.controllers.serving_observe import Observed, newest_first
 from drafter_operator.controllers.serving_patches import Write, changed_fields, deployment_write, gate_write, \
     scale_write
-from drafter_operator.constants import (
-    DRAFTER_ANNOTATION,
-    ENGINE_ANNOTATION,
-    POD_SETTINGS_ANNOTATION,
-    PREVIOUS_REVISION_ANNOTATION,
-    RETRY_ANNOTATION,
-    SERVING_GENERATION_ANNOTATION,
-    SWITCHED_AT_ANNOTATION,
-)
+from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
+    PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
 from drafter_operator.controllers.serving_schedule import speculation_schedule
 from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
@@ -137,7 +129,8 @@ def decide(state: ServingState) -> ServingPlan:
     promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
                                revision_hash(spec, image), _good(status), target.running.action is not None)
     swap, swap_input = swap_step(state, status, target, active, compatible, promotion)
-    revisions = updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
+    revisions = updated_revisions(status.get("revisions") or [],
+                                  revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
     plan.record_first = records_first(status, revisions, swap, judged, retried)
@@ -327,7 +320,8 @@ def gating_record(status: dict, swap: SwapPlan, promotion: PromotionSwap, now: d
     if not swap.run_gate:
         return None
     since = gating_since(status.get("gating"), swap.run_gate)
-    return {"revision": swap.run_gate, "since": timestamps.format_seconds(since or now), "source": promotion.gate_source}
+    return {"revision": swap.run_gate, "since": timestamps.format_seconds(since or now),
+            "source": promotion.gate_source}
 
 
 def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: Compatibility,

@@ -8,8 +8,7 @@ import datetime as dt
 
 import pydantic
 
-from drafter_operator import timestamps
-from drafter_operator import engines
+from drafter_operator import engines, timestamps
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
