@@ -12,8 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from drafter_operator.api.common import ENGINES
-from drafter_operator.api.serving import DRAFTER_METHODS, METHODS_NEEDING_K_ON_VLLM, METHODS_WITH_MODEL
+from drafter_operator.api.serving import METHODS_NEEDING_K_ON_VLLM
+from drafter_operator.constants import DRAFTER_METHODS, ENGINES, METHODS_WITH_MODEL
 
 _SEGMENT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 _NAME = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)

@@ -17,7 +17,8 @@ import re
 import sys
 from typing import Callable
 
-# Standard library only: the Lease timings' defaults and checks live with the leader election.
+# Standard library only: the fixed names, and the Lease timings' defaults and checks (with the leader election).
+from drafter_operator.constants import ENGINES, OPERATOR_METRICS_PORT
 from drafter_operator.controllers.leadership import Timings
 
 DISTRIBUTION = "drafter-operator"
@@ -103,7 +104,7 @@ def _add_run_command(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser("run", help="run the operator against the current kubeconfig")
     run.add_argument("--namespace", "-n", action="append", default=[],
                      help="watch only this namespace (repeatable); default: all namespaces")
-    run.add_argument("--metrics-port", type=int, default=8080,
+    run.add_argument("--metrics-port", type=int, default=OPERATOR_METRICS_PORT,
                      help="port of the operator's own /metrics (0 disables)")
     run.add_argument("--metrics-host", default="0.0.0.0", help="address of the operator's /metrics listener")
     run.add_argument("--health-port", type=int, default=0,
@@ -174,7 +175,7 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench = subparsers.add_parser(
         "bench", help="benchmark an OpenAI-compatible endpoint: tok/s, acceptance from /metrics, speedup against a baseline")
     bench.add_argument("--url", required=True, help="OpenAI-compatible base URL of the target, without /v1")
-    bench.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+    bench.add_argument("--engine", choices=ENGINES, default="vllm",
                        help="engine behind --url, for its /metrics (default vllm)")
     bench.add_argument("--model", help="model name sent in requests (default: the first id of GET /v1/models)")
     bench.add_argument("--metrics-url", action="append", default=[], metavar="URL",

@@ -13,10 +13,11 @@ from typing import Literal, get_args
 # --------------------------------------------------------------------------------------------------
 # The API
 
-API_GROUP = "drafter.dev"
-API_VERSION = "v1alpha1"
+#: The type of every custom object's ``apiVersion`` field (the models' Literal; the CRDs' enum comes from it).
+ApiGroupVersion = Literal["drafter.dev/v1alpha1"]
 #: What every custom object's ``apiVersion`` says, and the group/version in its URL.
-API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+API_GROUP_VERSION: str = get_args(ApiGroupVersion)[0]
+API_GROUP, API_VERSION = API_GROUP_VERSION.split("/")
 
 # --------------------------------------------------------------------------------------------------
 # Labels: selectors find the operator's objects by these, so they never change for a running object.
@@ -27,6 +28,8 @@ MANAGED_BY_VALUE = "drafter-operator"
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+#: On the CRDs: the application they are part of.
+PART_OF_LABEL = "app.kubernetes.io/part-of"
 
 #: The DrafterServing an engine pod, Deployment or gate benchmark belongs to.
 SERVING_LABEL = f"{API_GROUP}/serving"

@@ -12,7 +12,6 @@ nothing changes.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 
@@ -32,7 +31,8 @@ def remap(value: str, path_map: Mapping[str, str]) -> str:
     return re.sub(f"(?:{pattern})(?![\\w.-])", lambda m: path_map.get(m.group(0), path_map.get(m.group(0) + "/", m.group(0))), value)
 
 
-def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The runtime's mapping, or {} where containers see their volumes at their mount paths."""
+def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The runtime's mapping (from ``environ``, else the process environment), or {} where containers see
+    their volumes at their mount paths."""
     raw = CONTAINER_PATHS.read(environ)
     return dict(json.loads(raw)) if raw else {}

@@ -8,7 +8,7 @@ run` can refuse to start with that sentence instead of a bare traceback.
 
 Settings whose values are documents with rules of their own (the tenant policy's JSON lists, the
 Prometheus endpoints) are read here as their raw text (:data:`RAW`); their modules validate them
-(resources/pod_policy.py, monitoring/prometheus_source.py), since the rules are about what they mean.
+(resources/pod_policy.py, acceptance/prometheus_source.py), since the rules are about what they mean.
 
 Variables that belong to other programs' protocols (torch's RANK/WORLD_SIZE in a training container,
 an engine's own flags in a pod's env) are not operator settings and are not listed.
@@ -28,7 +28,12 @@ T = TypeVar("T")
 
 
 class SettingError(ValueError):
-    """An environment variable's value does not parse; the message names the variable and the value."""
+    """An environment variable's value does not parse; the message names the variable and the value
+    (``name`` and ``raw`` hold them, for a reader that words its own refusal)."""
+
+    def __init__(self, name: str, raw: str, reason: str):
+        super().__init__(f"{name}={raw!r} is not valid: {reason}")
+        self.name, self.raw = name, raw
 
 
 def seconds(raw: str) -> float:
@@ -71,7 +76,7 @@ class Setting(Generic[T]):
         try:
             return self.parse(raw)
         except ValueError as exc:
-            raise SettingError(f"{self.name}={raw!r} is not valid: {exc}") from None
+            raise SettingError(self.name, raw, str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -124,7 +129,7 @@ ALLOWED_SERVICE_ACCOUNTS: Setting[str | None] = Setting(
 PROMETHEUS_ENDPOINTS: Setting[str | None] = Setting(
     "DRAFTER_PROMETHEUS_ENDPOINTS", None, RAW,
     "JSON object of name to Prometheus URL for spec.acceptance.source prometheus "
-    "(monitoring/prometheus_source.py).")
+    "(acceptance/prometheus_source.py).")
 
 # --------------------------------------------------------------------------------------------------
 # Where the operator runs (leader election)
@@ -139,10 +144,17 @@ KUBECONFIG: Setting[str | None] = Setting(
     "KUBECONFIG", None, text,
     "Outside a cluster: the kubeconfig whose current context's namespace holds the Lease.")
 
+# --------------------------------------------------------------------------------------------------
+# The kubectl plugin (kubectl drafter, run on a person's machine)
+
+KUBECTL: Setting[str] = Setting(
+    "KUBECTL", "kubectl", text,
+    "Which kubectl `kubectl drafter` runs for its reads and writes (default: the one on PATH).")
+
 #: Every setting, for the docs and the tests.
 ALL: tuple[Setting, ...] = (
     WORKERS, RECHECK_SECONDS, CATCH_UP_SECONDS, ACCEPTANCE_INTERVAL_SECONDS, DRAIN_SECONDS, MEMORY_RELEASE_SECONDS,
     OPERATOR_IMAGE, TRAINER_IMAGE, TRAINING_CPU, CONTAINER_PATHS,
     ALLOWED_IMAGE_PREFIXES, ALLOWED_SERVICE_ACCOUNTS, PROMETHEUS_ENDPOINTS,
-    POD_NAME, POD_NAMESPACE, KUBECONFIG,
+    POD_NAME, POD_NAMESPACE, KUBECONFIG, KUBECTL,
 )

@@ -99,13 +99,14 @@ def install_crds(kubectl: Callable[..., object], timeout_seconds: int = 60) -> N
     """Apply the CRDs and wait until the apiserver serves them. Rendered from the API models, as
     `drafter-operator crds` writes crds/ (the drift test keeps the two equal), so this works from an
     installed package as well as from a checkout. ``kubectl(*args, input=...)`` runs kubectl, failing on error."""
-    from drafter_operator.api import GROUP, KINDS
+    from drafter_operator.api import KINDS
+    from drafter_operator.constants import API_GROUP
     from drafter_operator.api.generate import render_crd
 
     for kind in KINDS:
         kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=render_crd(kind))
     kubectl("wait", "--for=condition=Established", f"--timeout={timeout_seconds}s",
-            *[f"crd/{kind.plural}.{GROUP}" for kind in KINDS])
+            *[f"crd/{kind.plural}.{API_GROUP}" for kind in KINDS])
 
 
 class OperatorError(RuntimeError):

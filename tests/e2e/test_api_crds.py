@@ -18,11 +18,10 @@ from drafter_operator.api import (
     DrafterServing,
     DrafterServingSpec,
     DrafterTrainingSpec,
-    GROUP,
-    VERSION,
     crd_manifest,
     parse_object,
 )
+from drafter_operator.constants import API_GROUP as GROUP, API_VERSION as VERSION
 from drafter_operator.api.generate import crd_filename
 from tests.api_strategies import benchmark_specs, mutated_serving_specs, serving_specs, training_specs
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drafter_operator.api import GROUP, KINDS, VERSION
+from drafter_operator.api import KINDS
+from drafter_operator.constants import API_GROUP as GROUP, API_VERSION as VERSION
 from drafter_operator.api.generate import crd_filename
 
 pytestmark = pytest.mark.e2e

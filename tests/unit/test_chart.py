@@ -325,7 +325,7 @@ def test_every_resource_the_operator_calls_or_watches_has_a_rule():
     called |= {"drafterservings", "drafterbenchmarks", "draftertrainings"} & set(re.findall(r'"(drafter[a-z]+s)"', source))
     assert {"deployments", "services", "pods", "jobs", "configmaps", "persistentvolumeclaims"} <= called, called
     assert not called - set(by_resource), f"no RBAC rule for {sorted(called - set(by_resource))}"
-    watched = set(re.findall(r'@kopf\.(?:index|on\.event|daemon|timer)\(\s*(?:GROUP|"[^"]*")\s*,\s*(?:VERSION|"[^"]*")\s*,\s*"([a-z]+)"',
+    watched = set(re.findall(r'@kopf\.(?:index|on\.event|daemon|timer)\(\s*(?:API_GROUP|"[^"]*")\s*,\s*(?:API_VERSION|"[^"]*")\s*,\s*"([a-z]+)"',
                              source))
     assert {"deployments", "pods", "services", "jobs", "drafterservings"} <= watched, watched
     for resource in watched:

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import get_args
 
-from drafter_operator import API_GROUP, API_VERSION, constants
-from drafter_operator.api.common import ENGINES as API_ENGINES
-from drafter_operator.api.serving import DRAFTER_METHODS as API_METHODS
-from drafter_operator.api.serving import METHODS_WITH_MODEL as API_METHODS_WITH_MODEL
-from drafter_operator import engines
+from drafter_operator import constants, engines
+from drafter_operator.api import DrafterBenchmark, DrafterServing, DrafterTraining
+from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.engines import sglang, vllm
 
 
-def test_the_package_root_re_exports_the_group_and_version():
-    assert (API_GROUP, API_VERSION) == (constants.API_GROUP, constants.API_VERSION)
-    assert constants.API_GROUP_VERSION == f"{API_GROUP}/{API_VERSION}"
+def test_the_group_and_version_make_the_group_version():
+    assert constants.API_GROUP_VERSION == f"{constants.API_GROUP}/{constants.API_VERSION}" == "drafter.dev/v1alpha1"
 
 
 def test_every_operator_key_is_under_the_group_and_distinct():
@@ -32,11 +29,12 @@ def test_engine_and_method_lists_are_their_literals():
     assert set(constants.METHODS_WITH_MODEL) <= set(constants.SPECULATIVE_METHODS)
 
 
-def test_the_api_lists_agree_with_the_one_source():
-    """Until the API imports them (the lead switches api/), its copies must say the same."""
-    assert tuple(API_ENGINES) == constants.ENGINES
-    assert tuple(API_METHODS) == constants.DRAFTER_METHODS
-    assert tuple(API_METHODS_WITH_MODEL) == constants.METHODS_WITH_MODEL
+def test_the_api_models_take_their_literals_from_constants():
+    """The models' fields are typed by the constants (no second list lives in api/: tests/unit/test_one_home.py)."""
+    for kind in (DrafterServing, DrafterBenchmark, DrafterTraining):
+        assert kind.model_fields["api_version"].annotation is constants.ApiGroupVersion
+        assert kind.model_fields["api_version"].default == constants.API_GROUP_VERSION
+    assert DrafterSpec.model_fields["method"].annotation is constants.DrafterMethod
 
 
 def test_each_engine_translates_every_speculative_method():

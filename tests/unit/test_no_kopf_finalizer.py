@@ -20,10 +20,11 @@ from kopf._core.engines import indexing
 from kopf._core.intents import registries
 from kopf._core.reactor import inventory, processing
 
+from drafter_operator.constants import API_GROUP, API_VERSION
 from drafter_operator.controllers import handlers
 
 KOPF_FINALIZER = kopf.OperatorSettings().persistence.finalizer
-OURS = [references.Resource(handlers.GROUP, handlers.VERSION, plural)
+OURS = [references.Resource(API_GROUP, API_VERSION, plural)
         for plural in ("drafterservings", "drafterbenchmarks", "draftertrainings")]
 
 
@@ -70,7 +71,7 @@ def _registry_like_the_operators() -> registries.OperatorRegistry:
     registry = registries.OperatorRegistry()
     registry._spawning, registry._changing = ours._spawning, ours._changing
 
-    @kopf.on.event(handlers.GROUP, handlers.VERSION, "drafterservings", registry=registry)
+    @kopf.on.event(API_GROUP, API_VERSION, "drafterservings", registry=registry)
     async def seen(**_):
         pass
 
@@ -89,7 +90,7 @@ def test_a_kopf_daemon_would_keep_it_which_is_what_the_operator_no_longer_regist
     # The same processing with a daemon registered: kopf keeps (and would add) its finalizer.
     registry = registries.OperatorRegistry()
 
-    @kopf.daemon(handlers.GROUP, handlers.VERSION, "drafterservings", registry=registry)
+    @kopf.daemon(API_GROUP, API_VERSION, "drafterservings", registry=registry)
     async def daemon(**_):
         pass
 

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServing
-from drafter_operator.controllers.promotion_gate import PROMOTION_ANNOTATION, promotion_annotation, promotion_swap
+from drafter_operator.controllers.promotion_gate import promotion_annotation, promotion_swap
+from drafter_operator.constants import PROMOTION_ANNOTATION
 from drafter_operator.controllers.revisions import revision_config, revision_hash
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

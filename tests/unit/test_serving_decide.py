@@ -16,8 +16,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drafter_operator import timestamps
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
-from drafter_operator.controllers.serving_observe import iso, observed_from
+from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.resources.labels import REVISION_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +88,7 @@ class World:
                 continue
             if write.verb == "create":
                 manifest = copy.deepcopy(write.body)
-                manifest["metadata"].update(creationTimestamp=iso(self.now), generation=1)
+                manifest["metadata"].update(creationTimestamp=timestamps.format_seconds(self.now), generation=1)
                 self.deployments[manifest["metadata"]["name"]] = manifest
             else:
                 name = write.path.rsplit("/", 1)[1]

@@ -7,8 +7,7 @@ from concurrent.futures import Future
 
 from drafter_operator.controllers import handlers
 from drafter_operator.controllers.serving_observe import Observed
-from drafter_operator.resources.engine import PREVIOUS_REVISION_ANNOTATION
-from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, REVISION_LABEL
 
 
 def draining_observed() -> Observed:

@@ -12,6 +12,7 @@ import datetime as dt
 from hypothesis import given
 from hypothesis import strategies as st
 
+from drafter_operator import timestamps
 from drafter_operator.api import DrafterServing
 from drafter_operator.controllers import serving_decide as sd
 from drafter_operator.controllers.revisions import revision_hash
@@ -21,7 +22,7 @@ from drafter_operator.controllers.serving_observe import Observed, ready_pod_ips
 from drafter_operator.controllers.serving_patches import Write
 from drafter_operator.controllers.serving_pointer import pointer_write, switch_record
 from drafter_operator.controllers.swap import SwapPlan, Verdict
-from drafter_operator.resources.engine import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
+from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from tests.unit.test_serving_decide import IMAGES, T0, World, seed_body
 
 IMAGE = IMAGES["vllm"]
@@ -103,7 +104,7 @@ def test_gating_record_keeps_when_gating_began(seconds):
     began = sd.gating_record({}, SwapPlan(run_gate="r2"), promotion, T0)
     assert sd.gating_record({"gating": began}, SwapPlan(run_gate="r2"), promotion, now)["since"] == began["since"]
     other = sd.gating_record({"gating": began}, SwapPlan(run_gate="r3"), promotion, now)
-    assert other["revision"] == "r3" and other["since"] == sd.iso(now)
+    assert other["revision"] == "r3" and other["since"] == timestamps.format_seconds(now)
 
 
 def test_decision_events_put_a_retry_first_and_the_acceptance_events_last():
@@ -153,7 +154,7 @@ def test_pointer_write_records_the_switch_only_when_traffic_moves():
     assert pointer_write(serving, world.body, Observed(), None, None, 8000, T0) is None
     moved = pointer_write(serving, world.body, Observed(), "r2", "r1", 8000, T0)
     annotations = switch_record(moved.body)
-    assert annotations[PREVIOUS_REVISION_ANNOTATION] == "r1" and annotations[SWITCHED_AT_ANNOTATION] == sd.iso(T0)
+    assert annotations[PREVIOUS_REVISION_ANNOTATION] == "r1" and annotations[SWITCHED_AT_ANNOTATION] == timestamps.format_seconds(T0)
     still = pointer_write(serving, world.body, Observed(), "r2", None, 8000, T0)
     assert PREVIOUS_REVISION_ANNOTATION not in switch_record(still.body)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from drafter_operator import engines
+from drafter_operator import engines, timestamps
 from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance import break_even as be
@@ -22,7 +22,7 @@ from drafter_operator.monitoring import operator_metrics
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.prometheus_query import revision_matchers
 from drafter_operator.acceptance.engine_source import EngineSource, Replica
-from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.constants import REVISION_LABEL
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), None)
     if not condition or condition.get("status") != "True" or condition.get("reason") not in (a.LOW_RATE, a.LOW_LENGTH):
         return None
-    since = dt.datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+    since = timestamps.parse(condition["lastTransitionTime"]).timestamp()
     return a.Verdict(status="True", reason=condition["reason"], message=condition.get("message", ""),
                      below_since=since)
 
@@ -128,7 +128,7 @@ class AcceptanceMonitor:
         # page for every model load of a new serving.
         operator_metrics.set_engine_metrics_available(*labels, sample.problem is None if replicas else None)
         block = a.status_block(sample, spec.acceptance.source, thresholds.window_seconds,
-                               now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+                               timestamps.format_seconds(now))
         if block is not None:
             block["revision"] = revision
         return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,

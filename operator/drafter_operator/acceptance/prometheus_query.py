@@ -14,7 +14,7 @@ from typing import Literal
 
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
-from drafter_operator.engines.metrics_verdicts import EngineName
+from drafter_operator.constants import Engine
 
 #: The label each series of the answer is tagged with, naming the counter it carries.
 SERIES_LABEL = "drafter_series"
@@ -56,7 +56,7 @@ def sanitize_label(name: str) -> str:
 def revision_matchers(namespace: str, serving: str, revision: str) -> tuple[Matcher, ...]:
     """The matchers of one revision's pods, for a scrape config that maps pod labels (``labelmap``)
     and sets ``namespace`` (the usual kubernetes-pods job)."""
-    from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
+    from drafter_operator.constants import REVISION_LABEL, SERVING_LABEL
 
     return (Matcher("namespace", namespace), Matcher(sanitize_label(SERVING_LABEL), serving),
             Matcher(sanitize_label(REVISION_LABEL), revision))
@@ -93,7 +93,7 @@ COUNTERS: dict[str, dict[str, str]] = {
 REQUIRED = {"vllm": ("drafts", "draft_tokens", "accepted_tokens"), "sglang": ("drafts", "generation_tokens")}
 
 
-def engine_name(engine: str) -> EngineName:
+def engine_name(engine: str) -> Engine:
     if engine not in COUNTERS:
         raise ValueError(f"engine must be vllm or sglang, not {engine!r}")
     return engine  # type: ignore[return-value]

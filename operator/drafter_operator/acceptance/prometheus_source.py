@@ -48,7 +48,6 @@ import functools
 import http
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -64,15 +63,16 @@ from drafter_operator.engines.metrics import (
 )
 from drafter_operator.engines.metrics_verdicts import (
     DEFAULT_MAX_POSITIONS,
-    EngineName,
     MetricsUnusable,
     ScrapeVerdict,
     UnusableReason,
 )
+from drafter_operator.constants import Engine
 from drafter_operator.acceptance.prometheus_query import COUNTERS, REQUIRED, SERIES_LABEL, Matcher, engine_name, \
     window_query
 from drafter_operator.monitoring import http_fetch
 from drafter_operator.monitoring.http_fetch import MetricsUnavailable
+from drafter_operator.settings import PROMETHEUS_ENDPOINTS
 
 #: Largest /api/v1/query answer read, in bytes. A window answer holds ~5 series per replica plus k
 #: per-position series (~300 bytes each): 1 MiB is thousands of replicas, and keeps a parse cheap.
@@ -200,7 +200,7 @@ def _exceeds(accepted: float, drafted: float) -> bool:
     return accepted > drafted * (1 + _RELATIVE_SLACK) + 1e-9
 
 
-def _replica_window(engine: EngineName, who: str, c: Mapping[str, float], k: int | None) -> AcceptanceWindow:
+def _replica_window(engine: Engine, who: str, c: Mapping[str, float], k: int | None) -> AcceptanceWindow:
     """One replica's (or the total's) window from its counters' increases, as engines.metrics.window does."""
     drafts, generation = c["drafts"], c.get("generation_tokens", 0.0)
     if engine == "vllm":
@@ -296,7 +296,7 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
 
 #: Name -> Prometheus base URL, JSON; the chart renders it from prometheus.endpoints. Tenants name one in
 #: spec.acceptance.prometheus: the operator never queries a URL a tenant wrote.
-ENDPOINTS_ENV = "DRAFTER_PROMETHEUS_ENDPOINTS"
+ENDPOINTS_ENV = PROMETHEUS_ENDPOINTS.name
 _ENDPOINT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 
 
@@ -318,7 +318,7 @@ def parse_endpoints(raw: str | None) -> Mapping[str, str]:
 
 
 def endpoints_from_env(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
-    return parse_endpoints((os.environ if environ is None else environ).get(ENDPOINTS_ENV))
+    return parse_endpoints(PROMETHEUS_ENDPOINTS.read(environ))
 
 
 def endpoint_problem(name: str | None, endpoints: Mapping[str, str]) -> str | None:

@@ -15,9 +15,6 @@ from drafter_operator.api.benchmark import (
     benchmark_problems,
 )
 from drafter_operator.api.common import (
-    API_VERSION_STRING,
-    GROUP,
-    VERSION,
     Condition,
     Rule,
     condition,
@@ -59,7 +56,7 @@ def parse_object(obj: dict) -> KindModel:
 
 
 __all__ = [
-    "API_VERSION_STRING", "GROUP", "VERSION", "KINDS", "KIND_BY_NAME", "OPERATOR_CHECKS", "OWNED_FLAG_SPELLINGS",
+    "KINDS", "KIND_BY_NAME", "OPERATOR_CHECKS", "OWNED_FLAG_SPELLINGS",
     "Condition", "Rule", "KindModel",
     "DrafterServing", "DrafterServingSpec", "DrafterServingStatus",
     "DrafterBenchmark", "DrafterBenchmarkSpec", "DrafterBenchmarkStatus",

@@ -21,6 +21,7 @@ from drafter_operator.api.common import (
     duration_ok,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.constants import API_GROUP_VERSION, ApiGroupVersion
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
@@ -292,7 +293,7 @@ class DrafterBenchmark(KindModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     )
 
-    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    api_version: ApiGroupVersion = API_GROUP_VERSION
     """drafter.dev/v1alpha1"""
     kind: Literal["DrafterBenchmark"] = "DrafterBenchmark"
     """DrafterBenchmark"""

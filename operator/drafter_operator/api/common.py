@@ -21,11 +21,6 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from drafter_operator import API_GROUP, API_VERSION
-
-GROUP = API_GROUP
-VERSION = API_VERSION
-API_VERSION_STRING = f"{GROUP}/{VERSION}"
 
 # ---------------------------------------------------------------------------------------------------
 # Rules: one declaration, two enforcers (the apiserver through CEL, the models through Python).
@@ -207,9 +202,6 @@ Url = Annotated[str, StringConstraints(pattern=URL_PATTERN, max_length=2048)]
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, max_length=63)]
 """A label value (at most 63 characters: alphanumerics, '-', '_', '.')."""
-
-Engine = Literal["vllm", "sglang"]
-ENGINES: tuple[str, ...] = ("vllm", "sglang")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from drafter_operator.api.common import GROUP, VERSION
+from drafter_operator.constants import API_GROUP, API_VERSION, NAME_LABEL, PART_OF_LABEL
 from drafter_operator.api.kind import NAME_MAX_LENGTH, KindModel
 
 CATEGORY = "drafter"
@@ -163,11 +163,11 @@ def crd_manifest(kind_model: type[KindModel]) -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{kind_model.plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/name": "drafter-operator", "app.kubernetes.io/part-of": "drafter-operator"},
+            "name": f"{kind_model.plural}.{API_GROUP}",
+            "labels": {NAME_LABEL: "drafter-operator", PART_OF_LABEL: "drafter-operator"},
         },
         "spec": {
-            "group": GROUP,
+            "group": API_GROUP,
             "names": {
                 "kind": kind_model.kind_name,
                 "listKind": f"{kind_model.kind_name}List",
@@ -179,7 +179,7 @@ def crd_manifest(kind_model: type[KindModel]) -> dict[str, Any]:
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": API_VERSION,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},

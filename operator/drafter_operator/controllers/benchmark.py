@@ -8,28 +8,26 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
-from drafter_operator import API_GROUP, API_VERSION, __version__
+from drafter_operator import settings
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_LABEL, SERVING_LABEL
 from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
 from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL, CONTAINER, job_name
-from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.resources.benchmark_job import CONTAINER, job_name
 
 log = logging.getLogger("drafter.benchmark")
 
-GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURAL = "drafterbenchmarks"
 
 
 def operator_image() -> str:
     """The image the benchmark Job runs: the operator's own (it carries `drafter-operator bench`)."""
-    return os.environ.get("DRAFTER_OPERATOR_IMAGE", f"ghcr.io/drafter-dev/drafter-operator:{__version__}")
+    return settings.OPERATOR_IMAGE.read()
 
 
 @dataclass
@@ -45,7 +43,7 @@ class BenchmarkReconciler(OneAtATime):
     def _target(self, namespace: str, serving: str | None) -> Target | None:
         if not serving:
             return None
-        body = self.kube.get(object_path(GROUP_VERSION, "drafterservings", namespace, serving))
+        body = self.kube.get(object_path(API_GROUP_VERSION, "drafterservings", namespace, serving))
         if body is None:
             return Target(serving=None)
         service = self.kube.get(object_path("v1", "services", namespace, serving))
@@ -53,7 +51,7 @@ class BenchmarkReconciler(OneAtATime):
         return Target(serving=body, service=service, pods=tuple(pods))
 
     def observe(self, namespace: str, name: str) -> BenchmarkState | None:
-        body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
+        body = self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget_benchmark(namespace, name)  # a deleted run's failure must not page anyone
             return None
@@ -83,7 +81,7 @@ class BenchmarkReconciler(OneAtATime):
 
     def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
         name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
-        return self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name)) if name else None
+        return self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name)) if name else None
 
     def _detail(self, namespace: str, pod: dict | None) -> dict | str | None:
         """The full result the own Job's succeeded bench container printed on stdout (its log), or why it is
@@ -107,18 +105,18 @@ class BenchmarkReconciler(OneAtATime):
         if plan.create:
             manifest = plan.create
             manifest["metadata"]["ownerReferences"] = [{
-                "apiVersion": GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
             log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
             self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
         if plan.config_map:
             plan.config_map["metadata"]["ownerReferences"] = [{
-                "apiVersion": GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
             self.kube.create(object_path("v1", "configmaps", namespace), plan.config_map)
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
+            self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
         serving = ((body["metadata"].get("labels") or {}).get(SERVING_LABEL)

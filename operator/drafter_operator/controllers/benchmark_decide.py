@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
+from drafter_operator import timestamps
 from drafter_operator.api import DrafterBenchmark, parse_duration
 from drafter_operator.api.benchmark import benchmark_problems
 from drafter_operator.controllers import conditions
@@ -32,12 +33,12 @@ from drafter_operator.controllers.benchmark_observe import (
     serving_spec,
     service_url,
 )
-from drafter_operator.controllers.benchmark_outcome import Finish, iso, observe_job, parse_time
-from drafter_operator.controllers.revisions import drafter_summary
+from drafter_operator.controllers.benchmark_outcome import Finish, observe_job
+from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.benchmark_job import PROMPTS_DIR, benchmark_job, job_name
-from drafter_operator.resources.gate import DRAFTER_ANNOTATION, ENGINE_ANNOTATION
+from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 from drafter_operator.resources.pod_policy import TenantPolicy
 
 Event = tuple[str, str, str]
@@ -141,7 +142,8 @@ def finish_status(plan: BenchmarkPlan, state: BenchmarkState, new: dict, complet
 
 def _failed(finish: Finish, now: dt.datetime, why: Verdict) -> BenchmarkPlan:
     """The run fails before it started: a Warning with the verdict's reason."""
-    return finish({"state": "Failed", "completionTime": iso(now)}, why, events=[("Warning", why.reason, why.message)])
+    return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, why,
+                  events=[("Warning", why.reason, why.message)])
 
 
 def validated_spec(body: dict):
@@ -189,7 +191,7 @@ def serving_wait(state: BenchmarkState, spec) -> Verdict | None:
     if not waiting:
         return None
     message = "; ".join(waiting)
-    deadline = parse_time(state.benchmark["metadata"]["creationTimestamp"]) + \
+    deadline = timestamps.parse(state.benchmark["metadata"]["creationTimestamp"]) + \
         dt.timedelta(seconds=parse_duration(spec.timeout))
     if state.now >= deadline:
         return Verdict("False", "ServingNotReady", f"{message} within spec.timeout {spec.timeout}")
@@ -220,8 +222,9 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
     drafter = drafter_summary(target_spec) if target_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
-    return finish({"state": "Running", "jobName": current, "startTime": iso(now), "drafter": drafter, "result": None,
-                   "completionTime": None, "revision": revision, "numSpeculativeTokens": k},
+    return finish({"state": "Running", "jobName": current, "startTime": timestamps.format_seconds(now),
+                   "drafter": drafter, "result": None, "completionTime": None, "revision": revision,
+                   "numSpeculativeTokens": k},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
 
 

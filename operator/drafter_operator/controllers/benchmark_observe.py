@@ -17,8 +17,7 @@ from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.resources import engine as engine_resources
 from drafter_operator.resources.benchmark_job import CONTAINER, job_name
-from drafter_operator.resources.gate import K_ANNOTATION
-from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.constants import K_ANNOTATION, REVISION_LABEL
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pydantic
 
+from drafter_operator import timestamps
 from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
@@ -24,14 +25,6 @@ if TYPE_CHECKING:
 
 #: Sets the plan's status for a new state (benchmark_decide.finish_status, bound to one plan and state).
 Finish = Callable[..., "BenchmarkPlan"]
-
-
-def parse_time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def iso(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def gate_verdict(result: BenchmarkResult, gate) -> Verdict | None:
@@ -81,7 +74,7 @@ def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Fi
         return finish({"state": "Running", "jobName": name}, Verdict("False", "Running", f"Job {name} is running"))
     reason = finished[1]
     text = ((message or "").strip() or finished[2] or f"Job {name} failed ({reason})")[:1000]
-    return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", reason, text),
+    return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, Verdict("False", reason, text),
                   events=[("Warning", reason, text)])
 
 
@@ -109,8 +102,8 @@ def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str
         result = BenchmarkResult.model_validate(json.loads(message))
     except (ValueError, pydantic.ValidationError) as exc:
         text = f"the bench container's termination message is not a result: {exc}"[:1000]
-        return finish({"state": "Failed", "completionTime": iso(now)}, Verdict("False", "InvalidResult", text),
-                      events=[("Warning", "InvalidResult", text)])
+        return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)},
+                      Verdict("False", "InvalidResult", text), events=[("Warning", "InvalidResult", text)])
     gate = gate_verdict(result, spec.gate)
     if gate is not None:
         result = result.model_copy(update={"verdict": "Passed" if gate.status == "True" else "Failed",
@@ -119,7 +112,7 @@ def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str
     events = [("Normal", "Completed", summary)]
     if gate is not None and gate.status == "False":
         events.append(("Warning", "BelowGate", gate.message))
-    done = {"state": "Succeeded", "completionTime": iso(now), "result": result.to_json()}
+    done = {"state": "Succeeded", "completionTime": timestamps.format_seconds(now), "result": result.to_json()}
     if swapped:
         done.update(revision=None, numSpeculativeTokens=None)  # never taught to a revision it did not measure
     return finish(done, Verdict("True", "Succeeded", summary), gate, events)

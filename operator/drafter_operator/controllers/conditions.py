@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable, Protocol
 
+from drafter_operator import timestamps
+
 #: A Kubernetes Event a decision posts on its object: (type, reason, message).
 Event = tuple[str, str, str]
 
@@ -19,7 +21,7 @@ def merge(current: list[dict] | None, updates: Iterable[tuple[str, VerdictLike |
           now: dt.datetime) -> list[dict]:
     """Apply (type, verdict) updates to a condition list; None leaves that condition untouched."""
     by_type = {c["type"]: dict(c) for c in current or []}
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = timestamps.format_seconds(now)
     for kind, verdict in updates:
         if verdict is None:
             continue

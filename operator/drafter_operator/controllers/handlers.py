@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import datetime as dt
 import logging
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import kopf
@@ -37,13 +36,23 @@ from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring.in_flight import requests_in_flight
-from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
-from drafter_operator.resources.labels import MANAGED_BY, SERVING_LABEL
-from drafter_operator.resources.training import TRAINING_LABEL
+from drafter_operator.constants import (
+    API_GROUP,
+    API_VERSION,
+    BENCHMARK_LABEL,
+    KOPF_ANNOTATION_PREFIX,
+    SERVING_LABEL,
+    TRAINING_LABEL,
+)
+from drafter_operator.resources.labels import MANAGED_BY
+from drafter_operator.settings import (
+    ACCEPTANCE_INTERVAL_SECONDS,
+    CATCH_UP_SECONDS,
+    DRAIN_SECONDS,
+    RECHECK_SECONDS,
+    WORKERS,
+)
 
-GROUP, VERSION = "drafter.dev", "v1alpha1"
-# How long an old revision keeps running after traffic left it (connections in flight finish).
-DRAIN_SECONDS = float(os.environ.get("DRAFTER_DRAIN_SECONDS", "15"))
 # How often an unfinished DrafterBenchmark (a deadline passes with no event) and DrafterTraining (its
 # progress is read from a pod's log) are reconciled besides their watch events.
 BENCHMARK_TICK_SECONDS = 3.0
@@ -81,20 +90,20 @@ def select_own_children(settings: kopf.OperatorSettings) -> None:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Progress and diff-base in annotations: status stays ours (and the printer columns clean).
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="drafter.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="drafter.dev")
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_ANNOTATION_PREFIX)
     settings.posting.level = logging.WARNING  # our own Events carry the story; kopf posts only its warnings
     settings.watching.server_timeout = 270  # re-open watches before silent network drops can stall them
     settings.watching.client_timeout = 300
     kopf_timeouts(settings)  # every other request of kopf's is bounded too (kube.py)
     select_own_children(settings)
-    workers = int(os.environ.get("DRAFTER_WORKERS", "8"))
+    workers = WORKERS.read()
     settings.execution.max_workers = workers  # kopf's pool, for the index handlers
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
     operator_metrics.start_reconcile_counters(("DrafterServing", BenchmarkReconciler.kind, TrainingReconciler.kind))
-    memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS))
+    memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS.read()))
     memo.benchmarks = BenchmarkReconciler(kube)
     memo.trainings = TrainingReconciler(kube)
     # Set here, before kopf copies the memo for each object: every handler shares these two.
@@ -103,15 +112,15 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
     # it would only repeat the same decision.
-    memo.recheck_seconds = float(os.environ.get("DRAFTER_RECHECK_SECONDS", "20"))
+    memo.recheck_seconds = RECHECK_SECONDS.read()
     # After writing, a loop waits at most this long for the watch to return its own writes before it
     # decides again (normally milliseconds; a watch re-list can skip the exact version).
-    memo.wakeups = serving_loop.Wakeups(catch_up=float(os.environ.get("DRAFTER_CATCH_UP_SECONDS", "5")))
+    memo.wakeups = serving_loop.Wakeups(catch_up=CATCH_UP_SECONDS.read())
     # A failed reconcile (an apiserver error) is retried this soon, or earlier on the next watch event.
     memo.error_retry_seconds = 5.0
     # Each watched serving's active revision is measured this often (a scrape of every Ready pod, or one
     # Prometheus query). Detection takes up to window + for + this; see docs/monitoring.md.
-    memo.acceptance_seconds = float(os.environ.get("DRAFTER_ACCEPTANCE_INTERVAL_SECONDS", "15"))
+    memo.acceptance_seconds = ACCEPTANCE_INTERVAL_SECONDS.read()
 
 
 @kopf.on.cleanup()
@@ -154,14 +163,14 @@ def _benchmarked_serving(labels: kopf.Labels, spec: kopf.Spec) -> str | None:
     return labels.get(SERVING_LABEL) or (spec.get("servingRef") or {}).get("name")
 
 
-@kopf.index(GROUP, VERSION, "drafterbenchmarks")
+@kopf.index(API_GROUP, API_VERSION, "drafterbenchmarks")
 def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
     serving = _benchmarked_serving(labels, spec)
     return {(namespace, serving): kept_copy(body)} if serving else None
 
 
-@kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
+@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks")
 async def serving_benchmark_event(namespace, labels, spec, name, meta, memo: kopf.Memo, **_) -> None:
     serving = _benchmarked_serving(labels, spec)
     if serving:
@@ -183,7 +192,7 @@ async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> 
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "services", name, meta.get("resourceVersion"))
 
 
-@kopf.on.event(GROUP, VERSION, "drafterservings")
+@kopf.on.event(API_GROUP, API_VERSION, "drafterservings")
 async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo,
                         serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
                         serving_benchmarks: kopf.Index, **_) -> None:
@@ -323,7 +332,7 @@ def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconc
                       lambda: object_loops.every(FINISHED_RESYNC_SECONDS, lambda: reconcile(memo, namespace, name)))
 
 
-@kopf.on.event(GROUP, VERSION, "drafterbenchmarks")
+@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks")
 async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
     _tick_while_unfinished(memo, "drafterbenchmarks", BENCHMARK_TICK_SECONDS, _reconcile_benchmark, type, namespace,
                            name, meta, status)
@@ -350,7 +359,7 @@ async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> Non
     await _in_pool(memo, memo.trainings.reconcile, namespace, name)
 
 
-@kopf.on.event(GROUP, VERSION, "draftertrainings")
+@kopf.on.event(API_GROUP, API_VERSION, "draftertrainings")
 async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
     _tick_while_unfinished(memo, "draftertrainings", TRAINING_TICK_SECONDS, _reconcile_training, type, namespace,
                            name, meta, status)
@@ -363,7 +372,7 @@ async def training_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
 
-@kopf.on.event(GROUP, VERSION, "drafterbenchmarks", labels={TRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks", labels={TRAINING_LABEL: kopf.PRESENT})
 async def training_benchmark_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 

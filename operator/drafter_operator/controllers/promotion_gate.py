@@ -26,8 +26,8 @@ import pydantic
 from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.common import ApiModel, ModelRef
 from drafter_operator.api.serving import ContentDigest, DrafterServingSpec
+from drafter_operator.constants import PROMOTION_ANNOTATION
 
-PROMOTION_ANNOTATION = "drafter.dev/promotion"
 SPEC_GATE = "spec.swap.gate"
 
 

@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.resources.labels import drafter_summary  # noqa: F401  (its home moved down to resources; importers here switch to it)
 
 REVISION_HASH_LENGTH = 10
 

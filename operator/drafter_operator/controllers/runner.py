@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -13,10 +12,12 @@ import kopf
 from prometheus_client import start_http_server
 
 from drafter_operator import logs, memory_release
+from drafter_operator.constants import OPERATOR_METRICS_PORT
 from drafter_operator.controllers import leadership
+from drafter_operator.settings import MEMORY_RELEASE_SECONDS, SettingError
 
 
-def run(namespaces: list[str], metrics_port: int = 8080, verbose: bool = False,
+def run(namespaces: list[str], metrics_port: int = OPERATOR_METRICS_PORT, verbose: bool = False,
         metrics_host: str = "0.0.0.0", health_port: int = 0, health_host: str = "0.0.0.0",
         leader_election: bool = True, lease_namespace: str | None = None, lease_name: str | None = None,
         lease_timings: leadership.Timings = leadership.Timings(), log_format: str = "text") -> int:
@@ -83,11 +84,10 @@ def startup_problem(namespaces: list[str], lease_namespace: str | None) -> str |
 def memory_release_seconds() -> float | str:
     """How often freed memory goes back to the kernel (memory_release.py; 0: never), or why the setting
     DRAFTER_MEMORY_RELEASE_SECONDS is refused."""
-    setting = os.environ.get("DRAFTER_MEMORY_RELEASE_SECONDS", str(memory_release.DEFAULT_INTERVAL_SECONDS))
     try:
-        return float(setting)
-    except ValueError:
-        return (f"drafter-operator: DRAFTER_MEMORY_RELEASE_SECONDS={setting!r} is not a number of seconds; "
+        return MEMORY_RELEASE_SECONDS.read()
+    except SettingError as exc:
+        return (f"drafter-operator: {exc.name}={exc.raw!r} is not a number of seconds; "
                 f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off")
 
 

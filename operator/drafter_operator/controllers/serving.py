@@ -15,6 +15,7 @@ from typing import Callable
 
 from drafter_operator import engines
 from drafter_operator.acceptance.measurement import Measurement
+from drafter_operator.constants import API_GROUP_VERSION
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
@@ -29,7 +30,6 @@ from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
 
-GROUP_VERSION = "drafter.dev/v1alpha1"
 PLURAL = "drafterservings"
 # (type, reason, message) -> posts a Kubernetes Event on the DrafterServing
 EventSink = Callable[[str, str, str], None]
@@ -147,7 +147,7 @@ class PlanWriter:
     def patch_status(self, status: dict) -> None:
         patch = {"status": status, **({"metadata": {"resourceVersion": self.version}} if self.version else {})}
         try:
-            response = self.kube.patch(object_path(GROUP_VERSION, PLURAL, self.namespace, self.name, "status"), patch)
+            response = self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, self.namespace, self.name, "status"), patch)
         except ApiError as exc:
             if refusal(exc):  # the status cannot say it: an Event must
                 self.post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "

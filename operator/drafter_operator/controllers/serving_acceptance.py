@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING
 
 import pydantic
 
+from drafter_operator import timestamps
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.acceptance import actions as acceptance_actions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.revisions import drafter_summary, measured_as, revision_hash
+from drafter_operator.controllers.revisions import measured_as, revision_hash
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.acceptance import message
+from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.acceptance.message import ACTION_BLOCKED, ACTION_FAILED, ACTION_IN_PROGRESS, SPECULATION_DISABLED
 
 if TYPE_CHECKING:
@@ -224,7 +226,7 @@ def act_on_degraded(out: AcceptanceDecision, spec: DrafterServingSpec, running: 
         if r["name"] == active or _restorable(spec, r)]
     action = acceptance_actions.plan(spec.acceptance.on_degraded, True, active, records, speculation_disabled=False)
     out.mark_degraded = action.mark_degraded
-    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = timestamps.format_seconds(now)
     taken = {"degradedRevision": active, "specRevision": running.spec_revision,
              "message": f"{action.message} ({figures})", "since": since}
     if action.kind == "rollback":
@@ -282,8 +284,7 @@ def acceptance_due(old: dict | None, new: dict | None, revision: str) -> bool:
     if [r.get("pod") for r in old.get("replicas") or []] != [r.get("pod") for r in new.get("replicas") or []]:
         return True
     try:
-        age = (dt.datetime.fromisoformat(new["windowEnd"].replace("Z", "+00:00"))
-               - dt.datetime.fromisoformat(old["windowEnd"].replace("Z", "+00:00"))).total_seconds()
+        age = (timestamps.parse(new["windowEnd"]) - timestamps.parse(old["windowEnd"])).total_seconds()
     except (KeyError, AttributeError, ValueError):
         return True
 

@@ -21,31 +21,33 @@ from typing import TYPE_CHECKING, Mapping
 
 import pydantic
 
-from drafter_operator import engines
+from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
-from drafter_operator.controllers.revisions import drafter_summary, measured_as, pod_settings_hash, revision_hash
+from drafter_operator.controllers.revisions import measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving_compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
     decide_acceptance, revision_record, running_spec
-from drafter_operator.controllers.serving_observe import Observed, iso, newest_first, parse_time
-from drafter_operator.controllers.serving_patches import POD_SETTINGS_ANNOTATION, SERVING_GENERATION_ANNOTATION, \
-    Write, changed_fields, deployment_write, gate_write, scale_write
+from drafter_operator.controllers.serving_observe import Observed, newest_first
+from drafter_operator.controllers.serving_patches import Write, changed_fields, deployment_write, gate_write, \
+    scale_write
+from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
+    PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
 from drafter_operator.controllers.serving_schedule import speculation_schedule
-from drafter_operator.controllers.serving_status import RETRY_ANNOTATION, acceptance_status, gating_since, \
-    last_benchmark, retry_request, serving_now, transition_events, updated_revisions
+from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
+    retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining, gate_deadline, is_ready, \
     plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
-from drafter_operator.resources.engine import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION, \
-    engine_deployment, engine_pod_spec, service_revision, startup_limit_seconds
-from drafter_operator.resources.labels import deployment_name
+from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
+    startup_limit_seconds
+from drafter_operator.resources.labels import deployment_name, drafter_summary
 from drafter_operator.resources.pod_policy import TenantPolicy
 
 if TYPE_CHECKING:
@@ -127,7 +129,8 @@ def decide(state: ServingState) -> ServingPlan:
     promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
                                revision_hash(spec, image), _good(status), target.running.action is not None)
     swap, swap_input = swap_step(state, status, target, active, compatible, promotion)
-    revisions = updated_revisions(status.get("revisions") or [], revision_record(spec, image, desired, iso(state.now)),
+    revisions = updated_revisions(status.get("revisions") or [],
+                                  revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
     plan.record_first = records_first(status, revisions, swap, judged, retried)
@@ -214,7 +217,7 @@ def swap_step(state: ServingState, status: dict, target: Target, active: str | N
         startup_timeout=dt.timedelta(seconds=startup_limit_seconds(spec)), active=active,
         failed=frozenset(r["name"] for r in revisions if r.get("good") is False), revisions=observed.revisions,
         now=state.now, previous=switched.get(PREVIOUS_REVISION_ANNOTATION),
-        switched_at=parse_time(switched[SWITCHED_AT_ANNOTATION]) if switched.get(SWITCHED_AT_ANNOTATION) else None,
+        switched_at=timestamps.parse(switched[SWITCHED_AT_ANNOTATION]) if switched.get(SWITCHED_AT_ANNOTATION) else None,
         drain=state.drain,
         drain_timeout=max(state.drain, dt.timedelta(seconds=parse_duration(spec.swap.drain_timeout))),
         in_flight=observed.in_flight,
@@ -264,7 +267,7 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
         if revision == desired:
             writes.append(deployment_write(body, engine_deployment(
                 serving, revision, replicas, pod_spec,
-                annotations={"drafter.dev/drafter": drafter_summary(spec), "drafter.dev/engine": spec.engine,
+                annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
                              SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
                              POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
                 observed.deployments.get(revision)))
@@ -317,7 +320,8 @@ def gating_record(status: dict, swap: SwapPlan, promotion: PromotionSwap, now: d
     if not swap.run_gate:
         return None
     since = gating_since(status.get("gating"), swap.run_gate)
-    return {"revision": swap.run_gate, "since": iso(since or now), "source": promotion.gate_source}
+    return {"revision": swap.run_gate, "since": timestamps.format_seconds(since or now),
+            "source": promotion.gate_source}
 
 
 def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: Compatibility,

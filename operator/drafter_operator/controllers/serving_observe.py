@@ -11,19 +11,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from drafter_operator import timestamps
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
-from drafter_operator.resources.gate import GATE_LABEL
-from drafter_operator.resources.labels import REVISION_LABEL
-
-
-def parse_time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def iso(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+from drafter_operator.constants import GATE_LABEL, REVISION_LABEL
 
 
 @dataclass
@@ -93,10 +85,10 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
     return RevisionObservation(
         name=revision, replicas=deployment["spec"].get("replicas", 1),
         ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
-        pods=len(own), created=parse_time(deployment["metadata"]["creationTimestamp"]),
+        pods=len(own), created=timestamps.parse(deployment["metadata"]["creationTimestamp"]),
         unschedulable=unschedulable, exited=exited, exit_restarts=restarts, exit_final=final,
         scheduled=min(filter(None, map(scheduled_at, current)), default=None),
-        placement_started=min((parse_time(p["metadata"]["creationTimestamp"]) for p in current
+        placement_started=min((timestamps.parse(p["metadata"]["creationTimestamp"]) for p in current
                                if p["metadata"].get("creationTimestamp")), default=None))
 
 
@@ -129,7 +121,7 @@ def scheduled_at(pod: dict) -> dt.datetime | None:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             stamp = condition.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp")
-            return parse_time(stamp) if stamp else None
+            return timestamps.parse(stamp) if stamp else None
     return None
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import kopf
 
+from drafter_operator.constants import API_GROUP_VERSION, POD_SETTINGS_ANNOTATION, SERVING_GENERATION_ANNOTATION
 from drafter_operator.controllers.serving_observe import Observed
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import gate_benchmark
@@ -20,12 +21,6 @@ class Write:
     plural: str  # "deployments" | "services"
     path: str
     body: dict
-
-
-#: The DrafterServing generation a Deployment's pod template was last rendered for.
-SERVING_GENERATION_ANNOTATION = "drafter.dev/serving-generation"
-#: The hash of the pod settings (revisions.pod_settings_hash) its template was last rendered from.
-POD_SETTINGS_ANNOTATION = "drafter.dev/pod-settings"
 
 
 def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
@@ -71,7 +66,7 @@ def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed
     namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
     manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate)
     adopt(manifest, owner)
-    return Write("create", "drafterbenchmarks", object_path("drafter.dev/v1alpha1", "drafterbenchmarks", namespace),
+    return Write("create", "drafterbenchmarks", object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
                  manifest)
 
 

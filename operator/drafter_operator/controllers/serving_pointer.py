@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from drafter_operator.controllers.serving_observe import Observed, iso
+from drafter_operator import timestamps
+from drafter_operator.controllers.serving_observe import Observed
 from drafter_operator.controllers.serving_patches import Write, adopt
 from drafter_operator.kube import object_path
-from drafter_operator.resources.engine import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION, service_revision, \
-    serving_service
+from drafter_operator.resources.engine import service_revision, serving_service
+from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
 
 
 def switch_record(service: dict | None) -> dict:
@@ -29,7 +30,7 @@ def pointer_write(serving, owner: dict, observed: Observed, revision: str | None
     record = {k: v for k, v in switch_record(observed.service).items()
               if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
     if switched_from:
-        record = {PREVIOUS_REVISION_ANNOTATION: switched_from, SWITCHED_AT_ANNOTATION: iso(now)}
+        record = {PREVIOUS_REVISION_ANNOTATION: switched_from, SWITCHED_AT_ANNOTATION: timestamps.format_seconds(now)}
     return service_write(owner, serving_service(serving, revision, port, record), observed.service)
 
 

@@ -8,18 +8,14 @@ import datetime as dt
 
 import pydantic
 
-from drafter_operator import engines
+from drafter_operator import engines, timestamps
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision
-from drafter_operator.controllers.serving_observe import benchmark_revision, parse_time
+from drafter_operator.controllers.serving_observe import benchmark_revision
 from drafter_operator.controllers.swap import SwapPlan
-from drafter_operator.resources.gate import K_ANNOTATION
-
-#: Set (or change) this annotation on a DrafterServing to start its failed revision again without a spec
-#: change: after the cause was fixed outside the spec (a node repaired, a file restored, a quota raised).
-RETRY_ANNOTATION = "drafter.dev/retry"
+from drafter_operator.constants import K_ANNOTATION, RETRY_ANNOTATION
 
 
 def retry_request(meta: dict, status: dict, desired: str) -> dict | None:
@@ -85,7 +81,7 @@ def gating_since(record: dict | None, revision: str) -> dt.datetime | None:
     """status.gating's start, when it is about ``revision``."""
     if not record or record.get("revision") != revision or not record.get("since"):
         return None
-    return parse_time(record["since"])
+    return timestamps.parse(record["since"])
 
 
 def updated_revisions(revisions: list[dict], desired: dict, plan: SwapPlan, mark_degraded: tuple[str, ...]) -> list[dict]:

@@ -7,27 +7,25 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
-from drafter_operator import API_GROUP, API_VERSION, __version__
-from drafter_operator.images import TRAINER_REPOSITORY
+from drafter_operator import settings
+from drafter_operator.constants import API_GROUP_VERSION, COMPONENT_LABEL, TRAINING_LABEL
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
 from drafter_operator.controllers.training_observe import left_by_earlier
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.training import TRAINING_LABEL, hidden_states_claim_name
-from drafter_operator.resources.training_engine import COMPONENT_LABEL, GENERATION_ENGINE
+from drafter_operator.resources.training import hidden_states_claim_name
+from drafter_operator.resources.training_engine import GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
 
 ENGINE_SELECTOR = f"{COMPONENT_LABEL}={GENERATION_ENGINE}"
 
 log = logging.getLogger("drafter.training")
 
-GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURAL = "draftertrainings"
 #: Lines of the running stage's log read per reconcile: the runner prints a progress line every few seconds.
 LOG_TAIL_LINES = 40
@@ -35,12 +33,12 @@ LOG_TAIL_LINES = 40
 
 def trainer_image() -> str:
     """The image stage Jobs run when spec.image is unset: the operator's trainer image."""
-    return os.environ.get("DRAFTER_TRAINER_IMAGE", f"ghcr.io/{TRAINER_REPOSITORY}:{__version__}")
+    return settings.TRAINER_IMAGE.read()
 
 
 def render_args() -> tuple[str, ...]:
     """Extra run-stage options from the operator's settings: --cpu where no stage has a GPU (local cluster)."""
-    return ("--cpu",) if os.environ.get("DRAFTER_TRAINING_CPU", "").lower() in ("1", "true", "yes") else ()
+    return ("--cpu",) if settings.TRAINING_CPU.read() else ()
 
 
 @dataclass
@@ -54,7 +52,7 @@ class TrainingReconciler(OneAtATime):
     body_field: ClassVar[str] = "training"  # where the state holds the resource's body
 
     def observe(self, namespace: str, name: str) -> TrainingState | None:
-        body = self.kube.get(object_path(GROUP_VERSION, PLURAL, namespace, name))
+        body = self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget_training(namespace, name)  # a deleted run's failure must not page anyone
             return None  # owner references take the Jobs, ConfigMaps and the owned claim with it
@@ -76,12 +74,12 @@ class TrainingReconciler(OneAtATime):
             config_maps=frozenset(c["metadata"]["name"] for c in config_maps if not left_by_earlier(c, uid)),
             earlier=tuple(sorted(c["metadata"]["name"] for c in config_maps if left_by_earlier(c, uid))),
             now=self.clock(), image=self.image, render_args=render_args(),
-            serving=self.kube.get(object_path(GROUP_VERSION, "drafterservings", namespace, promote["name"]))
+            serving=self.kube.get(object_path(API_GROUP_VERSION, "drafterservings", namespace, promote["name"]))
             if promote.get("name") else None,
-            benchmarks=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
+            benchmarks=tuple(self.kube.list(object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
                                             label_selector=selector)),
             progress_log=self._running_log(namespace, jobs, pods),
-            servings=tuple(self.kube.list(object_path(GROUP_VERSION, "drafterservings", namespace))),
+            servings=tuple(self.kube.list(object_path(API_GROUP_VERSION, "drafterservings", namespace))),
             engine=tuple(obj for path in (object_path("apps/v1", "deployments", namespace),
                                           object_path("v1", "services", namespace))
                          for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),
@@ -107,7 +105,7 @@ class TrainingReconciler(OneAtATime):
 
     def apply(self, body: dict, plan: TrainingPlan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        owner = {"apiVersion": GROUP_VERSION, "kind": "DrafterTraining", "name": name,
+        owner = {"apiVersion": API_GROUP_VERSION, "kind": "DrafterTraining", "name": name,
                  "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         for path in plan.deletes:
             log.info("%s/%s: delete %s", namespace, name, path)
@@ -124,7 +122,7 @@ class TrainingReconciler(OneAtATime):
                 if exc.status != 409:  # already there (a repeated reconcile): fine
                     raise
         if plan.status:
-            self.kube.patch(object_path(GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
+            self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
         metrics.set_training_state(namespace, name, {**(body.get("status") or {}), **plan.status})

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from drafter_operator import API_GROUP, API_VERSION
+from drafter_operator.constants import API_GROUP_VERSION
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
@@ -69,7 +69,6 @@ from drafter_operator.resources.training_job import spec_config_map, spec_config
 from drafter_operator.training.stages import job_stages
 
 Event = tuple[str, str, str]
-GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 #: What a failed run's Ready condition tells the user to do.
 RUN_AGAIN = "change the spec to run again"
 
@@ -110,7 +109,7 @@ def decide(state: TrainingState) -> TrainingPlan:
     if invalid is not None:
         plan = TrainingPlan(events=[("Warning", "InvalidSpec", invalid)])
         return _finish(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", invalid))])
-    plan = TrainingPlan(deletes=stale_children(state, evaluate_benchmark_name(name, generation), GROUP_VERSION))
+    plan = TrainingPlan(deletes=stale_children(state, evaluate_benchmark_name(name, generation), API_GROUP_VERSION))
     seen = observe_jobs(state)
     promotion = observe_promotion(state, spec)
     observed = {**seen.observed, **promotion.stages}
@@ -314,7 +313,7 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     if start == "Evaluate":
-        plan.creates.append((object_path(GROUP_VERSION, "drafterbenchmarks", namespace),
+        plan.creates.append((object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
                              evaluate_benchmark(namespace, name, spec, generation)))
         plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
                                                       f"{spec.promote.serving_ref.name}"))
@@ -322,7 +321,7 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
         patch = promotion_patch(state.serving, spec, name, generation,
                                 promotion.evaluation.get("currentTokensPerSecond"), promotion.digest)
         if patch is not None:
-            plan.patches.append((object_path(GROUP_VERSION, "drafterservings", namespace,
+            plan.patches.append((object_path(API_GROUP_VERSION, "drafterservings", namespace,
                                              spec.promote.serving_ref.name), patch))
         plan.events.append(("Normal", "StageStarted", f"Promote started: {spec.promote.serving_ref.name} swaps to "
                                                       f"{spec.output.path} through its gate"))

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
 from drafter_operator.kube import object_path
-from drafter_operator.resources.training_job import STAGE_LABEL, stage_job_name
+from drafter_operator.resources.training_job import stage_job_name
+from drafter_operator.constants import STAGE_LABEL
 from drafter_operator.training.progress import latest_status
 
 if TYPE_CHECKING:

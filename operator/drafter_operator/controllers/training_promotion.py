@@ -22,17 +22,22 @@ from typing import TYPE_CHECKING
 
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
-from drafter_operator.controllers.promotion_gate import PROMOTION_ANNOTATION, promotion_annotation
+from drafter_operator.controllers.promotion_gate import promotion_annotation
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    PROMOTED_BY_ANNOTATION,
+    PROMOTION_ANNOTATION,
+    STAGE_LABEL,
+    DrafterMethod,
+)
 from drafter_operator.controllers.training_stages import StageJob
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
-from drafter_operator.resources.training_job import STAGE_LABEL
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.training_decide import TrainingState
 
-PROMOTED_BY = "drafter.dev/promoted-by"
 #: The method a trained EAGLE-3 drafter is served with.
-TRAINED_METHOD = "eagle3"
+TRAINED_METHOD: DrafterMethod = "eagle3"
 
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
@@ -42,7 +47,7 @@ def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec,
                        "numPrompts": gate.num_prompts if gate else 5, "maxTokens": gate.max_tokens if gate else 512}
     if gate and gate.baseline:
         benchmark["baseline"] = gate.baseline.to_json()
-    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+    return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
             "metadata": {"name": evaluate_benchmark_name(training, generation), "namespace": namespace,
                          "labels": {**training_labels(training), STAGE_LABEL: "Evaluate"}},
             "spec": benchmark}
@@ -118,7 +123,7 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
         if kept in drafter and drafter.get("method") == TRAINED_METHOD:
             new_drafter[kept] = drafter[kept]
     by = f"{training} (generation {generation})"
-    return {"metadata": {"annotations": {PROMOTED_BY: by, PROMOTION_ANNOTATION: promotion_annotation(
+    return {"metadata": {"annotations": {PROMOTED_BY_ANNOTATION: by, PROMOTION_ANNOTATION: promotion_annotation(
                 by, spec.output.path, digest, gate)}},
             "spec": {"drafter": new_drafter}}
 

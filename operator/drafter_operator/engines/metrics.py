@@ -48,7 +48,6 @@ from typing import Literal
 
 from drafter_operator.engines.metrics_verdicts import (
     DEFAULT_MAX_POSITIONS,
-    EngineName,
     SeriesKey,
     UnusableReason,
     check_accepted_within_drafted,
@@ -57,6 +56,7 @@ from drafter_operator.engines.metrics_verdicts import (
     series_name,
     unusable,
 )
+from drafter_operator.constants import Engine
 
 # --------------------------------------------------------------------------------------------------
 # One scrape
@@ -88,7 +88,7 @@ class SpecDecodeCounters:
     built by hand obey the same rules as parsed ones.
     """
 
-    engine: EngineName
+    engine: Engine
     speculative: bool
     drafts: float | None = None
     draft_tokens: float | None = None
@@ -198,7 +198,7 @@ RateSource = Literal["counters", "derived", "gauge", "none"]
 class AcceptanceWindow:
     """Acceptance over the interval between two scrapes."""
 
-    engine: EngineName
+    engine: Engine
     drafts: float
     draft_tokens: float | None
     accepted_tokens: float | None

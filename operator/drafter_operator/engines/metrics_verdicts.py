@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
 
-EngineName = Literal["vllm", "sglang"]
+from drafter_operator.constants import Engine
 
 #: Largest /metrics body read, in bytes (UTF-8). A real vLLM or SGLang body is tens to hundreds of
 #: KiB; 4 MiB leaves room for many LoRA adapters or data-parallel ranks while keeping a parse below
@@ -130,7 +129,7 @@ def check_accepted_within_drafted(where: str, drafts: float | None, draft_tokens
                            f"{where}: position {i} accepted {value:g} times in {drafts or 0:g} drafts")
 
 
-def check_steps_consistent(where: str, engine: EngineName, drafts: float, draft_tokens: float | None,
+def check_steps_consistent(where: str, engine: Engine, drafts: float, draft_tokens: float | None,
                            generation_tokens: float, k: int | None) -> None:
     """Counts the engine cannot produce, which a plausible-looking number (a scaled or garbled counter)
     would otherwise turn into a low acceptance: vLLM counts a draft only when it proposed tokens, at most

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 
 from drafter_operator.kubectl_plugin import actions, tree
-from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.constants import SERVING_LABEL
+from drafter_operator.settings import KUBECTL
 
 
 class Kubectl:
     def __init__(self, args: argparse.Namespace):
-        self.base = [os.environ.get("KUBECTL", "kubectl")]
+        self.base = [KUBECTL.read()]
         for flag in ("kubeconfig", "context", "namespace"):
             if getattr(args, flag):
                 self.base.append(f"--{flag}={getattr(args, flag)}")

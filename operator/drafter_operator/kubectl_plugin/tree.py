@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from drafter_operator import timestamps
-from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.constants import REVISION_LABEL
 
 OK, PROGRESS, BAD, STOPPED = "✔", "◌", "✖", "•"
 

@@ -11,10 +11,11 @@ import textwrap
 import time
 from typing import TextIO
 
-from drafter_operator.preflight.engines import CONVENTIONS, ENGINES, VLLM_RUNNERS
+from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
+from drafter_operator.preflight.rules import CHECKED_METHODS
+from drafter_operator.constants import ENGINES
 from drafter_operator.preflight.verdict import Finding, Verdict, termination_record
 
-METHODS = ("eagle3", "eagle", "mtp")
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp)")
     parser.add_argument("--target", required=True, metavar="DIR", help="the target model's checkpoint directory")
     parser.add_argument("--engine", required=True, choices=ENGINES, help="the engine that will serve")
-    parser.add_argument("--method", required=True, choices=METHODS, help="spec.drafter.method")
+    parser.add_argument("--method", required=True, choices=CHECKED_METHODS, help="spec.drafter.method")
     parser.add_argument("--trained-convention", choices=CONVENTIONS, metavar="{vllm,sglang}",
                         help="how the drafter's eagle_aux_hidden_state_layer_ids were meant in training: vllm "
                              "(speculators: ids are positions) or sglang (SpecForge: layer id + 1); default: from "

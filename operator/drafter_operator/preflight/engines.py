@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-Engine = Literal["vllm", "sglang"]
-Convention = Literal["vllm", "sglang"]
+from drafter_operator.constants import ENGINES, Engine
+
+#: The engine whose layer-id convention a drafter was trained with (the same two names as the engines).
+Convention = Engine
 VllmRunner = Literal["v1", "v2"]
 
-ENGINES: tuple[str, ...] = ("vllm", "sglang")
-CONVENTIONS: tuple[str, ...] = ("vllm", "sglang")
+CONVENTIONS: tuple[str, ...] = ENGINES
 VLLM_RUNNERS: tuple[str, ...] = ("v1", "v2")
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
 # vllm/envs.py: VLLM_USE_V2_MODEL_RUNNER is read with maybe_convert_bool (bool(int(value))); unset, the v2

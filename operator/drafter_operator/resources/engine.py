@@ -5,17 +5,11 @@ from __future__ import annotations
 import math
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
-from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
+from drafter_operator.constants import REVISION_LABEL
 from drafter_operator.preflight import CHECKED_METHODS
 from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
 from drafter_operator.resources import pod_policy
-from drafter_operator.resources.labels import (
-    REVISION_LABEL,
-    deployment_name,
-    revision_labels,
-    revision_selector,
-    serving_labels,
-)
+from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -9,8 +9,15 @@ from __future__ import annotations
 from drafter_operator import engines
 from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
-from drafter_operator.constants import API_GROUP_VERSION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION, GATE_LABEL, K_ANNOTATION
-from drafter_operator.resources.labels import REVISION_LABEL, drafter_summary, serving_labels
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    DRAFTER_ANNOTATION,
+    ENGINE_ANNOTATION,
+    GATE_LABEL,
+    K_ANNOTATION,
+    REVISION_LABEL,
+)
+from drafter_operator.resources.labels import drafter_summary, serving_labels
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
 
 

@@ -23,12 +23,13 @@ from drafter_operator.constants import (
     COMPONENT_LABEL,
     ENGINE_ANNOTATION,
     TRAINING_GENERATION_LABEL,
+    TRAINING_LABEL,
 )
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
 from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, SERVICE_NAME_MAX, child_name
-from drafter_operator.resources.training import TRAINING_LABEL, training_labels
+from drafter_operator.resources.training import training_labels
 from drafter_operator.resources.training_job import pod_security_context
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 

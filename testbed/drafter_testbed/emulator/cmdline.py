@@ -26,11 +26,10 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from drafter_operator.constants import Engine
 from drafter_operator.engines import command_line, dynamic, flags
-
-EngineName = Literal["vllm", "sglang"]
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SGLANG_LAUNCH_MODULE = "sglang.launch_server"
@@ -87,7 +86,7 @@ class SpeculationConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    engine: EngineName
+    engine: Engine
     entrypoint: str
     model: str
     served_model_names: tuple[str, ...]

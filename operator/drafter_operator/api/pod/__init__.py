@@ -42,12 +42,12 @@ from drafter_operator.api.pod.placement import (
 )
 from drafter_operator.api.pod.policy import (
     OPERATOR_LABEL_KEYS,
-    OPERATOR_LABEL_PREFIX,
     AnnotationValue,
     PodPolicy,
     PullSecretReference,
     operator_label_key,
 )
+from drafter_operator.constants import OPERATOR_LABEL_PREFIX
 from drafter_operator.api.pod.resources import (
     CONTAINER_RESOURCE_NAMES,
     GPU_RESOURCE,

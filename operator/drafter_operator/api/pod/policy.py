@@ -10,13 +10,17 @@ from pydantic import Field, StringConstraints
 from drafter_operator.api.common import ApiModel, LabelValue, ObjectName, Rule
 from drafter_operator.api.pod.security import PodSecurityContext, SecurityContext
 from drafter_operator.api.pod.values import cel_label_keys, label_key_ok
+from drafter_operator.constants import (
+    COMPONENT_LABEL,
+    INSTANCE_LABEL,
+    MANAGED_BY_LABEL,
+    NAME_LABEL,
+    OPERATOR_LABEL_PREFIX,
+)
 
 #: Label keys the operator sets on its pods (resources/labels.py, resources/benchmark_job.py) and selects
 #: them by, and the prefix of its own keys: users may not set them.
-OPERATOR_LABEL_PREFIX = "drafter.dev/"
-OPERATOR_LABEL_KEYS: tuple[str, ...] = (
-    "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/component",
-)
+OPERATOR_LABEL_KEYS: tuple[str, ...] = (NAME_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, COMPONENT_LABEL)
 _OPERATOR_KEYS_CEL = "[" + ", ".join(f"'{key}'" for key in OPERATOR_LABEL_KEYS) + "]"
 
 

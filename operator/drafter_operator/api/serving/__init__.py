@@ -21,13 +21,11 @@ from drafter_operator.api.serving.acceptance import (
 )
 from drafter_operator.api.serving.drafter import (
     CONTENT_DIGEST_PATTERN,
-    DRAFTER_METHODS,
     METHODS_NEEDING_K_ON_VLLM,
-    METHODS_WITH_MODEL,
     ContentDigest,
-    DrafterMethod,
     DrafterSpec,
 )
+from drafter_operator.constants import API_GROUP_VERSION, DRAFTER_METHODS, METHODS_WITH_MODEL, ApiGroupVersion, DrafterMethod
 from drafter_operator.api.serving.problems import (
     SERVING_OPERATOR_CHECKS,
     capacity_problems,
@@ -90,7 +88,7 @@ class DrafterServing(KindModel):
         {"name": "TP", "type": "integer", "jsonPath": ".spec.target.tensorParallelSize", "priority": 1},
     )
 
-    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    api_version: ApiGroupVersion = API_GROUP_VERSION
     """drafter.dev/v1alpha1"""
     kind: Literal["DrafterServing"] = "DrafterServing"
     """DrafterServing"""

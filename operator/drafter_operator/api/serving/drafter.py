@@ -7,14 +7,11 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from drafter_operator.api.common import ApiModel, ModelRef, Rule
+from drafter_operator.constants import METHODS_WITH_MODEL, DrafterMethod
 
-DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
-DRAFTER_METHODS: tuple[str, ...] = ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none")
-# Methods that load a separate drafter checkpoint (drafter.model required).
-METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
 # Methods for which the user must give vLLM's num_speculative_tokens (for mtp the renderer defaults it to 1,
 # one MTP layer as in DeepSeek-V3/Kimi; vLLM 0.33.0 requires it, see tests/contract).
-METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "ngram")
+METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = (*METHODS_WITH_MODEL, "ngram")
 
 CONTENT_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 ContentDigest = Annotated[str, StringConstraints(pattern=CONTENT_DIGEST_PATTERN, max_length=71)]

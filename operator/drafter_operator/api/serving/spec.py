@@ -8,7 +8,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Engine, Image, Rule, path_on_mount
+from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, path_on_mount
+from drafter_operator.constants import Engine
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
 from drafter_operator.api.serving.drafter import METHODS_NEEDING_K_ON_VLLM, DrafterSpec

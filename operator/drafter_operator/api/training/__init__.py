@@ -38,6 +38,7 @@ from drafter_operator.api.training.status import (
     HiddenStatesStatus,
     TrainingProgress,
 )
+from drafter_operator.constants import API_GROUP_VERSION, ApiGroupVersion
 
 
 class DrafterTraining(KindModel):
@@ -53,7 +54,7 @@ class DrafterTraining(KindModel):
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     )
 
-    api_version: Literal["drafter.dev/v1alpha1"] = "drafter.dev/v1alpha1"
+    api_version: ApiGroupVersion = API_GROUP_VERSION
     """drafter.dev/v1alpha1"""
     kind: Literal["DrafterTraining"] = "DrafterTraining"
     """DrafterTraining"""

@@ -13,7 +13,6 @@ from drafter_operator.api.common import (
     PATH_FIX,
     AbsPath,
     ApiModel,
-    Engine,
     Image,
     LocalObjectReference,
     ModelRef,
@@ -25,6 +24,7 @@ from drafter_operator.api.common import (
     decimal_ok,
     path_normalised,
 )
+from drafter_operator.constants import Engine
 from drafter_operator.api.pod import ContainerResources
 
 STAGES: tuple[str, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
