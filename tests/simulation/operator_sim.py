@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 
 from drafter_operator.acceptance.measurement import Measurement, persisted_verdict
-from drafter_operator.controllers.serving_acceptance import watched_revision
+from drafter_operator.controllers.serving_acceptance import WatchedByVersion
 from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.kube import ApiError
@@ -71,7 +71,7 @@ class OperatorSim:
         self.verdict: a.Verdict | None = None
         self.wake_at: float | None = None
         self.awaiting_until = 0.0
-        self._watched_for, self._watched = None, None
+        self.watch = WatchedByVersion()
         self.wake(0.0)
         self.world.clock.after(0.0, self.measure, self.incarnation)
 
@@ -198,10 +198,7 @@ class OperatorSim:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
         status = body.get("status") or {}
-        rv = body["metadata"]["resourceVersion"]
-        if self._watched_for != rv:  # pure in the body: computed once per version of it
-            self._watched_for, self._watched = rv, watched_revision(body)
-        watched = self._watched
+        watched = self.watch.of(body)  # as the handler: once per version of the body
         spec = watched.spec if watched else None
         if watched is None or spec.acceptance is None or spec.drafter.method == "none":
             self.monitor_key, self.verdict = None, None

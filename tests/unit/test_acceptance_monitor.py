@@ -10,7 +10,7 @@ import urllib.request
 from prometheus_client import REGISTRY
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.acceptance.measurement import AcceptanceMonitor, ready_replicas
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, ready_replicas, ready_with_ip
 from drafter_operator.acceptance import verdict as a
 from tests.unit.test_engine_source import VLLM, emulator, generate
 
@@ -39,6 +39,16 @@ def test_ready_replicas_are_the_active_revisions_ready_pods_with_an_ip():
     pods = [pod("a", "r1", "127.0.0.5"), pod("b", "r1", "127.0.0.6", ready=False), pod("c", "r2", "127.0.0.7"),
             {"metadata": {"name": "d", "labels": {"drafter.dev/revision": "r1"}}, "status": {}}]
     assert [r.name for r in ready_replicas(pods, "r1", 8000)] == ["a"]
+
+
+def test_a_pod_takes_traffic_when_ready_with_an_ip_and_not_being_deleted():
+    assert ready_with_ip(pod("a", "r1", "127.0.0.5"))
+    assert not ready_with_ip(pod("a", "r1", "127.0.0.5", ready=False))
+    assert not ready_with_ip(pod("a", "r1", ""))
+    going = pod("a", "r1", "127.0.0.5")
+    going["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    assert not ready_with_ip(going) and ready_replicas([going], "r1", 8000) == []
+    assert not ready_with_ip({"metadata": {"name": "bare"}})
 
 
 def test_a_bad_drafter_degrades_and_recovers_with_status_and_gauge():

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, Measurement, persisted_verdict
-from drafter_operator.controllers.serving_acceptance import acceptance_due, watched_revision
+from drafter_operator.controllers.serving_acceptance import WatchedByVersion, acceptance_due, watched_revision
 from drafter_operator.controllers.serving_decide import decide
 from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
@@ -188,6 +188,27 @@ def test_the_watch_measures_the_drafter_the_active_revision_runs():
     spec, revision = watched.spec, watched.revision
     assert revision == world.body["status"]["activeRevision"]
     assert spec.drafter.num_speculative_tokens == 5 and world.body["spec"]["drafter"]["numSpeculativeTokens"] == 3
+
+
+def test_the_watch_derives_what_to_measure_once_per_version_of_the_body():
+    world = World(on_degraded("Alert"))
+    world.converge()
+    body = copy.deepcopy(world.body)
+    body["metadata"].update(uid="u-1", resourceVersion="7")
+    watch = WatchedByVersion()
+    first = watch.of(body)
+    assert first is not None and first == watched_revision(body)
+    assert watch.of(copy.deepcopy(body)) is first  # the same version: not derived again
+    newer = copy.deepcopy(body)
+    newer["metadata"]["resourceVersion"] = "8"
+    del newer["spec"]["acceptance"]
+    assert watch.of(newer) is None  # a new version is read afresh: here, nothing to watch any more
+    again = copy.deepcopy(body)
+    again["metadata"]["uid"] = "u-2"  # another incarnation that happens to carry the same version
+    assert watch.of(again) is not None
+    unversioned = copy.deepcopy(newer)
+    del unversioned["metadata"]["resourceVersion"]
+    assert watch.of(body) is not None and watch.of(unversioned) is None  # no version: never a cached answer
 
 
 def test_a_restart_resumes_degraded_with_its_clock():

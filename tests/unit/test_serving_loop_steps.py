@@ -53,7 +53,7 @@ class Monitor:
 
 def test_measure_forgets_the_watch_when_nothing_is_watched():
     monitor = Monitor()
-    assert asyncio.run(handlers._measure(monitor, {"metadata": {}, "spec": {}}, [])) is None
+    assert asyncio.run(handlers._measure(monitor, None, {"metadata": {}, "spec": {}}, [])) is None
     assert monitor.forgot == 1
 
 

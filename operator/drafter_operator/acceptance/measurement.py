@@ -42,16 +42,20 @@ class Measurement:
         return not self.verdict.same_condition(self.previous)
 
 
+def ready_with_ip(pod: dict) -> bool:
+    """Whether a pod takes traffic: Ready, with an IP, and not being deleted (pure). The one definition
+    both the acceptance watch (its scrape targets) and the serving's observation (the gate's target) use."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return bool(status.get("podIP")) and not meta.get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
-    """The revision's pods that are Ready and have an IP, as scrape targets (pure)."""
-    replicas = []
-    for pod in pods:
-        meta, status = pod.get("metadata", {}), pod.get("status", {})
-        if meta.get("labels", {}).get(REVISION_LABEL) != revision or meta.get("deletionTimestamp"):
-            continue
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        if ready and status.get("podIP"):
-            replicas.append(Replica(name=meta["name"], ip=status["podIP"], port=port))
+    """The revision's pods that are Ready and have an IP, as scrape targets (pure). Read from the pods
+    index when the watch measures, not from the last reconcile's view: a pod gone since then would be a
+    failed scrape (the whole sample unavailable), a pod Ready since then a replica left out."""
+    replicas = [Replica(name=pod["metadata"]["name"], ip=pod["status"]["podIP"], port=port) for pod in pods
+                if (pod.get("metadata") or {}).get("labels", {}).get(REVISION_LABEL) == revision and ready_with_ip(pod)]
     return sorted(replicas, key=lambda r: r.name)
 
 

@@ -28,7 +28,7 @@ from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
-from drafter_operator.controllers.serving_acceptance import watched_revision
+from drafter_operator.controllers.serving_acceptance import Watched, WatchedByVersion
 from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
@@ -220,13 +220,15 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
     stopping) or one of them fails (ObjectLoops starts it again after its backoff)."""
     namespace, name = key
     monitor = AcceptanceMonitor(namespace, name)
+    watch = WatchedByVersion()
     latest: dict = {}
 
     def body() -> kopf.Body:
         return memo.serving_bodies[key]
 
     async def measure_once():
-        return await _measure(monitor, kept_copy(body()), list(serving_pods.get(key, [])))
+        snapshot = kept_copy(body())
+        return await _measure(monitor, watch.of(snapshot), snapshot, list(serving_pods.get(key, [])))
 
     def publish(measurement) -> None:
         latest["acceptance"] = measurement
@@ -262,9 +264,9 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
             raise task.exception()  # ObjectLoops starts the loop again after its backoff
 
 
-async def _measure(monitor: AcceptanceMonitor, snapshot: dict, pods: list[dict]):
-    """One look at the serving's acceptance (None when nothing is watched)."""
-    watched = watched_revision(snapshot)
+async def _measure(monitor: AcceptanceMonitor, watched: Watched | None, snapshot: dict, pods: list[dict]):
+    """One look at the serving's acceptance (None when nothing is watched): ``watched`` is what the body
+    ``snapshot`` says to measure, ``pods`` the pods index now (the Ready ones are its scrape targets)."""
     if watched is None:
         monitor.forget()
         return None

@@ -131,6 +131,30 @@ def watched_revision(body: dict) -> Watched | None:
     return Watched(spec, active, learned)
 
 
+class WatchedByVersion:
+    """``watched_revision`` once per version of a serving's body (its uid and resourceVersion): it is pure in
+    the body, and the watch looks far more often than the body changes.
+
+    Why the watch derives this from the body rather than taking what ``decide`` computed: the body's
+    status is what the last reconcile *wrote*, and a plan can be cut short (a refused Service write leaves
+    ``activeRevision`` as it was, ``serving.refused_plan``), so a value published by ``decide`` could name a
+    revision that never took traffic and restart the watch's verdict on it. ``decide`` also judges with
+    the status *before* its swap step, the watch measures the one after it: not the same fact twice."""
+
+    def __init__(self) -> None:
+        self.version: tuple | None = None
+        self.watched: Watched | None = None
+
+    def of(self, body: dict) -> Watched | None:
+        meta = body.get("metadata") or {}
+        if not meta.get("resourceVersion"):
+            return watched_revision(body)  # nothing to know a new version by
+        version = (meta.get("uid"), meta["resourceVersion"])
+        if version != self.version:
+            self.version, self.watched = version, watched_revision(body)
+        return self.watched
+
+
 @dataclass
 class AcceptanceDecision:
     degraded: Verdict | None = None  # the Degraded condition; None leaves it as it is

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from drafter_operator import timestamps
+from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
@@ -67,9 +68,7 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
 
 def ready_pod_ips(pods: list[dict]) -> list[str]:
     """The IPs of the pods that are Ready and not being deleted, sorted."""
-    return sorted(p["status"]["podIP"] for p in pods if (p.get("status") or {}).get("podIP") and not p["metadata"].get(
-        "deletionTimestamp") and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                     for c in p["status"].get("conditions") or []))
+    return sorted(p["status"]["podIP"] for p in pods if ready_with_ip(p))
 
 
 def revision_observation(revision: str, deployment: dict, own: list[dict],
