@@ -17,8 +17,7 @@ from drafter_operator.api.common import (
     Rule,
     StatusModel,
     Url,
-    cel_duration_range,
-    duration_ok,
+    duration_range_rule,
 )
 from drafter_operator.api.kind import KindModel
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
@@ -102,11 +101,9 @@ class DrafterBenchmarkSpec(ApiModel):
             field_path=".baseline",
             reason="FieldValueRequired",
         ),
-        Rule(
-            cel=cel_duration_range("self.timeout", "1m", "24h"),
-            message='spec.timeout must be between 1m and 24h, e.g. "30m"',
-            check=lambda s: duration_ok(s.timeout, "1m", "24h"),
-            field_path=".timeout",
+        duration_range_rule(
+            "timeout", "1m", "24h",
+            'spec.timeout must be between 1m and 24h, e.g. "30m"',
         ),
     )
 
