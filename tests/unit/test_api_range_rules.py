@@ -1,4 +1,4 @@
-"""decimal_range_rule and duration_range_rule: one declaration of a field's bounds gives the same CEL, message
+"""decimal_range_rule, duration_range_rule and exactly_one_rule: one declaration gives the same CEL, message
 and field path as the Rule written out by hand, and a Python check that reads the field's attribute."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from drafter_operator.api.common import (
     decimal_range_rule,
     duration_ok,
     duration_range_rule,
+    exactly_one_rule,
     field_names,
 )
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
@@ -67,3 +68,20 @@ def test_a_range_rule_reads_its_field_on_the_model(value):
     rule = next(r for r in AcceptanceSpec.rules if r.field_path == ".for")
     spec = AcceptanceSpec.model_construct(for_=value)
     assert rule.check(spec) == duration_ok(value, "0s", "24h")
+
+
+@pytest.mark.parametrize("names, cel", [
+    (("value", "valueFrom"), "has(self.value) != has(self.valueFrom)"),
+    (("servingRef", "benchmarkRef", "tokensPerSecond"),
+     "[has(self.servingRef), has(self.benchmarkRef), has(self.tokensPerSecond)].filter(x, x).size() == 1"),
+])
+def test_exactly_one_rule_cel(names, cel):
+    rule = exactly_one_rule(names, "the message")
+    assert (rule.cel, rule.message, rule.field_path) == (cel, "the message", None)
+
+
+@given(st.lists(st.booleans(), min_size=2, max_size=4))
+def test_exactly_one_rule_accepts_one_set_field_and_nothing_else(set_fields):
+    names = ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")[:len(set_fields)]
+    model = SimpleNamespace(**{field_names(n)[1]: ({} if on else None) for n, on in zip(names, set_fields)})
+    assert exactly_one_rule(names, "m").check(model) == (sum(set_fields) == 1)

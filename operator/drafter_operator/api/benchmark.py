@@ -18,6 +18,7 @@ from drafter_operator.api.common import (
     StatusModel,
     Url,
     duration_range_rule,
+    exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
@@ -29,10 +30,9 @@ class PromptsSpec(ApiModel):
     """Where the prompts come from: exactly one of inline or configMap."""
 
     rules = (
-        Rule(
-            cel="has(self.inline) != has(self.configMap)",
-            message="spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
-            check=lambda p: (p.inline is None) != (p.config_map is None),
+        exactly_one_rule(
+            ("inline", "configMap"),
+            "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
         ),
     )
 
@@ -55,10 +55,9 @@ class DrafterBenchmarkSpec(ApiModel):
     """Desired benchmark run."""
 
     rules = (
-        Rule(
-            cel="has(self.servingRef) != has(self.endpoint)",
-            message="spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
-            check=lambda s: (s.serving_ref is None) != (s.endpoint is None),
+        exactly_one_rule(
+            ("servingRef", "endpoint"),
+            "spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
         ),
         Rule(
             cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",

@@ -15,6 +15,7 @@ from drafter_operator.api.common import (
     Ratio,
     Rule,
     decimal_range_rule,
+    exactly_one_rule,
 )
 
 
@@ -52,10 +53,9 @@ class Baseline(ApiModel):
     """What a speedup is measured against: a no-speculation DrafterServing, another benchmark's result, or a recorded throughput."""
 
     rules = (
-        Rule(
-            cel="[has(self.servingRef), has(self.benchmarkRef), has(self.tokensPerSecond)].filter(x, x).size() == 1",
-            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
-            check=lambda b: [b.serving_ref, b.benchmark_ref, b.tokens_per_second].count(None) == 2,
+        exactly_one_rule(
+            ("servingRef", "benchmarkRef", "tokensPerSecond"),
+            "baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
         ),
         decimal_range_rule(
             "tokensPerSecond", DECIMAL_PATTERN,

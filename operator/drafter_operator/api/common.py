@@ -327,6 +327,15 @@ def duration_range_rule(name: str, minimum: str, maximum: str, message: str) -> 
     )
 
 
+def exactly_one_rule(names: tuple[str, ...], message: str) -> Rule:
+    """Exactly one of the fields `names` (JSON names) is set, in CEL and in Python."""
+    paths, attrs = zip(*(field_names(name) for name in names))
+    present = [f"has({path})" for path in paths]
+    cel = " != ".join(present) if len(names) == 2 else f"[{', '.join(present)}].filter(x, x).size() == 1"
+    return Rule(cel=cel, message=message,
+                check=lambda model: sum(getattr(model, attr) is not None for attr in attrs) == 1)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Small shared objects.
 
