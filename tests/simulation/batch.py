@@ -33,7 +33,8 @@ from drafter_operator.resources.training_job import STAGE_LABEL
 from tests.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
 from tests.simulation.clock import Clock
 from tests.simulation.cluster import owner_uid
-from tests.simulation.operations import SEED_SPEC, serving_name
+from tests.simulation.fault_operations import FaultOperations
+from tests.simulation.operations import SEED_SPEC, serving_name, timeline
 
 NS = "team"
 CUSTOM = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}"
@@ -92,7 +93,7 @@ def draw_config(rng: random.Random, fields: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the world
-class BatchWorld:
+class BatchWorld(FaultOperations):
     def __init__(self, seed: int, setup: dict):
         from tests.simulation.batch_invariants import BatchTracks
         self.seed = seed
@@ -398,22 +399,9 @@ class BatchWorld:
         self.api.put("serving-controller", f"{SERVINGS}/{SERVING}",
                      {**serving, "status": {**serving["status"], "conditions": [cond]}})
 
-    def op_wait(self, op: dict) -> None:
-        pass
-
-    def op_crash(self, op: dict) -> None:
-        self.api.faults.crash_in = op["after"]
-        self.pending_restart_after = op["restart"]
-
     def op_api_faults(self, op: dict) -> None:
-        self.api.faults.fail_rate = op["rate"]
-        self._faults_salt = op["salt"]
+        super().op_api_faults(op)
         self.track.disturbed_until(self.clock.t + op["for"])
-        self.clock.after(op["for"], self._end_api_faults, op["salt"])
-
-    def _end_api_faults(self, salt: int) -> None:
-        if getattr(self, "_faults_salt", None) == salt:
-            self.api.faults.fail_rate = 0.0
 
     def op_admission(self, op: dict) -> None:
         plural, code = op["rule"], op["code"]
@@ -614,17 +602,5 @@ def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]
     for kind in ("trainings", "benchmarks"):
         while setup[kind][0]["name"] == setup[kind][1]["name"]:
             setup[kind][1]["name"] = serving_name(rng)
-    ops = [{"kind": "create_training", "slot": 0}, {"kind": "create_benchmark", "slot": 0}]
-    kinds, weights = zip(*KINDS)
-    while len(ops) < count:
-        ops.append(draw(rng, rng.choices(kinds, weights)[0]))
-    for op in ops:
-        op["dt"] = rng.uniform(5, 300) if rng.random() < 0.7 else rng.uniform(300, 3600)
-    total = sum(op["dt"] for op in ops)
-    if total < days * DAY / 4:
-        for op in ops:
-            op["dt"] *= days * DAY / 4 / total
-    for i, op in enumerate(ops):
-        op["salt"] = i
-        op["dt"] = round(op["dt"], 1)
-    return setup, ops
+    first = [{"kind": "create_training", "slot": 0}, {"kind": "create_benchmark", "slot": 0}]
+    return setup, timeline(rng, first, KINDS, draw, count, split=300, at_least=days * DAY / 4)

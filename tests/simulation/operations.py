@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import random
 import string
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -135,21 +136,29 @@ def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]
     operations leave the world to run adds up to at least `days` simulated days."""
     rng = random.Random(seed)
     setup = {"name": serving_name(rng), "nodes": rng.choice([1, 2, 3, 4, 6, 8]), "config": initial_config(rng)}
-    ops = [{"kind": "create"}]
-    kinds, weights = zip(*KINDS)
+    return setup, timeline(rng, [{"kind": "create"}], KINDS, draw, count, split=600, at_least=days * DAY)
+
+
+def timeline(rng: random.Random, first: list[dict], kinds: list[tuple[str, int]],
+             draw: Callable[[random.Random, str], dict], count: int, split: float, at_least: float) -> list[dict]:
+    """A scenario's operations: `first`, then operations drawn by weight from `kinds` up to `count`. Each
+    leaves the world a pause `dt`: seven in ten short (5 s to `split`), the rest long (`split` to 12 x
+    `split`), all stretched alike until they add up to `at_least` seconds; `salt` is each one's index."""
+    ops = list(first)
+    names, weights = zip(*kinds)
     while len(ops) < count:
-        ops.append(draw(rng, rng.choices(kinds, weights)[0]))
+        ops.append(draw(rng, rng.choices(names, weights)[0]))
     for op in ops:
-        op["dt"] = rng.uniform(5, 600) if rng.random() < 0.7 else rng.uniform(600, 7200)
+        op["dt"] = rng.uniform(5, split) if rng.random() < 0.7 else rng.uniform(split, 12 * split)
     total = sum(op["dt"] for op in ops)
-    if total < days * DAY:
-        scale = days * DAY / total
+    if total < at_least:
+        scale = at_least / total
         for op in ops:
             op["dt"] *= scale
     for i, op in enumerate(ops):
         op["salt"] = i
         op["dt"] = round(op["dt"], 1)
-    return setup, ops
+    return ops
 
 
 def describe(op: dict) -> str:

@@ -19,6 +19,7 @@ from tests.simulation.apiserver import FakeApiserver
 from tests.simulation.clock import Clock
 from tests.simulation.cluster import NS, Cluster, owner_uid
 from tests.simulation.engines import Engines
+from tests.simulation.fault_operations import FaultOperations
 from tests.simulation.invariants import Tracks
 from tests.simulation.operations import render
 from tests.simulation.operator_sim import OperatorSim
@@ -27,7 +28,7 @@ from tests.simulation.traffic import Traffic
 GROUP_PATH = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterservings"
 
 
-class World:
+class World(FaultOperations):
     def __init__(self, seed: int, setup: dict, safety_interval: float = 300.0, acceptance_interval: float = 60.0,
                  drain: dt.timedelta | None = None):
         self.seed = seed
@@ -149,13 +150,6 @@ class World:
         self.track.spec_edited(op["field"])
         self.write_spec()
 
-    def op_wait(self, op: dict) -> None:
-        pass
-
-    def op_crash(self, op: dict) -> None:
-        self.api.faults.crash_in = op["after"]
-        self.pending_restart_after = op["restart"]
-
     def op_node_loss(self, op: dict) -> None:
         nodes = sorted(self.cluster.nodes)
         if nodes:
@@ -236,15 +230,6 @@ class World:
         self.track.serving_deleted(serving["metadata"]["uid"])
         self.api.remove("user", self.serving_key)
         self.clock.after(op["gap"], self.op_create, op)
-
-    def op_api_faults(self, op: dict) -> None:
-        self.api.faults.fail_rate = op["rate"]
-        self._faults_salt = op["salt"]
-        self.clock.after(op["for"], self._end_api_faults, op["salt"])
-
-    def _end_api_faults(self, salt: int) -> None:
-        if getattr(self, "_faults_salt", None) == salt:
-            self.api.faults.fail_rate = 0.0
 
     def op_watch_lag(self, op: dict) -> None:
         if op["stall"]:

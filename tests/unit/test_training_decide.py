@@ -368,18 +368,29 @@ def test_generate_waits_for_its_engine_and_fails_with_the_reason_when_the_engine
     assert cluster.engine == {}  # a failed run frees the GPUs
 
 
-def test_a_new_export_at_the_path_the_serving_loads_is_promoted_and_the_old_revision_never_counts():
-    """Retrained into the same output.path: the serving's drafter already names that path (the previous
-    export), so only the content digest tells the new drafter from the old one."""
+def serving_loading_export(digest: str) -> dict:
+    """An SGLang serving whose drafter, and its one good revision, is the training's output path with `digest`."""
     serving = sglang_serving()
-    old = {**serving["spec"]["drafter"], "model": "/models/drafters/kimi-k25-eagle3-ft",
-           "contentDigest": "sha256:" + "01" * 32}
-    serving["spec"]["drafter"] = old
-    serving["status"]["revisions"] = [{"name": "old", "good": True, "drafterSpec": dict(old)}]
+    drafter = {**serving["spec"]["drafter"], "model": "/models/drafters/kimi-k25-eagle3-ft", "contentDigest": digest}
+    serving["spec"]["drafter"] = drafter
+    serving["status"]["revisions"] = [{"name": "old", "good": True, "drafterSpec": dict(drafter)}]
+    return serving
+
+
+def promoted_into(serving: dict) -> Cluster:
+    """The training run through export and a good benchmark, then one decide of its Promote stage."""
     cluster = Cluster(training(), serving)
     through_export(cluster)
     finish_benchmark(cluster, tokensPerSecond=41.0)
     cluster.apply(cluster.decide())
+    return cluster
+
+
+def test_a_new_export_at_the_path_the_serving_loads_is_promoted_and_the_old_revision_never_counts():
+    """Retrained into the same output.path: the serving's drafter already names that path (the previous
+    export), so only the content digest tells the new drafter from the old one."""
+    cluster = promoted_into(serving_loading_export("sha256:" + "01" * 32))
+    old = cluster.serving["status"]["revisions"][0]["drafterSpec"]
     # the old export at the same path is active and good: not the promotion's success
     assert cluster.body["status"]["stage"] == "Promote"
     (_, patch), = cluster.patches
@@ -398,14 +409,7 @@ def test_a_new_export_at_the_path_the_serving_loads_is_promoted_and_the_old_revi
 
 def test_a_serving_that_already_loads_this_very_export_is_not_patched():
     """Same model and same digest: the serving already runs it (a restarted operator, a repeated reconcile)."""
-    serving = sglang_serving()
-    same = {**serving["spec"]["drafter"], "model": "/models/drafters/kimi-k25-eagle3-ft", "contentDigest": DIGEST}
-    serving["spec"]["drafter"] = same
-    serving["status"]["revisions"] = [{"name": "old", "good": True, "drafterSpec": dict(same)}]
-    cluster = Cluster(training(), serving)
-    through_export(cluster)
-    finish_benchmark(cluster, tokensPerSecond=41.0)
-    cluster.apply(cluster.decide())
+    cluster = promoted_into(serving_loading_export(DIGEST))
     assert cluster.patches == [] and cluster.body["status"]["stage"] == "Succeeded"
 
 

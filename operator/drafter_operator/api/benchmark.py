@@ -17,8 +17,8 @@ from drafter_operator.api.common import (
     Rule,
     StatusModel,
     Url,
-    cel_duration_range,
-    duration_ok,
+    duration_range_rule,
+    exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
 from drafter_operator.constants import API_GROUP_VERSION, ApiGroupVersion
@@ -31,10 +31,9 @@ class PromptsSpec(ApiModel):
     """Where the prompts come from: exactly one of inline or configMap."""
 
     rules = (
-        Rule(
-            cel="has(self.inline) != has(self.configMap)",
-            message="spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
-            check=lambda p: (p.inline is None) != (p.config_map is None),
+        exactly_one_rule(
+            ("inline", "configMap"),
+            "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
         ),
     )
 
@@ -57,10 +56,9 @@ class DrafterBenchmarkSpec(ApiModel):
     """Desired benchmark run."""
 
     rules = (
-        Rule(
-            cel="has(self.servingRef) != has(self.endpoint)",
-            message="spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
-            check=lambda s: (s.serving_ref is None) != (s.endpoint is None),
+        exactly_one_rule(
+            ("servingRef", "endpoint"),
+            "spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
         ),
         Rule(
             cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
@@ -103,11 +101,9 @@ class DrafterBenchmarkSpec(ApiModel):
             field_path=".baseline",
             reason="FieldValueRequired",
         ),
-        Rule(
-            cel=cel_duration_range("self.timeout", "1m", "24h"),
-            message='spec.timeout must be between 1m and 24h, e.g. "30m"',
-            check=lambda s: duration_ok(s.timeout, "1m", "24h"),
-            field_path=".timeout",
+        duration_range_rule(
+            "timeout", "1m", "24h",
+            'spec.timeout must be between 1m and 24h, e.g. "30m"',
         ),
     )
 

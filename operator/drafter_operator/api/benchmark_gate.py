@@ -14,8 +14,8 @@ from drafter_operator.api.common import (
     LocalObjectReference,
     Ratio,
     Rule,
-    cel_decimal_range,
-    decimal_ok,
+    decimal_range_rule,
+    exactly_one_rule,
 )
 
 
@@ -29,17 +29,15 @@ class Gate(ApiModel):
             check=lambda g: g.min_speedup is not None or g.min_acceptance_rate is not None or g.min_tokens_per_second is not None,
             reason="FieldValueRequired",
         ),
-        Rule(
-            cel=cel_decimal_range("self.minSpeedup", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='gate.minSpeedup must be above 0, e.g. "1.2" (20% faster than the baseline)',
-            check=lambda g: decimal_ok(g.min_speedup, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".minSpeedup",
+        decimal_range_rule(
+            "minSpeedup", DECIMAL_PATTERN,
+            'gate.minSpeedup must be above 0, e.g. "1.2" (20% faster than the baseline)',
+            minimum=0.0, exclusive_minimum=True,
         ),
-        Rule(
-            cel=cel_decimal_range("self.minTokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='gate.minTokensPerSecond must be above 0, e.g. "100"',
-            check=lambda g: decimal_ok(g.min_tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".minTokensPerSecond",
+        decimal_range_rule(
+            "minTokensPerSecond", DECIMAL_PATTERN,
+            'gate.minTokensPerSecond must be above 0, e.g. "100"',
+            minimum=0.0, exclusive_minimum=True,
         ),
     )
 
@@ -55,16 +53,14 @@ class Baseline(ApiModel):
     """What a speedup is measured against: a no-speculation DrafterServing, another benchmark's result, or a recorded throughput."""
 
     rules = (
-        Rule(
-            cel="[has(self.servingRef), has(self.benchmarkRef), has(self.tokensPerSecond)].filter(x, x).size() == 1",
-            message="baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
-            check=lambda b: [b.serving_ref, b.benchmark_ref, b.tokens_per_second].count(None) == 2,
+        exactly_one_rule(
+            ("servingRef", "benchmarkRef", "tokensPerSecond"),
+            "baseline needs exactly one of baseline.servingRef (a no-speculation DrafterServing), baseline.benchmarkRef (a finished DrafterBenchmark of one) or baseline.tokensPerSecond (a recorded figure)",
         ),
-        Rule(
-            cel=cel_decimal_range("self.tokensPerSecond", DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='baseline.tokensPerSecond must be above 0, e.g. "82.5"',
-            check=lambda b: decimal_ok(b.tokens_per_second, DECIMAL_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".tokensPerSecond",
+        decimal_range_rule(
+            "tokensPerSecond", DECIMAL_PATTERN,
+            'baseline.tokensPerSecond must be above 0, e.g. "82.5"',
+            minimum=0.0, exclusive_minimum=True,
         ),
     )
 

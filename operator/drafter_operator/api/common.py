@@ -13,13 +13,14 @@ Conventions (see docs/api.md):
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -277,6 +278,54 @@ def cel_decimal_range(path: str, pattern: str, minimum: float | None = None, max
     if maximum is not None:
         checks.append(f"double({path}) <= {maximum!r}")
     return f"!has({path}) || !{path}.matches(r'{pattern}') || ({' && '.join(checks)})"
+
+
+# CEL escapes its reserved words used as field names as __word__ (spec.acceptance.for is `self.__for__`).
+CEL_RESERVED = frozenset({"as", "break", "const", "continue", "else", "false", "for", "function", "if",
+                          "import", "in", "let", "loop", "namespace", "null", "package", "return", "true", "var"})
+
+
+def field_names(name: str) -> tuple[str, str]:
+    """(the CEL path, the Python attribute) of the JSON field `name` of `self`: `for` is `self.__for__`
+    in CEL and `for_` in Python (a keyword in both)."""
+    cel = f"__{name}__" if name in CEL_RESERVED else name
+    attr = to_snake(name)
+    return f"self.{cel}", attr + "_" if keyword.iskeyword(attr) else attr
+
+
+def decimal_range_rule(name: str, pattern: str, message: str, minimum: float | None = None,
+                       maximum: float | None = None, exclusive_minimum: bool = False) -> Rule:
+    """The range of the decimal field `name` (its JSON name) as one Rule: the same bounds in CEL and in
+    Python, reported on the field."""
+    path, attr = field_names(name)
+    bounds = {"minimum": minimum, "maximum": maximum, "exclusive_minimum": exclusive_minimum}
+    return Rule(
+        cel=cel_decimal_range(path, pattern, **bounds),
+        message=message,
+        check=lambda model: decimal_ok(getattr(model, attr), pattern, **bounds),
+        field_path=f".{name}",
+    )
+
+
+def duration_range_rule(name: str, minimum: str, maximum: str, message: str) -> Rule:
+    """The range of the duration field `name` (its JSON name) as one Rule: the same bounds in CEL and in
+    Python, reported on the field."""
+    path, attr = field_names(name)
+    return Rule(
+        cel=cel_duration_range(path, minimum, maximum),
+        message=message,
+        check=lambda model: duration_ok(getattr(model, attr), minimum, maximum),
+        field_path=f".{name}",
+    )
+
+
+def exactly_one_rule(names: tuple[str, ...], message: str) -> Rule:
+    """Exactly one of the fields `names` (JSON names) is set, in CEL and in Python."""
+    paths, attrs = zip(*(field_names(name) for name in names))
+    present = [f"has({path})" for path in paths]
+    cel = " != ".join(present) if len(names) == 2 else f"[{', '.join(present)}].filter(x, x).size() == 1"
+    return Rule(cel=cel, message=message,
+                check=lambda model: sum(getattr(model, attr) is not None for attr in attrs) == 1)
 
 
 # ---------------------------------------------------------------------------------------------------

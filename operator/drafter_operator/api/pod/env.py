@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from drafter_operator.api.common import DNS_LABEL_PATTERN, ApiModel, ObjectName, Rule
+from drafter_operator.api.common import DNS_LABEL_PATTERN, ApiModel, ObjectName, Rule, exactly_one_rule
 from drafter_operator.api.pod.values import ENV_PREFIX_PATTERN, KUBE_QUANTITY_PATTERN, ConfigKey, EnvName, unique_names
 
 #: Variables the Hugging Face hub reads a token from; a literal value for them is refused.
@@ -97,14 +97,10 @@ class EnvVarSource(ApiModel):
     """Where a variable's value comes from: a Secret or ConfigMap key, a pod field or a container resource."""
 
     rules = (
-        Rule(
-            cel="[has(self.secretKeyRef), has(self.configMapKeyRef), has(self.fieldRef), has(self.resourceFieldRef)]"
-                ".filter(x, x).size() == 1",
-            message=(
-                "env[].valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef: "
-                "e.g. valueFrom: {secretKeyRef: {name: hf-token, key: token}}"
-            ),
-            check=lambda s: [s.secret_key_ref, s.config_map_key_ref, s.field_ref, s.resource_field_ref].count(None) == 3,
+        exactly_one_rule(
+            ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef"),
+            "env[].valueFrom needs exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef: "
+            "e.g. valueFrom: {secretKeyRef: {name: hf-token, key: token}}",
         ),
     )
 
@@ -122,10 +118,9 @@ class EnvVar(ApiModel):
     """An environment variable of the container: a literal value or a reference (valueFrom)."""
 
     rules = (
-        Rule(
-            cel="has(self.value) != has(self.valueFrom)",
-            message='env[] needs exactly one of env[].value (may be "") and env[].valueFrom: e.g. {name: LOG_LEVEL, value: debug}',
-            check=lambda e: (e.value is None) != (e.value_from is None),
+        exactly_one_rule(
+            ("value", "valueFrom"),
+            'env[] needs exactly one of env[].value (may be "") and env[].valueFrom: e.g. {name: LOG_LEVEL, value: debug}',
         ),
         Rule(
             cel=f"!has(self.value) || !(self.name in {_HUB_TOKEN_CEL})",
@@ -177,10 +172,9 @@ class EnvFromSource(ApiModel):
     """All keys of a ConfigMap or Secret as variables, e.g. a Secret holding HF_TOKEN."""
 
     rules = (
-        Rule(
-            cel="has(self.configMapRef) != has(self.secretRef)",
-            message="envFrom[] needs exactly one of envFrom[].configMapRef and envFrom[].secretRef: e.g. {secretRef: {name: hf-token}}",
-            check=lambda e: (e.config_map_ref is None) != (e.secret_ref is None),
+        exactly_one_rule(
+            ("configMapRef", "secretRef"),
+            "envFrom[] needs exactly one of envFrom[].configMapRef and envFrom[].secretRef: e.g. {secretRef: {name: hf-token}}",
         ),
     )
 

@@ -13,10 +13,8 @@ from drafter_operator.api.common import (
     Duration,
     Rule,
     Url,
-    cel_decimal_range,
-    cel_duration_range,
-    decimal_ok,
-    duration_ok,
+    decimal_range_rule,
+    duration_range_rule,
 )
 
 #: The name of an operator-configured endpoint (a key of the chart's prometheus.endpoints).
@@ -46,23 +44,18 @@ class AcceptanceSpec(ApiModel):
             check=lambda a: a.min_acceptance_rate is not None or a.min_acceptance_length is not None,
             reason="FieldValueRequired",
         ),
-        Rule(
-            cel=cel_decimal_range("self.minAcceptanceLength", DECIMAL_PATTERN, minimum=1.0),
-            message='spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0", or "auto"',
-            check=lambda a: decimal_ok(a.min_acceptance_length, DECIMAL_PATTERN, minimum=1.0),
-            field_path=".minAcceptanceLength",
+        decimal_range_rule(
+            "minAcceptanceLength", DECIMAL_PATTERN,
+            'spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0", or "auto"',
+            minimum=1.0,
         ),
-        Rule(
-            cel=cel_duration_range("self.window", "30s", "24h"),
-            message='spec.acceptance.window must be between 30s and 24h, e.g. "5m"',
-            check=lambda a: duration_ok(a.window, "30s", "24h"),
-            field_path=".window",
+        duration_range_rule(
+            "window", "30s", "24h",
+            'spec.acceptance.window must be between 30s and 24h, e.g. "5m"',
         ),
-        Rule(
-            cel=cel_duration_range("self.__for__", "0s", "24h"),  # `for` is a CEL keyword, escaped
-            message='spec.acceptance.for must be at most 24h, e.g. "10m"',
-            check=lambda a: duration_ok(a.for_, "0s", "24h"),
-            field_path=".for",
+        duration_range_rule(
+            "for", "0s", "24h",
+            'spec.acceptance.for must be at most 24h, e.g. "10m"',
         ),
         # A URL of the tenant's choosing made the operator fetch it from inside the cluster (SSRF) and
         # report what came back: tenants now name an endpoint the operator's configuration allows.

@@ -16,8 +16,7 @@ from drafter_operator.api.common import (
     ObjectName,
     Quantity,
     Rule,
-    cel_duration_range,
-    duration_ok,
+    duration_range_rule,
 )
 from drafter_operator.api.pod import ContainerResources
 
@@ -76,23 +75,17 @@ class StartupSpec(ApiModel):
     """How long a revision may take to start."""
 
     rules = (
-        Rule(
-            cel=cel_duration_range("self.timeout", "1m", "48h"),
-            message='spec.startup.timeout must be between 1m and 48h, e.g. "45m" (loading a 1T-parameter model takes about 30 minutes)',
-            check=lambda s: duration_ok(s.timeout, "1m", "48h"),
-            field_path=".timeout",
+        duration_range_rule(
+            "timeout", "1m", "48h",
+            'spec.startup.timeout must be between 1m and 48h, e.g. "45m" (loading a 1T-parameter model takes about 30 minutes)',
         ),
-        Rule(
-            cel=cel_duration_range("self.placementTimeout", "1m", "48h"),
-            message='spec.startup.placementTimeout must be between 1m and 48h, e.g. "30m" (a node autoscaler adds a GPU node in minutes)',
-            check=lambda s: duration_ok(s.placement_timeout, "1m", "48h"),
-            field_path=".placementTimeout",
+        duration_range_rule(
+            "placementTimeout", "1m", "48h",
+            'spec.startup.placementTimeout must be between 1m and 48h, e.g. "30m" (a node autoscaler adds a GPU node in minutes)',
         ),
-        Rule(
-            cel=cel_duration_range("self.downloadTimeout", "0s", "48h"),
-            message='spec.startup.downloadTimeout must be between 0s and 48h, e.g. "1h"',
-            check=lambda s: duration_ok(s.download_timeout, "0s", "48h"),
-            field_path=".downloadTimeout",
+        duration_range_rule(
+            "downloadTimeout", "0s", "48h",
+            'spec.startup.downloadTimeout must be between 0s and 48h, e.g. "1h"',
         ),
     )
 
@@ -119,17 +112,13 @@ class SwapSpec(ApiModel):
             check=lambda s: s.gate is None or s.strategy == "BlueGreen",
             field_path=".gate",
         ),
-        Rule(
-            cel=cel_duration_range("self.drainTimeout", "0s", "24h"),
-            message='spec.swap.drainTimeout must be at most 24h, e.g. "5m" (the longest stream a client may have in flight at a switch)',
-            check=lambda s: duration_ok(s.drain_timeout, "0s", "24h"),
-            field_path=".drainTimeout",
+        duration_range_rule(
+            "drainTimeout", "0s", "24h",
+            'spec.swap.drainTimeout must be at most 24h, e.g. "5m" (the longest stream a client may have in flight at a switch)',
         ),
-        Rule(
-            cel=cel_duration_range("self.gateTimeout", "1m", "48h"),
-            message='spec.swap.gateTimeout must be between 1m and 48h, e.g. "30m" (a gate benchmark of 5 prompts takes minutes)',
-            check=lambda s: duration_ok(s.gate_timeout, "1m", "48h"),
-            field_path=".gateTimeout",
+        duration_range_rule(
+            "gateTimeout", "1m", "48h",
+            'spec.swap.gateTimeout must be between 1m and 48h, e.g. "30m" (a gate benchmark of 5 prompts takes minutes)',
         ),
     )
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from drafter_operator.api.common import RATIO_PATTERN, ApiModel, ModelRef, Ratio, Rule, cel_decimal_range, decimal_ok
+from drafter_operator.api.common import RATIO_PATTERN, ApiModel, ModelRef, Ratio, Rule, decimal_range_rule
 from drafter_operator.engines import owned_spellings
 
 # Exact spellings of the flags the operator owns, on either engine (from the engines' flag tables),
@@ -44,11 +44,10 @@ class TargetSpec(ApiModel):
             field_path=".extraArgs",
             reason="FieldValueForbidden",
         ),
-        Rule(
-            cel=cel_decimal_range("self.gpuMemoryUtilization", RATIO_PATTERN, minimum=0.0, exclusive_minimum=True),
-            message='spec.target.gpuMemoryUtilization must be above 0 and at most 1, e.g. "0.9"',
-            check=lambda t: decimal_ok(t.gpu_memory_utilization, RATIO_PATTERN, minimum=0.0, exclusive_minimum=True),
-            field_path=".gpuMemoryUtilization",
+        decimal_range_rule(
+            "gpuMemoryUtilization", RATIO_PATTERN,
+            'spec.target.gpuMemoryUtilization must be above 0 and at most 1, e.g. "0.9"',
+            minimum=0.0, exclusive_minimum=True,
         ),
     )
 

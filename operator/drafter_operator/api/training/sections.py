@@ -19,9 +19,8 @@ from drafter_operator.api.common import (
     ObjectName,
     Quantity,
     Rule,
-    cel_decimal_range,
+    decimal_range_rule,
     cel_path_normalised,
-    decimal_ok,
     path_normalised,
 )
 from drafter_operator.constants import Engine
@@ -149,11 +148,10 @@ class TrainSpec(ApiModel):
     """Training hyper-parameters."""
 
     rules = (
-        Rule(
-            cel=cel_decimal_range("self.learningRate", LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
-            message='spec.train.learningRate must be above 0 and at most 1, e.g. "1e-4"',
-            check=lambda t: decimal_ok(t.learning_rate, LEARNING_RATE_PATTERN, minimum=0.0, maximum=1.0, exclusive_minimum=True),
-            field_path=".learningRate",
+        decimal_range_rule(
+            "learningRate", LEARNING_RATE_PATTERN,
+            'spec.train.learningRate must be above 0 and at most 1, e.g. "1e-4"',
+            minimum=0.0, maximum=1.0, exclusive_minimum=True,
         ),
     )
 
