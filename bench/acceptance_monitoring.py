@@ -71,9 +71,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serving_scale import BenchError, Cluster, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
 from drafter_testbed import harness  # noqa: E402
 
+from drafter_operator.constants import API_GROUP, API_VERSION, SERVING_PLURAL  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
-GROUP, VERSION, PLURAL = "drafter.dev", "v1alpha1", "drafterservings"
+GROUP, VERSION, PLURAL = API_GROUP, API_VERSION, SERVING_PLURAL
 # Only this benchmark's process nodes carry it (the local cluster's own kwok nodes are B200s).
 GPU_PRODUCT = "NVIDIA-GB200"
 NODE_PREFIX = "accept-gpu"

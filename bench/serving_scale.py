@@ -55,6 +55,7 @@ from typing import Callable
 
 import yaml
 
+from drafter_operator.constants import API_GROUP, API_VERSION, SERVING_PLURAL
 from drafter_testbed import cluster as local
 from drafter_testbed import harness
 from drafter_testbed.build import BuildError
@@ -62,7 +63,7 @@ from drafter_testbed.harness import metric_samples  # noqa: F401 (the benches bu
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
-GROUP, VERSION, PLURAL = "drafter.dev", "v1alpha1", "drafterservings"
+GROUP, VERSION, PLURAL = API_GROUP, API_VERSION, SERVING_PLURAL
 KWOK_SELECTOR = "drafter.dev/node-runtime=kwok,nvidia.com/gpu.product=NVIDIA-B200"
 
 os.environ.setdefault("DRAFTER_STATE_DIR", "/tmp/bench-cluster")

@@ -18,6 +18,10 @@ ApiGroupVersion = Literal["drafter.dev/v1alpha1"]
 #: What every custom object's ``apiVersion`` says, and the group/version in its URL.
 API_GROUP_VERSION: str = get_args(ApiGroupVersion)[0]
 API_GROUP, API_VERSION = API_GROUP_VERSION.split("/")
+#: The kinds' resource names (their URLs, RBAC rules and kopf watches); each model's ``plural`` is one of these.
+SERVING_PLURAL = "drafterservings"
+BENCHMARK_PLURAL = "drafterbenchmarks"
+TRAINING_PLURAL = "draftertrainings"
 
 # --------------------------------------------------------------------------------------------------
 # Labels: selectors find the operator's objects by these, so they never change for a running object.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from drafter_operator.constants import API_GROUP
+from drafter_operator.constants import API_GROUP, BENCHMARK_PLURAL, SERVING_PLURAL, TRAINING_PLURAL
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,14 @@ class Rule:
         return {"apiGroups": [self.group], "resources": list(self.resources), "verbs": list(self.verbs)}
 
 
-_CUSTOM = ("drafterservings", "drafterbenchmarks", "draftertrainings")
+_CUSTOM = (SERVING_PLURAL, BENCHMARK_PLURAL, TRAINING_PLURAL)
 
 #: Everything the operator does in a namespace it watches (the ClusterRole, or a Role per namespace).
 NAMESPACED_RULES: tuple[Rule, ...] = (
-    Rule(API_GROUP, ("drafterservings", "draftertrainings"), ("get", "list", "watch", "patch"),
+    Rule(API_GROUP, (SERVING_PLURAL, TRAINING_PLURAL), ("get", "list", "watch", "patch"),
          "kopf lists and watches them; it removes, with a patch, the finalizer older operator versions left "
          "(this one adds none); a DrafterTraining's Promote patches the serving's drafter."),
-    Rule(API_GROUP, ("drafterbenchmarks",), ("get", "list", "watch", "create", "patch", "delete"),
+    Rule(API_GROUP, (BENCHMARK_PLURAL,), ("get", "list", "watch", "create", "patch", "delete"),
          "A serving creates its gate benchmarks and a training its Evaluate benchmark; older ones are deleted."),
     Rule(API_GROUP, tuple(f"{kind}/status" for kind in _CUSTOM), ("patch",),
          "Status is written through the status subresource only."),

@@ -84,6 +84,20 @@ def test_no_module_spells_a_recommended_label_key():
     assert not found, f"use constants.NAME_LABEL, INSTANCE_LABEL, ...: {found}"
 
 
+def test_no_module_spells_a_kinds_resource_name():
+    plurals = {constants.SERVING_PLURAL, constants.BENCHMARK_PLURAL, constants.TRAINING_PLURAL}
+    found = [(relative, node.lineno, node.value) for relative, tree in modules("constants.py")
+             for node in strings(tree) if node.value in plurals]
+    assert not found, f"use constants.SERVING_PLURAL, BENCHMARK_PLURAL or TRAINING_PLURAL: {found}"
+
+
+def test_each_kind_models_plural_is_the_constant():
+    from drafter_operator.api import KINDS
+
+    assert {kind.plural for kind in KINDS} == {constants.SERVING_PLURAL, constants.BENCHMARK_PLURAL,
+                                               constants.TRAINING_PLURAL}
+
+
 def test_the_scan_would_catch_a_copied_key():
     tree = ast.parse('"""drafter.dev/v1alpha1"""\nRETRY = "drafter.dev/retry"\nWHY = "see drafter.dev/retry here"\n')
     assert [node.value for node in strings(tree) if is_key(node.value, ("drafter.dev/",))] == ["drafter.dev/retry"]

@@ -21,7 +21,7 @@ from drafter_operator.api.common import (
     exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
-from drafter_operator.constants import API_GROUP_VERSION, ApiGroupVersion
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, ApiGroupVersion
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
@@ -276,7 +276,7 @@ class DrafterBenchmark(KindModel):
     """A measured benchmark run: tokens per second, acceptance and speedup against a baseline."""
 
     kind_name: ClassVar[str] = "DrafterBenchmark"
-    plural: ClassVar[str] = "drafterbenchmarks"
+    plural: ClassVar[str] = BENCHMARK_PLURAL
     singular: ClassVar[str] = "drafterbenchmark"
     short_names: ClassVar[tuple[str, ...]] = ("dbench",)
     printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (

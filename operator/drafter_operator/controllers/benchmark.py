@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from drafter_operator import settings
-from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_LABEL, SERVING_LABEL
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    BENCHMARK_LABEL,
+    BENCHMARK_PLURAL,
+    SERVING_LABEL,
+    SERVING_PLURAL,
+)
 from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
 from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
@@ -22,7 +28,6 @@ from drafter_operator.resources.benchmark_job import CONTAINER, job_name
 
 log = logging.getLogger("drafter.benchmark")
 
-PLURAL = "drafterbenchmarks"
 
 
 def operator_image() -> str:
@@ -43,7 +48,7 @@ class BenchmarkReconciler(OneAtATime):
     def _target(self, namespace: str, serving: str | None) -> Target | None:
         if not serving:
             return None
-        body = self.kube.get(object_path(API_GROUP_VERSION, "drafterservings", namespace, serving))
+        body = self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, serving))
         if body is None:
             return Target(serving=None)
         service = self.kube.get(object_path("v1", "services", namespace, serving))
@@ -51,7 +56,7 @@ class BenchmarkReconciler(OneAtATime):
         return Target(serving=body, service=service, pods=tuple(pods))
 
     def observe(self, namespace: str, name: str) -> BenchmarkState | None:
-        body = self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name))
+        body = self.kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget_benchmark(namespace, name)  # a deleted run's failure must not page anyone
             return None
@@ -81,7 +86,7 @@ class BenchmarkReconciler(OneAtATime):
 
     def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
         name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
-        return self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name)) if name else None
+        return self.kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name)) if name else None
 
     def _detail(self, namespace: str, pod: dict | None) -> dict | str | None:
         """The full result the own Job's succeeded bench container printed on stdout (its log), or why it is
@@ -116,7 +121,7 @@ class BenchmarkReconciler(OneAtATime):
             self.kube.create(object_path("v1", "configmaps", namespace), plan.config_map)
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
+            self.kube.patch(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
         serving = ((body["metadata"].get("labels") or {}).get(SERVING_LABEL)

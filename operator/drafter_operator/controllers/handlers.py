@@ -40,9 +40,12 @@ from drafter_operator.constants import (
     API_GROUP,
     API_VERSION,
     BENCHMARK_LABEL,
+    BENCHMARK_PLURAL,
     KOPF_ANNOTATION_PREFIX,
     SERVING_LABEL,
+    SERVING_PLURAL,
     TRAINING_LABEL,
+    TRAINING_PLURAL,
 )
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.settings import (
@@ -163,18 +166,18 @@ def _benchmarked_serving(labels: kopf.Labels, spec: kopf.Spec) -> str | None:
     return labels.get(SERVING_LABEL) or (spec.get("servingRef") or {}).get("name")
 
 
-@kopf.index(API_GROUP, API_VERSION, "drafterbenchmarks")
+@kopf.index(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
     serving = _benchmarked_serving(labels, spec)
     return {(namespace, serving): kept_copy(body)} if serving else None
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks")
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 async def serving_benchmark_event(namespace, labels, spec, name, meta, memo: kopf.Memo, **_) -> None:
     serving = _benchmarked_serving(labels, spec)
     if serving:
-        memo.wakeups.saw((namespace, serving), "drafterbenchmarks", name, meta.get("resourceVersion"))
+        memo.wakeups.saw((namespace, serving), BENCHMARK_PLURAL, name, meta.get("resourceVersion"))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
@@ -192,7 +195,7 @@ async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> 
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "services", name, meta.get("resourceVersion"))
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "drafterservings")
+@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
 async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo,
                         serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
                         serving_benchmarks: kopf.Index, **_) -> None:
@@ -202,12 +205,12 @@ async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf
     running = object_loops.keeps_running(type, meta)
     if running:
         memo.serving_bodies[key] = body
-    memo.loops.follow(("drafterservings", *key), running,
+    memo.loops.follow((SERVING_PLURAL, *key), running,
                       lambda: _serving_loop(key, memo, serving_deployments, serving_pods, serving_services,
                                             serving_benchmarks))
     if type == "DELETED":
         memo.serving_bodies.pop(key, None)
-    memo.wakeups.saw(key, "drafterservings", name, meta.get("resourceVersion"))
+    memo.wakeups.saw(key, SERVING_PLURAL, name, meta.get("resourceVersion"))
 
 
 def _event_sink(body: dict):
@@ -334,9 +337,9 @@ def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconc
                       lambda: object_loops.every(FINISHED_RESYNC_SECONDS, lambda: reconcile(memo, namespace, name)))
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks")
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
-    _tick_while_unfinished(memo, "drafterbenchmarks", BENCHMARK_TICK_SECONDS, _reconcile_benchmark, type, namespace,
+    _tick_while_unfinished(memo, BENCHMARK_PLURAL, BENCHMARK_TICK_SECONDS, _reconcile_benchmark, type, namespace,
                            name, meta, status)
     if type != "DELETED":
         await _reconcile_benchmark(memo, namespace, name)
@@ -361,9 +364,9 @@ async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> Non
     await _in_pool(memo, memo.trainings.reconcile, namespace, name)
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "draftertrainings")
+@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL)
 async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
-    _tick_while_unfinished(memo, "draftertrainings", TRAINING_TICK_SECONDS, _reconcile_training, type, namespace,
+    _tick_while_unfinished(memo, TRAINING_PLURAL, TRAINING_TICK_SECONDS, _reconcile_training, type, namespace,
                            name, meta, status)
     if type != "DELETED":
         await _reconcile_training(memo, namespace, name)
@@ -374,7 +377,7 @@ async def training_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "drafterbenchmarks", labels={TRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={TRAINING_LABEL: kopf.PRESENT})
 async def training_benchmark_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 

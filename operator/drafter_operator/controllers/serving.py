@@ -15,7 +15,7 @@ from typing import Callable
 
 from drafter_operator import engines
 from drafter_operator.acceptance.measurement import Measurement
-from drafter_operator.constants import API_GROUP_VERSION
+from drafter_operator.constants import API_GROUP_VERSION, SERVING_PLURAL
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
@@ -30,7 +30,6 @@ from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
 
-PLURAL = "drafterservings"
 # (type, reason, message) -> posts a Kubernetes Event on the DrafterServing
 EventSink = Callable[[str, str, str], None]
 # (plural, name, resourceVersion) of an object this reconcile wrote: the loop waits for its watch event
@@ -147,13 +146,13 @@ class PlanWriter:
     def patch_status(self, status: dict) -> None:
         patch = {"status": status, **({"metadata": {"resourceVersion": self.version}} if self.version else {})}
         try:
-            response = self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, self.namespace, self.name, "status"), patch)
+            response = self.kube.patch(object_path(API_GROUP_VERSION, SERVING_PLURAL, self.namespace, self.name, "status"), patch)
         except ApiError as exc:
             if refusal(exc):  # the status cannot say it: an Event must
                 self.post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "
                                                           f"{exc.status}): {apiserver_message(exc)}")
             raise
-        self.remember(PLURAL, response)
+        self.remember(SERVING_PLURAL, response)
         self.version = ((response or {}).get("metadata") or {}).get("resourceVersion") or self.version
 
     def write_children(self, plan: ServingPlan) -> tuple[ServingPlan, ApiError | None]:
@@ -218,9 +217,8 @@ def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, n
     """The plan as far as it can go after ``write`` was refused (pure): its status with Progressing
     WriteRefused carrying the apiserver's message; the traffic-moving parts after the refused write are
     not applied, so their Events and counters go too. A Warning Event only when the refusal is news."""
-    kind = write.plural[:-1].capitalize() if write.plural != "drafterbenchmarks" else "DrafterBenchmark"
     target = write.body.get("metadata", {}).get("name") or write.path.rsplit("/", 1)[-1]
-    message = f"{write.verb} {kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
+    message = f"{write.verb} {write.kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
     verdict = Verdict("False", WRITE_REFUSED, message[:2000])
     base = plan.status.get("conditions") or status.get("conditions")
     current = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})

@@ -33,8 +33,14 @@ from drafter_operator.controllers.serving_compatibility import Compatibility, ch
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
     decide_acceptance, revision_record, running_spec
 from drafter_operator.controllers.serving_observe import Observed, newest_first
-from drafter_operator.controllers.serving_patches import Write, changed_fields, deployment_write, gate_write, \
-    scale_write
+from drafter_operator.controllers.serving_patches import (
+    Write,
+    changed_fields,
+    deployment_write,
+    gate_write,
+    name_conflicts,
+    scale_write,
+)
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
@@ -276,19 +282,6 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
     writes.append(gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT))
     writes.append(pointer_write(serving, body, observed, swap.service_revision, swap.switched_from, port, state.now))
     return [w for w in writes if w]
-
-
-def name_conflicts(writes: list[Write], observed: Observed) -> tuple[list[Write], Verdict | None]:
-    """The writes without the creates whose names another owner holds, and the Progressing verdict that
-    says so (None when there is none)."""
-    blocked_by = [w for w in writes if w.verb == "create" and (w.plural, w.body["metadata"]["name"]) in observed.foreign]
-    if not blocked_by:
-        return writes, None
-    names = ", ".join(f"{w.plural[:-1].capitalize()} {w.body['metadata']['namespace']}/{w.body['metadata']['name']}"
-                      for w in blocked_by)
-    return [w for w in writes if w not in blocked_by], Verdict(
-        "False", "NameConflict", f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
-                                 "of the same name, or made by hand): delete it, or rename the serving")
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,

@@ -9,18 +9,32 @@ from dataclasses import dataclass
 
 import kopf
 
-from drafter_operator.constants import API_GROUP_VERSION, POD_SETTINGS_ANNOTATION, SERVING_GENERATION_ANNOTATION
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    BENCHMARK_PLURAL,
+    POD_SETTINGS_ANNOTATION,
+    SERVING_GENERATION_ANNOTATION,
+)
 from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import gate_benchmark
+
+
+#: The kind of each resource a serving writes, for the messages that name what was refused or is in the way.
+KIND_OF_PLURAL = {"deployments": "Deployment", "services": "Service", BENCHMARK_PLURAL: "DrafterBenchmark"}
 
 
 @dataclass(frozen=True)
 class Write:
     verb: str  # "create" | "patch" (JSON merge patch)
-    plural: str  # "deployments" | "services"
+    plural: str  # a key of KIND_OF_PLURAL
     path: str
     body: dict
+
+    @property
+    def kind(self) -> str:
+        return KIND_OF_PLURAL[self.plural]
 
 
 def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
@@ -66,7 +80,7 @@ def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed
     namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
     manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate)
     adopt(manifest, owner)
-    return Write("create", "drafterbenchmarks", object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
+    return Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                  manifest)
 
 
@@ -145,3 +159,15 @@ def adopt(manifest: dict, owner: dict) -> None:
     """Owner reference (garbage collection on delete) and namespace; our own labels, not the owner's."""
     kopf.append_owner_reference(manifest, owner=owner)
     kopf.adjust_namespace(manifest, namespace=owner["metadata"]["namespace"], forced=True)
+
+
+def name_conflicts(writes: list[Write], observed: Observed) -> tuple[list[Write], Verdict | None]:
+    """The writes without the creates whose names another owner holds, and the Progressing verdict that
+    says so (None when there is none)."""
+    blocked_by = [w for w in writes if w.verb == "create" and (w.plural, w.body["metadata"]["name"]) in observed.foreign]
+    if not blocked_by:
+        return writes, None
+    names = ", ".join(f"{w.kind} {w.body['metadata']['namespace']}/{w.body['metadata']['name']}" for w in blocked_by)
+    return [w for w in writes if w not in blocked_by], Verdict(
+        "False", "NameConflict", f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
+                                 "of the same name, or made by hand): delete it, or rename the serving")

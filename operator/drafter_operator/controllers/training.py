@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from drafter_operator import settings
-from drafter_operator.constants import API_GROUP_VERSION, COMPONENT_LABEL, TRAINING_LABEL
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    BENCHMARK_PLURAL,
+    COMPONENT_LABEL,
+    SERVING_PLURAL,
+    TRAINING_LABEL,
+    TRAINING_PLURAL,
+)
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
 from drafter_operator.controllers.training_observe import left_by_earlier
 from drafter_operator.controllers import conditions
@@ -26,7 +33,6 @@ ENGINE_SELECTOR = f"{COMPONENT_LABEL}={GENERATION_ENGINE}"
 
 log = logging.getLogger("drafter.training")
 
-PLURAL = "draftertrainings"
 #: Lines of the running stage's log read per reconcile: the runner prints a progress line every few seconds.
 LOG_TAIL_LINES = 40
 
@@ -52,7 +58,7 @@ class TrainingReconciler(OneAtATime):
     body_field: ClassVar[str] = "training"  # where the state holds the resource's body
 
     def observe(self, namespace: str, name: str) -> TrainingState | None:
-        body = self.kube.get(object_path(API_GROUP_VERSION, PLURAL, namespace, name))
+        body = self.kube.get(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name))
         if body is None or body["metadata"].get("deletionTimestamp"):
             metrics.forget_training(namespace, name)  # a deleted run's failure must not page anyone
             return None  # owner references take the Jobs, ConfigMaps and the owned claim with it
@@ -74,12 +80,12 @@ class TrainingReconciler(OneAtATime):
             config_maps=frozenset(c["metadata"]["name"] for c in config_maps if not left_by_earlier(c, uid)),
             earlier=tuple(sorted(c["metadata"]["name"] for c in config_maps if left_by_earlier(c, uid))),
             now=self.clock(), image=self.image, render_args=render_args(),
-            serving=self.kube.get(object_path(API_GROUP_VERSION, "drafterservings", namespace, promote["name"]))
+            serving=self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, promote["name"]))
             if promote.get("name") else None,
-            benchmarks=tuple(self.kube.list(object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
+            benchmarks=tuple(self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                                             label_selector=selector)),
             progress_log=self._running_log(namespace, jobs, pods),
-            servings=tuple(self.kube.list(object_path(API_GROUP_VERSION, "drafterservings", namespace))),
+            servings=tuple(self.kube.list(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace))),
             engine=tuple(obj for path in (object_path("apps/v1", "deployments", namespace),
                                           object_path("v1", "services", namespace))
                          for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),
@@ -122,7 +128,7 @@ class TrainingReconciler(OneAtATime):
                 if exc.status != 409:  # already there (a repeated reconcile): fine
                     raise
         if plan.status:
-            self.kube.patch(object_path(API_GROUP_VERSION, PLURAL, namespace, name, "status"), {"status": plan.status})
+            self.kube.patch(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
             post_event(body, kind, reason, message)
         metrics.set_training_state(namespace, name, {**(body.get("status") or {}), **plan.status})

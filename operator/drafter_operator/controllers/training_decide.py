@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from drafter_operator.constants import API_GROUP_VERSION
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
@@ -313,7 +313,7 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     if start == "Evaluate":
-        plan.creates.append((object_path(API_GROUP_VERSION, "drafterbenchmarks", namespace),
+        plan.creates.append((object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                              evaluate_benchmark(namespace, name, spec, generation)))
         plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
                                                       f"{spec.promote.serving_ref.name}"))
@@ -321,7 +321,7 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
         patch = promotion_patch(state.serving, spec, name, generation,
                                 promotion.evaluation.get("currentTokensPerSecond"), promotion.digest)
         if patch is not None:
-            plan.patches.append((object_path(API_GROUP_VERSION, "drafterservings", namespace,
+            plan.patches.append((object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace,
                                              spec.promote.serving_ref.name), patch))
         plan.events.append(("Normal", "StageStarted", f"Promote started: {spec.promote.serving_ref.name} swaps to "
                                                       f"{spec.output.path} through its gate"))

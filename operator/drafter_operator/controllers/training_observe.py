@@ -14,7 +14,7 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
 from drafter_operator.kube import object_path
 from drafter_operator.resources.training_job import stage_job_name
-from drafter_operator.constants import STAGE_LABEL
+from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
 from drafter_operator.training.progress import latest_status
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def stale_children(state: TrainingState, evaluate_name: str, group_version: str)
     namespace, current = meta["namespace"], current_job_names(state)
     deletes = [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
                if j["metadata"]["name"] not in current and not j["metadata"].get("deletionTimestamp")]
-    deletes += [object_path(group_version, "drafterbenchmarks", namespace, b["metadata"]["name"])
+    deletes += [object_path(group_version, BENCHMARK_PLURAL, namespace, b["metadata"]["name"])
                 for b in state.benchmarks
                 if b["metadata"]["name"] != evaluate_name and not b["metadata"].get("deletionTimestamp")]
     return deletes

@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 
 from drafter_operator.kubectl_plugin import actions, tree
-from drafter_operator.constants import SERVING_LABEL
+from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_LABEL
 from drafter_operator.settings import KUBECTL
 
 
@@ -46,7 +46,7 @@ def _now() -> datetime:
 def get(kubectl: Kubectl, args: argparse.Namespace) -> int:
     serving = kubectl.get("drafterserving", args.name)
     pods = kubectl.get("pods", "-l", f"{SERVING_LABEL}={args.name}")["items"]
-    benchmarks = kubectl.get("drafterbenchmarks")["items"]
+    benchmarks = kubectl.get(BENCHMARK_PLURAL)["items"]
     now = _now()
     sys.stdout.write(tree.render(tree.build(serving, pods, benchmarks, now), now))
     return 0

@@ -25,7 +25,14 @@ from drafter_operator.api.serving.drafter import (
     ContentDigest,
     DrafterSpec,
 )
-from drafter_operator.constants import API_GROUP_VERSION, DRAFTER_METHODS, METHODS_WITH_MODEL, ApiGroupVersion, DrafterMethod
+from drafter_operator.constants import (
+    API_GROUP_VERSION,
+    DRAFTER_METHODS,
+    METHODS_WITH_MODEL,
+    SERVING_PLURAL,
+    ApiGroupVersion,
+    DrafterMethod,
+)
 from drafter_operator.api.serving.problems import (
     SERVING_OPERATOR_CHECKS,
     capacity_problems,
@@ -73,7 +80,7 @@ class DrafterServing(KindModel):
     """A target model served by vLLM or SGLang with a speculative drafter (or none, as a baseline)."""
 
     kind_name: ClassVar[str] = "DrafterServing"
-    plural: ClassVar[str] = "drafterservings"
+    plural: ClassVar[str] = SERVING_PLURAL
     singular: ClassVar[str] = "drafterserving"
     short_names: ClassVar[tuple[str, ...]] = ("dsv",)
     printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (

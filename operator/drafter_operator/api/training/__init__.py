@@ -38,14 +38,14 @@ from drafter_operator.api.training.status import (
     HiddenStatesStatus,
     TrainingProgress,
 )
-from drafter_operator.constants import API_GROUP_VERSION, ApiGroupVersion
+from drafter_operator.constants import API_GROUP_VERSION, TRAINING_PLURAL, ApiGroupVersion
 
 
 class DrafterTraining(KindModel):
     """Train or fine-tune an EAGLE-3 drafter: generate -> extract -> train -> export -> evaluate -> promote."""
 
     kind_name: ClassVar[str] = "DrafterTraining"
-    plural: ClassVar[str] = "draftertrainings"
+    plural: ClassVar[str] = TRAINING_PLURAL
     singular: ClassVar[str] = "draftertraining"
     short_names: ClassVar[tuple[str, ...]] = ("dtrain",)
     printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
