@@ -40,6 +40,7 @@ from drafter_operator.api.pod import (
 )
 from drafter_operator.api.schema import model_schema
 from tests.conftest import NAMESPACE_PREFIX
+from tests.structures import contains
 from tests.unit.test_api_pod import QUANTITY_SAMPLES, _exact
 
 pytestmark = pytest.mark.e2e
@@ -512,17 +513,6 @@ def _milli(value: Decimal) -> Decimal:
     return value if value.as_tuple().exponent >= -3 else value.quantize(Decimal("0.001"), rounding=ROUND_UP)
 
 
-def _subset(small, big) -> bool:
-    """Every key/value of `small` is in `big`; an empty value ("", [], {}) may be left out of `big`, as Kubernetes
-    leaves out empty optional fields."""
-    if isinstance(small, dict):
-        return isinstance(big, dict) and all(
-            _subset(v, big[k]) if k in big else v in ("", [], {}) for k, v in small.items())
-    if isinstance(small, list):
-        return isinstance(big, list) and len(small) == len(big) and all(_subset(a, b) for a, b in zip(small, big))
-    return small == big
-
-
 @pytest.mark.parametrize("case", [c for c in CASES if c[2] is None], ids=[c[0] for c in CASES if c[2] is None])
 def test_every_accepted_object_renders_a_valid_pod(cluster, contract, case):
     name, spec = case[:2]
@@ -542,7 +532,7 @@ def test_every_accepted_object_renders_a_valid_pod(cluster, contract, case):
                                    if t.get("key") not in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
     if not live["spec"]["tolerations"]:
         del live["spec"]["tolerations"]
-    assert _subset(pod, live), json.dumps(live["spec"], indent=1, default=str)
+    assert contains(pod, live, empty_may_be_absent=True), json.dumps(live["spec"], indent=1, default=str)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if len(c) > 3 and c[3]], ids=[c[0] for c in CASES if len(c) > 3 and c[3]])
