@@ -7,6 +7,7 @@ these tests check the operator's use of them without the engines installed.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -195,6 +196,27 @@ def test_every_secret_flag_is_refused_under_every_exact_spelling_without_echoing
                 assert "s3cret-value" not in problems[0]
                 assert "spec.target.extraArgs" in problems[0] and "Secret" in problems[0]
                 assert (secret.env in problems[0]) if secret.env else "$(NAME)" in problems[0]
+
+
+#: What a credential's destination is called: an API key, a token (not a count of tokens), a password, a
+#: secret. A flag table regenerated for a newer engine that brings one more fails the test below.
+CREDENTIAL_NAME = re.compile(r"(api_key|(^|_)token|password|passwd|secret|credential)$")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_string_flag_named_like_a_credential_is_a_secret_destination(engine):
+    credentials = {option.dest for option in flags.table(engine).options
+                   if option.nargs != 0 and CREDENTIAL_NAME.search(option.dest) and "str" in (option.type or "")}
+    assert credentials, f"the scan found no credential flag in the {engine} table: the pattern is wrong"
+    assert credentials <= set(ENGINES[engine].SECRET_DESTINATIONS), \
+        f"{engine} flags that carry a credential but are not refused in extraArgs: " \
+        f"{sorted(credentials - set(ENGINES[engine].SECRET_DESTINATIONS))}"
+
+
+def test_the_credential_scan_tells_a_token_from_a_count_of_tokens():
+    assert [name for name in ("hf_token", "spec_tokens", "tokenizer", "max_num_batched_tokens", "api_key",
+                              "ssl_keyfile_password", "ssl_keyfile") if CREDENTIAL_NAME.search(name)] == \
+        ["hf_token", "api_key", "ssl_keyfile_password"]
 
 
 def test_secret_flags_name_the_env_variable_the_engine_reads():
