@@ -26,6 +26,8 @@ import pytest
 DECLARED: dict[str, str] = {
     "not-root": "the image tier builds the operator image (buildah, mmdebstrap) and runs it in a chroot with a "
                 "mount namespace, all of which need root; every other tier runs as any user",
+    "no-system-python": "krew installs the kubectl plugin as an archive that runs under the machine's own "
+                        "/usr/bin/python3; a machine without one cannot run the installed plugin at all",
     "external-cluster": "with DRAFTER_TEST_USE_KUBECONFIG=1 the end-to-end tests run against another cluster, "
                         "which cannot add simulated GPU nodes or run pods on the local cluster's process runner",
 }

@@ -133,3 +133,26 @@ def test_only_declared_reasons_can_be_named():
     with pytest.raises(KeyError, match="declare it in tests/declared_skips.py"):
         declared_skips.skip_because("because-i-said-so", "x")
     assert declared_skips.declared_reason("[declared: because-i-said-so] x") is None
+
+
+def test_no_test_module_skips_but_through_a_declared_reason():
+    """The runtime accounting catches an undeclared skip only on a machine where it happens; this catches the
+    code that could take one anywhere (a bare skip, skipif, importorskip) before it runs."""
+    import ast
+
+    tests_root = Path(declared_skips.__file__).parent
+    found = []
+    for path in sorted(tests_root.rglob("*.py")):
+        if path.name == "declared_skips.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        # What is called or used as a mark (pytest.skip.Exception, caught in a test, is neither).
+        used = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)] + \
+            [mark for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+             for mark in node.decorator_list] + \
+            [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)]
+        for node in used:
+            if ast.unparse(node) in ("pytest.skip", "pytest.importorskip", "pytest.mark.skip", "pytest.mark.skipif"):
+                found.append(f"{path.relative_to(tests_root)}:{node.lineno} {ast.unparse(node)}")
+    assert not found, f"skip through tests.declared_skips.skip_because with a declared reason: {found}"

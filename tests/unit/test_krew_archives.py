@@ -32,6 +32,7 @@ import yaml
 
 from drafter_operator import __version__
 from drafter_testbed.versions import bin_dir
+from tests.declared_skips import skip_because
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "plugins" / "krew" / "build-archives"
@@ -156,7 +157,7 @@ def test_a_version_other_than_the_packages_is_refused(tmp_path):
 
 def test_krew_installs_the_archive_and_it_runs_from_the_archive_alone(tools, archives, manifest, tmp_path):
     if not SYSTEM_PYTHON.is_file():
-        pytest.skip(f"no {SYSTEM_PYTHON}: the test runs the plugin under the system's python3")
+        skip_because("no-system-python", f"no {SYSTEM_PYTHON}: the test runs the plugin under the system's python3")
     krew_root, home = tmp_path / "krew", tmp_path / "home"
     home.mkdir()
     (tmp_path / "drafter.yaml").write_text(manifest)
