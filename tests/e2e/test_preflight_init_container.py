@@ -1,7 +1,7 @@
 """The drafter preflight end to end: engine pods check their drafter checkpoint in an init container before
 the engine starts, and the verdict is the DrafterServing's DrafterCompatible condition.
 
-Tiny real checkpoints (preflight/tiny.py) are written to the host side of the model claim; the local
+Tiny real checkpoints (drafter_testbed/tiny_checkpoints.py) are written to the host side of the model claim; the local
 process runner runs the init container (`drafter-operator preflight` on this host's interpreter) against
 them, and the engine (the emulator) only once it passed.
 """
@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from drafter_operator.preflight import tiny
+from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.preflight.verdict import parse_termination_record
 from tests.e2e.conftest import E2E_GPU_PRODUCT
 

@@ -1,6 +1,6 @@
 """Preflight (operator/drafter_operator/preflight): tiny real checkpoints, each fault its own case.
 
-The checkpoints are written in the frameworks' layouts (preflight/tiny.py): a 4-layer, hidden-64 Llama
+The checkpoints are written in the frameworks' layouts (drafter_testbed/tiny_checkpoints.py): a 4-layer, hidden-64 Llama
 target with a 4096-token tokenizer; SpecForge's HF/SGLang export and a speculators checkpoint for it.
 tests/contract/test_preflight_contract.py loads the same checkpoints with the real engines.
 """
@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from drafter_operator import cli as top_cli
 from drafter_operator.preflight import cli as pf_cli
 from drafter_operator.preflight import engines as eng
-from drafter_operator.preflight import preflight, tiny
+from drafter_operator.preflight import preflight
+from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.preflight.safetensors import (
     DTYPE_SIZES,
     SafetensorsError,
@@ -441,7 +442,7 @@ def test_vllm_model_runner_from_its_variable(value, runner):
 
 
 def test_package_imports_no_engine_and_no_weights_library():
-    code = ("import sys, drafter_operator.preflight, drafter_operator.preflight.cli, drafter_operator.preflight.tiny; "
+    code = ("import sys, drafter_operator.preflight, drafter_operator.preflight.cli; "
             "bad = [m for m in ('torch', 'vllm', 'sglang', 'transformers', 'safetensors', 'numpy') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}"}

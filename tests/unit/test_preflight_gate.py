@@ -2,7 +2,7 @@
 termination message -> DrafterCompatible, an at-once revision failure, Events.
 
 The verdicts are real: `drafter-operator preflight --termination-message` runs on tiny checkpoints
-(preflight/tiny.py) and its record is put into the pod status the decide reads, as the kubelet would.
+(drafter_testbed/tiny_checkpoints.py) and its record is put into the pod status the decide reads, as the kubelet would.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from drafter_operator.controllers.compatibility import FAILURE_MESSAGE_CHARS, po
 from drafter_operator.controllers.serving_decide import ServingState
 from drafter_operator.controllers.serving_observe import observed_from
 from drafter_operator.preflight import cli as pf_cli
-from drafter_operator.preflight import tiny
+from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.resources.engine import ENGINE_CONTAINER, PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.unit.test_serving_decide import DRAIN, IMAGES, World, seed_body
