@@ -51,7 +51,10 @@ from tests.processes import free_port, listening_process
 
 # One worker runs the module: the fine-tuning tests start from the pipelines' exports (module fixtures),
 # which another worker would have to run again.
-pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("training-frameworks")]
+# The hang guard covers a test's setup too, and the first test of each framework sets up its whole CPU
+# pipeline (a module fixture: 413 s of SpecForge stages in one loaded run, then 187 s of the test's own
+# fine-tune hit the suite's 600 s). Each stage keeps its own STAGE_TIMEOUT; this bounds a test with its pipeline.
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("training-frameworks"), pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED_EXAMPLE = ROOT / "examples" / "training-kimi-k25-eagle3.yaml"
