@@ -126,7 +126,7 @@ def family_settings(draw, method: str) -> dict[str, Any]:
     if method in ("ngram", "ngramGpu") and draw(st.booleans()):
         low = draw(st.integers(1, 64))
         return {"ngram": _some(draw, {"promptLookupMin": st.just(low), "promptLookupMax": st.integers(low, 64)})}
-    if method == "dspark" and draw(st.booleans()):
+    if method == "dspark" and draw(st.booleans()):  # draftTopk only with a draft model (the caller drops it)
         return {"dspark": _some(draw, {"draftTopk": st.integers(1, 64), "adaptiveVerification": st.booleans()})}
     return {}
 
@@ -167,9 +167,12 @@ def serving_specs(draw) -> dict[str, Any]:
         drafter["model"] = draw(model_refs(mount).filter(lambda m: m != target_model))
     if method != "none":
         if engine == "vllm":
-            if method in METHODS_NEEDING_K_ON_VLLM or draw(st.booleans()):
+            bundled_dspark = method == "dspark" and "model" not in drafter  # vLLM needs k for the target's weights
+            if method in METHODS_NEEDING_K_ON_VLLM or bundled_dspark or draw(st.booleans()):
                 drafter["numSpeculativeTokens"] = draw(st.integers(1, 16))
             drafter.update(draw(family_settings(method)))
+            if "model" not in drafter and "dspark" in drafter:
+                drafter["dspark"].pop("draftTopk", None)
         elif method in SGLANG_BLOCK_METHODS:
             if draw(st.booleans()):
                 drafter["numSpeculativeTokens"] = draw(st.integers(1, 16))

@@ -48,9 +48,22 @@ METHODS: dict[str, tuple[str | None, str | None, str]] = {
     "eagle": ("eagle", "EAGLE", "EAGLE"),
     "mtp": ("mtp", "NEXTN", "EAGLE"),  # SGLang runs MTP heads (NEXTN) on its EAGLE worker
     "ngram": ("ngram", "NGRAM", "NGRAM"),
+    "ngramGpu": ("ngram_gpu", None, None),  # vLLM only: SGLang 0.5.23 has one n-gram proposer
+    "suffix": ("suffix", None, None),  # vLLM only: SGLang 0.5.23 has no suffix decoding
+    "dflash": ("dflash", "DFLASH", "DFLASH"),
+    "dspark": ("dspark", "DSPARK", "DSPARK"),
     "draftModel": ("draft_model", "STANDALONE", "STANDALONE"),
     "none": (None, None, "NONE"),
 }
+# What vLLM 0.33.0 fills in when the spec leaves a setting to it: the model name it gives the methods that draft
+# without one (SpeculativeConfig.__post_init__), k from the fake drafts' block_size (engine_parsers.py fakes: the
+# DSpark draft's 7) or from suffix decoding's tree depth (default 24), and prompt lookup's 5.
+VLLM_MODEL_LESS = {"ngram": "ngram", "ngramGpu": "ngram_gpu", "suffix": "suffix"}
+FAKE_DSPARK_BLOCK_SIZE = 7
+VLLM_SUFFIX_DEFAULT_DEPTH = 24
+VLLM_PROMPT_LOOKUP_DEFAULT = 5
+# The drafter families whose k vLLM may choose itself (the API lets the spec leave it unset).
+VLLM_K_FROM_ENGINE = ("mtp", "dspark", "suffix")
 # vLLM 0.33.0 needs num_speculative_tokens for MTP as well (see docs/engines-contract.md); a spec
 # without numSpeculativeTokens gets one draft token per step, the one MTP layer of DeepSeek-V3/Kimi.
 VLLM_MTP_DEFAULT_K = 1
@@ -106,19 +119,59 @@ def check_vllm(spec: DrafterServingSpec, result: dict, *, full: bool = True) -> 
     spec_result = result["speculative"]
     assert spec_result["json"].get("method") == method
     fields = spec_result["fields"]
-    assert "ok" in fields, f"vLLM's SpeculativeConfig rejects {spec_result['json']}: {fields.get('error')}"
-    assert fields["ok"] == {"method": method, "model": drafter.model, "num_speculative_tokens": expected_k,
-                            "draft_tensor_parallel_size": None}
+    if expected_k is not None or drafter.method not in VLLM_K_FROM_ENGINE:
+        # Without k, SpeculativeConfig's field validator refuses until __post_init__ has filled it (dspark, suffix).
+        assert "ok" in fields, f"vLLM's SpeculativeConfig rejects {spec_result['json']}: {fields.get('error')}"
+        got = fields["ok"]
+        assert {key: got[key] for key in ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")} == {
+            "method": method, "model": drafter.model, "num_speculative_tokens": expected_k,
+            "draft_tensor_parallel_size": None}
     if not full:
         return
     real = spec_result["full"]
     assert "ok" in real, f"vLLM's SpeculativeConfig.__post_init__ rejects {spec_result['json']}: {real.get('error')}"
-    draft_model = drafter.model or {"mtp": target.model, "ngram": "ngram"}[drafter.method]
-    assert real["ok"]["method"] == method
-    assert real["ok"]["model"] == draft_model
-    assert real["ok"]["num_speculative_tokens"] == expected_k
-    if drafter.method != "ngram":
-        assert real["ok"]["draft_tensor_parallel_size"] == target.tensor_parallel_size
+    real = real["ok"]
+    draft_model = drafter.model or target.model  # mtp, dspark: the target's own weights
+    if drafter.method in VLLM_MODEL_LESS:  # vLLM names the proposer only when k is given (speculative.py 1252)
+        draft_model = VLLM_MODEL_LESS[drafter.method] if expected_k is not None else None
+    assert real["method"] == method
+    assert real["model"] == draft_model
+    assert real["num_speculative_tokens"] == (expected_k or _vllm_default_k(drafter))
+    if drafter.method not in VLLM_MODEL_LESS:
+        assert real["draft_tensor_parallel_size"] == target.tensor_parallel_size
+    check_vllm_family(drafter, real)
+
+
+def _vllm_default_k(drafter) -> int:
+    if drafter.method == "suffix":
+        return (drafter.suffix and drafter.suffix.max_tree_depth) or VLLM_SUFFIX_DEFAULT_DEPTH
+    assert drafter.method == "dspark", drafter.method
+    return FAKE_DSPARK_BLOCK_SIZE
+
+
+def check_vllm_family(drafter, real: dict) -> None:
+    """Each family's own settings reached the real SpeculativeConfig as the spec says, and nothing was dropped."""
+    suffix = drafter.suffix
+    for attr, key, kind in (("max_tree_depth", "suffix_decoding_max_tree_depth", int),
+                            ("max_cached_requests", "suffix_decoding_max_cached_requests", int),
+                            ("max_spec_factor", "suffix_decoding_max_spec_factor", float),
+                            ("min_token_prob", "suffix_decoding_min_token_prob", float)):
+        value = getattr(suffix, attr) if suffix else None
+        if value is not None:
+            assert real[key] == kind(value), key
+    if drafter.method in ("ngram", "ngramGpu"):
+        low = drafter.ngram.prompt_lookup_min if drafter.ngram else None
+        high = drafter.ngram.prompt_lookup_max if drafter.ngram else None
+        # vLLM copies one bound to the other when only one is set, and uses 5 for both when neither is.
+        expected = (low or high or VLLM_PROMPT_LOOKUP_DEFAULT, high or low or VLLM_PROMPT_LOOKUP_DEFAULT)
+        assert (real["prompt_lookup_min"], real["prompt_lookup_max"]) == expected
+    dspark = drafter.dspark
+    assert real["dspark_draft_topk"] == (dspark.draft_topk if dspark else None)
+    assert real["enable_adaptive_verification"] is bool(dspark and dspark.adaptive_verification)
+    # The block drafters draft the whole block in one pass (vLLM forces it); no other family does here.
+    assert real["parallel_drafting"] is (drafter.method in ("dflash", "dspark"))
+    # Model Runner V2 unless the family needs V1 (suffix): the runner each family will really get.
+    assert real["runner"]["v2"] is (drafter.method != "suffix")
 
 
 def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
@@ -143,6 +196,27 @@ def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
     assert args["speculative_num_steps"] == drafter.num_steps
     assert args["speculative_eagle_topk"] == drafter.eagle_topk
     assert args["speculative_num_draft_tokens"] == drafter.num_draft_tokens
+    if drafter.method in ("dflash", "dspark"):
+        check_sglang_block(drafter, args, result["resolved"])
+
+
+def check_sglang_block(drafter, args: dict, resolved: dict) -> None:
+    """k drafted tokens per step: a DFlash block of k + 1 (the anchor and k drafts), a DSpark block size (gamma) of k,
+    and SGLang's own handler turns either into one step, topk 1 and k + 1 verified tokens."""
+    k = drafter.num_speculative_tokens
+    dflash, dspark = args["speculative_dflash_block_size"], args["speculative_dspark_block_size"]
+    if drafter.method == "dflash":
+        assert (dflash, dspark) == ((k + 1 if k else None), None)
+    else:
+        assert (dflash, dspark) == (None, k)
+    if k is None:
+        return  # the handler reads the block size from the draft's config (torchvision-dependent, see resolve())
+    if "error" in resolved and "torchvision" in resolved["error"] and drafter.method == "dspark":
+        return  # _handle_dspark always reads the draft's config: not reachable in this environment
+    assert resolved.get("ok", {}) | {"speculative_draft_model_path": None} == {
+        "speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1,
+        "speculative_dflash_block_size": dflash, "speculative_dspark_block_size": dspark,
+        "speculative_draft_model_path": None}, resolved
 
 
 CHECK = {"vllm": check_vllm, "sglang": check_sglang}
@@ -186,25 +260,39 @@ def spec(engine: str, method: str, *, target: str, drafter: str) -> DrafterServi
                        "gpuMemoryUtilization": "0.9", "trustRemoteCode": True, "toolCallParser": "kimi_k2",
                        "reasoningParser": "kimi_k2", "extraArgs": [a for pair in EXTRA_ARGS[engine][:2] for a in pair]}
     body: dict[str, Any] = {"method": method}
-    if method in ("eagle3", "eagle", "draftModel"):
+    if method in ("eagle3", "eagle", "draftModel", "dflash"):
         body["model"] = {"eagle3": "/models/drafters/kimi-k25-eagle3", "eagle": "org/eagle-head",
-                         "draftModel": "org/small-llm"}[method]
-    if method == "mtp" and drafter == "with-model":
-        body["model"] = "/models/drafters/kimi-k25-mtp"
-    if engine == "vllm" and (method in ("eagle3", "eagle", "draftModel", "ngram") or drafter == "tuned"):
+                         "draftModel": "org/small-llm", "dflash": "/models/drafters/dflash"}[method]
+    if method in ("mtp", "dspark") and drafter == "with-model":
+        body["model"] = f"/models/drafters/kimi-k25-{method}"
+    if engine == "vllm" and (method in ("eagle3", "eagle", "draftModel", "ngram", "ngramGpu", "dflash")
+                             or drafter == "tuned" or (method == "dspark" and "model" not in body)):
         body["numSpeculativeTokens"] = 4 if drafter == "tuned" else 5
+    if engine == "vllm" and drafter == "tuned":
+        body.update(VLLM_TUNED.get(method, {}))
     if engine == "sglang" and drafter == "tuned":
         body.update({"numSteps": 5, "eagleTopk": 4, "numDraftTokens": 8} if method == "eagle" else
+                    {"numSpeculativeTokens": 6} if method in ("dflash", "dspark") else
                     {"numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4})
     return DrafterServingSpec.model_validate({"engine": engine, "target": target_body, "drafter": body})
 
+
+# Each family's own settings, in their "tuned" variation on vLLM.
+VLLM_TUNED: dict[str, dict[str, Any]] = {
+    "ngram": {"ngram": {"promptLookupMin": 2, "promptLookupMax": 6}},
+    "ngramGpu": {"ngram": {"promptLookupMax": 3}},
+    "suffix": {"suffix": {"maxTreeDepth": 32, "maxCachedRequests": 0, "maxSpecFactor": "1.5", "minTokenProb": "0.2"}},
+    "dspark": {"dspark": {"adaptiveVerification": True}},
+}
 
 VARIATIONS = [
     (engine, method, target, drafter)
     for engine in ("vllm", "sglang")
     for method in METHODS
+    if engine == "vllm" or METHODS[method][1] is not None or method == "none"
     for target in ("minimal", "full")
-    for drafter in (("bare",) if method == "none" else ("bare", "tuned") + (("with-model",) if method == "mtp" else ()))
+    for drafter in (("bare",) if method == "none" else
+                    ("bare", "tuned") + (("with-model",) if method in ("mtp", "dspark") else ()))
 ]
 
 
@@ -339,6 +427,27 @@ def test_sglang_parser_refuses(parsers, argv, status, message):
         assert result["code"] == 2 and message in result["stderr"]
     else:
         assert message in result["algorithm"].get("error", "")
+
+
+@pytest.mark.parametrize("method", [m for m, (name, _, _) in METHODS.items() if name is not None])
+def test_the_dynamic_schedule_survives_exactly_where_the_api_allows_it(parsers, method):
+    """vLLM's own post-parse code (VllmConfig's runner choice and _maybe_disable_dynamic_sd_for_v1) on the real
+    SpeculativeConfig: the schedule is dropped silently for the methods the API refuses spec.drafter.dynamic for."""
+    from drafter_operator.api.serving import METHODS_WITHOUT_DYNAMIC
+
+    body: dict[str, Any] = {"method": method, "numSpeculativeTokens": 4}
+    if method in ("eagle3", "eagle", "draftModel", "dflash"):
+        body["model"] = "/models/drafters/d"
+    serving = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/Kimi-K2.5"},
+                                                 "drafter": body})
+    schedule = [(1, 8, 4), (9, 65536, 0)]
+    result = parse(parsers, "vllm", vllm_engine.render_command(serving, schedule=schedule))
+    real = result["speculative"]["full"]
+    assert "ok" in real, real
+    kept = real["ok"]["runner"]["schedule_kept"]
+    assert (kept is None) is (method in METHODS_WITHOUT_DYNAMIC), real["ok"]["runner"]
+    if kept is not None:
+        assert [tuple(e) for e in kept] == schedule
 
 
 def test_a_wrong_mapping_would_be_caught(parsers):

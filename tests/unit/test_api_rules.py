@@ -119,6 +119,8 @@ def _drafter_oracle(engine, method, model, k, steps, topk, draft, target="/model
         # vLLM reads k from the model for dspark, from the tree depth for suffix; the renderer fills mtp's.
         if method not in ("mtp", "dspark", "suffix") and k is None:
             return False
+        if method == "dspark" and model is None and k is None:  # the target's bundled weights need k
+            return False
     if engine == "sglang":
         if method in ("dflash", "dspark"):  # one block: k is the block size, SGLang sets the rest
             if steps is not None or topk is not None or draft is not None:

@@ -43,7 +43,8 @@ def sglang_flags(drafter: dict) -> list[str]:
       "suffix_decoding_min_token_prob": 0.2}),
     ({"method": "dflash", "model": "/models/d", "numSpeculativeTokens": 15},
      {"method": "dflash", "model": "/models/d", "num_speculative_tokens": 15}),
-    ({"method": "dspark"}, {"method": "dspark"}),
+    ({"method": "dspark", "model": "/models/ds"}, {"method": "dspark", "model": "/models/ds"}),
+    ({"method": "dspark", "numSpeculativeTokens": 7}, {"method": "dspark", "num_speculative_tokens": 7}),
     ({"method": "dspark", "model": TARGET, "numSpeculativeTokens": 7,
       "dspark": {"draftTopk": 4, "adaptiveVerification": True}},
      {"method": "dspark", "model": TARGET, "num_speculative_tokens": 7, "dspark_draft_topk": 4,
@@ -72,7 +73,7 @@ def test_the_block_drafters_render_their_block_size_on_sglang(drafter, expected)
     ("vllm", {"method": "suffix"}, None),  # vLLM's tree depth default
     ("vllm", {"method": "suffix", "suffix": {"maxTreeDepth": 12}}, 12),
     ("vllm", {"method": "suffix", "numSpeculativeTokens": 8, "suffix": {"maxTreeDepth": 12}}, 8),
-    ("vllm", {"method": "dspark"}, None),  # the draft's block_size
+    ("vllm", {"method": "dspark", "model": "/models/ds"}, None),  # the draft's block_size
     ("vllm", {"method": "dflash", "model": "/models/d", "numSpeculativeTokens": 15}, 15),
     ("sglang", {"method": "dflash", "model": "/models/d", "numSpeculativeTokens": 15}, 15),
     ("sglang", {"method": "dspark", "numSpeculativeTokens": 7}, 7),
@@ -99,7 +100,7 @@ def test_vllm_renders_the_k_it_reports(k):
     ("sglang", {"method": "suffix"}, "vLLM only"),
     ("sglang", {"method": "ngramGpu"}, "vLLM only"),
     ("sglang", {"method": "ngram", "ngram": {"promptLookupMax": 3}}, "are vLLM settings"),
-    ("sglang", {"method": "dspark", "dspark": {"draftTopk": 2}}, "are vLLM settings"),
+    ("sglang", {"method": "dspark", "dspark": {"adaptiveVerification": True}}, "are vLLM settings"),
     ("sglang", {"method": "dflash", "model": "/models/d", "numSteps": 1}, "do not apply to methods dflash and dspark"),
     ("sglang", {"method": "eagle3", "model": "/models/d", "numSpeculativeTokens": 3}, "is a vLLM setting except"),
     ("vllm", {"method": "dflash", "model": "/models/d"}, "numSpeculativeTokens is required"),
@@ -112,6 +113,8 @@ def test_vllm_renders_the_k_it_reports(k):
     ("vllm", {"method": "ngram", "numSpeculativeTokens": 3, "ngram": {"promptLookupMin": 5, "promptLookupMax": 2}},
      "must not exceed promptLookupMax"),
     ("vllm", {"method": "dflash", "model": TARGET, "numSpeculativeTokens": 3}, "must differ from spec.target.model"),
+    ("vllm", {"method": "dspark"}, "required with engine vllm and method dspark without drafter.model"),
+    ("vllm", {"method": "dspark", "numSpeculativeTokens": 7, "dspark": {"draftTopk": 4}}, "needs a Qwen3 DSpark draft"),
 ])
 def test_what_each_engine_refuses_is_refused_with_the_fix(engine, drafter, fragment):
     with pytest.raises(ValidationError, match=fragment):
@@ -120,4 +123,5 @@ def test_what_each_engine_refuses_is_refused_with_the_fix(engine, drafter, fragm
 
 def test_dspark_may_draft_with_the_targets_bundled_weights():
     assert spec("vllm", {"method": "dspark", "model": TARGET}).drafter.model == TARGET
-    assert spec("vllm", {"method": "dspark", "dynamic": "fromBenchmark"}).drafter.dynamic == "fromBenchmark"
+    assert spec("vllm", {"method": "dspark", "numSpeculativeTokens": 7, "dynamic": "fromBenchmark"}).drafter.dynamic
+    assert spec("sglang", {"method": "dspark"}).drafter.model is None  # SGLang finds the bundled draft itself

@@ -118,6 +118,16 @@ class DrafterSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         *(_family_rule(name, methods) for name, methods in FAMILY_SETTINGS.items()),
+        Rule(
+            cel="!has(self.dspark) || !has(self.dspark.draftTopk) || has(self.model)",
+            message=(
+                "spec.drafter.dspark.draftTopk needs a Qwen3 DSpark draft in spec.drafter.model (vLLM 0.33.0 refuses "
+                "it for other architectures, such as DSpark weights bundled in the target): set model or remove draftTopk"
+            ),
+            check=lambda d: d.dspark is None or d.dspark.draft_topk is None or d.model is not None,
+            field_path=".dspark.draftTopk",
+            reason="FieldValueForbidden",
+        ),
     )
 
     method: DrafterMethod

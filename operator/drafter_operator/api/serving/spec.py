@@ -68,6 +68,19 @@ class DrafterServingSpec(ApiModel):
             reason="FieldValueRequired",
         ),
         Rule(
+            cel="self.engine != 'vllm' || self.drafter.method != 'dspark' || has(self.drafter.model) "
+                "|| has(self.drafter.numSpeculativeTokens)",
+            message=(
+                "spec.drafter.numSpeculativeTokens is required with engine vllm and method dspark without "
+                "drafter.model: vLLM 0.33.0 drafts with the target's bundled DSpark weights only when k is given; "
+                "set it (e.g. 7), or set drafter.model to a DSpark draft (k then defaults to its block size)"
+            ),
+            check=lambda s: s.engine != "vllm" or s.drafter.method != "dspark" or s.drafter.model is not None
+            or s.drafter.num_speculative_tokens is not None,
+            field_path=".drafter.numSpeculativeTokens",
+            reason="FieldValueRequired",
+        ),
+        Rule(
             cel=(
                 f"{cel_in('self.drafter.method', METHODS_IN_TARGET)} || !has(self.drafter.model) "
                 "|| self.drafter.model != self.target.model"
