@@ -114,6 +114,8 @@ def test_vllm_renders_the_k_it_reports(k):
      "must not exceed promptLookupMax"),
     ("vllm", {"method": "dflash", "model": TARGET, "numSpeculativeTokens": 3}, "must differ from spec.target.model"),
     ("vllm", {"method": "dspark"}, "required with engine vllm and method dspark without drafter.model"),
+    ("vllm", {"method": "dspark", "model": "/models/ds", "dynamic": "fromBenchmark"},
+     "dynamic with method dspark needs spec.drafter.numSpeculativeTokens"),
     ("vllm", {"method": "dspark", "numSpeculativeTokens": 7, "dspark": {"draftTopk": 4}}, "needs a Qwen3 DSpark draft"),
 ])
 def test_what_each_engine_refuses_is_refused_with_the_fix(engine, drafter, fragment):

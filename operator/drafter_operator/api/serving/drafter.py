@@ -117,6 +117,17 @@ class DrafterSpec(ApiModel):
             field_path=".dynamic",
             reason="FieldValueForbidden",
         ),
+        Rule(
+            cel="!has(self.dynamic) || self.method != 'dspark' || has(self.numSpeculativeTokens)",
+            message=(
+                "spec.drafter.dynamic with method dspark needs spec.drafter.numSpeculativeTokens: the schedule drafts "
+                "k below the break-even and vLLM would otherwise take k from the draft's block size, which the "
+                "operator does not read; set it (e.g. the block size, 7)"
+            ),
+            check=lambda d: d.dynamic is None or d.method != "dspark" or d.num_speculative_tokens is not None,
+            field_path=".numSpeculativeTokens",
+            reason="FieldValueRequired",
+        ),
         *(_family_rule(name, methods) for name, methods in FAMILY_SETTINGS.items()),
         Rule(
             cel="!has(self.dspark) || !has(self.dspark.draftTopk) || has(self.model)",
