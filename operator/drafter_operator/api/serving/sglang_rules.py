@@ -9,16 +9,18 @@ Facts from sglang/srt/arg_groups/speculative_hook.py (0.5.23): _handle_dflash (2
 from __future__ import annotations
 
 from drafter_operator.api.common import Rule, cel_in, spoken
+from drafter_operator.api.serving.drafter import FAMILY_SETTINGS
 from drafter_operator.constants import METHODS_REFUSED_BY_ENGINE
+from drafter_operator.engines.sglang import BLOCK_SIZE_FLAGS
 
 #: The methods SGLang 0.5.23 has no algorithm for (the CRD refuses them with engine sglang).
 SGLANG_REFUSED_METHODS: tuple[str, ...] = METHODS_REFUSED_BY_ENGINE["sglang"]
-#: The block drafters: on SGLang their draft length is spec.drafter.numSpeculativeTokens (rendered as the
-#: block size), and SGLang itself sets steps, topk and the verified tokens.
-SGLANG_BLOCK_METHODS: tuple[str, ...] = ("dflash", "dspark")
-#: spec.drafter's vLLM-only settings objects (SGLang's NGRAM is tuned with numDraftTokens; its DSpark flags
-#: are not offered, see api/serving/families.py).
-_VLLM_ONLY_SETTINGS: tuple[str, ...] = ("suffix", "ngram", "dspark")
+#: The block drafters (the ones SGLang renders a block size for): on SGLang their draft length is
+#: spec.drafter.numSpeculativeTokens, and SGLang itself sets steps, topk and the verified tokens.
+SGLANG_BLOCK_METHODS: tuple[str, ...] = tuple(BLOCK_SIZE_FLAGS)
+#: spec.drafter's per-family settings objects are all vLLM's (SGLang's NGRAM is tuned with numDraftTokens; its
+#: DSpark flags are not offered, see api/serving/families.py).
+_VLLM_ONLY_SETTINGS: tuple[str, ...] = tuple(FAMILY_SETTINGS)
 
 
 def _not_sglang(cel: str) -> str:
