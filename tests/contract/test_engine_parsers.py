@@ -370,27 +370,6 @@ def test_sglang_parser_refuses(parsers, argv, status, message):
         assert message in result["algorithm"].get("error", "")
 
 
-@pytest.mark.parametrize("method", [m for m, (name, _, _) in METHODS.items() if name is not None])
-def test_the_dynamic_schedule_survives_exactly_where_the_api_allows_it(parsers, method):
-    """vLLM's own post-parse code (VllmConfig's runner choice and _maybe_disable_dynamic_sd_for_v1) on the real
-    SpeculativeConfig: the schedule is dropped silently for the methods the API refuses spec.drafter.dynamic for."""
-    from drafter_operator.api.serving import METHODS_WITHOUT_DYNAMIC
-
-    body: dict[str, Any] = {"method": method, "numSpeculativeTokens": 4}
-    if method in ("eagle3", "eagle", "draftModel", "dflash"):
-        body["model"] = "/models/drafters/d"
-    serving = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/Kimi-K2.5"},
-                                                 "drafter": body})
-    schedule = [(1, 8, 4), (9, 65536, 0)]
-    result = parse(parsers, "vllm", vllm_engine.render_command(serving, schedule=schedule))
-    real = result["speculative"]["full"]
-    assert "ok" in real, real
-    kept = real["ok"]["runner"]["schedule_kept"]
-    assert (kept is None) is (method in METHODS_WITHOUT_DYNAMIC), real["ok"]["runner"]
-    if kept is not None:
-        assert [tuple(e) for e in kept] == schedule
-
-
 def test_a_wrong_mapping_would_be_caught(parsers):
     """The checks compare with the engines' documented flags, not with the renderer: a renderer sending the API's own
     method name would fail them."""
