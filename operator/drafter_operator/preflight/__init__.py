@@ -12,19 +12,21 @@ import os
 
 from drafter_operator.preflight import engines
 from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
-from drafter_operator.preflight.rules import CHECKED_METHODS, Context, Report, check_files, rules_for
+from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report, check_files, rules_for
 from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, Verdict
 
 __all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",
-                           "ModelTypeMissing", "SpeculatorsTypeUnsupported"})
+                           "ModelTypeMissing", "SpeculatorsTypeUnsupported", "SpeculatorsFieldMissing",
+                           "MtpVariantMissing", "MtpVariantRefused"})
 
 
 def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engine: str, method: str,
               trained_convention: str | None = None, vllm_runner: str = "v2") -> Verdict:
-    """Check ``drafter`` (a checkpoint directory; None for mtp) against ``target`` for ``engine``.
+    """Check ``drafter`` (a checkpoint directory; None for mtp, and for dspark with the target's own head)
+    against ``target`` for ``engine``.
 
     ``trained_convention`` (vllm | sglang) says how the drafter's eagle_aux_hidden_state_layer_ids were
     meant when it was trained; None infers it from the format (speculators: vllm; eagle_config: sglang).
@@ -55,13 +57,13 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
                        f"(it checks {', '.join(CHECKED_METHODS)}).")
         verdict.findings = report.findings
         return verdict
-    if method != "mtp" and drafter is None:
+    if method not in OPTIONAL_DRAFTER_METHODS and drafter is None:
         report.problem("checkpoint-files", "DrafterMissing", f"method {method} loads a drafter checkpoint: none given.",
                        "pass the drafter's directory")
         verdict.findings = report.findings
         return verdict
     if check_files(ctx, report):
-        for _, rule in rules_for(method):
+        for _, rule in rules_for(method, bundled=drafter is None):
             rule(ctx, report)
             if any(f.reason in _STOP_REASONS for f in report.findings):
                 break
