@@ -66,10 +66,15 @@ def vllm_dspark_architecture(architecture: str, model_type: str | None) -> str:
     return "DSparkDraftModel"  # DeepSeek-V4's bundled head, whatever the checkpoint holds
 
 
+def speculators_required_keys(kind: str | None) -> tuple[str, ...]:
+    """The keys algos.py indexes (KeyError when absent): update_dspark copies mask_token_id only when set."""
+    return ("mask_token_id", "aux_hidden_state_layer_ids") if kind in ("dflash", "dflash2") else ("aux_hidden_state_layer_ids",)
+
+
 def speculators_as_vllm_block_config(config: dict) -> dict[str, Any]:
     """The hf_config vLLM builds from a speculators dflash/dflash2/dspark config.json
     (transformers_utils/configs/speculators/algos.py:88-220 update_dflash, update_dflash2, update_dspark).
-    Raises KeyError where vLLM does: mask_token_id and aux_hidden_state_layer_ids are required."""
+    Raises KeyError where vLLM does: aux_hidden_state_layer_ids, and for dflash mask_token_id, are required."""
     kind = config.get("speculators_model_type")
     out: dict[str, Any] = dict(config.get("transformer_layer_config") or {})
     aux = config["aux_hidden_state_layer_ids"]
@@ -159,12 +164,14 @@ def sglang_dspark_fields(config: dict) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 # Method mtp: the MTP variant vLLM makes of the target (config/speculative.py:711-1182 hf_config_override)
 
-# model_type -> the MTP model_type vLLM rewrites it to.
+# model_type -> the MTP model_type vLLM rewrites it to (the branches a plain config reaches; those that need
+# more of the target's config, such as qwen4_exp's hc_count, are left out: a target the tables do not
+# know earns a warning, not a refusal).
 VLLM_MTP_BY_MODEL_TYPE: dict[str, str] = {
     "deepseek_v3": "deepseek_mtp", "deepseek_v32": "deepseek_mtp", "glm_moe_dsa": "deepseek_mtp",
     "deepseek_mtp": "deepseek_mtp", "deepseek_v4": "deepseek_mtp", "pangu_ultra_moe": "pangu_ultra_moe_mtp",
     "kimi_k3": "kimi_k3_mtp", "ernie4_5_moe": "ernie_mtp", "qwen3_next": "qwen3_next_mtp",
-    "qwen4_exp": "qwen4_exp_mtp", "qwen4_exp_text": "qwen4_exp_mtp", "bailing_hybrid": "bailing_hybrid_mtp",
+    "bailing_hybrid": "bailing_hybrid_mtp",
     "exaone_moe": "exaone_moe_mtp", "qwen3_5": "qwen3_5_mtp", "qwen3_5_moe": "qwen3_5_mtp",
     "qwen3_5_text": "qwen3_5_mtp", "qwen3_5_moe_text": "qwen3_5_mtp", "longcat_flash": "longcat_flash_mtp",
     "step3p5": "step3p5_mtp", "hy_v3": "hy_v3_mtp", "hy_v4": "hy_v4_mtp",

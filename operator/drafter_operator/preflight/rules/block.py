@@ -98,13 +98,13 @@ def _check_speculators(ctx: Context, r: Report) -> None:
         r.problem(check, "DrafterMethodMismatch", f"speculators_model_type {spec_type!r} is not a {ctx.method} "
                   "drafter.", "set spec.drafter.method to the family the checkpoint was trained for")
         return
-    missing = [k for k in ("mask_token_id", "aux_hidden_state_layer_ids") if raw.get(k) is None]
+    missing = [k for k in fam.speculators_required_keys(spec_type) if raw.get(k) is None]
     if missing:
         r.problem(check, "SpeculatorsFieldMissing",
                   f"the speculators config has no {' or '.join(missing)}: vLLM's update_{spec_type} "
                   "(transformers_utils/configs/speculators/algos.py:109-126, 176-200) indexes them and raises "
                   "KeyError while building the SpeculativeConfig.",
-                  f"add {', '.join(missing)} to config.json (speculators writes both when it exports)")
+                  f"add {', '.join(missing)} to config.json (speculators writes them when it exports)")
         return
     view = block_view(ctx) or {}
     r.ok(check, f"speculators {spec_type} checkpoint: vLLM 0.33.0 loads it as {view.get('architectures')}")
