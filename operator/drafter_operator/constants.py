@@ -84,7 +84,7 @@ Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 
 #: The drafter methods spec.drafter.method accepts ("none": no speculation).
-DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
+DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "ngramGpu", "suffix", "dflash", "dspark", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = get_args(DrafterMethod)
 #: The methods that load a drafter model of their own (spec.drafter.model required).
 METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")

@@ -178,7 +178,8 @@ VLLM_MTP_BY_MODEL_TYPE: dict[str, str] = {
 }
 # architectures[0] -> the MTP model_type (the branches that test the class, not the model_type).
 VLLM_MTP_BY_ARCHITECTURE: dict[str, str] = {
-    "MiMoForCausalLM": "mimo_mtp", "MiMoV2FlashForCausalLM": "mimo_v2_mtp", "MiMoV2ForCausalLM": "mimo_v2_mtp", "Glm4MoeForCausalLM": "glm4_moe_mtp",
+    "MiMoForCausalLM": "mimo_mtp", "MiMoV2FlashForCausalLM": "mimo_v2_mtp", "MiMoV2ForCausalLM": "mimo_v2_mtp",
+    "Glm4MoeForCausalLM": "glm4_moe_mtp",
     "Glm4MoeLiteForCausalLM": "glm4_moe_lite_mtp", "BailingMoeV2_5ForCausalLM": "bailing_hybrid_mtp",
     "BailingMoeV3ForCausalLM": "bailing_hybrid_v3_mtp",
 }

@@ -102,8 +102,8 @@ def _check_speculators(ctx: Context, r: Report) -> None:
     if missing:
         r.problem(check, "SpeculatorsFieldMissing",
                   f"the speculators config has no {' or '.join(missing)}: vLLM's update_{spec_type} "
-                  "(transformers_utils/configs/speculators/algos.py:109-126, 176-200) indexes them and raises "
-                  "KeyError while building the SpeculativeConfig.",
+                  "(transformers_utils/configs/speculators/algos.py:114-119 update_dflash, :192 update_dspark) "
+                  "indexes them and raises KeyError while building the SpeculativeConfig.",
                   f"add {', '.join(missing)} to config.json (speculators writes them when it exports)")
         return
     view = block_view(ctx) or {}

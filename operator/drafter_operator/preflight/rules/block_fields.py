@@ -105,7 +105,8 @@ def check_markov(ctx: Context, r: Report) -> None:
     rank, head = fields["markov_rank"], fields["markov_head_type"]
     if rank <= 0:
         r.problem("markov-head", "MarkovRankMissing", f"markov_rank is {rank}: SGLang's DSpark requires markov_rank "
-                  "> 0 (dspark_config.py:95-101).", "record dflash_config.markov_rank the drafter was trained with")
+                  "> 0 (dspark_config.py:94-98 resolve_runtime_config).",
+                  "record dflash_config.markov_rank the drafter was trained with")
     elif head is None and not fields["prefixed"]:
         r.problem("markov-head", "MarkovHeadTypeMissing", "markov_rank is set but markov_head_type is not: SGLang "
                   "raises ValueError (dspark_config.py:265-268).", "record dflash_config.markov_head_type")
