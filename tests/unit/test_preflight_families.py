@@ -242,3 +242,23 @@ def test_whole_preflight_on_tiny_block_checkpoints(tmp_path):
     refused = preflight(dspark, target, "vllm", "dspark")
     assert refused.reason == "MarkovRankNotTopLevel" and "dflash_config" in refused.message
     assert {f.reason for f in preflight(None, target, "vllm", "dflash").problems} == {"DrafterMissing"}
+
+
+@pytest.mark.parametrize("drafter,argv", [
+    ({"method": "dspark", "numSpeculativeTokens": 3}, []),  # the target's bundled head
+    ({"method": "dspark", "model": "/models/ds", "numSpeculativeTokens": 3}, ["--drafter", "/models/ds"]),
+    ({"method": "dflash", "model": "/models/df", "numSpeculativeTokens": 3}, ["--drafter", "/models/df"]),
+    ({"method": "dspark", "model": "org/ds", "numSpeculativeTokens": 3}, None),  # a hub drafter: nothing to read
+])
+def test_the_preflight_init_container_for_block_drafters(drafter, argv):
+    from tests.unit.test_engine_render import OPERATOR_IMAGE, engine_pod_spec, example, with_spec
+
+    serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), drafter=drafter)
+    inits = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE).get("initContainers")
+    if argv is None:
+        assert inits is None
+        return
+    (init,) = inits
+    command = init["command"]
+    assert command[command.index("--method") + 1] == drafter["method"]
+    assert [a for a in command if a == "--drafter"] == argv[:1] and all(a in command for a in argv)

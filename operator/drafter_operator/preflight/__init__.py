@@ -15,7 +15,7 @@ from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
 from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report, check_files, rules_for
 from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, Verdict
 
-__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
+__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "OPTIONAL_DRAFTER_METHODS", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",

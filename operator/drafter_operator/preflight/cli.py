@@ -12,7 +12,7 @@ import time
 from typing import TextIO
 
 from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
-from drafter_operator.preflight.rules import CHECKED_METHODS
+from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
 from drafter_operator.constants import ENGINES
 from drafter_operator.preflight.verdict import Finding, Verdict, termination_record
 
@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Reads config.json, safetensors headers and tokenizer files of the drafter and the target "
                     "(never the weights) and checks what vLLM 0.33.0 / SGLang 0.5.23 would refuse late or serve "
                     "with collapsed acceptance. Exit 0: compatible (warnings allowed); 1: problems; 2: usage error.")
-    parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp)")
+    parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp, nor for dspark with the "
+                        "target's bundled DSpark head)")
     parser.add_argument("--target", required=True, metavar="DIR", help="the target model's checkpoint directory")
     parser.add_argument("--engine", required=True, choices=ENGINES, help="the engine that will serve")
     parser.add_argument("--method", required=True, choices=CHECKED_METHODS, help="spec.drafter.method")
@@ -55,7 +56,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if args.method != "mtp" and not args.drafter:
+    if args.method not in OPTIONAL_DRAFTER_METHODS and not args.drafter:
         print(f"drafter-operator preflight: --drafter is required for method {args.method}", file=err)
         return EXIT_USAGE
     missing = [(flag, path) for flag, path in (("--target", args.target), ("--drafter", args.drafter))
@@ -97,7 +98,7 @@ def render(verdict: Verdict, width: int = 110) -> str:
     width = max(72, min(width, 160))
     state = "NOT COMPATIBLE" if not verdict.ok else "COMPATIBLE" if verdict.checked else "NOT CHECKED"
     counts = f"{len(verdict.problems)} problem(s), {len(verdict.warnings)} warning(s), {len(verdict.passed)} passed"
-    drafter = verdict.drafter or "(target's own MTP layers)"
+    drafter = verdict.drafter or ("(target's own MTP layers)" if verdict.method == "mtp" else "(target's own DSpark head)")
     lines = [f"preflight {verdict.engine} method {verdict.method}: {state} ({counts})",
              f"  drafter {drafter}", f"  target  {verdict.target}", ""]
     rows = [(f.check, {"problem": "PROBLEM", "warning": "warning", "ok": "ok"}[f.severity], f)
