@@ -30,7 +30,7 @@ import pytest
 from drafter_operator.preflight import families as fam
 from drafter_operator.preflight import preflight, tiny
 from drafter_operator.preflight import tiny_blocks as tb
-from tests.contract.test_preflight_contract import PROBE, Probe
+from tests.contract.test_preflight_contract import PROBE, running_probes
 
 pytestmark = pytest.mark.contract
 
@@ -130,16 +130,8 @@ def probe_script() -> str:
 
 @pytest.fixture(scope="module")
 def probes(engine_python, tmp_path_factory):
-    script = tmp_path_factory.mktemp("probe") / "block_probe.py"
-    script.write_text(probe_script())
-    started = {}
-    try:
-        for engine in ("vllm", "sglang"):
-            started[engine] = Probe(engine_python, engine, script)
+    with running_probes(engine_python, tmp_path_factory.mktemp("probe") / "block_probe.py", probe_script()) as started:
         yield started
-    finally:
-        for probe in started.values():
-            probe.close()
 
 
 def _without(config: dict, *keys: str, nested: str | None = None) -> dict:
