@@ -350,7 +350,8 @@ def test_condition_message_is_bounded_and_names_every_problem(ckpts, tmp_path):
 
 def cli_args(**kw):
     base = dict(drafter=None, target=None, engine="vllm", method="eagle3", trained_convention=None,
-                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False)
+                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False,
+                num_speculative_tokens=None)
     return Namespace(**{**base, **kw})
 
 

@@ -164,6 +164,25 @@ def test_target_layers_and_block_size_edges():
     assert problems(nested(tb.specforge_dspark_config(), block_size=8), "dspark", "sglang") == set()
 
 
+@pytest.mark.parametrize("method,engine", sorted(VALID))
+def test_num_speculative_tokens_against_the_trained_block(method, engine):
+    right = tb.BLOCK_SIZE - 1 if method == "dflash" else tb.BLOCK_SIZE
+    config = VALID[(method, engine)]
+    ctx = Context(engine=engine, method=method, target=Checkpoint("/t", config=TARGET),
+                  drafter=Checkpoint("/d", config=config), num_speculative_tokens=right)
+    report = Report()
+    for _, rule in rules_for(method):
+        rule(ctx, report)
+    assert not [f for f in report.findings if f.severity != "ok"]
+    for k in (right - 1, right + 1):
+        ctx.num_speculative_tokens = k
+        report = Report()
+        for _, rule in rules_for(method):
+            rule(ctx, report)
+        [mismatch] = [f for f in report.findings if f.severity != "ok"]
+        assert mismatch.reason == "BlockSizeMismatch" and mismatch.fix.endswith(f": {right}")
+
+
 def test_hidden_width():
     wide = {**tb.specforge_dflash_config(), "target_hidden_size": 2 * tiny.HIDDEN}
     for engine in ("vllm", "sglang"):
@@ -262,3 +281,4 @@ def test_the_preflight_init_container_for_block_drafters(drafter, argv):
     command = init["command"]
     assert command[command.index("--method") + 1] == drafter["method"]
     assert [a for a in command if a == "--drafter"] == argv[:1] and all(a in command for a in argv)
+    assert command[command.index("--num-speculative-tokens") + 1] == "3"  # checked against the trained block

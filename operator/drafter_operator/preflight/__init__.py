@@ -24,13 +24,15 @@ _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "Draf
 
 
 def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engine: str, method: str,
-              trained_convention: str | None = None, vllm_runner: str = "v2") -> Verdict:
+              trained_convention: str | None = None, vllm_runner: str = "v2",
+              num_speculative_tokens: int | None = None) -> Verdict:
     """Check ``drafter`` (a checkpoint directory; None for mtp, and for dspark with the target's own head)
     against ``target`` for ``engine``.
 
     ``trained_convention`` (vllm | sglang) says how the drafter's eagle_aux_hidden_state_layer_ids were
     meant when it was trained; None infers it from the format (speculators: vllm; eagle_config: sglang).
     ``vllm_runner`` (v2, the GPU default in vLLM 0.33.0, or v1) selects where vLLM reads the layer ids.
+    ``num_speculative_tokens`` (spec.drafter.numSpeculativeTokens) is checked against a block drafter's block.
     """
     if engine not in engines.ENGINES:
         raise ValueError(f"engine must be one of {engines.ENGINES}, not {engine!r}")
@@ -50,7 +52,8 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
     verdict = Verdict(engine=engine, method=method, drafter=str(drafter) if drafter is not None else None,
                       target=str(target))
     ctx = Context(engine=engine, method=method, target=target_ckpt, drafter=drafter_ckpt,
-                  trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts)
+                  trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts,
+                  num_speculative_tokens=num_speculative_tokens)
     verdict.facts.update(engine_version=engines.ENGINE_VERSIONS[engine], vllm_runner=vllm_runner if engine == "vllm" else None)
     if method not in CHECKED_METHODS:
         report.warning("method", "MethodNotChecked", f"preflight has no rules for method {method!r} "

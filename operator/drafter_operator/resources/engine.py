@@ -7,6 +7,7 @@ import math
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
 from drafter_operator.constants import REVISION_LABEL
 from drafter_operator.preflight import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
+from drafter_operator.preflight.families import BLOCK_METHODS
 from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
@@ -97,6 +98,8 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
         pass
     else:
         return None
+    if drafter.method in BLOCK_METHODS and drafter.num_speculative_tokens is not None:
+        argv += ["--num-speculative-tokens", str(drafter.num_speculative_tokens)]  # against the trained block
     if spec.engine == "vllm":
         # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by this variable.
         literal = next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)

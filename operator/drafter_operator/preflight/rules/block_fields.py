@@ -69,6 +69,14 @@ def check_block_size(ctx: Context, r: Report) -> None:
                   "record the block size the drafter was trained with")
         return
     k = size - 1 if ctx.method == "dflash" else size
+    given = ctx.num_speculative_tokens
+    if given is not None and given != k:
+        r.warning(check, "BlockSizeMismatch",
+                  f"numSpeculativeTokens {given} but the drafter was trained on blocks of {size} ({k} drafts): both "
+                  "engines serve the block the flag asks for without complaint (SGLang only logs a DSpark gamma "
+                  "mismatch, dspark_config.py:108-117), and drafts past the trained block are positions the "
+                  "drafter never learned.", f"set spec.drafter.numSpeculativeTokens: {k}")
+        return
     r.ok(check, f"trained block_size {size}: serve it with numSpeculativeTokens {k} "
                 f"({'the anchor + k drafts' if ctx.method == 'dflash' else 'k drafts'} per block)")
 

@@ -27,6 +27,7 @@ class Context:
     trained_convention: str | None = None  # as given; None: inferred from the checkpoint's format
     vllm_runner: str = "v2"
     facts: dict[str, Any] = field(default_factory=dict)
+    num_speculative_tokens: int | None = None  # spec.drafter.numSpeculativeTokens, when known
 
     # -- the drafter as the engine sees it ---------------------------------------------------------
     @property
