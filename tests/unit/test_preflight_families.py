@@ -282,3 +282,18 @@ def test_the_preflight_init_container_for_block_drafters(drafter, argv):
     assert command[command.index("--method") + 1] == drafter["method"]
     assert [a for a in command if a == "--drafter"] == argv[:1] and all(a in command for a in argv)
     assert command[command.index("--num-speculative-tokens") + 1] == "3"  # checked against the trained block
+
+
+def test_cli_drafter_optional_for_dspark_only(tmp_path):
+    import io
+
+    from drafter_operator.preflight import cli as pf_cli
+    from tests.unit.test_preflight import cli_args
+
+    target = str(tiny.make_target(tmp_path / "t"))
+    err = io.StringIO()
+    assert pf_cli.main(cli_args(target=target, method="dflash"), io.StringIO(), err) == 2
+    assert "--drafter is required for method dflash" in err.getvalue()
+    out = io.StringIO()
+    assert pf_cli.main(cli_args(target=target, method="dspark"), out, io.StringIO()) == 1  # checked, refused
+    assert "NoBundledDSpark" in out.getvalue() and "(target's own DSpark head)" in out.getvalue()
