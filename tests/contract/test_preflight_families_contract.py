@@ -113,6 +113,18 @@ class BlockSglang(Sglang):
                        markov_head_type=parsed.markov_head_type, target_layer_ids=parsed.target_layer_ids)
         return out
 
+    def nextn_targets(self):
+        """The class list _handle_eagle_family defaults the NEXTN/EAGLE draft path to the target for (read
+        from its source: running it needs the server's full resolution context)."""
+        import ast, inspect
+        from sglang.srt.arg_groups import speculative_hook
+        tree = ast.parse(inspect.getsource(speculative_hook._handle_eagle_family))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "model_arch" \
+                    and isinstance(node.comparators[0], ast.List):
+                return sorted(e.value for e in node.comparators[0].elts)
+        return None
+
     def block_entry_classes(self):
         import importlib
         return {name: [c.__name__ for c in importlib.import_module("sglang.srt.models." + name).EntryClass]
@@ -324,3 +336,7 @@ def test_kimi_targets_refused_for_mtp_on_vllm(tmp_path):
         (Path(target) / "config.json").write_text(json.dumps(config))
         v = preflight(None, target, "vllm", "mtp")
         assert {f.reason for f in v.problems} == {"MtpVariantMissing"}
+
+
+def test_sglang_nextn_target_table(probes):
+    assert set(probes["sglang"].ok("nextn_targets")) == fam.SGLANG_NEXTN_TARGETS
