@@ -1,7 +1,7 @@
 """Contract tier: the preflight's DFlash, DSpark and MTP rules against vLLM 0.33.0's and SGLang 0.5.23's own
 config code, on CPU.
 
-Tiny DFlash/DSpark drafters (preflight/tiny_blocks.py: SpecForge's and speculators' layouts, valid and
+Tiny DFlash/DSpark drafters (drafter_testbed/tiny_blocks.py: SpecForge's and speculators' layouts, valid and
 broken one way each) for tiny.py's 4-layer Llama target are read by the real engines in a helper process
 per engine (test_preflight_contract.py's PROBE, extended below with block-drafter ops):
 
@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.preflight import families as fam
-from drafter_operator.preflight import preflight, tiny
-from drafter_operator.preflight import tiny_blocks as tb
+from drafter_operator.preflight import preflight
+from drafter_testbed import tiny_blocks as tb
+from drafter_testbed import tiny_checkpoints as tiny
 from tests.contract.test_preflight_contract import PROBE, running_probes
 
 pytestmark = pytest.mark.contract

@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.preflight import families as fam
-from drafter_operator.preflight import preflight, tiny
-from drafter_operator.preflight import tiny_blocks as tb
+from drafter_operator.preflight import preflight
+from drafter_testbed import tiny_blocks as tb
+from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.rules import Context, Report, rules_for
 from drafter_operator.preflight.rules.block import drafter_kind

@@ -1,4 +1,4 @@
-"""Tiny DFlash and DSpark drafters for tiny.py's 4-layer Llama target, in the layouts the training frameworks
+"""Tiny DFlash and DSpark drafters for tiny_checkpoints.py's 4-layer Llama target, in the layouts the training frameworks
 export: SpecForge 0.2.0's HF export (a Qwen3 config, architectures DFlashDraftModel / DSparkDraftModel, the
 family's fields nested in dflash_config: repo configs/qwen3-8b-dspark.json) and speculators 0.9.0's
 (speculators_model_type dflash / dspark, transformer_layer_config, top-level aux_hidden_state_layer_ids,
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from drafter_operator.preflight.tiny import DTYPE, HIDDEN, LAYERS, VOCAB, TRAINED_POSITIONS, target_config, write_checkpoint
+from drafter_testbed.tiny_checkpoints import DTYPE, HIDDEN, LAYERS, VOCAB, TRAINED_POSITIONS, target_config, write_checkpoint
 
 BLOCK_SIZE = 4
 MASK_TOKEN_ID = VOCAB - 1
