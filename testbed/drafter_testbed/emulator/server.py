@@ -50,9 +50,9 @@ from drafter_testbed.emulator.cmdline import (
     CommandLineError,
     EngineConfig,
     parse_command_line,
-    startup_problems,
 )
 from drafter_testbed.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
+from drafter_testbed.emulator.families import startup_problems
 from drafter_testbed.emulator.exporters import SglangExporter
 from drafter_testbed.emulator.hub import HubModelUnavailable, environment_names, resolve_models
 from drafter_testbed.emulator.metrics_faults import MetricsFault
