@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
-from drafter_testbed.emulator.families import confidence_capped
+from drafter_testbed.emulator.families import stops_early
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
@@ -90,7 +90,7 @@ class EmulatedEngine:
         self.acceptance_source = source
         # The family's draft cost mode comes from the method (batching.speculation_for: none for prompt
         # lookup, one forward for a block); the profile entry may set the cost of that forward.
-        capped = spec is not None and confidence_capped(config.engine, spec.method, spec.options, environment or {})
+        capped = spec is not None and stops_early(config.engine, spec.method, spec.options, environment or {})
         family = Family(shape.decay, shape.match_rate, shape.confidence_recall if capped else 0.0)
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
@@ -102,7 +102,7 @@ class EmulatedEngine:
         else:
             self.exporter = SglangExporter(config.model_name, spec.num_steps or 0 if spec else 0,
                                            spec.num_draft_tokens if spec and spec.num_draft_tokens else 0,
-                                           capped=capped)
+                                           capped=capped and spec.method == "DSPARK")
         self.running = 0
         self._kv_tokens = 0
         self.totals = Totals()

@@ -143,13 +143,19 @@ def sglang_startup_problems(algorithm: str, values: Mapping[str, Any]) -> list[s
     return problems
 
 
-def confidence_capped(engine: str, method: str, options: Mapping[str, Any], environment: Mapping[str, str]) -> bool:
-    """Whether DSpark's confidence head may stop a block early (a variable drafted length per step).
+def stops_early(engine: str, method: str, options: Mapping[str, Any], environment: Mapping[str, str]) -> bool:
+    """Whether the drafter may end a step's draft early (a variable drafted length per step).
 
-    vLLM: ``enable_adaptive_verification`` (SP:585, dspark only, default False). SGLang: a ragged
-    verify mode other than its default ``static`` (``SGLANG_RAGGED_VERIFY_MODE``, sglang/srt/environ.py:1572;
+    Suffix decoding always does: it speculates ``spec factor x match length`` tokens at most and stops
+    below ``suffix_decoding_min_token_prob`` (SP:548-556; vllm/v1/spec_decode/suffix_decoding.py:80-90).
+    DSpark's confidence head does where the engine schedules a cap: vLLM with
+    ``enable_adaptive_verification`` (SP:585, dspark only, default False); SGLang in a ragged verify
+    mode other than its default ``static`` (``SGLANG_RAGGED_VERIFY_MODE``, sglang/srt/environ.py:1572;
     the worker reports no cap without a layout, dspark_components/dspark_worker_v2.py:1337-1339)."""
-    if method.lower() != "dspark":
+    name = method.lower()
+    if name == "suffix":
+        return True
+    if name != "dspark":
         return False
     if engine == "vllm":
         return bool(options.get("enable_adaptive_verification"))
