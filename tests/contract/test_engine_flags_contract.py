@@ -202,6 +202,24 @@ HOSTILE_VLLM = [
     ["--spec-model", "d", SC, '{"model":"e","num_speculative_tokens":2}'],
     ["--spec-tokens", "2", "-sc.method", "ngram"], ["--spec-meth", "ngram", "--spec-tok", "2"],
     ["--tensor-parallel-size", "2", "--tensor-parallel-size", "4"], ["--help"], ["-h"],
+    # One line or more per drafter family vLLM 0.33.0 accepts (issue 27).
+    # (suffix without k: its default is set in __post_init__, which the merged check skips; see
+    # test_suffix_defaults_and_ranges_are_vllms)
+    [SC, '{"method":"suffix","num_speculative_tokens":8}'],
+    [SC, '{"method":"suffix","num_speculative_tokens":8,"suffix_decoding_max_tree_depth":16,'
+         '"suffix_decoding_max_spec_factor":2.0,"suffix_decoding_min_token_prob":0.2,'
+         '"suffix_decoding_max_cached_requests":0}'],
+    [SC, '{"method":"suffix","suffix_decoding_bogus":1}'],
+    [SC, '{"method":"dflash","model":"/models/d-dflash","num_speculative_tokens":15}'],
+    [SC, '{"model":"z-lab/Kimi-K2.5-DFlash-b16","num_speculative_tokens":15}'],
+    [SC, '{"method":"dspark","num_speculative_tokens":7}'],
+    [SC, '{"method":"dspark","num_speculative_tokens":5,"enable_adaptive_verification":true}'],
+    [SC, '{"method":"dspark","model":"/models/d-dspark","num_speculative_tokens":7,"dspark_draft_topk":2}'],
+    [SC, '{"method":"ngram_gpu","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":5}'],
+    [SC, '{"method":"draft_model","model":"/models/small","num_speculative_tokens":3}'],
+    [SC, '{"method":"mtp","num_speculative_tokens":2}'], [SC, '{"method":"qwen3_5_mtp","num_speculative_tokens":1}'],
+    [SC, '{"method":"dflash","num_speculative_tokens":0,"model":"d"}'],
+    ["--spec-method", "suffix", "--spec-tokens", "6"], ["--spec-method", "dspark", "--spec-tokens", "7"],
 ]
 HOSTILE_SGLANG = [
     ["--tp", "4"], ["--tp-size", "2"], ["--tensor-parallel-size", "2"], ["--tp_size", "2"], ["--tp-size=2"],
@@ -228,6 +246,22 @@ HOSTILE_SGLANG = [
     ["--speculative-num-steps", "3"], ["--speculative-num-steps", "three"], ["--speculative-eagle-topk"],
     ["--speculative-attention-mode", "decode"], ["--speculative-attention-mode", "sideways"],
     ["--dp-size", "2"], ["--dp", "2"], ["--pp-size", "2"], ["--nnodes", "2"], ["--help"],
+    # One line or more per drafter family SGLang 0.5.23 accepts (issue 27); its parse refuses none of
+    # them, whatever its resolution hooks later say (the emulator reports those at load).
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-dflash-block-size", "8"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-dflash-block-size", "8",
+     "--speculative-num-draft-tokens", "6"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-num-draft-tokens", "10"],
+    ["--speculative-algorithm", "dflash", "--speculative-dflash-block-size", "x"],
+    ["--speculative-algorithm", "DSPARK"], ["--speculative-algorithm", "dspark", "--speculative-dspark-block-size", "5"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d", "--speculative-dspark-block-size", "7",
+     "--speculative-num-draft-tokens", "8"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-num-draft-tokens", "6"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-dspark-block-size", "5", "--speculative-num-draft-tokens", "5"],
+    ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "FROZEN_KV_MTP", "--speculative-num-steps", "2"],
+    ["--speculative-algorithm", "FROZEN_KV_MTP"],
 ]
 
 
@@ -283,8 +317,14 @@ def real_verdict(engine: str, result: dict) -> tuple[bool, dict]:
                "method": algorithm if algorithm != "NONE" else "none",
                "drafter": args["speculative_draft_model_path"] if algorithm != "NONE" else None}
     # steps are resolved only by resolve_once (needs the model config): compare them where given.
-    if algorithm not in ("NONE", "NGRAM") and args["speculative_num_steps"] is not None:
+    if algorithm not in ("NONE", "NGRAM", "DFLASH", "DSPARK") and args["speculative_num_steps"] is not None:
         meaning["k"] = args["speculative_num_steps"]
+    # The block drafters' k is their block, whatever the steps (forced to 1 at resolution): DFLASH's
+    # verify window is the block (k = block - 1), DSPARK's gamma is k.
+    if algorithm == "DFLASH" and args["speculative_dflash_block_size"] is not None:
+        meaning["k"] = args["speculative_dflash_block_size"] - 1
+    if algorithm == "DSPARK" and args["speculative_dspark_block_size"] is not None:
+        meaning["k"] = args["speculative_dspark_block_size"]
     if algorithm == "NGRAM":
         meaning["topk"] = args["speculative_ngram_max_bfs_breadth"]
     return True, meaning
@@ -359,3 +399,50 @@ def test_the_env_variables_named_instead_of_secret_flags_are_read_by_the_real_pa
                           env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "hf_probe"], proc.stdout
+
+
+SUFFIX_CASES = [{"method": "suffix"}, {"method": "suffix", "suffix_decoding_max_tree_depth": 8},
+                {"method": "suffix", "num_speculative_tokens": 5, "suffix_decoding_max_tree_depth": 8},
+                {"method": "suffix", "suffix_decoding_min_token_prob": 1.5},
+                {"method": "suffix", "suffix_decoding_max_spec_factor": -1.0},
+                {"method": "suffix", "suffix_decoding_max_tree_depth": 0},
+                {"method": "suffix", "suffix_decoding_max_cached_requests": -1},
+                {"method": "suffix", "suffix_decoding_max_cached_requests": 0, "suffix_decoding_min_token_prob": 1.0}]
+SUFFIX_SCRIPT = """
+import json, sys
+import vllm.config.speculative as sp
+# arctic-inference is not in the contract environment; __post_init__ only checks that it imports
+# (vllm/config/speculative.py:1727-1731) before it defaults k and checks the ranges.
+sp.has_arctic_inference = lambda: True
+out = []
+for case in json.loads(sys.argv[1]):
+    try:
+        out.append({"k": sp.SpeculativeConfig(**case).num_speculative_tokens})
+    except Exception as exc:
+        out.append({"error": str(exc)[:300]})
+print(json.dumps(out))
+"""
+
+
+def test_suffix_defaults_and_ranges_are_vllms(engine_python):
+    """Suffix decoding's k default (its tree depth) and its settings' ranges live in __post_init__: the
+    real SpeculativeConfig, run in full, against the emulator's parse and load checks."""
+    from drafter_testbed.emulator.families import startup_problems
+
+    proc = subprocess.run([engine_python, "-c", SUFFIX_SCRIPT, json.dumps(SUFFIX_CASES)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sum("error" in r for r in real) == 4 and {r.get("k") for r in real} >= {24, 8, 5}
+    for case, result in zip(SUFFIX_CASES, real):
+        try:
+            config = parse_engine_command_line([*PREFIX["vllm"], "--speculative-config", json.dumps(case)])
+        except EngineRefused:  # refused before loading (a tree depth of 0 gives k = 0)
+            assert "error" in result, (case, result)
+            continue
+        problems = startup_problems(config)
+        if "error" in result:
+            assert problems, (case, result)
+        else:
+            assert (problems, config.k) == ([], result["k"]), case
+
