@@ -217,3 +217,32 @@ def test_sglang_dspark_exports_its_cap_gauge_and_a_nominal_rate():
     assert metric(text, "sglang:spec_num_steps") == 1 and metric(text, "sglang:spec_num_draft_tokens") == 8
     length, rate = metric(text, "sglang:spec_accept_length"), metric(text, "sglang:spec_accept_rate")
     assert rate == pytest.approx((length - 1) / 7)  # accepted / (steps x (draft tokens - 1)), however capped
+
+
+# ------------------------------------------------------------------------------------ profile
+
+def test_profile_entries_carry_the_family_shape():
+    from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
+
+    profile = load_profile()
+    dspark, suffix = profile.lookup("sglang", "DSPARK"), profile.lookup("vllm", "suffix")
+    assert dspark.source == "profile:dspark" and dspark.shape.confidence_recall > 0 and dspark.shape.draft_cost
+    assert suffix.shape.match_rate < 1 and suffix.shape.decay < 1
+    assert profile.lookup("sglang", "z-lab/Kimi-K2.5-DFlash-b16").source == "profile:dflash"
+    base = {"default": {"vllm": 0.5, "sglang": 0.5}}
+    for key, bad in (("decay", 1.5), ("matchRate", -0.1), ("confidenceRecall", "high"), ("draftCost", -1)):
+        with pytest.raises(ProfileError, match=key):
+            parse_profile({**base, "drafters": [{"name": "x", "acceptance": {"vllm": 0.5}, key: bad}]}, "test")
+
+
+def test_a_block_drafter_on_the_engine_costs_one_forward_per_step():
+    dflash = server.build_engine([*SGLANG, "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+                                  "/models/Kimi-K2.5-DFlash-b16"], {})
+    eagle = server.build_engine([*SGLANG, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                                 "AQ-MedAI/Kimi-K2-Instruct-eagle3"], {})
+    assert dflash.decoder.speculation.forwards == 1 and dflash.decoder.k == 15
+    assert eagle.decoder.speculation.forwards == 3
+    # One stream: a 15-token block costs one draft forward of the entry's draftCost, three EAGLE steps three.
+    costs = dflash.decoder.costs
+    assert dflash.decoder.step_seconds(1) * 1000 == pytest.approx(costs.target_step_ms * (1 + costs.draft_cost))
+    assert dflash.state()["speculation"]["numSteps"] == 1 and len(dflash.state()["acceptanceByPosition"]) == 15
