@@ -15,7 +15,14 @@ docs/emulator-model.md.
 It prints a speedup table, each family's break-even (measured bracket, the model's value) and the
 family with the best measured speedup at each load: what the operator would pick from one sweep.
 
-Usage: python bench/family_sweep.py [--levels 1,8,32,64] [--max-tokens 128] [--time-scale 0.2] [--json out.json]
+Two ways to measure (``--mode``), as ``bench/crossover_schedule.py``: ``served`` (default) over HTTP
+with the benchmark client, wall-clock figures that blur when the machine is busy (raise
+``--time-scale``); ``modelled``, the emulator's engine in process at time scale 0, one wave of N
+streams per level with seeded draws, throughput over the step loop's modelled seconds: deterministic,
+and refined the same way (``crossover.next_level``).
+
+Usage: python bench/family_sweep.py [--mode served|modelled] [--levels 1,8,32,64] [--max-tokens 128]
+                                    [--time-scale 0.2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crossover_schedule import Servers  # noqa: E402  (bench/ is a folder of scripts)
+from crossover_schedule import Servers, modelled_tokens_per_second  # noqa: E402  (bench/ is a folder of scripts)
 
 from drafter_operator.benchmark_client.run import Options, run  # noqa: E402
-from drafter_operator.engines import batching  # noqa: E402
+from drafter_operator.engines import batching, crossover  # noqa: E402
 from drafter_testbed.emulator.server import build_engine  # noqa: E402
 
 TARGET = "/models/Kimi-K2.5"
@@ -100,6 +107,22 @@ def served(servers: Servers, family: Family, levels: tuple[int, ...], max_tokens
             "acceptanceLength": result.acceptance_length}
 
 
+def modelled(family: Family, levels: tuple[int, ...], max_tokens: int) -> dict:
+    """The same sweep on the emulator's engine in process (time scale 0, seeded): no HTTP, no wall clock."""
+    def speedup(streams: int) -> float:
+        spec = modelled_tokens_per_second(list(family.argv), streams, max_tokens, environment=dict(family.env))
+        return spec / modelled_tokens_per_second(list(BASELINES[family.engine]), streams, max_tokens)
+
+    measured = [(n, speedup(n)) for n in levels]
+    for _ in range(4):  # as `drafter-operator bench --refine 4`
+        if (level := crossover.next_level(measured)) is None:
+            break
+        measured.append((level, speedup(level)))
+    bracket = crossover.bracket(measured)
+    return {"speedups": dict(sorted(measured)),
+            "bracket": None if bracket is None else [bracket.above, bracket.below], "acceptanceLength": None}
+
+
 def table(rows: list[dict], levels: tuple[int, ...]) -> None:
     head = " ".join(f"{f'{n} streams':>16}" for n in levels)
     print(f"{'family':<22} {head} {'break-even (measured bracket / model)':>40}")
@@ -119,6 +142,7 @@ def table(rows: list[dict], levels: tuple[int, ...]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=("served", "modelled"), default="served")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--time-scale", type=float, default=0.2, help="DRAFTER_EMULATOR_TIME_SCALE")
@@ -129,15 +153,16 @@ def main() -> int:
     servers = Servers(args.time_scale)
     try:
         for family in FAMILIES:
-            model, crossover, shape = predicted(family, levels)
-            rows.append({"name": family.name, "shape": shape, "model": model, "crossover": crossover,
-                         **served(servers, family, levels, args.max_tokens)})
+            model, break_even, shape = predicted(family, levels)
+            measured = (served(servers, family, levels, args.max_tokens) if args.mode == "served"
+                        else modelled(family, levels, args.max_tokens))
+            rows.append({"name": family.name, "shape": shape, "model": model, "crossover": break_even, **measured})
             print(f"{family.name}: {shape}; measured {rows[-1]['speedups']}", flush=True)
     finally:
         servers.close()
     print()
     table(rows, levels)
-    print(f"\n(Kimi-K2.5 on the emulator, {args.max_tokens} tokens per request, time scale {args.time_scale}, "
+    print(f"\n(Kimi-K2.5 on the emulator, {args.mode}, {args.max_tokens} tokens per request, time scale {args.time_scale}, "
           f"{time.monotonic() - started:.0f} s)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
