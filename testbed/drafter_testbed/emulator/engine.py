@@ -5,9 +5,12 @@ Every request is generated in full (``max_tokens`` tokens; a request without ``m
 continuously by one engine-wide step loop (``emulator/scheduler.py``), timed by the batching model
 (``engines/batching.py``): concurrent requests slow each other down as a real engine's do.
 
-A verification step always drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``;
-tokens past the limit are discarded after being counted, as the engines' rejection samplers count
-them. So, per request: ``drafts == verification steps`` and ``emitted tokens <= 1 + steps + accepted``.
+A verification step drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``; tokens
+past the limit are discarded after being counted, as the engines' rejection samplers count them. A
+family whose drafted length varies (prompt lookup without a match, suffix decoding's and a capped
+DSpark block's early stop; ``model.Family``) drafts fewer, or none: vLLM then counts no draft for that
+step. So, per request: ``drafts <= verification steps`` (equal for a drafter that always drafts ``k``)
+and ``emitted tokens <= 1 + steps + accepted``.
 """
 
 from __future__ import annotations

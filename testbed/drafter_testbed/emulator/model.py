@@ -3,10 +3,11 @@
 Timing follows the batching model of ``engines/batching.py`` (docs/emulator-model.md): the engine
 runs one step at a time for all running requests (``emulator/scheduler.py``). A step with ``B``
 decoding requests and ``P`` newly admitted prompt tokens costs
-``T max(1, B v / N_t) + k c T max(1, B w / N_d) + P / R_p`` and emits ``1 + n`` tokens per decoding
-request, where ``n`` counts draft tokens accepted i.i.d. with per-token probability ``a``, stopping at
-the first rejection (so ``E[n] = a + a^2 + ... + a^k``); a newly admitted request gets its first token
-at the end of the step that prefills it. A single stream keeps the single-stream model of
+``T max(1, B v / N_t) + f c T max(1, B w / N_d) + P / R_p`` (``f`` draft forwards per step, set by
+the drafter family) and emits ``1 + n`` tokens per decoding request, where ``n`` counts draft tokens
+accepted with per-position probability ``a d^i`` (``d = 1``: i.i.d.), stopping at the first rejection
+(so ``E[n] = a + a^2 + ... + a^k`` for ``d = 1``); a newly admitted request gets its first token at the
+end of the step that prefills it. A single stream of a chain keeps the single-stream model of
 ``engines/speedup.py``: prefill ``T + P / R_p``, then ``T (1 + k c)`` per verification step.
 
 Steps are scheduled against absolute deadlines, so event-loop wake-up latency does not accumulate
