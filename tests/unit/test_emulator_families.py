@@ -246,3 +246,24 @@ def test_a_block_drafter_on_the_engine_costs_one_forward_per_step():
     costs = dflash.decoder.costs
     assert dflash.decoder.step_seconds(1) * 1000 == pytest.approx(costs.target_step_ms * (1 + costs.draft_cost))
     assert dflash.state()["speculation"]["numSteps"] == 1 and len(dflash.state()["acceptanceByPosition"]) == 15
+
+
+@pytest.mark.parametrize(("config", "flags", "env", "dropped"), [
+    ({"method": "eagle3", "model": "/models/d-eagle3", "num_speculative_tokens": 4}, [], {}, None),
+    ({"method": "suffix", "num_speculative_tokens": 4}, [], {}, "Model Runner V1 with method 'suffix'"),
+    ({"method": "ngram_gpu", "num_speculative_tokens": 4}, [], {}, None),
+    ({"method": "ngram_gpu", "num_speculative_tokens": 4}, [], {"VLLM_USE_V2_MODEL_RUNNER": "0"},
+     "Model Runner V1 with method 'ngram_gpu'"),
+    ({"method": "dflash", "model": "/models/d-dflash", "num_speculative_tokens": 4}, [],
+     {"VLLM_USE_V2_MODEL_RUNNER": "0"}, None),
+    ({"method": "eagle3", "model": "/models/d-eagle3", "num_speculative_tokens": 4}, ["--data-parallel-size", "2"], {},
+     "data parallelism"),
+])
+def test_vllm_drops_the_per_batch_size_schedule_where_its_runner_cannot_follow_it(config, flags, env, dropped):
+    from drafter_operator.engines import dynamic
+
+    argv = [*vllm({**config, dynamic.SCHEDULE_KEY: [[1, 8, 4], [9, 64, 0]]}), *flags]
+    engine = server.build_engine(argv, env)
+    assert engine.schedule_dropped == dropped
+    assert (engine.decoder.k_at(32) == 4) is bool(dropped)  # dropped: the static k at every batch size
+    assert engine.state()["speculation"]["scheduleDroppedBy"] == dropped

@@ -94,6 +94,7 @@ class EngineConfig:
     host: str
     port: int
     tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
     max_model_len: int | None = None
     memory_fraction: float | None = None
     trust_remote_code: bool = False
@@ -260,6 +261,7 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
         host=values.get("host") or "0.0.0.0",
         port=values["port"],
         tensor_parallel_size=values["tensor_parallel_size"],
+        data_parallel_size=values.get("data_parallel_size") or 1,
         max_model_len=values.get("max_model_len") if (values.get("max_model_len") or 0) > 0 else None,
         memory_fraction=values.get("gpu_memory_utilization"),
         trust_remote_code=bool(values.get("trust_remote_code")),

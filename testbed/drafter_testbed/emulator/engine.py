@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
-from drafter_testbed.emulator.families import stops_early
+from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
@@ -94,10 +94,15 @@ class EmulatedEngine:
         # The family's draft cost mode comes from the method (batching.speculation_for: none for prompt
         # lookup, one forward for a block); the profile entry may set the cost of that forward.
         capped = spec is not None and stops_early(config.engine, spec.method, spec.options, environment or {})
+        schedule = spec.schedule if spec else ()
+        self.schedule_dropped = None if not schedule else vllm_schedule_dropped(
+            spec.method, config.data_parallel_size, environment or {})
+        if self.schedule_dropped:
+            schedule = ()  # vLLM warns once and serves the static k
         family = Family(shape.decay, shape.match_rate, shape.confidence_recall if capped else 0.0)
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
-                               rng=self.rng, costs=profile.costs, schedule=spec.schedule if spec else (),
+                               rng=self.rng, costs=profile.costs, schedule=schedule,
                                method=spec.method if spec else "", family=family, **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
@@ -220,7 +225,8 @@ class EmulatedEngine:
                 "eagleTopk": spec.eagle_topk,
                 "numDraftTokens": spec.num_draft_tokens,
                 "numSteps": spec.num_steps,
-                "numSpeculativeTokensPerBatchSize": [list(entry) for entry in spec.schedule] or None,
+                "numSpeculativeTokensPerBatchSize": [list(entry) for entry in self.decoder.schedule] or None,
+                "scheduleDroppedBy": self.schedule_dropped,
             },
             "acceptance": self.decoder.acceptance,
             "acceptanceByPosition": list(self.decoder.curve),

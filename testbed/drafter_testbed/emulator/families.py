@@ -143,6 +143,31 @@ def sglang_startup_problems(algorithm: str, values: Mapping[str, Any]) -> list[s
     return problems
 
 
+#: vLLM methods whose Model Runner V1 proposer supports a per-batch-size k; V2 truncates every method's
+#: drafts centrally (vllm/config/vllm.py:1088-1108, ``_maybe_disable_dynamic_sd_for_v1``).
+VLLM_V1_SCHEDULE_METHODS = frozenset({"ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash"})
+#: Methods Model Runner V2 does not support, so vLLM falls back to V1 (vllm/config/vllm.py:3066-3068, 758-766).
+VLLM_V1_ONLY_METHODS = frozenset({"suffix", "custom_class"})
+
+
+def vllm_schedule_dropped(method: str, data_parallel_size: int, environment: Mapping[str, str]) -> str | None:
+    """Why vLLM silently serves a static k instead of ``num_speculative_tokens_per_batch_size``, or None.
+
+    Data parallelism drops it (vllm/config/vllm.py:1110-1128), and so does Model Runner V1 for a method
+    its proposer cannot truncate (:1088-1108). V2 is the default unless ``VLLM_USE_V2_MODEL_RUNNER`` says
+    otherwise (``bool(int(value))``, vllm/envs.py:360-363) or the method needs V1 (:731-766)."""
+    if data_parallel_size > 1:
+        return "data parallelism"
+    raw = environment.get("VLLM_USE_V2_MODEL_RUNNER")
+    try:
+        v2 = bool(int(raw)) if raw is not None else method not in VLLM_V1_ONLY_METHODS
+    except ValueError:
+        v2 = method not in VLLM_V1_ONLY_METHODS  # vLLM itself fails to start on a non-integer
+    if not v2 and method not in VLLM_V1_SCHEDULE_METHODS:
+        return f"Model Runner V1 with method {method!r}"
+    return None
+
+
 def stops_early(engine: str, method: str, options: Mapping[str, Any], environment: Mapping[str, str]) -> bool:
     """Whether the drafter may end a step's draft early (a variable drafted length per step).
 
