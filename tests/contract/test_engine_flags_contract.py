@@ -446,3 +446,36 @@ def test_suffix_defaults_and_ranges_are_vllms(engine_python):
         else:
             assert (problems, config.k) == ([], result["k"]), case
 
+
+
+SCHEDULE_SCRIPT = """
+import ast, inspect, json, textwrap
+from vllm.config.vllm import VllmConfig
+
+def method_tuples(function):
+    # Every tuple of strings compared with `speculative_config.method in (...)` in the function's source.
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In) and ast.unparse(node.left).endswith(".method"):
+            value = node.comparators[0]
+            if isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) for e in value.elts):
+                found.append(sorted(e.value for e in value.elts))
+    return found
+
+print(json.dumps({"v1": method_tuples(VllmConfig._maybe_disable_dynamic_sd_for_v1),
+                  "v2_unsupported": method_tuples(VllmConfig._get_v2_model_runner_unsupported_features)}))
+"""
+
+
+def test_the_schedule_drop_follows_vllms_own_method_lists(engine_python):
+    """The methods whose per-batch-size k survives Model Runner V1, and those V2 sends back to V1, are read
+    from vLLM's own code (vllm/config/vllm.py): the emulator drops the schedule for exactly the others."""
+    from drafter_testbed.emulator import families
+
+    proc = subprocess.run([engine_python, "-c", SCHEDULE_SCRIPT], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert real["v1"] == [sorted(families.VLLM_V1_SCHEDULE_METHODS)]
+    assert sorted(families.VLLM_V1_ONLY_METHODS) in real["v2_unsupported"]
