@@ -479,3 +479,35 @@ def test_the_schedule_drop_follows_vllms_own_method_lists(engine_python):
     real = json.loads(proc.stdout.strip().splitlines()[-1])
     assert real["v1"] == [sorted(families.VLLM_V1_SCHEDULE_METHODS)]
     assert sorted(families.VLLM_V1_ONLY_METHODS) in real["v2_unsupported"]
+
+
+DEFAULTS_SCRIPT = """
+import ast, importlib.util, json, os
+from vllm.config import SpeculativeConfig
+
+# SGLang's hooks import its model stack (torchvision...): read their source instead of importing them.
+root = importlib.util.find_spec("sglang").submodule_search_locations[0]
+def source(path):
+    with open(os.path.join(root, "srt", path), encoding="utf-8") as fh:
+        return fh.read()
+gamma = next(node.value.value for node in ast.parse(source("speculative/dspark_components/dspark_config.py")).body
+             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DEFAULT_DSPARK_GAMMA")
+hook = source("arg_groups/speculative_hook.py")
+start = hook.index("def _handle_dflash(")
+print(json.dumps({"suffix_depth": SpeculativeConfig.__dataclass_fields__["suffix_decoding_max_tree_depth"].default,
+                  "dspark_gamma": gamma, "dflash_source": hook[start:hook.index(chr(10) + "def ", start + 1)]}))
+"""
+
+
+def test_the_family_defaults_are_the_engines(engine_python):
+    """vLLM's suffix tree depth (k when unset), SGLang's DSpark gamma and DFlash block when nothing sets
+    them: read from the installed engines."""
+    from drafter_testbed.emulator import families
+
+    proc = subprocess.run([engine_python, "-c", DEFAULTS_SCRIPT], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert real["suffix_depth"] == families.VLLM_SUFFIX_MAX_TREE_DEPTH
+    assert real["dspark_gamma"] == families.SGLANG_DSPARK_DEFAULT_GAMMA
+    assert f"inferred_block_size = {families.SGLANG_DFLASH_DEFAULT_BLOCK}\n" in real["dflash_source"]
