@@ -7,7 +7,7 @@ window), DFLASH (a 16-token block), NGRAM and STANDALONE (a small draft model, 3
 decoding (k up to 24) and the seed's EAGLE-3. Each is swept by the project's benchmark client
 (``drafter-operator bench``: waves of N streams, against a no-speculation server of the same engine
 and target, refined until the break-even is bracketed within 10 %, ``engines/crossover.py``). Next to
-each measured speedup, the batching model's prediction for that family (``engines/batching.py``:
+each measured speedup, the batching model's prediction for that family (``drafter_testbed/emulator/batching.py``:
 draft cost per family, per-position acceptance, the drafted length of each step); the profile
 figures and their sources are in ``drafter_testbed/data/emulator-profiles.yaml`` and
 docs/emulator-model.md.
@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crossover_schedule import Servers, modelled_tokens_per_second  # noqa: E402  (bench/ is a folder of scripts)
 
 from drafter_operator.benchmark_client.run import Options, run  # noqa: E402
-from drafter_operator.engines import batching, crossover  # noqa: E402
+from drafter_operator.engines import crossover  # noqa: E402
+from drafter_testbed.emulator import batching  # noqa: E402
 from drafter_testbed.emulator.server import build_engine  # noqa: E402
 
 TARGET = "/models/Kimi-K2.5"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from drafter_operator.engines import batching
+from drafter_testbed.emulator import batching
 from drafter_testbed.emulator import server
 from drafter_testbed.emulator.cmdline import CommandLineError, parse_command_line
 from drafter_testbed.emulator.model import Settings

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.engines import batching, speedup
-from drafter_operator.engines.batching import Speculation, StepCosts, speculation_for
+from drafter_operator.engines import speedup
+from drafter_testbed.emulator import batching
+from drafter_testbed.emulator.batching import Speculation, StepCosts, speculation_for
 from drafter_testbed.emulator import server
 from drafter_testbed.emulator.cmdline import parse_engine_command_line
 from drafter_testbed.emulator.families import startup_problems

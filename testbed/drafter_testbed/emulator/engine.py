@@ -3,7 +3,7 @@
 Every request is generated in full (``max_tokens`` tokens; a request without ``max_tokens`` stops
 "naturally" at a default length). Token text is synthetic: one word per token. Requests are batched
 continuously by one engine-wide step loop (``emulator/scheduler.py``), timed by the batching model
-(``engines/batching.py``): concurrent requests slow each other down as a real engine's do.
+(``drafter_testbed/emulator/batching.py``): concurrent requests slow each other down as a real engine's do.
 
 A verification step drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``; tokens
 past the limit are discarded after being counted, as the engines' rejection samplers count them. A

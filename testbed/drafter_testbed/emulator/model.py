@@ -1,6 +1,6 @@
 """The emulator's settings from the environment, step timing and acceptance draws.
 
-Timing follows the batching model of ``engines/batching.py`` (docs/emulator-model.md): the engine
+Timing follows the batching model of ``drafter_testbed/emulator/batching.py`` (docs/emulator-model.md): the engine
 runs one step at a time for all running requests (``emulator/scheduler.py``). A step with ``B``
 decoding requests and ``P`` newly admitted prompt tokens costs
 ``T max(1, B v / N_t) + f c T max(1, B w / N_d) + P / R_p`` (``f`` draft forwards per step, set by
@@ -22,7 +22,8 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from drafter_operator.engines import batching, dynamic, speedup
+from drafter_operator.engines import dynamic, speedup
+from drafter_testbed.emulator import batching
 
 ENV_HOST = "DRAFTER_EMULATOR_HOST"
 ENV_STARTUP_SECONDS = "DRAFTER_EMULATOR_STARTUP_SECONDS"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from drafter_operator.engines import batching, speedup
+from drafter_operator.engines import speedup
+from drafter_testbed.emulator import batching
 
 ENGINES = ("vllm", "sglang")
 PACKAGED_PROFILE = "emulator-profiles.yaml"
@@ -91,7 +92,7 @@ class Profile:
         return Lookup(self.default[engine], "profile:default")
 
 
-#: The ``calibration`` keys and their defaults (the batching model's parameters, engines/batching.py).
+#: The ``calibration`` keys and their defaults (the batching model's parameters, drafter_testbed/emulator/batching.py).
 _CALIBRATION_KEYS = {
     "targetStepMs": speedup.DEFAULT_TARGET_STEP_MS,
     "draftCost": speedup.DEFAULT_DRAFT_COST,
