@@ -80,13 +80,14 @@ VLLM_VARIABLE_DRAFTS = {
     "ngramGpu": "the GPU n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
     "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
 }
-#: SGLang 0.5.23 families whose live rate is not per drafted token. Its rate gauge divides by verify calls x
-#: (speculative_num_draft_tokens - 1) (srt/managers/scheduler_components/metrics_reporter.py:974-982): for NGRAM
-#: that is the nominal tree size, not what was drafted, and our derived rate needs k = numSteps, which NGRAM
-#: does not draft by.
+#: SGLang 0.5.23 families whose live rate is not per drafted token. NGRAM drafts a tree from what matches: its
+#: rate is derived with spec_num_steps, which SGLang sets to num_draft_tokens // bfs breadth
+#: (srt/arg_groups/speculative_hook.py:1324-1329), or is SGLang's gauge, correct drafts / (verify calls x
+#: (speculative_num_draft_tokens - 1)) (srt/managers/scheduler_components/metrics_reporter.py:974-982): both
+#: nominal, whatever was drafted.
 SGLANG_NOMINAL_RATE = {
-    "ngram": "SGLang's NGRAM rate divides by the nominal draft tree (numDraftTokens - 1 per verify call, "
-             "drafted or not)",
+    "ngram": "SGLang's NGRAM rate divides by a nominal draft tree (its steps, or numDraftTokens - 1 per verify "
+             "call, drafted or not)",
 }
 
 
