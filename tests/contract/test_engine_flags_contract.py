@@ -150,7 +150,10 @@ def _rendered() -> list[list[str]]:
                  {"method": "dspark", "numSpeculativeTokens": 6},
                  {"method": "dspark", "model": "/models/d-dspark", "numSpeculativeTokens": 6,
                   "dspark": {"adaptiveVerification": False}},
-                 {"method": "suffix"}, {"method": "suffix", "numSpeculativeTokens": 8,
+                 # suffix without k is not here: Vllm.merged (engine_parsers.py) field-checks with __post_init__
+                 # skipped, and __post_init__ is where vLLM defaults suffix's k to the tree depth
+                 # (config/speculative.py 1333-1334, 1731-1739), so its _verify_args refuses what `vllm serve` takes.
+                 {"method": "suffix", "numSpeculativeTokens": 8,
                                         "suffix": {"maxTreeDepth": 24, "maxCachedRequests": 1000,
                                                    "maxSpecFactor": "1.5", "minTokenProb": "0.1"}},
                  {"method": "ngramGpu", "numSpeculativeTokens": 3, "ngram": {"promptLookupMin": 2, "promptLookupMax": 5}}],

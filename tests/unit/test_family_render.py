@@ -70,7 +70,7 @@ def test_the_block_drafters_render_their_block_size_on_sglang(drafter, expected)
 
 @pytest.mark.parametrize("engine,drafter,k", [
     ("vllm", {"method": "mtp"}, 1),  # what the renderer fills in, not None
-    ("vllm", {"method": "suffix"}, None),  # vLLM's tree depth default
+    ("vllm", {"method": "suffix"}, 24),  # vLLM's tree depth default (config/speculative.py 538)
     ("vllm", {"method": "suffix", "suffix": {"maxTreeDepth": 12}}, 12),
     ("vllm", {"method": "suffix", "numSpeculativeTokens": 8, "suffix": {"maxTreeDepth": 12}}, 8),
     ("vllm", {"method": "dspark", "model": "/models/ds"}, None),  # the draft's block_size

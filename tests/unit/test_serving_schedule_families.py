@@ -49,3 +49,14 @@ def test_dspark_without_k_is_refused_with_dynamic_by_the_api():
 def test_suffix_is_refused_with_dynamic_by_the_api():
     with pytest.raises(ValueError, match="suffix"):
         spec(method="suffix", numSpeculativeTokens=8)
+
+
+@pytest.mark.parametrize("drafter,k", [({"method": "suffix"}, 24), ({"method": "suffix", "suffix": {"maxTreeDepth": 9}}, 9),
+                                       ({"method": "suffix", "suffix": {"maxCachedRequests": 10}}, 24),
+                                       ({"method": "suffix", "numSpeculativeTokens": 8, "suffix": {"maxTreeDepth": 9}}, 8)])
+def test_suffix_k_is_the_one_vllm_runs(drafter, k):
+    # vLLM sets num_speculative_tokens to suffix_decoding_max_tree_depth (default 24) when it is unset
+    # (config/speculative.py 538, 1731-1739): the gate's k annotation and the acceptance watch use that bound.
+    from drafter_operator import engines
+    s = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/t"}, "drafter": drafter})
+    assert engines.draft_tokens_per_step("vllm", s.drafter) == k

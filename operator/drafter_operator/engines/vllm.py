@@ -149,6 +149,9 @@ SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngra
                        "suffix": "suffix", "dflash": "dflash", "dspark": "dspark", "draftModel": "draft_model"}
 #: num_speculative_tokens rendered for method mtp when the spec leaves it unset (vLLM requires it).
 MTP_DEFAULT_SPECULATIVE_TOKENS = 1
+#: suffix_decoding_max_tree_depth's default (vllm/config/speculative.py 538): suffix's k when neither k nor the
+#: depth is set (1731-1739). Not rendered; the gate's k annotation and acceptance read it.
+SUFFIX_DEFAULT_TREE_DEPTH = 24
 #: spec.drafter's per-family settings (api/serving/families.py) -> SpeculativeConfig keys, by settings object.
 FAMILY_KEYS: dict[str, dict[str, str]] = {
     "suffix": {"max_tree_depth": "suffix_decoding_max_tree_depth",
@@ -197,15 +200,16 @@ def speculative_config(drafter, schedule=None) -> dict | None:
 def draft_tokens_per_step(drafter) -> int | None:
     """The num_speculative_tokens vLLM 0.33.0 runs a DrafterSpec with, or None where only the checkpoint says
     (dspark without k: the draft's block_size). For suffix it is the upper bound per request: k, else the tree
-    depth when set (vLLM copies it, vllm/config/speculative.py 1732-1739)."""
+    depth (set, or its default 24; vLLM copies it, vllm/config/speculative.py 1732-1739)."""
     if drafter.method == "none":
         return None
     if drafter.num_speculative_tokens is not None:
         return drafter.num_speculative_tokens
     if drafter.method == "mtp":
         return MTP_DEFAULT_SPECULATIVE_TOKENS
-    if drafter.method == "suffix" and drafter.suffix is not None:
-        return drafter.suffix.max_tree_depth
+    if drafter.method == "suffix":
+        depth = drafter.suffix.max_tree_depth if drafter.suffix is not None else None
+        return depth if depth is not None else SUFFIX_DEFAULT_TREE_DEPTH
     return None
 
 
