@@ -23,7 +23,7 @@ exactly ``--max-tokens`` output tokens (``ignore_eos``; the emulator never stops
 ``M = N x --waves`` requests per run.
 
 The truth, per run:
-- *model*: ``engines/batching.py`` ``tokens_per_second(N, a, spec, costs)`` with the emulator's
+- *model*: ``drafter_testbed/emulator/batching.py`` ``tokens_per_second(N, a, spec, costs)`` with the emulator's
   profile costs: the steady decode rate of N streams (no prefill, no ramp);
 - *run model*: the same model over the schedule actually asked for: ``waves`` waves, each one step
   that prefills the N prompts (``step(0, N x P)``, P = prompt tokens per request as the emulator
@@ -72,8 +72,8 @@ from pathlib import Path
 
 from drafter_testbed.emulator.profiles import load_profile
 from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR, shipped
-from drafter_operator.engines import batching
-from drafter_operator.engines.batching import NO_SPECULATION, Speculation
+from drafter_testbed.emulator import batching
+from drafter_testbed.emulator.batching import NO_SPECULATION, Speculation
 
 MODEL_PATH = "/models/kimi-k2.5-int4"
 SERVED_NAME = "kimi"

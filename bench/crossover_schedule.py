@@ -69,10 +69,13 @@ def argv(schedule: Sequence[Sequence[int]] | None = None, speculative: bool = Tr
     return ["vllm", "serve", TARGET, "--speculative-config", json.dumps(config)]
 
 
-def modelled_tokens_per_second(command: list[str], streams: int, max_tokens: int, seed: int = SEED) -> float:
+def modelled_tokens_per_second(command: list[str], streams: int, max_tokens: int, seed: int = SEED,
+                               environment: dict[str, str] | None = None) -> float:
     """Output tokens per modelled second of one wave of ``streams`` requests sent at once to the emulator's
-    engine (time scale 0: the step loop runs as fast as it can and counts the seconds it models)."""
-    engine = EmulatedEngine(parse_command_line(command), Settings(time_scale=0.0, seed=seed), load_profile())
+    engine (time scale 0: the step loop runs as fast as it can and counts the seconds it models);
+    ``environment``: the engine's own environment variables (e.g. SGLANG_RAGGED_VERIFY_MODE)."""
+    engine = EmulatedEngine(parse_command_line(command), Settings(time_scale=0.0, seed=seed), load_profile(),
+                            environment=environment)
 
     async def one() -> None:
         async for _ in engine.generate(PROMPT_TOKENS, max_tokens, streaming=True):

@@ -5,7 +5,7 @@ drafter, k = 5, a = 0.432; SGLang with the public drafter AQ-MedAI/Kimi-K2-Instr
 a = 0.89) and 1, 2, 4, 8, 16, 32 and 64 concurrent streams, it prints:
 
 - the aggregate decode throughput and the speedup over the baseline that the batching model
-  (``engines/batching.py``) predicts;
+  (``drafter_testbed/emulator/batching.py``) predicts;
 - the same, measured on a running emulator (``drafter-operator emulate`` as a subprocess, one per
   profile, run one after the other): ``N`` streams each send one streamed completion at the same
   time, of ``max(--tokens, --budget / N)`` tokens (few streams get longer completions, so that the
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from drafter_testbed.emulator.profiles import load_profile
-from drafter_operator.engines import batching
-from drafter_operator.engines.batching import NO_SPECULATION, Speculation
+from drafter_testbed.emulator import batching
+from drafter_testbed.emulator.batching import NO_SPECULATION, Speculation
 
 TARGET = "/models/kimi-k2.5-int4"
 SEED_DRAFTER = "/models/kimi-k2.5-eagle3"

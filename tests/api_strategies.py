@@ -12,8 +12,14 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from drafter_operator.api.serving import METHODS_NEEDING_K_ON_VLLM
-from drafter_operator.constants import DRAFTER_METHODS, ENGINES, METHODS_WITH_MODEL
+from drafter_operator.api.serving import METHODS_NEEDING_K_ON_VLLM, SGLANG_BLOCK_METHODS
+from drafter_operator.constants import (
+    DRAFTER_METHODS,
+    ENGINES,
+    METHODS_IN_TARGET,
+    METHODS_REFUSED_BY_ENGINE,
+    METHODS_WITH_MODEL,
+)
 
 _SEGMENT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 _NAME = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
@@ -105,11 +111,31 @@ def baselines(draw) -> dict[str, Any]:
     return {"tokensPerSecond": draw(decimals(0.01, 99999))}
 
 
+def _some(draw, fields: dict[str, Any]) -> dict[str, Any]:
+    """A random subset of ``fields`` (name -> strategy), drawn."""
+    return {name: draw(strategy) for name, strategy in fields.items() if draw(st.booleans())}
+
+
+@st.composite
+def family_settings(draw, method: str) -> dict[str, Any]:
+    """spec.drafter's per-family settings object for a vLLM ``method`` (maybe none), as JSON."""
+    if method == "suffix":
+        fields = {"maxTreeDepth": st.integers(1, 1024), "maxCachedRequests": st.integers(0, 100000),
+                  "maxSpecFactor": decimals(0, 8), "minTokenProb": ratios()}
+        return {"suffix": _some(draw, fields)} if draw(st.booleans()) else {}
+    if method in ("ngram", "ngramGpu") and draw(st.booleans()):
+        low = draw(st.integers(1, 64))
+        return {"ngram": _some(draw, {"promptLookupMin": st.just(low), "promptLookupMax": st.integers(low, 64)})}
+    if method == "dspark" and draw(st.booleans()):  # draftTopk only with a draft model (the caller drops it)
+        return {"dspark": _some(draw, {"draftTopk": st.integers(1, 64), "adaptiveVerification": st.booleans()})}
+    return {}
+
+
 @st.composite
 def serving_specs(draw) -> dict[str, Any]:
     """A valid DrafterServing spec, as JSON (camelCase)."""
     engine = draw(st.sampled_from(ENGINES))
-    method = draw(st.sampled_from(DRAFTER_METHODS))
+    method = draw(st.sampled_from([m for m in DRAFTER_METHODS if m not in METHODS_REFUSED_BY_ENGINE[engine]]))
     mount = draw(st.sampled_from(["/models", "/mnt/weights", "/data/ckpt"]))
     claim = draw(st.booleans())
     target_model = draw(model_refs(mount))
@@ -137,11 +163,18 @@ def serving_specs(draw) -> dict[str, Any]:
         target["extraArgs"] = args
 
     drafter: dict[str, Any] = {"method": method}
-    if method in METHODS_WITH_MODEL or (method == "mtp" and draw(st.booleans())):
+    if method in METHODS_WITH_MODEL or (method in METHODS_IN_TARGET and draw(st.booleans())):
         drafter["model"] = draw(model_refs(mount).filter(lambda m: m != target_model))
     if method != "none":
         if engine == "vllm":
-            if method in METHODS_NEEDING_K_ON_VLLM or draw(st.booleans()):
+            bundled_dspark = method == "dspark" and "model" not in drafter  # vLLM needs k for the target's weights
+            if method in METHODS_NEEDING_K_ON_VLLM or bundled_dspark or draw(st.booleans()):
+                drafter["numSpeculativeTokens"] = draw(st.integers(1, 16))
+            drafter.update(draw(family_settings(method)))
+            if "model" not in drafter and "dspark" in drafter:
+                drafter["dspark"].pop("draftTopk", None)
+        elif method in SGLANG_BLOCK_METHODS:
+            if draw(st.booleans()):
                 drafter["numSpeculativeTokens"] = draw(st.integers(1, 16))
         elif draw(st.booleans()):
             steps = draw(st.integers(1, 32))
@@ -306,6 +339,11 @@ _SERVING_MUTATIONS: tuple[tuple[str, Any], ...] = (
     ("drafter.numDraftTokens", st.integers(0, 6)),
     ("drafter.method", st.sampled_from(list(DRAFTER_METHODS) + ["medusa"])),
     ("drafter.model", st.sampled_from(["/models/drafters/x", "org/drafter", "-x", "/elsewhere/d"])),
+    ("drafter.suffix", st.sampled_from([None, {}, {"maxTreeDepth": 0}, {"maxTreeDepth": 8, "minTokenProb": "1.5"},
+                                        {"maxSpecFactor": "2", "maxCachedRequests": 0}])),
+    ("drafter.ngram", st.sampled_from([None, {"promptLookupMin": 5, "promptLookupMax": 2}, {"promptLookupMax": 3}])),
+    ("drafter.dspark", st.sampled_from([None, {"draftTopk": 0}, {"draftTopk": 4, "adaptiveVerification": True}])),
+    ("drafter.dynamic", st.sampled_from([None, "fromBenchmark"])),
     ("engine", st.sampled_from(["vllm", "sglang", "tgi"])),
     ("target.gpuMemoryUtilization", st.sampled_from(["0", "0.0", "0.5", "1", "1.0", "1.5", ".5", "0.12345"])),
     ("target.extraArgs", st.sampled_from([["--port", "1"], ["--max-num-seqs", "4"], ["--speculative-num-steps=3"], ["-tp", "2"], ["--tp-size=2"]])),

@@ -84,12 +84,21 @@ Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 
 #: The drafter methods spec.drafter.method accepts ("none": no speculation).
-DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]
+DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "ngramGpu", "suffix", "dflash", "dspark", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = get_args(DrafterMethod)
 #: The methods that load a drafter model of their own (spec.drafter.model required).
-METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel")
+METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "dflash")
+#: The methods that draft from the text itself, with no model (spec.drafter.model forbidden).
+METHODS_WITHOUT_MODEL: tuple[str, ...] = ("ngram", "ngramGpu", "suffix")
+#: The methods whose drafter weights may live in the target's checkpoint (spec.drafter.model optional, and may
+#: equal spec.target.model): mtp (the target's MTP layers), dspark (bundled DSpark weights, as
+#: DeepSeek-V4.1-Flash ships them).
+METHODS_IN_TARGET: tuple[str, ...] = ("mtp", "dspark")
 #: The methods that speculate (every one but "none").
 SPECULATIVE_METHODS: tuple[str, ...] = tuple(method for method in DRAFTER_METHODS if method != "none")
+#: The speculative methods an engine does not implement (refused at apply; the reasons are in the CRD's rules
+#: and docs/engines-contract.md): SGLang 0.5.23 has no suffix decoding and no GPU n-gram proposer.
+METHODS_REFUSED_BY_ENGINE: dict[str, tuple[str, ...]] = {"vllm": (), "sglang": ("suffix", "ngramGpu")}
 
 # --------------------------------------------------------------------------------------------------
 # Ports

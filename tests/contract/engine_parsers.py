@@ -151,12 +151,38 @@ class Vllm:
                 "reasoning_parser": known(ns.reasoning_parser or None, ReasoningParserManager, "reasoning_parsers")}
 
     # SpeculativeConfig ----------------------------------------------------------------------------
-    @staticmethod
-    def summary(config, names: dict[str, str] | None = None) -> dict:
+    # The per-family keys the operator renders (and parallel_drafting, which vLLM forces for the block drafters).
+    FAMILY_FIELDS = ("prompt_lookup_min", "prompt_lookup_max", "suffix_decoding_max_tree_depth",
+                     "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+                     "suffix_decoding_min_token_prob", "dspark_draft_topk", "enable_adaptive_verification",
+                     "parallel_drafting", "num_speculative_tokens_per_batch_size")
+
+    @classmethod
+    def summary(cls, config, names: dict[str, str] | None = None) -> dict:
         model = config.model
         return {"method": config.method, "model": (names or {}).get(model, model),
                 "num_speculative_tokens": config.num_speculative_tokens,
-                "draft_tensor_parallel_size": config.draft_tensor_parallel_size}
+                "draft_tensor_parallel_size": config.draft_tensor_parallel_size,
+                **{name: jsonable(getattr(config, name)) for name in cls.FAMILY_FIELDS}}
+
+    @staticmethod
+    def runner(config) -> dict:
+        """Which model runner vLLM picks for this SpeculativeConfig and whether the dynamic schedule survives it:
+        VllmConfig's own _get_v2_model_runner_unsupported_features and _maybe_disable_dynamic_sd_for_v1, run on
+        the real config (the rest of VllmConfig at its defaults: no pipeline parallelism, no micro-batching,
+        VLLM_USE_V2_MODEL_RUNNER unset, Triton present as on the GPU image)."""
+        from types import SimpleNamespace
+
+        from vllm.config import VllmConfig
+
+        parallel = SimpleNamespace(distributed_executor_backend=None, pipeline_parallel_size=1, use_ubatching=False)
+        probe = SimpleNamespace(speculative_config=config, parallel_config=parallel)
+        unsupported = VllmConfig._get_v2_model_runner_unsupported_features(probe)
+        probe.use_v2_model_runner = not unsupported
+        with contextlib.redirect_stdout(sys.stderr):
+            VllmConfig._maybe_disable_dynamic_sd_for_v1(probe)
+        return {"v2": probe.use_v2_model_runner, "v2_unsupported": unsupported,
+                "schedule_kept": jsonable(config.num_speculative_tokens_per_batch_size)}
 
     def speculative(self, ns, full: bool) -> dict:
         from vllm.config import SpeculativeConfig
@@ -188,17 +214,30 @@ class Vllm:
                       "num_attention_heads": heads, "num_key_value_heads": heads, "rope_theta": 10000.0}
             llama = {**common, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
                      "intermediate_size": 2048, "num_hidden_layers": 2, "rms_norm_eps": 1e-5}
+            qwen3 = {**common, "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 2048,
+                     "num_hidden_layers": 1, "rms_norm_eps": 1e-6, "head_dim": 64}
             configs = {
                 "target": {**common, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
                            "hidden_size": 1024, "intermediate_size": 2048, "moe_intermediate_size": 256,
                            "num_hidden_layers": 4, "n_routed_experts": 8, "n_shared_experts": 1,
                            "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 64,
                            "q_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
-                           "num_nextn_predict_layers": 1, "n_group": 1, "topk_group": 1},
+                           "num_nextn_predict_layers": 1, "n_group": 1, "topk_group": 1,
+                           # DSpark weights bundled in the target, as DeepSeek-V4.1-Flash ships them: vLLM reads the
+                           # block size from the target's config when spec.drafter.model is unset.
+                           "dspark_block_size": 7},
                 "eagle3": {**llama, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
                            "draft_vocab_size": 1024, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}},
                 "eagle": {**llama, "num_hidden_layers": 1},
                 "draft": llama,
+                # What vLLM's DFlash and DSpark loaders read (models/qwen3_dflash.py, qwen3_dspark.py;
+                # spec_decode/llm_base_proposer.py for the mask token): a one-layer Qwen3 draft.
+                "dflash": {**qwen3, "architectures": ["DFlashDraftModel"], "block_size": 16,
+                           "target_hidden_size": 1024, "draft_vocab_size": 4096,
+                           "dflash_config": {"mask_token_id": 5, "target_layer_ids": [0, 1, 2], "causal": False}},
+                "dspark": {**qwen3, "architectures": ["Qwen3DSparkModel"], "block_size": 7, "markov_rank": 16,
+                           "enable_confidence_head": True, "target_hidden_size": 1024, "mask_token_id": 5,
+                           "dspark_target_layer_ids": [0, 1, 2], "draft_vocab_size": 4096},
             }
             self._fakes = {}
             for name, config in configs.items():
@@ -208,6 +247,23 @@ class Vllm:
                     json.dump(config, f)
                 self._fakes[name] = path
         return self._fakes
+
+    @staticmethod
+    @contextlib.contextmanager
+    def arctic_inference(method):
+        """For suffix: vLLM's presence check for the arctic_inference package answers yes. The package is an sdist
+        with CUDA custom ops that does not build here (docs/engines-contract.md); _validate_suffix_decoding only
+        asks whether it is importable before checking the suffix_decoding_* values and defaulting k, which is what
+        the contract holds the rendering to. The engine image must ship it."""
+        from vllm.config import speculative
+
+        original = speculative.has_arctic_inference
+        if method == "suffix":
+            speculative.has_arctic_inference = lambda: True
+        try:
+            yield
+        finally:
+            speculative.has_arctic_inference = original
 
     def target(self, tp: int):
         from vllm.config import ModelConfig, ParallelConfig
@@ -223,7 +279,8 @@ class Vllm:
         from vllm.config import SpeculativeConfig
 
         fakes = self.fakes()
-        kind = {"eagle3": "eagle3", "eagle": "eagle", "draft_model": "draft", "mtp": "target"}
+        kind = {"eagle3": "eagle3", "eagle": "eagle", "draft_model": "draft", "mtp": "target", "dflash": "dflash",
+                "dspark": "dspark"}
         kwargs = dict(raw)
         names = {fakes["target"]: ns.model_tag}
         if kwargs.get("model") is not None:
@@ -232,9 +289,9 @@ class Vllm:
             kwargs["model"] = fake
         try:
             model, parallel = self.target(ns.tensor_parallel_size)
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), self.arctic_inference(kwargs.get("method")):
                 config = SpeculativeConfig(**kwargs, target_model_config=model, target_parallel_config=parallel)
-            return {"ok": self.summary(config, names)}
+            return {"ok": {**self.summary(config, names), "runner": self.runner(config)}}
         except Exception as exc:  # noqa: BLE001
             return {"error": short_error(exc)}
 
@@ -276,7 +333,31 @@ class Sglang:
             out["algorithm"] = {"ok": self.algorithms.from_string(server_args.speculative_algorithm).name}
         except Exception as exc:  # noqa: BLE001
             out["algorithm"] = {"error": short_error(exc)}
+        if server_args.speculative_algorithm in self.BLOCK_HANDLERS:
+            out["resolved"] = self.resolve(argv[3:], server_args.speculative_algorithm)
         return out
+
+    # The block drafters' handlers of SGLang's speculative hook (arg_groups/speculative_hook.py), which set the
+    # steps, topk and verified tokens from the block size after parsing.
+    BLOCK_HANDLERS = {"DFLASH": "_handle_dflash", "DSPARK": "_handle_dspark"}
+    RESOLVED = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                "speculative_dflash_block_size", "speculative_dspark_block_size", "speculative_draft_model_path")
+
+    def resolve(self, args: list[str], algorithm: str) -> dict:
+        """What the algorithm's own handler resolves, on CUDA as in the pod (the handlers refuse other devices).
+        A handler that must read the draft's config to find the block size imports SGLang's config registry,
+        which needs torchvision, absent from this environment: that is reported as the error it is."""
+        from sglang.srt.arg_groups import speculative_hook
+        from sglang.srt.arg_groups.model_override_base import resolved_view
+
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(sys.stderr):
+                server_args = self.parse([*args, "--device", "cuda"])
+                getattr(speculative_hook, self.BLOCK_HANDLERS[algorithm])(server_args)
+            view = resolved_view(server_args)
+            return {"ok": {name: jsonable(getattr(view, name)) for name in self.RESOLVED}}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": short_error(exc)}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -64,7 +64,9 @@ def serving(method: str, model: str | None) -> DrafterServingSpec:
                                               "drafter": drafter})
 
 
-METHODS = [("eagle3", "/models/drafters/kimi-eagle3"), ("ngram", None)]
+# Every method the API lets carry a schedule on vLLM (not suffix: test_engine_parsers shows vLLM drops it there).
+METHODS = [("eagle3", "/models/drafters/kimi-eagle3"), ("ngram", None), ("ngramGpu", None),
+           ("dflash", "/models/drafters/kimi-dflash"), ("dspark", None)]
 
 
 def rendered_argv(method: str, model: str | None, sweep: str) -> list[str]:

@@ -144,12 +144,27 @@ def _rendered() -> list[list[str]]:
                  {"method": "eagle", "model": "/models/d", "numSpeculativeTokens": 3},
                  {"method": "mtp", "numSpeculativeTokens": 1}, {"method": "mtp"},
                  {"method": "ngram", "numSpeculativeTokens": 4},
-                 {"method": "draftModel", "model": "/models/small", "numSpeculativeTokens": 4}],
+                 {"method": "draftModel", "model": "/models/small", "numSpeculativeTokens": 4},
+                 # issue 27's families, as we render them (block drafters, variable drafters, family settings)
+                 {"method": "dflash", "model": "/models/d-dflash", "numSpeculativeTokens": 7},
+                 {"method": "dspark", "numSpeculativeTokens": 6},
+                 {"method": "dspark", "model": "/models/d-dspark", "numSpeculativeTokens": 6,
+                  "dspark": {"adaptiveVerification": False}},
+                 # suffix without k is not here: Vllm.merged (engine_parsers.py) field-checks with __post_init__
+                 # skipped, and __post_init__ is where vLLM defaults suffix's k to the tree depth
+                 # (config/speculative.py 1333-1334, 1731-1739), so its _verify_args refuses what `vllm serve` takes.
+                 {"method": "suffix", "numSpeculativeTokens": 8,
+                                        "suffix": {"maxTreeDepth": 24, "maxCachedRequests": 1000,
+                                                   "maxSpecFactor": "1.5", "minTokenProb": "0.1"}},
+                 {"method": "ngramGpu", "numSpeculativeTokens": 3, "ngram": {"promptLookupMin": 2, "promptLookupMax": 5}}],
         "sglang": [{"method": "none"}, {"method": "eagle3", "model": "/models/d-eagle3"},
                    {"method": "eagle3", "model": "/models/d-eagle3", "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4},
                    {"method": "eagle", "model": "/models/d", "numSteps": 5, "eagleTopk": 4, "numDraftTokens": 8},
                    {"method": "mtp"}, {"method": "ngram"}, {"method": "ngram", "numDraftTokens": 24},
-                   {"method": "draftModel", "model": "/models/small", "numSteps": 3}],
+                   {"method": "draftModel", "model": "/models/small", "numSteps": 3},
+                   {"method": "dflash", "model": "/models/d-dflash", "numSpeculativeTokens": 7},
+                   {"method": "dspark", "numSpeculativeTokens": 6},
+                   {"method": "dspark", "model": "/models/d-dspark", "numSpeculativeTokens": 6}],
     }
     extras = {"vllm": [[], ["--max-num-seqs", "16", "--enforce-eager"]],
               "sglang": [[], ["--max-running-requests", "16", "--disable-cuda-graph"]]}
@@ -202,6 +217,24 @@ HOSTILE_VLLM = [
     ["--spec-model", "d", SC, '{"model":"e","num_speculative_tokens":2}'],
     ["--spec-tokens", "2", "-sc.method", "ngram"], ["--spec-meth", "ngram", "--spec-tok", "2"],
     ["--tensor-parallel-size", "2", "--tensor-parallel-size", "4"], ["--help"], ["-h"],
+    # One line or more per drafter family vLLM 0.33.0 accepts (issue 27).
+    # (suffix without k: its default is set in __post_init__, which the merged check skips; see
+    # test_suffix_defaults_and_ranges_are_vllms)
+    [SC, '{"method":"suffix","num_speculative_tokens":8}'],
+    [SC, '{"method":"suffix","num_speculative_tokens":8,"suffix_decoding_max_tree_depth":16,'
+         '"suffix_decoding_max_spec_factor":2.0,"suffix_decoding_min_token_prob":0.2,'
+         '"suffix_decoding_max_cached_requests":0}'],
+    [SC, '{"method":"suffix","suffix_decoding_bogus":1}'],
+    [SC, '{"method":"dflash","model":"/models/d-dflash","num_speculative_tokens":15}'],
+    [SC, '{"model":"z-lab/Kimi-K2.5-DFlash-b16","num_speculative_tokens":15}'],
+    [SC, '{"method":"dspark","num_speculative_tokens":7}'],
+    [SC, '{"method":"dspark","num_speculative_tokens":5,"enable_adaptive_verification":true}'],
+    [SC, '{"method":"dspark","model":"/models/d-dspark","num_speculative_tokens":7,"dspark_draft_topk":2}'],
+    [SC, '{"method":"ngram_gpu","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":5}'],
+    [SC, '{"method":"draft_model","model":"/models/small","num_speculative_tokens":3}'],
+    [SC, '{"method":"mtp","num_speculative_tokens":2}'], [SC, '{"method":"qwen3_5_mtp","num_speculative_tokens":1}'],
+    [SC, '{"method":"dflash","num_speculative_tokens":0,"model":"d"}'],
+    ["--spec-method", "suffix", "--spec-tokens", "6"], ["--spec-method", "dspark", "--spec-tokens", "7"],
 ]
 HOSTILE_SGLANG = [
     ["--tp", "4"], ["--tp-size", "2"], ["--tensor-parallel-size", "2"], ["--tp_size", "2"], ["--tp-size=2"],
@@ -228,6 +261,22 @@ HOSTILE_SGLANG = [
     ["--speculative-num-steps", "3"], ["--speculative-num-steps", "three"], ["--speculative-eagle-topk"],
     ["--speculative-attention-mode", "decode"], ["--speculative-attention-mode", "sideways"],
     ["--dp-size", "2"], ["--dp", "2"], ["--pp-size", "2"], ["--nnodes", "2"], ["--help"],
+    # One line or more per drafter family SGLang 0.5.23 accepts (issue 27); its parse refuses none of
+    # them, whatever its resolution hooks later say (the emulator reports those at load).
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-dflash-block-size", "8"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-dflash-block-size", "8",
+     "--speculative-num-draft-tokens", "6"],
+    ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d", "--speculative-num-draft-tokens", "10"],
+    ["--speculative-algorithm", "dflash", "--speculative-dflash-block-size", "x"],
+    ["--speculative-algorithm", "DSPARK"], ["--speculative-algorithm", "dspark", "--speculative-dspark-block-size", "5"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "d", "--speculative-dspark-block-size", "7",
+     "--speculative-num-draft-tokens", "8"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-num-draft-tokens", "6"],
+    ["--speculative-algorithm", "DSPARK", "--speculative-dspark-block-size", "5", "--speculative-num-draft-tokens", "5"],
+    ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "d"],
+    ["--speculative-algorithm", "FROZEN_KV_MTP", "--speculative-num-steps", "2"],
+    ["--speculative-algorithm", "FROZEN_KV_MTP"],
 ]
 
 
@@ -283,8 +332,14 @@ def real_verdict(engine: str, result: dict) -> tuple[bool, dict]:
                "method": algorithm if algorithm != "NONE" else "none",
                "drafter": args["speculative_draft_model_path"] if algorithm != "NONE" else None}
     # steps are resolved only by resolve_once (needs the model config): compare them where given.
-    if algorithm not in ("NONE", "NGRAM") and args["speculative_num_steps"] is not None:
+    if algorithm not in ("NONE", "NGRAM", "DFLASH", "DSPARK") and args["speculative_num_steps"] is not None:
         meaning["k"] = args["speculative_num_steps"]
+    # The block drafters' k is their block, whatever the steps (forced to 1 at resolution): DFLASH's
+    # verify window is the block (k = block - 1), DSPARK's gamma is k.
+    if algorithm == "DFLASH" and args["speculative_dflash_block_size"] is not None:
+        meaning["k"] = args["speculative_dflash_block_size"] - 1
+    if algorithm == "DSPARK" and args["speculative_dspark_block_size"] is not None:
+        meaning["k"] = args["speculative_dspark_block_size"]
     if algorithm == "NGRAM":
         meaning["topk"] = args["speculative_ngram_max_bfs_breadth"]
     return True, meaning
@@ -359,3 +414,115 @@ def test_the_env_variables_named_instead_of_secret_flags_are_read_by_the_real_pa
                           env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "hf_probe"], proc.stdout
+
+
+SUFFIX_CASES = [{"method": "suffix"}, {"method": "suffix", "suffix_decoding_max_tree_depth": 8},
+                {"method": "suffix", "num_speculative_tokens": 5, "suffix_decoding_max_tree_depth": 8},
+                {"method": "suffix", "suffix_decoding_min_token_prob": 1.5},
+                {"method": "suffix", "suffix_decoding_max_spec_factor": -1.0},
+                {"method": "suffix", "suffix_decoding_max_tree_depth": 0},
+                {"method": "suffix", "suffix_decoding_max_cached_requests": -1},
+                {"method": "suffix", "suffix_decoding_max_cached_requests": 0, "suffix_decoding_min_token_prob": 1.0}]
+SUFFIX_SCRIPT = """
+import json, sys
+import vllm.config.speculative as sp
+# arctic-inference is not in the contract environment; __post_init__ only checks that it imports
+# (vllm/config/speculative.py:1727-1731) before it defaults k and checks the ranges.
+sp.has_arctic_inference = lambda: True
+out = []
+for case in json.loads(sys.argv[1]):
+    try:
+        out.append({"k": sp.SpeculativeConfig(**case).num_speculative_tokens})
+    except Exception as exc:
+        out.append({"error": str(exc)[:300]})
+print(json.dumps(out))
+"""
+
+
+def test_suffix_defaults_and_ranges_are_vllms(engine_python):
+    """Suffix decoding's k default (its tree depth) and its settings' ranges live in __post_init__: the
+    real SpeculativeConfig, run in full, against the emulator's parse and load checks."""
+    from drafter_testbed.emulator.families import startup_problems
+
+    proc = subprocess.run([engine_python, "-c", SUFFIX_SCRIPT, json.dumps(SUFFIX_CASES)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sum("error" in r for r in real) == 4 and {r.get("k") for r in real} >= {24, 8, 5}
+    for case, result in zip(SUFFIX_CASES, real):
+        try:
+            config = parse_engine_command_line([*PREFIX["vllm"], "--speculative-config", json.dumps(case)])
+        except EngineRefused:  # refused before loading (a tree depth of 0 gives k = 0)
+            assert "error" in result, (case, result)
+            continue
+        problems = startup_problems(config)
+        if "error" in result:
+            assert problems, (case, result)
+        else:
+            assert (problems, config.k) == ([], result["k"]), case
+
+
+
+SCHEDULE_SCRIPT = """
+import ast, inspect, json, textwrap
+from vllm.config.vllm import VllmConfig
+
+def method_tuples(function):
+    # Every tuple of strings compared with `speculative_config.method in (...)` in the function's source.
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In) and ast.unparse(node.left).endswith(".method"):
+            value = node.comparators[0]
+            if isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) for e in value.elts):
+                found.append(sorted(e.value for e in value.elts))
+    return found
+
+print(json.dumps({"v1": method_tuples(VllmConfig._maybe_disable_dynamic_sd_for_v1),
+                  "v2_unsupported": method_tuples(VllmConfig._get_v2_model_runner_unsupported_features)}))
+"""
+
+
+def test_the_schedule_drop_follows_vllms_own_method_lists(engine_python):
+    """The methods whose per-batch-size k survives Model Runner V1, and those V2 sends back to V1, are read
+    from vLLM's own code (vllm/config/vllm.py): the emulator drops the schedule for exactly the others."""
+    from drafter_testbed.emulator import families
+
+    proc = subprocess.run([engine_python, "-c", SCHEDULE_SCRIPT], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert real["v1"] == [sorted(families.VLLM_V1_SCHEDULE_METHODS)]
+    assert sorted(families.VLLM_V1_ONLY_METHODS) in real["v2_unsupported"]
+
+
+DEFAULTS_SCRIPT = """
+import ast, importlib.util, json, os
+from vllm.config import SpeculativeConfig
+
+# SGLang's hooks import its model stack (torchvision...): read their source instead of importing them.
+root = importlib.util.find_spec("sglang").submodule_search_locations[0]
+def source(path):
+    with open(os.path.join(root, "srt", path), encoding="utf-8") as fh:
+        return fh.read()
+gamma = next(node.value.value for node in ast.parse(source("speculative/dspark_components/dspark_config.py")).body
+             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DEFAULT_DSPARK_GAMMA")
+hook = source("arg_groups/speculative_hook.py")
+start = hook.index("def _handle_dflash(")
+print(json.dumps({"suffix_depth": SpeculativeConfig.__dataclass_fields__["suffix_decoding_max_tree_depth"].default,
+                  "dspark_gamma": gamma, "dflash_source": hook[start:hook.index(chr(10) + "def ", start + 1)]}))
+"""
+
+
+def test_the_family_defaults_are_the_engines(engine_python):
+    """vLLM's suffix tree depth (k when unset), SGLang's DSpark gamma and DFlash block when nothing sets
+    them: read from the installed engines."""
+    from drafter_testbed.emulator import families
+
+    proc = subprocess.run([engine_python, "-c", DEFAULTS_SCRIPT], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert real["suffix_depth"] == families.VLLM_SUFFIX_MAX_TREE_DEPTH
+    assert real["dspark_gamma"] == families.SGLANG_DSPARK_DEFAULT_GAMMA
+    assert f"inferred_block_size = {families.SGLANG_DFLASH_DEFAULT_BLOCK}\n" in real["dflash_source"]

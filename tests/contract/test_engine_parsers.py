@@ -30,6 +30,13 @@ from drafter_operator.api import DrafterServing, DrafterServingSpec
 from tests.api_strategies import serving_specs
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
+from tests.contract.family_checks import (
+    VLLM_MODEL_LESS,
+    VLLM_TUNED,
+    check_sglang_block,
+    check_vllm_family,
+    vllm_default_k,
+)
 
 pytestmark = pytest.mark.contract
 
@@ -48,9 +55,15 @@ METHODS: dict[str, tuple[str | None, str | None, str]] = {
     "eagle": ("eagle", "EAGLE", "EAGLE"),
     "mtp": ("mtp", "NEXTN", "EAGLE"),  # SGLang runs MTP heads (NEXTN) on its EAGLE worker
     "ngram": ("ngram", "NGRAM", "NGRAM"),
+    "ngramGpu": ("ngram_gpu", None, None),  # vLLM only: SGLang 0.5.23 has one n-gram proposer
+    "suffix": ("suffix", None, None),  # vLLM only: SGLang 0.5.23 has no suffix decoding
+    "dflash": ("dflash", "DFLASH", "DFLASH"),
+    "dspark": ("dspark", "DSPARK", "DSPARK"),
     "draftModel": ("draft_model", "STANDALONE", "STANDALONE"),
     "none": (None, None, "NONE"),
 }
+# The drafter families whose k vLLM may choose itself (the API lets the spec leave it unset).
+VLLM_K_FROM_ENGINE = ("mtp", "dspark", "suffix")
 # vLLM 0.33.0 needs num_speculative_tokens for MTP as well (see docs/engines-contract.md); a spec
 # without numSpeculativeTokens gets one draft token per step, the one MTP layer of DeepSeek-V3/Kimi.
 VLLM_MTP_DEFAULT_K = 1
@@ -106,19 +119,27 @@ def check_vllm(spec: DrafterServingSpec, result: dict, *, full: bool = True) -> 
     spec_result = result["speculative"]
     assert spec_result["json"].get("method") == method
     fields = spec_result["fields"]
-    assert "ok" in fields, f"vLLM's SpeculativeConfig rejects {spec_result['json']}: {fields.get('error')}"
-    assert fields["ok"] == {"method": method, "model": drafter.model, "num_speculative_tokens": expected_k,
-                            "draft_tensor_parallel_size": None}
+    if expected_k is not None or drafter.method not in VLLM_K_FROM_ENGINE:
+        # Without k, SpeculativeConfig's field validator refuses until __post_init__ has filled it (dspark, suffix).
+        assert "ok" in fields, f"vLLM's SpeculativeConfig rejects {spec_result['json']}: {fields.get('error')}"
+        got = fields["ok"]
+        assert {key: got[key] for key in ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")} == {
+            "method": method, "model": drafter.model, "num_speculative_tokens": expected_k,
+            "draft_tensor_parallel_size": None}
     if not full:
         return
     real = spec_result["full"]
     assert "ok" in real, f"vLLM's SpeculativeConfig.__post_init__ rejects {spec_result['json']}: {real.get('error')}"
-    draft_model = drafter.model or {"mtp": target.model, "ngram": "ngram"}[drafter.method]
-    assert real["ok"]["method"] == method
-    assert real["ok"]["model"] == draft_model
-    assert real["ok"]["num_speculative_tokens"] == expected_k
-    if drafter.method != "ngram":
-        assert real["ok"]["draft_tensor_parallel_size"] == target.tensor_parallel_size
+    real = real["ok"]
+    draft_model = drafter.model or target.model  # mtp, dspark: the target's own weights
+    if drafter.method in VLLM_MODEL_LESS:  # vLLM names the proposer only when k is given (speculative.py 1252)
+        draft_model = VLLM_MODEL_LESS[drafter.method] if expected_k is not None else None
+    assert real["method"] == method
+    assert real["model"] == draft_model
+    assert real["num_speculative_tokens"] == (expected_k or vllm_default_k(drafter))
+    if drafter.method not in VLLM_MODEL_LESS:
+        assert real["draft_tensor_parallel_size"] == target.tensor_parallel_size
+    check_vllm_family(drafter, real)
 
 
 def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
@@ -143,6 +164,8 @@ def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
     assert args["speculative_num_steps"] == drafter.num_steps
     assert args["speculative_eagle_topk"] == drafter.eagle_topk
     assert args["speculative_num_draft_tokens"] == drafter.num_draft_tokens
+    if drafter.method in ("dflash", "dspark"):
+        check_sglang_block(drafter, args, result["resolved"])
 
 
 CHECK = {"vllm": check_vllm, "sglang": check_sglang}
@@ -186,15 +209,19 @@ def spec(engine: str, method: str, *, target: str, drafter: str) -> DrafterServi
                        "gpuMemoryUtilization": "0.9", "trustRemoteCode": True, "toolCallParser": "kimi_k2",
                        "reasoningParser": "kimi_k2", "extraArgs": [a for pair in EXTRA_ARGS[engine][:2] for a in pair]}
     body: dict[str, Any] = {"method": method}
-    if method in ("eagle3", "eagle", "draftModel"):
+    if method in ("eagle3", "eagle", "draftModel", "dflash"):
         body["model"] = {"eagle3": "/models/drafters/kimi-k25-eagle3", "eagle": "org/eagle-head",
-                         "draftModel": "org/small-llm"}[method]
-    if method == "mtp" and drafter == "with-model":
-        body["model"] = "/models/drafters/kimi-k25-mtp"
-    if engine == "vllm" and (method in ("eagle3", "eagle", "draftModel", "ngram") or drafter == "tuned"):
+                         "draftModel": "org/small-llm", "dflash": "/models/drafters/dflash"}[method]
+    if method in ("mtp", "dspark") and drafter == "with-model":
+        body["model"] = f"/models/drafters/kimi-k25-{method}"
+    if engine == "vllm" and (method in ("eagle3", "eagle", "draftModel", "ngram", "ngramGpu", "dflash")
+                             or drafter == "tuned" or (method == "dspark" and "model" not in body)):
         body["numSpeculativeTokens"] = 4 if drafter == "tuned" else 5
+    if engine == "vllm" and drafter == "tuned":
+        body.update(VLLM_TUNED.get(method, {}))
     if engine == "sglang" and drafter == "tuned":
         body.update({"numSteps": 5, "eagleTopk": 4, "numDraftTokens": 8} if method == "eagle" else
+                    {"numSpeculativeTokens": 6} if method in ("dflash", "dspark") else
                     {"numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4})
     return DrafterServingSpec.model_validate({"engine": engine, "target": target_body, "drafter": body})
 
@@ -203,8 +230,10 @@ VARIATIONS = [
     (engine, method, target, drafter)
     for engine in ("vllm", "sglang")
     for method in METHODS
+    if engine == "vllm" or METHODS[method][1] is not None or method == "none"
     for target in ("minimal", "full")
-    for drafter in (("bare",) if method == "none" else ("bare", "tuned") + (("with-model",) if method == "mtp" else ()))
+    for drafter in (("bare",) if method == "none" else
+                    ("bare", "tuned") + (("with-model",) if method in ("mtp", "dspark") else ()))
 ]
 
 

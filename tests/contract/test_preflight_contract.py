@@ -24,6 +24,7 @@ after transformers has recorded them as absent. No code that uses them runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -369,18 +370,24 @@ class Probe:
                 self.proc.wait()
 
 
-@pytest.fixture(scope="module")
-def probes(engine_python, tmp_path_factory):
-    script = tmp_path_factory.mktemp("probe") / "preflight_probe.py"
-    script.write_text(PROBE)
+@contextlib.contextmanager
+def running_probes(python: str, script: Path, text: str):
+    """``text`` written to ``script`` and run as one probe per engine, closed on the way out."""
+    script.write_text(text)
     started = {}
     try:
         for engine in ("vllm", "sglang"):
-            started[engine] = Probe(engine_python, engine, script)
+            started[engine] = Probe(python, engine, script)
         yield started
     finally:
         for probe in started.values():
             probe.close()
+
+
+@pytest.fixture(scope="module")
+def probes(engine_python, tmp_path_factory):
+    with running_probes(engine_python, tmp_path_factory.mktemp("probe") / "preflight_probe.py", PROBE) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

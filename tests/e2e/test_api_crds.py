@@ -21,7 +21,7 @@ from drafter_operator.api import (
     crd_manifest,
     parse_object,
 )
-from drafter_operator.constants import API_GROUP as GROUP, API_VERSION as VERSION
+from drafter_operator.constants import API_GROUP as GROUP, API_VERSION as VERSION, DRAFTER_METHODS
 from drafter_operator.api.generate import crd_filename
 from tests.api_strategies import benchmark_specs, mutated_serving_specs, serving_specs, training_specs
 from tests.structures import contains
@@ -292,11 +292,11 @@ def test_kubectl_explain_shows_the_field_docs(cluster, crds):
 
     text = cluster.wait_for("kubectl explain to know DrafterServing", explain, timeout=90, interval=2)
     assert "The speculative drafter" in text
-    assert "vLLM only: tokens drafted per step" in text
+    assert "Tokens drafted per step (k)" in text
     assert "SGLang only: draft steps per verification" in text
     assert re.search(r"method\s+<string>\s+-required-", text)
     enum_text = cluster.kubectl("explain", "drafterserving.spec.drafter.method").stdout
-    assert "eagle3" in enum_text and "draftModel" in enum_text
+    assert all(method in enum_text for method in DRAFTER_METHODS)
 
 
 # --- exhaustive boundary grids: every arithmetic rule, on both sides of its edge ---------------------------------
@@ -343,7 +343,7 @@ def _boundary_cases() -> list[tuple[str, dict]]:
                     "method": "eagle3", "model": "org/d", "numSteps": steps, "eagleTopk": topk, "numDraftTokens": draft},
                     acceptance={"minAcceptanceLength": "3.5"})))
     for engine in ("vllm", "sglang"):
-        for method in ("eagle3", "eagle", "mtp", "ngram", "draftModel", "none"):
+        for method in DRAFTER_METHODS:
             for model in (None, "org/d", "/models/T"):
                 for k in (None, 4):
                     drafter = {"method": method, **({"model": model} if model else {}), **({"numSpeculativeTokens": k} if k else {})}

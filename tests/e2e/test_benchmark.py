@@ -148,10 +148,10 @@ def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_pro
 
 @pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_a_load_sweep_finds_the_crossover_the_batching_model_predicts(fast_engines):
-    """vLLM, the good drafter (a = 0.89, k = 5): engines/batching.py gives 1.73x at 1 to 4 streams, 1.45x at 8,
+    """vLLM, the good drafter (a = 0.89, k = 5): drafter_testbed/emulator/batching.py gives 1.73x at 1 to 4 streams, 1.45x at 8,
     0.98x at 16 and 0.60x at 32 (crossover 15.6 streams). The first level of [1, 4, 8, 32] below 1.0 is 32;
     the sweep then measures levels between 8 and 32 until two adjacent ones bracket the break-even within 10%."""
-    from drafter_operator.engines import batching
+    from drafter_testbed.emulator import batching
 
     cluster, namespace, _ = fast_engines
     emulator_settings(cluster, namespace, time_scale="1.0", startup_seconds="2")  # batches as the model says

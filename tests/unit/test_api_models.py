@@ -79,7 +79,7 @@ def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
     assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
-                     "DrafterTraining"]
+                     "DrafterServing", "DrafterTraining"]
 
 
 def test_the_hub_and_air_gapped_examples_say_how_they_get_their_models():

@@ -105,19 +105,28 @@ def test_catalogue_cases_are_otherwise_valid():
 def _drafter_oracle(engine, method, model, k, steps, topk, draft, target="/models/T") -> bool:
     if method == "none":
         return all(v is None for v in (model, k, steps, topk, draft))
-    if method in ("eagle3", "eagle", "draftModel") and model is None:
+    if engine == "sglang" and method in ("suffix", "ngramGpu"):  # SGLang 0.5.23 has neither
         return False
-    if method == "ngram" and model is not None:
+    if method in ("eagle3", "eagle", "draftModel", "dflash") and model is None:
         return False
-    if method != "mtp" and model == target:
+    if method in ("ngram", "ngramGpu", "suffix") and model is not None:
+        return False
+    if method not in ("mtp", "dspark") and model == target:
         return False
     if engine == "vllm":
         if steps is not None or topk is not None or draft is not None:
             return False
-        if method != "mtp" and k is None:
+        # vLLM reads k from the model for dspark, from the tree depth for suffix; the renderer fills mtp's.
+        if method not in ("mtp", "dspark", "suffix") and k is None:
             return False
-    if engine == "sglang" and k is not None:
-        return False
+        if method == "dspark" and model is None and k is None:  # the target's bundled weights need k
+            return False
+    if engine == "sglang":
+        if method in ("dflash", "dspark"):  # one block: k is the block size, SGLang sets the rest
+            if steps is not None or topk is not None or draft is not None:
+                return False
+        elif k is not None:
+            return False
     if topk == 1 and steps is not None and draft is not None and draft != steps + 1:
         return False
     return True
@@ -128,7 +137,8 @@ _opt = lambda s: st.one_of(st.none(), s)  # noqa: E731
 
 @FAST
 @given(engine=st.sampled_from(["vllm", "sglang"]),
-       method=st.sampled_from(["eagle3", "eagle", "mtp", "ngram", "draftModel", "none"]),
+       method=st.sampled_from(["eagle3", "eagle", "mtp", "ngram", "ngramGpu", "suffix", "dflash", "dspark",
+                               "draftModel", "none"]),
        model=_opt(st.sampled_from(["/models/T", "/models/D", "org/drafter"])),
        k=_opt(st.integers(1, 16)), steps=_opt(st.integers(1, 6)), topk=_opt(st.integers(1, 3)), draft=_opt(st.integers(1, 8)))
 def test_drafter_rules_match_the_table(engine, method, model, k, steps, topk, draft):

@@ -27,6 +27,9 @@ def test_engine_and_method_lists_are_their_literals():
     assert "none" not in constants.SPECULATIVE_METHODS
     assert set(constants.SPECULATIVE_METHODS) | {"none"} == set(constants.DRAFTER_METHODS)
     assert set(constants.METHODS_WITH_MODEL) <= set(constants.SPECULATIVE_METHODS)
+    model_classes = (constants.METHODS_WITH_MODEL, constants.METHODS_WITHOUT_MODEL, constants.METHODS_IN_TARGET)
+    # Each speculative method has exactly one model rule: required, forbidden, or optional (the target's own).
+    assert sorted(m for methods in model_classes for m in methods) == sorted(constants.SPECULATIVE_METHODS)
 
 
 def test_the_api_models_take_their_literals_from_constants():
@@ -38,8 +41,24 @@ def test_the_api_models_take_their_literals_from_constants():
 
 
 def test_each_engine_translates_every_speculative_method():
-    assert set(vllm.SPECULATIVE_METHODS) == set(constants.SPECULATIVE_METHODS)
-    assert set(sglang.SPECULATIVE_ALGORITHMS) == set(constants.SPECULATIVE_METHODS)
+    """Every method is either translated by an engine or explicitly refused for it (the CRD refuses it), never both."""
+    translations = {"vllm": vllm.SPECULATIVE_METHODS, "sglang": sglang.SPECULATIVE_ALGORITHMS}
+    assert set(translations) == set(constants.ENGINES) == set(constants.METHODS_REFUSED_BY_ENGINE)
+    for engine, table in translations.items():
+        refused = set(constants.METHODS_REFUSED_BY_ENGINE[engine])
+        assert not refused & set(table), engine
+        assert set(table) | refused == set(constants.SPECULATIVE_METHODS), engine
+
+
+def test_the_engines_spellings_are_in_their_flag_tables():
+    """Each translation is a method the pinned engine's own parser knows (its flag table, generated from it)."""
+    from drafter_operator.engines import flags
+
+    vllm_methods = flags.table("vllm").extras["speculative_config"]["methods"]
+    assert set(vllm.SPECULATIVE_METHODS.values()) <= set(vllm_methods)
+    sglang_algorithms = flags.table("sglang").extras["speculative_algorithms"]
+    known = set(sglang_algorithms["members"]) | set(sglang_algorithms["aliases"])
+    assert set(sglang.SPECULATIVE_ALGORITHMS.values()) <= known
 
 
 def test_the_engine_modules_are_the_engines_in_order():

@@ -1,5 +1,5 @@
 """The break-even, measured: the sweep's refinement (engines/crossover.py), the bench loop that runs it, and the
-schedule it gives on the emulator's throughput model (engines/batching.py, what the emulator times steps with)."""
+schedule it gives on the emulator's throughput model (drafter_testbed/emulator/batching.py, what the emulator times steps with)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from drafter_operator.engines import crossover
 from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
 from drafter_testbed.emulator.profiles import load_profile
-from drafter_operator.engines import batching, dynamic
-from drafter_operator.engines.batching import NO_SPECULATION, Speculation
+from drafter_operator.engines import dynamic
+from drafter_testbed.emulator import batching
+from drafter_testbed.emulator.batching import NO_SPECULATION, Speculation
 
 MAX_LEVEL = 256
 #: The bracket at least loses a quarter of its width per level: log(256) / log(4/3) < 20, plus the halvings

@@ -1,4 +1,4 @@
-"""The batching model (engines/batching.py) and the emulator's step loop (drafter_testbed/emulator/scheduler.py)."""
+"""The batching model (drafter_testbed/emulator/batching.py) and the emulator's step loop (drafter_testbed/emulator/scheduler.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from drafter_testbed.emulator.cmdline import parse_command_line
 from drafter_testbed.emulator.engine import EmulatedEngine
 from drafter_testbed.emulator.model import Decoder, Settings
 from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
-from drafter_operator.engines import batching, speedup
-from drafter_operator.engines.batching import NO_SPECULATION, Speculation, StepCosts
+from drafter_operator.engines import speedup
+from drafter_testbed.emulator import batching
+from drafter_testbed.emulator.batching import NO_SPECULATION, Speculation, StepCosts
 
 DEFAULT = StepCosts()
 SEED_VLLM = (0.432, Speculation(5))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from drafter_testbed.emulator import batching
 from drafter_testbed.emulator import server
 from drafter_testbed.emulator.cmdline import CommandLineError, parse_command_line
 from drafter_testbed.emulator.model import Settings
@@ -151,7 +152,10 @@ def test_prompt_lookup_drafting_costs_no_draft_forward():
     ngram = server.build_engine(["vllm", "serve", "m", "-sc", '{"method":"ngram","num_speculative_tokens":3}'], {})
     eagle = server.build_engine(SEED_VLLM, {})
     sglang_ngram = server.build_engine(["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM"], {})
-    assert ngram.decoder.draft_cost == 0.0 and sglang_ngram.decoder.draft_cost == 0.0
+    for lookup in (ngram, sglang_ngram):
+        assert lookup.decoder.speculation.forwards == 0
+        assert batching.draft_ms(8, lookup.decoder.speculation, lookup.decoder.costs) == 0.0
+    assert eagle.decoder.speculation.forwards == eagle.decoder.k == 5
     assert eagle.decoder.draft_cost == load_profile().draft_cost > 0
 
 

@@ -306,14 +306,17 @@ def test_no_config(tmp_path, ckpts):
 
 
 def test_mtp_head(tmp_path):
-    config = tiny.target_config(num_nextn_predict_layers=1, architectures=["DeepseekV3ForCausalLM"])
+    config = tiny.target_config(num_nextn_predict_layers=1, architectures=["DeepseekV3ForCausalLM"],
+                                model_type="deepseek_v3")
     with_mtp = tiny.write_checkpoint(tmp_path / "m", config, tiny.target_tensors(mtp_layers=1), tokenizer=True)
     stripped = tiny.write_checkpoint(tmp_path / "s", config, tiny.target_tensors(), tokenizer=True)
     plain = tiny.make_target(tmp_path / "p")
     for engine in ("vllm", "sglang"):
         assert run(None, with_mtp, engine, method="mtp").ok
         assert reasons(run(None, stripped, engine, method="mtp")) == {"MtpWeightsMissing"}
-        assert reasons(run(None, plain, engine, method="mtp")) == {"TargetHasNoMtpHead"}
+    # A Llama target: vLLM has no MTP variant for model_type llama (it stops there); SGLang reads its config.
+    assert reasons(run(None, plain, "vllm", method="mtp")) == {"MtpVariantMissing"}
+    assert reasons(run(None, plain, "sglang", method="mtp")) == {"TargetHasNoMtpHead"}
     ignored = run(plain, with_mtp, "vllm", method="mtp")
     assert ignored.ok and warning_reasons(ignored) == {"DrafterIgnored"}
 
@@ -348,7 +351,8 @@ def test_condition_message_is_bounded_and_names_every_problem(ckpts, tmp_path):
 
 def cli_args(**kw):
     base = dict(drafter=None, target=None, engine="vllm", method="eagle3", trained_convention=None,
-                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False)
+                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False,
+                num_speculative_tokens=None)
     return Namespace(**{**base, **kw})
 
 

@@ -44,7 +44,7 @@ def records(tmp_path_factory) -> dict[str, tuple[int, str]]:
         message = root / f"{name}.termination-log"
         args = Namespace(drafter=str(drafter), target=str(target), engine="vllm", method="eagle3",
                          trained_convention=None, vllm_model_runner="v2", json=False,
-                         termination_message=str(message), skip_missing=True)
+                         termination_message=str(message), skip_missing=True, num_speculative_tokens=None)
         code = pf_cli.main(args, io.StringIO(), io.StringIO())
         out[name] = (code, message.read_text())
     assert [out[n][0] for n in ("good", "broken", "missing")] == [0, 1, 0]

@@ -106,3 +106,68 @@ def test_the_operator_wheel_declares_no_testbed_entry_points_or_extra(wheel):
     assert "drafter_operator.commands" not in metadata
     assert "Provides-Extra: testbed" not in metadata
     assert "drafter-operator = drafter_operator.cli:main" in metadata
+
+
+#: Runtime modules nothing imports, and how the operator still uses them.
+NOT_IMPORTED_BUT_USED = {
+    "drafter_operator.data": "a data package the operator reads with importlib.resources",
+    "drafter_operator.engines.flagtables": "a data package: the engines' generated flag tables",
+    "drafter_operator.training.adapters": "scripts the trainer image runs by path (training/specforge.py, "
+                                          "speculators.py: paths.adapters)",
+}
+#: Where the operator starts: its console scripts (pyproject's [project.scripts]).
+ENTRY_MODULES = ("drafter_operator.cli", "drafter_operator.kubectl_plugin.cli")
+
+
+def runtime_modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The runtime modules one module imports (relative imports resolved; a package's parents count)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    reached = set()
+    for imported in found:
+        while imported:
+            if imported in modules:
+                reached.add(imported)
+            imported = imported.rpartition(".")[0]
+    return reached
+
+
+def test_every_runtime_module_is_reached_from_the_operators_entry_points():
+    """A module no entry point reaches is not the operator's: test or demo code (the tiny checkpoints and the
+    emulator's batching model were found this way and moved to drafter-testbed) or dead code."""
+    modules = runtime_modules()
+    assert set(ENTRY_MODULES) <= set(modules)
+    reached, todo = set(), list(ENTRY_MODULES)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += imports_of(name, modules[name], modules)
+    unreached = {name for name in set(modules) - reached
+                 if not any(name == used or name.startswith(used + ".") for used in NOT_IMPORTED_BUT_USED)}
+    assert not unreached, f"no entry point of the operator imports these; move them to drafter-testbed: {sorted(unreached)}"
+
+
+def test_the_reach_walk_follows_relative_and_from_imports(tmp_path):
+    modules = {"pkg": tmp_path / "pkg" / "__init__.py", "pkg.a": tmp_path / "pkg" / "a.py",
+               "pkg.b": tmp_path / "pkg" / "b.py", "pkg.sub.c": tmp_path / "pkg" / "sub" / "c.py"}
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    modules["pkg.a"].write_text("from . import b\nfrom .sub.c import thing\nimport os\n")
+    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg", "pkg.b", "pkg.sub.c"}

@@ -10,9 +10,14 @@ included), so the speedup over plain decoding is ``S = E / (1 + k c)``. A benchm
 - the break-even mean acceptance length ``L* = 1 + k c`` (which is ``E / S``): below it, speculation
   is slower than not speculating at all.
 
+``L*`` is ``E / S`` whatever ``k`` is, so ``minAcceptanceLength: auto`` holds for every family: the live
+length is read from the same counters the benchmark read (vLLM: ``1 + accepted / drafts``, where
+``spec_decode_num_drafts`` counts only the steps that drafted; SGLang: generated tokens per verify call).
+
 ``auto`` marks the serving Degraded below ``L* (1 + margin)``; for ``minAcceptanceRate`` the same
-threshold is expressed per drafted token, ``rate = (L - 1) / k`` (accepted / drafted tokens: exactly
-what the engines' counters give when every step drafts ``k`` tokens).
+threshold is expressed per drafted token, ``rate = (L - 1) / k``. That is what the engines' rate means
+only where every drafting step drafts ``k`` tokens (:func:`rate_problem` says for which families it is
+not; there ``minAcceptanceRate: auto`` is refused with the reason, never a made-up threshold).
 
 The seed: ``k = 5``, ``E = 1.75``, ``S = 0.66`` give ``c = 0.3303`` and ``L* = 2.652``.
 """
@@ -64,8 +69,42 @@ def break_even_length(cost: float, k: int) -> float:
     return model.break_even_length(k, cost)
 
 
+#: vLLM 0.33.0 families whose drafting steps draft fewer than k tokens: the scheduler observes each request's
+#: actual draft (vllm/v1/core/sched/scheduler.py:3305-3322, SpecDecodingStats.observe_draft in
+#: vllm/v1/spec_decode/metrics.py:41-49; a step with no draft is not observed at all), so the engine's rate is
+#: accepted / tokens actually drafted, above (L - 1) / k by the ratio k / mean draft. lastBenchmark holds no mean
+#: draft, so no rate threshold follows from a length for these.
+VLLM_VARIABLE_DRAFTS = {
+    "suffix": "suffix decoding drafts up to k tokens per request and step, as far as the suffix tree matches",
+    "ngram": "the n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
+    "ngramGpu": "the GPU n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
+    "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
+}
+#: SGLang 0.5.23 families whose live rate is not per drafted token. NGRAM drafts a tree from what matches: its
+#: rate is derived with spec_num_steps, which SGLang sets to num_draft_tokens // bfs breadth
+#: (srt/arg_groups/speculative_hook.py:1324-1329), or is SGLang's gauge, correct drafts / (verify calls x
+#: (speculative_num_draft_tokens - 1)) (srt/managers/scheduler_components/metrics_reporter.py:974-982): both
+#: nominal, whatever was drafted.
+SGLANG_NOMINAL_RATE = {
+    "ngram": "SGLang's NGRAM rate divides by a nominal draft tree (its steps, or numDraftTokens - 1 per verify "
+             "call, drafted or not)",
+}
+
+
+def rate_problem(engine: str | None, method: str | None) -> str | None:
+    """Why a length threshold cannot be expressed as a rate the engine's figures for this family compare with,
+    or None (every drafting step drafts k tokens, or the rate is derived with k: SGLang's block drafters)."""
+    table = VLLM_VARIABLE_DRAFTS if engine == "vllm" else SGLANG_NOMINAL_RATE if engine == "sglang" else {}
+    why = table.get(method or "")
+    if why is None:
+        return None
+    return (f"{why}, so {engine}'s acceptance rate for {method} is not (length - 1) / k and a rate threshold "
+            f"learned from a length would not compare with it; use minAcceptanceLength: auto (lengths compare)")
+
+
 def rate_for_length(length: float, k: int) -> float:
-    """A mean-length threshold expressed per drafted token: ``(L - 1) / k`` accepted per drafted token."""
+    """A mean-length threshold expressed per drafted token: ``(L - 1) / k`` accepted per drafted token (for a
+    family whose :func:`rate_problem` is None)."""
     if k < 1:
         raise ValueError("a rate needs k >= 1")
     return (length - 1.0) / k
@@ -115,12 +154,18 @@ def uses_auto(acceptance) -> bool:
     return acceptance is not None and AUTO in (acceptance.min_acceptance_rate, acceptance.min_acceptance_length)
 
 
-def from_last_benchmark(last: dict | None, revisions: tuple[str, ...]) -> BreakEven | str:
+def from_last_benchmark(last: dict | None, revisions: tuple[str, ...], family: tuple[str | None, str | None] = (None, None),
+                        rate_auto: bool = False) -> BreakEven | str:
     """The threshold ``status.lastBenchmark`` gives for the active revision, or why there is none (a
     sentence for the ``NoBenchmark`` message). ``revisions``: the active revision first, then any other
     that runs the same drafter (``controllers.revisions.measured_as``). Only a benchmark of one of them
-    counts: the draft cost belongs to one drafter, k and engine."""
+    counts: the draft cost belongs to one drafter, k and engine. ``family``: the active revision's (engine,
+    method); with ``rate_auto`` (minAcceptanceRate: auto) a family whose rate is not per drafted token
+    gets the reason instead of a threshold."""
     revision = revisions[0] if revisions else None
+    problem = rate_problem(*family) if rate_auto else None
+    if problem:
+        return f"minAcceptanceRate: auto cannot be learned: {problem}"
     how = ("run a DrafterBenchmark against this serving with a baseline (baseline.tokensPerSecond, "
            "servingRef or benchmarkRef, so it measures a speedup), or let a gated swap record one "
            "(spec.swap.gate with a baseline)")

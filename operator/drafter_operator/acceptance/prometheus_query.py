@@ -110,7 +110,7 @@ def window_query(engine: str, matchers: Sequence[Matcher], window_seconds: float
 
     Each part is ``sum by (<replica_label>) (increase(<counter>{<matchers>}[<window>]))`` tagged with
     ``drafter_series="<counter>"``; vLLM adds the per-position accepted counts summed by
-    ``position``; SGLang adds the last ``spec_num_steps`` (k) and ``spec_accept_rate`` per replica,
+    ``position``; SGLang adds the last ``spec_num_steps`` and ``spec_num_draft_tokens`` (k) and ``spec_accept_rate`` per replica,
     the fallbacks :func:`engines.metrics.window` uses. ``or`` keeps all parts: their tags differ.
     """
     engine = engine_name(engine)
@@ -125,6 +125,9 @@ def window_query(engine: str, matchers: Sequence[Matcher], window_seconds: float
     else:
         parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_STEPS, matchers)})",
                              "num_steps"))
+        # DFLASH and DSPARK run one step of a block: k is the window minus the anchor (metrics.sglang_draft_tokens).
+        parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_DRAFT_TOKENS, matchers)})",
+                             "num_draft_tokens"))
         parts.append(_tagged(f"avg by ({replica_label}) ({_selector(sglang_engine.SPEC_ACCEPT_RATE, matchers)})",
                              "accept_rate_gauge"))
     return "\n  or ".join(parts)

@@ -59,6 +59,7 @@ from drafter_operator.engines.metrics import (
     AcceptanceWindow,
     acceptance_rate,
     mean_acceptance_length,
+    sglang_draft_tokens,
     tokens_per_verification,
 )
 from drafter_operator.engines.metrics_verdicts import (
@@ -245,6 +246,7 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
     counters: dict[str, dict[str, float]] = {}
     per_position: dict[int, float] = {}
     steps: list[float] = []
+    windows: list[float] = []  # spec_num_draft_tokens: the verify window of a block drafter
     for s in samples:
         tag = s.labels.get(SERIES_LABEL, "")
         if tag == "accepted_per_position":
@@ -253,12 +255,13 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
                 raise _invalid(UnusableReason.BAD_POSITION, f"position {raw[:20]!r}", tag, s.labels)
             per_position[int(raw)] = _check_value(s, tag)
             continue
-        if tag not in COUNTERS[engine] and tag not in ("num_steps", "accept_rate_gauge"):
+        if tag not in COUNTERS[engine] and tag not in ("num_steps", "num_draft_tokens", "accept_rate_gauge"):
             continue  # not ours (a foreign series cannot carry our tag unless the selector is odd)
         value = _check_value(s, tag)
         replica = s.labels.get(replica_label, "")
-        if tag == "num_steps":
-            steps.append(value)
+        if tag in ("num_steps", "num_draft_tokens"):
+            (steps if tag == "num_steps" else windows).append(value)
+            continue
         counters.setdefault(replica, {})[tag] = value
     with_counters = {r: c for r, c in counters.items() if any(t in c for t in required)}
     if not with_counters:
@@ -271,8 +274,8 @@ def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label
                            f"replica {replica_label}={replica[:60]!r} has no {', '.join(missing)} in the window",
                            missing[0], {replica_label: replica})
     k = num_speculative_tokens
-    if engine == "sglang" and not k and steps and max(steps) >= 1 and float(max(steps)).is_integer():
-        k = int(max(steps))
+    if engine == "sglang" and not k and steps:
+        k = sglang_draft_tokens(max(steps), max(windows) if windows else None)
     replicas = {r: _replica_window(engine, f"replica {replica_label}={r[:60]!r}", c, k)
                 for r, c in sorted(with_counters.items())}
     totals = {t: sum(c.get(t, 0.0) for c in with_counters.values()) for t in COUNTERS[engine]}

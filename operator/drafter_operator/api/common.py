@@ -319,6 +319,19 @@ def duration_range_rule(name: str, minimum: str, maximum: str, message: str) -> 
     )
 
 
+def cel_in(expr: str, values: tuple[str, ...]) -> str:
+    """CEL for "the string at ``expr`` is one of ``values``", rendered from the constants so that no rule
+    carries a hand-written copy of a list (e.g. ``cel_in('self.method', METHODS_WITH_MODEL)``)."""
+    return f"{expr} in [{', '.join(repr(value) for value in values)}]"
+
+
+def spoken(values: tuple[str, ...], conjunction: str = "and") -> str:
+    """``values`` as a message names them: "a", "a and b", "a, b and c"."""
+    if len(values) <= 1:
+        return "".join(values)
+    return f"{', '.join(values[:-1])} {conjunction} {values[-1]}"
+
+
 def exactly_one_rule(names: tuple[str, ...], message: str) -> Rule:
     """Exactly one of the fields `names` (JSON names) is set, in CEL and in Python."""
     paths, attrs = zip(*(field_names(name) for name in names))

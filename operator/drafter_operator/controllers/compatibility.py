@@ -31,6 +31,11 @@ class KnownBad:
     observed: str
     #: Preflight rules that, when they pass on the checkpoint, rule out this entry's cause.
     resolved_by_preflight: tuple[str, ...] = ()
+    #: The cause is in the drafter checkpoint's layout, not the target: the entry applies to every target
+    #: (its resolvedByPreflight rule rules it out per checkpoint).
+    any_target: bool = False
+    #: Where the engine's own code shows the fault (file:line in the pinned engine).
+    source: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +45,8 @@ def known_bad() -> tuple[KnownBad, ...]:
                           methods=tuple(e["methods"]), architectures=tuple(e.get("architectures") or ()),
                           model_patterns=tuple(e.get("modelPatterns") or ()), reason=" ".join(e["reason"].split()),
                           link=e.get("link", ""), observed=e.get("observed", ""),
-                          resolved_by_preflight=tuple(e.get("resolvedByPreflight") or ()))
+                          resolved_by_preflight=tuple(e.get("resolvedByPreflight") or ()),
+                          any_target=bool(e.get("anyTarget", False)), source=e.get("source", ""))
                  for e in yaml.safe_load(text))
 
 
@@ -75,7 +81,9 @@ def matching_known_bad(spec: DrafterServingSpec, image: str, architecture: str |
             continue
         if not version_in_range(image_version(image), entry.engine_versions):
             continue
-        if architecture is not None:
+        if entry.any_target:
+            hit = True
+        elif architecture is not None:
             hit = architecture in entry.architectures
         else:
             hit = any(re.search(p, spec.target.model) for p in entry.model_patterns)

@@ -97,12 +97,21 @@ class Watched:
     learned: be.BreakEven | None = None
 
 
-def learned_threshold(acceptance, status: dict) -> be.BreakEven | None:
+def revision_family(spec: DrafterServingSpec, revisions: list[dict], active: str | None) -> tuple[str, str]:
+    """(engine, method) the active revision runs: its record's (after a Rollback it is not the spec's drafter),
+    else the spec's. What an acceptance rate means depends on it (``break_even.rate_problem``)."""
+    record = next((r for r in revisions or [] if r.get("name") == active), {})
+    method = (record.get("drafterSpec") or {}).get("method") or spec.drafter.method
+    return record.get("engine") or spec.engine, method
+
+
+def learned_threshold(acceptance, status: dict, family: tuple[str | None, str | None] = (None, None)) -> be.BreakEven | None:
     """The break-even threshold of the active revision's last benchmark, when ``acceptance`` says auto."""
     if not be.uses_auto(acceptance):
         return None
     learned = be.from_last_benchmark(status.get("lastBenchmark"),
-                                     measured_as(status.get("activeRevision"), status.get("speculationSchedule")))
+                                     measured_as(status.get("activeRevision"), status.get("speculationSchedule")),
+                                     family, rate_auto=acceptance.min_acceptance_rate == be.AUTO)
     return learned if isinstance(learned, be.BreakEven) else None
 
 
@@ -125,7 +134,7 @@ def watched_revision(body: dict) -> Watched | None:
             spec = spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])})
         except pydantic.ValidationError:
             return None
-    learned = learned_threshold(spec.acceptance, status)
+    learned = learned_threshold(spec.acceptance, status, (spec.engine, spec.drafter.method))
     if be.uses_auto(spec.acceptance) and learned is None:
         return None
     return Watched(spec, active, learned)
@@ -197,7 +206,9 @@ def decide_acceptance(spec: DrafterServingSpec, running: RunningSpec, status: di
         return out
     if benchmark_revisions is None:
         benchmark_revisions = (active,) if active else ()
-    learned = be.from_last_benchmark(last_benchmark, benchmark_revisions) if be.uses_auto(spec.acceptance) else None
+    learned = be.from_last_benchmark(last_benchmark, benchmark_revisions, revision_family(spec, revisions, active),
+                                     rate_auto=spec.acceptance.min_acceptance_rate == be.AUTO) \
+        if be.uses_auto(spec.acceptance) else None
     out.threshold = be.status_block(spec.acceptance, learned if isinstance(learned, be.BreakEven) else None)
     if running.action and (active != desired or not routed):
         # The action is recorded but its revision does not serve (yet, or ever): say so, never its success.

@@ -23,7 +23,9 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     if getattr(drafter, "dynamic", None) != "fromBenchmark" or spec.engine != "vllm" or drafter.method == "none":
         return None, None
     measured_revision = revision_hash(spec, image)
-    k = drafter.num_speculative_tokens or engines.vllm.MTP_DEFAULT_SPECULATIVE_TOKENS
+    # The k vLLM runs the family with (mtp: the operator's default). Never None here: the API refuses dynamic where
+    # vLLM would take k from the draft checkpoint (dspark without numSpeculativeTokens) or drop the schedule (suffix).
+    k = engines.draft_tokens_per_step(spec.engine, drafter)
     runs = measured.get(measured_revision, [])
     sweep = next((b for b in runs if dynamic.measured(b["status"]["result"].get("levels"))), None)
     if sweep is not None:

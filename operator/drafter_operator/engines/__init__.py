@@ -34,6 +34,7 @@ def engine(name: str) -> ModuleType:
 
 
 def draft_tokens_per_step(engine_name: str, drafter) -> int | None:
-    """k as a drafter spec (``api.serving.DrafterSpec``) gives it to ``engine_name``: vLLM's
-    numSpeculativeTokens, SGLang's numSteps (the draft chain length); None when the engine picks it."""
-    return drafter.num_speculative_tokens if engine_name == "vllm" else drafter.num_steps
+    """k as a drafter spec (``api.serving.DrafterSpec``) gives it to ``engine_name``, per method (each engine's
+    ``draft_tokens_per_step``): vLLM's num_speculative_tokens as rendered, SGLang's numSteps or a block drafter's
+    numSpeculativeTokens; None when the engine picks it."""
+    return engine(engine_name).draft_tokens_per_step(drafter)

@@ -120,9 +120,16 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
 # 4. Command rendering
 # --------------------------------------------------------------------------------------------------
 
-# spec.drafter.method -> --speculative-algorithm (NEXTN is SGLang's name for MTP heads).
+# spec.drafter.method -> --speculative-algorithm (NEXTN is SGLang's name for MTP heads; it resolves to EAGLE on
+# the target's own MTP layers, or FROZEN_KV_MTP for a Gemma4 assistant draft). SGLang 0.5.23 has no suffix
+# decoding and no GPU n-gram proposer: constants.METHODS_REFUSED_BY_ENGINE, refused by the CRD.
 SPECULATIVE_ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM",
-                          "draftModel": "STANDALONE"}
+                          "dflash": "DFLASH", "dspark": "DSPARK", "draftModel": "STANDALONE"}
+#: The block drafters' size flag and what it holds for k = spec.drafter.numSpeculativeTokens (the tokens drafted
+#: per step): a DFlash block is the anchor plus k drafts (_handle_dflash, speculative_hook.py 368-387: the block
+#: is the verify window), a DSpark block size is gamma, the drafts (_handle_dspark 806-850: the window is gamma+1).
+BLOCK_SIZE_FLAGS: dict[str, tuple[str, int]] = {"dflash": ("--speculative-dflash-block-size", 1),
+                                                "dspark": ("--speculative-dspark-block-size", 0)}
 #: What SGLang 0.5.23 resolves for NGRAM (sglang/srt/arg_groups/speculative_hook.py, _handle_ngram):
 #: topk always becomes --speculative-ngram-max-bfs-breadth, draft tokens default to 12 and steps to
 #: draft tokens // topk. So eagleTopk and numSteps do not mean what they say for ngram.
@@ -188,12 +195,23 @@ def spec_problems(spec) -> list[str]:
     return problems
 
 
+def draft_tokens_per_step(drafter) -> int | None:
+    """k, the tokens SGLang drafts per verification for a DrafterSpec: numSteps (the draft chain), or for the block
+    drafters numSpeculativeTokens; None where SGLang picks it (auto steps, NGRAM, a block size from the draft)."""
+    if drafter.method in BLOCK_SIZE_FLAGS:
+        return drafter.num_speculative_tokens
+    return drafter.num_steps if drafter.method != "none" else None
+
+
 def speculative_flags(drafter) -> list[str]:
     if drafter.method == "none":
         return []
     flags_ = ["--speculative-algorithm", SPECULATIVE_ALGORITHMS[drafter.method]]
     if drafter.model:
         flags_ += ["--speculative-draft-model-path", drafter.model]
+    if drafter.method in BLOCK_SIZE_FLAGS and drafter.num_speculative_tokens is not None:
+        flag, anchor = BLOCK_SIZE_FLAGS[drafter.method]
+        flags_ += [flag, str(drafter.num_speculative_tokens + anchor)]
     for flag, value in (("--speculative-num-steps", drafter.num_steps),
                         ("--speculative-eagle-topk", drafter.eagle_topk),
                         ("--speculative-num-draft-tokens", drafter.num_draft_tokens)):

@@ -21,6 +21,7 @@ acceptance, ``E = 1.75`` and 0.66x.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Single-stream decode step of the seed's target (Kimi-K2.5 INT4, TP 8, Blackwell): 82.5 tok/s.
@@ -47,6 +48,33 @@ def mean_acceptance_length(a: float, k: int) -> float:
     _check_k(k)
     # The finite geometric sum is exact at a = 1 and numerically stable near it.
     return math.fsum(a**i for i in range(k + 1))
+
+
+def position_curve(a: float, k: int, decay: float = 1.0) -> tuple[float, ...]:
+    """Per-position conditional acceptance ``a, a d, a d^2, ...`` (``d = decay``) for ``k`` positions.
+
+    Position ``i`` is accepted with probability ``a d^i`` given that every earlier one was: drafters
+    predict the first token best and get worse further out (EAGLE, DFlash and DSpark all report
+    per-position acceptance that decays; docs/emulator-model.md). ``decay = 1`` is the i.i.d. model."""
+    _check_probability("per-token acceptance a", a)
+    _check_probability("per-position decay", decay)
+    _check_k(k)
+    return tuple(a * decay**i for i in range(k))
+
+
+def curve_acceptance_length(curve: Sequence[float], k: int) -> float:
+    """Expected tokens per verification step with per-position conditional acceptances ``curve``.
+
+    ``1 + c0 + c0 c1 + ... + c0...c(k-1)``; positions past the curve's end repeat its last value
+    (an empty curve accepts nothing). Equals :func:`mean_acceptance_length` for a constant curve."""
+    _check_k(k)
+    for value in curve:
+        _check_probability("a position's acceptance", value)
+    total, reach = 1.0, 1.0
+    for i in range(k):
+        reach *= curve[min(i, len(curve) - 1)] if curve else 0.0
+        total += reach
+    return total
 
 
 def acceptance_rate(a: float, k: int) -> float:

@@ -143,11 +143,37 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
 # 4. Command rendering
 # --------------------------------------------------------------------------------------------------
 
-# spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model).
-SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram",
-                       "draftModel": "draft_model"}
+# spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model and the GPU
+# n-gram proposer ngram_gpu; vllm/config/speculative.py 38-83). vLLM implements every method of the API.
+SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram", "ngramGpu": "ngram_gpu",
+                       "suffix": "suffix", "dflash": "dflash", "dspark": "dspark", "draftModel": "draft_model"}
 #: num_speculative_tokens rendered for method mtp when the spec leaves it unset (vLLM requires it).
 MTP_DEFAULT_SPECULATIVE_TOKENS = 1
+#: suffix_decoding_max_tree_depth's default (vllm/config/speculative.py 538): suffix's k when neither k nor the
+#: depth is set (1731-1739). Not rendered; the gate's k annotation and acceptance read it.
+SUFFIX_DEFAULT_TREE_DEPTH = 24
+#: spec.drafter's per-family settings (api/serving/families.py) -> SpeculativeConfig keys, by settings object.
+FAMILY_KEYS: dict[str, dict[str, str]] = {
+    "suffix": {"max_tree_depth": "suffix_decoding_max_tree_depth",
+               "max_cached_requests": "suffix_decoding_max_cached_requests",
+               "max_spec_factor": "suffix_decoding_max_spec_factor",
+               "min_token_prob": "suffix_decoding_min_token_prob"},
+    "ngram": {"prompt_lookup_min": "prompt_lookup_min", "prompt_lookup_max": "prompt_lookup_max"},
+    "dspark": {"draft_topk": "dspark_draft_topk", "adaptive_verification": "enable_adaptive_verification"},
+}
+
+
+def _family_settings(drafter) -> dict:
+    """The set fields of the drafter's per-family settings as SpeculativeConfig keys (decimal strings as floats:
+    vLLM's fields are floats and the API carries no floats)."""
+    config: dict = {}
+    for name, keys in FAMILY_KEYS.items():
+        settings = getattr(drafter, name, None)
+        for attr, key in keys.items():
+            value = getattr(settings, attr) if settings is not None else None
+            if value is not None:
+                config[key] = float(value) if isinstance(value, str) else value
+    return config
 
 
 def speculative_config(drafter, schedule=None) -> dict | None:
@@ -160,15 +186,31 @@ def speculative_config(drafter, schedule=None) -> dict | None:
     config: dict = {"method": SPECULATIVE_METHODS[drafter.method]}
     if drafter.model:
         config["model"] = drafter.model
-    if drafter.num_speculative_tokens is not None:
-        config["num_speculative_tokens"] = drafter.num_speculative_tokens
-    elif drafter.method == "mtp":
-        # vLLM 0.33.0 does not read it from the model for MTP: SpeculativeConfig raises without it
-        # (ValueError with no model, TypeError with one; tests/contract). One MTP layer (DeepSeek-V3/Kimi).
-        config["num_speculative_tokens"] = MTP_DEFAULT_SPECULATIVE_TOKENS
+    k = draft_tokens_per_step(drafter)
+    if k is not None and (drafter.num_speculative_tokens is not None or drafter.method == "mtp"):
+        # mtp: vLLM 0.33.0 does not read it from the model: SpeculativeConfig raises without it (ValueError
+        # with no model, TypeError with one; tests/contract). One MTP layer (DeepSeek-V3/Kimi).
+        config["num_speculative_tokens"] = k
+    config.update(_family_settings(drafter))
     if schedule:
         config[SCHEDULE_KEY] = [[int(start), int(end), int(k)] for start, end, k in schedule]
     return config
+
+
+def draft_tokens_per_step(drafter) -> int | None:
+    """The num_speculative_tokens vLLM 0.33.0 runs a DrafterSpec with, or None where only the checkpoint says
+    (dspark without k: the draft's block_size). For suffix it is the upper bound per request: k, else the tree
+    depth (set, or its default 24; vLLM copies it, vllm/config/speculative.py 1732-1739)."""
+    if drafter.method == "none":
+        return None
+    if drafter.num_speculative_tokens is not None:
+        return drafter.num_speculative_tokens
+    if drafter.method == "mtp":
+        return MTP_DEFAULT_SPECULATIVE_TOKENS
+    if drafter.method == "suffix":
+        depth = drafter.suffix.max_tree_depth if drafter.suffix is not None else None
+        return depth if depth is not None else SUFFIX_DEFAULT_TREE_DEPTH
+    return None
 
 
 #: Parser destinations the operator sets or depends on: extraArgs may not reach them by any spelling

@@ -12,23 +12,27 @@ import os
 
 from drafter_operator.preflight import engines
 from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
-from drafter_operator.preflight.rules import CHECKED_METHODS, Context, Report, check_files, rules_for
+from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report, check_files, rules_for
 from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, Verdict
 
-__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
+__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "OPTIONAL_DRAFTER_METHODS", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",
-                           "ModelTypeMissing", "SpeculatorsTypeUnsupported"})
+                           "ModelTypeMissing", "SpeculatorsTypeUnsupported", "SpeculatorsFieldMissing",
+                           "MtpVariantMissing", "MtpVariantRefused"})
 
 
 def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engine: str, method: str,
-              trained_convention: str | None = None, vllm_runner: str = "v2") -> Verdict:
-    """Check ``drafter`` (a checkpoint directory; None for mtp) against ``target`` for ``engine``.
+              trained_convention: str | None = None, vllm_runner: str = "v2",
+              num_speculative_tokens: int | None = None) -> Verdict:
+    """Check ``drafter`` (a checkpoint directory; None for mtp, and for dspark with the target's own head)
+    against ``target`` for ``engine``.
 
     ``trained_convention`` (vllm | sglang) says how the drafter's eagle_aux_hidden_state_layer_ids were
     meant when it was trained; None infers it from the format (speculators: vllm; eagle_config: sglang).
     ``vllm_runner`` (v2, the GPU default in vLLM 0.33.0, or v1) selects where vLLM reads the layer ids.
+    ``num_speculative_tokens`` (spec.drafter.numSpeculativeTokens) is checked against a block drafter's block.
     """
     if engine not in engines.ENGINES:
         raise ValueError(f"engine must be one of {engines.ENGINES}, not {engine!r}")
@@ -48,20 +52,21 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
     verdict = Verdict(engine=engine, method=method, drafter=str(drafter) if drafter is not None else None,
                       target=str(target))
     ctx = Context(engine=engine, method=method, target=target_ckpt, drafter=drafter_ckpt,
-                  trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts)
+                  trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts,
+                  num_speculative_tokens=num_speculative_tokens)
     verdict.facts.update(engine_version=engines.ENGINE_VERSIONS[engine], vllm_runner=vllm_runner if engine == "vllm" else None)
     if method not in CHECKED_METHODS:
         report.warning("method", "MethodNotChecked", f"preflight has no rules for method {method!r} "
                        f"(it checks {', '.join(CHECKED_METHODS)}).")
         verdict.findings = report.findings
         return verdict
-    if method != "mtp" and drafter is None:
+    if method not in OPTIONAL_DRAFTER_METHODS and drafter is None:
         report.problem("checkpoint-files", "DrafterMissing", f"method {method} loads a drafter checkpoint: none given.",
                        "pass the drafter's directory")
         verdict.findings = report.findings
         return verdict
     if check_files(ctx, report):
-        for _, rule in rules_for(method):
+        for _, rule in rules_for(method, bundled=drafter is None):
             rule(ctx, report)
             if any(f.reason in _STOP_REASONS for f in report.findings):
                 break

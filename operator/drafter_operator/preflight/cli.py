@@ -12,7 +12,7 @@ import time
 from typing import TextIO
 
 from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
-from drafter_operator.preflight.rules import CHECKED_METHODS
+from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
 from drafter_operator.constants import ENGINES
 from drafter_operator.preflight.verdict import Finding, Verdict, termination_record
 
@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Reads config.json, safetensors headers and tokenizer files of the drafter and the target "
                     "(never the weights) and checks what vLLM 0.33.0 / SGLang 0.5.23 would refuse late or serve "
                     "with collapsed acceptance. Exit 0: compatible (warnings allowed); 1: problems; 2: usage error.")
-    parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp)")
+    parser.add_argument("--drafter", metavar="DIR", help="the drafter checkpoint directory (not needed for mtp, "
+                        "nor for dspark with the target's bundled DSpark head)")
     parser.add_argument("--target", required=True, metavar="DIR", help="the target model's checkpoint directory")
     parser.add_argument("--engine", required=True, choices=ENGINES, help="the engine that will serve")
     parser.add_argument("--method", required=True, choices=CHECKED_METHODS, help="spec.drafter.method")
@@ -35,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the checkpoint's format")
     parser.add_argument("--vllm-model-runner", choices=VLLM_RUNNERS, default="v2",
                         help="vLLM's model runner (v2, the 0.33.0 default on GPUs; v1 with VLLM_USE_V2_MODEL_RUNNER=0)")
+    parser.add_argument("--num-speculative-tokens", type=int, metavar="K",
+                        help="spec.drafter.numSpeculativeTokens: dflash and dspark check it against the block the "
+                             "drafter was trained with")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.add_argument("--termination-message", metavar="PATH",
                         help="also write the verdict as compact JSON of at most 4096 bytes to PATH (the engine "
@@ -55,7 +59,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if args.method != "mtp" and not args.drafter:
+    if args.method not in OPTIONAL_DRAFTER_METHODS and not args.drafter:
         print(f"drafter-operator preflight: --drafter is required for method {args.method}", file=err)
         return EXIT_USAGE
     missing = [(flag, path) for flag, path in (("--target", args.target), ("--drafter", args.drafter))
@@ -69,7 +73,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         verdict = not_checked(args, missing)
     else:
         verdict = preflight(args.drafter, args.target, args.engine, args.method,
-                            trained_convention=args.trained_convention, vllm_runner=args.vllm_model_runner)
+                            trained_convention=args.trained_convention, vllm_runner=args.vllm_model_runner,
+                            num_speculative_tokens=args.num_speculative_tokens)
     if args.termination_message:
         with open(args.termination_message, "w", encoding="utf-8") as handle:
             handle.write(termination_record(verdict, seconds=time.monotonic() - started))
@@ -97,7 +102,7 @@ def render(verdict: Verdict, width: int = 110) -> str:
     width = max(72, min(width, 160))
     state = "NOT COMPATIBLE" if not verdict.ok else "COMPATIBLE" if verdict.checked else "NOT CHECKED"
     counts = f"{len(verdict.problems)} problem(s), {len(verdict.warnings)} warning(s), {len(verdict.passed)} passed"
-    drafter = verdict.drafter or "(target's own MTP layers)"
+    drafter = verdict.drafter or ("(target's own MTP layers)" if verdict.method == "mtp" else "(target's own DSpark head)")
     lines = [f"preflight {verdict.engine} method {verdict.method}: {state} ({counts})",
              f"  drafter {drafter}", f"  target  {verdict.target}", ""]
     rows = [(f.check, {"problem": "PROBLEM", "warning": "warning", "ok": "ok"}[f.severity], f)

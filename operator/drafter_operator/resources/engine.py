@@ -6,7 +6,8 @@ import math
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
 from drafter_operator.constants import REVISION_LABEL
-from drafter_operator.preflight import CHECKED_METHODS
+from drafter_operator.preflight import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
+from drafter_operator.preflight.families import BLOCK_METHODS
 from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
@@ -76,8 +77,9 @@ def on_model_volume(spec: DrafterServingSpec, model: str | None) -> bool:
 def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
     """`drafter-operator preflight` for this serving's drafter, target, engine and method, or None where
     there is nothing it can check before the engine starts:
-    - methods without checkpoint rules: none and ngram load no drafter, draftModel is a whole LLM the
-      rules do not cover (preflight.CHECKED_METHODS);
+    - methods without checkpoint rules: none, ngram, ngramGpu and suffix load no drafter, draftModel is a
+      whole LLM the rules do not cover (preflight.CHECKED_METHODS);
+    - mtp, and dspark without a model, check the target alone (its MTP layers, its bundled DSpark head);
     - a target or (eagle, eagle3) drafter that is a hub id, not a path on the model volume: it reaches the
       pod only when the engine downloads it, after this container has run, and every rule compares the
       drafter with the target's config.
@@ -88,14 +90,16 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
         return None
     argv = ["drafter-operator", "preflight", "--target", spec.target.model, "--engine", spec.engine,
             "--method", drafter.method]
-    if drafter.method == "mtp":
-        # mtp drafts with the target's own layers; a drafter given anyway only earns a warning.
-        if on_model_volume(spec, drafter.model):
-            argv += ["--drafter", drafter.model]
-    elif on_model_volume(spec, drafter.model):
+    if on_model_volume(spec, drafter.model):
         argv += ["--drafter", drafter.model]
+    elif drafter.method == "mtp" or (drafter.method in OPTIONAL_DRAFTER_METHODS and not drafter.model):
+        # mtp drafts with the target's own layers (a drafter given anyway only earns a warning); dspark
+        # without a model drafts with the target's bundled DSpark head, which the preflight checks.
+        pass
     else:
         return None
+    if drafter.method in BLOCK_METHODS and drafter.num_speculative_tokens is not None:
+        argv += ["--num-speculative-tokens", str(drafter.num_speculative_tokens)]  # against the trained block
     if spec.engine == "vllm":
         # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by this variable.
         literal = next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)

@@ -17,7 +17,7 @@ verdicts and resolved values as the real parsers.
 
 What the real engines only find out while loading the model (a drafter checkpoint missing for
 EAGLE-3 on SGLang, vLLM inferring a method from the drafter's config) is checked by
-:func:`startup_problems` instead, which the emulator runs as its "load".
+``emulator/families.py`` (``startup_problems``) instead, which the emulator runs as its "load".
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 from drafter_operator.constants import Engine
 from drafter_operator.engines import command_line, dynamic, flags
+from drafter_testbed.emulator import families
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SGLANG_LAUNCH_MODULE = "sglang.launch_server"
@@ -37,10 +38,6 @@ SGLANG_LAUNCH_MODULE = "sglang.launch_server"
 #: Context length when the command line does not give one (the model config would).
 DEFAULT_MAX_MODEL_LEN = 131072
 
-#: vLLM methods that need no separate drafter checkpoint.
-VLLM_METHODS_WITHOUT_MODEL = frozenset({"ngram", "ngram_gpu", "suffix", "mtp", "extract_hidden_states"})
-#: SGLang algorithms that load a separate drafter checkpoint (NEXTN reads the target's MTP layers).
-SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 #: What SGLang 0.5.23 auto-chooses for a DeepSeek-V3/Kimi target when steps, topk and draft tokens are
 #: all unset (sglang/srt/arg_groups/speculative_hook.py, _auto_choose_speculative_params).
 SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS = 3, 1, 4
@@ -56,7 +53,8 @@ MODELLED_DESTINATIONS = {
                          "trust_remote_code", "tool_call_parser", "reasoning_parser", "enable_metrics",
                          "served_model_name", "speculative_algorithm", "speculative_draft_model_path",
                          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                         "speculative_ngram_max_bfs_breadth"}),
+                         "speculative_ngram_max_bfs_breadth", "speculative_dflash_block_size",
+                         "speculative_dspark_block_size"}),
 }
 
 
@@ -73,6 +71,9 @@ class SpeculationConfig:
     num_speculative_tokens: int
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
+    #: SGLang's resolved ``speculative_num_steps`` (1 for DFLASH and DSPARK, whose k is their block).
+    num_steps: int | None = None
+    #: vLLM: the speculative config's other keys; SGLang: the ``speculative_*`` values given.
     options: dict[str, object] = field(default_factory=dict)
     #: vLLM's ``num_speculative_tokens_per_batch_size`` as its scheduler normalises it (engines/dynamic.py):
     #: the k each step drafts depends on how many requests the step schedules. Empty: k every step.
@@ -93,6 +94,7 @@ class EngineConfig:
     host: str
     port: int
     tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
     max_model_len: int | None = None
     memory_fraction: float | None = None
     trust_remote_code: bool = False
@@ -221,6 +223,12 @@ def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
         k = int(k)  # pydantic's lax mode reads numeric strings
     elif isinstance(k, float) and k.is_integer():
         k = int(k)
+    if method is None:
+        method = families.vllm_inferred_method(model)
+    if str(method).endswith("_mtp"):
+        method = "mtp"  # vLLM rewrites the model-specific MTP methods (vllm/config/speculative.py:1244-1250)
+    if k is None:
+        k = families.vllm_default_k(str(method), config)
     if k is None:
         raise EngineRefused("num_speculative_tokens must be provided with speculative model unless the draft model "
                             "config contains an n_predict parameter.", status=1)
@@ -228,12 +236,6 @@ def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
         raise EngineRefused("SpeculativeConfig.num_speculative_tokens: input should be a valid integer", status=1)
     if k <= 0:
         raise EngineRefused(f"Expected num_speculative_tokens to be greater than zero ({k}).", status=1)
-    if method is None:
-        # vLLM infers it from the drafter's config while loading; its name is what the emulator has.
-        name = (model or "").lower()
-        method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model" if model else "ngram"
-    if str(method).endswith("_mtp"):
-        method = "mtp"  # vLLM rewrites the model-specific MTP methods
     raw_schedule = config.pop(dynamic.SCHEDULE_KEY, None)
     try:
         # vLLM validates the schedule when its scheduler starts, before serving anything
@@ -259,6 +261,7 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
         host=values.get("host") or "0.0.0.0",
         port=values["port"],
         tensor_parallel_size=values["tensor_parallel_size"],
+        data_parallel_size=values.get("data_parallel_size") or 1,
         max_model_len=values.get("max_model_len") if (values.get("max_model_len") or 0) > 0 else None,
         memory_fraction=values.get("gpu_memory_utilization"),
         trust_remote_code=bool(values.get("trust_remote_code")),
@@ -291,16 +294,24 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
     steps = values.get("speculative_num_steps")
     topk = values.get("speculative_eagle_topk")
     draft_tokens = values.get("speculative_num_draft_tokens")
+    given = {key: value for key, value in values.items() if key.startswith("speculative_") and value is not None}
+    block = families.sglang_block_shape(algorithm, values)
+    if block is not None:
+        return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
+                                 num_speculative_tokens=block.k, eagle_topk=block.topk,
+                                 num_draft_tokens=block.draft_tokens, num_steps=block.steps, options=given)
     if algorithm == "NGRAM":
         topk = values.get("speculative_ngram_max_bfs_breadth")  # always replaced (_handle_ngram)
         draft_tokens = draft_tokens if draft_tokens is not None else SGLANG_NGRAM_DRAFT_TOKENS
         steps = steps if steps is not None else draft_tokens // topk
-    elif steps is None:
+    elif steps is None and algorithm != "FROZEN_KV_MTP":
         steps, topk, draft_tokens = SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS
+    steps = steps if steps is not None else 0  # FROZEN_KV_MTP without steps: refused at load (families.py)
     topk = topk if topk is not None else 1
     draft_tokens = draft_tokens if draft_tokens is not None else steps + 1
     return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
-                             num_speculative_tokens=steps, eagle_topk=topk, num_draft_tokens=draft_tokens)
+                             num_speculative_tokens=steps, eagle_topk=topk, num_draft_tokens=draft_tokens,
+                             num_steps=steps, options=given)
 
 
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
@@ -372,19 +383,3 @@ def parse_command_line(argv: list[str]) -> EngineConfig:
         else:  # parser errors carry argparse's usage and "error:"; the pre-load checks raise an error
             print(exc if exc.status == 2 else f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.status) from None
-
-
-def startup_problems(config: EngineConfig) -> list[str]:
-    """What the real engine refuses only once it reads the model's config (the emulator's "load")."""
-    spec = config.speculation
-    problems = []
-    if spec is None:
-        return problems
-    if config.engine == "sglang" and spec.method in SGLANG_ALGORITHMS_NEEDING_DRAFT_MODEL and not spec.draft_model:
-        problems.append(f"--speculative-algorithm {spec.method} needs --speculative-draft-model-path")
-    if config.engine == "vllm" and spec.method not in VLLM_METHODS_WITHOUT_MODEL and not spec.draft_model:
-        problems.append(f"--speculative-config: method {spec.method!r} needs a 'model'")
-    if spec.num_speculative_tokens < 1:
-        problems.append(f"speculative_num_steps resolved to {spec.num_speculative_tokens} "
-                        f"(draft tokens {spec.num_draft_tokens} // topk {spec.eagle_topk}): raise the draft tokens")
-    return problems

@@ -3,25 +3,29 @@
 Every request is generated in full (``max_tokens`` tokens; a request without ``max_tokens`` stops
 "naturally" at a default length). Token text is synthetic: one word per token. Requests are batched
 continuously by one engine-wide step loop (``emulator/scheduler.py``), timed by the batching model
-(``engines/batching.py``): concurrent requests slow each other down as a real engine's do.
+(``drafter_testbed/emulator/batching.py``): concurrent requests slow each other down as a real engine's do.
 
-A verification step always drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``;
-tokens past the limit are discarded after being counted, as the engines' rejection samplers count
-them. So, per request: ``drafts == verification steps`` and ``emitted tokens <= 1 + steps + accepted``.
+A verification step drafts ``k`` tokens even when fewer tokens remain before ``max_tokens``; tokens
+past the limit are discarded after being counted, as the engines' rejection samplers count them. A
+family whose drafted length varies (prompt lookup without a match, suffix decoding's and a capped
+DSpark block's early stop; ``model.Family``) drafts fewer, or none: vLLM then counts no draft for that
+step. So, per request: ``drafts <= verification steps`` (equal for a drafter that always drafts ``k``)
+and ``emitted tokens <= 1 + steps + accepted``.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 
 from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
+from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_testbed.emulator.model import Decoder, Settings
-from drafter_testbed.emulator.profiles import Profile
+from drafter_testbed.emulator.model import Decoder, Family, Settings
+from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
 from drafter_testbed.emulator.scheduler import Scheduler, Ticket
 
 VOCABULARY = (
@@ -32,8 +36,6 @@ VOCABULARY = (
 ).split()
 
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
-#: Speculative methods that draft by prompt lookup (vLLM ngram, ngram_gpu, suffix; SGLang NGRAM).
-PROMPT_LOOKUP_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 
 
 @dataclass
@@ -63,9 +65,11 @@ def _tree_shape(spec) -> dict[str, int]:
 class EmulatedEngine:
     def __init__(self, config: EngineConfig, settings: Settings, profile: Profile,
                  clock=time.monotonic, *, environment_names: Iterable[str] | None = None,
-                 hub: HubReport | None = None) -> None:
+                 hub: HubReport | None = None, environment: Mapping[str, str] | None = None) -> None:
         """``environment_names``: the names (never the values) of the environment the engine started with,
-        None when it was built without one (in-process tests); ``hub``: how its models were resolved."""
+        None when it was built without one (in-process tests); ``hub``: how its models were resolved;
+        ``environment``: the engine's environment, read for the engine's own settings (SGLang's
+        ``SGLANG_RAGGED_VERIFY_MODE``)."""
         self.config = config
         self.settings = settings
         self.profile = profile
@@ -78,26 +82,35 @@ class EmulatedEngine:
         self.rng = random.Random(settings.seed)
         self.text_rng = random.Random(None if settings.seed is None else f"text-{settings.seed}")
         spec = config.speculation
+        shape = DEFAULT_SHAPE
         if spec is None:
             acceptance, source = 0.0, "no speculation"
-        elif settings.acceptance is not None:
-            acceptance, source = settings.acceptance, "env:DRAFTER_EMULATOR_ACCEPTANCE"
         else:
             found = profile.lookup(config.engine, spec.drafter_key)
-            acceptance, source = found.acceptance, found.source
+            acceptance, source, shape = found.acceptance, found.source, found.shape
+            if settings.acceptance is not None:
+                acceptance, source = settings.acceptance, "env:DRAFTER_EMULATOR_ACCEPTANCE"
         self.acceptance_source = source
-        # Prompt lookup drafts by matching n-grams of the context, not with a model forward: its draft
-        # steps cost next to nothing, unlike the profile's draftCost, which is an EAGLE/draft-model forward.
-        draft_cost = 0.0 if spec is not None and spec.method.lower() in PROMPT_LOOKUP_METHODS else profile.draft_cost
+        # The family's draft cost mode comes from the method (batching.speculation_for: none for prompt
+        # lookup, one forward for a block); the profile entry may set the cost of that forward.
+        capped = spec is not None and stops_early(config.engine, spec.method, spec.options, environment or {})
+        schedule = spec.schedule if spec else ()
+        self.schedule_dropped = None if not schedule else vllm_schedule_dropped(
+            spec.method, config.data_parallel_size, environment or {})
+        if self.schedule_dropped:
+            schedule = ()  # vLLM warns once and serves the static k
+        family = Family(shape.decay, shape.match_rate, shape.confidence_recall if capped else 0.0)
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
-                               draft_cost=draft_cost, rng=self.rng, costs=profile.costs,
-                               schedule=spec.schedule if spec else (), **_tree_shape(spec))
+                               draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
+                               rng=self.rng, costs=profile.costs, schedule=schedule,
+                               method=spec.method if spec else "", family=family, **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
         else:
-            self.exporter = SglangExporter(config.model_name, config.k,
-                                           spec.num_draft_tokens if spec and spec.num_draft_tokens else 0)
+            self.exporter = SglangExporter(config.model_name, spec.num_steps or 0 if spec else 0,
+                                           spec.num_draft_tokens if spec and spec.num_draft_tokens else 0,
+                                           capped=capped and spec.method == "DSPARK")
         self.running = 0
         self._kv_tokens = 0
         self.totals = Totals()
@@ -211,9 +224,12 @@ class EmulatedEngine:
                 "numSpeculativeTokens": spec.num_speculative_tokens,
                 "eagleTopk": spec.eagle_topk,
                 "numDraftTokens": spec.num_draft_tokens,
-                "numSpeculativeTokensPerBatchSize": [list(entry) for entry in spec.schedule] or None,
+                "numSteps": spec.num_steps,
+                "numSpeculativeTokensPerBatchSize": [list(entry) for entry in self.decoder.schedule] or None,
+                "scheduleDroppedBy": self.schedule_dropped,
             },
             "acceptance": self.decoder.acceptance,
+            "acceptanceByPosition": list(self.decoder.curve),
             "acceptanceSource": self.acceptance_source,
             "profile": self.profile.origin,
             "timeScale": self.settings.time_scale,

@@ -18,6 +18,13 @@ verification step emits tokens, the request finishes or is aborted.
   (``--speculative-num-draft-tokens`` - 1), or x ``--speculative-num-steps`` when the draft-token
   count is unset. With ``--speculative-eagle-topk`` 1 the two agree (draft tokens = steps + 1); with a
   wider tree SGLang counts every tree node as proposed, so the rate is lower than per-step acceptance.
+  The denominator is nominal for every algorithm: DFLASH divides by its block - 1, DSPARK by gamma even
+  when its confidence head verified fewer, NGRAM by its 11 tree nodes. Every decode step under
+  speculation is a verify step (``spec_num_forward_ct``), whether or not the drafter found anything.
+  DSpark's two gauges are registered for every algorithm (``metrics_collector.py:523-534``):
+  ``spec_cap_length``, the mean verify window including the bonus slot when the confidence head
+  schedules a cap (``metrics_reporter.py:979-983``; 0 otherwise), and ``spec_block_accept_length``,
+  which SGLang fills only in its ``cap-accept`` ragged verify mode (not modelled: always 0).
 
 Names, types, label names and bucket bounds are checked against the engines' own collector classes
 by tests/contract/test_emulator_metrics_contract.py.
@@ -34,6 +41,10 @@ from drafter_operator.engines import vllm as vl
 
 #: KV-cache capacity the usage gauges are computed against (tokens of running requests / capacity).
 KV_CAPACITY_TOKENS = 500_000
+#: DSpark's gauges (sglang/srt/observability/metrics_collector.py:523-534). The operator reads neither,
+#: so their names live here rather than with the names it reads in engines/sglang.py.
+SGLANG_SPEC_CAP_LENGTH = "sglang:spec_cap_length"
+SGLANG_SPEC_BLOCK_ACCEPT_LENGTH = "sglang:spec_block_accept_length"
 #: SGLang's default --decode-log-interval: scheduler gauges refresh every this many decode steps.
 DECODE_LOG_INTERVAL = 40
 
@@ -140,7 +151,8 @@ class VllmExporter(Exporter):
 
 
 class SglangExporter(Exporter):
-    def __init__(self, model_name: str, num_steps: int, num_draft_tokens: int) -> None:
+    def __init__(self, model_name: str, num_steps: int, num_draft_tokens: int, *, capped: bool = False) -> None:
+        """``capped``: DSpark's confidence head schedules a verify window per step (``spec_cap_length``)."""
         super().__init__()
         reg = self.registry
         sched = {sg.LABEL_MODEL_NAME: model_name, sg.LABEL_ENGINE_TYPE: sg.ENGINE_TYPE_UNIFIED,
@@ -159,6 +171,13 @@ class SglangExporter(Exporter):
             "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).")
         self.spec_accept_rate = gauge(
             sg.SPEC_ACCEPT_RATE, "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
+        self.spec_cap_length = gauge(
+            SGLANG_SPEC_CAP_LENGTH, "Mean DSpark confidence-scheduled verify window per verify step, incl the "
+            "bonus slot (0 when no cap is scheduled).")
+        self.spec_block_accept_length = gauge(
+            SGLANG_SPEC_BLOCK_ACCEPT_LENGTH, "Mean uncapped full-block accept length per verify step (accept + "
+            "cap-trimmed drafts; exact only in DSpark cap-accept mode).")
+        self.capped = capped
         self.spec_num_steps = gauge(sg.SPEC_NUM_STEPS, "Currently active speculative_num_steps.")
         self.spec_num_draft_tokens = gauge(
             sg.SPEC_NUM_DRAFT_TOKENS,
@@ -191,6 +210,7 @@ class SglangExporter(Exporter):
         self._interval_steps = 0
         self._interval_step_tokens = 0
         self._interval_accepted = 0
+        self._interval_cap_tokens = 0
         self._interval_tokens = 0
         self._interval_start = time.monotonic()
         self.cum_verify_steps = 0
@@ -219,9 +239,10 @@ class SglangExporter(Exporter):
             self.itl.observe(interval / emitted)
         self._interval_steps += 1
         self._interval_tokens += emitted
-        if drafted:
+        if self.k:  # a verify forward even when nothing was drafted (no match, a block capped to none)
             self._interval_step_tokens += 1 + accepted
             self._interval_accepted += accepted
+            self._interval_cap_tokens += 1 + drafted
             self.cum_verify_steps += 1
             self.cum_step_tokens += 1 + accepted
         if self._interval_steps >= DECODE_LOG_INTERVAL:
@@ -236,7 +257,9 @@ class SglangExporter(Exporter):
             self.spec_accept_length.set(self._interval_step_tokens / self._interval_steps)
             proposed = self._interval_steps * self.draft_per_round
             self.spec_accept_rate.set(self._interval_accepted / proposed if proposed > 0 else 0.0)
+            self.spec_cap_length.set(self._interval_cap_tokens / self._interval_steps if self.capped else 0.0)
         self._interval_steps = self._interval_step_tokens = self._interval_accepted = self._interval_tokens = 0
+        self._interval_cap_tokens = 0
         self._interval_start = now
 
     def finished(self, *, prompt_tokens: int, generated: int, verify_steps: int, e2e: float,

@@ -1,12 +1,13 @@
 """The emulator's settings from the environment, step timing and acceptance draws.
 
-Timing follows the batching model of ``engines/batching.py`` (docs/emulator-model.md): the engine
+Timing follows the batching model of ``drafter_testbed/emulator/batching.py`` (docs/emulator-model.md): the engine
 runs one step at a time for all running requests (``emulator/scheduler.py``). A step with ``B``
 decoding requests and ``P`` newly admitted prompt tokens costs
-``T max(1, B v / N_t) + k c T max(1, B w / N_d) + P / R_p`` and emits ``1 + n`` tokens per decoding
-request, where ``n`` counts draft tokens accepted i.i.d. with per-token probability ``a``, stopping at
-the first rejection (so ``E[n] = a + a^2 + ... + a^k``); a newly admitted request gets its first token
-at the end of the step that prefills it. A single stream keeps the single-stream model of
+``T max(1, B v / N_t) + f c T max(1, B w / N_d) + P / R_p`` (``f`` draft forwards per step, set by
+the drafter family) and emits ``1 + n`` tokens per decoding request, where ``n`` counts draft tokens
+accepted with per-position probability ``a d^i`` (``d = 1``: i.i.d.), stopping at the first rejection
+(so ``E[n] = a + a^2 + ... + a^k`` for ``d = 1``); a newly admitted request gets its first token at the
+end of the step that prefills it. A single stream of a chain keeps the single-stream model of
 ``engines/speedup.py``: prefill ``T + P / R_p``, then ``T (1 + k c)`` per verification step.
 
 Steps are scheduled against absolute deadlines, so event-loop wake-up latency does not accumulate
@@ -21,7 +22,8 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from drafter_operator.engines import batching, dynamic, speedup
+from drafter_operator.engines import dynamic, speedup
+from drafter_testbed.emulator import batching
 
 ENV_HOST = "DRAFTER_EMULATOR_HOST"
 ENV_STARTUP_SECONDS = "DRAFTER_EMULATOR_STARTUP_SECONDS"
@@ -90,33 +92,68 @@ class Settings:
         )
 
 
+@dataclass(frozen=True)
+class Family:
+    """How a drafter family's acceptance and drafted length vary per step (emulator/profiles.py ``Shape``)."""
+
+    decay: float = 1.0
+    match_rate: float = 1.0
+    confidence_recall: float = 0.0
+
+    @property
+    def varies(self) -> bool:
+        """Whether steps verify fewer tokens than ``k + 1`` on average (no match, or a capped block)."""
+        return self.match_rate < 1.0 or self.confidence_recall > 0.0
+
+    def mean_drafted(self, curve: tuple[float, ...], k: int) -> float:
+        """Expected drafted tokens per step: ``k`` when matched and not capped, the accepted ones when capped."""
+        reach, below_k = 1.0, 0.0
+        for i in range(k):  # P(exactly i accepted) * i, for i < k: a capped block drafts i
+            stop = reach * (1.0 - curve[i])
+            below_k += stop * i
+            reach *= curve[i]
+        capped = self.confidence_recall * below_k + (1.0 - self.confidence_recall * (1.0 - reach)) * k
+        return self.match_rate * capped
+
+    def mean_verified(self, curve: tuple[float, ...], k: int) -> float:
+        """Expected tokens verified per request and step: the drafted ones plus the bonus token."""
+        return 1.0 + self.mean_drafted(curve, k)
+
+
 class Decoder:
     """Step timing and acceptance draws for one served configuration."""
 
     def __init__(self, k: int, acceptance: float, *, target_step_ms: float, draft_cost: float,
                  rng: random.Random, costs: batching.StepCosts | None = None,
                  verify_tokens: int | None = None, draft_width: int = 1,
-                 schedule: Iterable[tuple[int, int, int]] = ()) -> None:
+                 schedule: Iterable[tuple[int, int, int]] = (), method: str = "",
+                 family: Family | None = None) -> None:
         """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
         replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting;
-        ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size."""
+        ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size;
+        ``method`` picks the family's draft cost (``batching.speculation_for``); ``family`` how its
+        acceptance and drafted length vary per step."""
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
+        self.family = family or Family()
         self.schedule = tuple(schedule) if k else ()
         self.target_step_ms = target_step_ms
         self.draft_cost = draft_cost
         base = costs or batching.StepCosts()
         self.costs = batching.StepCosts(target_step_ms, draft_cost, base.compute_knee_tokens,
                                         base.draft_knee_tokens, base.prefill_tokens_per_second)
-        self.speculation = batching.Speculation(k, verify_tokens if k else None, draft_width if k else 1)
-        # What a step computes when the schedule gives it k' < k: a chain of k' (0: no drafting at all).
-        self._speculation_by_k = {k: self.speculation,
-                                  **{step_k: batching.Speculation(step_k) for _, _, step_k in self.schedule
-                                     if step_k < k}}
+        self._method, self._tree = method, (verify_tokens, draft_width)
         self.rng = rng
         self._acceptance = 0.0
         self.acceptance = acceptance
+
+    def _shape(self, k: int) -> batching.Speculation:
+        """What a step drafting ``k`` computes; a step of the family's mean verify window per request."""
+        verify, width = self._tree if k == self.k else (None, 1)
+        if verify is None and k and self.family.varies:
+            verify = self.family.mean_verified(self._curve, k)
+        return batching.speculation_for(self._method, k, verify, width)
 
     @property
     def acceptance(self) -> float:
@@ -127,6 +164,19 @@ class Decoder:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
             raise ValueError(f"a per-token acceptance lies in [0, 1], got {value!r}")
         self._acceptance = float(value)
+        self._curve = speedup.position_curve(self._acceptance, self.k, self.family.decay)
+        # The speculation depends on the acceptance where the drafted length does (a confidence head).
+        self.speculation = self._shape(self.k)
+        # What a step computes when the schedule gives it k' < k: a chain of k' (0: no drafting at all).
+        self._speculation_by_k = {self.k: self.speculation,
+                                  **{step_k: self._shape(step_k) for _, _, step_k in self.schedule if step_k < self.k}}
+
+    @property
+    def curve(self) -> tuple[float, ...]:
+        """The per-step acceptance per position the batching model sees (no match: nothing accepted)."""
+        if not self._curve:
+            return ()
+        return (self._curve[0] * self.family.match_rate, *self._curve[1:])
 
     @property
     def speculative(self) -> bool:
@@ -149,23 +199,45 @@ class Decoder:
         spec = self.speculation if k is None else self._speculation_by_k[k]
         return batching.step_ms(running, spec, self.costs, prefill_tokens) / 1000.0
 
+    def draw(self, k: int | None = None) -> tuple[int, int]:
+        """``(drafted, accepted)`` in one verification step of up to ``k`` drafts (default: the configured k).
+
+        A prompt-lookup drafter that finds no match drafts nothing; position ``i`` is accepted with the
+        curve's ``a decay^i``, stopping at the first rejection; DSpark's confidence head may end the
+        block right after the accepted tokens (the only draws a plain drafter makes are the positions')."""
+        limit = self.k if k is None else k
+        random_, family = self.rng.random, self.family
+        if limit == 0 or (family.match_rate < 1.0 and random_() >= family.match_rate):
+            return 0, 0
+        accepted = 0
+        curve = self._curve
+        while accepted < limit and random_() < curve[accepted]:
+            accepted += 1
+        drafted = limit
+        if family.confidence_recall and accepted < limit and random_() < family.confidence_recall:
+            drafted = accepted
+        return drafted, accepted
+
     def draw_accepted(self, k: int | None = None) -> int:
         """Accepted draft tokens in one verification step of ``k`` drafts (default: the configured k)."""
-        limit = self.k if k is None else k
-        accepted = 0
-        a = self._acceptance
-        random_ = self.rng.random
-        while accepted < limit and random_() < a:
-            accepted += 1
-        return accepted
+        return self.draw(k)[1]
 
     def prediction(self) -> speedup.Prediction:
-        """The single-stream prediction (the batching model reduces to it at one stream)."""
-        return speedup.predict(self._acceptance, self.k, self.draft_cost, self.target_step_ms)
+        """The single-stream prediction (the batching model at one stream)."""
+        if not self.family.varies and self.speculation.forwards == self.k:
+            return speedup.predict(self._acceptance, self.k, self.draft_cost, self.target_step_ms)
+        spec, costs = self.speculation, self.costs
+        length = batching.mean_length(self.curve, self.k)
+        drafted = self.family.mean_drafted(self._curve, self.k)
+        step = batching.step_ms(1, spec, costs)
+        return speedup.Prediction(self._acceptance, self.k, self.draft_cost, self.target_step_ms, length,
+                                  (length - 1.0) / drafted if drafted else None,
+                                  batching.speedup_at(1, self.curve, spec, costs), 1000.0 * length / step,
+                                  1000.0 / self.target_step_ms, step)
 
     def prediction_under_load(self, streams: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)) -> dict[str, object]:
         """Aggregate throughput and speedup the batching model predicts at each concurrency."""
-        a, spec, costs = self._acceptance, self.speculation, self.costs
+        a, spec, costs = self.curve, self.speculation, self.costs
         crossover = batching.crossover_streams(a, spec, costs) if self.speculative else None
         at = {n: self._speculation_by_k[self.k_at(n)] for n in streams}  # a scheduled k per batch size
         return {

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from drafter_operator.engines import batching, speedup
+from drafter_operator.engines import speedup
+from drafter_testbed.emulator import batching
 
 ENGINES = ("vllm", "sglang")
 PACKAGED_PROFILE = "emulator-profiles.yaml"
@@ -24,11 +25,34 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Shape:
+    """How a drafter's acceptance and drafting vary per step (the entry keys in parentheses).
+
+    ``decay`` (``decay``): position ``i`` is accepted with ``a decay^i`` given the earlier ones were;
+    ``draft_cost`` (``draftCost``): one draft forward relative to a target step, None for the
+    calibration's; ``match_rate`` (``matchRate``): the share of steps a prompt-lookup drafter finds a
+    match and drafts at all; ``confidence_recall`` (``confidenceRecall``): the share of steps DSpark's
+    confidence head stops the block right after the last token the target will accept."""
+
+    decay: float = 1.0
+    draft_cost: float | None = None
+    match_rate: float = 1.0
+    confidence_recall: float = 0.0
+
+
+DEFAULT_SHAPE = Shape()
+#: Entry keys of a :class:`Shape`: its field and whether a value must lie in [0, 1].
+_SHAPE_KEYS = {"decay": ("decay", True), "draftCost": ("draft_cost", False), "matchRate": ("match_rate", True),
+               "confidenceRecall": ("confidence_recall", True)}
+
+
+@dataclass(frozen=True)
 class DrafterEntry:
     name: str
     patterns: tuple[str, ...]
     acceptance: dict[str, float]
     description: str = ""
+    shape: Shape = DEFAULT_SHAPE
 
     def matches(self, key: str) -> bool:
         candidates = {key.lower(), key.rstrip("/").rsplit("/", 1)[-1].lower()}
@@ -41,6 +65,7 @@ class Lookup:
 
     acceptance: float
     source: str  # "profile:<entry name>" or "profile:default"
+    shape: Shape = DEFAULT_SHAPE
 
 
 @dataclass(frozen=True)
@@ -63,11 +88,11 @@ class Profile:
     def lookup(self, engine: str, drafter_key: str) -> Lookup:
         for entry in self.drafters:
             if entry.matches(drafter_key) and engine in entry.acceptance:
-                return Lookup(entry.acceptance[engine], f"profile:{entry.name}")
+                return Lookup(entry.acceptance[engine], f"profile:{entry.name}", entry.shape)
         return Lookup(self.default[engine], "profile:default")
 
 
-#: The ``calibration`` keys and their defaults (the batching model's parameters, engines/batching.py).
+#: The ``calibration`` keys and their defaults (the batching model's parameters, drafter_testbed/emulator/batching.py).
 _CALIBRATION_KEYS = {
     "targetStepMs": speedup.DEFAULT_TARGET_STEP_MS,
     "draftCost": speedup.DEFAULT_DRAFT_COST,
@@ -85,7 +110,7 @@ def _number(where: str, value: object) -> float:
 
 def _probability(where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ProfileError(f"{where}: an acceptance must be a number in [0, 1], got {value!r}")
+        raise ProfileError(f"{where}: must be a number in [0, 1] (a probability), got {value!r}")
     return float(value)
 
 
@@ -98,6 +123,17 @@ def _per_engine(where: str, value: object, required: bool) -> dict[str, float]:
     if required and set(value) != set(ENGINES):
         raise ProfileError(f"{where}: needs an acceptance for every engine ({', '.join(ENGINES)})")
     return {engine: _probability(f"{where}.{engine}", a) for engine, a in value.items()}
+
+
+def _shape(where: str, raw: dict) -> Shape:
+    values = {}
+    for key, (attribute, probability) in _SHAPE_KEYS.items():
+        if key in raw:
+            value = (_probability if probability else _number)(f"{where}.{key}", raw[key])
+            if value < 0:
+                raise ProfileError(f"{where}.{key}: must be >= 0, got {value!r}")
+            values[attribute] = value
+    return Shape(**values)
 
 
 def parse_profile(document: object, origin: str) -> Profile:
@@ -132,6 +168,7 @@ def parse_profile(document: object, origin: str) -> Profile:
             patterns=tuple(str(p) for p in patterns),
             acceptance=_per_engine(f"{where}.acceptance", raw["acceptance"], required=False),
             description=str(raw.get("description", "")),
+            shape=_shape(where, raw),
         ))
     return Profile(target_step_ms, draft_cost, default, tuple(entries), origin, costs)
 

@@ -125,11 +125,11 @@ class Scheduler:
             for ticket in running:
                 if ticket.cancelled:
                     continue
-                accepted = decoder.draw_accepted(k) if k else 0
+                drafted, accepted = decoder.draw(k)  # fewer than k, even none, for some families
                 emitted = min(1 + accepted, ticket.max_tokens - ticket.emitted)
                 ticket.emitted += emitted
                 ticket.verify_steps += 1
-                self.observer.on_step(ticket, emitted, k, accepted, now)
+                self.observer.on_step(ticket, emitted, drafted, accepted, now)
                 ticket.last_token_at = now
                 ticket.outbox.put_nowait(emitted)
                 self._finish_or_keep(ticket, now, still_running)

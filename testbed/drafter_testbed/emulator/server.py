@@ -50,9 +50,9 @@ from drafter_testbed.emulator.cmdline import (
     CommandLineError,
     EngineConfig,
     parse_command_line,
-    startup_problems,
 )
 from drafter_testbed.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
+from drafter_testbed.emulator.families import startup_problems
 from drafter_testbed.emulator.exporters import SglangExporter
 from drafter_testbed.emulator.hub import HubModelUnavailable, environment_names, resolve_models
 from drafter_testbed.emulator.metrics_faults import MetricsFault
@@ -430,7 +430,7 @@ def build_engine(argv: list[str], env: Mapping[str, str], log: Callable[[str], N
     names = environment_names(env)
     log(f"environment: {len(names)} variables (names only, in /emulator/state): {', '.join(names)}")
     hub = resolve_models(config, env, download_seconds=settings.download_seconds, log=log)
-    return EmulatedEngine(config, settings, profile, environment_names=names, hub=hub)
+    return EmulatedEngine(config, settings, profile, environment_names=names, hub=hub, environment=env)
 
 
 def bind_host(engine: EmulatedEngine) -> str:

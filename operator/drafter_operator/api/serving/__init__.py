@@ -22,9 +22,12 @@ from drafter_operator.api.serving.acceptance import (
 from drafter_operator.api.serving.drafter import (
     CONTENT_DIGEST_PATTERN,
     METHODS_NEEDING_K_ON_VLLM,
+    METHODS_WITHOUT_DYNAMIC,
     ContentDigest,
     DrafterSpec,
 )
+from drafter_operator.api.serving.families import DsparkSettings, NgramSettings, SuffixSettings
+from drafter_operator.api.serving.sglang_rules import SGLANG_BLOCK_METHODS, SGLANG_REFUSED_METHODS
 from drafter_operator.constants import (
     API_GROUP_VERSION,
     DRAFTER_METHODS,
@@ -108,7 +111,9 @@ class DrafterServing(KindModel):
 __all__ = [
     "AUTO", "AcceptanceSpec", "AcceptanceStatus", "AcceptanceThresholdStatus", "CONTENT_DIGEST_PATTERN",
     "ContentDigest", "DECIMAL_OR_AUTO_PATTERN", "DRAFTER_METHODS", "DecimalOrAuto", "DegradedActionStatus",
-    "DrafterMethod", "DrafterServing", "DrafterServingSpec", "DrafterServingStatus", "DrafterSpec", "EndpointName",
+    "DrafterMethod", "DrafterServing", "DrafterServingSpec", "DrafterServingStatus", "DrafterSpec", "DsparkSettings",
+    "EndpointName", "METHODS_WITHOUT_DYNAMIC", "NgramSettings", "SGLANG_BLOCK_METHODS", "SGLANG_REFUSED_METHODS",
+    "SuffixSettings",
     "EndpointStatus", "GatingStatus", "LastBenchmarkStatus", "METHODS_NEEDING_K_ON_VLLM", "METHODS_WITH_MODEL",
     "OWNED_FLAG_PREFIXES", "OWNED_FLAG_SPELLINGS", "ParserName", "PromotionStatus", "RATIO_OR_AUTO_PATTERN",
     "RatioOrAuto", "ReplicaAcceptanceStatus", "ResourcesSpec", "RevisionStatus", "SERVING_OPERATOR_CHECKS",

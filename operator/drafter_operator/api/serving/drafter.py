@@ -6,12 +6,35 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from drafter_operator.api.common import ApiModel, ModelRef, Rule
-from drafter_operator.constants import METHODS_WITH_MODEL, DrafterMethod
+from drafter_operator.api.common import ApiModel, ModelRef, Rule, cel_in, spoken
+from drafter_operator.api.serving.families import DsparkSettings, NgramSettings, SuffixSettings
+from drafter_operator.constants import METHODS_WITH_MODEL, METHODS_WITHOUT_MODEL, DrafterMethod
 
-# Methods for which the user must give vLLM's num_speculative_tokens (for mtp the renderer defaults it to 1,
-# one MTP layer as in DeepSeek-V3/Kimi; vLLM 0.33.0 requires it, see tests/contract).
-METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = (*METHODS_WITH_MODEL, "ngram")
+# Methods for which the user must give vLLM's num_speculative_tokens: vLLM 0.33.0 raises without it
+# (vllm/config/speculative.py 1614-1618, 1946-1950). Not mtp (the renderer defaults it to 1, one MTP layer as
+# in DeepSeek-V3/Kimi), dspark (vLLM reads the draft's block_size, 1592-1599) or suffix (vLLM uses the tree
+# depth, 1732-1739); tests/contract holds each to the real class.
+METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = (*METHODS_WITH_MODEL, "ngram", "ngramGpu")
+#: Methods for which vLLM 0.33.0 silently drops the dynamic schedule: suffix is not implemented by Model Runner
+#: V2 (config/vllm.py 3067-3068), so vLLM falls back to V1, where _maybe_disable_dynamic_sd_for_v1
+#: (1088-1108) keeps num_speculative_tokens_per_batch_size only for ngram, eagle, eagle3, mtp, draft_model and
+#: dflash. dspark runs on V2 only and ngramGpu on V2 by default, where the schedule is kept.
+METHODS_WITHOUT_DYNAMIC: tuple[str, ...] = ("suffix",)
+#: Each per-family settings object (its JSON name) and the methods it belongs to.
+FAMILY_SETTINGS: dict[str, tuple[str, ...]] = {"suffix": ("suffix",), "ngram": ("ngram", "ngramGpu"),
+                                               "dspark": ("dspark",)}
+
+
+def _family_rule(name: str, methods: tuple[str, ...]) -> Rule:
+    """spec.drafter.<name> only with its methods."""
+    return Rule(
+        cel=f"!has(self.{name}) || {cel_in('self.method', methods)}",
+        message=(f"spec.drafter.{name} holds settings of method {spoken(methods, 'or')} only: remove it or set "
+                 f"spec.drafter.method to {spoken(methods, 'or')}"),
+        check=lambda d: getattr(d, name) is None or d.method in methods,
+        field_path=f".{name}",
+        reason="FieldValueForbidden",
+    )
 
 CONTENT_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 ContentDigest = Annotated[str, StringConstraints(pattern=CONTENT_DIGEST_PATTERN, max_length=71)]
@@ -37,9 +60,9 @@ class DrafterSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         Rule(
-            cel="!(self.method in ['eagle3', 'eagle', 'draftModel']) || has(self.model)",
+            cel=f"!({cel_in('self.method', METHODS_WITH_MODEL)}) || has(self.model)",
             message=(
-                "spec.drafter.model is required for methods eagle3, eagle and draftModel: set it to the drafter "
+                f"spec.drafter.model is required for methods {spoken(METHODS_WITH_MODEL)}: set it to the drafter "
                 "checkpoint (a path on the model volume or a hub id)"
             ),
             check=lambda d: d.method not in METHODS_WITH_MODEL or d.model is not None,
@@ -47,9 +70,12 @@ class DrafterSpec(ApiModel):
             reason="FieldValueRequired",
         ),
         Rule(
-            cel="self.method != 'ngram' || !has(self.model)",
-            message="spec.drafter.model must be empty for method ngram (n-gram speculation drafts from the prompt): remove it",
-            check=lambda d: d.method != "ngram" or d.model is None,
+            cel=f"!({cel_in('self.method', METHODS_WITHOUT_MODEL)}) || !has(self.model)",
+            message=(
+                f"spec.drafter.model must be empty for methods {spoken(METHODS_WITHOUT_MODEL)} (they draft from the "
+                "text itself, with no model): remove it"
+            ),
+            check=lambda d: d.method not in METHODS_WITHOUT_MODEL or d.model is None,
             field_path=".model",
             reason="FieldValueForbidden",
         ),
@@ -80,16 +106,49 @@ class DrafterSpec(ApiModel):
             field_path=".dynamic",
             reason="FieldValueForbidden",
         ),
+        Rule(
+            cel=f"!has(self.dynamic) || !({cel_in('self.method', METHODS_WITHOUT_DYNAMIC)})",
+            message=(
+                f"spec.drafter.dynamic is not kept by vLLM 0.33.0 for method {spoken(METHODS_WITHOUT_DYNAMIC, 'or')}: "
+                "it runs on Model Runner V1, which silently drops the per-batch-size schedule for it; remove dynamic "
+                "(suffix decoding already sizes each draft by its own match)"
+            ),
+            check=lambda d: d.dynamic is None or d.method not in METHODS_WITHOUT_DYNAMIC,
+            field_path=".dynamic",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            cel="!has(self.dynamic) || self.method != 'dspark' || has(self.numSpeculativeTokens)",
+            message=(
+                "spec.drafter.dynamic with method dspark needs spec.drafter.numSpeculativeTokens: the schedule drafts "
+                "k below the break-even and vLLM would otherwise take k from the draft's block size, which the "
+                "operator does not read; set it (e.g. the block size, 7)"
+            ),
+            check=lambda d: d.dynamic is None or d.method != "dspark" or d.num_speculative_tokens is not None,
+            field_path=".numSpeculativeTokens",
+            reason="FieldValueRequired",
+        ),
+        *(_family_rule(name, methods) for name, methods in FAMILY_SETTINGS.items()),
+        Rule(
+            cel="!has(self.dspark) || !has(self.dspark.draftTopk) || has(self.model)",
+            message=(
+                "spec.drafter.dspark.draftTopk needs a Qwen3 DSpark draft in spec.drafter.model (vLLM 0.33.0 refuses "
+                "it for other architectures, such as DSpark weights bundled in the target): set model or remove draftTopk"
+            ),
+            check=lambda d: d.dspark is None or d.dspark.draft_topk is None or d.model is not None,
+            field_path=".dspark.draftTopk",
+            reason="FieldValueForbidden",
+        ),
     )
 
     method: DrafterMethod
-    """eagle3, eagle, mtp (the target's own multi-token-prediction layers), ngram (prompt lookup), draftModel (a small LLM), or none."""
+    """How drafts are made. eagle3 and eagle: an EAGLE head (drafter.model). mtp: the target's own multi-token-prediction layers (the engines pick the variant from the target's architecture: DeepSeek-V3/R1, V3.2 and V4 families; not Kimi-K2 on vLLM). ngram: prompt lookup. ngramGpu: vLLM's GPU prompt lookup (vLLM only). suffix: vLLM's suffix decoding, drafting from this and earlier requests' text (vLLM only; needs arctic-inference in the image). dflash: a DFlash block-diffusion draft (drafter.model). dspark: a DSpark draft (drafter.model, or unset for the weights bundled in the target, as DeepSeek-V4.1-Flash ships them). draftModel: a small LLM with the target's vocabulary. none: no speculation."""
     model: ModelRef | None = None
-    """The drafter checkpoint: a path on the model volume or a hub id. Required for eagle3, eagle and draftModel."""
+    """The drafter checkpoint: a path on the model volume or a hub id. Required for eagle3, eagle, draftModel and dflash; optional for mtp and dspark (the target); forbidden for ngram, ngramGpu and suffix."""
     content_digest: ContentDigest | None = None
     """What is at drafter.model, as "sha256:<64 hex>": set by a DrafterTraining's Promote to the digest its Export recorded (drafter-digest.json beside the weights). Part of the revision's identity, so changing it starts a new revision even at the same path (a retrained drafter exported over the old one); the operator does not read the files to check it."""
     num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = None
-    """vLLM only: tokens drafted per step (num_speculative_tokens), e.g. 5. Required on vLLM except for mtp."""
+    """Tokens drafted per step (k), e.g. 5. vLLM: num_speculative_tokens, required except for mtp (default 1), dspark (the draft's block size) and suffix (an upper bound per request; default the tree depth). SGLang: only for dflash (--speculative-dflash-block-size k+1, the block holds the anchor) and dspark (--speculative-dspark-block-size k); unset, SGLang reads the draft's block size."""
     num_steps: Annotated[int, Field(ge=1, le=32)] | None = None
     """SGLang only: draft steps per verification (--speculative-num-steps), e.g. 3. Unset: SGLang chooses steps, eagleTopk and numDraftTokens together (3, 1, 4 for DeepSeek-V3/Kimi), so set it whenever you set either of the others. Not for ngram (SGLang derives it)."""
     eagle_topk: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -98,5 +157,11 @@ class DrafterSpec(ApiModel):
     """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1. The one ngram setting on SGLang (default 12; steps become numDraftTokens // 10)."""
     dynamic: Literal["fromBenchmark"] | None = None
     """vLLM only: load-aware speculation. fromBenchmark drafts numSpeculativeTokens below the break-even of the serving's last gate benchmark with a load sweep (where the speedup crosses 1.0 between the last level at or above 1.0x and the first below, which the sweep brackets within 10%) and none from it upwards (vLLM's num_speculative_tokens_per_batch_size). Until such a sweep exists the static k is served; status.speculationSchedule says which. SGLang has no per-batch-size control."""
+    suffix: SuffixSettings | None = None
+    """vLLM suffix decoding settings (method suffix only)."""
+    ngram: NgramSettings | None = None
+    """vLLM prompt-lookup settings (methods ngram and ngramGpu on vLLM only; SGLang's NGRAM is tuned with numDraftTokens)."""
+    dspark: DsparkSettings | None = None
+    """vLLM DSpark settings (method dspark on vLLM only)."""
     allow_known_bad: bool = True
     """Serve a combination listed as known-bad (engine version x method x architecture) with a warning; false refuses it."""

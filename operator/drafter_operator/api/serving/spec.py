@@ -8,11 +8,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, path_on_mount
-from drafter_operator.constants import Engine
+from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, cel_in, path_on_mount, spoken
+from drafter_operator.constants import METHODS_IN_TARGET, Engine
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
 from drafter_operator.api.serving.drafter import METHODS_NEEDING_K_ON_VLLM, DrafterSpec
+from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
 from drafter_operator.api.serving.rollout import ResourcesSpec, StartupSpec, StorageSpec, SwapSpec
 from drafter_operator.api.serving.target import TargetSpec
 
@@ -41,16 +42,7 @@ class DrafterServingSpec(ApiModel):
             field_path=".drafter",
             reason="FieldValueForbidden",
         ),
-        Rule(
-            cel="self.engine != 'sglang' || !has(self.drafter.numSpeculativeTokens)",
-            message=(
-                "spec.drafter.numSpeculativeTokens is a vLLM setting: with engine sglang use numSteps, eagleTopk "
-                "and numDraftTokens instead"
-            ),
-            check=lambda s: s.engine != "sglang" or s.drafter.num_speculative_tokens is None,
-            field_path=".drafter.numSpeculativeTokens",
-            reason="FieldValueForbidden",
-        ),
+        *SGLANG_DRAFTER_RULES,
         Rule(
             cel="self.engine != 'sglang' || !has(self.drafter.dynamic)",
             message=(
@@ -63,12 +55,12 @@ class DrafterServingSpec(ApiModel):
         ),
         Rule(
             cel=(
-                "self.engine != 'vllm' || !(self.drafter.method in ['eagle3', 'eagle', 'draftModel', 'ngram']) "
+                f"self.engine != 'vllm' || !({cel_in('self.drafter.method', METHODS_NEEDING_K_ON_VLLM)}) "
                 "|| has(self.drafter.numSpeculativeTokens)"
             ),
             message=(
-                "spec.drafter.numSpeculativeTokens is required with engine vllm and methods eagle3, eagle, "
-                "draftModel and ngram: set the tokens drafted per step (1-16, e.g. 5)"
+                "spec.drafter.numSpeculativeTokens is required with engine vllm and methods "
+                f"{spoken(METHODS_NEEDING_K_ON_VLLM)}: set the tokens drafted per step (1-16, e.g. 5)"
             ),
             check=lambda s: s.engine != "vllm" or s.drafter.method not in METHODS_NEEDING_K_ON_VLLM
             or s.drafter.num_speculative_tokens is not None,
@@ -76,9 +68,29 @@ class DrafterServingSpec(ApiModel):
             reason="FieldValueRequired",
         ),
         Rule(
-            cel="self.drafter.method == 'mtp' || !has(self.drafter.model) || self.drafter.model != self.target.model",
-            message="spec.drafter.model must differ from spec.target.model: point it at the drafter checkpoint",
-            check=lambda s: s.drafter.method == "mtp" or s.drafter.model is None or s.drafter.model != s.target.model,
+            cel="self.engine != 'vllm' || self.drafter.method != 'dspark' || has(self.drafter.model) "
+                "|| has(self.drafter.numSpeculativeTokens)",
+            message=(
+                "spec.drafter.numSpeculativeTokens is required with engine vllm and method dspark without "
+                "drafter.model: vLLM 0.33.0 drafts with the target's bundled DSpark weights only when k is given; "
+                "set it (e.g. 7), or set drafter.model to a DSpark draft (k then defaults to its block size)"
+            ),
+            check=lambda s: s.engine != "vllm" or s.drafter.method != "dspark" or s.drafter.model is not None
+            or s.drafter.num_speculative_tokens is not None,
+            field_path=".drafter.numSpeculativeTokens",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel=(
+                f"{cel_in('self.drafter.method', METHODS_IN_TARGET)} || !has(self.drafter.model) "
+                "|| self.drafter.model != self.target.model"
+            ),
+            message=(
+                "spec.drafter.model must differ from spec.target.model (only methods "
+                f"{spoken(METHODS_IN_TARGET)} draft with the target's own weights): point it at the drafter checkpoint"
+            ),
+            check=lambda s: s.drafter.method in METHODS_IN_TARGET or s.drafter.model is None
+            or s.drafter.model != s.target.model,
             field_path=".drafter.model",
         ),
         Rule(

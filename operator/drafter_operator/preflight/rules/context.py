@@ -11,7 +11,10 @@ from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.safetensors import TensorInfo
 from drafter_operator.preflight.verdict import Finding
 
-CHECKED_METHODS = ("eagle3", "eagle", "mtp")
+CHECKED_METHODS = ("eagle3", "eagle", "mtp", "dflash", "dspark")
+# Methods whose drafter checkpoint is optional: mtp drafts with the target's layers, dspark with the
+# target's bundled DSpark head (DeepSeek-V4 style) when no drafter is given.
+OPTIONAL_DRAFTER_METHODS = ("mtp", "dspark")
 MAPPING_READ_LIMIT = 64 * 1024 * 1024
 
 
@@ -24,6 +27,7 @@ class Context:
     trained_convention: str | None = None  # as given; None: inferred from the checkpoint's format
     vllm_runner: str = "v2"
     facts: dict[str, Any] = field(default_factory=dict)
+    num_speculative_tokens: int | None = None  # spec.drafter.numSpeculativeTokens, when known
 
     # -- the drafter as the engine sees it ---------------------------------------------------------
     @property

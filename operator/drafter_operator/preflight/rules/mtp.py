@@ -3,7 +3,45 @@
 from __future__ import annotations
 
 from drafter_operator.preflight import engines as eng
+from drafter_operator.preflight import families as fam
 from drafter_operator.preflight.rules.context import Context, Report
+
+
+def check_mtp_target(ctx: Context, r: Report) -> None:
+    """The engine has an MTP variant for the target's architecture (vLLM) or drafts from the target itself
+    when no draft path is given (SGLang NEXTN)."""
+    check, model_type, arch = "mtp-target", ctx.target_config.get("model_type"), ctx.target_architecture
+    if ctx.engine == "vllm":
+        if model_type in fam.VLLM_MTP_REFUSED_MODEL_TYPES:
+            r.problem(check, "MtpVariantRefused",
+                      f"the target's model_type {model_type!r} ships DSpark stages, not a classic MTP head: vLLM "
+                      "0.33.0 refuses method mtp for it (config/speculative.py:1474-1485).",
+                      f"set spec.drafter.method: {fam.VLLM_MTP_REFUSED_MODEL_TYPES[model_type]}")
+            return
+        variant = fam.vllm_mtp_variant(model_type, arch)
+        ctx.facts["vllm_mtp_variant"] = variant
+        if variant is None and model_type in fam.VLLM_MTP_UNMAPPED_MODEL_TYPES:
+            r.problem(check, "MtpVariantMissing",
+                      f"vLLM 0.33.0 has no MTP variant for the target's model_type {model_type!r} ({arch}): "
+                      "hf_config_override (config/speculative.py:711-1182) leaves it as it is, and SpeculativeConfig "
+                      "raises NotImplementedError(\"Unsupported speculative method: 'mtp'\") at engine start "
+                      "(config/speculative.py:1496-1501).",
+                      "serve mtp on SGLang (NEXTN), or use method eagle3 with an EAGLE-3 drafter")
+            return
+        if variant is None:
+            r.warning(check, "MtpVariantUnverified",
+                      f"the target's model_type {model_type!r} ({arch}) is not in the preflight's table of vLLM "
+                      "0.33.0's MTP variants (config/speculative.py:711-1182): vLLM refuses mtp unless it maps it.")
+            return
+        r.ok(check, f"vLLM serves the target's MTP layers as {variant}")
+        return
+    if arch not in fam.SGLANG_NEXTN_TARGETS:
+        r.warning(check, "NextnDraftPathNotDefaulted",
+                  f"SGLang uses the target as its own NEXTN draft only for {sorted(fam.SGLANG_NEXTN_TARGETS)} "
+                  f"(arg_groups/speculative_hook.py:1120-1148); for {arch} it needs a draft model path.",
+                  "set spec.drafter.model to the target's own path")
+        return
+    r.ok(check, f"SGLang drafts NEXTN with the target ({arch}) itself")
 
 
 def check_mtp(ctx: Context, r: Report) -> None:

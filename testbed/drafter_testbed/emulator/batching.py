@@ -10,8 +10,14 @@ draft width ``w`` (tokens each draft step computes per request: 1 for a chain, t
 and ``P`` prompt tokens prefilled in the same step costs, in milliseconds::
 
     step(B, P) = T x max(1, B v / N_t)            target forward: a roofline in tokens
-               + k x c x T x max(1, B w / N_d)    k draft forwards: the same roofline for the drafter
+               + f x c x T x max(1, B w / N_d)    f draft forwards: the same roofline for the drafter
                + 1000 x P / R_p                   prefill of newly admitted prompts
+
+where ``f`` is the number of draft forwards a step runs, which depends on the drafter family
+(:func:`speculation_for`): ``k`` for the sequential drafters (EAGLE, EAGLE-3, MTP, a draft model: one
+forward per drafted token), 1 for the block drafters (DFlash, DSpark: the whole block of ``k`` tokens in
+one forward, ``w`` = the block's queries), 0 for prompt lookup (n-gram, suffix decoding: a match in
+the context or a suffix tree, no model forward).
 
 with the parameters (``drafter_testbed/data/emulator-profiles.yaml``, section ``calibration``):
 
@@ -41,23 +47,37 @@ Consequences, at ``B`` concurrent streams:
 - throughput ``B E / step(B, 0)`` tokens per second, with ``E`` the mean acceptance length
   (``speedup.mean_acceptance_length``; 1 without speculation);
 - at ``B = 1`` (and any ``B`` with ``B v <= N_t`` and ``B w <= N_d``) a step costs
-  ``T (1 + k c)`` exactly: the single-stream model is unchanged;
+  ``T (1 + f c)`` exactly: the single-stream model (``f = k``) is unchanged;
 - without speculation throughput grows linearly up to ``N_t`` streams and then saturates at
   ``N_t / T`` (2,640 tok/s); it never decreases;
 - the speedup over no speculation at the same concurrency is ``E T max(1, B / N_t) / step(B, 0)``:
   flat while the verify batch fits under the knee, then falling; for ``B >= max(N_t, N_d)`` it is
-  the constant ``E / (v + k c w N_t / N_d)``, below 1 for every drafter since ``E <= k + 1``.
+  the constant ``E / (v + f c w N_t / N_d)``, below 1 for every drafter since ``E <= k + 1 = v`` for a
+  chain (a prompt-lookup drafter, ``f = 0``, tends to ``E / v``: still below 1).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drafter_operator.engines import speedup
 
 #: Tokens per decode step at which the seed's target (Kimi-K2.5 INT4, TP 8) leaves its step-time floor.
 DEFAULT_COMPUTE_KNEE_TOKENS = 32.0
+#: Families that draft by looking the context up (vLLM ngram, ngram_gpu, suffix; SGLang NGRAM; the API's
+#: ngramGpu): no model forward, so no draft cost (vllm/v1/spec_decode/ngram_proposer.py, suffix_decoding.py).
+PROMPT_LOOKUP_METHODS = frozenset({"ngram", "ngram_gpu", "ngramgpu", "suffix"})
+#: Block drafters and the queries their one forward computes per request beyond the k drafts: DFlash
+#: runs a 1 + k query block (vllm/v1/spec_decode/dflash.py:40, 126); DSpark k queries, the anchor
+#: being its first prediction (sample_from_anchor, v1/worker/gpu/spec_decode/dspark/speculator.py:49-54).
+BLOCK_METHODS = {"dflash": 1, "dspark": 0}
+
+#: Per-token acceptance: one probability for every position, or one per position (conditional on the
+#: earlier ones accepted; speedup.curve_acceptance_length).
+Acceptance = float | Sequence[float]
+
 #: The same knee for one draft step.
 DEFAULT_DRAFT_KNEE_TOKENS = 32.0
 #: Prompt tokens per second prefilled on top of a step.
@@ -85,11 +105,13 @@ class StepCosts:
 
 @dataclass(frozen=True)
 class Speculation:
-    """What one request computes per step: ``k`` draft steps, ``verify`` verified tokens, ``width``."""
+    """What one request computes per step: ``k`` drafted tokens, ``verify`` verified tokens, ``width``
+    tokens per draft forward and ``draft_forwards`` forwards (None: ``k``, one per drafted token)."""
 
     k: int = 0
-    verify_tokens: int | None = None
+    verify_tokens: float | None = None
     draft_width: int = 1
+    draft_forwards: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 0:
@@ -98,9 +120,18 @@ class Speculation:
             raise ValueError(f"verify_tokens must be >= 1, got {self.verify_tokens!r}")
         if self.draft_width < 1:
             raise ValueError(f"draft_width must be >= 1, got {self.draft_width!r}")
+        if self.draft_forwards is not None and (isinstance(self.draft_forwards, bool) or self.draft_forwards < 0):
+            raise ValueError(f"draft_forwards must be >= 0, got {self.draft_forwards!r}")
 
     @property
-    def verified_per_request(self) -> int:
+    def forwards(self) -> int:
+        """Draft forwards per step: 0 without drafting, else ``draft_forwards`` (default ``k``)."""
+        if self.k == 0:
+            return 0
+        return self.k if self.draft_forwards is None else self.draft_forwards
+
+    @property
+    def verified_per_request(self) -> float:
         """Tokens the target verifies per request and step: ``k + 1`` for a chain (1 without drafting)."""
         if self.k == 0:
             return 1
@@ -108,6 +139,28 @@ class Speculation:
 
 
 NO_SPECULATION = Speculation()
+
+
+def speculation_for(method: str, k: int, verify_tokens: float | None = None, draft_width: int = 1) -> Speculation:
+    """What a step of ``method`` (any engine's or the API's spelling) drafting ``k`` tokens computes.
+
+    Sequential drafters keep one forward per drafted token (and a tree's ``draft_width``); a block
+    drafter runs one forward over its block whatever ``k``; prompt lookup runs none."""
+    name = method.lower()
+    if k == 0:
+        return NO_SPECULATION
+    if name in PROMPT_LOOKUP_METHODS:
+        return Speculation(k, verify_tokens, 1, draft_forwards=0)
+    if name in BLOCK_METHODS:
+        return Speculation(k, verify_tokens, k + BLOCK_METHODS[name], draft_forwards=1)
+    return Speculation(k, verify_tokens, draft_width)
+
+
+def mean_length(a: Acceptance, k: int) -> float:
+    """Tokens per verification step for a constant acceptance or a per-position curve."""
+    if isinstance(a, (int, float)):
+        return speedup.mean_acceptance_length(float(a), k)
+    return speedup.curve_acceptance_length(tuple(a), k)
 
 
 def _roofline(tokens: float, knee: float) -> float:
@@ -121,11 +174,11 @@ def target_ms(batch: float, spec: Speculation, costs: StepCosts) -> float:
 
 
 def draft_ms(batch: float, spec: Speculation, costs: StepCosts) -> float:
-    """The ``k`` draft forwards of one step: ``k c T max(1, B w / N_d)``."""
-    if spec.k == 0 or batch == 0:
+    """The ``f`` draft forwards of one step: ``f c T max(1, B w / N_d)``."""
+    if spec.forwards == 0 or batch == 0:
         return 0.0
-    return spec.k * costs.draft_cost * costs.target_step_ms * _roofline(batch * spec.draft_width,
-                                                                        costs.draft_knee_tokens)
+    return spec.forwards * costs.draft_cost * costs.target_step_ms * _roofline(batch * spec.draft_width,
+                                                                              costs.draft_knee_tokens)
 
 
 def prefill_ms(prompt_tokens: int, costs: StepCosts) -> float:
@@ -160,38 +213,38 @@ def first_token_ms(prompt_tokens: int, costs: StepCosts, running: int = 0,
     return step_ms(running, spec, costs, prompt_tokens + other_prompt_tokens)
 
 
-def tokens_per_second(batch: int, a: float, spec: Speculation, costs: StepCosts) -> float:
+def tokens_per_second(batch: int, a: Acceptance, spec: Speculation, costs: StepCosts) -> float:
     """Steady-state aggregate decode throughput of ``batch`` streams (no prefill)."""
     if batch <= 0:
         return 0.0
-    length = speedup.mean_acceptance_length(a, spec.k)
+    length = mean_length(a, spec.k)
     return batch * length * 1000.0 / step_ms(batch, spec, costs)
 
 
-def per_stream_tokens_per_second(batch: int, a: float, spec: Speculation, costs: StepCosts) -> float:
+def per_stream_tokens_per_second(batch: int, a: Acceptance, spec: Speculation, costs: StepCosts) -> float:
     """What each of ``batch`` streams sees: ``E / step`` (the inverse of its time per output token)."""
     return tokens_per_second(batch, a, spec, costs) / batch
 
 
-def speedup_at(batch: int, a: float, spec: Speculation, costs: StepCosts) -> float:
+def speedup_at(batch: int, a: Acceptance, spec: Speculation, costs: StepCosts) -> float:
     """Throughput with speculation over throughput without it, both at ``batch`` concurrent streams."""
     return tokens_per_second(batch, a, spec, costs) / tokens_per_second(batch, 0.0, NO_SPECULATION, costs)
 
 
-def asymptotic_speedup(a: float, spec: Speculation, costs: StepCosts) -> float:
+def asymptotic_speedup(a: Acceptance, spec: Speculation, costs: StepCosts) -> float:
     """The speedup once both the target and the drafter are compute-bound (large batches)."""
-    length = speedup.mean_acceptance_length(a, spec.k)
-    draft = spec.k * costs.draft_cost * spec.draft_width * costs.compute_knee_tokens / costs.draft_knee_tokens
-    return length / (spec.verified_per_request + (draft if spec.k else 0.0))
+    length = mean_length(a, spec.k)
+    draft = spec.forwards * costs.draft_cost * spec.draft_width * costs.compute_knee_tokens / costs.draft_knee_tokens
+    return length / (spec.verified_per_request + draft)
 
 
-def crossover_streams(a: float, spec: Speculation, costs: StepCosts, max_batch: int = 4096) -> float | None:
+def crossover_streams(a: Acceptance, spec: Speculation, costs: StepCosts, max_batch: int = 4096) -> float | None:
     """The (fractional) number of concurrent streams at which the speedup falls to 1.0.
 
     ``None`` when it never does up to ``max_batch``; ``0.0`` when speculation does not pay even for a
     single stream. Between integers the speedup is continuous in the batch, so bisection applies.
     """
-    length = speedup.mean_acceptance_length(a, spec.k)
+    length = mean_length(a, spec.k)
 
     def excess(b: float) -> float:
         # The step model is continuous in the batch, so it is evaluated at real-valued batches here.
