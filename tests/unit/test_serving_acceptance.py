@@ -303,9 +303,13 @@ def auto_body(**acceptance) -> dict:
     return body
 
 
-def gated_swap(world: World, result: dict) -> str:
-    """A new drafter through a gated swap whose benchmark measured ``result``; the new active revision."""
-    world.body["spec"]["drafter"]["model"] = "/models/drafters/kimi-k25-eagle3-v2"
+def gated_swap(world: World, result: dict, drafter: dict | None = None) -> str:
+    """A new drafter (``drafter``, else the seed's with a new model) through a gated swap whose benchmark
+    measured ``result``; the new active revision."""
+    if drafter is None:
+        world.body["spec"]["drafter"]["model"] = "/models/drafters/kimi-k25-eagle3-v2"
+    else:
+        world.body["spec"]["drafter"] = drafter
     world.body["metadata"]["generation"] += 1
     world.apply(world.decide())
     world.settle()

@@ -6,30 +6,17 @@ from __future__ import annotations
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.controllers.serving_acceptance import revision_family, watched_revision
 from drafter_operator.api.serving import DrafterServingSpec
-from tests.unit.test_serving_acceptance import auto_body
+from tests.unit.test_serving_acceptance import auto_body, gated_swap
 from tests.unit.test_serving_decide import World
 
 RESULT = {"tokensPerSecond": 90.0, "speedup": 1.4, "acceptanceLength": 3.1}
-
-
-def swapped_to(world: World, drafter: dict) -> str:
-    """A gated swap to ``drafter`` whose benchmark measured RESULT; the new active revision."""
-    world.body["spec"]["drafter"] = drafter
-    world.body["metadata"]["generation"] += 1
-    world.apply(world.decide())
-    world.settle()
-    world.apply(world.decide())  # the gate benchmark is created
-    (gate,) = [b for b in world.benchmarks.values() if "status" not in b]
-    gate["status"] = {"state": "Succeeded", "result": {"verdict": "Passed", "verdictMessage": "met", **RESULT}}
-    world.converge()
-    return world.body["status"]["activeRevision"]
 
 
 def test_ngram_on_vllm_refuses_an_auto_rate_with_the_reason_and_the_fix():
     world = World(auto_body(minAcceptanceRate="auto"))
     world.body["spec"]["acceptance"].pop("minAcceptanceLength")
     world.converge()
-    swapped_to(world, {"method": "ngram", "numSpeculativeTokens": 4})
+    gated_swap(world, RESULT, {"method": "ngram", "numSpeculativeTokens": 4})
     condition = world.condition("Degraded")
     assert (condition["status"], condition["reason"]) == ("Unknown", a.NO_BENCHMARK)
     assert "minAcceptanceRate: auto cannot be learned" in condition["message"]
@@ -40,7 +27,7 @@ def test_ngram_on_vllm_refuses_an_auto_rate_with_the_reason_and_the_fix():
 def test_ngram_on_vllm_learns_its_length_threshold():
     world = World(auto_body())
     world.converge()
-    revision = swapped_to(world, {"method": "ngram", "numSpeculativeTokens": 4})
+    revision = gated_swap(world, RESULT, {"method": "ngram", "numSpeculativeTokens": 4})
     threshold = world.body["status"]["acceptanceThreshold"]
     # L* = E / S = 3.1 / 1.4 = 2.2143; x 1.05 = 2.325
     assert threshold["minAcceptanceLength"] == 2.325 and threshold["revision"] == revision
