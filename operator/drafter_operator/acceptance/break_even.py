@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from drafter_operator import engines
 from drafter_operator.engines import speedup as model
 
 AUTO = "auto"
@@ -69,33 +70,10 @@ def break_even_length(cost: float, k: int) -> float:
     return model.break_even_length(k, cost)
 
 
-#: vLLM 0.33.0 families whose drafting steps draft fewer than k tokens: the scheduler observes each request's
-#: actual draft (vllm/v1/core/sched/scheduler.py:3305-3322, SpecDecodingStats.observe_draft in
-#: vllm/v1/spec_decode/metrics.py:41-49; a step with no draft is not observed at all), so the engine's rate is
-#: accepted / tokens actually drafted, above (L - 1) / k by the ratio k / mean draft. lastBenchmark holds no mean
-#: draft, so no rate threshold follows from a length for these.
-VLLM_VARIABLE_DRAFTS = {
-    "suffix": "suffix decoding drafts up to k tokens per request and step, as far as the suffix tree matches",
-    "ngram": "the n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
-    "ngramGpu": "the GPU n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
-    "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
-}
-#: SGLang 0.5.23 families whose live rate is not per drafted token. NGRAM drafts a tree from what matches: its
-#: rate is derived with spec_num_steps, which SGLang sets to num_draft_tokens // bfs breadth
-#: (srt/arg_groups/speculative_hook.py:1324-1329), or is SGLang's gauge, correct drafts / (verify calls x
-#: (speculative_num_draft_tokens - 1)) (srt/managers/scheduler_components/metrics_reporter.py:974-982): both
-#: nominal, whatever was drafted.
-SGLANG_NOMINAL_RATE = {
-    "ngram": "SGLang's NGRAM rate divides by a nominal draft tree (its steps, or numDraftTokens - 1 per verify "
-             "call, drafted or not)",
-}
-
-
 def rate_problem(engine: str | None, method: str | None) -> str | None:
     """Why a length threshold cannot be expressed as a rate the engine's figures for this family compare with,
     or None (every drafting step drafts k tokens, or the rate is derived with k: SGLang's block drafters)."""
-    table = VLLM_VARIABLE_DRAFTS if engine == "vllm" else SGLANG_NOMINAL_RATE if engine == "sglang" else {}
-    why = table.get(method or "")
+    why = engines.engine(engine).RATE_NOT_PER_K_DRAFTS.get(method or "") if engine in engines.ENGINES else None
     if why is None:
         return None
     return (f"{why}, so {engine}'s acceptance rate for {method} is not (length - 1) / k and a rate threshold "

@@ -116,6 +116,17 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
     )
 
 
+#: Families whose live rate is not per drafted token. NGRAM drafts a tree from what matches: its
+#: rate is derived with spec_num_steps, which SGLang sets to num_draft_tokens // bfs breadth
+#: (srt/arg_groups/speculative_hook.py:1324-1329), or is SGLang's gauge, correct drafts / (verify calls x
+#: (speculative_num_draft_tokens - 1)) (srt/managers/scheduler_components/metrics_reporter.py:974-982): both
+#: nominal, whatever was drafted.
+RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
+    "ngram": "SGLang's NGRAM rate divides by a nominal draft tree (its steps, or numDraftTokens - 1 per verify "
+             "call, drafted or not)",
+}
+
+
 # --------------------------------------------------------------------------------------------------
 # 4. Command rendering
 # --------------------------------------------------------------------------------------------------

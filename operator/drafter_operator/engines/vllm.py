@@ -139,6 +139,19 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
     )
 
 
+#: Families whose drafting steps draft fewer than k tokens: the scheduler observes each request's
+#: actual draft (vllm/v1/core/sched/scheduler.py:3305-3322, SpecDecodingStats.observe_draft in
+#: vllm/v1/spec_decode/metrics.py:41-49; a step with no draft is not observed at all), so the engine's rate is
+#: accepted / tokens actually drafted, above (L - 1) / k by the ratio k / mean draft (acceptance/break_even.py
+#: rate_problem: no rate threshold follows from a length for these).
+RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
+    "suffix": "suffix decoding drafts up to k tokens per request and step, as far as the suffix tree matches",
+    "ngram": "the n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
+    "ngramGpu": "the GPU n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
+    "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
+}
+
+
 # --------------------------------------------------------------------------------------------------
 # 4. Command rendering
 # --------------------------------------------------------------------------------------------------
