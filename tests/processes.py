@@ -8,20 +8,26 @@ import subprocess
 import time
 from collections.abc import Iterator
 
-from drafter_testbed.processes import free_port  # noqa: F401 (the tests import it from here)
+from drafter_testbed.processes import free_port, listens_on  # free_port: the tests import it from here
 
 
 def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:
-    """Return once 127.0.0.1:port accepts connections; fail with the process's stderr if it exits first."""
+    """Return once ``proc`` (or its child) listens on 127.0.0.1:port and accepts connections; fail with the
+    process's stderr if it exits first. A listener of another process does not count: a connection to it
+    would let the test talk to the wrong server."""
     deadline = time.monotonic() + timeout
     while True:
         assert proc.poll() is None, f"the process exited ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            assert time.monotonic() < deadline, f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s"
-            time.sleep(0.1)
+        owned = listens_on(proc.pid, port)
+        if owned:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            except OSError:
+                pass
+        elsewhere = " (another process listens there)" if owned is False else ""
+        assert time.monotonic() < deadline, f"the process did not listen on 127.0.0.1:{port} within {timeout:.0f}s{elsewhere}"
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -42,12 +48,14 @@ def listening_process(argv: list[str], env: dict[str, str], port: int,
 
 
 @contextlib.contextmanager
-def loopback_http(handler) -> Iterator[str]:
-    """Serve ``handler`` (a BaseHTTPRequestHandler class) on 127.0.0.1 in a thread; yields its base URL."""
+def loopback_http(handler, backlog: int = 5) -> Iterator[str]:
+    """Serve ``handler`` (a BaseHTTPRequestHandler class) on 127.0.0.1 in a thread; yields its base URL.
+    ``backlog``: connections the kernel queues before the server accepts them (raise it for many at once)."""
     import threading
     from http.server import ThreadingHTTPServer
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server_class = type("LoopbackServer", (ThreadingHTTPServer,), {"request_queue_size": backlog})
+    server = server_class(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

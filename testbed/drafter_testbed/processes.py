@@ -78,11 +78,82 @@ def stop(name: str, run_dir: Path, timeout: float = 10.0) -> bool:
     return True
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and not one this process handed out before.
+
+    The kernel may give a closed probe's port again at the next probe: two servers started one after the
+    other would then be told the same port, and the second's readiness check would reach the first.
+    """
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+
+
+def listener_inodes(port: int) -> set[int]:
+    """The socket inodes listening on TCP ``port`` (any local address, IPv4 or IPv6), from /proc/net."""
+    inodes: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXADDR:HEXPORT; state 0A is LISTEN; field 9 is the inode
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(int(fields[9]))
+    return inodes
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and every process descended from it (a server may listen from a child)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # the command name (field 2) may hold spaces and parentheses: the parent follows the last ")"
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grew = {pid}, True
+    while grew:
+        found = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= found
+        grew = bool(found)
+    return tree
+
+
+def socket_inodes(pids: set[int]) -> set[int]:
+    """The socket inodes the processes ``pids`` hold open."""
+    inodes: set[int] = set()
+    for pid in pids:
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:["):-1]))
+    return inodes
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether ``pid`` (or a descendant) listens on ``port``: None when nothing listens there,
+    False when another process does."""
+    listening = listener_inodes(port)
+    if not listening:
+        return None
+    return bool(listening & socket_inodes(process_tree(pid)))
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.request
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -19,8 +20,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, level_schedule, run
-from drafter_operator.benchmark_client.stream import event
+from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, level_schedule, run, run_level
+from drafter_operator.benchmark_client.stream import Endpoint, event, stream_session
 from drafter_operator.engines import speedup
 from tests.processes import free_port, listening_process, loopback_http
 
@@ -173,19 +174,65 @@ def test_waves_are_whole():
     assert level_schedule(2, 2, 4) == [[0, 1, 0, 1]]
 
 
-@pytest.mark.timing  # whether a wave's requests arrive within one engine step depends on a quiet machine
-def test_a_wave_reaches_the_engine_together(baseline):
+class WaveBarrier(BaseHTTPRequestHandler):
+    """A chat endpoint that holds every request until its whole wave is open, then streams a short answer.
+
+    Requests are counted in arrival order; the i-th waits until ``wave`` requests of its wave have arrived
+    (or ``HANG_GUARD`` seconds pass: the test reports that as a wave that never arrived together). The
+    answer carries a Content-Length, so HTTP/1.1 keeps the connection alive for the next wave.
+    """
+
+    protocol_version = "HTTP/1.1"
+    wave = 64
+    HANG_GUARD = 60.0
+    lock = threading.Condition()
+    arrivals = 0
+    released_by_timeout = 0
+    connections: set[int] = set()
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        cls = type(self)
+        with cls.lock:
+            cls.connections.add(self.client_address[1])
+            cls.arrivals += 1
+            wave_full = (cls.arrivals - 1) // cls.wave * cls.wave + cls.wave
+            cls.lock.notify_all()
+            # once one request gave up, the rest answer at once: a serial client fails in one guard, not 64
+            if not cls.lock.wait_for(lambda: cls.arrivals >= wave_full or cls.released_by_timeout,
+                                     timeout=cls.HANG_GUARD):
+                cls.released_by_timeout += 1
+                cls.lock.notify_all()
+        chunks = [{"choices": [{"delta": {"content": "token "}}]},
+                  {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}]
+        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_wave_reaches_the_engine_together():
     # 64 streams a wave, two waves: the second reuses the first's kept-alive connections, where httpx's
-    # pool handed one idle connection to many requests and let them leave one by one (0.6 s at 64
-    # streams). Requests arriving apart make the engine take extra, under-filled steps: a wave of 64
-    # that arrives together takes max_tokens steps (the first prefills every prompt), give or take a few.
-    waves, max_tokens = 2, 64
-    before = state(baseline)["batching"]["steps"]
-    result = bench(url=baseline, num_prompts=64, repetitions=waves, max_tokens=max_tokens, concurrency=(64,),
-                   num_speculative_tokens=None)
-    steps = state(baseline)["batching"]["steps"] - before - WARMUP_TOKENS
-    assert result.total_tokens == waves * 64 * max_tokens
-    assert steps <= 1.25 * waves * max_tokens, f"{steps} engine steps for {waves} waves of {max_tokens} tokens"
+    # pool handed one idle connection to many requests and let them leave one by one. Requests arriving
+    # apart make the engine take extra, under-filled steps, so the server here answers no request of a
+    # wave until the whole wave is open: a client that sends them one after another is held to the guard.
+    waves, streams = 2, 64
+    handler = type("Barrier", (WaveBarrier,), {"wave": streams, "lock": threading.Condition(), "connections": set()})
+    with loopback_http(handler, backlog=2 * streams) as url:
+        async def level():
+            async with stream_session(streams, timeout=300) as session:
+                endpoint = Endpoint("target", url, MODEL, max_tokens=1)
+                return await run_level(session, endpoint, None, [f"prompt {i}" for i in range(streams)], waves,
+                                       streams, baseline_tps=1.0)
+        measured = asyncio.run(level())
+    assert len(measured.streams) == waves * streams and handler.arrivals == waves * streams
+    assert handler.released_by_timeout == 0, f"{handler.released_by_timeout} requests waited for a wave that never filled"
+    assert len(handler.connections) == streams, "the second wave opened new connections instead of reusing the first's"
 
 
 def test_stream_events_are_read_from_the_raw_lines():
