@@ -1,0 +1,122 @@
+"""Every drafter family end to end: each DrafterServing renders its engine command, its pod's engine (the
+emulator, which parses that command as vLLM 0.33.0 and SGLang 0.5.23 do) resolves it to the family, and the
+operator's live acceptance reads that family's metrics into status.acceptance.
+
+All families run at once, one GPU each, on the worker's two 8-GPU nodes: the test is one wait, not ten.
+What each family accepts is the emulator profile's (data/emulator-profiles.yaml); the status must agree
+with the engine's own count of the same traffic.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import E2E_GPU_PRODUCT
+from tests.e2e.test_acceptance import engine_pods
+from tests.e2e.test_serving import apply, condition, serving_status, service_ip, wait_ready
+from tests.serving_client import ClientLoop
+
+pytestmark = pytest.mark.e2e
+
+ACCEPTANCE = {"minAcceptanceLength": "1.05", "window": "30s", "for": "10s", "minDraftTokens": 200}
+
+# (name, engine, target, drafter, what the engine resolves the method to, the emulator profile's entry)
+FAMILIES = [
+    ("vllm-dflash", "vllm", "Qwen3-8B", {"method": "dflash", "model": "/models/drafters/qwen3-8b-dflash-b16",
+                                          "numSpeculativeTokens": 15}, "dflash", "dflash"),
+    ("vllm-dspark", "vllm", "DeepSeek-V4.1-Flash", {"method": "dspark", "numSpeculativeTokens": 7}, "dspark",
+     "dspark"),
+    ("vllm-suffix", "vllm", "Qwen3-8B", {"method": "suffix"}, "suffix", "suffix"),
+    ("vllm-ngram-gpu", "vllm", "Qwen3-8B", {"method": "ngramGpu", "numSpeculativeTokens": 4}, "ngram_gpu", "ngram"),
+    ("vllm-mtp", "vllm", "DeepSeek-V3", {"method": "mtp", "numSpeculativeTokens": 1}, "mtp", "default"),
+    ("vllm-draft-model", "vllm", "Qwen3-32B", {"method": "draftModel", "model": "/models/drafters/qwen3-small-draft",
+                                              "numSpeculativeTokens": 4}, "draft_model", "emulator-small-draft-model"),
+    ("sglang-dflash", "sglang", "Qwen3-8B", {"method": "dflash", "model": "/models/drafters/qwen3-8b-dflash-b16"},
+     "DFLASH", "dflash"),
+    ("sglang-dspark", "sglang", "DeepSeek-V4.1-Flash", {"method": "dspark", "numSpeculativeTokens": 7}, "DSPARK",
+     "dspark"),
+    ("sglang-draft-model", "sglang", "Qwen3-32B", {"method": "draftModel", "model": "/models/drafters/qwen3-small-draft",
+                                                  "numSteps": 3, "eagleTopk": 1, "numDraftTokens": 4}, "STANDALONE",
+     "emulator-small-draft-model"),
+    ("sglang-ngram", "sglang", "Qwen3-8B", {"method": "ngram"}, "NGRAM", "ngram"),
+]
+
+
+def family_serving(name: str, engine: str, target: str, drafter: dict) -> dict:
+    return {
+        "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing", "metadata": {"name": name},
+        "spec": {
+            "engine": engine,
+            "target": {"model": f"/models/{target}", "tensorParallelSize": 1},
+            "drafter": drafter,
+            "resources": {"gpusPerReplica": 1},
+            "placement": {"gpuProduct": E2E_GPU_PRODUCT, "nodeSelector": {"drafter.dev/node-runtime": "process"}},
+            "storage": {"modelClaim": "models", "mountPath": "/models"},
+            "acceptance": ACCEPTANCE,
+        },
+    }
+
+
+def emulator_state(pod: dict) -> dict:
+    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]  # the engine's own: 8000 vLLM, 30000 SGLang
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/emulator/state", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def service_port(cluster, namespace: str, name: str) -> int:
+    return cluster.get_json("-n", namespace, "service", name)["spec"]["ports"][0]["port"]
+
+
+def test_every_family_serves_and_reports_its_acceptance(fast_engines):
+    cluster, namespace, _ = fast_engines
+    for name, engine, target, drafter, _, _ in FAMILIES:
+        apply(cluster, namespace, family_serving(name, engine, target, drafter))
+    try:
+        revisions = {name: wait_ready(cluster, namespace, name, timeout=180)["activeRevision"] for name, *_ in FAMILIES}
+    except AssertionError as exc:
+        conditions = {name: [(c["type"], c["status"], c.get("reason"), c.get("message", "")[:300])
+                             for c in serving_status(cluster, namespace, name).get("conditions") or []]
+                      for name, *_ in FAMILIES}
+        pods = {p["metadata"]["name"]: (p["status"].get("phase"), p["status"].get("containerStatuses"))
+                for p in cluster.get_json("-n", namespace, "pods")["items"]}
+        raise AssertionError(f"{exc}\n{conditions}\n{pods}") from None
+
+    states = {}
+    for name, engine, target, _, method, profile in FAMILIES:
+        (pod,) = engine_pods(cluster, namespace, name, revisions[name])
+        state = states[name] = emulator_state(pod)
+        # the engine resolved the rendered command to this family, and drafts with its profile
+        assert (state["engine"], state["speculation"]["method"]) == (engine, method), name
+        assert state["acceptanceSource"] == f"profile:{profile}", (name, state["acceptanceSource"])
+
+    loops = [ClientLoop(service_ip(cluster, namespace, name), service_port(cluster, namespace, name),
+                        states[name]["servedModelName"],
+                        limit_seconds=240, max_tokens=64) for name, *_ in FAMILIES]
+    for loop in loops:
+        loop.start()
+    try:
+        healthy = {}
+        for name, *_ in FAMILIES:
+            def measured(name=name):
+                status = serving_status(cluster, namespace, name)
+                figures = status.get("acceptance") or {}
+                return (condition(status, "Degraded").get("reason") == "AcceptanceHealthy"
+                        and figures.get("source") == "engine" and figures) or None
+            healthy[name] = cluster.wait_for(f"{name}: acceptance measured from its engine", measured, timeout=120)
+    finally:
+        for loop in loops:
+            loop.stop()
+    assert all(not loop.failures and not loop.cut for loop in loops), [loop.failures[:2] for loop in loops]
+
+    for name, *_ in FAMILIES:
+        (pod,) = engine_pods(cluster, namespace, name, revisions[name])
+        truth = emulator_state(pod)["totals"]
+        figures = healthy[name]
+        assert figures["revision"] == revisions[name] and figures["draftTokens"] >= ACCEPTANCE["minDraftTokens"], name
+        # the window is the last 30 s of the same traffic the engine counted since it started
+        engine_length = truth["meanAcceptanceLength"]
+        assert figures["meanLength"] == pytest.approx(engine_length, rel=0.15), (name, figures, engine_length)
+        assert figures["meanLength"] > 1.05, (name, figures)
