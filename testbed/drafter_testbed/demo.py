@@ -14,7 +14,9 @@ Jobs (on a tiny stand-in target: no GPU here), measures what it must beat (Evalu
 through the serving's gate: benchmarked on its own pod against the baseline and swapped in only because
 it beats 1.2x and the current throughput. Last, a
 DrafterBenchmark load sweep finds where the retrained drafter stops paying, the serving (drafter.dynamic
-fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, the baseline
+fromBenchmark) turns it into vLLM's per-batch-size schedule in a new, gated revision, two more drafter
+families on the same target (suffix decoding, DSpark) are swept the same way and `kubectl drafter compare`
+picks the family to serve at 1, 8 and 32 streams (demo_sweeps.py), the baseline
 takes a hub token from a Secret and a pod label in place (same revision; the token never in the
 resource), and a hand-tuned speculative flag is refused before any pod. Throughout, a real Prometheus
 evaluates the chart's alert rules (`for` shortened to seconds) against the operator and the engine pods,
@@ -37,6 +39,7 @@ from drafter_testbed import chart
 from drafter_testbed import cluster as local
 from drafter_testbed import demo_acceptance as watch
 from drafter_testbed import demo_alerts
+from drafter_testbed import demo_sweeps as sweeps
 from drafter_testbed import demo_training
 from drafter_testbed import harness
 from drafter_testbed import processes
@@ -185,7 +188,8 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
         servings = show_gated_promotion(max_tokens, prompts, results)
     # Once, after whichever promotion ran: the serving, its revisions, pods and gate benchmarks as one tree.
     show_plugin_tree(DEGRADING)
-    show_load_sweep(max_tokens)
+    swept = show_load_sweep(max_tokens)
+    show_family_comparison(swept, max_tokens)
     show_engine_pod_settings()
     show_refused_spelling()
     demo_alerts.print_changes(console, alerts.changes_since(len(shown)),
@@ -304,12 +308,9 @@ def show_plugin_tree(name: str) -> None:
                   markup=False, highlight=False)
 
 
-SWEEP_LEVELS = [1, 8, 32]
-
-
-def show_load_sweep(max_tokens: int) -> None:
+def show_load_sweep(max_tokens: int) -> dict:
     """A DrafterBenchmark sweep: aggregate throughput at growing concurrency, where speculation stops paying;
-    the serving (drafter.dynamic fromBenchmark) then drafts only below that load."""
+    the serving (drafter.dynamic fromBenchmark) then drafts only below that load. Returns the sweep."""
     name, swept = "vllm-load-sweep", DEGRADING
     if not _servings()[swept]["spec"]["drafter"].get("dynamic"):
         # A promoted drafter keeps the serving's drafter settings; the schedule is asked for here. That
@@ -318,25 +319,8 @@ def show_load_sweep(max_tokens: int) -> None:
                 "-p", json.dumps({"spec": {"drafter": {"dynamic": "fromBenchmark"}}}))
         settled(swept)
     before = _servings()[swept]["status"]["activeRevision"]
-    manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
-                "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {"servingRef": {"name": swept}, "baseline": {"servingRef": {"name": "kimi-baseline"}},
-                         "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}}
-    kubectl("-n", NAMESPACE, "delete", "drafterbenchmark", name, "--ignore-not-found", "--wait=true")
-    kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-    deadline = time.monotonic() + 300
-    with console.status(f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS}, then levels that bracket the break-even "
-                        "(a Job on the CPU node)"):
-        while time.monotonic() < deadline:
-            item = json.loads(kubectl("-n", NAMESPACE, "get", "drafterbenchmark", name, "-o", "json").stdout)
-            state = (item.get("status") or {}).get("state")
-            if state in ("Succeeded", "Failed"):
-                break
-            time.sleep(1)
-    status = item.get("status") or {}
-    if status.get("state") != "Succeeded":
-        complete = watch.condition(item, "Failed")
-        raise local.ClusterError(f"DrafterBenchmark {name}: {status.get('state')}: {complete.get('message')}")
+    item = sweeps.run_sweep(kubectl, console, NAMESPACE, name, swept, max_tokens)
+    status = item["status"]
     result = status["result"]
     table = Table(title=f"DrafterBenchmark {name}: {swept} (revision {status.get('revision')}) against kimi-baseline, "
                         "output tok/s")
@@ -351,14 +335,30 @@ def show_load_sweep(max_tokens: int) -> None:
         # The sweep measured levels between the last one above 1.0x and the first below (the refined rows
         # at the end of the table), so the break-even is measured, not the first level of 1, 8, 32 below 1.0x.
         console.print(f"break-even: between {bracket['aboveConcurrency']} and {bracket['belowConcurrency']} streams "
-                      f"(interpolated {bracket.get('estimate')}; the sweep refined {SWEEP_LEVELS} until its levels "
+                      f"(interpolated {bracket.get('estimate')}; the sweep refined {sweeps.SWEEP_LEVELS} until its levels "
                       "bracket it within 10%). Verification multiplies the tokens each step computes, so under load "
                       "speculation costs throughput.")
     elif bracket:
         console.print(f"Speculation is slower already at {bracket['belowConcurrency']} stream(s).")
     else:
-        console.print(f"No crossover up to {SWEEP_LEVELS[-1]} streams.")
+        console.print(f"No crossover up to {sweeps.SWEEP_LEVELS[-1]} streams.")
     show_learned_schedule(swept, before)
+    return item
+
+
+def show_family_comparison(retrained_sweep: dict, max_tokens: int) -> None:
+    """Suffix decoding and a DSpark drafter on the same target, swept like the retrained EAGLE-3 drafter: which
+    family to serve at 1, 8 and 32 streams."""
+    ensure_engine_nodes(len(SERVINGS) + 1 + len(sweeps.FAMILIES))
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in sweeps.FAMILIES.items()]))
+    console.print(f"\nDeclared {', '.join(sweeps.FAMILIES)} on the same target: two more drafter families to sweep.")
+    wait_ready(list(sweeps.FAMILIES))
+    found = [retrained_sweep] + [sweeps.run_sweep(kubectl, console, NAMESPACE, f"{n}-sweep", n, max_tokens)
+                                 for n in sweeps.FAMILIES]
+    sweeps.show_comparison(kubectl, console, NAMESPACE, found)
+    console.print("Suffix decoding drafts without a model forward and DSpark drafts its block in one forward; under load "
+                  "every verified draft token is compute, and where no family beats its baseline the pick is no "
+                  "speculation.")
 
 
 def settled(name: str, timeout: float = 300) -> dict:

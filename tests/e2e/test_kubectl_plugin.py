@@ -61,6 +61,8 @@ def test_get_benchmark_and_rollback_on_a_real_serving(fast_engines, kubectl_draf
     assert f"{name}: Running" in bench.stderr  # followed while it ran (no terminal: one line per state)
     got = kubectl_drafter("get", "kimi")
     assert re.search(rf"Acceptance at promotion:\s+rate [\d.]+.*\(benchmark {name}\)", got.stdout), got.stdout
+    versus = kubectl_drafter("compare", name)  # one level, no baseline: nothing to compare, and it says what to set
+    assert versus.returncode == 1 and "spec.concurrencyLevels and a spec.baseline" in versus.stderr, versus.stderr
 
     apply(cluster, namespace, seed_serving("kimi", drafter={**serving["spec"]["drafter"], "numSpeculativeTokens": 2},
                                            swap={"strategy": "Recreate"}))

@@ -14,7 +14,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from drafter_operator.kubectl_plugin import actions, tree
+from drafter_operator.kubectl_plugin import actions, compare, tree
 from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_LABEL
 from drafter_operator.settings import KUBECTL
 
@@ -107,6 +107,20 @@ def benchmark(kubectl: Kubectl, args: argparse.Namespace) -> int:
     return 0 if state == "Succeeded" else 1
 
 
+def compare_benchmarks(kubectl: Kubectl, args: argparse.Namespace) -> int:
+    candidates = []
+    for name in args.benchmarks:
+        benchmark = kubectl.get(BENCHMARK_PLURAL, name)
+        ref = ((benchmark.get("spec") or {}).get("servingRef") or {}).get("name")
+        try:
+            serving = kubectl.get("drafterserving", ref) if ref else None
+        except actions.PluginError:
+            serving = None  # deleted since: the family is then unknown, the figures stand
+        candidates.append(compare.candidate(benchmark, serving))
+    sys.stdout.write(compare.render(compare.compare(candidates)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl drafter",
                                      description="Inspect and steer DrafterServings (the drafter-operator's).")
@@ -131,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--timeout", type=float, default=1800, help="seconds to follow it (default 1800)")
     bench.add_argument("--interval", type=float, default=2, help="seconds between reads (default 2)")
     bench.set_defaults(handler=benchmark)
+    versus = commands.add_parser("compare", help="Succeeded benchmark sweeps side by side: the speedup of each at every "
+                                                 "load, and the drafter to pick there")
+    versus.add_argument("benchmarks", metavar="BENCHMARK", nargs="+", help="DrafterBenchmarks with concurrencyLevels")
+    versus.set_defaults(handler=compare_benchmarks)
     # The other flags can come after the command too, as with kubectl (`kubectl drafter get kimi -n team-a`).
     for sub in commands.choices.values():
         sub.add_argument("-n", "--namespace", dest="namespace", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
