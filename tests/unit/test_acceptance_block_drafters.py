@@ -14,7 +14,8 @@ from drafter_operator.acceptance import prometheus_source as ps
 from drafter_operator.engines import metrics as m
 
 
-@pytest.mark.parametrize("steps,window,k", [(1, 8, 7), (1, 2, 1), (3, 4, 3), (5, 8, 5), (1, None, 1), (0, 8, None),
+@pytest.mark.parametrize("steps,window,k", [(1, 8, 7), (1, 2, 1), (3, 4, 3), (5, 8, 5), (1, None, 1), (0, 4, 3), (0, 8, 7),
+                                            (0, 0, None), (0, 1, None), (0, None, None), (-1, 4, None),
                                             (None, None, None), (1.5, 8, None)])
 def test_sglang_k_from_the_gauges(steps, window, k):
     assert m.sglang_draft_tokens(steps, window) == k

@@ -71,6 +71,10 @@ def test_sglang_resolves_ngram_and_algorithm_names_as_sglang_does():
     tuned = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM",
                                 "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "24"])
     assert (tuned.speculation.eagle_topk, tuned.speculation.num_speculative_tokens) == (10, 2)
+    # fewer draft tokens than the breadth: SGLang resolves 0 steps and serves (its worker drafts the tree anyway)
+    short = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM",
+                                "--speculative-num-draft-tokens", "4"]).speculation
+    assert (short.num_steps, short.num_draft_tokens, short.num_speculative_tokens) == (0, 4, 1)
     nextn = parse_command_line(["sglang", "--model-path", "m", "--speculative-algorithm", "nextn"])
     assert nextn.speculation.method == "NEXTN" and nextn.k == 3
 
@@ -125,7 +129,6 @@ PRE_LOAD_REFUSALS = [  # parsed, then refused by the engine's own checks before 
 ]
 LOAD_REFUSALS = [  # accepted by parser and checks; the engine fails once it reads the model (emulator: status 2)
     ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "eagle3"],
-    ["sglang", "--model-path", "m", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"],
 ]
 
 

@@ -10,10 +10,14 @@ from drafter_operator.kubectl_plugin import compare
 from drafter_operator.kubectl_plugin.actions import PluginError
 
 
-def sweep(name: str, serving: str, speedups: dict[int, float], state: str = "Succeeded", revision: str = "r1") -> dict:
+def sweep(name: str, serving: str, speedups: dict[int, float], state: str = "Succeeded", revision: str = "r1",
+          break_even: float | None = None) -> dict:
     levels = [{"concurrency": c, "tokensPerSecond": 100.0 * s, "speedup": s} for c, s in speedups.items()]
+    result: dict = {"levels": levels}
+    if break_even is not None:
+        result["crossover"] = {"aboveConcurrency": 14, "belowConcurrency": 15, "estimate": break_even}
     return {"metadata": {"name": name}, "spec": {"servingRef": {"name": serving}},
-            "status": {"state": state, "revision": revision, "result": {"levels": levels}}}
+            "status": {"state": state, "revision": revision, "result": result}}
 
 
 def serving(method: str, revision: str = "r1") -> dict:
@@ -23,7 +27,8 @@ def serving(method: str, revision: str = "r1") -> dict:
 
 
 def test_the_pick_follows_the_load():
-    eagle = compare.candidate(sweep("eagle", "kimi-eagle3", {1: 1.57, 8: 1.31, 32: 0.71}), serving("eagle3"))
+    eagle = compare.candidate(sweep("eagle", "kimi-eagle3", {1: 1.57, 8: 1.31, 32: 0.71}, break_even=14.27),
+                              serving("eagle3"))
     suffix = compare.candidate(sweep("suffix", "kimi-suffix", {1: 2.4, 8: 1.1, 32: 0.93}), serving("suffix"))
     ngram = compare.candidate(sweep("ngram", "kimi-ngram", {1: 1.2, 8: 1.35, 32: 0.98}), serving("ngram"))
     result = compare.compare([eagle, suffix, ngram])
@@ -32,6 +37,7 @@ def test_the_pick_follows_the_load():
     table = compare.render(result).splitlines()
     assert table[0].split() == ["STREAMS", "eagle", "(eagle3)", "suffix", "(suffix)", "ngram", "(ngram)", "PICK"]
     assert table[3].split() == ["32", "0.71x", "0.93x", "0.98x", "no", "speculation"]
+    assert table[4].split() == ["break-even", "14.27", "-", "-"]
 
 
 def test_the_family_is_the_measured_revisions():
@@ -43,12 +49,14 @@ def test_the_family_is_the_measured_revisions():
     assert compare.candidate(sweep("b", "s", {1: 1.1}), None).method == "?"
 
 
-def test_a_level_one_candidate_did_not_measure_is_left_out_of_its_pick():
+def test_a_level_not_every_candidate_measured_has_no_pick():
+    # a sweep's refinements lie around its own break-even: a pick there would favour whoever measured it
     one = compare.candidate(sweep("one", "a", {1: 1.5, 12: 1.02}), None)
     two = compare.candidate(sweep("two", "b", {1: 1.4, 8: 1.2}), None)
     result = compare.compare([one, two])
-    assert result.levels == [1, 8, 12] and result.picks == {1: "one", 8: "two", 12: "one"}
-    assert compare.rows(result)[2] == ["8", "-", "1.20x", "two"]
+    assert result.levels == [1, 8, 12]
+    assert result.picks == {1: "one", 8: compare.NOT_ALL_MEASURED, 12: compare.NOT_ALL_MEASURED}
+    assert compare.rows(result)[2] == ["8", "-", "1.20x", "-"]
 
 
 @pytest.mark.parametrize("state", [None, "Running", "Failed"])
@@ -77,8 +85,10 @@ def test_the_pick_is_the_fastest_measured_candidate_and_only_above_one(maps):
     for level in result.levels:
         measured = {c.benchmark: c.speedups[level] for c in candidates if level in c.speedups}
         pick = result.picks[level]
-        if pick == compare.NO_SPECULATION:
+        if len(measured) < len(candidates):
+            assert pick == compare.NOT_ALL_MEASURED
+        elif pick == compare.NO_SPECULATION:
             assert max(measured.values()) <= 1.0
         else:
             assert measured[pick] == max(measured.values()) > 1.0
-    assert len(compare.rows(result)) == 1 + len(result.levels)
+    assert len(compare.rows(result)) == 2 + len(result.levels)

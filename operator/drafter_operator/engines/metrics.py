@@ -133,16 +133,22 @@ class SpecDecodeCounters:
 
 
 def sglang_draft_tokens(num_steps: float | None, num_draft_tokens: float | None) -> int | None:
-    """k from SGLang 0.5.23's ``spec_num_steps`` and ``spec_num_draft_tokens`` gauges: the steps, except at one
-    step, where it is the verify window minus the anchor. SGLang forces DFLASH and DSPARK to one step while their
+    """k from SGLang 0.5.23's ``spec_num_steps`` and ``spec_num_draft_tokens`` gauges: the steps, except at zero or
+    one step, where it is the verify window minus the anchor. SGLang forces DFLASH and DSPARK to one step while their
     block drafts ``num_draft_tokens - 1`` tokens (srt/arg_groups/speculative_hook.py 334-349 and 386 for DFLASH,
     757-772 and 838 for DSPARK); a one-step EAGLE chain has a window of 2, so the rule gives it 1 as before; a
     one-step tree (topk > 1) gets the tree's drafts, SGLang's own rate denominator (srt/managers/
     scheduler_components/metrics_reporter.py 974-982)."""
-    if not num_steps or not float(num_steps).is_integer() or num_steps < 1:
+    if num_steps is None or not float(num_steps).is_integer() or num_steps < 0:
         return None
-    if num_steps == 1 and num_draft_tokens and float(num_draft_tokens).is_integer() and num_draft_tokens > 2:
-        return int(num_draft_tokens) - 1
+    window = int(num_draft_tokens) if num_draft_tokens and float(num_draft_tokens).is_integer() else 0
+    if num_steps == 0:
+        # NGRAM with fewer draft tokens than its BFS breadth: SGLang resolves 0 steps (draft tokens // breadth,
+        # speculative_hook.py 1324-1329) and drafts its tree all the same; its rate denominator is then the window
+        # minus the anchor (metrics_reporter.py 975-977). Without speculation both gauges are 0 (518-524): None.
+        return window - 1 if window >= 2 else None
+    if num_steps == 1 and window > 2:
+        return window - 1
     return int(num_steps)
 
 

@@ -1,9 +1,11 @@
 """`kubectl drafter compare BENCHMARK...`: drafter families side by side, and the one to pick at each load (pure).
 
 Each DrafterBenchmark measured one serving against its no-speculation baseline at its concurrency levels;
-the comparison reads them as they are. At each level the pick is the candidate with the highest speedup
-among those measured there, and no speculation where none of them is faster than the baseline: under
-load verification multiplies the tokens each step computes, so the pick can change with the streams.
+the comparison reads them as they are. At each level every candidate measured, the pick is the one with
+the highest speedup, and no speculation where none of them is faster than its baseline: under load
+verification multiplies the tokens each step computes, so the pick can change with the streams. A level
+only some measured (a sweep's refinement around its own break-even) is shown without a pick: comparing
+there would favour whoever happened to measure it. Each sweep's measured break-even closes the table.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from drafter_operator.kubectl_plugin.actions import PluginError
 
 #: What the pick is called where no candidate beats the baseline.
 NO_SPECULATION = "no speculation"
+#: The pick column where not every candidate measured the level.
+NOT_ALL_MEASURED = "-"
 
 
 @dataclass(frozen=True)
@@ -24,13 +28,14 @@ class Candidate:
     serving: str
     method: str
     speedups: dict[int, float]
+    break_even: float | None = None  # the sweep's interpolated crossover, in streams
 
 
 @dataclass(frozen=True)
 class Comparison:
     candidates: list[Candidate]
     levels: list[int]
-    picks: dict[int, str]  # concurrency -> the benchmark's name, or NO_SPECULATION
+    picks: dict[int, str]  # concurrency -> the benchmark's name, NO_SPECULATION or NOT_ALL_MEASURED
 
 
 def candidate(benchmark: dict, serving: dict | None) -> Candidate:
@@ -40,13 +45,15 @@ def candidate(benchmark: dict, serving: dict | None) -> Candidate:
     if status.get("state") != "Succeeded":
         raise PluginError(f"drafterbenchmark/{name} is {status.get('state') or 'Pending'}: compare Succeeded runs "
                           f"(follow it with: kubectl get drafterbenchmark {name} -w)")
-    levels = (status.get("result") or {}).get("levels") or []
+    result = status.get("result") or {}
+    levels = result.get("levels") or []
     speedups = {level["concurrency"]: level["speedup"] for level in levels if level.get("speedup") is not None}
     if not speedups:
         raise PluginError(f"drafterbenchmark/{name} has no speedup per level: give it spec.concurrencyLevels and a "
                           "spec.baseline, then run it again")
     serving_name = ((benchmark.get("spec") or {}).get("servingRef") or {}).get("name") or "(endpoint)"
-    return Candidate(name, serving_name, measured_method(status.get("revision"), serving), speedups)
+    return Candidate(name, serving_name, measured_method(status.get("revision"), serving), speedups,
+                     (result.get("crossover") or {}).get("estimate"))
 
 
 def measured_method(revision: str | None, serving: dict | None) -> str:
@@ -64,25 +71,29 @@ def measured_method(revision: str | None, serving: dict | None) -> str:
 
 
 def compare(candidates: list[Candidate]) -> Comparison:
-    """Every level any candidate measured, and the pick at each."""
+    """Every level any candidate measured, and the pick at each level all of them measured."""
     names = [c.benchmark for c in candidates]
     if len(set(names)) != len(names):
         raise PluginError("a benchmark is named twice: name each one once")
     levels = sorted({level for c in candidates for level in c.speedups})
     picks = {}
     for level in levels:
-        measured = [(c.speedups[level], c.benchmark) for c in candidates if level in c.speedups]
-        best, name = max(measured, key=lambda pair: pair[0])
+        if any(level not in c.speedups for c in candidates):
+            picks[level] = NOT_ALL_MEASURED
+            continue
+        best, name = max(((c.speedups[level], c.benchmark) for c in candidates), key=lambda pair: pair[0])
         picks[level] = name if best > 1.0 else NO_SPECULATION
     return Comparison(candidates, levels, picks)
 
 
 def rows(comparison: Comparison) -> list[list[str]]:
-    """The table: a header, then per level each candidate's speedup ("-" where it did not measure it) and the pick."""
+    """The table: a header, per level each candidate's speedup ("-" where it did not measure it) and the pick,
+    then each sweep's break-even in streams ("-" where its levels did not bracket one)."""
     header = ["STREAMS", *(f"{c.benchmark} ({c.method})" for c in comparison.candidates), "PICK"]
     body = [[str(level), *(f"{c.speedups[level]:.2f}x" if level in c.speedups else "-" for c in comparison.candidates),
              comparison.picks[level]] for level in comparison.levels]
-    return [header, *body]
+    footer = ["break-even", *(f"{c.break_even:g}" if c.break_even is not None else "-" for c in comparison.candidates), ""]
+    return [header, *body, footer]
 
 
 def render(comparison: Comparison) -> str:

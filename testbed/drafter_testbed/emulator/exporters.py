@@ -188,7 +188,9 @@ class SglangExporter(Exporter):
         self.token_usage = gauge(sg.TOKEN_USAGE, "The token usage.")
         self.cache_hit_rate = gauge(sg.CACHE_HIT_RATE, "The prefix cache hit rate.")
         self.spec_num_steps.set(num_steps)
-        self.spec_num_draft_tokens.set(num_draft_tokens if num_steps else 0)
+        # Each gauge as SGLang snapshots it, independently (metrics_reporter.py 518-541): NGRAM may run 0 steps
+        # with a window of draft tokens; without speculation the engine passes 0 for both.
+        self.spec_num_draft_tokens.set(num_draft_tokens)
 
         streaming = [*tok, sg.LABEL_IS_STREAMING]
         self.prompt_tokens = Counter(sg.PROMPT_TOKENS, "Number of prefill tokens processed.", streaming, registry=reg)
