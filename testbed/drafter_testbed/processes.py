@@ -14,13 +14,18 @@ import time
 from pathlib import Path
 
 
-def _start_time(pid: int) -> str | None:
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 (state) on, or None when the process is gone. The command name (field 2)
+    may hold spaces and parentheses, so the fields are counted after its last ")"."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
-    # Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
-    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields else None  # field 22, starttime
 
 
 def start(name: str, argv: list[str], run_dir: Path, log_dir: Path, env: dict[str, str] | None = None) -> int:
@@ -49,10 +54,8 @@ def running_pid(name: str, run_dir: Path) -> int | None:
 
 
 def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def stop(name: str, run_dir: Path, timeout: float = 10.0) -> bool:
@@ -115,12 +118,10 @@ def listener_inodes(port: int) -> set[int]:
 def process_tree(pid: int) -> set[int]:
     """``pid`` and every process descended from it (a server may listen from a child)."""
     parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # the command name (field 2) may hold spaces and parentheses: the parent follows the last ")"
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat_fields(int(entry.name))
+        if fields:
+            parents[int(entry.name)] = int(fields[1])  # field 4, ppid
     tree, grew = {pid}, True
     while grew:
         found = {child for child, parent in parents.items() if parent in tree} - tree
