@@ -304,22 +304,21 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
         topk = values.get("speculative_ngram_max_bfs_breadth")  # always replaced (_handle_ngram)
         draft_tokens = draft_tokens if draft_tokens is not None else SGLANG_NGRAM_DRAFT_TOKENS
         steps = steps if steps is not None else draft_tokens // topk
+    elif steps is None and algorithm != "FROZEN_KV_MTP":
+        steps, topk, draft_tokens = SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS
+    steps = steps if steps is not None else 0  # FROZEN_KV_MTP without steps: refused at load (families.py)
+    topk = topk if topk is not None else 1
+    draft_tokens = draft_tokens if draft_tokens is not None else steps + 1
+    depth = steps
+    if algorithm == "NGRAM" and draft_tokens >= 2:
         # The steps SGLang resolves may be 0 (fewer draft tokens than the BFS breadth), and it still serves:
         # the NGRAM worker drafts its tree of draft tokens whatever the steps (speculative/ngram_worker.py:
         # 99-116), the KV sizing reads 0 steps as 1 (mem_cache/allocation_sizing.py:39) and the metrics count
         # draft tokens - 1 per verify (managers/scheduler_components/metrics_reporter.py:975-977). The tree is
         # at least one token deep, so the emulator drafts at least one.
-        depth = max(steps, 1) if draft_tokens >= 2 else steps
-        return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
-                                 num_speculative_tokens=depth, eagle_topk=topk, num_draft_tokens=draft_tokens,
-                                 num_steps=steps, options=given)
-    if steps is None and algorithm != "FROZEN_KV_MTP":
-        steps, topk, draft_tokens = SGLANG_AUTO_STEPS, SGLANG_AUTO_TOPK, SGLANG_AUTO_DRAFT_TOKENS
-    steps = steps if steps is not None else 0  # FROZEN_KV_MTP without steps: refused at load (families.py)
-    topk = topk if topk is not None else 1
-    draft_tokens = draft_tokens if draft_tokens is not None else steps + 1
+        depth = max(steps, 1)
     return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
-                             num_speculative_tokens=steps, eagle_topk=topk, num_draft_tokens=draft_tokens,
+                             num_speculative_tokens=depth, eagle_topk=topk, num_draft_tokens=draft_tokens,
                              num_steps=steps, options=given)
 
 
