@@ -86,6 +86,10 @@ ENGINES: tuple[str, ...] = get_args(Engine)
 #: The drafter methods spec.drafter.method accepts ("none": no speculation).
 DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "ngramGpu", "suffix", "dflash", "dspark", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = get_args(DrafterMethod)
+#: The drafter families a DrafterTraining trains (spec.method); a trained drafter is served with the same
+#: spec.drafter.method.
+TrainedMethod = Literal["eagle3", "dflash", "dspark"]
+TRAINED_METHODS: tuple[str, ...] = get_args(TrainedMethod)
 #: The methods that load a drafter model of their own (spec.drafter.model required).
 METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "dflash")
 #: The methods that draft from the text itself, with no model (spec.drafter.model forbidden).

@@ -79,7 +79,18 @@ def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
     assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
-                     "DrafterServing", "DrafterTraining"]
+                     "DrafterServing", "DrafterTraining", "DrafterTraining"]
+
+
+def test_the_dflash_training_example_promotes_into_a_serving_that_can_serve_it():
+    from drafter_operator.controllers.training_promotion import serving_problems
+
+    examples = _examples()
+    training = examples["kimi-k25-dflash"].spec
+    assert training.method == "dflash" and training.framework == "speculators"
+    serving = examples[training.promote.serving_ref.name]
+    assert serving.spec.engine == "vllm"
+    assert serving_problems(training, serving.to_json()) == []
 
 
 def test_the_hub_and_air_gapped_examples_say_how_they_get_their_models():

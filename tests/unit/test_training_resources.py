@@ -51,8 +51,13 @@ def test_the_extract_estimate_reads_the_hidden_size_from_the_text_config_or_give
 
     from drafter_operator.training.hidden_state_size import hidden_states_estimate
 
-    spec = SimpleNamespace(data=SimpleNamespace(num_samples=10), train=SimpleNamespace(max_length=100))
+    spec = SimpleNamespace(data=SimpleNamespace(num_samples=10), train=SimpleNamespace(max_length=100),
+                           hidden_states=SimpleNamespace(layers=None))
     expected = estimate_hidden_state_bytes(10, 100, 64)
     assert hidden_states_estimate(spec, {"text_config": {"hidden_size": 64}}) == expected
     assert hidden_states_estimate(spec, {"hidden_size": 64}) == expected
     assert hidden_states_estimate(spec, {"hidden_size": "64"}) is None
+    # A DFlash drafter fusing five layers stores five auxiliary states per token (and the last one).
+    spec.hidden_states.layers = [1, 9, 17, 25, 33]
+    assert hidden_states_estimate(spec, {"hidden_size": 64}) == estimate_hidden_state_bytes(10, 100, 64, layers=5)
+    assert hidden_states_estimate(spec, {"hidden_size": 64}) > expected

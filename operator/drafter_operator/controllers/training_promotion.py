@@ -28,17 +28,12 @@ from drafter_operator.constants import (
     PROMOTED_BY_ANNOTATION,
     PROMOTION_ANNOTATION,
     STAGE_LABEL,
-    DrafterMethod,
 )
 from drafter_operator.controllers.training_stages import StageJob
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.training_decide import TrainingState
-
-#: The method a trained EAGLE-3 drafter is served with.
-TRAINED_METHOD: DrafterMethod = "eagle3"
-
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
     """The DrafterBenchmark of the serving's current drafter (what the new one must beat)."""
@@ -57,11 +52,21 @@ def serving_problems(spec: DrafterTrainingSpec, serving: dict | None) -> list[st
     """Why the drafter cannot go into promote.servingRef (missing, another target, invalid)."""
     if serving is None:
         return training_problems(spec, serving=None)
+    name = spec.promote.serving_ref.name
     try:
         serving_spec = DrafterServing.model_validate(serving).spec
     except ValueError as exc:
-        return [f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} is invalid: {exc}"]
-    return training_problems(spec, serving=serving_spec)
+        return [f"spec.promote.servingRef: DrafterServing {name!r} is invalid: {exc}"]
+    problems = training_problems(spec, serving=serving_spec)
+    # The serving as Promote would leave it: its engine must serve the trained family with the knobs kept.
+    promoted = {**serving, "spec": {**serving["spec"], "drafter": {
+        key: value for key, value in promoted_drafter(serving, spec, None).items() if value is not None}}}
+    try:
+        DrafterServing.model_validate(promoted)
+    except ValueError as exc:
+        problems.append(f"spec.method: DrafterServing {name!r} could not serve the trained {spec.method} drafter "
+                        f"({exc}): promote it into a serving whose engine serves {spec.method}, or change spec.method")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,6 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
     """The merge patch that swaps the new drafter (``digest``: what Export wrote) into the serving
     through a one-shot gate; None once the serving already points at it (a repeated reconcile, or a
     restarted operator, patches nothing). spec.swap is left as the user set it."""
-    drafter = (serving.get("spec") or {}).get("drafter") or {}
     if points_at(serving, spec.output.path, digest):
         return None
     gate = spec.promote.gate.to_json() if spec.promote.gate else {}
@@ -116,16 +120,31 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
         # Beat the current drafter under the same settings, as well as any threshold of promote.gate.
         floor = Decimal(f"{current_tokens_per_second:.2f}")
         gate["minTokensPerSecond"] = str(max(floor, Decimal(gate.get("minTokensPerSecond") or "0")))
-    # The drafter is replaced whole (a merge patch only adds keys): the method's own knobs stay.
-    new_drafter = {key: None for key in drafter}
-    new_drafter.update(method=TRAINED_METHOD, model=spec.output.path, contentDigest=digest)
-    for kept in ("numSpeculativeTokens", "dynamic", "allowKnownBad"):
-        if kept in drafter and drafter.get("method") == TRAINED_METHOD:
-            new_drafter[kept] = drafter[kept]
     by = f"{training} (generation {generation})"
     return {"metadata": {"annotations": {PROMOTED_BY_ANNOTATION: by, PROMOTION_ANNOTATION: promotion_annotation(
                 by, spec.output.path, digest, gate)}},
-            "spec": {"drafter": new_drafter}}
+            "spec": {"drafter": promoted_drafter(serving, spec, digest)}}
+
+
+#: The serving's drafter settings a promotion keeps whatever family it ran: the depth the user chose for this
+#: serving (vLLM needs one for dflash; every model-based family takes it) and the known-bad override.
+KEPT_ALWAYS = ("numSpeculativeTokens", "allowKnownBad")
+#: The settings a promotion keeps only where the serving already ran the trained family (SGLang's tree shape,
+#: the schedule, DSpark's own settings): another family's would not mean the same.
+KEPT_WITHIN_FAMILY = ("numSteps", "eagleTopk", "numDraftTokens", "dynamic", "dspark")
+
+
+def promoted_drafter(serving: dict, spec: DrafterTrainingSpec, digest: str | None) -> dict:
+    """The serving's spec.drafter as a merge patch that puts the trained drafter in: replaced whole (every old
+    key set to None: a merge patch only adds keys), served with the method it was trained for."""
+    drafter = (serving.get("spec") or {}).get("drafter") or {}
+    new_drafter = {key: None for key in drafter}
+    new_drafter.update(method=spec.method, model=spec.output.path, contentDigest=digest)
+    same_family = drafter.get("method") == spec.method
+    for kept in KEPT_ALWAYS + (KEPT_WITHIN_FAMILY if same_family else ()):
+        if kept in drafter:
+            new_drafter[kept] = drafter[kept]
+    return new_drafter
 
 
 def promotion_outcome(serving: dict, output_path: str, digest: str | None = None) -> Outcome:

@@ -15,7 +15,7 @@ BYTES_PER_TOKEN_OVERHEAD = 16
 
 
 def estimate_hidden_state_bytes(num_samples: int, tokens_per_sample: int, hidden_size: int, layers: int = 3) -> int:
-    """What an EAGLE-3 extraction writes: per token the ``layers`` auxiliary hidden states and the last
+    """What an extraction writes: per token the ``layers`` auxiliary hidden states and the last
     one (``layers + 1`` vectors of ``hidden_size`` bf16 values) plus its id and loss mask."""
     if min(num_samples, tokens_per_sample, hidden_size, layers) < 1:
         raise ValueError("samples, tokens per sample, hidden size and layers must all be at least 1")
@@ -28,4 +28,5 @@ def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
     hidden = (target_config.get("text_config") or target_config).get("hidden_size")
     if not isinstance(hidden, int):
         return None
-    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden)
+    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden,
+                                       len(spec.hidden_states.layers or ()) or 3)

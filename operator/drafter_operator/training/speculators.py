@@ -18,9 +18,15 @@ tests/contract/test_training_contract.py):
 * ``speculators train`` (``torchrun -m speculators.train`` on several GPUs) with TrainConfig's flags;
   checkpoints ``<save-path>/<epoch>/{config.json, model.safetensors}``, ``checkpoint_best`` (with
   ``--save-best``) pointing at the lowest validation loss.
-* ``speculators convert BASE --algorithm eagle3 --verifier T --output-path DIR``: a base drafter in
-  the EAGLE-3 research format (e.g. AQ-MedAI/Kimi-K2-Instruct-eagle3, SpecForge's export) into the
-  speculators format that ``train --from-pretrained`` loads, its vocabulary mapping kept.
+* ``speculators convert BASE --algorithm eagle3|dflash --verifier T --output-path DIR``: a base drafter
+  in a research format (EAGLE-3's, e.g. AQ-MedAI/Kimi-K2-Instruct-eagle3 or SpecForge's export; z-lab's
+  DFlash) into the speculators format that ``train --from-pretrained`` loads, its vocabulary mapping
+  kept. A base already in speculators' format (``speculators_model_type`` in its config.json, e.g. an
+  earlier DrafterTraining's export) is loaded as it is: convert refuses it. speculators 0.9.0 has no
+  DSpark converter, so a DSpark base must be in speculators' format.
+* spec.method picks ``--speculator-type`` (eagle3, dflash, dspark): the DFlash family trains from the same
+  prepared data and hidden states as EAGLE-3, with speculators' own per-family defaults (a 5-layer Qwen3
+  draft; block size 16 for dflash, 8 for dspark).
 
 ``spec.train.batchSize`` has no speculators counterpart (it packs sequences up to
 ``--total-seq-len``, here spec.train.maxLength).
@@ -84,7 +90,7 @@ def extraction_server(spec: DrafterTrainingSpec, paths: TrainingPaths, options: 
 def train_flags(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> list[str]:
     """``speculators train`` flags (TrainConfig's CLI), CPU substitutions included when options.cpu."""
     work = work_paths(paths)
-    flags = ["--verifier-name-or-path", spec.target.model, "--speculator-type", "eagle3",
+    flags = ["--verifier-name-or-path", spec.target.model, "--speculator-type", spec.method,
              "--data-path", work["prepared"], "--hidden-states-path", work["hidden_states"],
              "--save-path", work["train"], "--epochs", str(spec.train.epochs), "--lr", spec.train.learning_rate,
              "--total-seq-len", str(spec.train.max_length), "--on-missing", "raise", "--save-best",
@@ -92,8 +98,9 @@ def train_flags(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Render
     if spec.hidden_states.layers:
         flags += ["--target-layer-ids", *map(str, spec.hidden_states.layers)]
     if spec.base_drafter is not None:
-        # The converted base drafter keeps its d2t/t2d; --draft-vocab-size would derive new ones.
-        flags += ["--from-pretrained", work["base"]]
+        # The (converted) base drafter keeps its d2t/t2d; --draft-vocab-size would derive new ones.
+        flags += ["--from-pretrained",
+                  spec.base_drafter if base_in_speculators_format(spec, options) else work["base"]]
     else:
         flags += ["--draft-vocab-size", str(options.draft_vocab_size)]
     if options.cpu:
@@ -150,16 +157,39 @@ def extract_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: R
     )
 
 
+#: The algorithms ``speculators convert`` 0.9.0 takes a base drafter from, and the keyword that names the
+#: target layers for each (the research formats keep them under other names, or not at all).
+CONVERTERS = {"eagle3": "eagle_aux_hidden_state_layer_ids", "dflash": "aux_hidden_state_layer_ids"}
+
+
+def base_in_speculators_format(spec: DrafterTrainingSpec, options: RenderOptions) -> bool:
+    """Whether the base drafter is already a speculators checkpoint of spec.method (loaded as it is); False
+    for a research-format base (converted). Unknown (no config read): converted, as for EAGLE-3 bases."""
+    config = options.base_drafter_config or {}
+    kind = config.get("speculators_model_type")
+    if kind is None:
+        if spec.method not in CONVERTERS:
+            raise ValueError(f"speculators: spec.baseDrafter {spec.base_drafter!r} is not a speculators checkpoint "
+                             f"(no speculators_model_type in its config.json), and speculators 0.9.0 converts only "
+                             f"{' and '.join(CONVERTERS)} drafters: give a {spec.method} drafter that speculators "
+                             "trained (e.g. an earlier DrafterTraining's output), or unset baseDrafter")
+        return False
+    if kind != spec.method:
+        raise ValueError(f"speculators: spec.baseDrafter {spec.base_drafter!r} is a {kind} drafter and spec.method "
+                         f"is {spec.method}: fine-tune from a {spec.method} drafter, or set method: {kind}")
+    return True
+
+
 def train_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[Command, ...]:
-    """Train: (convert the base drafter to speculators' format,) then ``speculators train`` on every GPU,
-    or the CPU trainer adapter."""
+    """Train: (convert a research-format base drafter to speculators' format,) then ``speculators train`` on
+    every GPU, or the CPU trainer adapter."""
     train: list[Command] = []
-    if spec.base_drafter is not None:
-        convert = [SPECULATORS, "convert", spec.base_drafter, "--algorithm", "eagle3", "--verifier",
+    if spec.base_drafter is not None and not base_in_speculators_format(spec, options):
+        convert = [SPECULATORS, "convert", spec.base_drafter, "--algorithm", spec.method, "--verifier",
                    spec.target.model, "--output-path", work_paths(paths)["base"]]
         if spec.hidden_states.layers:
             convert += ["--algorithm-kwargs",
-                        json.dumps({"eagle_aux_hidden_state_layer_ids": list(spec.hidden_states.layers)})]
+                        json.dumps({CONVERTERS[spec.method]: list(spec.hidden_states.layers)})]
         train.append(Command(tuple(convert)))
     flags = train_flags(spec, paths, options)
     if options.cpu:

@@ -1,4 +1,4 @@
-"""DrafterTraining: train (or fine-tune) an EAGLE-3 drafter for a target, stage by stage.
+"""DrafterTraining: train (or fine-tune) a drafter (EAGLE-3, DFlash or DSpark) for a target, stage by stage.
 
 sections (target, storage, data, hidden states, train, output, promote, resources), spec (the sections together
 and the path rules across them), status, problems (what the operator checks and the apiserver cannot). This
@@ -42,7 +42,7 @@ from drafter_operator.constants import API_GROUP_VERSION, TRAINING_PLURAL, ApiGr
 
 
 class DrafterTraining(KindModel):
-    """Train or fine-tune an EAGLE-3 drafter: generate -> extract -> train -> export -> evaluate -> promote."""
+    """Train or fine-tune a drafter (EAGLE-3, DFlash or DSpark): generate -> extract -> train -> export -> evaluate -> promote."""
 
     kind_name: ClassVar[str] = "DrafterTraining"
     plural: ClassVar[str] = TRAINING_PLURAL

@@ -38,6 +38,15 @@ def training_problems(spec: DrafterTrainingSpec, *, serving: Any = None, num_tar
                 f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} serves {serving.target.model!r}, "
                 f"not spec.target.model {spec.target.model!r}: a drafter only fits the target it was trained for"
             )
+        elif spec.framework == "speculators" and serving.engine == "sglang":
+            # The preflight's SpeculatorsFormatOnSglang: SGLang 0.5.23 reads draft configs with transformers'
+            # AutoConfig, and a speculators checkpoint has no model_type; the swap would be refused after training.
+            problems.append(
+                f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} runs SGLang, which cannot "
+                "load a speculators checkpoint (SGLang 0.5.23 reads draft configs with transformers' AutoConfig; the "
+                "speculators format has no model_type): promote into a vLLM serving, or train with framework "
+                "specforge (method eagle3)"
+            )
     if num_target_layers is not None and spec.hidden_states.layers:
         outside = [layer for layer in spec.hidden_states.layers if layer >= num_target_layers]
         if outside:

@@ -123,12 +123,12 @@ class HiddenStatesStorage(ApiModel):
 
 
 class HiddenStatesSpec(ApiModel):
-    """Offline extraction of the target's hidden states the EAGLE-3 drafter learns from."""
+    """Offline extraction of the target's hidden states the drafter learns from."""
 
     rules = (
         Rule(
             cel="!has(self.layers) || self.layers.isSorted()",
-            message="spec.hiddenStates.layers must be in ascending order (low, middle, high), e.g. [2, 30, 58]",
+            message="spec.hiddenStates.layers must be in ascending order (low to high), e.g. [2, 30, 58]",
             check=lambda h: h.layers is None or list(h.layers) == sorted(h.layers),
             field_path=".layers",
         ),
@@ -136,10 +136,10 @@ class HiddenStatesSpec(ApiModel):
 
     layers: Annotated[
         list[Annotated[int, Field(ge=0, le=1023)]],
-        Field(min_length=3, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"}),
+        Field(min_length=1, max_length=8, json_schema_extra={"x-kubernetes-list-type": "set"}),
         AfterValidator(_unique),
     ] | None = None
-    """The three target layers (low, middle, high) whose hidden states EAGLE-3 fuses, e.g. [2, 30, 58]; default: the framework's choice."""
+    """The target layers whose hidden states the drafter fuses (vLLM's ids), ascending: three for eagle3 (low, middle, high), e.g. [2, 30, 58]; one to eight for dflash and dspark; default: the framework's choice ([2, n/2, n-3] for a target of n layers)."""
     storage: HiddenStatesStorage
     """Where the hidden states are written."""
 

@@ -31,6 +31,7 @@ from drafter_operator.api.training.sections import (
     TrainingStorage,
     TrainingTarget,
 )
+from drafter_operator.constants import TrainedMethod
 
 
 def _apart(output: str, other: str | None) -> bool:
@@ -115,6 +116,23 @@ class DrafterTrainingSpec(ApiModel):
             field_path=".data.chatTemplate",
             reason="FieldValueRequired",
         ),
+        Rule(
+            # SpecForge 0.2.0 trains the DFlash family from a capture layout of its own (hidden states
+            # without the EAGLE-3 target projection, DSpark's with the target's last layer), which the Extract
+            # stage does not write; speculators 0.9.0 trains both from the hidden states it extracts for EAGLE-3.
+            cel="self.method == 'eagle3' || self.framework == 'speculators'",
+            message="spec.method dflash and dspark train with spec.framework speculators (this operator trains them "
+                    "with speculators 0.9.0 only): set framework: speculators, or method: eagle3",
+            check=lambda s: s.method == "eagle3" or s.framework == "speculators",
+            field_path=".method",
+        ),
+        Rule(
+            cel="self.method != 'eagle3' || !has(self.hiddenStates.layers) || size(self.hiddenStates.layers) == 3",
+            message="spec.hiddenStates.layers must name three layers (low, middle, high) for method eagle3, "
+                    "e.g. [2, 30, 58]; dflash and dspark take one to eight",
+            check=lambda s: s.method != "eagle3" or s.hidden_states.layers is None or len(s.hidden_states.layers) == 3,
+            field_path=".hiddenStates.layers",
+        ),
         _apart_rule("target.model", lambda s: s.target.model),
         _apart_rule("baseDrafter", lambda s: s.base_drafter, optional=True),
         _apart_rule("data.dataset", lambda s: s.data.dataset),
@@ -126,6 +144,8 @@ class DrafterTrainingSpec(ApiModel):
     """A drafter checkpoint to fine-tune from (path or hub id), e.g. AQ-MedAI/Kimi-K2-Instruct-eagle3; unset trains from scratch."""
     framework: Literal["specforge", "speculators"] = "specforge"
     """Training framework: specforge (SGLang's) or speculators (vLLM's)."""
+    method: TrainedMethod = "eagle3"
+    """The drafter family trained: eagle3, dflash (block drafting) or dspark (block drafting with a confidence head); dflash and dspark need framework speculators. A promoted drafter is served with the same spec.drafter.method."""
     image: Image | None = None
     """Trainer image; defaults from the operator's configuration."""
     storage: TrainingStorage
