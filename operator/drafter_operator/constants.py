@@ -49,6 +49,8 @@ TRAINING_GENERATION_LABEL = f"{API_GROUP}/training-generation"
 BENCHMARK_LABEL = f"{API_GROUP}/benchmark"
 #: The revision a gate DrafterBenchmark measures before its swap.
 GATE_LABEL = f"{API_GROUP}/gate"
+#: The comparing DrafterBenchmark (spec.candidates) a candidate's own DrafterBenchmark belongs to.
+COMPARISON_LABEL = f"{API_GROUP}/comparison"
 
 #: Label keys a user's own pod labels must not use (api/pod.py refuses them): the operator's selectors.
 OPERATOR_LABEL_PREFIX = f"{API_GROUP}/"

@@ -347,15 +347,17 @@ def show_load_sweep(max_tokens: int) -> dict:
 
 
 def show_family_comparison(retrained_sweep: dict, max_tokens: int) -> None:
-    """Suffix decoding and a DSpark drafter on the same target, swept like the retrained EAGLE-3 drafter: which
-    family to serve at 1, 8 and 32 streams."""
+    """Suffix decoding and a DSpark drafter on the same target beside the retrained EAGLE-3 serving, compared in
+    one DrafterBenchmark (spec.candidates): which family to serve at 1, 8 and 32 streams."""
     ensure_engine_nodes(len(SERVINGS) + 1 + len(sweeps.FAMILIES))
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in sweeps.FAMILIES.items()]))
-    console.print(f"\nDeclared {', '.join(sweeps.FAMILIES)} on the same target: two more drafter families to sweep.")
+    console.print(f"\nDeclared {', '.join(sweeps.FAMILIES)} on the same target: two more drafter families to compare.")
     wait_ready(list(sweeps.FAMILIES))
-    found = [retrained_sweep] + [sweeps.run_sweep(kubectl, console, NAMESPACE, f"{n}-sweep", n, max_tokens)
-                                 for n in sweeps.FAMILIES]
-    sweeps.show_comparison(kubectl, console, NAMESPACE, found)
+    name = "kimi-families"
+    candidates = [retrained_sweep["spec"]["servingRef"]["name"], *sweeps.FAMILIES]
+    item = sweeps.run_comparison(kubectl, console, NAMESPACE, name, candidates, max_tokens)
+    console.print(f"DrafterBenchmark {name}: {watch.condition(item, 'Complete').get('message')}")
+    sweeps.show_comparison(kubectl, console, NAMESPACE, [name])
     console.print("Suffix decoding drafts without a model forward and DSpark drafts its block in one forward; under load "
                   "every verified draft token is compute, and where no family beats its baseline the pick is no "
                   "speculation.")

@@ -1,9 +1,10 @@
 """The demo's DrafterBenchmark load sweeps: one sweep followed to its end, and drafter families compared.
 
 A sweep measures one serving against the no-speculation baseline at 1, 8 and 32 streams, then at levels
-that bracket its break-even. The family comparison sweeps two more families on the same target (suffix
-decoding, a DSpark block drafter) the same way and prints `kubectl drafter compare` of the three: the
-drafter to pick at each load, or no speculation where none pays.
+that bracket its break-even. The family comparison is one DrafterBenchmark with spec.candidates: the
+retrained EAGLE-3 serving and two more families on the same target (suffix decoding, a DSpark block
+drafter), swept one after another the same way; its status.comparison names the drafter to pick at each
+load, or no speculation where none pays, and `kubectl drafter compare` of it prints the table.
 """
 
 from __future__ import annotations
@@ -36,20 +37,36 @@ def run_sweep(kubectl: Kubectl, console: Console, namespace: str, name: str, ser
               timeout: float = 300) -> dict:
     """Create the sweep ``name`` of ``serving`` (an earlier one of that name is replaced), follow it to its end,
     and return it; ClusterError when it does not succeed."""
+    spec = {"servingRef": {"name": serving}, "baseline": {"servingRef": {"name": BASELINE}},
+            "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}
+    return run_benchmark(kubectl, console, namespace, name, spec, timeout,
+                         f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS}, then levels that bracket the "
+                         "break-even (a Job on the CPU node)")
+
+
+def run_comparison(kubectl: Kubectl, console: Console, namespace: str, name: str, candidates: list[str],
+                   max_tokens: int, timeout: float = 900) -> dict:
+    """One DrafterBenchmark comparing ``candidates`` (each swept in turn by a run of its own), followed to its end."""
+    spec = {"candidates": [{"name": c} for c in candidates], "baseline": {"servingRef": {"name": BASELINE}},
+            "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}
+    return run_benchmark(kubectl, console, namespace, name, spec, timeout,
+                         f"DrafterBenchmark {name}: {len(candidates)} candidates swept one after another")
+
+
+def run_benchmark(kubectl: Kubectl, console: Console, namespace: str, name: str, spec: dict, timeout: float,
+                  doing: str) -> dict:
     manifest = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"servingRef": {"name": serving}, "baseline": {"servingRef": {"name": BASELINE}},
-                         "concurrencyLevels": SWEEP_LEVELS, "numPrompts": 3, "maxTokens": max_tokens}}
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
     kubectl("-n", namespace, "delete", "drafterbenchmark", name, "--ignore-not-found", "--wait=true")
     kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
     deadline = time.monotonic() + timeout
     item: dict = {}
-    with console.status(f"DrafterBenchmark {name}: concurrency {SWEEP_LEVELS}, then levels that bracket the "
-                        "break-even (a Job on the CPU node)"):
+    with console.status(doing) as shown:
         while time.monotonic() < deadline:
             item = json.loads(kubectl("-n", namespace, "get", "drafterbenchmark", name, "-o", "json").stdout)
             if (item.get("status") or {}).get("state") in ("Succeeded", "Failed"):
                 break
+            shown.update(f"{doing}: {watch.condition(item, 'Complete').get('message') or 'starting'}")
             time.sleep(1)
     status = item.get("status") or {}
     if status.get("state") != "Succeeded":
@@ -58,16 +75,19 @@ def run_sweep(kubectl: Kubectl, console: Console, namespace: str, name: str, ser
     return item
 
 
-def show_comparison(kubectl: Kubectl, console: Console, namespace: str, sweeps: list[dict]) -> None:
-    """`kubectl drafter compare` of ``sweeps``, through the plugin's own functions."""
+def show_comparison(kubectl: Kubectl, console: Console, namespace: str, names: list[str]) -> None:
+    """`kubectl drafter compare NAMES...` (sweeps, or a comparison: its candidates' runs), through the plugin's
+    own functions."""
     candidates = []
-    for sweep in sweeps:
-        serving = json.loads(kubectl("-n", namespace, "get", "drafterserving", sweep["spec"]["servingRef"]["name"],
-                                     "-o", "json").stdout)
-        candidates.append(compare.candidate(sweep, serving))
-    names = " ".join(s["metadata"]["name"] for s in sweeps)
-    console.print(f"\n$ kubectl drafter compare {names} -n {namespace}   (docs/kubectl-plugin.md)")
     try:
+        for name in names:
+            for run in compare.runs_of(json.loads(kubectl("-n", namespace, "get", "drafterbenchmark", name,
+                                                          "-o", "json").stdout)):
+                sweep = json.loads(kubectl("-n", namespace, "get", "drafterbenchmark", run, "-o", "json").stdout)
+                serving = json.loads(kubectl("-n", namespace, "get", "drafterserving",
+                                             sweep["spec"]["servingRef"]["name"], "-o", "json").stdout)
+                candidates.append(compare.candidate(sweep, serving))
+        console.print(f"\n$ kubectl drafter compare {' '.join(names)} -n {namespace}   (docs/kubectl-plugin.md)")
         console.print(compare.render(compare.compare(candidates)), markup=False, highlight=False, end="")
     except actions.PluginError as exc:
         raise local.ClusterError(f"kubectl drafter compare: {exc}") from None

@@ -6,6 +6,14 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
+from drafter_operator.api.benchmark_comparison import (
+    CEL_BASELINE_NOT_A_CANDIDATE,
+    CEL_CANDIDATES_DISTINCT,
+    Candidates,
+    Comparison,
+    baseline_not_a_candidate,
+    candidates_distinct,
+)
 from drafter_operator.api.benchmark_gate import CEL_LEVELS_DISTINCT, Baseline, Gate, levels_distinct
 from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
@@ -57,8 +65,32 @@ class DrafterBenchmarkSpec(ApiModel):
 
     rules = (
         exactly_one_rule(
-            ("servingRef", "endpoint"),
-            "spec needs exactly one of spec.servingRef (a DrafterServing in this namespace) or spec.endpoint (an OpenAI-compatible base URL)",
+            ("servingRef", "endpoint", "candidates"),
+            "spec needs exactly one of spec.servingRef (a DrafterServing in this namespace), spec.endpoint (an OpenAI-compatible base URL) or spec.candidates (DrafterServings to compare)",
+        ),
+        Rule(
+            cel="!has(self.candidates) || (has(self.concurrencyLevels) && has(self.baseline))",
+            message="spec.candidates are compared by their speedup at each load: set spec.concurrencyLevels (e.g. [1, 8, 32]) and spec.baseline (e.g. servingRef: a no-speculation serving of the same target)",
+            check=lambda s: s.candidates is None or (s.concurrency_levels is not None and s.baseline is not None),
+            field_path=".candidates",
+        ),
+        Rule(
+            cel="!has(self.candidates) || !has(self.gate)",
+            message="spec.gate judges one serving and spec.candidates compare several: remove the gate (status.comparison names the pick at each load)",
+            check=lambda s: s.candidates is None or s.gate is None,
+            field_path=".gate",
+        ),
+        Rule(
+            cel=CEL_CANDIDATES_DISTINCT,
+            message="spec.candidates must name each DrafterServing once: remove the duplicates",
+            check=candidates_distinct,
+            field_path=".candidates",
+        ),
+        Rule(
+            cel=CEL_BASELINE_NOT_A_CANDIDATE,
+            message="spec.baseline.servingRef must not be one of spec.candidates: the baseline serves without speculation, which every level's pick already weighs (\"none\")",
+            check=baseline_not_a_candidate,
+            field_path=".baseline.servingRef.name",
         ),
         Rule(
             cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
@@ -109,6 +141,8 @@ class DrafterBenchmarkSpec(ApiModel):
 
     serving_ref: LocalObjectReference | None = None
     """The DrafterServing to benchmark (its pods' /metrics give acceptance)."""
+    candidates: Candidates | None = None
+    """DrafterServings of one target to compare (2 to 8), instead of servingRef: each is measured in turn by a DrafterBenchmark of its own with this spec's settings (needs concurrencyLevels and a baseline), and status.comparison names the one to pick at each load."""
     endpoint: Url | None = None
     """Or an OpenAI-compatible base URL outside the operator's control, e.g. http://my-vllm.serving.svc:8000 (its /metrics is read too)."""
     model: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
@@ -270,6 +304,8 @@ class DrafterBenchmarkStatus(StatusModel):
     """What was measured."""
     result_config_map: str | None = None
     """A ConfigMap holding the full result (every prompt and level, key result.json); status.result keeps what fits the 4 KiB termination message."""
+    comparison: Comparison | None = None
+    """With spec.candidates: each candidate's run and, once all succeeded, the speedups side by side and the pick at each load."""
 
 
 class DrafterBenchmark(KindModel):

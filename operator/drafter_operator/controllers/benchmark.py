@@ -16,6 +16,7 @@ from drafter_operator.constants import (
     API_GROUP_VERSION,
     BENCHMARK_LABEL,
     BENCHMARK_PLURAL,
+    COMPARISON_LABEL,
     SERVING_LABEL,
     SERVING_PLURAL,
 )
@@ -76,13 +77,25 @@ class BenchmarkReconciler(OneAtATime):
             jobs=tuple(jobs),
             job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
             now=self.clock(), image=self.image,
-            baseline_benchmark=self._baseline_benchmark(namespace, spec))
+            baseline_benchmark=self._baseline_benchmark(namespace, spec),
+            **self._candidates(namespace, name, spec))
         if (body.get("status") or {}).get("resultConfigMap"):
             return state
         detail = self._detail(namespace, result_pod(state))
         if isinstance(detail, str):
             return dataclasses.replace(state, detail_problem=detail)
         return dataclasses.replace(state, detail=detail)
+
+    def _candidates(self, namespace: str, name: str, spec: dict) -> dict:
+        """spec.candidates: each candidate's DrafterServing and the runs labelled as this comparison's."""
+        candidates = spec.get("candidates") or []
+        if not candidates:
+            return {}
+        servings = tuple(self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, c.get("name", "")))
+                         for c in candidates)
+        runs = self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
+                              label_selector=f"{COMPARISON_LABEL}={name}")
+        return {"candidate_servings": servings, "candidate_runs": tuple(runs)}
 
     def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
         name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
@@ -114,6 +127,12 @@ class BenchmarkReconciler(OneAtATime):
                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
             log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
             self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
+        for manifest in plan.benchmarks:
+            manifest["metadata"]["ownerReferences"] = [{
+                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            log.info("%s/%s: create DrafterBenchmark %s", namespace, name, manifest["metadata"]["name"])
+            self.kube.create(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace), manifest)
         if plan.config_map:
             plan.config_map["metadata"]["ownerReferences"] = [{
                 "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,

@@ -24,6 +24,7 @@ from drafter_operator import timestamps
 from drafter_operator.api import DrafterBenchmark, parse_duration
 from drafter_operator.api.benchmark import benchmark_problems
 from drafter_operator.controllers import conditions
+from drafter_operator.controllers.benchmark_comparison import decide_comparison
 from drafter_operator.controllers.benchmark_observe import (
     controlled_by,
     measured_revision,
@@ -67,18 +68,23 @@ class BenchmarkState:
     # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
     baseline_benchmark: dict | None = None
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # ServiceAccounts allowed
+    # spec.candidates: each candidate's DrafterServing (None when not found), and the DrafterBenchmarks labelled
+    # as this comparison's candidate runs (only those it controls are read or deleted)
+    candidate_servings: tuple[dict | None, ...] = ()
+    candidate_runs: tuple[dict, ...] = ()
 
 
 @dataclass
 class BenchmarkPlan:
     create: dict | None = None  # the Job to create
+    benchmarks: list[dict] = field(default_factory=list)  # spec.candidates: the next candidate's own run
     config_map: dict | None = None  # the full result, when it is first known
     deletes: list[str] = field(default_factory=list)  # Jobs of older generations
     status: dict = field(default_factory=dict)  # only the fields that changed
     events: list[Event] = field(default_factory=list)
 
     def writes_anything(self) -> bool:
-        return bool(self.create or self.config_map or self.deletes or self.status or self.events)
+        return bool(self.create or self.benchmarks or self.config_map or self.deletes or self.status or self.events)
 
 
 def decide(state: BenchmarkState) -> BenchmarkPlan:
@@ -92,6 +98,8 @@ def decide(state: BenchmarkState) -> BenchmarkPlan:
                       events=[("Warning", "InvalidSpec", invalid)])
     if run_finished(state):  # a run of this generation that already finished is final
         return plan
+    if spec.candidates is not None:
+        return decide_comparison(plan, state, spec, finish, functools.partial(_failed, finish, state.now))
     job = own_job(state)
     if job is not None and not controlled_by(job, state.benchmark["metadata"].get("uid")):
         return _failed(finish, state.now, foreign_job(job))

@@ -41,6 +41,7 @@ from drafter_operator.constants import (
     API_VERSION,
     BENCHMARK_LABEL,
     BENCHMARK_PLURAL,
+    COMPARISON_LABEL,
     KOPF_ANNOTATION_PREFIX,
     SERVING_LABEL,
     SERVING_PLURAL,
@@ -343,6 +344,12 @@ async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, 
                            name, meta, status)
     if type != "DELETED":
         await _reconcile_benchmark(memo, namespace, name)
+
+
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={COMPARISON_LABEL: kopf.PRESENT})
+async def comparison_candidate_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    # A candidate's run moved on: its comparison starts the next one or records the result at once.
+    await _reconcile_benchmark(memo, namespace, labels[COMPARISON_LABEL])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={BENCHMARK_LABEL: kopf.PRESENT})

@@ -109,7 +109,8 @@ def benchmark(kubectl: Kubectl, args: argparse.Namespace) -> int:
 
 def compare_benchmarks(kubectl: Kubectl, args: argparse.Namespace) -> int:
     candidates = []
-    for name in args.benchmarks:
+    names = [run for name in args.benchmarks for run in compare.runs_of(kubectl.get(BENCHMARK_PLURAL, name))]
+    for name in names:
         benchmark = kubectl.get(BENCHMARK_PLURAL, name)
         ref = ((benchmark.get("spec") or {}).get("servingRef") or {}).get("name")
         try:
@@ -147,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(handler=benchmark)
     versus = commands.add_parser("compare", help="Succeeded benchmark sweeps side by side: the speedup of each at every "
                                                  "load, and the drafter to pick there")
-    versus.add_argument("benchmarks", metavar="BENCHMARK", nargs="+", help="DrafterBenchmarks with concurrencyLevels")
+    versus.add_argument("benchmarks", metavar="BENCHMARK", nargs="+",
+                        help="DrafterBenchmarks with concurrencyLevels, or one with spec.candidates (its candidates' runs)")
     versus.set_defaults(handler=compare_benchmarks)
     # The other flags can come after the command too, as with kubectl (`kubectl drafter get kimi -n team-a`).
     for sub in commands.choices.values():

@@ -1,21 +1,18 @@
 """`kubectl drafter compare BENCHMARK...`: drafter families side by side, and the one to pick at each load (pure).
 
 Each DrafterBenchmark measured one serving against its no-speculation baseline at its concurrency levels;
-the comparison reads them as they are. At each level every candidate measured, the pick is the one with
-the highest speedup, and no speculation where none of them is faster than its baseline: under load
-verification multiplies the tokens each step computes, so the pick can change with the streams. A level
-only some measured (a sweep's refinement around its own break-even) is shown without a pick: comparing
-there would favour whoever happened to measure it. Each sweep's measured break-even closes the table.
+the comparison reads them as they are, and picks at each level as a DrafterBenchmark with spec.candidates
+does (load_picks.py). Each sweep's measured break-even closes the table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from drafter_operator import load_picks
 from drafter_operator.kubectl_plugin.actions import PluginError
 
-#: What the pick is called where no candidate beats the baseline.
-NO_SPECULATION = "no speculation"
+NO_SPECULATION = load_picks.NO_SPECULATION
 #: The pick column where not every candidate measured the level.
 NOT_ALL_MEASURED = "-"
 
@@ -56,6 +53,21 @@ def candidate(benchmark: dict, serving: dict | None) -> Candidate:
                      (result.get("crossover") or {}).get("estimate"))
 
 
+def runs_of(benchmark: dict) -> list[str]:
+    """The benchmarks to compare for ``benchmark``: itself, or for a comparison (spec.candidates) its candidates'
+    own runs; PluginError while a candidate has not been measured."""
+    if not (benchmark.get("spec") or {}).get("candidates"):
+        return [benchmark["metadata"]["name"]]
+    name = benchmark["metadata"]["name"]
+    compared = ((benchmark.get("status") or {}).get("comparison") or {}).get("candidates") or []
+    runs = [c.get("benchmark") for c in compared]
+    if len(runs) != len(benchmark["spec"]["candidates"]) or not all(runs):
+        raise PluginError(f"drafterbenchmark/{name} compares {len(benchmark['spec']['candidates'])} candidates and "
+                          f"has started {len([r for r in runs if r])}: compare it once it Succeeded "
+                          f"(follow it with: kubectl get drafterbenchmark {name} -w)")
+    return runs
+
+
 def measured_method(revision: str | None, serving: dict | None) -> str:
     """The drafter family of the revision the benchmark measured (the serving's record of it), else its spec's."""
     if serving is None:
@@ -75,14 +87,9 @@ def compare(candidates: list[Candidate]) -> Comparison:
     names = [c.benchmark for c in candidates]
     if len(set(names)) != len(names):
         raise PluginError("a benchmark is named twice: name each one once")
-    levels = sorted({level for c in candidates for level in c.speedups})
-    picks = {}
-    for level in levels:
-        if any(level not in c.speedups for c in candidates):
-            picks[level] = NOT_ALL_MEASURED
-            continue
-        best, name = max(((c.speedups[level], c.benchmark) for c in candidates), key=lambda pair: pair[0])
-        picks[level] = name if best > 1.0 else NO_SPECULATION
+    by_level = load_picks.picks_per_level({c.benchmark: c.speedups for c in candidates})
+    levels = list(by_level)
+    picks = {level: NOT_ALL_MEASURED if pick is None else pick for level, pick in by_level.items()}
     return Comparison(candidates, levels, picks)
 
 
