@@ -150,9 +150,8 @@ def _rendered() -> list[list[str]]:
                  {"method": "dspark", "numSpeculativeTokens": 6},
                  {"method": "dspark", "model": "/models/d-dspark", "numSpeculativeTokens": 6,
                   "dspark": {"adaptiveVerification": False}},
-                 # suffix without k is not here: Vllm.merged (engine_parsers.py) field-checks with __post_init__
-                 # skipped, and __post_init__ is where vLLM defaults suffix's k to the tree depth
-                 # (config/speculative.py 1333-1334, 1731-1739), so its _verify_args refuses what `vllm serve` takes.
+                 # suffix without k: vLLM's __post_init__ defaults k to the tree depth (Vllm.merged runs it for suffix)
+                 {"method": "suffix"}, {"method": "suffix", "suffix": {"maxTreeDepth": 16}},
                  {"method": "suffix", "numSpeculativeTokens": 8,
                                         "suffix": {"maxTreeDepth": 24, "maxCachedRequests": 1000,
                                                    "maxSpecFactor": "1.5", "minTokenProb": "0.1"}},
@@ -218,8 +217,8 @@ HOSTILE_VLLM = [
     ["--spec-tokens", "2", "-sc.method", "ngram"], ["--spec-meth", "ngram", "--spec-tok", "2"],
     ["--tensor-parallel-size", "2", "--tensor-parallel-size", "4"], ["--help"], ["-h"],
     # One line or more per drafter family vLLM 0.33.0 accepts (issue 27).
-    # (suffix without k: its default is set in __post_init__, which the merged check skips; see
-    # test_suffix_defaults_and_ranges_are_vllms)
+    # (suffix without k: k is the tree depth, set in __post_init__, which the merged check runs for suffix)
+    [SC, '{"method":"suffix"}'], [SC, '{"method":"suffix","suffix_decoding_max_tree_depth":12}'],
     [SC, '{"method":"suffix","num_speculative_tokens":8}'],
     [SC, '{"method":"suffix","num_speculative_tokens":8,"suffix_decoding_max_tree_depth":16,'
          '"suffix_decoding_max_spec_factor":2.0,"suffix_decoding_min_token_prob":0.2,'

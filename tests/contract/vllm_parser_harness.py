@@ -56,15 +56,20 @@ class Vllm:
     @staticmethod
     def merged(ns) -> dict | None:
         """The speculative config `vllm serve` builds (EngineArgs.create_speculative_config merges the
-        --spec-* shorthands into --speculative-config), field-checked with __post_init__ skipped."""
+        --spec-* shorthands into --speculative-config), field-checked with __post_init__ skipped, except for
+        suffix decoding: it needs no model, and its __post_init__ is where vLLM defaults k to the tree depth and
+        checks the ranges (config/speculative.py 1333-1334, 1727-1739), so it runs in full. arctic-inference is
+        not in the contract environment; __post_init__ only checks that it imports before it does both."""
         import copy
         from types import SimpleNamespace
 
+        import vllm.config.speculative as speculative_module
         from vllm.config import SpeculativeConfig
         from vllm.engine.arg_utils import EngineArgs
 
-        original = SpeculativeConfig.__post_init__
-        SpeculativeConfig.__post_init__ = lambda self: None
+        original, has_arctic = SpeculativeConfig.__post_init__, speculative_module.has_arctic_inference
+        SpeculativeConfig.__post_init__ = lambda self: original(self) if self.method == "suffix" else None
+        speculative_module.has_arctic_inference = lambda: True
         try:
             # The real method on just the attributes it reads (EngineArgs() itself resolves the model).
             holder = SimpleNamespace(spec_method=ns.spec_method, spec_model=ns.spec_model,
@@ -74,7 +79,7 @@ class Vllm:
         except Exception as exc:  # noqa: BLE001 - the refusal is the result
             return {"error": short_error(exc)}
         finally:
-            SpeculativeConfig.__post_init__ = original
+            SpeculativeConfig.__post_init__, speculative_module.has_arctic_inference = original, has_arctic
 
     @staticmethod
     def parser_names(ns) -> dict:
