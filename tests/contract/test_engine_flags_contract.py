@@ -322,7 +322,9 @@ def real_verdict(engine: str, result: dict) -> tuple[bool, dict]:
         meaning = {"model": args.get("model_tag") or args.get("model"), "port": args["port"],
                    "tp": args["tensor_parallel_size"],
                    "method": ("mtp" if method and method.endswith("_mtp") else method) if spec else "none",
-                   "drafter": spec["model"] if spec else None, "k": spec["num_speculative_tokens"] if spec else 0}
+                   # __post_init__ (run for suffix) names a model-less drafter after its method (speculative.py 1277-1281)
+                   "drafter": spec["model"] if spec and spec["model"] != spec["method"] else None,
+                   "k": spec["num_speculative_tokens"] if spec else 0}
         return True, meaning
     if "ok" not in result["algorithm"]:
         return False, {}

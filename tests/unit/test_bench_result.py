@@ -85,6 +85,20 @@ def test_acceptance_fields_come_from_the_window():
     assert result.acceptance_length == pytest.approx(1.693, abs=1e-3)
     assert result.per_position_acceptance == [0.43, 0.19, 0.08, 0.04, 0.0]
     assert result.acceptance_unavailable is None
+    assert result.mean_draft_tokens == 5.0  # 3860 drafted over 772 drafting steps: k = 5 every step
+
+
+def test_the_mean_draft_is_recorded_where_the_engine_counts_drafted_tokens_only():
+    # vLLM suffix decoding: 1,000 drafting steps drafted 2,300 tokens (k = 8 is an upper bound).
+    counted = AcceptanceWindow(engine="vllm", drafts=1000, draft_tokens=2300, accepted_tokens=1400,
+                               generation_tokens=2400, acceptance_rate=1400 / 2300, mean_acceptance_length=2.4,
+                               rate_source="counters")
+    assert r.benchmark_result([seed_level()], counted).mean_draft_tokens == 2.3
+    # SGLang: draft tokens derived as k x verify calls (estimated): their mean is k, which says nothing.
+    derived = AcceptanceWindow(engine="sglang", drafts=1000, draft_tokens=3000, accepted_tokens=1400,
+                               generation_tokens=2400, acceptance_rate=1400 / 3000, mean_acceptance_length=2.4,
+                               rate_source="derived", estimated=True)
+    assert r.benchmark_result([seed_level()], derived).mean_draft_tokens is None
 
 
 def test_unavailable_acceptance_has_no_figures_and_a_bounded_reason():

@@ -17,7 +17,12 @@ length is read from the same counters the benchmark read (vLLM: ``1 + accepted /
 ``auto`` marks the serving Degraded below ``L* (1 + margin)``; for ``minAcceptanceRate`` the same
 threshold is expressed per drafted token, ``rate = (L - 1) / k``. That is what the engines' rate means
 only where every drafting step drafts ``k`` tokens (:func:`rate_problem` says for which families it is
-not; there ``minAcceptanceRate: auto`` is refused with the reason, never a made-up threshold).
+not). Where a family drafts fewer (suffix, n-gram, a DSpark block cut short) and the engine counts the
+tokens it drafted (vLLM), ``k`` becomes the benchmark's mean draft ``d`` (drafted tokens per drafting
+step, ``lastBenchmark.meanDraftTokens``): a step costs ``1 + d c`` and yields ``1 + rate d``, so
+speculation pays exactly where ``rate > c`` whatever is drafted, and the rate threshold is
+``(L* (1 + margin) - 1) / d``. Otherwise ``minAcceptanceRate: auto`` is refused with the reason, never a
+made-up threshold.
 
 The seed: ``k = 5``, ``E = 1.75``, ``S = 0.66`` give ``c = 0.3303`` and ``L* = 2.652``.
 """
@@ -46,16 +51,26 @@ class BenchmarkFigures:
     speedup: float  # against a no-speculation baseline
     acceptance_length: float  # E: tokens per verification step, bonus token included
     num_speculative_tokens: int  # k: draft tokens per verification step
+    #: d: tokens actually drafted per drafting step, for a family that drafts fewer than k (else None: k)
+    mean_draft_tokens: float | None = None
+
+    @property
+    def drafts_per_step(self) -> float:
+        return self.num_speculative_tokens if self.mean_draft_tokens is None else self.mean_draft_tokens
 
     def problem(self) -> str | None:
         """Why these figures cannot give a threshold, or None."""
-        k, s, e = self.num_speculative_tokens, self.speedup, self.acceptance_length
+        k, s, e, d = self.num_speculative_tokens, self.speedup, self.acceptance_length, self.mean_draft_tokens
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             return f"it has no number of draft tokens per step (k = {k!r})"
+        if d is not None and not (math.isfinite(d) and 0 < d <= k):
+            return f"its mean draft {d!r} tokens per step is outside (0, {k}] for k={k}"
         if not math.isfinite(s) or s <= 0:
             return f"its speedup {s!r} is not a positive number"
-        if not math.isfinite(e) or not 1.0 <= e <= k + 1.0:
-            return f"its mean acceptance length {e!r} is outside [1, {k + 1}] for k={k}"
+        limit = self.drafts_per_step + 1.0
+        if not math.isfinite(e) or not 1.0 <= e <= limit:
+            drafted = f"k={k}" if d is None else f"a mean draft of {d:g}"
+            return f"its mean acceptance length {e!r} is outside [1, {limit:g}] for {drafted}"
         return None
 
 
@@ -80,12 +95,19 @@ def rate_problem(engine: str | None, method: str | None) -> str | None:
             f"learned from a length would not compare with it; use minAcceptanceLength: auto (lengths compare)")
 
 
-def rate_for_length(length: float, k: int) -> float:
+def rate_for_length(length: float, k: float) -> float:
     """A mean-length threshold expressed per drafted token: ``(L - 1) / k`` accepted per drafted token (for a
-    family whose :func:`rate_problem` is None)."""
-    if k < 1:
-        raise ValueError("a rate needs k >= 1")
+    family whose :func:`rate_problem` is None; else ``k`` is the mean draft per step)."""
+    if k <= 0:
+        raise ValueError("a rate needs k > 0 draft tokens per step")
     return (length - 1.0) / k
+
+
+def rate_learnable_from_mean_draft(engine: str | None, method: str | None) -> bool:
+    """A family whose steps draft fewer than k, on an engine that counts what it drafted: the rate threshold
+    follows from the benchmark's mean draft per step."""
+    return engine in engines.ENGINES and engines.engine(engine).RATE_PER_DRAFTED_TOKEN \
+        and rate_problem(engine, method) is not None
 
 
 @dataclass(frozen=True)
@@ -104,13 +126,14 @@ class BreakEven:
 
     @property
     def min_rate(self) -> float:
-        return rate_for_length(self.min_length, self.benchmark.num_speculative_tokens)
+        return rate_for_length(self.min_length, self.benchmark.drafts_per_step)
 
     def basis(self) -> str:
         """Where the threshold comes from, for the Degraded message."""
         b = self.benchmark
+        drafted = "" if b.mean_draft_tokens is None else f" (mean draft {b.mean_draft_tokens:.2f})"
         return (f"break-even {self.break_even_length:.2f} + {self.margin:.0%}, from benchmark {b.name}: "
-                f"{b.speedup:.2f}x at length {b.acceptance_length:.2f}, k={b.num_speculative_tokens}, "
+                f"{b.speedup:.2f}x at length {b.acceptance_length:.2f}, k={b.num_speculative_tokens}{drafted}, "
                 f"draft cost {self.draft_cost:.2f}")
 
 
@@ -121,7 +144,7 @@ def learn(figures: BenchmarkFigures, revision: str | None = None, margin: float 
         raise ValueError(f"benchmark {figures.name}: {problem}")
     if margin < 0:
         raise ValueError(f"the margin must be >= 0, got {margin!r}")
-    k = figures.num_speculative_tokens
+    k = figures.drafts_per_step
     cost = draft_cost(figures.acceptance_length, figures.speedup, k)
     return BreakEven(benchmark=figures, revision=revision, draft_cost=cost,
                      break_even_length=break_even_length(cost, k), margin=margin)
@@ -142,7 +165,8 @@ def from_last_benchmark(last: dict | None, revisions: tuple[str, ...], family: t
     gets the reason instead of a threshold."""
     revision = revisions[0] if revisions else None
     problem = rate_problem(*family) if rate_auto else None
-    if problem:
+    by_mean_draft = problem is not None and rate_learnable_from_mean_draft(*family)
+    if problem and not by_mean_draft:
         return f"minAcceptanceRate: auto cannot be learned: {problem}"
     how = ("run a DrafterBenchmark against this serving with a baseline (baseline.tokensPerSecond, "
            "servingRef or benchmarkRef, so it measures a speedup), or let a gated swap record one "
@@ -157,9 +181,14 @@ def from_last_benchmark(last: dict | None, revisions: tuple[str, ...], family: t
         return f"benchmark {name} measured no speedup: it ran without a baseline ({how})"
     if last.get("acceptanceLength") is None:
         return f"benchmark {name} measured no mean acceptance length (the engine's counters were not read)"
+    if by_mean_draft and last.get("meanDraftTokens") is None:
+        return (f"benchmark {name} recorded no mean draft (tokens drafted per step), which a rate threshold for "
+                f"{family[1]} needs ({family[1]} drafts fewer than k): benchmark the serving again, or use "
+                "minAcceptanceLength: auto")
     figures = BenchmarkFigures(name=name, speedup=float(last["speedup"]),
                                acceptance_length=float(last["acceptanceLength"]),
-                               num_speculative_tokens=last.get("numSpeculativeTokens"))
+                               num_speculative_tokens=last.get("numSpeculativeTokens"),
+                               mean_draft_tokens=float(last["meanDraftTokens"]) if by_mean_draft else None)
     problem = figures.problem()
     if problem:
         return f"benchmark {name} cannot give a threshold: {problem}"

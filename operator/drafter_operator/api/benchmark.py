@@ -253,6 +253,8 @@ class BenchmarkResult(StatusModel):
     """Tokens drafted over the run."""
     accepted_tokens: int | None = None
     """Draft tokens accepted over the run."""
+    mean_draft_tokens: float | None = None
+    """Tokens drafted per verification step (draftTokens over the engine's drafting steps), where the engine counts drafted tokens (vLLM); below k for families that draft fewer."""
     baseline_tokens_per_second: float | None = None
     """The baseline's throughput under the same settings."""
     speedup: float | None = None

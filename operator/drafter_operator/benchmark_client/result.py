@@ -185,6 +185,8 @@ def benchmark_result(levels: Sequence[Level], acceptance: AcceptanceWindow | Non
         result.acceptance_length = _r(acceptance.mean_acceptance_length, 4)
         result.draft_tokens = None if acceptance.draft_tokens is None else int(round(acceptance.draft_tokens))
         result.accepted_tokens = None if acceptance.accepted_tokens is None else int(round(acceptance.accepted_tokens))
+        if acceptance.draft_tokens is not None and not acceptance.estimated:  # SGLang's is k x calls: nothing new
+            result.mean_draft_tokens = _r(acceptance.draft_tokens / acceptance.drafts, 4)
         result.per_position_acceptance = [round(p, 4) for p in acceptance.per_position] or None
     return result
 

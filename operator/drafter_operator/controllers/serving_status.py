@@ -63,6 +63,7 @@ def last_benchmark(runs: list[dict], known: dict | None, describing: tuple[str, 
         k = int(annotated) if annotated.isdigit() else None
     block = {"name": meta["name"], "tokensPerSecond": result.get("tokensPerSecond"), "speedup": result.get("speedup"),
              "acceptanceLength": result.get("acceptanceLength"), "numSpeculativeTokens": k,
+             "meanDraftTokens": result.get("meanDraftTokens"),
              "revision": benchmark_revision(benchmark)}
     return {key: value for key, value in block.items() if value is not None}
 

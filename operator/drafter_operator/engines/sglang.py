@@ -125,6 +125,9 @@ RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
     "ngram": "SGLang's NGRAM rate divides by a nominal draft tree (its steps, or numDraftTokens - 1 per verify "
              "call, drafted or not)",
 }
+#: SGLang's draft tokens are derived (k x verify calls), never counted: no mean draft tells a family that drafts
+#: fewer apart, so no rate threshold is learned for the families above.
+RATE_PER_DRAFTED_TOKEN = False
 
 
 # --------------------------------------------------------------------------------------------------

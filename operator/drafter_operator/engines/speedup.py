@@ -104,9 +104,11 @@ def tokens_per_second(a: float, k: int, draft_cost: float = DEFAULT_DRAFT_COST,
     return mean_acceptance_length(a, k) / step_seconds(k, draft_cost, target_step_ms)
 
 
-def break_even_length(k: int, draft_cost: float = DEFAULT_DRAFT_COST) -> float:
-    """The mean acceptance length at which speculation is exactly as fast as plain decoding."""
-    _check_k(k)
+def break_even_length(k: float, draft_cost: float = DEFAULT_DRAFT_COST) -> float:
+    """The mean acceptance length at which speculation is exactly as fast as plain decoding. ``k``: tokens drafted
+    per step, a mean where steps draft fewer than the configured k (suffix, n-gram)."""
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or not k >= 0:
+        raise ValueError(f"the tokens drafted per step must be a number >= 0, got {k!r}")
     return 1.0 + k * draft_cost
 
 

@@ -150,6 +150,9 @@ RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
     "ngramGpu": "the GPU n-gram proposer drafts only when the prompt or output repeats, up to k tokens",
     "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
 }
+#: The engine's rate is accepted / tokens actually drafted, both counted: for the families above, the break-even
+#: rate follows from a benchmark's mean draft per step instead of k (acceptance/break_even.py).
+RATE_PER_DRAFTED_TOKEN = True
 
 
 # --------------------------------------------------------------------------------------------------

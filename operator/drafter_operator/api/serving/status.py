@@ -103,6 +103,8 @@ class LastBenchmarkStatus(StatusModel):
     """Mean acceptance length it measured (tokens per verification step, bonus token included)."""
     num_speculative_tokens: int | None = None
     """Draft tokens per verification step (k) of the revision it measured."""
+    mean_draft_tokens: float | None = None
+    """Tokens actually drafted per verification step over its run (below k where a family drafts fewer: suffix, n-gram, a DSpark block cut short); what minAcceptanceRate auto learns from for those families."""
     revision: str | None = None
     """The revision it measured (the gate benchmark of the active revision)."""
 
