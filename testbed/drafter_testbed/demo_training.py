@@ -74,7 +74,9 @@ def manifest(namespace: str, target: str, output: str, serving: str, gate: dict,
             "data": {"dataset": "/models/datasets/chats.jsonl", "numSamples": CONVERSATIONS, "maxTokens": 256},
             "hiddenStates": {"layers": [1, 2, 3], "storage": {"size": "1Gi"}},
             "train": {"epochs": 1, "learningRate": "1e-4", "maxLength": 512, "draftVocabSize": 256},
-            "output": {"path": output},
+            # A demo run again replaces the drafter its last run trained (nothing loads it yet at this point: the
+            # promotion comes after Export); without overwrite Generate refuses with OutputExists.
+            "output": {"path": output, "overwrite": True},
             "promote": {"servingRef": {"name": serving}, "gate": gate},
             "resources": {"gpus": 1, "requests": {"cpu": "100m", "memory": "256Mi"}},
             "placement": placement,

@@ -33,11 +33,21 @@ def test_the_pick_follows_the_load():
     ngram = compare.candidate(sweep("ngram", "kimi-ngram", {1: 1.2, 8: 1.35, 32: 0.98}), serving("ngram"))
     result = compare.compare([eagle, suffix, ngram])
     assert result.levels == [1, 8, 32]
-    assert result.picks == {1: "suffix", 8: "ngram", 32: compare.NO_SPECULATION}
+    # Named by their servings (what one would serve), each once.
+    assert result.picks == {1: "kimi-suffix", 8: "kimi-ngram", 32: compare.NO_SPECULATION}
     table = compare.render(result).splitlines()
-    assert table[0].split() == ["STREAMS", "eagle", "(eagle3)", "suffix", "(suffix)", "ngram", "(ngram)", "PICK"]
+    assert table[0].split() == ["STREAMS", "kimi-eagle3", "(eagle3)", "kimi-suffix", "(suffix)", "kimi-ngram", "(ngram)",
+                                "PICK"]
     assert table[3].split() == ["32", "0.71x", "0.93x", "0.98x", "no", "speculation"]
     assert table[4].split() == ["break-even", "14.27", "-", "-"]
+
+
+def test_two_runs_of_one_serving_keep_their_benchmark_names():
+    before = compare.candidate(sweep("before", "kimi", {1: 1.2}), None)
+    after = compare.candidate(sweep("after", "kimi", {1: 1.5}), None)
+    other = compare.candidate(sweep("s", "kimi-suffix", {1: 1.4}), None)
+    result = compare.compare([before, after, other])
+    assert result.picks == {1: "after"} and compare.rows(result)[0][1:4] == ["before (?)", "after (?)", "kimi-suffix (?)"]
 
 
 def test_the_family_is_the_measured_revisions():
@@ -55,7 +65,7 @@ def test_a_level_not_every_candidate_measured_has_no_pick():
     two = compare.candidate(sweep("two", "b", {1: 1.4, 8: 1.2}), None)
     result = compare.compare([one, two])
     assert result.levels == [1, 8, 12]
-    assert result.picks == {1: "one", 8: compare.NOT_ALL_MEASURED, 12: compare.NOT_ALL_MEASURED}
+    assert result.picks == {1: "a", 8: compare.NOT_ALL_MEASURED, 12: compare.NOT_ALL_MEASURED}
     assert compare.rows(result)[2] == ["8", "-", "1.20x", "-"]
 
 
@@ -83,7 +93,7 @@ def test_the_pick_is_the_fastest_measured_candidate_and_only_above_one(maps):
     candidates = [compare.Candidate(f"b{i}", "s", "eagle3", m) for i, m in enumerate(maps)]
     result = compare.compare(candidates)
     for level in result.levels:
-        measured = {c.benchmark: c.speedups[level] for c in candidates if level in c.speedups}
+        measured = {result.labels[c.benchmark]: c.speedups[level] for c in candidates if level in c.speedups}
         pick = result.picks[level]
         if len(measured) < len(candidates):
             assert pick == compare.NOT_ALL_MEASURED

@@ -32,7 +32,8 @@ class Candidate:
 class Comparison:
     candidates: list[Candidate]
     levels: list[int]
-    picks: dict[int, str]  # concurrency -> the benchmark's name, NO_SPECULATION or NOT_ALL_MEASURED
+    picks: dict[int, str]  # concurrency -> a candidate's label, NO_SPECULATION or NOT_ALL_MEASURED
+    labels: dict[str, str]  # benchmark -> what the table calls it: its serving, or itself where a serving repeats
 
 
 def candidate(benchmark: dict, serving: dict | None) -> Candidate:
@@ -87,16 +88,19 @@ def compare(candidates: list[Candidate]) -> Comparison:
     names = [c.benchmark for c in candidates]
     if len(set(names)) != len(names):
         raise PluginError("a benchmark is named twice: name each one once")
-    by_level = load_picks.picks_per_level({c.benchmark: c.speedups for c in candidates})
+    # The servings are what one would serve; two runs of one serving (before and after a change) keep their names.
+    servings = [c.serving for c in candidates]
+    labels = {c.benchmark: c.serving if servings.count(c.serving) == 1 else c.benchmark for c in candidates}
+    by_level = load_picks.picks_per_level({labels[c.benchmark]: c.speedups for c in candidates})
     levels = list(by_level)
     picks = {level: NOT_ALL_MEASURED if pick is None else pick for level, pick in by_level.items()}
-    return Comparison(candidates, levels, picks)
+    return Comparison(candidates, levels, picks, labels)
 
 
 def rows(comparison: Comparison) -> list[list[str]]:
     """The table: a header, per level each candidate's speedup ("-" where it did not measure it) and the pick,
     then each sweep's break-even in streams ("-" where its levels did not bracket one)."""
-    header = ["STREAMS", *(f"{c.benchmark} ({c.method})" for c in comparison.candidates), "PICK"]
+    header = ["STREAMS", *(f"{comparison.labels[c.benchmark]} ({c.method})" for c in comparison.candidates), "PICK"]
     body = [[str(level), *(f"{c.speedups[level]:.2f}x" if level in c.speedups else "-" for c in comparison.candidates),
              comparison.picks[level]] for level in comparison.levels]
     footer = ["break-even", *(f"{c.break_even:g}" if c.break_even is not None else "-" for c in comparison.candidates), ""]
