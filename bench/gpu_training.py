@@ -43,8 +43,8 @@ DRAFT_VOCAB = 256
 SEED = 0
 ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
        "TOKENIZERS_PARALLELISM": "false", "VLLM_TARGET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}
-#: speculators logs ``train/loss=0.859`` per step; SpecForge ``loss=...`` (or ``train/loss``) per log interval.
-LOSS = re.compile(r"(?:train/)?loss[=:]\s*([0-9]+\.[0-9]+(?:e[-+]?[0-9]+)?)")
+#: speculators logs ``train/loss=0.859`` per step; SpecForge ``step N: {..., 'loss': 0.271..., ...}`` per log interval.
+LOSS = re.compile(r"(?:train/loss=|'loss': )(-?[0-9]+\.[0-9]+(?:e[-+]?[0-9]+)?)")
 
 
 def spec(root: Path, framework: str, method: str, name: str) -> DrafterTrainingSpec:
