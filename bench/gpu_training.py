@@ -120,7 +120,7 @@ def prepare(root: Path) -> None:
                 print(f"{framework} {stage.name}: {seconds:.1f} s")
 
 
-def train(root: Path, device: str, runs: list[str]) -> dict:
+def train(root: Path, device: str, runs: list[str], loss_flags: tuple[str, ...] = ()) -> dict:
     """Each run's Train stage rendered for ``device``, from the prepared data, one loss line per step."""
     results = {}
     for name in runs:
@@ -135,15 +135,31 @@ def train(root: Path, device: str, runs: list[str]) -> dict:
         (stage,) = [s for s in render(spec(root, framework, method, name), training, options(root, device == "cpu"))
                     if s.name == "Train"]
         stage = every_step(stage, framework)
+        if loss_flags and framework == "speculators":
+            stage = with_train_flags(stage, loss_flags)
         log = work / "train.log"
         log.unlink(missing_ok=True)
-        seconds = run_stage(stage, training, log, {"SPECFORGE_DEVICE": device} if framework == "specforge" else {})
+        try:
+            seconds = run_stage(stage, training, log, {"SPECFORGE_DEVICE": device} if framework == "specforge" else {})
+        except subprocess.CalledProcessError as exc:
+            errors = [line for line in log.read_text().splitlines() if "Error" in line]
+            results[name] = {"device": device, "failed": exc.returncode, "error": errors[-3:]}
+            print(f"{name} on {device}: failed ({exc.returncode}): {errors[-1:] or 'see ' + str(log)}")
+            continue
         text = log.read_text()
         losses = [float(m) for m in LOSS.findall(text)]
         results[name] = {"device": device, "seconds": round(seconds, 2), "losses": losses,
                          "argv": [" ".join(c.argv) for c in stage.commands]}
         print(f"{name} on {device}: {seconds:.1f} s, {len(losses)} losses, first {losses[:3]}, last {losses[-3:]}")
     return results
+
+
+def with_train_flags(stage: Stage, flags: tuple[str, ...]) -> Stage:
+    """speculators' train command with ``flags`` appended (its parser takes the last of a repeated flag)."""
+    import dataclasses
+
+    *before, last = stage.commands
+    return dataclasses.replace(stage, commands=(*before, dataclasses.replace(last, argv=(*last.argv, *flags))))
 
 
 def every_step(stage: Stage, framework: str) -> Stage:
@@ -164,7 +180,8 @@ def every_step(stage: Stage, framework: str) -> Stage:
 
 def compare(cpu: dict, gpu: dict) -> None:
     for name in cpu:
-        if name not in gpu:
+        if name not in gpu or "losses" not in gpu[name]:
+            print(f"{name}: no GPU curve ({(gpu.get(name) or {}).get('error') or 'not run'})")
             continue
         a, b = cpu[name]["losses"], gpu[name]["losses"]
         steps = min(len(a), len(b))
@@ -184,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     trainer.add_argument("--device", choices=("cpu", "cuda"), required=True)
     trainer.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=list(RUNS))
     trainer.add_argument("--out", type=Path, required=True)
+    trainer.add_argument("--speculators-loss", choices=("fused", "eager"), default="fused",
+                         help="speculators' loss on the GPU: its fused Triton kernel (the GPU default), or eager where "
+                              "the kernel does not compile (speculators 0.9.0's under torch 2.11: docs/training.md)")
     versus = sub.add_parser("compare")
     versus.add_argument("cpu", type=Path)
     versus.add_argument("gpu", type=Path)
@@ -191,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "prepare":
         prepare(args.root.resolve())
     elif args.verb == "train":
-        results = train(args.root.resolve(), args.device, args.runs)
+        loss = ("--loss-implementation", "eager") if args.device == "cuda" and args.speculators_loss == "eager" else ()
+        results = train(args.root.resolve(), args.device, args.runs, loss)
         args.out.write_text(json.dumps(results, indent=1))
     else:
         compare(json.loads(args.cpu.read_text()), json.loads(args.gpu.read_text()))
