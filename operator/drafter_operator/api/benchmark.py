@@ -345,6 +345,7 @@ BENCHMARK_OPERATOR_CHECKS: tuple[str, ...] = (
     "the baseline DrafterServing serves the same target model as the benchmarked one.",
     "spec.maxTokens fits the serving's target.maxModelLen.",
     "spec.gate.minAcceptanceRate is only used against a speculating serving.",
+    "each of spec.candidates names an existing, valid DrafterServing, checked as spec.servingRef is, before the first candidate is measured.",
 )
 
 

@@ -65,11 +65,11 @@ def candidate_problems(state: BenchmarkState, spec: DrafterBenchmarkSpec) -> lis
     return list(dict.fromkeys(problems))  # a baseline problem is every candidate's: say it once
 
 
-def stale_runs(state: BenchmarkState) -> list[str]:
+def stale_runs(state: BenchmarkState, candidates: int) -> list[str]:
     """The candidate runs of older generations (never a DrafterBenchmark that only copied the label)."""
     meta = state.benchmark["metadata"]
     generation = meta.get("generation") or 1
-    current = {candidate_run_name(meta["name"], generation, i) for i in range(len(state.candidate_servings))}
+    current = {candidate_run_name(meta["name"], generation, i) for i in range(candidates)}
     return [object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, meta["namespace"], run["metadata"]["name"])
             for run in state.candidate_runs
             if controlled_by(run, meta.get("uid")) and run["metadata"]["name"] not in current
@@ -94,11 +94,10 @@ def compared(spec: DrafterBenchmarkSpec, runs: list[dict | None]) -> dict:
                                                    if lv.get("speedup") is not None}
                                             for name, measured in levels.items()})
         every_level = sorted({c for measured in levels.values() for c in measured})
-        comparison["levels"] = [{"concurrency": c, "pick": picks.get(c), "speedups": [
+        comparison["levels"] = [{**({"pick": picks[c]} if picks.get(c) else {}), "concurrency": c, "speedups": [
             {key: value for key, value in {"serving": name, "speedup": measured.get(c, {}).get("speedup"),
                                            "tokensPerSecond": measured.get(c, {}).get("tokensPerSecond")}.items()
              if value is not None} for name, measured in levels.items()]} for c in every_level]
-        comparison["levels"] = [{k: v for k, v in level.items() if v is not None} for level in comparison["levels"]]
     return comparison
 
 
@@ -107,7 +106,7 @@ def decide_comparison(plan: BenchmarkPlan, state: BenchmarkState, spec: DrafterB
     """Check every candidate; then start the first candidate without a run, wait for a running one, fail with
     a failed one, or, all succeeded, record the comparison."""
     meta = state.benchmark["metadata"]
-    plan.deletes += stale_runs(state)
+    plan.deletes += stale_runs(state, len(spec.candidates))
     by_name = {run["metadata"]["name"]: run for run in state.candidate_runs if controlled_by(run, meta.get("uid"))}
     generation = meta.get("generation") or 1
     runs = [by_name.get(candidate_run_name(meta["name"], generation, i)) for i in range(len(spec.candidates))]
