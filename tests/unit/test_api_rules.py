@@ -74,7 +74,11 @@ def test_models_reject_every_catalogue_case(path):
     text = _error_text(info.value)
     leaf = field.split(".")[-1].split("[")[0]
     assert leaf in text, f"{field} not named in:\n{text}"
-    if any(message in rule_message for rule_message in _all_messages()):
+    ours = any(message in rule_message for rule_message in _all_messages())
+    # Our rules' messages name fields ("spec.endpoint"); the apiserver's own ("at least 3 items") do not. A case that
+    # expects one of ours must find it in a rule, or the e2e run would look for a message nobody writes.
+    assert ours or "spec." not in message, f"{path.name}: {message!r} is in no rule's message"
+    if ours:
         assert message in text, f"rule message {message!r} not in:\n{text}"
 
 
