@@ -57,10 +57,13 @@ def test_the_seeds_drafter_measures_15_percent_and_slower_than_the_baseline(fast
     assert status["state"] == "Succeeded", (status, operator.log_tail())
     result = status["result"]
     assert result["acceptanceRate"] == pytest.approx(0.15, abs=0.03)
-    assert result["speedup"] == pytest.approx(0.66, rel=0.05)  # the emulator's truth for the seed's drafter
+    # The emulator's truth for the seed's drafter is 0.66x, measured on the wall clock while the other tiers run
+    # beside this one (nice 19): a full CI run measured 0.619x (6% off) on a loaded 2-core machine, so 10%.
+    # What a user relies on is that the drafter is measured slower than no speculation.
+    assert result["speedup"] == pytest.approx(0.66, rel=0.10) and result["speedup"] < 1.0
     assert result["totalTokens"] == 3 * 256
     gate = next(c for c in status["conditions"] if c["type"] == "GatePassed")
-    assert gate["status"] == "False" and gate["message"].startswith("speedup 0.6")
+    assert gate["status"] == "False" and re.match(r"speedup 0\.\d+", gate["message"]), gate["message"]
     pods = cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/benchmark=seed")["items"]
     nodes = {p["spec"]["nodeName"] for p in pods}
     labels = [cluster.get_json("node", node)["metadata"]["labels"] for node in nodes]
