@@ -165,3 +165,36 @@ def test_the_pick_is_the_fastest_of_all_where_all_measured_and_none_where_none_b
             assert pick == load_picks.NO_SPECULATION
         else:
             assert speedups[pick][level] == max(measured)
+
+
+class CountingKube:
+    """The reads a reconcile makes: the comparison, its baseline's serving and Service, and the runs it lists."""
+
+    def __init__(self, body: dict, runs: list[dict]):
+        self.body, self.runs, self.gets = body, runs, []
+
+    def get(self, path: str):
+        self.gets.append(path)
+        if path.endswith("/drafterbenchmarks/families"):
+            return copy.deepcopy(self.body)
+        return serving_body(path.rsplit("/", 1)[1], "none") if "/drafterservings/" in path else None
+
+    def list(self, path: str, label_selector: str | None = None):
+        return copy.deepcopy(self.runs) if path.endswith("/drafterbenchmarks") else []
+
+
+def test_the_candidates_servings_are_read_until_the_first_run_exists_not_on_every_tick():
+    from drafter_operator.controllers.benchmark import BenchmarkReconciler
+
+    body = comparison()
+    before = CountingKube(body, [])
+    state = BenchmarkReconciler(before, image=IMAGE).observe("team", "families")
+    assert [p.rsplit("/", 1)[1] for p in before.gets if "/drafterservings/" in p] == ["kimi-baseline", *CANDIDATES]
+    assert len(state.candidate_servings) == 3
+    during = CountingKube(body, [run(body, 0, "Running")])
+    state = BenchmarkReconciler(during, image=IMAGE).observe("team", "families")
+    assert [p.rsplit("/", 1)[1] for p in during.gets if "/drafterservings/" in p] == ["kimi-baseline"]
+    assert state.candidate_servings == () and len(state.candidate_runs) == 1
+    # An older generation's run is no reason to skip the check of the new spec's candidates.
+    stale = CountingKube(comparison(generation=2), [run(body, 0, "Succeeded", [(1, 1.5)], generation=1)])
+    assert len(BenchmarkReconciler(stale, image=IMAGE).observe("team", "families").candidate_servings) == 3

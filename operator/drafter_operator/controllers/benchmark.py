@@ -20,8 +20,9 @@ from drafter_operator.constants import (
     SERVING_LABEL,
     SERVING_PLURAL,
 )
+from drafter_operator.controllers.benchmark_comparison import candidate_run_name
 from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
-from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
+from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
@@ -78,7 +79,7 @@ class BenchmarkReconciler(OneAtATime):
             job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
             now=self.clock(), image=self.image,
             baseline_benchmark=self._baseline_benchmark(namespace, spec),
-            **self._candidates(namespace, name, spec))
+            **self._candidates(namespace, body, spec))
         if (body.get("status") or {}).get("resultConfigMap"):
             return state
         detail = self._detail(namespace, result_pod(state))
@@ -86,16 +87,22 @@ class BenchmarkReconciler(OneAtATime):
             return dataclasses.replace(state, detail_problem=detail)
         return dataclasses.replace(state, detail=detail)
 
-    def _candidates(self, namespace: str, name: str, spec: dict) -> dict:
-        """spec.candidates: each candidate's DrafterServing and the runs labelled as this comparison's."""
+    def _candidates(self, namespace: str, body: dict, spec: dict) -> dict:
+        """spec.candidates: the runs labelled as this comparison's and, until one of its own exists, each
+        candidate's DrafterServing (decide checks them only before the first run: not a GET per candidate on
+        every tick of a comparison that runs for an hour)."""
         candidates = spec.get("candidates") or []
         if not candidates:
             return {}
+        meta = body["metadata"]
+        runs = tuple(self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
+                                    label_selector=f"{COMPARISON_LABEL}={meta['name']}"))
+        first = candidate_run_name(meta["name"], meta.get("generation") or 1, 0)
+        if any(run["metadata"]["name"] == first and controlled_by(run, meta.get("uid")) for run in runs):
+            return {"candidate_runs": runs}
         servings = tuple(self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, c.get("name", "")))
                          for c in candidates)
-        runs = self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
-                              label_selector=f"{COMPARISON_LABEL}={name}")
-        return {"candidate_servings": servings, "candidate_runs": tuple(runs)}
+        return {"candidate_servings": servings, "candidate_runs": runs}
 
     def _baseline_benchmark(self, namespace: str, spec: dict) -> dict | None:
         name = (((spec.get("baseline") or {}).get("benchmarkRef")) or {}).get("name")
@@ -120,23 +127,20 @@ class BenchmarkReconciler(OneAtATime):
         for path in plan.deletes:
             log.info("%s/%s: delete %s (an older generation's run)", namespace, name, path)
             self.kube.delete(path, propagation="Background")
+        # What it creates is its own (the Job, a candidate's run, the result): deleted with it, read only by it.
+        owner = {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
+                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         if plan.create:
             manifest = plan.create
-            manifest["metadata"]["ownerReferences"] = [{
-                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
-                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            manifest["metadata"]["ownerReferences"] = [owner]
             log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
             self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
         for manifest in plan.benchmarks:
-            manifest["metadata"]["ownerReferences"] = [{
-                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
-                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            manifest["metadata"]["ownerReferences"] = [owner]
             log.info("%s/%s: create DrafterBenchmark %s", namespace, name, manifest["metadata"]["name"])
             self.kube.create(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace), manifest)
         if plan.config_map:
-            plan.config_map["metadata"]["ownerReferences"] = [{
-                "apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
-                "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            plan.config_map["metadata"]["ownerReferences"] = [owner]
             self.kube.create(object_path("v1", "configmaps", namespace), plan.config_map)
         if plan.status:
             log.info("%s/%s: status %s", namespace, name, sorted(plan.status))

@@ -68,8 +68,9 @@ class BenchmarkState:
     # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
     baseline_benchmark: dict | None = None
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # ServiceAccounts allowed
-    # spec.candidates: each candidate's DrafterServing (None when not found), and the DrafterBenchmarks labelled
-    # as this comparison's candidate runs (only those it controls are read or deleted)
+    # spec.candidates: each candidate's DrafterServing (None when not found; observed only until a run of its own
+    # exists), and the DrafterBenchmarks labelled as this comparison's candidate runs (only those it controls
+    # are read or deleted)
     candidate_servings: tuple[dict | None, ...] = ()
     candidate_runs: tuple[dict, ...] = ()
 
