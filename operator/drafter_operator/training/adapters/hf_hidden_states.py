@@ -25,7 +25,9 @@ writes the SAME files in the SAME format each framework's capture writes:
   with speculators' ``check_hidden_states``.
 
 Self-contained on purpose (torch, transformers, datasets, safetensors and the framework): it runs in a
-stock framework image, mounted beside the stage's other files. One process, on the CPU.
+stock framework image, mounted beside the stage's other files. One process, on the CPU; ``HF_HIDDEN_STATES_DEVICE``
+(e.g. ``cuda``) runs the same forward on that device instead, which is how bench/gpu_training.py holds the CPU
+capture to a GPU one (the records are written from CPU copies either way).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def _load_target(path: str, trust_remote_code: bool):
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+    model.to(os.environ.get("HF_HIDDEN_STATES_DEVICE") or "cpu")
     model.eval()
     return config, model
 
@@ -69,14 +72,16 @@ def _forward(model, input_ids, attention_mask=None):
             outputs[index] = output[0] if isinstance(output, tuple) else output
         return hook
 
+    device = next(model.parameters()).device
     handles = [layer.register_forward_hook(keep(i)) for i, layer in enumerate(layers)]
     try:
         with torch.no_grad():
-            out = model.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+            out = model.model(input_ids=input_ids.to(device), output_hidden_states=True,
+                              attention_mask=None if attention_mask is None else attention_mask.to(device))
     finally:
         for handle in handles:
             handle.remove()
-    return [out.hidden_states[0], *outputs], out.last_hidden_state
+    return [state.cpu() for state in (out.hidden_states[0], *outputs)], out.last_hidden_state.cpu()
 
 
 # ------------------------------------------------------------------------------------------------
