@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,10 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     for kind in ("Extracted", "Trained", "Exported", "Ready"):
         assert conds[kind]["status"] == "True", conds[kind]
     assert "Generated" not in conds  # a local JSONL needs no Generate stage
+    # The run's cost estimate, from the stage runner's rates and the tiny target's shape (training/cost.py).
+    estimate = body["status"]["estimate"]
+    assert estimate["gpuHours"] > 0 and "samples x maxLength" in estimate["basis"], estimate
+    assert datetime.fromisoformat(estimate["finishTime"].replace("Z", "+00:00")).tzinfo is not None
     # One Job per stage, none repeated after the restart.
     jobs = sorted(labelled(cluster, namespace, "jobs", name))
     assert jobs == [f"{name}-export-g1", f"{name}-extract-g1", f"{name}-train-g1"], jobs

@@ -35,6 +35,7 @@ from drafter_operator.controllers.training_observe import (
     job_finished,
     left_by_earlier,
     observe_jobs,
+    run_estimate,
     stage_artifacts,
     stage_progress,
     stale_children,
@@ -302,6 +303,9 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
     if not (decision.start in JOB_STAGES and seen.leftovers):
         extra["progress"] = stage_progress(decision.stage, state, state.training.get("status") or {},
                                            extra["hiddenStates"])
+        estimate = run_estimate(decision.stage, state, state.training.get("status") or {}, spec.resources.gpus)
+        if estimate:
+            extra["estimate"] = estimate
     verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
     return _finish(plan, state, decision.stage, verdicts, extra)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from drafter_operator.controllers import conditions
@@ -15,7 +16,7 @@ from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDI
 from drafter_operator.kube import object_path
 from drafter_operator.resources.training_job import stage_job_name
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
-from drafter_operator.training.progress import latest_status
+from drafter_operator.training.progress import latest_status, rfc3339
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.training_decide import TrainingState
@@ -184,3 +185,26 @@ def stage_progress(stage: str, state: TrainingState, status: dict, hidden: dict)
         if latest.estimated_bytes is not None:
             hidden["estimatedBytes"] = latest.estimated_bytes
     return latest.progress
+
+
+#: The stages the cost estimate counts, in run order (training/cost.py).
+COSTED_STAGES = ("Extract", "Train")
+
+
+def run_estimate(stage: str, state: TrainingState, status: dict, gpus: int) -> dict | None:
+    """status.estimate from the running stage's latest progress line: the run's GPU-hours, and its finish time as
+    the stage's own ETA (its estimate until it reports one) plus the later costed stages' estimates on ``gpus`` GPUs.
+    Without a new line (or after Train) the recorded estimate stays."""
+    latest = latest_status(state.progress_log, state.now) if state.progress_log else None
+    if latest is None or latest.stage != stage or latest.cost is None:
+        return status.get("estimate")
+    seconds = latest.cost["gpuSeconds"]
+    later = COSTED_STAGES[COSTED_STAGES.index(stage) + 1:] if stage in COSTED_STAGES else (
+        COSTED_STAGES if stage == "Generate" else ())
+    remaining = sum(seconds.get(s, 0.0) for s in later) / gpus
+    if stage in COSTED_STAGES:
+        eta = latest.progress.get("etaSeconds")
+        remaining += eta if eta is not None else seconds.get(stage, 0.0) / gpus
+    total = sum(seconds.get(s, 0.0) for s in COSTED_STAGES)
+    return {"gpuHours": float(f"{total / 3600:.3g}"), "basis": latest.cost["basis"],
+            "finishTime": rfc3339(state.now + timedelta(seconds=round(remaining)))}

@@ -45,7 +45,8 @@ PREFIX = "drafter-progress "
 #: status.progress's fields (api/training.py TrainingProgress), in the line's camelCase.
 PROGRESS_FIELDS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "loss", "etaSeconds",
                    "percent", "summary", "updated")
-_COUNTS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "etaSeconds", "bytesWritten", "estimatedBytes")
+_COUNTS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "etaSeconds", "bytesWritten", "estimatedBytes",
+           "tokens")
 SAMPLE_STAGES = ("Generate", "Extract")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -234,9 +235,10 @@ def rfc3339(at: datetime) -> str:
 
 
 def record(state: Progress, stage: str, at: datetime, bytes_written: int | None = None,
-           outcome: str | None = None, estimated_bytes: int | None = None) -> dict:
+           outcome: str | None = None, estimated_bytes: int | None = None, cost: Mapping | None = None) -> dict:
     """The JSON of a ``drafter-progress`` line: the TrainingProgress fields that are known, in
-    camelCase, plus ``stage`` and ``bytesWritten``; ``outcome`` ("Succeeded", "Failed") on the last."""
+    camelCase, plus ``stage`` and ``bytesWritten``; ``outcome`` ("Succeeded", "Failed") on the last;
+    ``cost``, the run's estimate (training/cost.py: ``gpuSeconds`` by stage, ``tokens``, ``basis``)."""
     percent, eta = state.percent(), state.eta_seconds()
     if outcome == "Succeeded":
         percent, eta = 100.0, 0
@@ -247,6 +249,7 @@ def record(state: Progress, stage: str, at: datetime, bytes_written: int | None 
         "loss": state.loss, "etaSeconds": eta, "percent": percent,
         "summary": state.summary() or (f"{stage} {outcome.lower()}" if outcome else f"{stage} running"),
         "updated": rfc3339(at), "bytesWritten": bytes_written, "estimatedBytes": estimated_bytes, "outcome": outcome,
+        "cost": dict(cost) if cost else None,
     }
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -266,6 +269,8 @@ class LatestProgress(NamedTuple):
     bytes_written: int | None
     #: What the stage expects to write in all (status.hiddenStates.estimatedBytes for Extract), or None.
     estimated_bytes: int | None = None
+    #: The run's cost estimate the stage runner computed (training/cost.py), or None.
+    cost: dict | None = None
 
 
 def _valid(name: str, value) -> bool:
@@ -274,6 +279,16 @@ def _valid(name: str, value) -> bool:
     if name in ("loss", "percent"):
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return isinstance(value, str)
+
+
+def _valid_cost(cost) -> bool:
+    """``{"gpuSeconds": {stage: seconds}, "tokens": n, "basis": text}`` with finite, non-negative numbers."""
+    if not isinstance(cost, dict) or not isinstance(cost.get("basis"), str) or not _valid("tokens", cost.get("tokens")):
+        return False
+    seconds = cost.get("gpuSeconds")
+    return isinstance(seconds, dict) and all(
+        isinstance(stage, str) and isinstance(value, (int, float)) and not isinstance(value, bool)
+        and math.isfinite(value) and value >= 0 for stage, value in seconds.items())
 
 
 def _parse_time(text) -> datetime | None:
@@ -305,7 +320,9 @@ def latest_status(log_text: str, now: datetime) -> LatestProgress | None:
             progress["percent"] = min(100.0, max(0.0, float(progress["percent"])))
         written, estimated = payload.get("bytesWritten"), payload.get("estimatedBytes")
         stage = payload.get("stage")
+        cost = payload.get("cost")
         return LatestProgress(stage if isinstance(stage, str) else None, progress,
                               written if _valid("bytesWritten", written) else None,
-                              estimated if _valid("estimatedBytes", estimated) else None)
+                              estimated if _valid("estimatedBytes", estimated) else None,
+                              cost if _valid_cost(cost) else None)
     return None

@@ -51,6 +51,7 @@ class ProgressReporter:
         self.baseline = self._bytes()  # what was there before (a resumed stage): growth is what counts
         self.bytes_written: int | None = None
         self.estimated_bytes: int | None = plan.get("estimatedBytes")
+        self.cost: dict | None = plan.get("cost")
         self.measured = self.emitted = self.clock()
         self.last: dict | None = None
 
@@ -66,7 +67,7 @@ class ProgressReporter:
 
     def _emit(self, outcome: str | None = None) -> None:
         self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome,
-                                    self.estimated_bytes)
+                                    self.estimated_bytes, self.cost)
         self.write(progress.format_line(self.last))
         self.emitted = self.clock()
 
@@ -84,7 +85,8 @@ class ProgressReporter:
             return
         if now - self.measured >= self.interval:
             self._measure()
-        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written, None, self.estimated_bytes)
+        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written, None, self.estimated_bytes,
+                                    self.cost)
         if self.last is None or {**candidate, "updated": None} != {**self.last, "updated": None}:
             self._emit()
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from drafter_operator.container_paths import from_environment, remap
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render
 from drafter_operator.training.hidden_state_size import hidden_states_estimate
+from drafter_operator.training.cost import run_cost
 from drafter_operator.training.stage_progress import ProgressReporter, tree_bytes, where_outputs_are
 
 ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
@@ -319,6 +320,10 @@ def _main(args, _extra=()) -> int:
     plan = on_host(stage_plan(stage), installed)
     if stage.name == "Extract" and options.target_config:
         plan["estimatedBytes"] = hidden_states_estimate(spec, options.target_config)
+    cost = run_cost(spec, options.target_config) if options.target_config else None
+    if cost is not None:  # every stage says it, so status has it from the first stage on
+        plan["cost"] = {"gpuSeconds": {k: round(v, 1) for k, v in cost.gpu_seconds.items()}, "tokens": cost.tokens,
+                        "basis": cost.basis}
     return run_stage(plan, args.files, args.termination_log)
 
 

@@ -85,6 +85,18 @@ class HiddenStatesStatus(StatusModel):
     """The operator deleted its claim after the training succeeded (storage.retain unset)."""
 
 
+class TrainingEstimate(StatusModel):
+    """What the run costs and when it ends, before and while it runs (the stage runner's estimate from rates
+    measured on an H200; the running stage's own rate once it reports one)."""
+
+    gpu_hours: float | None = None
+    """GPU-hours of Extract and Train together, at most (every sample at train.maxLength)."""
+    finish_time: str | None = None
+    """When Extract and Train are estimated to end (RFC 3339): the running stage's ETA from its own rate once it reports one, else its estimate, plus the later stages' estimates at spec.resources.gpus."""
+    basis: str | None = None
+    """What the estimate counted: tokens, rates per GPU, epochs."""
+
+
 class DrafterTrainingStatus(StatusModel):
     """Observed state of a DrafterTraining."""
 
@@ -104,6 +116,8 @@ class DrafterTrainingStatus(StatusModel):
     """The new drafter's benchmark."""
     hidden_states: HiddenStatesStatus | None = None
     """The hidden-state volume: claim, bytes written, estimate."""
+    estimate: TrainingEstimate | None = None
+    """Estimated GPU-hours and finish time of the run's Extract and Train."""
     promoted: bool | None = None
     """Whether the drafter was swapped into promote.servingRef."""
     promoted_revision: str | None = None
