@@ -25,5 +25,7 @@ def volume_for_claim(namespace: str, claim: str, host_path: str, size: str = "2G
     """A PersistentVolume bound in advance to a claim someone else will create under that name (the
     operator's hidden-state claim): with no provisioner, nothing else would ever bind it."""
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
-            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "spec": {"capacity": {"storage": size}, "storageClassName": "",
+                     # A host directory every process node of this machine shares: any number of writers.
+                     "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
                      "hostPath": {"path": host_path}, "claimRef": {"namespace": namespace, "name": claim}}}

@@ -35,6 +35,11 @@ def owns_hidden_states_claim(spec) -> bool:
     return spec.hidden_states.storage.claim_name is None
 
 
+def hidden_states_access_mode(spec) -> str:
+    """ReadWriteMany when Extract's pods on several nodes write the claim together, else ReadWriteOnce."""
+    return "ReadWriteMany" if spec.resources.nodes > 1 else "ReadWriteOnce"
+
+
 def hidden_states_claim(namespace: str, training: str, spec) -> dict | None:
     """The PersistentVolumeClaim for the hidden states, when the operator creates it (else None)."""
     storage = spec.hidden_states.storage
@@ -44,8 +49,9 @@ def hidden_states_claim(namespace: str, training: str, spec) -> dict | None:
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": hidden_states_claim_name(training, spec), "namespace": namespace,
                      "labels": training_labels(training)},
-        # One stage writes it, the next reads it; they never run at once, possibly on different nodes.
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}},
+        # One stage writes it, the next reads it; they never run at once, possibly on different nodes. An
+        # Extract across nodes writes it from all of them at once.
+        "spec": {"accessModes": [hidden_states_access_mode(spec)], "resources": {"requests": {"storage": storage.size}}},
     }
     if storage.storage_class_name:
         claim["spec"]["storageClassName"] = storage.storage_class_name

@@ -60,6 +60,7 @@ def serving_for(namespace: str, training: str, spec, generation: int) -> Drafter
     """
     resources = spec.resources.to_json()
     resources.pop("gpus", None)
+    resources.pop("nodes", None)  # the stage pods' count: Generate's engine is one replica
     storage = spec.storage
     body: dict = {
         "engine": spec.data.generation.engine,

@@ -11,7 +11,7 @@ Every stage pod runs with ``fsGroup`` set to the trainer image's group (``OnRoot
 image's non-root user can write a freshly provisioned, root-owned volume. Stages that run the target (Generate with
 Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
 stage never retries (``backoffLimit: 0``): its failure stops the run with its own error, and a spec
-change is the retry.
+change is the retry. An Extract across ``resources.nodes`` pods is an Indexed Job (``job_parallelism``).
 """
 
 from __future__ import annotations
@@ -164,6 +164,17 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": stage_job_name(training, stage, generation), "namespace": namespace, "labels": labels},
-        "spec": {"backoffLimit": 0,
+        "spec": {**job_parallelism(spec, stage),
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
     }
+
+
+def job_parallelism(spec, stage: str) -> dict:
+    """One pod that never retries; or, for an Extract across spec.resources.nodes, an Indexed Job of that many pods
+    at once. Each of those may run once more (``backoffLimitPerIndex: 1``: a lost node's pod is replaced and its
+    share resumes from the samples it wrote), and one share failing twice fails the Job (``maxFailedIndexes: 0``)."""
+    nodes = spec.resources.nodes
+    if stage != "Extract" or nodes == 1:
+        return {"backoffLimit": 0}
+    return {"completionMode": "Indexed", "completions": nodes, "parallelism": nodes, "backoffLimitPerIndex": 1,
+            "maxFailedIndexes": 0}

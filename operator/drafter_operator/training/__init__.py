@@ -139,6 +139,9 @@ class RenderOptions:
     #: The DrafterTraining's spec generation (run-stage --generation): Export's staging directory is named
     #: after it, so an older generation's Export pod never writes into a newer one's.
     generation: int = 1
+    #: This pod's share of a data-parallel Extract (spec.resources.nodes above 1): (index, count), from the Indexed
+    #: Job's JOB_COMPLETION_INDEX; None on one node.
+    shard: tuple[int, int] | None = None
 
 
 def specforge_layer_ids(layers: list[int] | tuple[int, ...]) -> list[int]:

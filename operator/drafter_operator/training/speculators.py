@@ -143,17 +143,19 @@ def generate_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: 
 def extract_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: RenderOptions) -> tuple[Command, ...]:
     """Extract: vLLM's extraction server and speculators' client, or on a CPU the transformers adapter."""
     work, url, samples = work_paths(paths), _local_url(options), str(spec.data.num_samples)
+    # A data-parallel Extract: speculators takes this node's contiguous share of the samples itself.
+    shard = ("--world-size", str(options.shard[1]), "--rank", str(options.shard[0])) if options.shard else ()
     if options.cpu:
         layer_flags = ["--target-layer-ids", *map(str, spec.hidden_states.layers)] if spec.hidden_states.layers else []
         return (Command((
             paths.python, f"{paths.adapters}/hf_hidden_states.py", "speculators", "--model", spec.target.model,
             *layer_flags, "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
-            "--max-samples", samples, "--validate-outputs")),)
+            "--max-samples", samples, "--validate-outputs", *shard)),)
     return (
         Command(extraction_server(spec, paths, options), server=True, ready_url=f"{url}/health"),
         Command((SPECULATORS, "generate-offline-data", "--endpoint", f"{url}/v1",
                  "--preprocessed-data", work["prepared"], "--output", work["hidden_states"],
-                 "--max-samples", samples, "--validate-outputs")),
+                 "--max-samples", samples, "--validate-outputs", *shard)),
     )
 
 

@@ -15,6 +15,7 @@ and at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -26,10 +27,11 @@ import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render
+from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, shards
 from drafter_operator.training.hidden_state_size import hidden_states_estimate
 from drafter_operator.training.cost import run_cost
 from drafter_operator.training.stage_progress import ProgressReporter, tree_bytes, where_outputs_are
@@ -295,9 +297,11 @@ def _main(args, _extra=()) -> int:
     # Defaults are container paths too (the runtime mapped only what the command line spelled out).
     args.termination_log, args.files = remap(args.termination_log, path_map), remap(args.files, path_map)
     try:
+        shard = shards.extract_shard(spec, args.stage, os.environ)
         options = resolve_options(spec, cpu=args.cpu, generation_endpoint=args.generation_endpoint,
                                   generation=args.generation,
                                   read_text=lambda path: Path(remap(path, path_map)).read_text())
+        options = dataclasses.replace(options, shard=shard)
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
@@ -324,7 +328,31 @@ def _main(args, _extra=()) -> int:
     if cost is not None:  # every stage says it, so status has it from the first stage on
         plan["cost"] = {"gpuSeconds": {k: round(v, 1) for k, v in cost.gpu_seconds.items()}, "tokens": cost.tokens,
                         "basis": cost.basis}
-    return run_stage(plan, args.files, args.termination_log)
+    if shard is None:
+        return run_stage(plan, args.files, args.termination_log)
+    return run_shard(plan, shard, spec.data.num_samples, plan["outputsOnHost"]["hiddenStates"], args)
+
+
+def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: str, args) -> int:
+    """One share of a data-parallel Extract: skipped when its manifest says it finished (a restarted or replaced
+    pod), else run and, once it succeeded, recorded in its manifest."""
+    done = shards.finished(hidden_states, shard)
+    if done is not None:
+        print(f"run-stage: shard {shard[0]} of {shard[1]} finished before ({done.get('finished')}): not captured again",
+              flush=True)
+        Path(args.termination_log).write_text(termination_message(
+            {"stage": plan["stage"], "outcome": "Succeeded", "shard": done}))
+        return 0
+    started = time.monotonic()
+    code = run_stage(plan, args.files, args.termination_log)
+    if code == 0:
+        record = shards.manifest(shard, total, datetime.now(timezone.utc), time.monotonic() - started)
+        path = Path(shards.manifest_path(hidden_states, shard))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(record))
+        partial.replace(path)  # a share is finished once its whole manifest is there
+    return code
 
 
 def output_refusal(spec, stage: Stage, output_exists: bool,

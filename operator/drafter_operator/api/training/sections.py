@@ -192,3 +192,5 @@ class TrainingResources(ContainerResources):
 
     gpus: Annotated[int, Field(ge=1, le=64)] = 8
     """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    """Pods (one per node, each with ``gpus``) that Extract spans: an Indexed Job whose pod i loads the target and captures the i-th contiguous share of the samples into the shared hidden-state claim (ReadWriteMany above 1). A finished share is never redone. Needs framework speculators; Train runs on one pod."""

@@ -1,0 +1,64 @@
+"""A data-parallel Extract's shares (pure): which samples pod i of n captures, and the manifest that records a
+finished share so a restarted pod never captures it again.
+
+The split is speculators' own (``get_indices_to_process`` in speculators 0.9.0's ``data_generation/offline.py``,
+which ``generate-offline-data --world-size n --rank i`` applies): contiguous chunks, the first ``total % n`` one
+sample longer. The operator does not choose the samples, it only needs to know them to report progress and size.
+Shares are written side by side into the one hidden-state directory (``hs_<sample>.safetensors``), and each
+finished share adds ``shards/shard-<i>-of-<n>.json`` beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import datetime
+
+from drafter_operator import timestamps
+
+#: The Indexed Job's variable for the pod's index (set by the Job controller).
+INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
+MANIFEST_DIR = "shards"
+
+
+def shard_range(total: int, index: int, count: int) -> range:
+    """The samples share ``index`` of ``count`` captures out of ``total``."""
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {index} of {count}: the index must be in [0, {count})")
+    chunk, remainder = divmod(max(total, 0), count)
+    start = index * chunk + min(index, remainder)
+    return range(start, start + chunk + (1 if index < remainder else 0))
+
+
+def extract_shard(spec, stage: str, environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """(index, count) of this pod's share when Extract spans spec.resources.nodes pods; None on one node."""
+    count = spec.resources.nodes
+    if stage != "Extract" or count == 1:
+        return None
+    value = environ.get(INDEX_VARIABLE)
+    if value is None or not value.isdigit() or int(value) >= count:
+        raise ValueError(f"Extract spans {count} pods (spec.resources.nodes) but {INDEX_VARIABLE} is {value!r}: "
+                         "it runs as an Indexed Job, which sets it")
+    return int(value), count
+
+
+def manifest_path(hidden_states: str, shard: tuple[int, int]) -> str:
+    index, count = shard
+    return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}.json")
+
+
+def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: float) -> dict:
+    """What a finished share records: which samples, when, and how long it took."""
+    samples = shard_range(total, *shard)
+    return {"index": shard[0], "count": shard[1], "samples": [samples.start, samples.stop],
+            "finished": timestamps.format_seconds(finished), "seconds": round(seconds, 1)}
+
+
+def finished(hidden_states: str, shard: tuple[int, int]) -> dict | None:
+    """The share's manifest when it finished before (a restarted pod skips it), else None."""
+    try:
+        with open(manifest_path(hidden_states, shard), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,117 @@
+"""A data-parallel Extract (spec.resources.nodes): the shares, the Indexed Job, the claim, the rendered flags and the
+manifest that keeps a finished share from being captured again."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from drafter_operator.resources.training import hidden_states_claim
+from drafter_operator.resources.training_job import stage_job
+from drafter_operator.training import TrainingPaths, render, shards
+from drafter_operator.training.stage_runner import run_shard
+from tests.unit.test_training_families import OPTIONS, spec_of
+
+
+def with_nodes(nodes: int, **updates):
+    spec = spec_of(**updates)
+    return spec.model_validate({**spec.to_json(), "resources": {**spec.resources.to_json(), "nodes": nodes}})
+
+
+@given(st.integers(0, 100_000), st.integers(1, 64))
+def test_the_shares_partition_the_samples_in_order_and_differ_by_at_most_one(total, count):
+    ranges = [shards.shard_range(total, index, count) for index in range(count)]
+    assert [i for r in ranges for i in r] == list(range(total))
+    assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+    assert sorted(map(len, ranges), reverse=True) == list(map(len, ranges))  # the first ones take the remainder
+
+
+def test_a_share_outside_the_count_is_refused():
+    with pytest.raises(ValueError, match=r"\[0, 2\)"):
+        shards.shard_range(10, 2, 2)
+
+
+def test_only_an_extract_across_nodes_has_a_share_and_it_needs_the_index():
+    two = with_nodes(2)
+    assert shards.extract_shard(two, "Extract", {"JOB_COMPLETION_INDEX": "1"}) == (1, 2)
+    assert shards.extract_shard(two, "Train", {}) is None
+    assert shards.extract_shard(with_nodes(1), "Extract", {}) is None
+    for environ in ({}, {"JOB_COMPLETION_INDEX": "2"}, {"JOB_COMPLETION_INDEX": "x"}):
+        with pytest.raises(ValueError, match="Indexed Job"):
+            shards.extract_shard(two, "Extract", environ)
+
+
+def test_nodes_above_one_need_speculators_and_the_refusal_names_the_fix():
+    with pytest.raises(ValidationError, match=r"spec.resources.nodes above 1 needs spec.framework speculators"):
+        with_nodes(2, framework="specforge")
+    assert with_nodes(4).resources.nodes == 4
+
+
+def test_extract_across_nodes_is_an_indexed_job_and_the_other_stages_stay_single():
+    spec = with_nodes(3)
+    extract = stage_job("team", "kimi", spec, "Extract", 1, "trainer:1")["spec"]
+    assert {k: extract[k] for k in ("completionMode", "completions", "parallelism", "backoffLimitPerIndex",
+                                    "maxFailedIndexes")} == {"completionMode": "Indexed", "completions": 3,
+                                                             "parallelism": 3, "backoffLimitPerIndex": 1,
+                                                             "maxFailedIndexes": 0}
+    assert "backoffLimit" not in extract
+    for stage in ("Generate", "Train", "Export"):
+        job = stage_job("team", "kimi", spec, stage, 1, "trainer:1")["spec"]
+        assert job["backoffLimit"] == 0 and "completionMode" not in job
+    assert stage_job("team", "kimi", with_nodes(1), "Extract", 1, "trainer:1")["spec"]["backoffLimit"] == 0
+
+
+def test_the_claim_is_read_write_many_only_when_nodes_write_it_together():
+    assert hidden_states_claim("team", "kimi", with_nodes(2))["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert hidden_states_claim("team", "kimi", with_nodes(1))["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_the_capture_takes_its_share_with_speculators_own_flags(cpu):
+    spec = with_nodes(2)
+    for shard, expected in (((1, 2), ["--world-size", "2", "--rank", "1"]), (None, [])):
+        options = dataclasses.replace(OPTIONS, cpu=cpu, shard=shard)
+        extract = next(s for s in render(spec, TrainingPaths(), options) if s.name == "Extract")
+        argv = list(extract.commands[-1].argv)
+        assert argv[len(argv) - len(expected):] == expected and ("--world-size" in argv) == bool(expected)
+
+
+def _plan(hidden: Path, marker: Path) -> dict:
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('ran\\n')"]
+    return {"stage": "Extract", "files": [], "outputs": {}, "outputsOnHost": {"hiddenStates": str(hidden)},
+            "commands": [{"argv": command, "env": {}, "server": False, "readyUrl": None}]}
+
+
+def test_a_finished_share_is_recorded_and_never_captured_again(tmp_path):
+    hidden, marker = tmp_path / "hidden_states", tmp_path / "ran"
+    hidden.mkdir()
+    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"))
+    assert run_shard(_plan(hidden, marker), (1, 2), 9, str(hidden), args) == 0
+    record = json.loads((hidden / "shards" / "shard-1-of-2.json").read_text())
+    assert record["samples"] == [5, 9] and record["index"] == 1 and record["count"] == 2
+    # The replaced pod of the same share: nothing runs, and it succeeds saying so.
+    assert run_shard(_plan(hidden, marker), (1, 2), 9, str(hidden), args) == 0
+    assert marker.read_text() == "ran\n"
+    outcome = json.loads(Path(args.termination_log).read_text())
+    assert outcome["outcome"] == "Succeeded" and outcome["shard"]["samples"] == [5, 9]
+    # Another share is not the finished one.
+    assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), args) == 0
+    assert marker.read_text() == "ran\nran\n"
+
+
+def test_a_failed_share_leaves_no_manifest(tmp_path):
+    hidden = tmp_path / "hidden_states"
+    hidden.mkdir()
+    plan = _plan(hidden, tmp_path / "ran")
+    plan["commands"][0]["argv"] = [sys.executable, "-c", "raise SystemExit(3)"]
+    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"))
+    assert run_shard(plan, (0, 2), 9, str(hidden), args) != 0
+    assert not (hidden / "shards").exists() or not list((hidden / "shards").iterdir())
