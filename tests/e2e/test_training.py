@@ -297,6 +297,24 @@ def test_speculators_training_is_evaluated_against_the_serving_and_promoted_thro
           f"current {evaluation['currentTokensPerSecond']:.1f} tok/s -> new {evaluation['tokensPerSecond']:.1f} tok/s")
 
 
+def test_an_extract_across_two_pods_captures_each_share_once_and_trains_from_both(cluster, namespace, tiny):
+    name = "dp"
+    apply_training(cluster, namespace, training_manifest(
+        name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}}))
+    body = wait_stage(cluster, namespace, name, ("Succeeded",))
+    assert conditions(body)["Trained"]["status"] == "True"
+    extract = cluster.get_json("-n", namespace, "job", f"{name}-extract-g1")
+    assert extract["spec"]["completionMode"] == "Indexed" and extract["spec"]["parallelism"] == 2
+    assert extract["status"]["succeeded"] == 2 and extract["status"].get("completedIndexes") == "0,1", extract["status"]
+    # Each pod captured its own contiguous share (speculators' split) into the one claim, and recorded it.
+    hidden = Path(f"/tmp/drafter-e2e/{namespace}-hs/hidden_states")
+    manifests = sorted(json.loads(p.read_text())["samples"] for p in (hidden / "shards").glob("shard-*-of-2.json"))
+    assert manifests == [[0, CONVERSATIONS // 2], [CONVERSATIONS // 2, CONVERSATIONS]], manifests
+    assert sorted(int(p.stem[3:]) for p in hidden.glob("hs_*.safetensors")) == list(range(CONVERSATIONS))
+    # Train read both shares: the drafter was exported.
+    assert (tiny / "drafters" / name / "config.json").is_file()
+
+
 def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):
     name = "gone"
     apply_training(cluster, namespace, training_manifest(name, "specforge"))

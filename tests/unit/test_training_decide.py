@@ -453,3 +453,25 @@ def test_a_spec_change_starts_the_new_generation_only_once_the_old_stage_pod_has
     assert waiting.creates == [] and "kimi-ft-extract-g1-abcde" in waiting.status["progress"]["summary"]
     gone = decide(dataclasses.replace(state, job_pods=({**terminating, "status": {"phase": "Failed"}},)))
     assert [m["metadata"]["name"] for _, m in gone.creates if m["kind"] == "Job"] == ["kimi-ft-extract-g2"]
+
+
+def test_a_data_parallel_extract_counts_its_finished_shares():
+    body = training(promote=None, framework="speculators", baseDrafter=None)
+    body["spec"]["resources"]["nodes"] = 2
+    cluster = Cluster(body)
+    start(cluster)
+    cluster.finish("Generate")
+    cluster.apply(cluster.decide())
+    extract = cluster.jobs["kimi-ft-extract-g1"]
+    assert extract["spec"]["completionMode"] == "Indexed" and extract["spec"]["completions"] == 2
+    assert cluster.body["status"]["hiddenStates"]["shards"] == 2
+    assert cluster.body["status"]["hiddenStates"]["shardsDone"] == 0
+    extract["status"] = {"succeeded": 1}  # one share done, the other still running
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Extract" and cluster.body["status"]["hiddenStates"]["shardsDone"] == 1
+    cluster.finish("Extract")
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["stage"] == "Train" and cluster.body["status"]["hiddenStates"]["shardsDone"] == 2
+    cluster.jobs.pop("kimi-ft-extract-g1")  # the record outlives the Job
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["hiddenStates"]["shardsDone"] == 2

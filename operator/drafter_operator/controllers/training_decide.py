@@ -255,7 +255,20 @@ def hidden_states(state: TrainingState, spec, recorded: frozenset[str],
     extracted = next((a.get("sizeBytes") for a in artifacts or [] if a["stage"] == "Extract"), None)
     if extracted is not None:
         hidden["bytesWritten"] = extracted
+    if spec.resources.nodes > 1:
+        hidden.update(shards_status(state, spec, "Extract" in recorded))
     return hidden, deletes
+
+
+def shards_status(state: TrainingState, spec, extracted: bool) -> dict:
+    """A data-parallel Extract's shares and how many have finished: its Indexed Job's succeeded pods (each share
+    succeeds once), all of them once the Job is complete or Extract recorded (its Job may be gone)."""
+    meta = state.training["metadata"]
+    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1)
+    job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
+    complete = extracted or (job is not None and job_finished(job) == "Complete")
+    done = spec.resources.nodes if complete else int(((job or {}).get("status") or {}).get("succeeded") or 0)
+    return {"shards": spec.resources.nodes, "shardsDone": min(done, spec.resources.nodes)}
 
 
 def start_refusal(spec, state: TrainingState, stage: str | None) -> tuple[list[str], str, str] | None:

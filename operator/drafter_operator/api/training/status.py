@@ -83,6 +83,10 @@ class HiddenStatesStatus(StatusModel):
     """What the whole extraction will write: samples x tokens x (layers + 1) x hidden size x 2 bytes."""
     deleted: bool | None = None
     """The operator deleted its claim after the training succeeded (storage.retain unset)."""
+    shards: int | None = None
+    """Shares of a data-parallel Extract (spec.resources.nodes above 1): one per pod of its Indexed Job."""
+    shards_done: int | None = None
+    """Shares that finished (each records shards/shard-<i>-of-<n>.json beside the hidden states and is never captured again)."""
 
 
 class TrainingEstimate(StatusModel):
