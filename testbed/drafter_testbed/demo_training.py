@@ -78,7 +78,8 @@ def manifest(namespace: str, target: str, output: str, serving: str, gate: dict,
             # promotion comes after Export); without overwrite Generate refuses with OutputExists.
             "output": {"path": output, "overwrite": True},
             "promote": {"servingRef": {"name": serving}, "gate": gate},
-            "resources": {"gpus": 1, "requests": {"cpu": "100m", "memory": "256Mi"}},
+            # Extract across two pods (an Indexed Job, each capturing its share into the one claim).
+            "resources": {"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
             "placement": placement,
             "env": CPU_ENV,
         },
@@ -122,7 +123,10 @@ def report(console: Console, item: dict) -> None:
         console.print(f"  artifact of {artifact['stage']}: {artifact['path']} ({(artifact.get('sizeBytes') or 0) / 1e6:.2f} MB)")
     evaluation = status.get("evaluation") or {}
     hidden = status.get("hiddenStates") or {}
-    console.print(f"  hidden states: claim {hidden.get('claimName')} deleted after export: {hidden.get('deleted')}")
+    console.print(f"  hidden states: claim {hidden.get('claimName')} ({hidden.get('shardsDone')}/{hidden.get('shards')} "
+                  f"Extract shares, one pod each), deleted after export: {hidden.get('deleted')}")
+    estimate = status.get("estimate") or {}
+    console.print(f"  estimate before the run: {estimate.get('gpuHours')} GPU-hours ({estimate.get('basis')})")
     console.print(f"  Evaluate: the current drafter measured {evaluation.get('currentTokensPerSecond', 0):.1f} tok/s; "
                   f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate "
                   f"(speedup {evaluation.get('speedup') or 0:.2f}x); promoted as revision {status.get('promotedRevision')}")

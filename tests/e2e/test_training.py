@@ -307,7 +307,9 @@ def test_an_extract_across_two_pods_captures_each_share_once_and_trains_from_bot
     assert extract["spec"]["completionMode"] == "Indexed" and extract["spec"]["parallelism"] == 2
     assert extract["status"]["succeeded"] == 2 and extract["status"].get("completedIndexes") == "0,1", extract["status"]
     # Each pod captured its own contiguous share (speculators' split) into the one claim, and recorded it.
-    hidden = Path(f"/tmp/drafter-e2e/{namespace}-hs/hidden_states")
+    from drafter_testbed import cluster as local
+
+    hidden = local.Layout().root / "claims" / namespace / f"{name}-hidden-states" / "hidden_states"
     manifests = sorted(json.loads(p.read_text())["samples"] for p in (hidden / "shards").glob("shard-*-of-2.json"))
     assert manifests == [[0, CONVERSATIONS // 2], [CONVERSATIONS // 2, CONVERSATIONS]], manifests
     assert sorted(int(p.stem[3:]) for p in hidden.glob("hs_*.safetensors")) == list(range(CONVERSATIONS))
