@@ -93,9 +93,10 @@ def _plan(hidden: Path, marker: Path) -> dict:
 def test_a_finished_share_is_recorded_and_never_captured_again(tmp_path):
     hidden, marker = tmp_path / "hidden_states", tmp_path / "ran"
     hidden.mkdir()
-    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"))
+    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"),
+                              generation=1)
     assert run_shard(_plan(hidden, marker), (1, 2), 9, str(hidden), args) == 0
-    record = json.loads((hidden / "shards" / "shard-1-of-2.json").read_text())
+    record = json.loads((hidden / "shards" / "shard-1-of-2-g1.json").read_text())
     assert record["samples"] == [5, 9] and record["index"] == 1 and record["count"] == 2
     # The replaced pod of the same share: nothing runs, and it succeeds saying so.
     assert run_shard(_plan(hidden, marker), (1, 2), 9, str(hidden), args) == 0
@@ -112,6 +113,18 @@ def test_a_failed_share_leaves_no_manifest(tmp_path):
     hidden.mkdir()
     plan = _plan(hidden, tmp_path / "ran")
     plan["commands"][0]["argv"] = [sys.executable, "-c", "raise SystemExit(3)"]
-    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"))
+    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"),
+                              generation=1)
     assert run_shard(plan, (0, 2), 9, str(hidden), args) != 0
     assert not (hidden / "shards").exists() or not list((hidden / "shards").iterdir())
+
+
+def test_a_new_spec_generation_captures_its_share_again(tmp_path):
+    hidden, marker = tmp_path / "hidden_states", tmp_path / "ran"
+    hidden.mkdir()
+    first = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "t"), generation=1)
+    second = argparse.Namespace(**{**vars(first), "generation": 2})
+    assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), first) == 0
+    assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), second) == 0
+    assert marker.read_text() == "ran\nran\n"
+    assert sorted(p.name for p in (hidden / "shards").iterdir()) == ["shard-0-of-2-g1.json", "shard-0-of-2-g2.json"]

@@ -5,7 +5,7 @@ The split is speculators' own (``get_indices_to_process`` in speculators 0.9.0's
 which ``generate-offline-data --world-size n --rank i`` applies): contiguous chunks, the first ``total % n`` one
 sample longer. The operator does not choose the samples, it only needs to know them to report progress and size.
 Shares are written side by side into the one hidden-state directory (``hs_<sample>.safetensors``), and each
-finished share adds ``shards/shard-<i>-of-<n>.json`` beside them.
+finished share adds ``shards/shard-<i>-of-<n>-g<generation>.json`` beside them.
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ def extract_shard(spec, stage: str, environ: Mapping[str, str]) -> tuple[int, in
     return int(value), count
 
 
-def manifest_path(hidden_states: str, shard: tuple[int, int]) -> str:
+def manifest_path(hidden_states: str, shard: tuple[int, int], generation: int) -> str:
+    """Named after the spec generation too: a changed spec (another sample count, other layers) captures again
+    rather than trusting an earlier generation's share."""
     index, count = shard
-    return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}.json")
+    return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}-g{generation}.json")
 
 
 def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: float) -> dict:
@@ -55,10 +57,10 @@ def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: fl
             "finished": timestamps.format_seconds(finished), "seconds": round(seconds, 1)}
 
 
-def finished(hidden_states: str, shard: tuple[int, int]) -> dict | None:
-    """The share's manifest when it finished before (a restarted pod skips it), else None."""
+def finished(hidden_states: str, shard: tuple[int, int], generation: int) -> dict | None:
+    """The share's manifest when it finished before in this generation (a restarted pod skips it), else None."""
     try:
-        with open(manifest_path(hidden_states, shard), encoding="utf-8") as handle:
+        with open(manifest_path(hidden_states, shard, generation), encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return None

@@ -336,7 +336,7 @@ def _main(args, _extra=()) -> int:
 def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: str, args) -> int:
     """One share of a data-parallel Extract: skipped when its manifest says it finished (a restarted or replaced
     pod), else run and, once it succeeded, recorded in its manifest."""
-    done = shards.finished(hidden_states, shard)
+    done = shards.finished(hidden_states, shard, args.generation)
     if done is not None:
         print(f"run-stage: shard {shard[0]} of {shard[1]} finished before ({done.get('finished')}): not captured again",
               flush=True)
@@ -347,7 +347,7 @@ def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: 
     code = run_stage(plan, args.files, args.termination_log)
     if code == 0:
         record = shards.manifest(shard, total, datetime.now(timezone.utc), time.monotonic() - started)
-        path = Path(shards.manifest_path(hidden_states, shard))
+        path = Path(shards.manifest_path(hidden_states, shard, args.generation))
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record))

@@ -86,7 +86,7 @@ class HiddenStatesStatus(StatusModel):
     shards: int | None = None
     """Shares of a data-parallel Extract (spec.resources.nodes above 1): one per pod of its Indexed Job."""
     shards_done: int | None = None
-    """Shares that finished (each records shards/shard-<i>-of-<n>.json beside the hidden states and is never captured again)."""
+    """Shares that finished (each records shards/shard-<i>-of-<n>-g<generation>.json beside the hidden states and is never captured again)."""
 
 
 class TrainingEstimate(StatusModel):
