@@ -126,7 +126,8 @@ def report(console: Console, item: dict) -> None:
     console.print(f"  hidden states: claim {hidden.get('claimName')} ({hidden.get('shardsDone')}/{hidden.get('shards')} "
                   f"Extract shares, one pod each), deleted after export: {hidden.get('deleted')}")
     estimate = status.get("estimate") or {}
-    console.print(f"  estimate before the run: {estimate.get('gpuHours')} GPU-hours ({estimate.get('basis')})")
+    console.print(f"  estimate before the run: {estimate.get('gpuHours', 0) * 3600:.3g} GPU-seconds "
+                  f"({estimate.get('basis')})")
     console.print(f"  Evaluate: the current drafter measured {evaluation.get('currentTokensPerSecond', 0):.1f} tok/s; "
                   f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate "
                   f"(speedup {evaluation.get('speedup') or 0:.2f}x); promoted as revision {status.get('promotedRevision')}")

@@ -101,7 +101,8 @@ def run_cost(spec, target_config: Mapping) -> RunCost | None:
     extract, train = extract_rate(target_config), train_rate(spec.framework, c["hidden_size"])
     seconds = {"Extract": tokens / extract, "Train": tokens * spec.train.epochs / train}
     basis = (f"at most {tokens:,} tokens ({spec.data.num_samples:,} samples x maxLength {spec.train.max_length}); "
-             f"Extract {extract:,.0f} tok/s per GPU ({active_parameters(target_config) / 1e9:.1f}B active parameters), "
-             f"Train {train:,.0f} tok/s per GPU x {spec.train.epochs} epochs ({spec.framework}, hidden size "
+             f"Extract {extract:,.0f} tok/s per GPU ({active_parameters(target_config) / 1e9:.3g}B active parameters), "
+             f"Train {train:,.0f} tok/s per GPU x {spec.train.epochs} epoch{'' if spec.train.epochs == 1 else 's'} "
+             f"({spec.framework}, hidden size "
              f"{c['hidden_size']}); rates measured on an {MEASURED_ON}")
     return RunCost(gpu_seconds=seconds, tokens=tokens, basis=basis)

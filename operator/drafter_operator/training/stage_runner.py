@@ -326,8 +326,9 @@ def _main(args, _extra=()) -> int:
         plan["estimatedBytes"] = hidden_states_estimate(spec, options.target_config)
     cost = run_cost(spec, options.target_config) if options.target_config else None
     if cost is not None:  # every stage says it, so status has it from the first stage on
-        plan["cost"] = {"gpuSeconds": {k: round(v, 1) for k, v in cost.gpu_seconds.items()}, "tokens": cost.tokens,
-                        "basis": cost.basis}
+        # Three significant digits: a tiny run's fraction of a second is not rounded away to nothing.
+        plan["cost"] = {"gpuSeconds": {k: float(f"{v:.3g}") for k, v in cost.gpu_seconds.items()},
+                        "tokens": cost.tokens, "basis": cost.basis}
     if shard is None:
         return run_stage(plan, args.files, args.termination_log)
     return run_shard(plan, shard, spec.data.num_samples, plan["outputsOnHost"]["hiddenStates"], args)
