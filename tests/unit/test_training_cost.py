@@ -100,9 +100,9 @@ def test_more_samples_or_epochs_never_cost_less_and_gpus_do_not_change_the_gpu_h
     assert other_gpus.gpu_hours == pytest.approx(base.gpu_hours)
 
 
-class _State:
-    def __init__(self, log: str | None):
-        self.progress_log, self.now = log, T0
+def _estimate(stage: str, log: str | None, status: dict, gpus: int) -> dict | None:
+    latest = progress.latest_status(log, T0) if log else None
+    return run_estimate(stage, latest, T0, status, gpus)
 
 
 def _line(stage: str, **fields) -> str:
@@ -118,21 +118,21 @@ def _finish(seconds: int) -> str:
 
 def test_the_finish_time_is_the_running_stages_eta_plus_the_later_stages_at_the_runs_gpus():
     # Before Extract: both stages ahead, 8 GPUs.
-    estimate = run_estimate("Generate", _State(_line("Generate", cost=COST)), {}, 8)
+    estimate = _estimate("Generate", _line("Generate", cost=COST), {}, 8)
     assert estimate == {"gpuHours": 6.0, "basis": "b", "finishTime": _finish(900 + 1800)}
     # Extract without a rate yet: its own estimate; with one: its ETA.
-    assert run_estimate("Extract", _State(_line("Extract", cost=COST)), {}, 8)["finishTime"] == _finish(2700)
-    assert run_estimate("Extract", _State(_line("Extract", cost=COST, etaSeconds=100)), {}, 8)["finishTime"] == \
+    assert _estimate("Extract", _line("Extract", cost=COST), {}, 8)["finishTime"] == _finish(2700)
+    assert _estimate("Extract", _line("Extract", cost=COST, etaSeconds=100), {}, 8)["finishTime"] == \
         _finish(100 + 1800)
-    assert run_estimate("Train", _State(_line("Train", cost=COST, etaSeconds=60)), {}, 8)["finishTime"] == _finish(60)
-    assert run_estimate("Export", _State(_line("Export", cost=COST)), {}, 8)["finishTime"] == _finish(0)
+    assert _estimate("Train", _line("Train", cost=COST, etaSeconds=60), {}, 8)["finishTime"] == _finish(60)
+    assert _estimate("Export", _line("Export", cost=COST), {}, 8)["finishTime"] == _finish(0)
 
 
 def test_without_a_line_of_this_stage_the_recorded_estimate_stays():
     recorded = {"estimate": {"gpuHours": 1.0, "finishTime": "2026-12-01T13:00:00Z", "basis": "b"}}
-    assert run_estimate("Train", _State(None), recorded, 8) == recorded["estimate"]
-    assert run_estimate("Train", _State(_line("Extract", cost=COST)), recorded, 8) == recorded["estimate"]
-    assert run_estimate("Train", _State(_line("Train")), {}, 8) is None
+    assert _estimate("Train", None, recorded, 8) == recorded["estimate"]
+    assert _estimate("Train", _line("Extract", cost=COST), recorded, 8) == recorded["estimate"]
+    assert _estimate("Train", _line("Train"), {}, 8) is None
 
 
 @pytest.mark.parametrize("bad", [{"gpuSeconds": {"Train": -1}, "tokens": 1, "basis": "b"},

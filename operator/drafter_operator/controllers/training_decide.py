@@ -36,6 +36,7 @@ from drafter_operator.controllers.training_observe import (
     left_by_earlier,
     observe_jobs,
     run_estimate,
+    running_progress,
     stage_artifacts,
     stage_progress,
     stale_children,
@@ -314,9 +315,9 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
     if decision.stage in JOB_STAGES:
         extra["jobName"] = stage_job_name(name, decision.stage, generation)
     if not (decision.start in JOB_STAGES and seen.leftovers):
-        extra["progress"] = stage_progress(decision.stage, state, state.training.get("status") or {},
-                                           extra["hiddenStates"])
-        estimate = run_estimate(decision.stage, state, state.training.get("status") or {}, spec.resources.gpus)
+        status, latest = state.training.get("status") or {}, running_progress(state)
+        extra["progress"] = stage_progress(decision.stage, latest, status, extra["hiddenStates"])
+        estimate = run_estimate(decision.stage, latest, state.now, status, spec.resources.gpus)
         if estimate:
             extra["estimate"] = estimate
     verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))

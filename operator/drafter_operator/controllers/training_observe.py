@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from drafter_operator.controllers import conditions
@@ -16,7 +16,7 @@ from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDI
 from drafter_operator.kube import object_path
 from drafter_operator.resources.training_job import stage_job_name
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
-from drafter_operator.training.progress import latest_status, rfc3339
+from drafter_operator.training.progress import LatestProgress, latest_status, rfc3339
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.training_decide import TrainingState
@@ -172,10 +172,14 @@ def stage_artifacts(jobs: list[dict], pods: tuple[dict, ...], recorded: list[dic
     return sorted(found, key=lambda a: (order.get(a["stage"], 9), a["path"])) or None
 
 
-def stage_progress(stage: str, state: TrainingState, status: dict, hidden: dict) -> dict:
-    """status.progress of the running stage from its pod's log tail (training/progress.py); the hidden
+def running_progress(state: TrainingState) -> LatestProgress | None:
+    """The last progress line of the running stage pod's log tail, parsed once per reconcile."""
+    return latest_status(state.progress_log, state.now) if state.progress_log else None
+
+
+def stage_progress(stage: str, latest: LatestProgress | None, status: dict, hidden: dict) -> dict:
+    """status.progress of the running stage from its pod's last progress line (``running_progress``); the hidden
     states' bytes go into ``hidden`` during Extract. Another stage's progress is never carried over."""
-    latest = latest_status(state.progress_log, state.now) if state.progress_log else None
     if latest is None or latest.stage != stage:
         previous = status.get("progress")
         return previous if previous and status.get("stage") == stage else {"summary": f"{stage} starting"}
@@ -191,11 +195,10 @@ def stage_progress(stage: str, state: TrainingState, status: dict, hidden: dict)
 COSTED_STAGES = ("Extract", "Train")
 
 
-def run_estimate(stage: str, state: TrainingState, status: dict, gpus: int) -> dict | None:
+def run_estimate(stage: str, latest: LatestProgress | None, now: datetime, status: dict, gpus: int) -> dict | None:
     """status.estimate from the running stage's latest progress line: the run's GPU-hours, and its finish time as
     the stage's own ETA (its estimate until it reports one) plus the later costed stages' estimates on ``gpus`` GPUs.
     Without a new line (or after Train) the recorded estimate stays."""
-    latest = latest_status(state.progress_log, state.now) if state.progress_log else None
     if latest is None or latest.stage != stage or latest.cost is None:
         return status.get("estimate")
     seconds = latest.cost["gpuSeconds"]
@@ -207,4 +210,4 @@ def run_estimate(stage: str, state: TrainingState, status: dict, gpus: int) -> d
         remaining += eta if eta is not None else seconds.get(stage, 0.0) / gpus
     total = sum(seconds.get(s, 0.0) for s in COSTED_STAGES)
     return {"gpuHours": float(f"{total / 3600:.3g}"), "basis": latest.cost["basis"],
-            "finishTime": rfc3339(state.now + timedelta(seconds=round(remaining)))}
+            "finishTime": rfc3339(now + timedelta(seconds=round(remaining)))}

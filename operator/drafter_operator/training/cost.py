@@ -23,6 +23,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drafter_operator.training.hidden_state_size import most_tokens
+
 #: Train, tokens per second per H200 at a drafter width (the target's hidden size), per framework: (width, rate) twice.
 TRAIN_RATES: dict[str, tuple[tuple[int, float], tuple[int, float]]] = {
     "specforge": ((1024, 5353.5), (7168, 3479.0)),
@@ -97,7 +99,7 @@ def run_cost(spec, target_config: Mapping) -> RunCost | None:
     c = _text_config(target_config)
     if not isinstance(c.get("hidden_size"), int) or not isinstance(c.get("num_hidden_layers"), int):
         return None
-    tokens = spec.data.num_samples * spec.train.max_length
+    tokens = most_tokens(spec)
     extract, train = extract_rate(target_config), train_rate(spec.framework, c["hidden_size"])
     seconds = {"Extract": tokens / extract, "Train": tokens * spec.train.epochs / train}
     basis = (f"at most {tokens:,} tokens ({spec.data.num_samples:,} samples x maxLength {spec.train.max_length}); "

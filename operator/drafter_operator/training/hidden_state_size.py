@@ -23,10 +23,15 @@ def estimate_hidden_state_bytes(num_samples: int, tokens_per_sample: int, hidden
     return num_samples * tokens_per_sample * per_token
 
 
+def most_tokens(spec) -> int:
+    """The most tokens a run captures and trains per epoch: every sample at train.maxLength (what the claim is sized
+    by and what the cost estimate counts)."""
+    return spec.data.num_samples * spec.train.max_length
+
+
 def hidden_states_estimate(spec, target_config: Mapping) -> int | None:
     """What Extract writes at most: every sample at train.maxLength tokens (the claim must hold that)."""
     hidden = (target_config.get("text_config") or target_config).get("hidden_size")
     if not isinstance(hidden, int):
         return None
-    return estimate_hidden_state_bytes(spec.data.num_samples, spec.train.max_length, hidden,
-                                       len(spec.hidden_states.layers or ()) or 3)
+    return estimate_hidden_state_bytes(1, most_tokens(spec), hidden, len(spec.hidden_states.layers or ()) or 3)
