@@ -42,6 +42,7 @@ import yaml
 from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
 from drafter_operator.cli import build_parser
 from drafter_operator.resources.training_engine import generation_engine
+from drafter_operator.resources.training_job import rendezvous
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, specforge_layer_ids
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
@@ -140,7 +141,16 @@ def sglang_server(case, d):
     args = prepare_server_args(case["argv"])
     return {"model_path": args.model_path, "tp_size": args.tp_size, "port": args.port}
 
-KINDS = {"sglang-server": sglang_server, "specforge-train": specforge_train, "specforge-export": specforge_export,
+def torchrun(case, d):
+    from torch.distributed.run import config_from_args, get_args_parser
+    args = get_args_parser().parse_args(case["argv"])
+    config, _, _ = config_from_args(args)
+    return {"nnodes": [config.min_nodes, config.max_nodes], "nproc_per_node": config.nproc_per_node,
+            "rdzv_backend": config.rdzv_backend, "rdzv_endpoint": config.rdzv_endpoint, "run_id": config.run_id,
+            "max_restarts": config.max_restarts, "module": args.module, "script": args.training_script,
+            "script_args": args.training_script_args}
+
+KINDS = {"sglang-server": sglang_server, "torchrun": torchrun, "specforge-train": specforge_train, "specforge-export": specforge_export,
          "specforge-extract": specforge_extract, "speculators-train": speculators_train,
          "speculators-command": speculators_command, "vllm-serve": vllm_serve}
 
@@ -200,8 +210,14 @@ def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptio
     cpu = scratch.model_copy(update={"data": scratch.data.model_copy(update={"dataset": "/models/datasets/chat.jsonl"})})
     options = RenderOptions(chat_template="kimi-k2-instruct", target_config=KIMI_TARGET,
                             base_drafter_config=KIMI_BASE_DRAFTER, generation_endpoint=GENERATION_ENDPOINT)
-    return {"seed": (seed, options), "scratch": (scratch, options),
-            "cpu": (cpu, RenderOptions(**{**options.__dict__, "cpu": True}))}
+    found = {"seed": (seed, options), "scratch": (scratch, options),
+             "cpu": (cpu, RenderOptions(**{**options.__dict__, "cpu": True}))}
+    if framework == "speculators":  # across nodes: Train under torchrun's c10d rendezvous, on GPUs and on the CPU
+        two = {"resources": seed.resources.model_copy(update={"nodes": 2})}
+        meet = {"rendezvous": rendezvous("kimi-ft", 1, 2)}
+        found["nodes"] = (scratch.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet}))
+        found["cpu-nodes"] = (cpu.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet, "cpu": True}))
+    return found
 
 
 def files_of(stage: Stage) -> dict[str, str]:
@@ -290,10 +306,13 @@ def test_speculators_commands_parse(training_python: str) -> None:
                     rest = argv[argv.index("vllm.entrypoints.cli.main") + 1:]
                     rest = rest[2:] if rest[:2] == ["launch", "render"] else rest[1:]
                     cases.append({"id": case_id, "kind": "vllm-serve", "argv": rest})
-                elif "speculators.train" in argv or argv[1].endswith("cpu_trainer.py"):
+                elif "speculators.train" in argv or any(a.endswith("cpu_trainer.py") for a in argv):
                     flags = argv[argv.index("speculators.train") + 1:] if "speculators.train" in argv \
                         else argv[argv.index("train") + 1:]
                     cases.append({"id": case_id, "kind": "speculators-train", "argv": flags})
+                    if "torch.distributed.run" in argv:
+                        cases.append({"id": f"{case_id}/torchrun", "kind": "torchrun",
+                                      "argv": argv[argv.index("torch.distributed.run") + 1:]})
                 elif argv[1].endswith("hf_hidden_states.py") or argv[0] in ("mkdir", "cp"):
                     continue
                 else:
@@ -324,6 +343,20 @@ def test_speculators_commands_parse(training_python: str) -> None:
     assert server["speculative_config"]["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"] == \
         [2, 30, 58, 61]
     assert server["tensor_parallel_size"] == 8 and server["data_parallel_size"] == 1
+    # One node: torchrun's own loopback rendezvous on every GPU of the pod.
+    assert results["scratch/Train/0/torchrun"]["nnodes"] == [1, 1]
+    assert results["scratch/Train/0/torchrun"]["nproc_per_node"] == 8
+    # Across nodes: every pod's agent meets at pod 0's name through the headless Service, the whole group or none.
+    meet = rendezvous("kimi-ft", 1, 2)
+    for case, processes in (("nodes/Train/0/torchrun", 8), ("cpu-nodes/Train/0/torchrun", 1)):
+        launch = results[case]
+        assert launch["nnodes"] == [2, 2] and launch["nproc_per_node"] == processes
+        assert launch["rdzv_backend"] == "c10d" and launch["rdzv_endpoint"] == meet.endpoint
+        assert launch["run_id"] == meet.run_id and launch["max_restarts"] == 0
+    assert results["nodes/Train/0/torchrun"]["module"] and results["nodes/Train/0/torchrun"]["script"] == "speculators.train"
+    assert results["cpu-nodes/Train/0/torchrun"]["script"].endswith("cpu_trainer.py")
+    assert results["cpu-nodes/Train/0/torchrun"]["script_args"][0] == "train"
+    assert results["nodes/Train/0"]["config"]["trainer"]["epochs"] == 5
     convert = results["seed/Train/0"]["params"]
     assert convert["model"] == "AQ-MedAI/Kimi-K2-Instruct-eagle3" and convert["algorithm"] == "eagle3"
 

@@ -475,3 +475,30 @@ def test_a_data_parallel_extract_counts_its_finished_shares():
     cluster.jobs.pop("kimi-ft-extract-g1")  # the record outlives the Job
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["hiddenStates"]["shardsDone"] == 2
+
+
+def test_train_across_nodes_starts_its_rendezvous_service_and_every_stage_knows_where_the_pods_meet():
+    body = training(promote=None, framework="speculators", baseDrafter=None)
+    body["spec"]["resources"]["nodes"] = 2
+    cluster = Cluster(body)
+    start(cluster)
+    cluster.finish("Generate")
+    extract = cluster.decide()
+    assert [m["kind"] for _, m in extract.creates] == ["Job"]  # Extract's shares need no rendezvous
+    cluster.apply(extract)
+    cluster.finish("Extract")
+    plan = cluster.decide()
+    cluster.apply(plan)
+    starts = [m for _, m in plan.creates]
+    assert [m["kind"] for m in starts] == ["Service", "Job"]
+    service, train = starts
+    assert service["metadata"]["name"] == "kimi-ft-rendezvous" and service["spec"]["clusterIP"] == "None"
+    pod = train["spec"]["template"]
+    assert pod["spec"]["subdomain"] == "kimi-ft-rendezvous"
+    assert all(pod["metadata"]["labels"][k] == v for k, v in service["spec"]["selector"].items())
+    assert train["spec"]["completionMode"] == "Indexed" and train["spec"]["backoffLimit"] == 0
+    for job in cluster.jobs.values():  # each renders the whole pipeline, Train included: all carry the rendezvous
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--rendezvous-endpoint") + 1] == \
+            "kimi-ft-train-g1-0.kimi-ft-rendezvous:29400"
+        assert command[command.index("--rendezvous-id") + 1] == "kimi-ft-train-g1"

@@ -18,6 +18,7 @@ from drafter_operator.resources.training import hidden_states_claim
 from drafter_operator.resources.training_job import stage_job
 from drafter_operator.training import TrainingPaths, render, shards
 from drafter_operator.training.stage_runner import run_shard
+from drafter_operator.training.torchrun import Rendezvous
 from tests.unit.test_training_families import OPTIONS, spec_of
 
 
@@ -55,7 +56,7 @@ def test_nodes_above_one_need_speculators_and_the_refusal_names_the_fix():
     assert with_nodes(4).resources.nodes == 4
 
 
-def test_extract_across_nodes_is_an_indexed_job_and_the_other_stages_stay_single():
+def test_extract_across_nodes_is_an_indexed_job_and_generate_and_export_stay_single():
     spec = with_nodes(3)
     extract = stage_job("team", "kimi", spec, "Extract", 1, "trainer:1")["spec"]
     assert {k: extract[k] for k in ("completionMode", "completions", "parallelism", "backoffLimitPerIndex",
@@ -63,7 +64,7 @@ def test_extract_across_nodes_is_an_indexed_job_and_the_other_stages_stay_single
                                                              "parallelism": 3, "backoffLimitPerIndex": 1,
                                                              "maxFailedIndexes": 0}
     assert "backoffLimit" not in extract
-    for stage in ("Generate", "Train", "Export"):
+    for stage in ("Generate", "Export"):
         job = stage_job("team", "kimi", spec, stage, 1, "trainer:1")["spec"]
         assert job["backoffLimit"] == 0 and "completionMode" not in job
     assert stage_job("team", "kimi", with_nodes(1), "Extract", 1, "trainer:1")["spec"]["backoffLimit"] == 0
@@ -78,7 +79,7 @@ def test_the_claim_is_read_write_many_only_when_nodes_write_it_together():
 def test_the_capture_takes_its_share_with_speculators_own_flags(cpu):
     spec = with_nodes(2)
     for shard, expected in (((1, 2), ["--world-size", "2", "--rank", "1"]), (None, [])):
-        options = dataclasses.replace(OPTIONS, cpu=cpu, shard=shard)
+        options = dataclasses.replace(OPTIONS, cpu=cpu, shard=shard, rendezvous=Rendezvous("t-train-g1-0.r:29400", "t"))
         extract = next(s for s in render(spec, TrainingPaths(), options) if s.name == "Extract")
         argv = list(extract.commands[-1].argv)
         assert argv[len(argv) - len(expected):] == expected and ("--world-size" in argv) == bool(expected)

@@ -30,11 +30,19 @@ from drafter_operator.resources.training_engine import GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
 
 ENGINE_SELECTOR = f"{COMPONENT_LABEL}={GENERATION_ENGINE}"
+#: Where the Job controller records a pod's index in an Indexed Job.
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 log = logging.getLogger("drafter.training")
 
 #: Lines of the running stage's log read per reconcile: the runner prints a progress line every few seconds.
 LOG_TAIL_LINES = 40
+
+
+def completion_index(pod: dict) -> int:
+    """The pod's index in an Indexed Job (0 for any other pod)."""
+    value = ((pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION) or "0")
+    return int(value) if value.isdigit() else 0
 
 
 def trainer_image() -> str:
@@ -97,9 +105,10 @@ class TrainingReconciler(OneAtATime):
         return [{**item, "kind": kind} for item in items]
 
     def _running_log(self, namespace: str, jobs: tuple[dict, ...], pods: tuple[dict, ...]) -> str | None:
-        """The log tail of the running stage pod (its drafter-progress lines), or None."""
+        """The log tail of the running stage pod (its drafter-progress lines), or None. Of a stage across nodes,
+        pod 0's first: Train's rank 0 is the one whose trainer logs its steps."""
         unfinished = {j["metadata"]["name"] for j in jobs if conditions.job_finished(j) is None}
-        for pod in pods:
+        for pod in sorted(pods, key=completion_index):
             if (pod["metadata"].get("labels") or {}).get("job-name") in unfinished \
                     and (pod.get("status") or {}).get("phase") == "Running":
                 try:

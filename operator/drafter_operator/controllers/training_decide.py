@@ -67,7 +67,8 @@ from drafter_operator.resources.training import (
     owns_hidden_states_claim,
 )
 from drafter_operator.resources.training_engine import engine_name, generation_endpoint
-from drafter_operator.resources.training_job import spec_config_map, spec_config_map_name, stage_job, stage_job_name
+from drafter_operator.resources.training_job import (rendezvous_args, rendezvous_service, spec_config_map,
+                                                     spec_config_map_name, stage_job, stage_job_name)
 from drafter_operator.training.stages import job_stages
 
 Event = tuple[str, str, str]
@@ -265,7 +266,7 @@ def shards_status(state: TrainingState, spec, extracted: bool) -> dict:
     """A data-parallel Extract's shares and how many have finished: its Indexed Job's succeeded pods (each share
     succeeds once), all of them once the Job is complete or Extract recorded (its Job may be gone)."""
     meta = state.training["metadata"]
-    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1)
+    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1, spec.resources.nodes)
     job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
     complete = extracted or (job is not None and job_finished(job) == "Complete")
     done = spec.resources.nodes if complete else int(((job or {}).get("status") or {}).get("succeeded") or 0)
@@ -313,7 +314,7 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         endpoint = engine.endpoint
     _start(plan, state, spec, decision.start, seen.leftovers, promotion, endpoint, extra)
     if decision.stage in JOB_STAGES:
-        extra["jobName"] = stage_job_name(name, decision.stage, generation)
+        extra["jobName"] = stage_job_name(name, decision.stage, generation, spec.resources.nodes)
     if not (decision.start in JOB_STAGES and seen.leftovers):
         status, latest = state.training.get("status") or {}, running_progress(state)
         extra["progress"] = stage_progress(decision.stage, latest, status, extra["hiddenStates"])
@@ -353,7 +354,8 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
 
 def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | None) -> list[tuple[str, dict]]:
     """What a Job stage needs created, in order: the hidden-state claim (when the operator owns it and it is
-    missing), this generation's spec ConfigMap (when missing), then the stage's Job."""
+    missing), this generation's spec ConfigMap (when missing), Train's rendezvous Service across nodes (kept for the
+    training's life: creating it again is a conflict that apply ignores), then the stage's Job."""
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     creates = []
@@ -361,7 +363,9 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
         creates.append((object_path("v1", "persistentvolumeclaims", namespace), hidden_states_claim(namespace, name, spec)))
     if spec_config_map_name(name, generation) not in state.config_maps:
         creates.append((object_path("v1", "configmaps", namespace), spec_config_map(namespace, name, spec, generation)))
-    render_args = state.render_args
+    if stage == "Train" and spec.resources.nodes > 1:
+        creates.append((object_path("v1", "services", namespace), rendezvous_service(namespace, name)))
+    render_args = state.render_args + rendezvous_args(name, spec, generation)
     if spec.data.generation is not None:
         # Generate reaches the engine by its Service's cluster IP; the other stages render Generate
         # too (run-stage renders the whole pipeline) but never call it: its stable name will do.

@@ -96,7 +96,8 @@ def stale_children(state: TrainingState, evaluate_name: str, group_version: str)
 def current_job_names(state: TrainingState) -> set[str]:
     """The names this generation's stage Jobs have (or will have)."""
     meta = state.training["metadata"]
-    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1) for stage in JOB_STAGES}
+    nodes = ((state.training.get("spec") or {}).get("resources") or {}).get("nodes") or 1
+    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1, nodes) for stage in JOB_STAGES}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from drafter_operator.api.kind import NAME_MAX_LENGTH
+from drafter_operator.api.training.sections import STAGE_NODES_MAX
 
 #: A DrafterServing, DrafterBenchmark or DrafterTraining name: our own rule (api/kind.py), so that the
 #: children below fit; it binds the names the operator gives its own custom resources too (the gate and
@@ -24,6 +25,9 @@ SERVICE_NAME_MAX = 63
 #: A Job's name is also the value of the ``job-name`` and ``batch.kubernetes.io/job-name`` labels the Job
 #: controller puts on its pods (and our controllers find those pods by it): a label value is at most 63.
 JOB_NAME_MAX = 63
+#: An Indexed Job's pods get the hostname ``<job>-<index>`` (the Job controller), a DNS label of at most 63
+#: that the apiserver refuses beyond: its name leaves room for the largest index.
+INDEXED_JOB_NAME_MAX = JOB_NAME_MAX - len(f"-{STAGE_NODES_MAX - 1}")
 #: A Deployment name may be a 253-character DNS-1123 subdomain, and so may its ReplicaSet's
 #: ``<name>-<pod-template-hash>`` (a hash of up to 10 characters, carried in a label of its own). Its pods
 #: are named by generateName, which the apiserver cuts to 58 characters plus 5 random ones, so pod names

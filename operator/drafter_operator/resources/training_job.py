@@ -11,19 +11,22 @@ Every stage pod runs with ``fsGroup`` set to the trainer image's group (``OnRoot
 image's non-root user can write a freshly provisioned, root-owned volume. Stages that run the target (Generate with
 Extract, Train) get the GPUs and the GPU placement; the others run on CPU nodes. A
 stage never retries (``backoffLimit: 0``): its failure stops the run with its own error, and a spec
-change is the retry. An Extract across ``resources.nodes`` pods is an Indexed Job (``job_parallelism``).
+change is the retry. Extract and Train across ``resources.nodes`` pods are Indexed Jobs (``job_parallelism``); Train's
+pods find each other through a headless Service (``rendezvous_service``) for torchrun's c10d rendezvous.
 """
 
 from __future__ import annotations
 
 import json
 
-from drafter_operator.constants import STAGE_LABEL
+from drafter_operator.constants import STAGE_LABEL, TRAINING_LABEL
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
-from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
+from drafter_operator.resources.names import (INDEXED_JOB_NAME_MAX, JOB_NAME_MAX, SERVICE_NAME_MAX, SUBDOMAIN_NAME_MAX,
+                                              child_name)
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
 from drafter_operator.training import TrainingPaths
+from drafter_operator.training.torchrun import RENDEZVOUS_PORT, Rendezvous
 
 CONTAINER = "stage"
 SPEC_KEY = "training.json"
@@ -41,9 +44,53 @@ TRAINER_UID = 1000
 DEFAULT_POD_SECURITY_CONTEXT = {"fsGroup": TRAINER_UID, "fsGroupChangePolicy": "OnRootMismatch"}
 
 
-def stage_job_name(training: str, stage: str, generation: int) -> str:
-    """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one."""
-    return child_name(training, f"{stage.lower()}-g{generation}", JOB_NAME_MAX)
+#: Stages that span spec.resources.nodes pods, each as an Indexed Job.
+MULTI_NODE_STAGES = frozenset({"Extract", "Train"})
+
+
+def is_indexed(stage: str, nodes: int) -> bool:
+    return stage in MULTI_NODE_STAGES and nodes > 1
+
+
+def stage_job_name(training: str, stage: str, generation: int, nodes: int = 1) -> str:
+    """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one. An
+    Indexed Job's name leaves room for its pods' ``-<index>`` hostnames (names.INDEXED_JOB_NAME_MAX); a changed
+    spec.resources.nodes is a new generation, so a stage's name never changes under a running Job."""
+    limit = INDEXED_JOB_NAME_MAX if is_indexed(stage, nodes) else JOB_NAME_MAX
+    return child_name(training, f"{stage.lower()}-g{generation}", limit)
+
+
+def rendezvous_service_name(training: str) -> str:
+    """The headless Service that names Train's pods across nodes (their ``subdomain``)."""
+    return child_name(training, "rendezvous", SERVICE_NAME_MAX)
+
+
+def rendezvous_service(namespace: str, training: str) -> dict:
+    """Headless (no cluster IP: each pod's own address) and publishing pods before they are Ready, so
+    ``<train job>-<i>.<service>`` resolves from the moment the pods start, which the rendezvous needs."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": rendezvous_service_name(training), "namespace": namespace,
+                         "labels": training_labels(training)},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": {TRAINING_LABEL: training, STAGE_LABEL: "Train"},
+                     "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}]}}
+
+
+def rendezvous(training: str, generation: int, nodes: int) -> Rendezvous:
+    """Where Train's pods meet: pod 0 of this generation's Train Job by its name through the Service (the
+    namespace's search path completes it), the Job's name as the run's id."""
+    job = stage_job_name(training, "Train", generation, nodes)
+    return Rendezvous(endpoint=f"{job}-0.{rendezvous_service_name(training)}:{RENDEZVOUS_PORT}", run_id=job)
+
+
+def rendezvous_args(training: str, spec, generation: int) -> tuple[str, ...]:
+    """run-stage's rendezvous options for every stage Job of a run across nodes (each renders the whole
+    pipeline, Train included); none on one node."""
+    nodes = spec.resources.nodes
+    if nodes == 1:
+        return ()
+    meet = rendezvous(training, generation, nodes)
+    return ("--rendezvous-endpoint", meet.endpoint, "--rendezvous-id", meet.run_id)
 
 
 def spec_config_map_name(training: str, generation: int) -> str:
@@ -161,20 +208,29 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
                       **pod_policy.pod_fields(spec.pod)}
     pod_spec["securityContext"] = pod_security_context(spec.pod)
     pod_spec.update(stage_placement(spec.placement, stage in GPU_STAGES))
+    nodes = spec.resources.nodes
+    if stage == "Train" and nodes > 1:
+        # Pod i answers to <job>-i.<service> (its hostname is <job>-i): the rendezvous endpoint is pod 0's.
+        pod_spec["subdomain"] = rendezvous_service_name(training)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": stage_job_name(training, stage, generation), "namespace": namespace, "labels": labels},
+        "metadata": {"name": stage_job_name(training, stage, generation, nodes), "namespace": namespace,
+                     "labels": labels},
         "spec": {**job_parallelism(spec, stage),
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
     }
 
 
 def job_parallelism(spec, stage: str) -> dict:
-    """One pod that never retries; or, for an Extract across spec.resources.nodes, an Indexed Job of that many pods
-    at once. Each of those may run once more (``backoffLimitPerIndex: 1``: a lost node's pod is replaced and its
-    share resumes from the samples it wrote), and one share failing twice fails the Job (``maxFailedIndexes: 0``)."""
+    """One pod that never retries; or, for a stage across spec.resources.nodes, an Indexed Job of that many pods at
+    once. Extract's shares are independent: each may run once more (``backoffLimitPerIndex: 1``: a lost node's pod
+    is replaced and its share resumes from the samples it wrote), and one share failing twice fails the Job
+    (``maxFailedIndexes: 0``). Train's pods are one process group: the first pod that fails fails the Job
+    (``backoffLimit: 0``), whose controller then removes the others, so no half-group trains on."""
     nodes = spec.resources.nodes
-    if stage != "Extract" or nodes == 1:
+    if not is_indexed(stage, nodes):
         return {"backoffLimit": 0}
-    return {"completionMode": "Indexed", "completions": nodes, "parallelism": nodes, "backoffLimitPerIndex": 1,
-            "maxFailedIndexes": 0}
+    group = {"completionMode": "Indexed", "completions": nodes, "parallelism": nodes}
+    if stage == "Train":
+        return {**group, "backoffLimit": 0}
+    return {**group, "backoffLimitPerIndex": 1, "maxFailedIndexes": 0}

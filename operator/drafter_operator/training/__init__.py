@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drafter_operator.api.training import DrafterTrainingSpec
+from drafter_operator.training.torchrun import Rendezvous
 
 FRAMEWORKS = ("specforge", "speculators")
 
@@ -142,6 +143,10 @@ class RenderOptions:
     #: This pod's share of a data-parallel Extract (spec.resources.nodes above 1): (index, count), from the Indexed
     #: Job's JOB_COMPLETION_INDEX; None on one node.
     shard: tuple[int, int] | None = None
+    #: Where Train's pods meet when it spans spec.resources.nodes pods (training/torchrun.py): run-stage
+    #: --rendezvous-endpoint and --rendezvous-id, which the operator gives every stage Job of such a run (each
+    #: renders the whole pipeline); None on one node.
+    rendezvous: Rendezvous | None = None
 
 
 def specforge_layer_ids(layers: list[int] | tuple[int, ...]) -> list[int]:

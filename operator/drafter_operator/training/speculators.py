@@ -15,7 +15,8 @@ tests/contract/test_training_contract.py):
   ``scripts/launch_vllm.py`` execs: the target layer ids plus the last layer ``num_hidden_layers``),
   then ``speculators generate-offline-data --endpoint URL/v1 --preprocessed-data DIR --output HS``
   writes ``hs_<i>.safetensors``.
-* ``speculators train`` (``torchrun -m speculators.train`` on several GPUs) with TrainConfig's flags;
+* ``speculators train`` (``torchrun -m speculators.train`` on several GPUs, and with a c10d rendezvous across
+  spec.resources.nodes pods: training/torchrun.py; data-parallel, DDP) with TrainConfig's flags;
   checkpoints ``<save-path>/<epoch>/{config.json, model.safetensors}``, ``checkpoint_best`` (with
   ``--save-best``) pointing at the lowest validation loss.
 * ``speculators convert BASE --algorithm eagle3|dflash --verifier T --output-path DIR``: a base drafter
@@ -38,7 +39,7 @@ import json
 
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.training import (Command, RenderOptions, Stage, TrainingPaths, export_publish, is_local,
-                                      regeneration)
+                                      regeneration, torchrun)
 
 SPECULATORS = "speculators"
 
@@ -194,11 +195,14 @@ def train_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Ren
                         json.dumps({CONVERTERS[spec.method]: list(spec.hidden_states.layers)})]
         train.append(Command(tuple(convert)))
     flags = train_flags(spec, paths, options)
+    nodes = spec.resources.nodes
     if options.cpu:
-        train.append(Command((paths.python, f"{paths.adapters}/cpu_trainer.py", "train", *flags)))
+        # One process per pod on the CPU: the adapter itself on one node, under torchrun (gloo) across nodes.
+        head = (paths.python,) if nodes == 1 else torchrun.launch(paths.python, 1, nodes, options.rendezvous)
+        train.append(Command((*head, f"{paths.adapters}/cpu_trainer.py", "train", *flags)))
     else:
-        train.append(Command((paths.python, "-m", "torch.distributed.run", "--standalone",
-                              "--nproc_per_node", str(spec.resources.gpus), "-m", "speculators.train", *flags)))
+        train.append(Command((*torchrun.launch(paths.python, spec.resources.gpus, nodes, options.rendezvous),
+                              "-m", "speculators.train", *flags)))
     return tuple(train)
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, shards
+from drafter_operator.training.torchrun import Rendezvous
 from drafter_operator.training.hidden_state_size import hidden_states_estimate
 from drafter_operator.training.cost import run_cost
 from drafter_operator.training.stage_progress import ProgressReporter, tree_bytes, where_outputs_are
@@ -266,6 +267,8 @@ def register(subparsers) -> None:
     parser.add_argument("--generation-endpoint", help="OpenAI base URL of the engine serving the target (spec.data.generation)")
     parser.add_argument("--generation", type=int, default=1,
                         help="the DrafterTraining's spec generation (names Export's staging directory)")
+    parser.add_argument("--rendezvous-endpoint", help="host:port where Train's pods across nodes meet (torchrun c10d)")
+    parser.add_argument("--rendezvous-id", default="none", help="the run's id at that rendezvous (torchrun's default)")
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
     parser.add_argument("--termination-log", default="/dev/termination-log")
     parser.set_defaults(handler=_main)
@@ -301,7 +304,8 @@ def _main(args, _extra=()) -> int:
         options = resolve_options(spec, cpu=args.cpu, generation_endpoint=args.generation_endpoint,
                                   generation=args.generation,
                                   read_text=lambda path: Path(remap(path, path_map)).read_text())
-        options = dataclasses.replace(options, shard=shard)
+        meet = Rendezvous(args.rendezvous_endpoint, args.rendezvous_id) if args.rendezvous_endpoint else None
+        options = dataclasses.replace(options, shard=shard, rendezvous=meet)
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(

@@ -187,10 +187,14 @@ class PromoteSpec(ApiModel):
     """The benchmark the new drafter must pass (besides beating the current drafter) before it is swapped in."""
 
 
+#: The most pods (nodes) a stage spans.
+STAGE_NODES_MAX = 64
+
+
 class TrainingResources(ContainerResources):
     """Resources of each stage pod: GPUs for the GPU stages, CPU and memory for all."""
 
     gpus: Annotated[int, Field(ge=1, le=64)] = 8
     """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
-    nodes: Annotated[int, Field(ge=1, le=64)] = 1
-    """Pods (one per node, each with ``gpus``) that Extract spans: an Indexed Job whose pod i loads the target and captures the i-th contiguous share of the samples into the shared hidden-state claim (ReadWriteMany above 1). A finished share is never redone. Needs framework speculators; Train runs on one pod."""
+    nodes: Annotated[int, Field(ge=1, le=STAGE_NODES_MAX)] = 1
+    """Pods (one per node, each with ``gpus``) that Extract and Train span, each stage an Indexed Job. Extract: pod i loads the target and captures the i-th contiguous share of the samples into the shared hidden-state claim (ReadWriteMany above 1); a finished share is never redone. Train: data-parallel over all the pods' GPUs, the pods meeting at a torchrun c10d rendezvous through a headless Service; a lost pod fails the stage. Needs framework speculators."""
