@@ -283,6 +283,46 @@ def krew_stamp(pins: Pins) -> str:
     return f".krew-{pins.krew}"
 
 
+#: The CoreDNS plugins the local cluster's DNS uses, in the order of CoreDNS's plugin.cfg (a request passes
+#: through them in this order, whatever order the Corefile lists them in): `bind` listens on the cluster DNS
+#: address only, `ready` is the health check `cluster up` waits on, `errors` logs failures, `hosts` serves the
+#: pod names the runner publishes (EndpointSlices refuse loopback addresses, docs/testbed.md) and `kubernetes`
+#: everything else in cluster.local from the apiserver. No `forward`: a pod never queries a non-loopback server.
+COREDNS_PLUGINS = ("bind", "ready", "errors", "hosts", "kubernetes")
+
+
+def coredns_main(plugins: tuple[str, ...] = COREDNS_PLUGINS) -> str:
+    """CoreDNS's documented way to choose plugins at compile time: a main of our own that imports only them
+    and sets the directive order (the full build compiles some 60 plugins and every cloud SDK)."""
+    imports = "".join(f'\t_ "github.com/coredns/coredns/plugin/{p}"\n' for p in plugins)
+    directives = ", ".join(f'"{p}"' for p in plugins)
+    return ("package main\n\nimport (\n\t\"github.com/coredns/coredns/core/dnsserver\"\n"
+            f"\t\"github.com/coredns/coredns/coremain\"\n{imports})\n\n"
+            f"func init() {{ dnsserver.Directives = []string{{{directives}}} }}\n\nfunc main() {{ coremain.Run() }}\n")
+
+
+def build_coredns(pins: Pins, out: Path) -> None:
+    """CoreDNS from its Go module with only the plugins the local cluster needs (coredns_main)."""
+    work = toolchain_dir(pins) / "src" / "coredns"
+    env = _go_env(work)
+    work.mkdir(parents=True, exist_ok=True)
+    source = _module_dir("github.com/coredns/coredns", pins.coredns, env, work)
+    go_line = re.search(r"^go (\S+)", (source / "go.mod").read_text(), flags=re.M)[1]
+    (work / "go.mod").write_text(f"module drafter.dev/build/coredns\n\ngo {go_line}\n\n"
+                                 f"require github.com/coredns/coredns {pins.coredns}\n")
+    (work / "main.go").write_text(coredns_main())
+    _run("coredns: resolve modules", ["go", "mod", "tidy"], work, env, "check network access to the Go module proxy")
+    _run(f"coredns {pins.coredns}: compile {', '.join(COREDNS_PLUGINS)}",
+         ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "coredns"), "."], work, env,
+         "read the compiler error above; a plugin named in COREDNS_PLUGINS must exist in the pinned CoreDNS")
+    (out / coredns_stamp(pins)).write_text(f"{pins.coredns} plugins {','.join(COREDNS_PLUGINS)}\n")
+
+
+def coredns_stamp(pins: Pins) -> str:
+    """Marks a bin directory's coredns as this version with these plugins (a changed list rebuilds it)."""
+    return f".coredns-{pins.coredns}-{'-'.join(COREDNS_PLUGINS)}"
+
+
 STEPS = (
     Step("etcd", ("etcd",), build_etcd),
     Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
@@ -293,6 +333,7 @@ STEPS = (
     Step("actionlint", ("actionlint", actionlint_stamp(PINS)), build_actionlint),
     Step("helm-docs", ("helm-docs", helm_docs_stamp(PINS)), build_helm_docs),
     Step("krew", ("kubectl-krew", "validate-krew-manifest", krew_stamp(PINS)), build_krew),
+    Step("coredns", ("coredns", coredns_stamp(PINS)), build_coredns),
 )
 
 

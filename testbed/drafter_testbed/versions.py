@@ -24,6 +24,9 @@ class Pins:
     actionlint: str = "v1.7.12"  # github.com/rhysd/actionlint/cmd/actionlint: GitHub Actions workflow linter
     helm_docs: str = "v1.14.2"  # github.com/norwoodj/helm-docs/cmd/helm-docs: the chart README from values.yaml comments
     krew: str = "v0.4.4"  # sigs.k8s.io/krew: kubectl-krew and validate-krew-manifest (the kubectl plugin's archives)
+    # The cluster's DNS server (pod and Service names): a component added after the cache key was fixed, kept
+    # out of `key` like prometheus so that adding or bumping it builds only it (a stamp marks its build).
+    coredns: str = "v1.14.7"  # github.com/coredns/coredns: a custom main with only the plugins the cluster uses
 
     @property
     def staging_version(self) -> str:
