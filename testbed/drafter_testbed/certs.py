@@ -37,6 +37,9 @@ CLIENTS = (
     # would be too broad for a real cluster, but these identities only ever exist on the local one.
     ClientIdentity("kwok", "kwok-controller", ("system:masters",)),
     ClientIdentity("runner", "drafter-local-runner", ("system:masters",)),
+    # CoreDNS reads Services and namespaces with the rights of its own ClusterRole (cluster.dns_manifests), as
+    # CoreDNS's manifests grant them. ensure_pki issues a missing certificate, so an older cluster gains it.
+    ClientIdentity("coredns", "system:coredns"),
 )
 
 

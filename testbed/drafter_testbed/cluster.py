@@ -1,7 +1,7 @@
 """Lifecycle of the embedded local cluster: `up`, `down`, `status`, `env`.
 
-Order follows envtest and local-up-cluster: etcd -> kube-apiserver -> nodes -> controller manager and
-scheduler -> kwok and the local process runner. Every component listens on 127.0.0.1 only, on ports
+Order follows envtest and local-up-cluster: etcd -> kube-apiserver -> CoreDNS -> nodes -> controller manager
+and scheduler -> kwok and the local process runner. Every component listens on 127.0.0.1 only, on ports
 derived from one base port, and is recorded by pid file so `down` stops exactly what `up` started.
 """
 
@@ -41,7 +41,9 @@ from drafter_testbed.versions import PINS, bin_dir, state_root, toolchain_dir
 console = Console(stderr=True)
 
 DEFAULT_PORT_BASE = 16440
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "runner",
+# `down` stops them in reverse order. CoreDNS starts right after the apiserver (`_start`), and is listed just
+# before the runner only so that it stops after the runner's pods, before the apiserver it reads.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "coredns", "runner",
               # an operator process older versions of the demo started (it now installs the Helm chart)
               "demo-operator",
               # the Prometheus the demo leaves running with the chart's alert rules (drafter_testbed/demo_alerts.py)
@@ -158,6 +160,15 @@ class Layout:
         """Written only when the cluster was started with `up(audit=True)` (`cluster up --audit`)."""
         return self.logs / "audit.log"
 
+    @property
+    def corefile(self) -> Path:
+        return self.root / "Corefile"
+
+    @property
+    def pod_names(self) -> Path:
+        """The hosts file of pod names behind headless Services: the runner writes it, CoreDNS serves it."""
+        return self.root / "coredns" / "pod-names.hosts"
+
     def component_kubeconfig(self, stem: str) -> Path:
         return self.root / f"kubeconfig.{stem}"
 
@@ -266,6 +277,57 @@ def audit_flags(layout: Layout) -> list[str]:
             "--audit-log-format", "json", "--audit-log-maxsize", "0"]
 
 
+#: CoreDNS's readiness endpoint, on the cluster DNS address (no port of the cluster's base range needed).
+COREDNS_READY_PORT = 8181
+
+
+def corefile(network: LoopbackNetwork, layout: Layout) -> str:
+    """CoreDNS's configuration: cluster.local and reverse lookups, on port 53 of the cluster DNS address only.
+    Pod names behind headless Services come from the runner's hosts file (the apiserver refuses loopback
+    addresses in EndpointSlices, so the kubernetes plugin never sees those pods), every other name of
+    cluster.local (Services' ClusterIPs) from the apiserver. Any other zone is refused: there is no upstream,
+    so a pod never queries a server beyond loopback."""
+    dns = network.cluster_dns
+    return f"""cluster.local:53 in-addr.arpa:53 {{
+    bind {dns}
+    ready {dns}:{COREDNS_READY_PORT}
+    errors
+    hosts {layout.pod_names} cluster.local {{
+        ttl 5
+        reload 1s
+        no_reverse
+        fallthrough
+    }}
+    kubernetes cluster.local in-addr.arpa {{
+        kubeconfig {layout.component_kubeconfig("coredns")} drafter-local
+        ttl 5
+    }}
+}}
+"""
+
+
+def dns_manifests(network: LoopbackNetwork) -> list[dict]:
+    """What a real cluster's DNS add-on installs: CoreDNS's ClusterRole (as in CoreDNS's own deployment
+    manifests) bound to its user, and the selectorless `kube-dns` Service that reserves the cluster DNS
+    address (selectorless, so the runner's Service proxy leaves that address to CoreDNS)."""
+    name = "system:coredns"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+         "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+                    "verbs": ["list", "watch"]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                      "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+         "spec": {"clusterIP": network.cluster_dns,
+                  "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                            {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]}},
+    ]
+
+
 def component_commands(layout: Layout, ports: Ports, bins: Path, audit: bool = False) -> dict[str, list[str]]:
     pki = layout.pki
     # Loopback Service and pod ranges: ClusterIPs and pod IPs never point at a real network.
@@ -305,6 +367,7 @@ def component_commands(layout: Layout, ports: Ports, bins: Path, audit: bool = F
             "--profiling=false", "--v", "1",
             *(audit_flags(layout) if audit else []),
         ],
+        "coredns": [str(bins / "coredns"), "-conf", str(layout.corefile)],
         "kube-controller-manager": [
             str(bins / "kube-controller-manager"),
             "--kubeconfig", str(kc("controller-manager")),
@@ -345,6 +408,8 @@ def component_commands(layout: Layout, ports: Ports, bins: Path, audit: bool = F
             sys.executable, "-m", "drafter_testbed.process_runner",
             "--kubeconfig", str(kc("runner")), "--state-dir", str(layout.root),
             "--kubelet-port", str(ports.runner_kubelet),
+            # Pods resolve names through CoreDNS; the runner publishes the names of pods behind headless Services.
+            "--cluster-dns", network.cluster_dns, "--pod-names-file", str(layout.pod_names),
         ],
     }
 
@@ -448,6 +513,10 @@ def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict
                       f"{record['ports']['apiserver']}, state {layout.root}); reusing it.")
         if audit and not record.get("audit_log"):
             console.print("[yellow]It runs without an audit log[/]: `cluster down`, then `cluster up --audit`.")
+        if "coredns" not in running_components(layout):
+            # Started before the cluster had DNS (or CoreDNS died): reused as it is, not restarted under its users.
+            console.print("[yellow]It runs without cluster DNS[/] (pods cannot resolve *.svc.cluster.local): "
+                          "`cluster down`, then `cluster up` to start CoreDNS.")
         return record
     leftovers = running_components(layout)
     if leftovers:
@@ -492,12 +561,17 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
               "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root),
               "audit_log": str(layout.audit_log) if audit else None}
     layout.record.write_text(json.dumps(record, indent=2))
-    nodes = topology.nodes(network_for(port_base))
+    network = network_for(port_base)
+    with console.status("starting CoreDNS"):
+        _start_dns(layout, network, start)
+    nodes = topology.nodes(network)
     with console.status(f"registering {len(nodes)} nodes, starting controllers, kwok and the process runner"):
         apply_nodes(layout, nodes, identity)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok", "runner"):
             start(name)
         _wait("all nodes Ready", lambda: _nodes_ready(layout, [n.name for n in nodes]), 60, layout.logs / "kwok.log")
+        # Waited on here, not before the others start: CoreDNS syncs with the apiserver meanwhile.
+        _wait("coredns", lambda: _component_healthy("coredns", layout, ports), 60, layout.logs / "coredns.log")
         _wait("default service account", lambda: kubectl(layout, "get", "serviceaccount", "default").returncode == 0,
               60, layout.logs / "kube-controller-manager.log")
     record["up_seconds"] = round(time.monotonic() - started, 2)
@@ -506,6 +580,22 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
                   f"({topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime}).\n"
                   f"  export KUBECONFIG={layout.kubeconfig}")
     return record
+
+
+def _start_dns(layout: Layout, network: LoopbackNetwork, start) -> None:
+    """CoreDNS's rights and address first (it lists Services at start), its config, then CoreDNS itself."""
+    try:
+        _kubectl_ok(layout, "apply", "--server-side", "--force-conflicts", "--field-manager", "drafter-local",
+                    "-f", "-", input=yaml.safe_dump_all(dns_manifests(network)))
+    except ClusterError as exc:
+        raise ClusterError(f"{exc}\nFix: the cluster DNS address {network.cluster_dns} must be free in the "
+                           "Service range (`kubectl get svc -A`); `drafter-operator cluster down --wipe` starts "
+                           "afresh.") from exc
+    layout.pod_names.parent.mkdir(parents=True, exist_ok=True)
+    if not layout.pod_names.exists():
+        layout.pod_names.write_text("")  # the runner fills it once pods run
+    layout.corefile.write_text(corefile(network, layout))
+    start("coredns")
 
 
 #: The components `restart` can bounce (the demo's leftovers are not the cluster's own).
@@ -518,6 +608,8 @@ def _component_healthy(name: str, layout: Layout, ports: Ports) -> bool:
         return _http_ok(f"http://127.0.0.1:{ports.etcd}/health")
     if name == "kube-apiserver":
         return _https_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", layout)
+    if name == "coredns":  # ready once its kubernetes plugin has synced with the apiserver
+        return _http_ok(f"http://{network_for(ports.base).cluster_dns}:{COREDNS_READY_PORT}/ready")
     # The others have no probe of their own here: running again is what a restart can promise.
     return processes.running_pid(name, layout.run) is not None
 

@@ -147,6 +147,12 @@ class LoopbackNetwork:
         return f"127.{self.base + 2}.0.0/16"
 
     @property
+    def cluster_dns(self) -> str:
+        """The cluster DNS address (CoreDNS), the tenth of the Service range as kubeadm reserves it: the
+        `kube-dns` Service holds it, so the apiserver never hands it to another Service."""
+        return f"127.{self.base + 2}.0.10"
+
+    @property
     def kwok_fallback_cidr(self) -> str:
         return f"127.{self.base + 1}.255.0/24"
 
