@@ -7,6 +7,11 @@ plan. Two translations make a container image runnable on a host without contain
   tools run as themselves; anything else is refused with a reason, never guessed;
 - paths: the termination message path and each volume's mount path are remapped into the pod's own
   directory, in argv and env alike, so two pods never share `/dev/termination-log` or `/dev/shm`.
+
+Pod DNS, as the kubelet gives it: a hostname, a pod-private /etc/hosts and /etc/resolv.conf (their content
+here), bind-mounted in a mount + UTS namespace of the pod's own (`in_pod_namespaces`); and the records the
+cluster DNS serves for pods behind headless Services (`pod_name_records`), which the runner publishes
+because the apiserver refuses loopback addresses in EndpointSlices (docs/testbed.md).
 """
 
 from __future__ import annotations
@@ -207,7 +212,7 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         # What the container would see at its mount paths, for tools that build paths inside it.
         PATH_MAP_ENV: json.dumps(path_map, sort_keys=True),
         "HOME": str(pod_dir),
-        "HOSTNAME": pod["metadata"]["name"],
+        "HOSTNAME": pod_hostname(pod),  # what a container runtime sets: the pod's hostname, not always its name
         "PYTHONUNBUFFERED": "1",
         # In-cluster clients find the apiserver as a kubelet would tell them.
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
@@ -234,3 +239,196 @@ def emulator_env(settings: dict[str, str], pod_dir: Path) -> dict[str, str]:
 
 def describe(plan_: LaunchPlan) -> str:
     return shlex.join(plan_.argv)
+
+
+# ---- pod DNS (kubelet's pkg/kubelet/network/dns and its hosts file) ----
+CLUSTER_DOMAIN = "cluster.local"
+HOSTNAME_LIMIT = 63  # a DNS label; the kubelet truncates a longer pod name
+FQDN_HOSTNAME_LIMIT = 64  # the kernel's limit for setHostnameAsFQDN
+MAX_NAMESERVERS = 3  # glibc reads no more; the kubelet drops the rest
+MAX_SEARCHES = 32
+CLUSTER_DNS_OPTIONS = ("ndots:5",)
+
+
+def pod_hostname(pod: dict) -> str:
+    """spec.hostname or the pod's name, cut to 63 characters without a trailing '-' or '.' (the kubelet's
+    truncatePodHostnameIfNeeded: a Job's or StatefulSet's generated name can be longer than a DNS label)."""
+    hostname = pod.get("spec", {}).get("hostname") or pod["metadata"]["name"]
+    if len(hostname) <= HOSTNAME_LIMIT:
+        return hostname
+    truncated = hostname[:HOSTNAME_LIMIT].rstrip("-.")
+    if not truncated:
+        raise LaunchError(f"hostname {hostname!r} is empty once truncated to {HOSTNAME_LIMIT} characters")
+    return truncated
+
+
+def pod_fqdn(pod: dict) -> str | None:
+    """<hostname>.<subdomain>.<namespace>.svc.cluster.local when the pod names a subdomain, else None."""
+    subdomain = pod.get("spec", {}).get("subdomain")
+    if not subdomain:
+        return None
+    return f"{pod_hostname(pod)}.{subdomain}.{pod['metadata']['namespace']}.svc.{CLUSTER_DOMAIN}"
+
+
+def uts_hostname(pod: dict) -> str:
+    """The kernel hostname the pod's processes see: the FQDN with setHostnameAsFQDN, else the short one."""
+    fqdn = pod_fqdn(pod)
+    if pod.get("spec", {}).get("setHostnameAsFQDN") and fqdn:
+        if len(fqdn) > FQDN_HOSTNAME_LIMIT:
+            raise LaunchError(f"setHostnameAsFQDN: {fqdn!r} is longer than {FQDN_HOSTNAME_LIMIT} characters")
+        return fqdn
+    return pod_hostname(pod)
+
+
+def hosts_file(pod: dict, pod_ip: str) -> str:
+    """The kubelet's managed /etc/hosts: loopback names, the pod's own names, then spec.hostAliases."""
+    hostname = pod_hostname(pod)
+    fqdn = pod_fqdn(pod)
+    lines = ["# Kubernetes-managed hosts file.", "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
+             "fe00::0\tip6-localnet", "fe00::0\tip6-mcastprefix", "fe00::1\tip6-allnodes", "fe00::2\tip6-allrouters",
+             f"{pod_ip}\t{fqdn}\t{hostname}" if fqdn else f"{pod_ip}\t{hostname}"]
+    aliases = pod.get("spec", {}).get("hostAliases") or []
+    if aliases:
+        lines += ["", "# Entries added by HostAliases."]
+        lines += [f"{a['ip']}\t" + "\t".join(a.get("hostnames") or []) for a in aliases]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ResolvConf:
+    nameservers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        lines = []
+        if self.searches:
+            lines.append("search " + " ".join(self.searches))
+        lines += [f"nameserver {server}" for server in self.nameservers]
+        if self.options:
+            lines.append("options " + " ".join(self.options))
+        return "\n".join(lines) + "\n"
+
+
+def parse_resolv_conf(text: str) -> ResolvConf:
+    """nameserver, search/domain and options lines of a resolv.conf (the last search or domain line wins, as
+    in glibc)."""
+    servers: list[str] = []
+    searches: list[str] = []
+    options: list[str] = []
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split(";", 1)[0].split()
+        if not fields:
+            continue
+        if fields[0] == "nameserver" and len(fields) > 1:
+            servers.append(fields[1])
+        elif fields[0] in ("search", "domain"):
+            searches = fields[1:]
+        elif fields[0] == "options":
+            options += fields[1:]
+    return ResolvConf(tuple(servers), tuple(searches), tuple(options))
+
+
+def dns_policy(pod: dict, cluster_dns: str | None) -> str:
+    """Which resolv.conf a pod gets, as the kubelet's getPodDNSType decides: "cluster" (the cluster DNS),
+    "host" (the node's) or "none" (spec.dnsConfig alone). ClusterFirst on the host network, or with no cluster
+    DNS configured, falls back to the node's, as the kubelet does."""
+    spec = pod.get("spec", {})
+    policy = spec.get("dnsPolicy") or "ClusterFirst"
+    if policy == "None":
+        return "none"
+    if policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork")):
+        return "cluster" if cluster_dns else "host"
+    if policy in ("ClusterFirst", "Default"):
+        return "host"
+    raise LaunchError(f"dnsPolicy {policy!r} is not one of ClusterFirst, ClusterFirstWithHostNet, Default, None")
+
+
+def _unique(items) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _merge_options(existing: tuple[str, ...], extra: list[dict]) -> tuple[str, ...]:
+    """kubelet's mergeDNSOptions: spec.dnsConfig options replace same-named ones; `name` or `name:value`."""
+    merged = {op.partition(":")[0]: op.partition(":")[2] for op in existing}
+    for op in extra:
+        merged[op["name"]] = op.get("value") or ""
+    return tuple(f"{name}:{value}" if value else name for name, value in merged.items())
+
+
+def resolv_conf(pod: dict, cluster_dns: str | None, host_resolv: str) -> str | None:
+    """The pod's /etc/resolv.conf, or None where it keeps the host's unchanged (dnsPolicy Default without a
+    dnsConfig). ClusterFirst searches the pod's namespace, then svc and the cluster domain, with ndots:5, as
+    the kubelet writes it; the host's search domains are left out (the kubelet adds its node's, but here they
+    could only be answered REFUSED: the cluster DNS forwards nothing). spec.dnsConfig is appended, duplicates
+    dropped, then cut to the resolver's limits."""
+    kind = dns_policy(pod, cluster_dns)
+    config = pod.get("spec", {}).get("dnsConfig") or {}
+    if kind == "host" and not config:
+        return None
+    if kind == "cluster":
+        namespace = pod["metadata"]["namespace"]
+        base = ResolvConf((cluster_dns,), (f"{namespace}.svc.{CLUSTER_DOMAIN}", f"svc.{CLUSTER_DOMAIN}",
+                                           CLUSTER_DOMAIN), CLUSTER_DNS_OPTIONS)
+    elif kind == "host":
+        base = parse_resolv_conf(host_resolv)
+    else:
+        base = ResolvConf()
+    merged = ResolvConf(_unique([*base.nameservers, *(config.get("nameservers") or [])])[:MAX_NAMESERVERS],
+                        _unique([*base.searches, *(config.get("searches") or [])])[:MAX_SEARCHES],
+                        _merge_options(base.options, config.get("options") or []))
+    if not merged.nameservers and kind == "none":
+        raise LaunchError("dnsPolicy None needs spec.dnsConfig.nameservers")
+    return merged.render()
+
+
+# Runs as `sh -c SCRIPT pod-namespaces HOSTNAME HOSTS RESOLV ARGV...` inside `unshare --mount --uts`: the
+# hostname and the bind mounts are this pod's alone (a private mount namespace propagates nothing back to
+# the host), then `exec` replaces the shell, so the pid the runner tracks and signals is the program's own.
+POD_NAMESPACE_SCRIPT = (
+    'set -e; hostname "$1"; mount --bind "$2" /etc/hosts; '
+    'if [ -n "$3" ]; then mount --bind "$3" /etc/resolv.conf; fi; shift 3; exec "$@"'
+)
+
+
+def in_pod_namespaces(argv: list[str], hostname: str, hosts_path: Path, resolv_path: Path | None,
+                      unshare: str = "unshare") -> list[str]:
+    """argv run in a mount and UTS namespace of its own with the pod's hostname, /etc/hosts and (when the
+    pod has one of its own) /etc/resolv.conf. No --fork: unshare execs, so the pid stays the program's."""
+    return [unshare, "--mount", "--uts", "--propagation", "private", "--", "sh", "-c", POD_NAMESPACE_SCRIPT,
+            "pod-namespaces", hostname, str(hosts_path), str(resolv_path or ""), *argv]
+
+
+def _endpoint_name(ip: str) -> str:
+    """CoreDNS's name for an endpoint without a hostname: its address with dashes (127.240.0.5 -> 127-240-0-5)."""
+    return ip.replace(".", "-")
+
+
+def pod_name_records(services: list[dict], pods: list[tuple[dict, str, bool]]) -> str:
+    """A hosts file of the names a cluster DNS answers from EndpointSlices, for `pods` (pod, IP, ready):
+    for each headless Service (clusterIP None) with a selector, `<svc>.<ns>.svc.cluster.local` is each
+    selected pod's IP, `<hostname>.<svc>.<ns>.svc.cluster.local` names a pod whose spec.hostname is set and
+    whose spec.subdomain is the Service (what the EndpointSlice controller records as the endpoint's
+    hostname), and `<a-b-c-d>.<svc>...` one without. Unready pods count only with publishNotReadyAddresses,
+    as the EndpointSlice controller decides; so do terminating ones."""
+    names: dict[str, set[str]] = {}
+    for svc in services:
+        spec, meta = svc.get("spec", {}), svc["metadata"]
+        selector = spec.get("selector")
+        if spec.get("clusterIP") != "None" or not selector:
+            continue
+        domain = f"{meta['name']}.{meta['namespace']}.svc.{CLUSTER_DOMAIN}"
+        publish_unready = bool(spec.get("publishNotReadyAddresses"))
+        for pod, ip, ready in pods:
+            labels = pod["metadata"].get("labels") or {}
+            if pod["metadata"]["namespace"] != meta["namespace"] or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            if not publish_unready and (not ready or pod["metadata"].get("deletionTimestamp")):
+                continue
+            hostname = pod.get("spec", {}).get("hostname")
+            endpoint = hostname if hostname and pod["spec"].get("subdomain") == meta["name"] else _endpoint_name(ip)
+            for name in (domain, f"{endpoint}.{domain}"):
+                names.setdefault(name, set()).add(ip)
+    lines = [f"{ip} {name}" for name in sorted(names) for ip in sorted(names[name])]
+    return "# Pod names behind headless Services, written by the local process runner.\n" + "".join(
+        line + "\n" for line in lines)

@@ -6,6 +6,11 @@ Running/Ready/Succeeded/Failed with termination messages through the pod status 
 alive with leases, and plays kube-proxy by forwarding each Service's loopback ClusterIP to the Ready
 pods its selector matches (EndpointSlices refuse loopback addresses; see docs/testbed.md).
 
+Pod DNS, as the kubelet gives it: each pod's processes run in a mount and UTS namespace of the pod's own,
+with its hostname and its own /etc/hosts and /etc/resolv.conf (the cluster DNS, CoreDNS) bind-mounted. For
+the same reason the Service proxy exists, the runner also publishes the names CoreDNS would read from
+EndpointSlices (pods behind headless Services) in a hosts file CoreDNS serves.
+
 Safety: it runs strangers' commands on this host, so it acts only when the apiserver is on
 127.0.0.1, its kube-system UID is the one recorded when the local cluster was created, and a node
 carries that same identity in an annotation. Anything else is refused.
@@ -83,6 +88,15 @@ class ContainerRun:
     killed_for: str | None = None
 
 
+@dataclass(frozen=True)
+class PodDNS:
+    """What a pod's processes see in their own namespaces: its hostname, /etc/hosts and /etc/resolv.conf
+    (None: the host's, for dnsPolicy Default)."""
+    hostname: str
+    hosts: Path
+    resolv: Path | None
+
+
 @dataclass
 class PodRun:
     uid: str
@@ -97,6 +111,7 @@ class PodRun:
     failed_message: str | None = None
     last_status: dict | None = None
     deleting_since: float | None = None
+    dns: PodDNS | None = None
 
 
 def phase_of(run: PodRun, restart_policy: str) -> str:
@@ -120,7 +135,7 @@ def phase_of(run: PodRun, restart_policy: str) -> str:
 
 class Runner:
     def __init__(self, api: client.ApiClient, state_dir: Path, cluster_id: str, apiserver_port: int,
-                 kubelet_port: int = 0):
+                 kubelet_port: int = 0, cluster_dns: str | None = None, pod_names_file: Path | None = None):
         self.api = api
         self.kube = Kube(api)
         self.kubelet_port = kubelet_port
@@ -134,6 +149,11 @@ class Runner:
         self.listeners: dict[tuple[str, int], tuple[asyncio.base_events.Server, dict]] = {}
         self.http = httpx.AsyncClient(timeout=2.0)
         self.stopping = asyncio.Event()
+        self.cluster_dns = cluster_dns
+        self.pod_names_file = pod_names_file
+        self.published_pod_names: str | None = None
+        # The unshare that runs pods in namespaces of their own; None where this machine cannot (checked once).
+        self.unshare: str | None = None
 
     # ---- API helpers (the client is synchronous: run it in threads) ----
     async def _raw(self, method: str, path: str, body=None, content_type: str = "application/json",
@@ -278,8 +298,62 @@ class Runner:
             await asyncio.to_thread(self._prepare_volumes, run)
         except Exception as exc:  # noqa: BLE001 - report it on the pod, like a kubelet's mount failure
             run.failed_reason, run.failed_message = "VolumeSetupFailed", str(exc)
+        try:
+            run.dns = await asyncio.to_thread(self._prepare_dns, run)
+        except (launch.LaunchError, OSError) as exc:  # a kubelet fails such a pod's sandbox the same way
+            run.failed_reason, run.failed_message = "PodDNSSetupFailed", str(exc)
         log.info("admitted pod %s/%s on %s with IP %s", run.namespace, run.name, pod["spec"]["nodeName"], ip)
         return run
+
+    def _prepare_dns(self, run: PodRun) -> PodDNS:
+        """The pod's /etc/hosts and /etc/resolv.conf, written once at admission as the kubelet does."""
+        hosts = run.directory / "etc-hosts"
+        hosts.write_text(launch.hosts_file(run.pod, run.ip))
+        try:
+            host_resolv = Path("/etc/resolv.conf").read_text()
+        except OSError:
+            host_resolv = ""
+        content = launch.resolv_conf(run.pod, self.cluster_dns, host_resolv)
+        resolv = None
+        if content is not None:
+            resolv = run.directory / "resolv.conf"
+            resolv.write_text(content)
+        return PodDNS(launch.uts_hostname(run.pod), hosts, resolv)
+
+    def _in_pod(self, run: PodRun, argv: list[str]) -> list[str]:
+        """argv inside the pod's own namespaces, or as it is where this machine cannot make them."""
+        if self.unshare is None or run.dns is None:
+            return argv
+        return launch.in_pod_namespaces(argv, run.dns.hostname, run.dns.hosts, run.dns.resolv, self.unshare)
+
+    async def check_pod_namespaces(self) -> None:
+        """Once at start: can a pod get a mount and UTS namespace of its own here? If not, say so once, with
+        the fix, and run pods in the host's (no pod hostname, /etc/hosts or cluster DNS inside pods)."""
+        unshare = shutil.which("unshare")
+        problem = "no `unshare` on PATH" if not unshare else None
+        if unshare:
+            probe = self.pods_dir / ".namespace-probe"
+            probe.mkdir(parents=True, exist_ok=True)
+            (probe / "hosts").write_text("127.0.0.1\tlocalhost\n")
+            (probe / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+            argv = launch.in_pod_namespaces(["true"], "drafter-probe", probe / "hosts", probe / "resolv.conf", unshare)
+            try:
+                proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                            stderr=asyncio.subprocess.STDOUT,
+                                                            stdin=asyncio.subprocess.DEVNULL)
+                output, _ = await asyncio.wait_for(proc.communicate(), 10)
+                if proc.returncode != 0:
+                    problem = output.decode(errors="replace").strip() or f"exit {proc.returncode}"
+            except (OSError, asyncio.TimeoutError) as exc:
+                problem = str(exc) or type(exc).__name__
+        if problem:
+            log.warning("pods run WITHOUT namespaces of their own: no pod hostname, /etc/hosts or /etc/resolv.conf "
+                        "inside pods, so cluster names (<pod>.<service>, <service>.<namespace>.svc.cluster.local) do "
+                        "not resolve there (%s). Fix: run the local cluster as root on Linux with util-linux's "
+                        "`unshare` and `mount` (in a container: CAP_SYS_ADMIN, e.g. --privileged)", problem)
+            return
+        self.unshare = unshare
+        log.info("pods run in mount and UTS namespaces of their own; cluster DNS %s", self.cluster_dns or "none")
 
     def _prepare_volumes(self, run: PodRun) -> None:
         paths = launch.volume_host_paths(run.pod, run.directory, self.state_dir)
@@ -348,8 +422,8 @@ class Runner:
         logfile = open(plan.log_path, "ab")
         try:
             container.proc = await asyncio.create_subprocess_exec(
-                *plan.argv, env=plan.env, cwd=plan.cwd, stdout=logfile, stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+                *self._in_pod(run, plan.argv), env=plan.env, cwd=plan.cwd, stdout=logfile,
+                stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             container.waiting_reason, container.waiting_message = "RunContainerError", str(exc)
             run.failed_reason, run.failed_message = "RunContainerError", str(exc)
@@ -501,7 +575,7 @@ class Runner:
                 return False
         if "exec" in probe:
             try:
-                argv = launch.host_argv(probe["exec"]["command"])
+                argv = self._in_pod(run, launch.host_argv(probe["exec"]["command"]))
                 env = container.plan.env if container.plan else None
                 proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.DEVNULL,
                                                             stderr=asyncio.subprocess.DEVNULL)
@@ -662,6 +736,7 @@ class Runner:
         for key in [k for k in self.listeners if k not in wanted]:
             server, _ = self.listeners.pop(key)
             server.close()
+        await asyncio.to_thread(self._publish_pod_names, services)
         for key, route in wanted.items():
             if key in self.listeners:
                 self.listeners[key][1].update(route)
@@ -674,6 +749,26 @@ class Runner:
                 log.warning("cannot listen on %s:%s for a Service: %s", key[0], key[1], exc)
                 continue
             self.listeners[key] = (server, route)
+
+    def _publish_pod_names(self, services: list[dict]) -> None:
+        """Write the names of pods behind headless Services for CoreDNS (its hosts plugin rereads the file
+        every second), replacing the file whole so that CoreDNS never reads half of it."""
+        if self.pod_names_file is None:
+            return
+        pods = []
+        for run in list(self.runs.values()):
+            if phase_of(run, run.pod["spec"].get("restartPolicy", "Always")) in ("Succeeded", "Failed"):
+                continue  # an endpoint is never a finished pod
+            main = [c for c in run.containers if not c.init]
+            pods.append((run.pod, run.ip, bool(main) and all(c.ready and c.proc for c in main)))
+        text = launch.pod_name_records(services, pods)
+        if text == self.published_pod_names:
+            return
+        self.pod_names_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.pod_names_file.with_name(self.pod_names_file.name + ".partial")
+        partial.write_text(text)
+        os.replace(partial, self.pod_names_file)
+        self.published_pod_names = text
 
     def _backends(self, route: dict) -> list[tuple[str, int]]:
         backends = []
@@ -769,6 +864,7 @@ class Runner:
     async def run(self) -> None:
         await self.verify_identity()
         await self.refresh_nodes()
+        await self.check_pod_namespaces()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
@@ -788,12 +884,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--kubelet-port", type=int, default=0, help="HTTPS port of the kubelet API (kubectl logs)")
+    parser.add_argument("--cluster-dns", default=None,
+                        help="the cluster DNS address of pods with dnsPolicy ClusterFirst")
+    parser.add_argument("--pod-names-file", default=None, help="hosts file the runner writes for CoreDNS: the "
+                                                               "names of pods behind headless Services")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     state_dir = Path(args.state_dir)
     record = json.loads((state_dir / "cluster.json").read_text())
     api = config.new_client_from_config(config_file=args.kubeconfig)
-    runner = Runner(api, state_dir, record["cluster_id"], record["ports"]["apiserver"], args.kubelet_port)
+    runner = Runner(api, state_dir, record["cluster_id"], record["ports"]["apiserver"], args.kubelet_port,
+                    args.cluster_dns, Path(args.pod_names_file) if args.pod_names_file else None)
     try:
         asyncio.run(runner.run())
     except RefusedCluster as exc:
