@@ -97,6 +97,11 @@ def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     training.add_argument("python", help="e.g. the path .ci/training-env prints")
     training.set_defaults(cluster_handler=_training_env)
 
+    kueue = verbs.add_parser("kueue", help="build (once) and run Kueue v0.17.0 in the running local cluster "
+                                           "(gang admission of Jobs labelled kueue.x-k8s.io/queue-name)")
+    kueue.add_argument("--stop", action="store_true", help="stop it and unregister its webhooks instead")
+    kueue.set_defaults(cluster_handler=_kueue)
+
     cluster.set_defaults(handler=lambda args, extra: args.cluster_handler(args))
 
 
@@ -190,4 +195,21 @@ def _add_nodes(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(names))
+    return 0
+
+
+def _kueue(args: argparse.Namespace) -> int:
+    from drafter_testbed import kueue
+    from drafter_testbed.build import BuildError
+
+    if args.stop:
+        print("stopped kueue" if kueue.stop() else "kueue was not running")
+        return 0
+    try:
+        done = kueue.install()
+    except (BuildError, kueue.KueueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    verb = f"started in {done['seconds']}s" if done["started"] else "already running"
+    print(f"kueue {kueue.VERSION} {verb} (pid {done['pid']}, 127.0.0.1 ports {done['ports']})")
     return 0
