@@ -54,6 +54,8 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
     Rule("", ("pods/log",), ("get",),
          "The bench pod's full result and the running training stage's progress lines are in their logs."),
     Rule("batch", ("jobs",), ("list", "watch", "create", "delete"), "Benchmark and training stage Jobs."),
+    Rule("kueue.x-k8s.io", ("workloads",), ("list",),
+         "A queued training stage's (spec.queueName) Workload says why Kueue has not admitted it yet."),
     Rule("", ("configmaps",), ("list", "create"),
          "A benchmark's result ConfigMap and a training generation's spec ConfigMap."),
     Rule("", ("persistentvolumeclaims",), ("get", "create", "delete"),

@@ -4,8 +4,9 @@ docs/training.md), on a tiny random Llama target the test writes to the model vo
 
 What is checked: the stages run in order as Jobs and record a condition each; the drafter is written
 to spec.output.path and is accepted by vLLM 0.33.0's SpeculativeConfig and our preflight; the
-hidden-state claim the operator created is gone after success; an operator stopped mid-stage resumes
-without repeating a stage; deleting a training mid-stage leaves no Job, pod, ConfigMap or claim.
+hidden-state claim the operator created is gone after success; Extract and Train across two pods (shares
+captured once; one torchrun group through the cluster DNS; a lost pod fails the whole group); an operator
+stopped mid-stage resumes without repeating a stage; deleting a training mid-stage leaves no Job, pod, ConfigMap or claim.
 """
 
 from __future__ import annotations
@@ -297,7 +298,13 @@ def test_speculators_training_is_evaluated_against_the_serving_and_promoted_thro
           f"current {evaluation['currentTokensPerSecond']:.1f} tok/s -> new {evaluation['tokensPerSecond']:.1f} tok/s")
 
 
-def test_an_extract_across_two_pods_captures_each_share_once_and_trains_from_both(cluster, namespace, tiny):
+def stage_pods(cluster, namespace: str, job: str) -> list[dict]:
+    """The Job's pods in index order."""
+    pods = cluster.get_json("-n", namespace, "pods", "-l", f"job-name={job}")["items"]
+    return sorted(pods, key=lambda p: int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]))
+
+
+def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_train_as_one_group(cluster, namespace, tiny):
     name = "dp"
     apply_training(cluster, namespace, training_manifest(
         name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}}))
@@ -313,8 +320,51 @@ def test_an_extract_across_two_pods_captures_each_share_once_and_trains_from_bot
     manifests = sorted(json.loads(p.read_text())["samples"] for p in (hidden / "shards").glob("shard-*-of-2-g1.json"))
     assert manifests == [[0, CONVERSATIONS // 2], [CONVERSATIONS // 2, CONVERSATIONS]], manifests
     assert sorted(int(p.stem[3:]) for p in hidden.glob("hs_*.safetensors")) == list(range(CONVERSATIONS))
+    # Train ran on both pods as one data-parallel group: they met at pod 0's name through the headless Service
+    # (resolved by the cluster's DNS), and each rank's trainer saw a world of two.
+    train = cluster.get_json("-n", namespace, "job", f"{name}-train-g1")
+    assert train["spec"]["completionMode"] == "Indexed" and train["status"].get("completedIndexes") == "0,1"
+    service = cluster.get_json("-n", namespace, "service", f"{name}-rendezvous")
+    assert service["spec"]["clusterIP"] == "None"
+    pods = stage_pods(cluster, namespace, f"{name}-train-g1")
+    assert [p["spec"]["hostname"] for p in pods] == [f"{name}-train-g1-0", f"{name}-train-g1-1"]
+    for pod in pods:
+        log = cluster.kubectl("-n", namespace, "logs", pod["metadata"]["name"]).stdout
+        assert "dp_size=2" in log, log[-3000:]
     # Train read both shares: the drafter was exported.
     assert (tiny / "drafters" / name / "config.json").is_file()
+
+
+def test_a_pod_lost_mid_train_fails_the_whole_group_and_none_trains_on(cluster, namespace, tiny):
+    name = "lost"
+    apply_training(cluster, namespace, training_manifest(
+        name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
+        # long enough that the group is surely mid-Train when a pod goes
+        train={"epochs": 200, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512,
+               "draftVocabSize": TINY_DRAFT_VOCAB}))
+    wait_stage(cluster, namespace, name, ("Train",))
+    job = f"{name}-train-g1"
+
+    def training_together():
+        pods = stage_pods(cluster, namespace, job)
+        if len(pods) != 2 or any((p.get("status") or {}).get("phase") != "Running" for p in pods):
+            return None
+        logs = [cluster.kubectl("-n", namespace, "logs", p["metadata"]["name"], check=False).stdout for p in pods]
+        return pods if all("dp_size=2" in log for log in logs) else None
+
+    pods = cluster.wait_for("both Train pods to train as one group", training_together, timeout=RUN_TIMEOUT, interval=2)
+    cluster.kubectl("-n", namespace, "delete", "pod", pods[1]["metadata"]["name"], "--wait=false")
+    body = wait_stage(cluster, namespace, name, ("Failed",))
+    ready = next(c for c in body["status"]["conditions"] if c["type"] == "Ready")
+    assert "Train failed" in ready["message"], ready
+    assert conditions(body).get("Trained", {}).get("status") != "True"
+    # No half-group trains on: the Job failed as a whole and its controller stopped pod 0 too.
+    assert any(c["type"] == "Failed" and c["status"] == "True"
+               for c in cluster.get_json("-n", namespace, "job", job)["status"].get("conditions") or [])
+    cluster.wait_for("no Train pod left running", lambda: all(
+        (p.get("status") or {}).get("phase") != "Running" or p["metadata"].get("deletionTimestamp")
+        for p in stage_pods(cluster, namespace, job)) or None, timeout=120, interval=2)
+    assert not (tiny / "drafters" / name).exists()
 
 
 def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):

@@ -32,13 +32,15 @@ class Cluster:
         self.log: str | None = None
         self.engine: dict[tuple[str, str], dict] = {}  # (kind, name) -> Generate's engine objects
         self.engine_starts_ready = True
+        self.workloads: tuple[dict, ...] = ()  # Kueue's, when the training names a queue
 
     def decide(self):
         return decide(TrainingState(training=copy.deepcopy(self.body), jobs=tuple(copy.deepcopy(list(self.jobs.values()))),
                                     job_pods=tuple(self.pods()), claim=self.claim, config_maps=frozenset(self.config_maps),
                                     now=T0, image="trainer:1", serving=copy.deepcopy(self.serving),
                                     benchmarks=tuple(copy.deepcopy(list(self.benchmarks.values()))),
-                                    progress_log=self.log, engine=tuple(copy.deepcopy(list(self.engine.values())))))
+                                    progress_log=self.log, engine=tuple(copy.deepcopy(list(self.engine.values()))),
+                                    workloads=copy.deepcopy(self.workloads)))
 
     def pods(self):
         return [{"metadata": {"name": f"{name}-pod", "labels": {"job-name": name}},

@@ -136,6 +136,9 @@ DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 ObjectName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
 """The name of an object in the same namespace (lowercase DNS subdomain)."""
 
+QueueName = Annotated[str, StringConstraints(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=63)]
+"""A Kueue LocalQueue in the same namespace (a label value on the Jobs: at most 63 characters)."""
+
 ResourceName = Annotated[str, StringConstraints(pattern=DNS1035_LABEL_PATTERN, min_length=1, max_length=52)]
 """The name of a drafter.dev object in the same namespace."""
 

@@ -35,6 +35,7 @@ from drafter_operator.controllers.training_observe import (
     job_finished,
     left_by_earlier,
     observe_jobs,
+    queue_wait,
     run_estimate,
     running_progress,
     stage_artifacts,
@@ -93,6 +94,7 @@ class TrainingState:
     servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: training_output.py)
     earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
+    workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
 
 
 @dataclass
@@ -321,7 +323,12 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         estimate = run_estimate(decision.stage, latest, state.now, status, spec.resources.gpus)
         if estimate:
             extra["estimate"] = estimate
-    verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
+    waiting = queue_wait(state, decision.stage, spec.resources.nodes)
+    if waiting is not None:  # Kueue holds the stage's Job: say why, in Kueue's words
+        extra["progress"] = {"summary": f"{decision.stage} {waiting}"}
+        verdicts.append(("Ready", Verdict("False", "Queued", f"stage {decision.stage} {waiting}")))
+    else:
+        verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
     return _finish(plan, state, decision.stage, verdicts, extra)
 
 

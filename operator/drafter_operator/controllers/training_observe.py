@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
 from drafter_operator.kube import object_path
+from drafter_operator.resources.queueing import admission_wait
 from drafter_operator.resources.training_job import stage_job_name
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
 from drafter_operator.training.progress import LatestProgress, latest_status, rfc3339
@@ -212,3 +213,11 @@ def run_estimate(stage: str, latest: LatestProgress | None, now: datetime, statu
     total = sum(seconds.get(s, 0.0) for s in COSTED_STAGES)
     return {"gpuHours": float(f"{total / 3600:.3g}"), "basis": latest.cost["basis"],
             "finishTime": rfc3339(now + timedelta(seconds=round(remaining)))}
+
+
+def queue_wait(state: TrainingState, stage: str, nodes: int) -> str | None:
+    """Why ``stage``'s Job of this generation still waits in its Kueue queue (None: not queued, or admitted)."""
+    meta = state.training["metadata"]
+    name = stage_job_name(meta["name"], stage, meta.get("generation") or 1, nodes)
+    job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
+    return None if job is None else admission_wait(job, state.workloads)

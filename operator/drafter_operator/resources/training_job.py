@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from drafter_operator.constants import STAGE_LABEL, TRAINING_LABEL
-from drafter_operator.resources import pod_policy
+from drafter_operator.resources import pod_policy, queueing
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
 from drafter_operator.resources.names import (INDEXED_JOB_NAME_MAX, JOB_NAME_MAX, SERVICE_NAME_MAX, SUBDOMAIN_NAME_MAX,
                                               child_name)
@@ -212,13 +212,13 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
     if stage == "Train" and nodes > 1:
         # Pod i answers to <job>-i.<service> (its hostname is <job>-i): the rendezvous endpoint is pod 0's.
         pod_spec["subdomain"] = rendezvous_service_name(training)
-    return {
+    return queueing.queued({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": stage_job_name(training, stage, generation, nodes), "namespace": namespace,
                      "labels": labels},
         "spec": {**job_parallelism(spec, stage),
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
-    }
+    }, spec.queue_name)
 
 
 def job_parallelism(spec, stage: str) -> dict:
