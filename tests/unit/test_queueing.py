@@ -77,3 +77,22 @@ def test_a_queued_stage_reports_queued_with_kueues_reason_then_running_once_admi
     job["spec"]["suspend"] = False  # Kueue admitted it
     cluster.apply(cluster.decide())
     assert cluster.condition("Ready")["reason"] == "Running"
+
+
+def test_a_queued_benchmark_job_joins_its_queue_and_says_queued_until_kueue_admits_it():
+    import dataclasses
+
+    from drafter_operator.controllers.benchmark_decide import decide as decide_benchmark
+    from tests.unit.test_benchmark_decide import benchmark, condition, job, serving, state
+
+    body = benchmark(queueName="bench-cpu")
+    created = decide_benchmark(state(body, serving())).create
+    assert created["metadata"]["labels"][QUEUE_LABEL] == "bench-cpu" and created["spec"]["suspend"] is True
+    waiting = job()
+    waiting["metadata"]["labels"], waiting["spec"] = {QUEUE_LABEL: "bench-cpu"}, {"suspend": True}
+    plan = decide_benchmark(dataclasses.replace(state(body, serving(), jobs=[waiting]),
+                                                workloads=(workload(waiting, PENDING),)))
+    complete = condition(plan, "Complete")
+    assert complete["reason"] == "Queued" and PENDING["message"] in complete["message"]
+    waiting["spec"]["suspend"] = False
+    assert condition(decide_benchmark(state(body, serving(), jobs=[waiting])), "Complete")["reason"] == "Running"

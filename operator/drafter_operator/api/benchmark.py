@@ -22,6 +22,7 @@ from drafter_operator.api.common import (
     ConfigMapKeyReference,
     Duration,
     LocalObjectReference,
+    QueueName,
     Rule,
     StatusModel,
     Url,
@@ -173,6 +174,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """Which nodes the benchmark pod may run on; default: CPU nodes preferred, GPU nodes as a fallback (never requesting a GPU)."""
     pod: PodPolicy | None = None
     """Pod settings of the benchmark pod: labels, annotations, serviceAccountName, imagePullSecrets (for the operator's image), priorityClassName, security contexts."""
+    queue_name: QueueName | None = None
+    """A Kueue LocalQueue in this namespace: the benchmark Job is created suspended in it and runs once Kueue admits it (spec.timeout counts from then: a Job's active deadline restarts when it is resumed); the Complete condition says Queued, with Kueue's reason, while it waits. Unset: it starts at once."""
 
 
 class PromptResult(StatusModel):

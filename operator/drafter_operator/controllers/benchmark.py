@@ -21,6 +21,7 @@ from drafter_operator.constants import (
     SERVING_PLURAL,
 )
 from drafter_operator.controllers.benchmark_comparison import candidate_run_name
+from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
 from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
@@ -79,6 +80,7 @@ class BenchmarkReconciler(OneAtATime):
             job_pods=tuple(self.kube.list(object_path("v1", "pods", namespace), label_selector=selector)),
             now=self.clock(), image=self.image,
             baseline_benchmark=self._baseline_benchmark(namespace, spec),
+            workloads=queue_workloads(self.kube, namespace, body),
             **self._candidates(namespace, body, spec))
         if (body.get("status") or {}).get("resultConfigMap"):
             return state

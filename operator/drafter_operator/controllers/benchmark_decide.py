@@ -38,6 +38,7 @@ from drafter_operator.controllers.benchmark_outcome import Finish, observe_job
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
+from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import PROMPTS_DIR, benchmark_job, job_name
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 from drafter_operator.resources.pod_policy import TenantPolicy
@@ -73,6 +74,7 @@ class BenchmarkState:
     # are read or deleted)
     candidate_servings: tuple[dict | None, ...] = ()
     candidate_runs: tuple[dict, ...] = ()
+    workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
 
 
 @dataclass
@@ -225,9 +227,11 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
     if recorded is not None:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
-    plan.create = benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
-                                (prompts.name, prompts.key) if prompts is not None else None,
-                                resources=spec.resources, policy=spec.pod, placement=spec.placement)
+    plan.create = queueing.queued(
+        benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
+                      (prompts.name, prompts.key) if prompts is not None else None,
+                      resources=spec.resources, policy=spec.pod, placement=spec.placement),
+        spec.queue_name)
     drafter = drafter_summary(target_spec) if target_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"

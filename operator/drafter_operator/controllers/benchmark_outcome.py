@@ -18,6 +18,7 @@ from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
 from drafter_operator.controllers.benchmark_observe import job_outcome, own_pods, swapped_during_run, termination_message
 from drafter_operator.controllers.swap import Verdict
+from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import benchmark_labels, result_config_map_name
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Fi
         if plan.config_map is not None:
             plan.status["resultConfigMap"] = plan.config_map["metadata"]["name"]
         return plan
+    waiting = queueing.admission_wait(job, state.workloads)
+    if finished is None and waiting is not None:  # Kueue has not admitted it: spec.timeout starts once it does
+        return finish({"state": "Running", "jobName": name}, Verdict("False", "Queued", f"Job {name} {waiting}"))
     if finished is None:  # running, or the container ended and the Job controller has not said so yet
         return finish({"state": "Running", "jobName": name}, Verdict("False", "Running", f"Job {name} is running"))
     reason = finished[1]

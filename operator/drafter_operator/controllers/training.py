@@ -21,11 +21,11 @@ from drafter_operator.constants import (
 )
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
 from drafter_operator.controllers.training_observe import left_by_earlier
+from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
-from drafter_operator.resources.queueing import WORKLOAD_GROUP_VERSION, WORKLOAD_PLURAL
 from drafter_operator.resources.training import hidden_states_claim_name
 from drafter_operator.resources.training_engine import GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
@@ -95,20 +95,11 @@ class TrainingReconciler(OneAtATime):
                                             label_selector=selector)),
             progress_log=self._running_log(namespace, jobs, pods),
             servings=tuple(self.kube.list(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace))),
-            workloads=self._workloads(namespace) if (body.get("spec") or {}).get("queueName") else (),
+            workloads=queue_workloads(self.kube, namespace, body),
             engine=tuple(obj for path in (object_path("apps/v1", "deployments", namespace),
                                           object_path("v1", "services", namespace))
                          for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),
                                                  "Deployment" if "deployments" in path else "Service")))
-
-    def _workloads(self, namespace: str) -> tuple[dict, ...]:
-        """Kueue's Workloads of the namespace; none where Kueue is not installed (status then says so)."""
-        try:
-            return tuple(self.kube.list(object_path(WORKLOAD_GROUP_VERSION, WORKLOAD_PLURAL, namespace)))
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            return ()
 
     @staticmethod
     def _kinded(items: list[dict], kind: str) -> list[dict]:
