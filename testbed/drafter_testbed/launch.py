@@ -270,8 +270,11 @@ def pod_fqdn(pod: dict) -> str | None:
     return f"{pod_hostname(pod)}.{subdomain}.{pod['metadata']['namespace']}.svc.{CLUSTER_DOMAIN}"
 
 
-def uts_hostname(pod: dict) -> str:
-    """The kernel hostname the pod's processes see: the FQDN with setHostnameAsFQDN, else the short one."""
+def uts_hostname(pod: dict, node_hostname: str = "") -> str:
+    """The kernel hostname the pod's processes see: the node's on the host network, the FQDN with
+    setHostnameAsFQDN, else the short one."""
+    if pod.get("spec", {}).get("hostNetwork"):
+        return node_hostname
     fqdn = pod_fqdn(pod)
     if pod.get("spec", {}).get("setHostnameAsFQDN") and fqdn:
         if len(fqdn) > FQDN_HOSTNAME_LIMIT:
@@ -280,17 +283,19 @@ def uts_hostname(pod: dict) -> str:
     return pod_hostname(pod)
 
 
-def hosts_file(pod: dict, pod_ip: str) -> str:
-    """The kubelet's managed /etc/hosts: loopback names, the pod's own names, then spec.hostAliases."""
+def hosts_file(pod: dict, pod_ip: str, node_hosts: str = "") -> str:
+    """The kubelet's managed /etc/hosts: loopback names, the pod's own names, then spec.hostAliases; a pod on
+    the host network gets the node's file instead, with its hostAliases."""
+    aliases = pod.get("spec", {}).get("hostAliases") or []
+    alias_lines = ["", "# Entries added by HostAliases."] if aliases else []
+    alias_lines += [f"{a['ip']}\t" + "\t".join(a.get("hostnames") or []) for a in aliases]
+    if pod.get("spec", {}).get("hostNetwork"):
+        return node_hosts + "".join(line + "\n" for line in alias_lines)
     hostname = pod_hostname(pod)
     fqdn = pod_fqdn(pod)
     lines = ["# Kubernetes-managed hosts file.", "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
              "fe00::0\tip6-localnet", "fe00::0\tip6-mcastprefix", "fe00::1\tip6-allnodes", "fe00::2\tip6-allrouters",
-             f"{pod_ip}\t{fqdn}\t{hostname}" if fqdn else f"{pod_ip}\t{hostname}"]
-    aliases = pod.get("spec", {}).get("hostAliases") or []
-    if aliases:
-        lines += ["", "# Entries added by HostAliases."]
-        lines += [f"{a['ip']}\t" + "\t".join(a.get("hostnames") or []) for a in aliases]
+             f"{pod_ip}\t{fqdn}\t{hostname}" if fqdn else f"{pod_ip}\t{hostname}", *alias_lines]
     return "\n".join(lines) + "\n"
 
 

@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import ssl
 import sys
 import time
@@ -55,6 +56,14 @@ TERMINATION_MESSAGE_LIMIT = 4096
 
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read(path: str) -> str:
+    """A host file the pod's own copies start from ("" when the host has none)."""
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 class RefusedCluster(RuntimeError):
@@ -308,17 +317,13 @@ class Runner:
     def _prepare_dns(self, run: PodRun) -> PodDNS:
         """The pod's /etc/hosts and /etc/resolv.conf, written once at admission as the kubelet does."""
         hosts = run.directory / "etc-hosts"
-        hosts.write_text(launch.hosts_file(run.pod, run.ip))
-        try:
-            host_resolv = Path("/etc/resolv.conf").read_text()
-        except OSError:
-            host_resolv = ""
-        content = launch.resolv_conf(run.pod, self.cluster_dns, host_resolv)
+        hosts.write_text(launch.hosts_file(run.pod, run.ip, _read("/etc/hosts")))
+        content = launch.resolv_conf(run.pod, self.cluster_dns, _read("/etc/resolv.conf"))
         resolv = None
         if content is not None:
             resolv = run.directory / "resolv.conf"
             resolv.write_text(content)
-        return PodDNS(launch.uts_hostname(run.pod), hosts, resolv)
+        return PodDNS(launch.uts_hostname(run.pod, socket.gethostname()), hosts, resolv)
 
     def _in_pod(self, run: PodRun, argv: list[str]) -> list[str]:
         """argv inside the pod's own namespaces, or as it is where this machine cannot make them."""

@@ -68,6 +68,13 @@ def test_hosts_file_without_a_subdomain_and_with_host_aliases():
     assert lines[-2:] == ["# Entries added by HostAliases.", "127.0.0.5\tfoo.local\tbar.local"]
 
 
+def test_a_host_network_pod_keeps_the_nodes_hostname_and_hosts_file():
+    pod = _pod(hostname="ranks-0", hostNetwork=True, hostAliases=[{"ip": "127.0.0.5", "hostnames": ["foo"]}])
+    assert launch.uts_hostname(pod, "node-a") == "node-a"
+    assert launch.hosts_file(pod, "127.240.0.2", "127.0.0.1\tlocalhost\n") == (
+        "127.0.0.1\tlocalhost\n\n# Entries added by HostAliases.\n127.0.0.5\tfoo\n")
+
+
 # ---- /etc/resolv.conf ----
 HOST_RESOLV = "# from DHCP\nnameserver 10.0.0.53\nnameserver 10.0.0.54\nsearch corp.example\noptions edns0 ndots:1\n"
 
