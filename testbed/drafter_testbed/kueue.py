@@ -193,6 +193,8 @@ def configuration(ports: KueuePorts, cert_dir: Path, frameworks: tuple[str, ...]
         # Only Jobs that name a LocalQueue are Kueue's: every other Job of the cluster runs as without Kueue.
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": list(frameworks)},
+        # Kueue's own manifests' rate limits (the Configuration's defaults are 20/30).
+        "clientConnection": {"qps": 50, "burst": 100},
         # The visibility API server (beta, on by default) would listen on all addresses, port 8082, with a
         # certificate read from /visibility: off, as nothing here reads pending workloads through it.
         "featureGates": {"VisibilityOnDemand": False},
@@ -352,7 +354,9 @@ def _webhooks_answer(layout: cluster.Layout) -> bool:
     return cluster.kubectl(layout, "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(probe)).returncode == 0
 
 
-def _wait(step: str, probe, timeout: float, log: Path) -> None:
+def _wait(step: str, probe, timeout: float, log: Path, alive=lambda: True) -> None:
+    """Poll `probe` until it says yes; fail with the log's tail on timeout, or at once when `alive` says no
+    (Kueue exited: its log says why, and waiting longer would not change it)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
@@ -361,9 +365,14 @@ def _wait(step: str, probe, timeout: float, log: Path) -> None:
                 return
         except (OSError, urllib.error.URLError, ssl.SSLError) as exc:
             last = str(exc)
+        if not alive():
+            last = "the process exited"
+            break
         time.sleep(0.5)
+    else:
+        last = f"not ready within {timeout:.0f}s; {last}"
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
-    raise KueueError(f"step '{step}': not ready within {timeout:.0f}s ({last}).\n{tail}\n"
+    raise KueueError(f"step '{step}': {last}.\n{tail}\n"
                      f"Fix: read {log} for the cause; `drafter_testbed.kueue.stop()` cleans up.")
 
 
@@ -416,8 +425,15 @@ def install(layout: cluster.Layout | None = None, version: str = VERSION, timeou
         klayout.kubeconfig.write_text(yaml.safe_dump(cluster.kubeconfig_dict(server, layout.pki, "admin")))
         klayout.kubeconfig.chmod(0o600)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        _apply(layout, "kueue CRDs", crds(source, ports.webhook, ca) + [namespace],
+        definitions = crds(source, ports.webhook, ca)
+        _apply(layout, "kueue CRDs", definitions + [namespace],
                f"the CRDs are read from {source}/config/components/crd/bases; `cluster down --wipe` starts afresh")
+        # Kueue sets up its indexes at start and exits if a kind is not served yet ("no matches for kind").
+        names = [f"crd/{d['metadata']['name']}" for d in definitions]
+        established = cluster.kubectl(layout, "wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *names)
+        if established.returncode != 0:
+            raise KueueError(f"step 'kueue CRDs established' failed: {established.stderr.strip()}\n"
+                             "Fix: read the kube-apiserver log; `cluster down --wipe` starts afresh")
         manifests = list(yaml.safe_load_all((source / "config/components/webhook/manifests.yaml").read_text()))
         _apply(layout, "kueue webhook configurations", webhook_configurations(manifests, ports.webhook, ca),
                "read the apiserver's message above")
@@ -425,9 +441,10 @@ def install(layout: cluster.Layout | None = None, version: str = VERSION, timeou
         pid = processes.start(PROCESS, command(binary, klayout.config, klayout.certs, unshare), layout.run,
                               layout.logs, env=env)
         log = layout.logs / f"{PROCESS}.log"
+        alive = lambda: running(layout) is not None  # noqa: E731
         try:
-            _wait("kueue readyz", lambda: _readyz(ports), timeout, log)
-            _wait("kueue webhooks", lambda: _webhooks_answer(layout), timeout, log)
+            _wait("kueue readyz", lambda: _readyz(ports), timeout, log, alive)
+            _wait("kueue webhooks", lambda: _webhooks_answer(layout), timeout, log, alive)
         except BaseException:
             stop(layout)
             raise

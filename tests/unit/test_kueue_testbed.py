@@ -94,6 +94,7 @@ def test_configuration_binds_loopback_ports_beyond_the_clusters_and_manages_only
     assert config["manageJobsWithoutQueueName"] is False
     assert config["integrations"] == {"frameworks": ["batch/job"]}
     assert config["featureGates"] == {"VisibilityOnDemand": False}  # it would listen on every address
+    assert config["clientConnection"] == {"qps": 50, "burst": 100}
 
 
 def test_conversion_is_set_for_the_crds_kueues_kustomization_patches_and_not_for_commented_ones():
