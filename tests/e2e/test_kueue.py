@@ -1,0 +1,175 @@
+"""Gang admission by a real Kueue v0.17.0 (drafter_testbed/kueue.py) in the local cluster: Jobs labelled with a
+LocalQueue and created suspended run only once Kueue admits them, all of their pods or none, against the quota
+of a ClusterQueue. The pods really run, on the process runner's GPU nodes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import XDIST_WORKER
+from tests.e2e.conftest import E2E_GPU_PRODUCT
+
+
+@pytest.fixture(scope="session")
+def kueue_running(local_cluster_only):
+    """Kueue installed and answering in the session's cluster (a no-op when it runs already)."""
+    from drafter_testbed import kueue
+
+    done = kueue.install()
+    print(f"kueue: {done}")
+    yield kueue
+    # Under xdist another worker may still use it; `cluster down` stops it there (once it is a component).
+    if not XDIST_WORKER and done["started"]:
+        kueue.stop()
+
+
+@pytest.fixture
+def gpu_queue(cluster, namespace, kueue_running, engine_nodes):
+    """A ResourceFlavor, a ClusterQueue open to this test's namespace only with one GPU of quota (and cpu and
+    memory enough), and the LocalQueue `team` in the namespace. Returns the ClusterQueue's name."""
+    kueue = kueue_running
+    name = f"{namespace}-gpus"
+    objects = [kueue.resource_flavor(name),
+               kueue.cluster_queue(name, name, {"nvidia.com/gpu": "1", "cpu": "8", "memory": "32Gi"},
+                                   {"matchLabels": {"kubernetes.io/metadata.name": namespace}}),
+               kueue.local_queue(namespace, "team", name)]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    cluster.wait_for("the ClusterQueue to be active", lambda: (kueue.condition(
+        cluster.get_json("clusterqueue", name), "Active") or {}).get("status") == "True")
+    yield name
+    cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=60s", check=False)
+    cluster.kubectl("delete", "clusterqueue", name, "--ignore-not-found", "--wait=false", check=False)
+    cluster.kubectl("delete", "resourceflavor", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def gpu_job(namespace: str, name: str, seconds: int, parallelism: int = 1) -> dict:
+    """A Job whose pods each ask for one GPU, placed on the test's process GPU nodes as training stages are."""
+    from drafter_testbed import kueue
+
+    container = {"name": "main", "image": "busybox", "command": ["sleep", str(seconds)],
+                 "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"},
+                               "limits": {"nvidia.com/gpu": "1"}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+           "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+                    "template": {"spec": {
+                        "restartPolicy": "Never", "containers": [container],
+                        "nodeSelector": {"drafter.dev/node-runtime": "process",
+                                         "nvidia.com/gpu.product": E2E_GPU_PRODUCT},
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}}}
+    return kueue.queued_job(job, "team")
+
+
+def workload_of(cluster, namespace: str, job: str) -> dict | None:
+    """The Workload Kueue made for a Job: the one the Job owns (ownerReferences, controller, by uid)."""
+    uid = cluster.get_json("job", "-n", namespace, job)["metadata"]["uid"]
+    for workload in cluster.get_json("workloads", "-n", namespace)["items"]:
+        if any(ref.get("uid") == uid and ref.get("controller") for ref in workload["metadata"].get("ownerReferences", [])):
+            return workload
+    return None
+
+
+def status_of(cluster, kueue, namespace: str, job: str, kind: str) -> dict | None:
+    workload = workload_of(cluster, namespace, job)
+    return kueue.condition(workload, kind) if workload else None
+
+
+def pods_of(cluster, namespace: str, job: str) -> list[dict]:
+    return cluster.get_json("pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={job}")["items"]
+
+
+def job_state(cluster, namespace: str, job: str) -> dict:
+    return cluster.get_json("job", "-n", namespace, job)
+
+
+def complete(job: dict) -> bool:
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in job.get("status", {}).get("conditions", []))
+
+
+def test_two_one_gpu_jobs_against_one_gpu_of_quota_run_one_after_the_other(cluster, namespace, gpu_queue, kueue_running):
+    kueue = kueue_running
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(gpu_job(namespace, "first", 15)))
+    cluster.wait_for("the first Job's Workload to be admitted", lambda: (
+        status_of(cluster, kueue, namespace, "first", "Admitted") or {}).get("status") == "True", timeout=60)
+    first = workload_of(cluster, namespace, "first")
+    print("admitted workload:", first["metadata"]["name"], first["metadata"].get("labels"),
+          [(c["type"], c["status"], c["reason"], c["message"]) for c in first["status"]["conditions"]])
+    assert kueue.condition(first, "QuotaReserved")["status"] == "True"
+    assert first["status"]["admission"]["clusterQueue"] == gpu_queue
+    cluster.wait_for("Kueue to unsuspend the first Job", lambda: job_state(cluster, namespace, "first")["spec"][
+        "suspend"] is False)
+
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(gpu_job(namespace, "second", 1)))
+    waiting = cluster.wait_for("the second Job's Workload to be refused quota", lambda: (
+        status_of(cluster, kueue, namespace, "second", "QuotaReserved") or {}).get("status") == "False"
+        and status_of(cluster, kueue, namespace, "second", "QuotaReserved"), timeout=60)
+    print("waiting workload:", (waiting["type"], waiting["status"], waiting["reason"], waiting["message"]))
+    assert "nvidia.com/gpu" in waiting["message"] and "quota" in waiting["message"]
+    assert job_state(cluster, namespace, "first")["spec"]["suspend"] is False  # still the first's GPU
+    if not complete(job_state(cluster, namespace, "first")):
+        assert job_state(cluster, namespace, "second")["spec"]["suspend"] is True
+        assert pods_of(cluster, namespace, "second") == []
+
+    cluster.wait_for("the first Job to complete", lambda: complete(job_state(cluster, namespace, "first")), timeout=120)
+    cluster.wait_for("the second Job's Workload to be admitted once the GPU is free", lambda: (
+        status_of(cluster, kueue, namespace, "second", "Admitted") or {}).get("status") == "True", timeout=90)
+    cluster.wait_for("the second Job to complete", lambda: complete(job_state(cluster, namespace, "second")),
+                     timeout=120)
+    assert kueue.condition(workload_of(cluster, namespace, "first"), "Finished")["status"] == "True"
+
+
+def test_a_two_pod_job_beyond_the_quota_starts_no_pod_at_all_until_both_fit(cluster, namespace, gpu_queue,
+                                                                              kueue_running):
+    kueue = kueue_running
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(gpu_job(namespace, "pair", 1, parallelism=2)))
+    waiting = cluster.wait_for("the pair's Workload to be refused quota", lambda: (
+        status_of(cluster, kueue, namespace, "pair", "QuotaReserved") or {}).get("status") == "False"
+        and status_of(cluster, kueue, namespace, "pair", "QuotaReserved"), timeout=60)
+    print("waiting pair:", (waiting["type"], waiting["status"], waiting["reason"], waiting["message"]))
+    assert "nvidia.com/gpu" in waiting["message"]
+    workload = workload_of(cluster, namespace, "pair")
+    assert workload["spec"]["podSets"][0]["count"] == 2  # one gang of two, not two workloads of one
+    # Observed for a while (no duration asserted): one GPU is free, yet no pod of the pair ever exists.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert pods_of(cluster, namespace, "pair") == []
+        assert job_state(cluster, namespace, "pair")["spec"]["suspend"] is True
+        time.sleep(1)
+
+    # Room for both: the whole gang is admitted at once and runs to the end.
+    resources = cluster.get_json("clusterqueue", gpu_queue)["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    gpu = [r["name"] for r in resources].index("nvidia.com/gpu")
+    cluster.kubectl("patch", "clusterqueue", gpu_queue, "--type", "json", "-p", json.dumps([{
+        "op": "replace", "path": f"/spec/resourceGroups/0/flavors/0/resources/{gpu}/nominalQuota", "value": "2"}]))
+    cluster.wait_for("the pair's Workload to be admitted", lambda: (
+        status_of(cluster, kueue, namespace, "pair", "Admitted") or {}).get("status") == "True", timeout=60)
+    cluster.wait_for("the pair to complete", lambda: complete(job_state(cluster, namespace, "pair")), timeout=120)
+    assert job_state(cluster, namespace, "pair")["status"]["succeeded"] == 2
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    """host:port of every TCP socket `pid` listens on (from /proc/net/tcp{,6}, as the cluster's own check reads)."""
+    from drafter_testbed import processes
+
+    owned = processes.socket_inodes({pid})
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[9]) in owned:
+                address, port = fields[1].rsplit(":", 1)
+                host = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)) if len(address) == 8 else address
+                found.add(f"{host}:{int(port, 16)}")
+    return found
+
+
+def test_kueue_listens_on_loopback_only_and_a_second_install_is_a_no_op(local_cluster_only, kueue_running):
+    kueue = kueue_running
+    pid = kueue.running()
+    again = kueue.install()
+    assert again["started"] is False and again["pid"] == pid
+    addresses = _listening_addresses(pid)
+    assert addresses == {f"127.0.0.1:{port}" for port in again["ports"].values()}, addresses
