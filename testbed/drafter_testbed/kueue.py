@@ -37,10 +37,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from drafter_testbed import cluster, processes
 from drafter_testbed.build import BuildError, _run, check_go
-from drafter_testbed.versions import bin_dir
+from drafter_testbed.versions import PINS, bin_dir
 
 MODULE = "sigs.k8s.io/kueue"
-VERSION = "v0.17.0"
+VERSION = PINS.kueue
 #: The API Kueue v0.17.0 stores and its controllers use (its CRDs serve v1beta1 too, converted by its webhook).
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The Configuration API its `--config` file is decoded with (apis/config/v1beta2, strict decoding).

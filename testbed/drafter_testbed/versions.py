@@ -26,6 +26,7 @@ class Pins:
     krew: str = "v0.4.4"  # sigs.k8s.io/krew: kubectl-krew and validate-krew-manifest (the kubectl plugin's archives)
     # The cluster's DNS server (pod and Service names): a component added after the cache key was fixed, kept
     # out of `key` like prometheus so that adding or bumping it builds only it (a stamp marks its build).
+    kueue: str = "v0.17.0"  # sigs.k8s.io/kueue: gang admission, installed on demand (`cluster kueue`, kueue.py)
     coredns: str = "v1.14.7"  # github.com/coredns/coredns: a custom main with only the plugins the cluster uses
 
     @property

@@ -26,6 +26,7 @@ from drafter_testbed.demo_training import CPU_ENV
 from drafter_testbed.tiny_target import source_pythonpath
 from tests import environments
 from tests.e2e.conftest import E2E_GPU_PRODUCT
+from tests.e2e.test_kueue import gpu_queue, kueue_running  # noqa: F401 (fixtures)
 from tests.e2e.test_serving import apply, seed_serving, wait_ready
 
 pytestmark = pytest.mark.usefixtures("local_cluster_only")
@@ -307,7 +308,9 @@ def stage_pods(cluster, namespace: str, job: str) -> list[dict]:
 def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_train_as_one_group(cluster, namespace, tiny):
     name = "dp"
     apply_training(cluster, namespace, training_manifest(
-        name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}}))
+        name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
+        # kept, and with it the finished stage pods (their logs are read below)
+        hiddenStates={"layers": TINY_LAYERS, "storage": {"size": "1Gi", "retain": True}}))
     body = wait_stage(cluster, namespace, name, ("Succeeded",))
     assert conditions(body)["Trained"]["status"] == "True"
     extract = cluster.get_json("-n", namespace, "job", f"{name}-extract-g1")
@@ -340,7 +343,7 @@ def test_a_pod_lost_mid_train_fails_the_whole_group_and_none_trains_on(cluster, 
     apply_training(cluster, namespace, training_manifest(
         name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
         # long enough that the group is surely mid-Train when a pod goes
-        train={"epochs": 200, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512,
+        train={"epochs": 100, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512,
                "draftVocabSize": TINY_DRAFT_VOCAB}))
     wait_stage(cluster, namespace, name, ("Train",))
     job = f"{name}-train-g1"
@@ -365,6 +368,51 @@ def test_a_pod_lost_mid_train_fails_the_whole_group_and_none_trains_on(cluster, 
         (p.get("status") or {}).get("phase") != "Running" or p["metadata"].get("deletionTimestamp")
         for p in stage_pods(cluster, namespace, job)) or None, timeout=120, interval=2)
     assert not (tiny / "drafters" / name).exists()
+
+
+def test_a_queued_training_waits_in_kueue_with_its_reason_then_runs_once_the_gpu_is_free(cluster, namespace, tiny,
+                                                                                           gpu_queue):
+    """A real Kueue whose ClusterQueue holds one GPU: while the first training's Train holds it, the second
+    training's Extract waits in the queue and says why in Kueue's words; once the first goes, it is admitted."""
+    first, second = "first", "second"
+    apply_training(cluster, namespace, training_manifest(
+        first, "speculators", queueName="team",
+        train={"epochs": 100, "learningRate": "1e-4", "batchSize": 1, "maxLength": 512,
+               "draftVocabSize": TINY_DRAFT_VOCAB}))
+
+    def first_trains():
+        body = training(cluster, namespace, first)
+        ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        return body if body["status"].get("stage") == "Train" and ready.get("reason") == "Running" else None
+
+    cluster.wait_for("the first training to be admitted to Train", first_trains, timeout=RUN_TIMEOUT, interval=2)
+    job = cluster.get_json("-n", namespace, "job", f"{first}-train-g1")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team" and not job["spec"].get("suspend")
+    apply_training(cluster, namespace, training_manifest(second, "speculators", queueName="team"))
+
+    def second_queued():
+        body = training(cluster, namespace, second)
+        ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        return ready if ready.get("reason") == "Queued" and body["status"].get("stage") == "Extract" else None
+
+    ready = cluster.wait_for("the second training's Extract to wait in the queue", second_queued,
+                             timeout=RUN_TIMEOUT, interval=2)
+    assert "insufficient unused quota for nvidia.com/gpu" in ready["message"], ready
+    assert ready["message"].startswith("stage Extract waits in queue team: ")
+    assert cluster.get_json("-n", namespace, "job", f"{second}-extract-g1")["spec"]["suspend"] is True
+    assert not cluster.get_json("-n", namespace, "pods", "-l", f"job-name={second}-extract-g1")["items"]
+    cluster.kubectl("-n", namespace, "delete", "draftertrainings.drafter.dev", first, "--wait=true", "--timeout=120s")
+
+    def second_runs():
+        body = training(cluster, namespace, second)
+        ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        return body if ready.get("reason") == "Running" and body["status"].get("stage") != "Extract" or \
+            body["status"].get("stage") == "Succeeded" else None
+
+    cluster.wait_for("the second training to be admitted and run past Extract", second_runs,
+                     timeout=RUN_TIMEOUT, interval=2)
+    extract = cluster.get_json("-n", namespace, "job", f"{second}-extract-g1")
+    assert not extract["spec"].get("suspend") and extract["status"].get("succeeded") == 1
 
 
 def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):

@@ -27,6 +27,7 @@ from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
+from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training import TRAINING_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
@@ -58,6 +59,9 @@ GOOD_OUTPUTS = ["/models/drafters/new-{slot}", "/models/drafters/new-{slot}-v2",
 BAD_OUTPUTS = [TARGET, SERVED_DRAFTER, SERVED_DRAFTER + "/v2", "/models/drafters", "/models/..", "/models/../etc/x",
                "/models/drafters/x/../../Kimi-K2.5", "/models/drafters/new/", "/models//drafters/new", "/models/."]
 BASES = [None, "AQ-MedAI/Kimi-K2-Instruct-eagle3", SERVED_DRAFTER]
+QUEUE = "gpus"  # the Kueue LocalQueue a queued training names; its ClusterQueue holds one stage Job at a time
+WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
 # ---------------------------------------------------------------------------------------------- specs
@@ -74,6 +78,12 @@ def training_spec(config: dict, slot: int) -> dict:
             "output": {"path": path}}
     if BASES[config["base"]]:
         spec["baseDrafter"] = BASES[config["base"]]
+    framework = config.get("framework", "specforge")
+    spec["framework"] = framework
+    if framework == "speculators" and config.get("nodes", 1) > 1:  # across nodes (the API refuses it for SpecForge)
+        spec["resources"] = {"nodes": config["nodes"]}
+    if config.get("queued"):
+        spec["queueName"] = QUEUE
     return spec
 
 
@@ -84,7 +94,8 @@ def benchmark_spec(config: dict) -> dict:
 
 TRAINING_FIELDS = {"output": list(range(len(GOOD_OUTPUTS))) * 3 + list(range(len(GOOD_OUTPUTS), len(GOOD_OUTPUTS) + len(BAD_OUTPUTS))),
                    "user_claim": [False, False, True], "retain": [False, False, True], "samples": [1000, 10000],
-                   "epochs": [1, 3, 5], "base": [0, 1, 2]}
+                   "epochs": [1, 3, 5], "base": [0, 1, 2], "framework": ["specforge", "speculators"],
+                   "nodes": [1, 1, 2, 4], "queued": [False, False, True]}
 BENCHMARK_FIELDS = {"prompts": [5, 20, 100], "timeout": ["10m", "30m"]}
 
 
@@ -149,8 +160,12 @@ class BatchWorld(FaultOperations):
         if plural == "pods" and actor == "operator" and new is not None and new["metadata"].get("deletionTimestamp") \
                 and not old["metadata"].get("deletionTimestamp"):
             self.clock.after(self.rng.uniform(1, GRACE), self.pod_gone, key, new["metadata"]["uid"])
-        if plural == "jobs" and old is None and new is not None:
+        if plural == "jobs" and new is not None and (old is None or (old["spec"].get("suspend") and not new["spec"].get("suspend"))):
             self.clock.after(self.rng.uniform(0.5, 3.0), self.job_creates_pod, key, new["metadata"]["uid"])
+        if plural == "jobs" and QUEUE_LABEL in (((new or old)["metadata"].get("labels")) or {}):
+            if old is None:
+                self.kueue_sees(key, new)
+            self.clock.after(self.rng.uniform(0.5, 5.0), self.kueue_admits)
         if new is None or (plural == "persistentvolumeclaims" and new["metadata"].get("deletionTimestamp")):
             self.schedule_gc()
             self.schedule_sweep()
@@ -202,26 +217,69 @@ class BatchWorld(FaultOperations):
                 out.append(key)
         return out
 
+    # ------------------------------------------------------------------ Kueue (one stage Job of the queue at a time)
+    def kueue_sees(self, key: str, job: dict) -> None:
+        """Kueue's Workload for a queued Job: owned by it, waiting for quota until admitted."""
+        meta = job["metadata"]
+        self.api.put("kueue", f"{WORKLOADS}/job-{meta['name'][:40]}-{meta['uid'][-5:]}", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{meta['name'][:40]}-{meta['uid'][-5:]}", "namespace": NS,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                              "uid": meta["uid"], "controller": True}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                       "message": "couldn't assign flavors to pod set main: insufficient unused "
+                                                  "quota for nvidia.com/gpu in flavor gpu"}]}})
+
+    def kueue_admits(self) -> None:
+        """The ClusterQueue's GPU quota holds one stage Job: the oldest waiting one is admitted once none runs."""
+        queued = sorted(((k, j) for k, j in self.api.store.items() if k.startswith(JOBS + "/")
+                         and QUEUE_LABEL in (j["metadata"].get("labels") or {}) and not j["metadata"].get("deletionTimestamp")
+                         and not (j.get("status") or {}).get("conditions")), key=lambda kj: int(kj[1]["metadata"]["uid"][4:]))
+        if not queued or any(not j["spec"].get("suspend") for _, j in queued):
+            return
+        key, job = queued[0]
+        workload = next((w for k, w in self.api.store.items() if k.startswith(WORKLOADS + "/")
+                         and owner_uid(w) == job["metadata"]["uid"]), None)
+        if workload is not None:
+            self.api.put("kueue", f"{WORKLOADS}/{workload['metadata']['name']}", {**workload, "status": {"conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"}]}})
+        self.api.put("kueue", key, {**job, "spec": {**job["spec"], "suspend": False}})
+
     # ------------------------------------------------------------------ Job controller and kubelet
     def job_creates_pod(self, key: str, uid: str) -> None:
         job = self.api.store.get(key)
-        if job is None or job["metadata"]["uid"] != uid:
-            return
+        if job is None or job["metadata"]["uid"] != uid or job["spec"].get("suspend"):
+            return  # a suspended Job makes no pods (Kueue resumes it)
         if any(owner_uid(p) == uid for k, p in self.api.store.items() if k.startswith(PODS + "/")):
             return
-        self.pod_seq += 1
         name = job["metadata"]["name"]
+        indexed = job["spec"].get("completionMode") == "Indexed"
+        if indexed and len(f"{name}-{job['spec']['completions'] - 1}") > 63:
+            # The pods' hostname <job>-<index> is no DNS label: the apiserver refuses every pod, the Job never runs.
+            self.track.report("names-fit", f"the Job controller cannot create the pods of {name}: hostname "
+                                           f"{name}-{job['spec']['completions'] - 1} is over 63 characters")
+            return
+        for index in range(job["spec"]["completions"]) if indexed else (None,):
+            self._job_pod(job, index)
+
+    def _job_pod(self, job: dict, index: int | None) -> None:
+        self.pod_seq += 1
+        name, uid = job["metadata"]["name"], job["metadata"]["uid"]
         suffix = "".join(random.Random(f"{self.seed}/{self.pod_seq}").choice(string.ascii_lowercase) for _ in range(5))
         template = job["spec"]["template"]
         labels = {**((template.get("metadata") or {}).get("labels") or {}), "job-name": name,
                   "batch.kubernetes.io/job-name": name, "controller-uid": uid}
-        pod_key = f"{PODS}/{name[:57]}-{suffix}"
+        spec = copy.deepcopy(template["spec"])
+        annotations = {}
+        if index is not None:
+            spec["hostname"], annotations[INDEX_ANNOTATION] = f"{name}-{index}", str(index)
+        pod_key = f"{PODS}/{name[:57]}-{suffix}" if index is None else f"{PODS}/{name[:54]}-{index}-{suffix}"
         self.api.put("job-controller", pod_key, {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_key.rsplit("/", 1)[1], "namespace": NS, "labels": labels,
+            "metadata": {"name": pod_key.rsplit("/", 1)[1], "namespace": NS, "labels": labels, "annotations": annotations,
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
                                               "controller": True}]},
-            "spec": copy.deepcopy(template["spec"]), "status": {"phase": "Pending"}})
+            "spec": spec, "status": {"phase": "Pending"}})
         self.clock.after(self.rng.uniform(1, 60), self.start_pod, pod_key, uid)
 
     def start_pod(self, key: str, job_uid: str) -> None:
@@ -241,8 +299,9 @@ class BatchWorld(FaultOperations):
         self.api.put("kubelet", key, {**pod, "spec": {**pod["spec"], "nodeName": "node-0"},
                                       "status": {"phase": "Running", "containerStatuses": [
                                           {"name": c["name"], "state": {"running": {}}} for c in pod["spec"]["containers"]]}})
-        rng = random.Random(f"{self.seed}/{job_uid}")
-        self.clock.after(rng.uniform(30, 2400), self.pod_ends, key, job_uid, rng.random() < 0.88)
+        index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
+        rng = random.Random(f"{self.seed}/{job_uid}" + (f"/{index}" if index else ""))
+        self.clock.after(rng.uniform(30, 2400), self.pod_ends, key, job_uid, rng.random() < (0.88 if index is None else 0.97))
 
     def pod_ends(self, key: str, job_uid: str, success: bool) -> None:
         pod = self.api.store.get(key)
@@ -274,8 +333,20 @@ class BatchWorld(FaultOperations):
     def job_finishes(self, uid: str, success: bool) -> None:
         key = self.api.by_uid.get(uid)
         job = self.api.store.get(key) if key else None
-        if job is None:
+        if job is None or (job.get("status") or {}).get("conditions"):
             return
+        if job["spec"].get("completionMode") == "Indexed":
+            pods = [(k, p) for k, p in self.api.store.items() if k.startswith(PODS + "/") and owner_uid(p) == uid]
+            if success:
+                done = sum((p.get("status") or {}).get("phase") == "Succeeded" for _, p in pods)
+                self.api.put("job-controller", key, {**job, "status": {"succeeded": done}})
+                if done < job["spec"]["completions"]:
+                    return
+            else:  # one pod failed the Job (Train's group; Extract's share, retries aside): the others are stopped
+                for pod_key, pod in pods:
+                    if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                        self.delete_pod(pod_key)
+            job = self.api.store[key]
         kind = "Complete" if success else "Failed"
         self.api.put("job-controller", key, {**job, "status": {"conditions": [
             {"type": kind, "status": "True", "reason": "Completed" if success else "BackoffLimitExceeded",

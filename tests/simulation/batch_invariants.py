@@ -13,6 +13,7 @@ import posixpath
 import re
 
 from drafter_operator.controllers.conditions import job_finished
+from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
 from tests.simulation.cluster import owner_uid
@@ -20,6 +21,7 @@ from tests.simulation.cluster import owner_uid
 JOB_STAGE_CONDITIONS = {"Generate": "Generated", "Extract": "Extracted", "Train": "Trained", "Export": "Exported"}
 DELETE_BOUND = 900.0  # a deleted training's or benchmark's Jobs, pods and claim are gone by then
 SETTLE = 1800.0  # after a run ends (and any fault of the scenario ends): its leftovers are gone by then
+QUEUED_BOUND = 300.0  # a stage Job waiting in its Kueue queue this long: the training's status says Queued
 GENERATION = re.compile(r"-g(\d+)$")
 
 
@@ -47,6 +49,7 @@ class BatchTracks:
         self.judged: set[tuple] = set()
         self.last_scan = -1
         self.cross_generation = 0  # stage Jobs created while an older generation's stage pod still ran
+        self.created_at: dict[str, float] = {}  # stage Job uid -> when the operator created it
 
     def report(self, invariant: str, message: str) -> None:
         self.found.setdefault(invariant, []).append(f"t={self.world.clock.t:.0f}s: {message}")
@@ -102,6 +105,12 @@ class BatchTracks:
             self.jobs[meta["uid"]] = info = (owner_uid(new), int(found.group(1)) if found else 0, stage)
             if stage is None:
                 return
+            self.created_at[meta["uid"]] = w.clock.t
+            queue = self.specs.get(info[:2], {}).get("queueName")
+            if queue and not (new["spec"].get("suspend") and (meta.get("labels") or {}).get(QUEUE_LABEL) == queue):
+                self.report("queued-stages-wait", f"{meta['name']} ({stage}) of a training queued in {queue} was created "
+                                                  f"{'unsuspended' if not new['spec'].get('suspend') else 'outside the queue'}: "
+                                                  "it runs outside Kueue's quota")
             if (info[0], info[1], stage) in self.completed:
                 self.report("no-repeated-stage", f"stage {stage} of generation {info[1]} was created again "
                                                  f"({meta['name']}) though its Job had succeeded")
@@ -218,6 +227,7 @@ class BatchTracks:
             if left:
                 self.report("nothing-left", f"{DELETE_BOUND:.0f}s after its owner (uid {uid}) was deleted, these remain: "
                                             f"{', '.join(k.rsplit('/', 2)[1] + '/' + k.rsplit('/', 1)[1] for k in left)[:300]}")
+        self._queued_said(now, down)
         for key, obj in list(w.api.store.items()):
             if "/draftertrainings/" not in key and "/drafterbenchmarks/" not in key:
                 continue
@@ -242,6 +252,27 @@ class BatchTracks:
                                             f"{', '.join(left)[:300]} remain")
 
 
+    def _queued_said(self, now: float, down) -> None:
+        """A training whose running stage's Job has waited in its Kueue queue for QUEUED_BOUND says Queued."""
+        w = self.world
+        for key, job in w.api.store.items():
+            uid = job["metadata"]["uid"]
+            if "/jobs/" not in key or not job["spec"].get("suspend") or uid not in self.created_at:
+                continue
+            since = max(self.created_at[uid], self.quiet_from)
+            if now - since - down(since) <= QUEUED_BOUND:
+                continue
+            training = w.api.store.get(w.api.by_uid.get(owner_uid(job) or "", ""), {})
+            status = training.get("status") or {}
+            if status.get("jobName") != job["metadata"]["name"] or training["metadata"].get("deletionTimestamp"):
+                continue
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            if ready.get("reason") != "Queued":
+                self.report("queued-said", f"{training['metadata']['name']}'s {job['metadata']['name']} has waited in "
+                                           f"its queue {now - since:.0f}s and Ready says {ready.get('reason')}: "
+                                           f"{ready.get('message')}")
+
+
 # ---------------------------------------------------------------------------------------------- the invariants
 def _taker(name: str):
     def invariant(world) -> list[str]:
@@ -264,4 +295,6 @@ INVARIANTS = {
     "writes-allowed": _taker("writes-allowed"),
     "own-stages-only": _taker("own-stages-only"),
     "names-fit": _taker("names-fit"),
+    "queued-stages-wait": _taker("queued-stages-wait"),
+    "queued-said": _taker("queued-said"),
 }
