@@ -90,8 +90,14 @@ def specforge_train(case, d):
     resolve_run(cfg)
     import specforge.cli
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = specforge.cli.main(case["argv"] + ["--plan"])
+    saved = dict(os.environ)
+    os.environ.update(case.get("env") or {})  # a torchrun worker's environment, when the case is one rank
+    try:
+        with contextlib.redirect_stdout(out):
+            code = specforge.cli.main(case["argv"] + ["--plan"])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return {"code": code, "plan": out.getvalue()[-2000:], "mode": cfg.mode,
             "config": json.loads(cfg.model_dump_json())}
 
@@ -203,7 +209,8 @@ KIMI_BASE_DRAFTER = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": 
 
 
 def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptions]]:
-    """The seed example as written (fine-tune, regenerated data), from scratch on a hub preset, and on the CPU."""
+    """The seed example as written (fine-tune, regenerated data), from scratch on a hub preset, on the CPU, and
+    both of the last across two nodes."""
     seed = seed_spec(framework)
     scratch = seed.model_copy(update={"base_drafter": None, "data": seed.data.model_copy(
         update={"dataset": "sharegpt", "generation": None})})
@@ -212,11 +219,11 @@ def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptio
                             base_drafter_config=KIMI_BASE_DRAFTER, generation_endpoint=GENERATION_ENDPOINT)
     found = {"seed": (seed, options), "scratch": (scratch, options),
              "cpu": (cpu, RenderOptions(**{**options.__dict__, "cpu": True}))}
-    if framework == "speculators":  # across nodes: Train under torchrun's c10d rendezvous, on GPUs and on the CPU
-        two = {"resources": seed.resources.model_copy(update={"nodes": 2})}
-        meet = {"rendezvous": rendezvous("kimi-ft", 1, 2)}
-        found["nodes"] = (scratch.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet}))
-        found["cpu-nodes"] = (cpu.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet, "cpu": True}))
+    # Across nodes: Train under torchrun's c10d rendezvous, on GPUs and on the CPU.
+    two = {"resources": seed.resources.model_copy(update={"nodes": 2})}
+    meet = {"rendezvous": rendezvous("kimi-ft", 1, 2)}
+    found["nodes"] = (scratch.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet}))
+    found["cpu-nodes"] = (cpu.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet, "cpu": True}))
     return found
 
 
@@ -251,8 +258,15 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
         train = stages["Train"]
         argv = list(train.commands[-1].argv)
         cli = argv[argv.index("train"):]
-        cases.append({"id": f"{name}/train", "kind": "specforge-train", "argv": cli, "files": files_of(train),
-                      "config": TRAIN_CONFIG})
+        case = {"id": f"{name}/train", "kind": "specforge-train", "argv": cli, "files": files_of(train),
+                "config": TRAIN_CONFIG}
+        if "torch.distributed.run" in argv:  # across nodes: each pod's rank runs SpecForge's CLI as a torchrun worker
+            launcher = argv[argv.index("torch.distributed.run") + 1:]
+            cases.append({"id": f"{name}/torchrun", "kind": "torchrun", "argv": launcher})
+            world = spec.resources.nodes * (1 if options.cpu else spec.resources.gpus)
+            case["env"] = {"RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": str(world), "MASTER_ADDR": "kimi-ft-train-g1-0",
+                           "MASTER_PORT": "29400", "LOCAL_WORLD_SIZE": "1" if options.cpu else str(spec.resources.gpus)}
+        cases.append(case)
         export = stages["Export"].commands[0].argv
         assert export[:2] == ("specforge", "export")
         cases.append({"id": f"{name}/export", "kind": "specforge-export", "argv": list(export[1:])})
@@ -277,6 +291,20 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
     cpu = results["cpu/train"]["config"]
     assert cpu["training"]["attention_backend"] == "sdpa" and cpu["training"]["fsdp_sharding"] == "NO_SHARD"
     assert cpu["deployment"]["trainer"]["nproc_per_node"] == 1
+    # Across nodes: SpecForge's topology names the group, its first node the rendezvous host, and a rank under
+    # torchrun is a worker of that group (no launcher of SpecForge's own nested in it).
+    meet = rendezvous("kimi-ft", 1, 2)
+    for case, processes in (("nodes", 8), ("cpu-nodes", 1)):
+        trainer = results[f"{case}/train"]["config"]["deployment"]["trainer"]
+        assert trainer == {"nnodes": 2, "nproc_per_node": processes, "node_rank": None,
+                           "master_addr": meet.endpoint.rsplit(":", 1)[0], "master_port": 29400}
+        assert results[f"{case}/train"]["code"] == 0 and "torch.distributed.run" not in results[f"{case}/train"]["plan"]
+        launch = results[f"{case}/torchrun"]
+        assert launch["nnodes"] == [2, 2] and launch["nproc_per_node"] == processes
+        assert launch["rdzv_backend"] == "c10d" and launch["rdzv_endpoint"] == meet.endpoint
+    assert results["nodes/torchrun"]["module"] and results["nodes/torchrun"]["script"] == "specforge.cli"
+    assert results["cpu-nodes/torchrun"]["script"].endswith("eager_loss.py")
+    assert "torch.distributed.run" in results["scratch/train"]["plan"]  # one node: SpecForge launches its own ranks
     assert results["seed/export"]["call"]["to"] == "sglang"
     assert results["seed/engine"] == {"model_path": "/models/Kimi-K2.5", "tp_size": 8, "port": 30000}
     stages = {s.name: s for s in render(seed_training, PATHS, seed_options)}

@@ -150,11 +150,13 @@ def sglang_reads(training_python: str, tmp_path: Path, target: Path, drafter: Pa
         probe.close()
 
 
-def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_operator_restart(
+def test_specforge_training_runs_every_stage_as_a_job_trains_across_two_pods_and_resumes_after_an_operator_restart(
         cluster, namespace, tiny, training_python, operator, tmp_path):
     name = "sf"
-    apply_training(cluster, namespace, training_manifest(name, "specforge", output={"path": "/models/drafters/sf",
-                                                                                      "format": "hf"}))
+    # Train across two pods (SpecForge's CLI as the torchrun workers of one gloo group); its capture on one pod.
+    apply_training(cluster, namespace, training_manifest(
+        name, "specforge", output={"path": "/models/drafters/sf", "format": "hf"},
+        resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}}))
     started = time.monotonic()
     # The operator stops while Train runs; the Job finishes without it.
     wait_stage(cluster, namespace, name, ("Train",))
@@ -180,9 +182,10 @@ def test_specforge_training_runs_every_stage_as_a_job_and_resumes_after_an_opera
     # One Job per stage, none repeated after the restart.
     jobs = sorted(labelled(cluster, namespace, "jobs", name))
     assert jobs == [f"{name}-export-g1", f"{name}-extract-g1", f"{name}-train-g1"], jobs
-    for job in jobs:  # each ran one pod (none repeated)
+    for job in jobs:  # each ran its pods once (none repeated): Train two, as one group
         job_status = cluster.get_json("-n", namespace, "job", job)["status"]
-        assert job_status.get("succeeded") == 1 and not job_status.get("failed"), (job, job_status)
+        pods = 2 if job == f"{name}-train-g1" else 1
+        assert job_status.get("succeeded") == pods and not job_status.get("failed"), (job, job_status)
     artifacts = {a["stage"]: a for a in body["status"]["artifacts"]}
     assert artifacts["Export"]["path"] == f"/models/drafters/{name}" and artifacts["Export"]["sizeBytes"] > 100_000
     # The drafter is on the model volume and the engines accept it.

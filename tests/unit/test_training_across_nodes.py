@@ -100,3 +100,20 @@ def test_a_single_node_stage_keeps_the_name_every_release_gave_it(training, gene
     name = f"{training}-{stage.lower()}-g{generation}"
     if len(name) <= JOB_NAME_MAX:
         assert stage_job_name(training, stage, generation) == name
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_specforge_trains_as_torchrun_workers_across_nodes_with_its_topology_naming_the_group(cpu):
+    spec = with_nodes(2, framework="specforge", data={**with_nodes(1).data.to_json(), "chatTemplate": "qwen"})
+    options = dataclasses.replace(OPTIONS, cpu=cpu, rendezvous=MEET, chat_template="qwen")
+    train = next(s for s in render(spec, TrainingPaths(), options) if s.name == "Train")
+    argv = train.commands[-1].argv
+    assert argv[1:3] == ("-m", "torch.distributed.run") and argv[argv.index("--rdzv-endpoint") + 1] == MEET.endpoint
+    entry = argv[argv.index("--max-restarts") + 2:]
+    assert entry[:2] == (("/opt/drafter-training/adapters/eager_loss.py", "train") if cpu else ("-m", "specforge.cli"))
+    config = next(f for f in train.files if f.name.endswith(".yaml")).content
+    assert config["deployment"]["trainer"] == {"nnodes": 2, "nproc_per_node": 1 if cpu else 8,
+                                               "master_addr": "kimi-train-g1-0.kimi-rendezvous", "master_port": 29400}
+    one = next(s for s in render(spec.model_copy(update={"resources": with_nodes(1).resources}), TrainingPaths(),
+                                 dataclasses.replace(options, rendezvous=None)) if s.name == "Train")
+    assert "torch.distributed.run" not in one.commands[-1].argv  # one node: SpecForge launches its own ranks

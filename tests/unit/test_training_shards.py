@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from drafter_operator.resources.training import hidden_states_claim
 from drafter_operator.resources.training_job import stage_job
@@ -50,10 +49,13 @@ def test_only_an_extract_across_nodes_has_a_share_and_it_needs_the_index():
             shards.extract_shard(two, "Extract", environ)
 
 
-def test_nodes_above_one_need_speculators_and_the_refusal_names_the_fix():
-    with pytest.raises(ValidationError, match=r"spec.resources.nodes above 1 needs spec.framework speculators"):
-        with_nodes(2, framework="specforge")
-    assert with_nodes(4).resources.nodes == 4
+def test_with_specforge_extract_stays_one_pod_across_nodes_and_train_spans_them():
+    spec = with_nodes(2, framework="specforge", data={**with_nodes(1).data.to_json(), "chatTemplate": "qwen"})
+    extract = stage_job("team", "kimi", spec, "Extract", 1, "trainer:1")["spec"]
+    assert extract["backoffLimit"] == 0 and "completionMode" not in extract  # one torch.distributed group, one pod
+    assert shards.extract_shard(spec, "Extract", {}) is None
+    train = stage_job("team", "kimi", spec, "Train", 1, "trainer:1")["spec"]
+    assert train["completionMode"] == "Indexed" and train["completions"] == 2
 
 
 def test_extract_across_nodes_is_an_indexed_job_and_generate_and_export_stay_single():

@@ -70,7 +70,7 @@ from drafter_operator.resources.training import (
 from drafter_operator.resources.training_engine import engine_name, generation_endpoint
 from drafter_operator.resources.training_job import (rendezvous_args, rendezvous_service, spec_config_map,
                                                      spec_config_map_name, stage_job, stage_job_name)
-from drafter_operator.training.stages import job_stages
+from drafter_operator.training.stages import job_stages, stage_pods
 
 Event = tuple[str, str, str]
 #: What a failed run's Ready condition tells the user to do.
@@ -259,7 +259,7 @@ def hidden_states(state: TrainingState, spec, recorded: frozenset[str],
     extracted = next((a.get("sizeBytes") for a in artifacts or [] if a["stage"] == "Extract"), None)
     if extracted is not None:
         hidden["bytesWritten"] = extracted
-    if spec.resources.nodes > 1:
+    if stage_pods(spec.framework, spec.resources.nodes, "Extract") > 1:
         hidden.update(shards_status(state, spec, "Extract" in recorded))
     return hidden, deletes
 
@@ -268,7 +268,7 @@ def shards_status(state: TrainingState, spec, extracted: bool) -> dict:
     """A data-parallel Extract's shares and how many have finished: its Indexed Job's succeeded pods (each share
     succeeds once), all of them once the Job is complete or Extract recorded (its Job may be gone)."""
     meta = state.training["metadata"]
-    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1, spec.resources.nodes)
+    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1, spec.resources.nodes)  # here Extract spans them all
     job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
     complete = extracted or (job is not None and job_finished(job) == "Complete")
     done = spec.resources.nodes if complete else int(((job or {}).get("status") or {}).get("succeeded") or 0)
@@ -316,14 +316,15 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         endpoint = engine.endpoint
     _start(plan, state, spec, decision.start, seen.leftovers, promotion, endpoint, extra)
     if decision.stage in JOB_STAGES:
-        extra["jobName"] = stage_job_name(name, decision.stage, generation, spec.resources.nodes)
+        extra["jobName"] = stage_job_name(name, decision.stage, generation,
+                                          stage_pods(spec.framework, spec.resources.nodes, decision.stage))
     if not (decision.start in JOB_STAGES and seen.leftovers):
         status, latest = state.training.get("status") or {}, running_progress(state)
         extra["progress"] = stage_progress(decision.stage, latest, status, extra["hiddenStates"])
         estimate = run_estimate(decision.stage, latest, state.now, status, spec.resources.gpus)
         if estimate:
             extra["estimate"] = estimate
-    waiting = queue_wait(state, decision.stage, spec.resources.nodes)
+    waiting = queue_wait(state, decision.stage, stage_pods(spec.framework, spec.resources.nodes, decision.stage))
     if waiting is not None:  # Kueue holds the stage's Job: say why, in Kueue's words
         extra["progress"] = {"summary": f"{decision.stage} {waiting}"}
         verdicts.append(("Ready", Verdict("False", "Queued", f"stage {decision.stage} {waiting}")))

@@ -16,6 +16,7 @@ from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDI
 from drafter_operator.kube import object_path
 from drafter_operator.resources.queueing import admission_wait
 from drafter_operator.resources.training_job import stage_job_name
+from drafter_operator.training.stages import stage_pods
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
 from drafter_operator.training.progress import LatestProgress, latest_status, rfc3339
 
@@ -97,8 +98,10 @@ def stale_children(state: TrainingState, evaluate_name: str, group_version: str)
 def current_job_names(state: TrainingState) -> set[str]:
     """The names this generation's stage Jobs have (or will have)."""
     meta = state.training["metadata"]
-    nodes = ((state.training.get("spec") or {}).get("resources") or {}).get("nodes") or 1
-    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1, nodes) for stage in JOB_STAGES}
+    spec = state.training.get("spec") or {}
+    framework, nodes = spec.get("framework") or "specforge", (spec.get("resources") or {}).get("nodes") or 1
+    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1, stage_pods(framework, nodes, stage))
+            for stage in JOB_STAGES}
 
 
 @dataclass(frozen=True)
@@ -215,9 +218,9 @@ def run_estimate(stage: str, latest: LatestProgress | None, now: datetime, statu
             "finishTime": rfc3339(now + timedelta(seconds=round(remaining)))}
 
 
-def queue_wait(state: TrainingState, stage: str, nodes: int) -> str | None:
+def queue_wait(state: TrainingState, stage: str, pods: int) -> str | None:
     """Why ``stage``'s Job of this generation still waits in its Kueue queue (None: not queued, or admitted)."""
     meta = state.training["metadata"]
-    name = stage_job_name(meta["name"], stage, meta.get("generation") or 1, nodes)
+    name = stage_job_name(meta["name"], stage, meta.get("generation") or 1, pods)
     job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
     return None if job is None else admission_wait(job, state.workloads)

@@ -36,7 +36,8 @@ def owns_hidden_states_claim(spec) -> bool:
 
 
 def hidden_states_access_mode(spec) -> str:
-    """ReadWriteMany when Extract's pods on several nodes write the claim together, else ReadWriteOnce."""
+    """ReadWriteMany when pods on several nodes use the claim together (Train's ranks read it, speculators'
+    Extract shares write it), else ReadWriteOnce."""
     return "ReadWriteMany" if spec.resources.nodes > 1 else "ReadWriteOnce"
 
 

@@ -26,6 +26,7 @@ from drafter_operator.resources.names import (INDEXED_JOB_NAME_MAX, JOB_NAME_MAX
                                               child_name)
 from drafter_operator.resources.training import hidden_states_claim_name, training_labels
 from drafter_operator.training import TrainingPaths
+from drafter_operator.training.stages import stage_pods
 from drafter_operator.training.torchrun import RENDEZVOUS_PORT, Rendezvous
 
 CONTAINER = "stage"
@@ -44,19 +45,12 @@ TRAINER_UID = 1000
 DEFAULT_POD_SECURITY_CONTEXT = {"fsGroup": TRAINER_UID, "fsGroupChangePolicy": "OnRootMismatch"}
 
 
-#: Stages that span spec.resources.nodes pods, each as an Indexed Job.
-MULTI_NODE_STAGES = frozenset({"Extract", "Train"})
-
-
-def is_indexed(stage: str, nodes: int) -> bool:
-    return stage in MULTI_NODE_STAGES and nodes > 1
-
-
-def stage_job_name(training: str, stage: str, generation: int, nodes: int = 1) -> str:
-    """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one. An
-    Indexed Job's name leaves room for its pods' ``-<index>`` hostnames (names.INDEXED_JOB_NAME_MAX); a changed
-    spec.resources.nodes is a new generation, so a stage's name never changes under a running Job."""
-    limit = INDEXED_JOB_NAME_MAX if is_indexed(stage, nodes) else JOB_NAME_MAX
+def stage_job_name(training: str, stage: str, generation: int, pods: int = 1) -> str:
+    """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one. The Job
+    of a stage across ``pods`` (training.stages.stage_pods) is Indexed: its name leaves room for its pods'
+    ``-<index>`` hostnames (names.INDEXED_JOB_NAME_MAX). The pods follow spec.resources.nodes and the framework,
+    whose change is a new generation, so a stage's name never changes under a running Job."""
+    limit = INDEXED_JOB_NAME_MAX if pods > 1 else JOB_NAME_MAX
     return child_name(training, f"{stage.lower()}-g{generation}", limit)
 
 
@@ -79,7 +73,7 @@ def rendezvous_service(namespace: str, training: str) -> dict:
 def rendezvous(training: str, generation: int, nodes: int) -> Rendezvous:
     """Where Train's pods meet: pod 0 of this generation's Train Job by its name through the Service (the
     namespace's search path completes it), the Job's name as the run's id."""
-    job = stage_job_name(training, "Train", generation, nodes)
+    job = stage_job_name(training, "Train", generation, nodes)  # Train spans every node, whatever the framework
     return Rendezvous(endpoint=f"{job}-0.{rendezvous_service_name(training)}:{RENDEZVOUS_PORT}", run_id=job)
 
 
@@ -208,13 +202,13 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
                       **pod_policy.pod_fields(spec.pod)}
     pod_spec["securityContext"] = pod_security_context(spec.pod)
     pod_spec.update(stage_placement(spec.placement, stage in GPU_STAGES))
-    nodes = spec.resources.nodes
-    if stage == "Train" and nodes > 1:
+    pods = stage_pods(spec.framework, spec.resources.nodes, stage)
+    if stage == "Train" and pods > 1:
         # Pod i answers to <job>-i.<service> (its hostname is <job>-i): the rendezvous endpoint is pod 0's.
         pod_spec["subdomain"] = rendezvous_service_name(training)
     return queueing.queued({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": stage_job_name(training, stage, generation, nodes), "namespace": namespace,
+        "metadata": {"name": stage_job_name(training, stage, generation, pods), "namespace": namespace,
                      "labels": labels},
         "spec": {**job_parallelism(spec, stage),
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
@@ -227,10 +221,10 @@ def job_parallelism(spec, stage: str) -> dict:
     is replaced and its share resumes from the samples it wrote), and one share failing twice fails the Job
     (``maxFailedIndexes: 0``). Train's pods are one process group: the first pod that fails fails the Job
     (``backoffLimit: 0``), whose controller then removes the others, so no half-group trains on."""
-    nodes = spec.resources.nodes
-    if not is_indexed(stage, nodes):
+    pods = stage_pods(spec.framework, spec.resources.nodes, stage)
+    if pods == 1:
         return {"backoffLimit": 0}
-    group = {"completionMode": "Indexed", "completions": nodes, "parallelism": nodes}
+    group = {"completionMode": "Indexed", "completions": pods, "parallelism": pods}
     if stage == "Train":
         return {**group, "backoffLimit": 0}
     return {**group, "backoffLimitPerIndex": 1, "maxFailedIndexes": 0}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from drafter_operator import timestamps
+from drafter_operator.training.stages import stage_pods
 
 #: The Indexed Job's variable for the pod's index (set by the Job controller).
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
@@ -33,7 +34,7 @@ def shard_range(total: int, index: int, count: int) -> range:
 
 def extract_shard(spec, stage: str, environ: Mapping[str, str]) -> tuple[int, int] | None:
     """(index, count) of this pod's share when Extract spans spec.resources.nodes pods; None on one node."""
-    count = spec.resources.nodes
+    count = stage_pods(spec.framework, spec.resources.nodes, stage)
     if stage != "Extract" or count == 1:
         return None
     value = environ.get(INDEX_VARIABLE)

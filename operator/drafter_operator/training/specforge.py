@@ -26,6 +26,7 @@ from typing import Any
 
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.training import (
+    torchrun,
     Command,
     ConfigFile,
     RenderOptions,
@@ -139,11 +140,23 @@ def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Rende
         "model": model,
         "data": data,
         "training": training,
-        "deployment": {"mode": "local_colocated",
-                       "trainer": {"nnodes": 1, "nproc_per_node": 1 if options.cpu else spec.resources.gpus}},
+        "deployment": {"mode": "local_colocated", "trainer": trainer_topology(spec, options)},
         "run_id": RUN_ID,
         "output_dir": work["train"],
     }
+
+
+def trainer_topology(spec: DrafterTrainingSpec, options: RenderOptions) -> dict[str, Any]:
+    """``deployment.trainer``: the world SpecForge checks its ranks against. Across nodes the pods are already
+    torchrun workers (training/torchrun.py), which SpecForge's CLI recognises and runs in without launching its
+    own; its topology still names the group's first node, which it requires above one node."""
+    topology: dict[str, Any] = {"nnodes": spec.resources.nodes, "nproc_per_node": 1 if options.cpu else spec.resources.gpus}
+    if spec.resources.nodes > 1:
+        if options.rendezvous is None:
+            torchrun.launch("", 1, spec.resources.nodes, None)  # raises, naming the fix
+        host, port = options.rendezvous.endpoint.rsplit(":", 1)
+        topology.update(master_addr=host, master_port=int(port))
+    return topology
 
 
 def chat_template(options: RenderOptions) -> str:
@@ -194,11 +207,19 @@ def train_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Ren
     if spec.base_drafter is not None:
         commands.append(Command((python, f"{paths.adapters}/base_vocab_mapping.py", spec.base_drafter,
                                  work_paths(paths)["base_vocab_mapping"])))
+    config = ("--config", f"{paths.files}/{TRAIN_CONFIG}")
+    nodes = spec.resources.nodes
     if options.cpu:
-        commands.append(Command((python, f"{paths.adapters}/eager_loss.py", "train",
-                                 "--config", f"{paths.files}/{TRAIN_CONFIG}"), env={"SPECFORGE_DEVICE": "cpu"}))
+        # One gloo process per pod: the adapter itself on one node, as torchrun's script across nodes (every rank
+        # patched), where SpecForge's CLI runs as the torchrun worker it finds itself to be.
+        head = (python,) if nodes == 1 else torchrun.launch(python, 1, nodes, options.rendezvous)
+        commands.append(Command((*head, f"{paths.adapters}/eager_loss.py", "train", *config),
+                                env={"SPECFORGE_DEVICE": "cpu"}))
+    elif nodes == 1:
+        commands.append(Command(("specforge", "train", *config)))  # it launches its own ranks on the node
     else:
-        commands.append(Command(("specforge", "train", "--config", f"{paths.files}/{TRAIN_CONFIG}")))
+        commands.append(Command((*torchrun.launch(python, spec.resources.gpus, nodes, options.rendezvous),
+                                 "-m", "specforge.cli", "train", *config)))
     return tuple(commands)
 
 

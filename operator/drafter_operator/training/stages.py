@@ -19,3 +19,13 @@ def job_stages(spec: DrafterTrainingSpec) -> tuple[str, ...]:
     generate = (spec.data.generation is not None or spec.framework == "speculators"
                 or not is_local(spec.data.dataset))
     return (("Generate",) if generate else ()) + ("Extract", "Train", "Export")
+
+
+def stage_pods(framework: str, nodes: int, stage: str) -> int:
+    """How many pods (nodes) ``stage`` spans for spec.resources.nodes ``nodes``: Train all of them, as one
+    torchrun group (either framework); Extract all of them with speculators, each pod capturing a share of the
+    samples (``generate-offline-data --world-size --rank``), but one with SpecForge, whose capture is one
+    torch.distributed group the operator does not launch across pods; Generate and Export one."""
+    if stage == "Train" or (stage == "Extract" and framework == "speculators"):
+        return nodes
+    return 1

@@ -128,17 +128,6 @@ class DrafterTrainingSpec(ApiModel):
             field_path=".method",
         ),
         Rule(
-            # speculators' generate-offline-data shards by node itself (--world-size, --rank: contiguous chunks,
-            # finished samples skipped) and its trainer runs under torchrun across nodes; SpecForge's capture is
-            # one torch.distributed group, which the operator does not launch across pods.
-            cel="self.resources.nodes == 1 || self.framework == 'speculators'",
-            message="spec.resources.nodes above 1 needs spec.framework speculators (its capture shards across "
-                    "nodes and its trainer runs across them; SpecForge's capture runs as one process group on one "
-                    "node): set framework: speculators, or nodes: 1",
-            check=lambda s: s.resources.nodes == 1 or s.framework == "speculators",
-            field_path=".resources.nodes",
-        ),
-        Rule(
             cel="self.method != 'eagle3' || !has(self.hiddenStates.layers) || size(self.hiddenStates.layers) == 3",
             message="spec.hiddenStates.layers must name three layers (low, middle, high) for method eagle3, "
                     "e.g. [2, 30, 58]; dflash and dspark take one to eight",

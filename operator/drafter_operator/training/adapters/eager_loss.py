@@ -10,8 +10,10 @@ the modules that imported it, with the same function written in plain torch (the
     loss = mean over batch and positions of  -sum_v position_mask * target_p * log_softmax(logits)
 
 then hands the command line to SpecForge's own CLI (``specforge.cli.main``) in this process. That is
-where a one-process run trains (``deployment.trainer`` world size 1); a multi-rank run starts
-``torchrun`` children that would not see the patch, so this adapter refuses more than one process.
+where a one-process run trains (``deployment.trainer`` world size 1). Across nodes torchrun runs this file
+as its script on every rank (``torchrun ... eager_loss.py train --config run.yaml``), so every rank is
+patched, and SpecForge's CLI, finding itself a torchrun worker, trains in the rank instead of launching
+children of its own (children it launched would not see the patch: the operator renders no such run).
 Self-contained (torch and specforge only): it runs in a stock SpecForge image.
 """
 
@@ -52,9 +54,6 @@ def install() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        print("eager_loss: one process only (torchrun children would not see the patch)", file=sys.stderr)
-        return 2
     os.environ.setdefault("SPECFORGE_DEVICE", "cpu")
     patched = install()
     print(f"eager_loss: LogSoftmaxLoss replaced in {', '.join(patched)}", flush=True)
