@@ -80,7 +80,7 @@ def training_spec(config: dict, slot: int) -> dict:
         spec["baseDrafter"] = BASES[config["base"]]
     framework = config.get("framework", "specforge")
     spec["framework"] = framework
-    if framework == "speculators" and config.get("nodes", 1) > 1:  # across nodes (the API refuses it for SpecForge)
+    if config.get("nodes", 1) > 1:  # Train across them; Extract too with speculators
         spec["resources"] = {"nodes": config["nodes"]}
     if config.get("queued"):
         spec["queueName"] = QUEUE

@@ -146,6 +146,11 @@ def leftovers(state: TrainingState, current: set[str]) -> list[str]:
                     if j["metadata"]["name"] in current and left_by_earlier(j, uid)} | set(state.earlier))
     if state.claim is not None and (left_by_earlier(state.claim, uid) or state.claim["metadata"].get("deletionTimestamp")):
         found.append(state.claim["metadata"]["name"])
+    # An older generation's Job goes in the reconcile that sees it (stale_children), but it can start pods after
+    # this read and before its deletion lands (Kueue admits it, its controller acts): the new generation's stage
+    # waits until the Job is gone, then for any pod it made (the simulation saw a queued Train's pods appear so).
+    found += sorted(j["metadata"]["name"] for j in state.jobs
+                    if j["metadata"]["name"] not in current and not left_by_earlier(j, uid))
     # A spec change deletes the running stage's Job, but its pod writes on to the hidden-state claim until its
     # grace period ends: the new generation's stage waits for it (the simulation saw both run on the claim).
     found += sorted(p["metadata"]["name"] for p in state.job_pods
