@@ -418,6 +418,29 @@ def test_a_queued_training_waits_in_kueue_with_its_reason_then_runs_once_the_gpu
     assert not extract["spec"].get("suspend") and extract["status"].get("succeeded") == 1
 
 
+def test_a_class_that_cannot_share_the_claim_across_nodes_fails_the_run_at_once_and_leaves_nothing(
+        cluster, namespace, operator):
+    """The real PV controller names the class's provisioner on the Pending claim; EBS's volumes attach to one node,
+    so a run across two nodes could never schedule a pod: it fails naming the fix, its Job and claim gone."""
+    name, storage_class = "ebs", f"{namespace}-gp3"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
+        "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "Immediate"}))
+    try:
+        cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(training_manifest(
+            name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
+            hiddenStates={"layers": TINY_LAYERS, "storage": {"size": "1Gi", "storageClassName": storage_class}})))
+        body = wait_stage(cluster, namespace, name, ("Failed",), timeout=180)
+        ready = next(c for c in body["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["reason"] == "StorageNotShared", ready
+        assert "ebs.csi.aws.com" in ready["message"] and "storageClassName" in ready["message"], ready
+        cluster.wait_for("its Job and claim to go", lambda: not labelled(cluster, namespace, "pvc", name) and not [
+            j for j in cluster.get_json("-n", namespace, "jobs", "-l", f"drafter.dev/training={name}")["items"]
+            if not (j.get("status") or {}).get("conditions")] or None, timeout=120, interval=2)
+    finally:
+        cluster.kubectl("delete", "storageclass", storage_class, "--ignore-not-found", check=False)
+
+
 def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(cluster, namespace, tiny):
     name = "gone"
     apply_training(cluster, namespace, training_manifest(name, "specforge"))

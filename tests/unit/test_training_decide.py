@@ -504,3 +504,40 @@ def test_train_across_nodes_starts_its_rendezvous_service_and_every_stage_knows_
         assert command[command.index("--rendezvous-endpoint") + 1] == \
             "kimi-ft-train-g1-0.kimi-ft-rendezvous:29400"
         assert command[command.index("--rendezvous-id") + 1] == "kimi-ft-train-g1"
+
+
+def test_a_claim_that_cannot_be_shared_across_nodes_fails_the_run_and_leaves_no_pending_job_or_claim():
+    body = training(promote=None, framework="speculators", baseDrafter=None)
+    body["spec"]["resources"]["nodes"] = 2
+    body["spec"]["hiddenStates"]["storage"]["storageClassName"] = "gp3"
+    cluster = Cluster(body)
+    start(cluster)
+    assert cluster.claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    # The PV controller names the class's provisioner on the Pending claim: EBS volumes attach to one node.
+    cluster.claim = {**cluster.claim, "metadata": {**cluster.claim["metadata"], "annotations": {
+        "volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com"}}, "status": {"phase": "Pending"}}
+    pending = next(iter(cluster.jobs))
+    plan = cluster.decide()
+    cluster.apply(plan)
+    assert cluster.body["status"]["stage"] == "Failed"
+    ready = cluster.condition("Ready")
+    assert ready["reason"] == "StorageNotShared" and "ebs.csi.aws.com" in ready["message"]
+    assert "storageClassName" in ready["message"] and "ReadWriteMany" in ready["message"]
+    assert f"/apis/batch/v1/namespaces/team/jobs/{pending}" in plan.deletes and cluster.claim is None
+    again = cluster.decide()  # the failure stands, and nothing more is deleted or created
+    assert again.creates == [] and cluster.body["status"]["stage"] == "Failed"
+
+
+def test_a_shareable_or_bound_claim_and_a_single_node_run_are_never_refused():
+    from drafter_operator.resources.storage_sharing import sharing_problem
+
+    claim = {"metadata": {"name": "hs", "annotations": {"volume.kubernetes.io/storage-provisioner": "efs.csi.aws.com"}},
+             "spec": {"accessModes": ["ReadWriteMany"]}, "status": {"phase": "Pending"}}
+    assert sharing_problem(2, claim, owned=True) is None  # EFS is a shared filesystem
+    ebs = {**claim, "metadata": {**claim["metadata"], "annotations": {
+        "volume.kubernetes.io/storage-provisioner": "ebs.csi.aws.com"}}}
+    assert sharing_problem(1, ebs, owned=True) is None
+    assert sharing_problem(2, {**ebs, "status": {"phase": "Bound"}}, owned=True) is None  # it bound after all
+    assert "ebs.csi.aws.com" in sharing_problem(2, ebs, owned=True)
+    mine = {"metadata": {"name": "mine"}, "spec": {"accessModes": ["ReadWriteOnce"]}, "status": {"phase": "Bound"}}
+    assert "claimName 'mine' is ReadWriteOnce" in sharing_problem(2, mine, owned=False)

@@ -68,6 +68,7 @@ from drafter_operator.resources.training import (
     owns_hidden_states_claim,
 )
 from drafter_operator.resources.training_engine import engine_name, generation_endpoint
+from drafter_operator.resources.storage_sharing import SHAREABLE_FIX, sharing_problem
 from drafter_operator.resources.training_job import (rendezvous_args, rendezvous_service, spec_config_map,
                                                      spec_config_map_name, stage_job, stage_job_name)
 from drafter_operator.training.stages import job_stages, stage_pods
@@ -130,6 +131,11 @@ def decide(state: TrainingState) -> TrainingPlan:
     hidden, claim_deletes = hidden_states(state, spec, seen.recorded, extra["artifacts"])
     plan.deletes += claim_deletes
     extra["hiddenStates"] = hidden
+    own_claim = state.claim if state.claim is not None and not left_by_earlier(state.claim, meta.get("uid")) else None
+    unshareable = sharing_problem(spec.resources.nodes, own_claim, owns_hidden_states_claim(spec)) \
+        if decision.failed is None and decision.stage in JOB_STAGES else None
+    if unshareable is not None:
+        return _unshareable_claim(plan, state, spec, seen, verdicts, extra, decision.stage, unshareable)
     if decision.failed is not None:
         failed = decision.failed
         return _stage_failed(plan, state, verdicts, extra, failed.stage, "StageFailed",
@@ -140,6 +146,19 @@ def decide(state: TrainingState) -> TrainingPlan:
         extra["progress"] = None
         return _finish(plan, state, "Succeeded", verdicts, extra)
     return _next_stage(plan, state, spec, decision, seen, promotion, verdicts, extra, generating)
+
+
+def _unshareable_claim(plan: TrainingPlan, state: TrainingState, spec, seen: JobsSeen, verdicts: list, extra: dict,
+                       stage: str, problem: str) -> TrainingPlan:
+    """The run fails where it stands: no stage pod could ever start. Its waiting stage Job goes, and so does a claim
+    the operator made (a new generation with a shareable class makes a fresh one, rather than reuse this)."""
+    namespace = state.training["metadata"]["namespace"]
+    plan.deletes += [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in seen.current_jobs
+                     if job_finished(j) is None and not j["metadata"].get("deletionTimestamp")]
+    if owns_hidden_states_claim(spec) and not state.claim["metadata"].get("deletionTimestamp"):
+        plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, state.claim["metadata"]["name"]))
+    return _stage_failed(plan, state, verdicts, extra, stage, "StorageNotShared", f"{stage} failed: {problem}",
+                         SHAREABLE_FIX)
 
 
 def validated_spec(state: TrainingState):
