@@ -326,6 +326,13 @@ def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_trai
     manifests = sorted(json.loads(p.read_text())["samples"] for p in (hidden / "shards").glob("shard-*-of-2-g1.json"))
     assert manifests == [[0, CONVERSATIONS // 2], [CONVERSATIONS // 2, CONVERSATIONS]], manifests
     assert sorted(int(p.stem[3:]) for p in hidden.glob("hs_*.safetensors")) == list(range(CONVERSATIONS))
+    # Status compares each share's bytes with its part of the estimate (what its own files hold).
+    sizes = body["status"]["hiddenStates"]["shardSizes"]
+    assert [s["index"] for s in sizes] == [0, 1], sizes
+    for size in sizes:
+        share = range(size["index"] * CONVERSATIONS // 2, (size["index"] + 1) * CONVERSATIONS // 2)
+        assert size["bytesWritten"] == sum((hidden / f"hs_{i}.safetensors").stat().st_size for i in share), size
+        assert 0 < size["estimatedBytes"], size
     # Train ran on both pods as one data-parallel group: they met at pod 0's name through the headless Service
     # (resolved by the cluster's DNS), and each rank's trainer saw a world of two.
     train = cluster.get_json("-n", namespace, "job", f"{name}-train-g1")

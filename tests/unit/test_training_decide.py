@@ -541,3 +541,23 @@ def test_a_shareable_or_bound_claim_and_a_single_node_run_are_never_refused():
     assert "ebs.csi.aws.com" in sharing_problem(2, ebs, owned=True)
     mine = {"metadata": {"name": "mine"}, "spec": {"accessModes": ["ReadWriteOnce"]}, "status": {"phase": "Bound"}}
     assert "claimName 'mine' is ReadWriteOnce" in sharing_problem(2, mine, owned=False)
+
+
+def test_each_finished_share_reports_its_bytes_against_its_estimate_and_the_record_outlives_the_pods():
+    body = training(promote=None, framework="speculators", baseDrafter=None)
+    body["spec"]["resources"]["nodes"] = 2
+    cluster = Cluster(body)
+    start(cluster)
+    cluster.finish("Generate")
+    cluster.apply(cluster.decide())
+    share = {"index": 1, "count": 2, "samples": [5000, 10000], "bytesWritten": 420, "estimatedBytes": 400}
+    pods = [{"metadata": {"name": "kimi-ft-extract-g1-1-x", "labels": {"job-name": "kimi-ft-extract-g1"}},
+             "status": {"containerStatuses": [{"state": {"terminated": {"message": json.dumps(
+                 {"stage": "Extract", "outcome": "Succeeded", "shard": share})}}}]}}]
+    original = cluster.pods
+    cluster.pods = lambda: original() + pods
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["hiddenStates"]["shardSizes"] == [{"index": 1, "bytesWritten": 420, "estimatedBytes": 400}]
+    cluster.pods = original  # the pod went: status keeps what it said
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["hiddenStates"]["shardSizes"] == [{"index": 1, "bytesWritten": 420, "estimatedBytes": 400}]

@@ -131,3 +131,26 @@ def test_a_new_spec_generation_captures_its_share_again(tmp_path):
     assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), second) == 0
     assert marker.read_text() == "ran\nran\n"
     assert sorted(p.name for p in (hidden / "shards").iterdir()) == ["shard-0-of-2-g1.json", "shard-0-of-2-g2.json"]
+
+
+def test_a_share_records_the_bytes_of_its_own_samples_against_its_part_of_the_estimate(tmp_path):
+    hidden, marker = tmp_path / "hidden_states", tmp_path / "ran"
+    hidden.mkdir()
+    plan = _plan(hidden, marker)
+    # Share 1 of 2 over 9 samples is [5, 9): its files are the ones it wrote; share 0's do not count.
+    writes = "; ".join(f"open({str(hidden / f'hs_{i}.safetensors')!r}, 'wb').write(b'x' * {100 * (i + 1)})"
+                       for i in range(9))
+    plan["commands"][0]["argv"] = [sys.executable, "-c", writes]
+    plan["estimatedBytes"] = 9000
+    args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"),
+                              generation=1)
+    assert run_shard(plan, (1, 2), 9, str(hidden), args) == 0
+    record = json.loads((hidden / "shards" / "shard-1-of-2-g1.json").read_text())
+    assert record["bytesWritten"] == 600 + 700 + 800 + 900 and record["estimatedBytes"] == 9000 * 4 // 9
+    assert json.loads(Path(args.termination_log).read_text())["shard"] == record
+
+
+@given(st.integers(1, 10**6), st.integers(0, 10**13), st.integers(1, 64))
+def test_the_shares_estimates_add_up_to_at_most_the_whole(total, estimated, count):
+    parts = [shards.share_estimate(estimated, total, (i, count)) for i in range(count)]
+    assert sum(parts) <= estimated and estimated - sum(parts) < count  # each part rounded down, never above

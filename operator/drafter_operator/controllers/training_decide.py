@@ -39,6 +39,7 @@ from drafter_operator.controllers.training_observe import (
     run_estimate,
     running_progress,
     stage_artifacts,
+    stage_outcome,
     stage_progress,
     stale_children,
 )
@@ -291,7 +292,20 @@ def shards_status(state: TrainingState, spec, extracted: bool) -> dict:
     job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
     complete = extracted or (job is not None and job_finished(job) == "Complete")
     done = spec.resources.nodes if complete else int(((job or {}).get("status") or {}).get("succeeded") or 0)
-    return {"shards": spec.resources.nodes, "shardsDone": min(done, spec.resources.nodes)}
+    return {"shards": spec.resources.nodes, "shardsDone": min(done, spec.resources.nodes),
+            **shard_sizes(state, name)}
+
+
+def shard_sizes(state: TrainingState, job_name: str) -> dict:
+    """status.hiddenStates.shardSizes: what each finished share's outcome said it wrote (the pods go with the
+    claim; what status recorded stays)."""
+    recorded = {s["index"]: s for s in ((state.training.get("status") or {}).get("hiddenStates") or {}).get("shardSizes") or []}
+    for pod in state.job_pods:
+        share = (stage_outcome(pod) or {}).get("shard") if (pod["metadata"].get("labels") or {}).get("job-name") == job_name else None
+        if isinstance(share, dict) and isinstance(share.get("index"), int):
+            recorded[share["index"]] = {"index": share["index"], **{k: share[k] for k in ("bytesWritten", "estimatedBytes")
+                                                                    if isinstance(share.get(k), int)}}
+    return {"shardSizes": [recorded[i] for i in sorted(recorded)]} if recorded else {}
 
 
 def start_refusal(spec, state: TrainingState, stage: str | None) -> tuple[list[str], str, str] | None:

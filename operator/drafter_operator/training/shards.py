@@ -51,11 +51,28 @@ def manifest_path(hidden_states: str, shard: tuple[int, int], generation: int) -
     return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}-g{generation}.json")
 
 
-def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: float) -> dict:
-    """What a finished share records: which samples, when, and how long it took."""
+def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: float, bytes_written: int,
+             estimated_bytes: int | None) -> dict:
+    """What a finished share records: which samples, when, how long it took, and what it wrote against its part
+    of the whole run's estimate."""
     samples = shard_range(total, *shard)
-    return {"index": shard[0], "count": shard[1], "samples": [samples.start, samples.stop],
-            "finished": timestamps.format_seconds(finished), "seconds": round(seconds, 1)}
+    record = {"index": shard[0], "count": shard[1], "samples": [samples.start, samples.stop],
+              "finished": timestamps.format_seconds(finished), "seconds": round(seconds, 1), "bytesWritten": bytes_written}
+    if estimated_bytes is not None:
+        record["estimatedBytes"] = share_estimate(estimated_bytes, total, shard)
+    return record
+
+
+def share_estimate(estimated_bytes: int, total: int, shard: tuple[int, int]) -> int:
+    """The share's part of the whole run's estimate: its samples' fraction of it."""
+    return estimated_bytes * len(shard_range(total, *shard)) // max(total, 1)
+
+
+def share_bytes(hidden_states: str, shard: tuple[int, int], total: int) -> int:
+    """Bytes of the share's hidden-state files (speculators writes ``hs_<sample>.safetensors``)."""
+    sizes = (os.path.getsize(os.path.join(hidden_states, f"hs_{i}.safetensors")) for i in shard_range(total, *shard)
+             if os.path.exists(os.path.join(hidden_states, f"hs_{i}.safetensors")))
+    return sum(sizes)
 
 
 def finished(hidden_states: str, shard: tuple[int, int], generation: int) -> dict | None:

@@ -351,12 +351,16 @@ def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: 
     started = time.monotonic()
     code = run_stage(plan, args.files, args.termination_log)
     if code == 0:
-        record = shards.manifest(shard, total, datetime.now(timezone.utc), time.monotonic() - started)
+        record = shards.manifest(shard, total, datetime.now(timezone.utc), time.monotonic() - started,
+                                 shards.share_bytes(hidden_states, shard, total), plan.get("estimatedBytes"))
         path = Path(shards.manifest_path(hidden_states, shard, args.generation))
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record))
         partial.replace(path)  # a share is finished once its whole manifest is there
+        # The outcome says it too, for status.hiddenStates.shardSizes.
+        outcome = json.loads(Path(args.termination_log).read_text())
+        Path(args.termination_log).write_text(termination_message({**outcome, "shard": record}))
     return code
 
 

@@ -72,6 +72,17 @@ class EvaluationResult(StatusModel):
     """The serving revision the new drafter's figures come from (its gate benchmark)."""
 
 
+class ShardSize(StatusModel):
+    """What one finished share of a data-parallel Extract wrote, against its part of the estimate."""
+
+    index: int
+    """The share (the Indexed Job's completion index)."""
+    bytes_written: int | None = None
+    """Bytes of its hidden-state files."""
+    estimated_bytes: int | None = None
+    """Its samples' part of hiddenStates.estimatedBytes."""
+
+
 class HiddenStatesStatus(StatusModel):
     """The hidden-state volume: how much the extraction wrote against what it will need."""
 
@@ -87,6 +98,8 @@ class HiddenStatesStatus(StatusModel):
     """Shares of a data-parallel Extract (spec.resources.nodes above 1): one per pod of its Indexed Job."""
     shards_done: int | None = None
     """Shares that finished (each records shards/shard-<i>-of-<n>-g<generation>.json beside the hidden states and is never captured again)."""
+    shard_sizes: Annotated[list[ShardSize], Field(max_length=64)] | None = None
+    """Per finished share, the bytes it wrote against its part of the estimate (a share far above it is a sign of longer samples than the spec's numbers)."""
 
 
 class TrainingEstimate(StatusModel):
