@@ -254,7 +254,7 @@ def show_trained_promotion(layout: local.Layout, python: str, max_tokens: int, p
     body = demo_training.manifest(NAMESPACE, target, RETRAINED_DRAFTER, name, GATE, BASE_SPEC["placement"])
     item = demo_training.run(console, kubectl, NAMESPACE, body)
     console.print(kubectl("-n", NAMESPACE, "get", "draftertrainings").stdout)
-    demo_training.report(console, item)
+    demo_training.report(console, item, kubectl, NAMESPACE)
     servings = wait_ready(list(SERVINGS))
     results[name] = measure(name, servings[name], max_tokens, prompts)
     print_report(servings, results, f"After the trained drafter's promotion: {name} serves it")

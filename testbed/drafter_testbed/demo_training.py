@@ -110,7 +110,7 @@ def run(console: Console, kubectl, namespace: str, body: dict, timeout: float = 
     return item
 
 
-def report(console: Console, item: dict) -> None:
+def report(console: Console, item: dict, kubectl, namespace: str) -> None:
     status = item["status"]
     table = Table(title=f"DrafterTraining {TRAINING}: stages (from their conditions)")
     for column in ("stage", "finished at", "what"):
@@ -125,6 +125,13 @@ def report(console: Console, item: dict) -> None:
     hidden = status.get("hiddenStates") or {}
     console.print(f"  hidden states: claim {hidden.get('claimName')} ({hidden.get('shardsDone')}/{hidden.get('shards')} "
                   f"Extract shares, one pod each), deleted after export: {hidden.get('deleted')}")
+    for share in hidden.get("shardSizes") or []:
+        console.print(f"    share {share['index']}: {share.get('bytesWritten', 0) / 1e6:.2f} MB written, "
+                      f"{share.get('estimatedBytes', 0) / 1e6:.2f} MB estimated")
+    train = json.loads(kubectl("-n", namespace, "get", "job", f"{TRAINING}-train-g1", "-o", "json").stdout)
+    console.print(f"  Train: one torchrun group of {train['spec'].get('completions', 1)} pods (Indexed Job, pods "
+                  f"{train['status'].get('completedIndexes', '-')} succeeded), meeting at "
+                  f"{TRAINING}-train-g1-0.{TRAINING}-rendezvous through the cluster DNS")
     estimate = status.get("estimate") or {}
     console.print(f"  estimate before the run: {estimate.get('gpuHours', 0) * 3600:.3g} GPU-seconds "
                   f"({estimate.get('basis')})")

@@ -119,7 +119,7 @@ def test_a_failed_share_leaves_no_manifest(tmp_path):
     args = argparse.Namespace(files=str(tmp_path / "files"), termination_log=str(tmp_path / "termination"),
                               generation=1)
     assert run_shard(plan, (0, 2), 9, str(hidden), args) != 0
-    assert not (hidden / "shards").exists() or not list((hidden / "shards").iterdir())
+    assert not list((hidden / "shards").glob("*.json"))  # only the marker that this run's share started
 
 
 def test_a_new_spec_generation_captures_its_share_again(tmp_path):
@@ -130,7 +130,31 @@ def test_a_new_spec_generation_captures_its_share_again(tmp_path):
     assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), first) == 0
     assert run_shard(_plan(hidden, marker), (0, 2), 9, str(hidden), second) == 0
     assert marker.read_text() == "ran\nran\n"
-    assert sorted(p.name for p in (hidden / "shards").iterdir()) == ["shard-0-of-2-g1.json", "shard-0-of-2-g2.json"]
+    assert sorted(p.name for p in (hidden / "shards").glob("*.json")) == ["shard-0-of-2-g1.json", "shard-0-of-2-g2.json"]
+
+
+def test_another_training_on_the_same_directory_never_trusts_the_earlier_ones_hidden_states(tmp_path):
+    """A re-created training of the same name (generation 1 again), or another on a retained claim: its share
+    captures afresh, the earlier run's files of the share removed (speculators would skip them); a replaced pod
+    of the same run resumes from what its share wrote."""
+    hidden, marker = tmp_path / "hidden_states", tmp_path / "ran"
+    hidden.mkdir()
+    plan = _plan(hidden, marker)
+    writes = "; ".join(f"open({str(hidden / f'hs_{i}.safetensors')!r}, 'ab').write(b'x')" for i in range(4, 9))
+    plan["commands"][0]["argv"] = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('ran\\n'); " + writes]
+    earlier = argparse.Namespace(files=str(tmp_path / "f"), termination_log=str(tmp_path / "t"), generation=1,
+                                 training_uid="uid-earlier")
+    later = argparse.Namespace(**{**vars(earlier), "training_uid": "uid-later"})
+    assert run_shard(plan, (1, 2), 9, str(hidden), earlier) == 0
+    assert (hidden / "hs_5.safetensors").read_bytes() == b"x" and (hidden / "hs_4.safetensors").exists()
+    assert run_shard(plan, (1, 2), 9, str(hidden), later) == 0  # captured again, not skipped
+    assert marker.read_text() == "ran\nran\n"
+    assert (hidden / "hs_5.safetensors").read_bytes() == b"x"  # removed, then written afresh (not appended to)
+    assert (hidden / "hs_4.safetensors").read_bytes() == b"xx"  # share 0's file: not this share's to remove
+    # A second pod of the later run's share (its first failed midway): the files stay, to resume from.
+    (hidden / "shards" / "shard-1-of-2-uid-later-g1.json").unlink()
+    assert run_shard(plan, (1, 2), 9, str(hidden), later) == 0
+    assert (hidden / "hs_5.safetensors").read_bytes() == b"xx"
 
 
 def test_a_share_records_the_bytes_of_its_own_samples_against_its_part_of_the_estimate(tmp_path):

@@ -406,7 +406,7 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
         creates.append((object_path("v1", "configmaps", namespace), spec_config_map(namespace, name, spec, generation)))
     if stage == "Train" and spec.resources.nodes > 1:
         creates.append((object_path("v1", "services", namespace), rendezvous_service(namespace, name)))
-    render_args = state.render_args + rendezvous_args(name, spec, generation)
+    render_args = state.render_args + rendezvous_args(name, spec, generation) + ("--training-uid", meta["uid"])
     if spec.data.generation is not None:
         # Generate reaches the engine by its Service's cluster IP; the other stages render Generate
         # too (run-stage renders the whole pipeline) but never call it: its stable name will do.

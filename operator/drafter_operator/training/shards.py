@@ -5,7 +5,7 @@ The split is speculators' own (``get_indices_to_process`` in speculators 0.9.0's
 which ``generate-offline-data --world-size n --rank i`` applies): contiguous chunks, the first ``total % n`` one
 sample longer. The operator does not choose the samples, it only needs to know them to report progress and size.
 Shares are written side by side into the one hidden-state directory (``hs_<sample>.safetensors``), and each
-finished share adds ``shards/shard-<i>-of-<n>-g<generation>.json`` beside them.
+finished share adds ``shards/shard-<i>-of-<n>-<training uid>-g<generation>.json`` beside them.
 """
 
 from __future__ import annotations
@@ -44,11 +44,36 @@ def extract_shard(spec, stage: str, environ: Mapping[str, str]) -> tuple[int, in
     return int(value), count
 
 
-def manifest_path(hidden_states: str, shard: tuple[int, int], generation: int) -> str:
-    """Named after the spec generation too: a changed spec (another sample count, other layers) captures again
-    rather than trusting an earlier generation's share."""
+def run_name(generation: int, training_uid: str | None) -> str:
+    """The run a share belongs to: the training object (its uid) and its spec generation. A changed spec (another
+    sample count, other layers) captures again, and so does another training that reuses the claim or its
+    directory (a retained claim, a claim of the user's, a re-created training of the same name at generation 1)."""
+    return f"{training_uid}-g{generation}" if training_uid else f"g{generation}"
+
+
+def manifest_path(hidden_states: str, shard: tuple[int, int], run: str) -> str:
     index, count = shard
-    return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}-g{generation}.json")
+    return os.path.join(hidden_states, MANIFEST_DIR, f"shard-{index}-of-{count}-{run}.json")
+
+
+def start_share(hidden_states: str, shard: tuple[int, int], total: int, run: str) -> int:
+    """Before a share captures: the first pod of this run's share removes the share's files that an earlier run
+    left (speculators skips a sample whose file exists, and would train on another run's hidden states); a later
+    pod of the same run (a lost node's replacement) keeps them and resumes. Returns the files removed."""
+    marker = os.path.join(hidden_states, MANIFEST_DIR, f"shard-{shard[0]}-of-{shard[1]}-{run}.started")
+    if os.path.exists(marker):
+        return 0
+    removed = 0
+    for sample in shard_range(total, *shard):
+        try:
+            os.remove(os.path.join(hidden_states, f"hs_{sample}.safetensors"))
+            removed += 1
+        except FileNotFoundError:
+            pass
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    with open(marker, "w", encoding="utf-8"):
+        pass
+    return removed
 
 
 def manifest(shard: tuple[int, int], total: int, finished: datetime, seconds: float, bytes_written: int,
@@ -75,10 +100,10 @@ def share_bytes(hidden_states: str, shard: tuple[int, int], total: int) -> int:
     return sum(sizes)
 
 
-def finished(hidden_states: str, shard: tuple[int, int], generation: int) -> dict | None:
-    """The share's manifest when it finished before in this generation (a restarted pod skips it), else None."""
+def finished(hidden_states: str, shard: tuple[int, int], run: str) -> dict | None:
+    """The share's manifest when it finished before in this run (a restarted pod skips it), else None."""
     try:
-        with open(manifest_path(hidden_states, shard, generation), encoding="utf-8") as handle:
+        with open(manifest_path(hidden_states, shard, run), encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return None

@@ -267,6 +267,7 @@ def register(subparsers) -> None:
     parser.add_argument("--generation-endpoint", help="OpenAI base URL of the engine serving the target (spec.data.generation)")
     parser.add_argument("--generation", type=int, default=1,
                         help="the DrafterTraining's spec generation (names Export's staging directory)")
+    parser.add_argument("--training-uid", help="the DrafterTraining's uid: what names this run's share manifests")
     parser.add_argument("--rendezvous-endpoint", help="host:port where Train's pods across nodes meet (torchrun c10d)")
     parser.add_argument("--rendezvous-id", default="none", help="the run's id at that rendezvous (torchrun's default)")
     parser.add_argument("--files", default=TrainingPaths().files, help="where the stage's config files are written")
@@ -341,7 +342,8 @@ def _main(args, _extra=()) -> int:
 def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: str, args) -> int:
     """One share of a data-parallel Extract: skipped when its manifest says it finished (a restarted or replaced
     pod), else run and, once it succeeded, recorded in its manifest."""
-    done = shards.finished(hidden_states, shard, args.generation)
+    run = shards.run_name(args.generation, getattr(args, "training_uid", None))
+    done = shards.finished(hidden_states, shard, run)
     if done is not None:
         print(f"run-stage: shard {shard[0]} of {shard[1]} finished before ({done.get('finished')}): not captured again",
               flush=True)
@@ -349,11 +351,14 @@ def run_shard(plan: Mapping, shard: tuple[int, int], total: int, hidden_states: 
             {"stage": plan["stage"], "outcome": "Succeeded", "shard": done}))
         return 0
     started = time.monotonic()
+    stale = shards.start_share(hidden_states, shard, total, run)
+    if stale:
+        print(f"run-stage: removed {stale} hidden-state files of shard {shard[0]} that an earlier run left", flush=True)
     code = run_stage(plan, args.files, args.termination_log)
     if code == 0:
         record = shards.manifest(shard, total, datetime.now(timezone.utc), time.monotonic() - started,
                                  shards.share_bytes(hidden_states, shard, total), plan.get("estimatedBytes"))
-        path = Path(shards.manifest_path(hidden_states, shard, args.generation))
+        path = Path(shards.manifest_path(hidden_states, shard, run))
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record))

@@ -97,7 +97,7 @@ class HiddenStatesStatus(StatusModel):
     shards: int | None = None
     """Shares of a data-parallel Extract (spec.resources.nodes above 1): one per pod of its Indexed Job."""
     shards_done: int | None = None
-    """Shares that finished (each records shards/shard-<i>-of-<n>-g<generation>.json beside the hidden states and is never captured again)."""
+    """Shares that finished (each records shards/shard-<i>-of-<n>-<training uid>-g<generation>.json beside the hidden states and is never captured again in that run)."""
     shard_sizes: Annotated[list[ShardSize], Field(max_length=64)] | None = None
     """Per finished share, the bytes it wrote against its part of the estimate (a share far above it is a sign of longer samples than the spec's numbers)."""
 
