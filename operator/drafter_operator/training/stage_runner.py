@@ -334,6 +334,10 @@ def _main(args, _extra=()) -> int:
         # Three significant digits: a tiny run's fraction of a second is not rounded away to nothing.
         plan["cost"] = {"gpuSeconds": {k: float(f"{v:.3g}") for k, v in cost.gpu_seconds.items()},
                         "tokens": cost.tokens, "basis": cost.basis}
+    if shard is None and stage.name == "Extract" and spec.framework == "speculators":
+        # One pod captures every sample: the whole run is its one share, with the same fresh start.
+        shards.start_share(plan["outputsOnHost"]["hiddenStates"], (0, 1), spec.data.num_samples,
+                           shards.run_name(args.generation, args.training_uid))
     if shard is None:
         return run_stage(plan, args.files, args.termination_log)
     return run_shard(plan, shard, spec.data.num_samples, plan["outputsOnHost"]["hiddenStates"], args)
