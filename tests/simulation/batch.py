@@ -149,7 +149,8 @@ class BatchWorld(FaultOperations):
             "status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [{"type": "Ready", "status": "True"}]}})
         self.api.put("user", f"{CLAIMS}/{USER_CLAIM}", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                                        "metadata": {"name": USER_CLAIM, "namespace": NS},
-                                                       "spec": {"resources": {"requests": {"storage": "2Ti"}}}})
+                                                       "spec": {"accessModes": ["ReadWriteMany"],  # shared: any nodes
+                                                                "resources": {"requests": {"storage": "2Ti"}}}})
         self.track.user_claims.add(self.api.store[f"{CLAIMS}/{USER_CLAIM}"]["metadata"]["uid"])
 
     # ------------------------------------------------------------------ the store's change feed

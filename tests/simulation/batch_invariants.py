@@ -264,8 +264,11 @@ class BatchTracks:
                 continue
             training = w.api.store.get(w.api.by_uid.get(owner_uid(job) or "", ""), {})
             status = training.get("status") or {}
-            if status.get("jobName") != job["metadata"]["name"] or training["metadata"].get("deletionTimestamp"):
-                continue
+            found = GENERATION.search(job["metadata"]["name"])
+            if status.get("jobName") != job["metadata"]["name"] or training["metadata"].get("deletionTimestamp") \
+                    or not found or status.get("observedGeneration") != int(found.group(1)) \
+                    or status.get("stage") in ("Failed", "Succeeded"):
+                continue  # the status speaks of another generation (an invalid edit stops the run), or the run ended
             ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
             if ready.get("reason") != "Queued":
                 self.report("queued-said", f"{training['metadata']['name']}'s {job['metadata']['name']} has waited in "

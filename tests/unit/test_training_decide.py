@@ -561,3 +561,18 @@ def test_each_finished_share_reports_its_bytes_against_its_estimate_and_the_reco
     cluster.pods = original  # the pod went: status keeps what it said
     cluster.apply(cluster.decide())
     assert cluster.body["status"]["hiddenStates"]["shardSizes"] == [{"index": 1, "bytesWritten": 420, "estimatedBytes": 400}]
+
+
+def test_a_refusal_keeps_its_reason_and_fix_on_every_later_reconcile():
+    body = training(promote=None, framework="speculators", baseDrafter=None)
+    body["spec"]["resources"]["nodes"] = 2
+    cluster = Cluster(body)
+    start(cluster)
+    cluster.claim = {**cluster.claim, "metadata": {**cluster.claim["metadata"], "annotations": {
+        "volume.kubernetes.io/storage-provisioner": "pd.csi.storage.gke.io"}}, "status": {"phase": "Pending"}}
+    cluster.apply(cluster.decide())
+    first = dict(cluster.condition("Ready"))
+    for _ in range(2):  # the claim and Job are gone; the failure is now read back from its condition
+        cluster.apply(cluster.decide())
+    again = cluster.condition("Ready")
+    assert again["reason"] == first["reason"] == "StorageNotShared" and again["message"] == first["message"]

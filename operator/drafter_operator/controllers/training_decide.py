@@ -75,6 +75,8 @@ from drafter_operator.resources.training_job import (rendezvous_args, rendezvous
 from drafter_operator.training.stages import job_stages, stage_pods
 
 Event = tuple[str, str, str]
+#: What a failed run's Ready condition tells the user to do, where the reason has a fix of its own.
+FIXES = {"StorageNotShared": SHAREABLE_FIX}
 #: What a failed run's Ready condition tells the user to do.
 RUN_AGAIN = "change the spec to run again"
 
@@ -139,8 +141,8 @@ def decide(state: TrainingState) -> TrainingPlan:
         return _unshareable_claim(plan, state, spec, seen, verdicts, extra, decision.stage, unshareable)
     if decision.failed is not None:
         failed = decision.failed
-        return _stage_failed(plan, state, verdicts, extra, failed.stage, "StageFailed",
-                             f"{failed.stage} failed: {failed.message}", RUN_AGAIN,
+        return _stage_failed(plan, state, verdicts, extra, failed.stage, failed.reason,
+                             f"{failed.stage} failed: {failed.message}", FIXES.get(failed.reason, RUN_AGAIN),
                              announce=(state.training.get("status") or {}).get("stage") != "Failed")
     if decision.stage == "Succeeded":
         verdicts.append(("Ready", Verdict("True", "Succeeded", _served_where(spec, promotion.evaluation))))

@@ -134,7 +134,8 @@ def observe_jobs(state: TrainingState) -> JobsSeen:
         failed = next((c for c in status.get("conditions") or [] if c["type"] == kind and c.get("status") == "False"
                        and c.get("observedGeneration") == generation), None)
         if failed and stage not in observed:
-            observed[stage] = StageJob(stage, "Failed", (failed.get("message") or "").removeprefix(f"{stage} failed: "))
+            observed[stage] = StageJob(stage, "Failed", (failed.get("message") or "").removeprefix(f"{stage} failed: "),
+                                       failed.get("reason") or "StageFailed")
     return JobsSeen(current_jobs, leftovers(state, current), observed, recorded)
 
 

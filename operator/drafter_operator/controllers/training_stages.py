@@ -32,6 +32,9 @@ class StageJob:
     stage: Stage
     state: JobState
     message: str = ""
+    #: Why it failed, as its condition's reason (a refusal such as StorageNotShared keeps its own on every
+    #: later reconcile); a Job's own failure is StageFailed.
+    reason: str = "StageFailed"
 
 
 @dataclass(frozen=True)
