@@ -92,6 +92,16 @@ def _module_dir(module: str, version: str, env: dict[str, str], cwd: Path) -> Pa
     return Path(json.loads(proc.stdout)["Dir"])
 
 
+def _module_work(name: str, module: str, version: str, pins: Pins) -> tuple[Path, dict[str, str], str]:
+    """A wrapper module's work directory and Go environment, and the `go` line of ``module@version``'s own
+    go.mod (the wrapper declares the same, so the toolchain the module needs is the one that builds it)."""
+    work = toolchain_dir(pins) / "src" / name
+    env = _go_env(work)
+    work.mkdir(parents=True, exist_ok=True)
+    source = _module_dir(module, version, env, work)
+    return work, env, re.search(r"^go (\S+)", (source / "go.mod").read_text(), flags=re.M)[1]
+
+
 def staging_replaces(kubernetes_go_mod: str, staging_version: str) -> list[str]:
     """`replace` lines that point each `k8s.io/<staging>` module at its published version.
 
@@ -146,11 +156,7 @@ def build_kubernetes(pins: Pins, out: Path) -> None:
 
 
 def build_etcd(pins: Pins, out: Path) -> None:
-    work = toolchain_dir(pins) / "src" / "etcd"
-    env = _go_env(work)
-    work.mkdir(parents=True, exist_ok=True)
-    source = _module_dir("go.etcd.io/etcd/server/v3", pins.etcd, env, work)
-    go_line = re.search(r"^go (\S+)", (source / "go.mod").read_text(), flags=re.M)[1]
+    work, env, go_line = _module_work("etcd", "go.etcd.io/etcd/server/v3", pins.etcd, pins)
     # etcd's server module replaces its siblings with ../api etc.; point them at the same release.
     siblings = ["go.etcd.io/etcd/api/v3", "go.etcd.io/etcd/client/pkg/v3", "go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3"]
     replaces = [f"\t{m} => {m} {pins.etcd}" for m in siblings]
@@ -303,11 +309,7 @@ def coredns_main(plugins: tuple[str, ...] = COREDNS_PLUGINS) -> str:
 
 def build_coredns(pins: Pins, out: Path) -> None:
     """CoreDNS from its Go module with only the plugins the local cluster needs (coredns_main)."""
-    work = toolchain_dir(pins) / "src" / "coredns"
-    env = _go_env(work)
-    work.mkdir(parents=True, exist_ok=True)
-    source = _module_dir("github.com/coredns/coredns", pins.coredns, env, work)
-    go_line = re.search(r"^go (\S+)", (source / "go.mod").read_text(), flags=re.M)[1]
+    work, env, go_line = _module_work("coredns", "github.com/coredns/coredns", pins.coredns, pins)
     (work / "go.mod").write_text(f"module drafter.dev/build/coredns\n\ngo {go_line}\n\n"
                                  f"require github.com/coredns/coredns {pins.coredns}\n")
     (work / "main.go").write_text(coredns_main())

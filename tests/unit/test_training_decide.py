@@ -457,11 +457,17 @@ def test_a_spec_change_starts_the_new_generation_only_once_the_old_stage_pod_has
     assert [m["metadata"]["name"] for _, m in gone.creates if m["kind"] == "Job"] == ["kimi-ft-extract-g2"]
 
 
-def test_a_data_parallel_extract_counts_its_finished_shares():
-    body = training(promote=None, framework="speculators", baseDrafter=None)
+def across_two_nodes(**spec) -> Cluster:
+    """A speculators training across two nodes (no promote, from scratch), its first stage Job started."""
+    body = training(promote=None, framework="speculators", baseDrafter=None, **spec)
     body["spec"]["resources"]["nodes"] = 2
     cluster = Cluster(body)
     start(cluster)
+    return cluster
+
+
+def test_a_data_parallel_extract_counts_its_finished_shares():
+    cluster = across_two_nodes()
     cluster.finish("Generate")
     cluster.apply(cluster.decide())
     extract = cluster.jobs["kimi-ft-extract-g1"]
@@ -480,10 +486,7 @@ def test_a_data_parallel_extract_counts_its_finished_shares():
 
 
 def test_train_across_nodes_starts_its_rendezvous_service_and_every_stage_knows_where_the_pods_meet():
-    body = training(promote=None, framework="speculators", baseDrafter=None)
-    body["spec"]["resources"]["nodes"] = 2
-    cluster = Cluster(body)
-    start(cluster)
+    cluster = across_two_nodes()
     cluster.finish("Generate")
     extract = cluster.decide()
     assert [m["kind"] for _, m in extract.creates] == ["Job"]  # Extract's shares need no rendezvous
@@ -507,11 +510,9 @@ def test_train_across_nodes_starts_its_rendezvous_service_and_every_stage_knows_
 
 
 def test_a_claim_that_cannot_be_shared_across_nodes_fails_the_run_and_leaves_no_pending_job_or_claim():
-    body = training(promote=None, framework="speculators", baseDrafter=None)
-    body["spec"]["resources"]["nodes"] = 2
-    body["spec"]["hiddenStates"]["storage"]["storageClassName"] = "gp3"
-    cluster = Cluster(body)
-    start(cluster)
+    hidden_states = training()["spec"]["hiddenStates"]
+    cluster = across_two_nodes(hiddenStates={**hidden_states, "storage": {**hidden_states["storage"],
+                                                                         "storageClassName": "gp3"}})
     assert cluster.claim["spec"]["accessModes"] == ["ReadWriteMany"]
     # The PV controller names the class's provisioner on the Pending claim: EBS volumes attach to one node.
     cluster.claim = {**cluster.claim, "metadata": {**cluster.claim["metadata"], "annotations": {
@@ -544,10 +545,7 @@ def test_a_shareable_or_bound_claim_and_a_single_node_run_are_never_refused():
 
 
 def test_each_finished_share_reports_its_bytes_against_its_estimate_and_the_record_outlives_the_pods():
-    body = training(promote=None, framework="speculators", baseDrafter=None)
-    body["spec"]["resources"]["nodes"] = 2
-    cluster = Cluster(body)
-    start(cluster)
+    cluster = across_two_nodes()
     cluster.finish("Generate")
     cluster.apply(cluster.decide())
     share = {"index": 1, "count": 2, "samples": [5000, 10000], "bytesWritten": 420, "estimatedBytes": 400}
@@ -564,10 +562,7 @@ def test_each_finished_share_reports_its_bytes_against_its_estimate_and_the_reco
 
 
 def test_a_refusal_keeps_its_reason_and_fix_on_every_later_reconcile():
-    body = training(promote=None, framework="speculators", baseDrafter=None)
-    body["spec"]["resources"]["nodes"] = 2
-    cluster = Cluster(body)
-    start(cluster)
+    cluster = across_two_nodes()
     cluster.claim = {**cluster.claim, "metadata": {**cluster.claim["metadata"], "annotations": {
         "volume.kubernetes.io/storage-provisioner": "pd.csi.storage.gke.io"}}, "status": {"phase": "Pending"}}
     cluster.apply(cluster.decide())

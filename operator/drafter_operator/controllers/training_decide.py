@@ -350,16 +350,16 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
             return _finish(plan, state, "Generate", verdicts, extra)
         endpoint = engine.endpoint
     _start(plan, state, spec, decision.start, seen.leftovers, promotion, endpoint, extra)
+    pods = stage_pods(spec.framework, spec.resources.nodes, decision.stage)
     if decision.stage in JOB_STAGES:
-        extra["jobName"] = stage_job_name(name, decision.stage, generation,
-                                          stage_pods(spec.framework, spec.resources.nodes, decision.stage))
+        extra["jobName"] = stage_job_name(name, decision.stage, generation, pods)
     if not (decision.start in JOB_STAGES and seen.leftovers):
         status, latest = state.training.get("status") or {}, running_progress(state)
         extra["progress"] = stage_progress(decision.stage, latest, status, extra["hiddenStates"])
         estimate = run_estimate(decision.stage, latest, state.now, status, spec.resources.gpus)
         if estimate:
             extra["estimate"] = estimate
-    waiting = queue_wait(state, decision.stage, stage_pods(spec.framework, spec.resources.nodes, decision.stage))
+    waiting = queue_wait(state, decision.stage, pods)
     if waiting is not None:  # Kueue holds the stage's Job: say why, in Kueue's words
         extra["progress"] = {"summary": f"{decision.stage} {waiting}"}
         verdicts.append(("Ready", Verdict("False", "Queued", f"stage {decision.stage} {waiting}")))
