@@ -71,6 +71,12 @@ def hidden_states_volume(cluster, namespace: str, training: str) -> None:
         namespace, f"{training}-hidden-states", f"/tmp/drafter-e2e/{namespace}-hs")))
 
 
+#: The local cluster's pods share the host's network namespace, and torchrun's c10d store listens on every
+#: address at its port (29400): two groups at once would meet on one store, and the second would lose it when
+#: the first ends. On a cluster each pod has its own network namespace, so this is the testbed's limit alone.
+ONE_TORCHRUN_GROUP_AT_A_TIME = pytest.mark.cluster_lock("torchrun-rendezvous-port")
+
+
 def training_manifest(name: str, framework: str, **spec) -> dict:
     body = {
         "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "metadata": {"name": name},
@@ -150,6 +156,7 @@ def sglang_reads(training_python: str, tmp_path: Path, target: Path, drafter: Pa
         probe.close()
 
 
+@ONE_TORCHRUN_GROUP_AT_A_TIME
 def test_specforge_training_runs_every_stage_as_a_job_trains_across_two_pods_and_resumes_after_an_operator_restart(
         cluster, namespace, tiny, training_python, operator, tmp_path):
     name = "sf"
@@ -308,6 +315,7 @@ def stage_pods(cluster, namespace: str, job: str) -> list[dict]:
     return sorted(pods, key=lambda p: int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]))
 
 
+@ONE_TORCHRUN_GROUP_AT_A_TIME
 def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_train_as_one_group(cluster, namespace, tiny):
     name = "dp"
     apply_training(cluster, namespace, training_manifest(
@@ -348,6 +356,7 @@ def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_trai
     assert (tiny / "drafters" / name / "config.json").is_file()
 
 
+@ONE_TORCHRUN_GROUP_AT_A_TIME
 def test_a_pod_lost_mid_train_fails_the_whole_group_and_none_trains_on(cluster, namespace, tiny):
     name = "lost"
     apply_training(cluster, namespace, training_manifest(

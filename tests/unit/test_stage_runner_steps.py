@@ -76,3 +76,42 @@ def test_stop_servers_kills_one_that_ignores_terminate():
     stubborn.stdout.readline()  # the handler is installed
     sr.stop_servers([stubborn], grace=0.2)
     assert stubborn.wait(timeout=5) == -9
+
+
+def test_a_server_whose_port_already_answers_is_refused_not_mistaken_for_ours():
+    """Pods sharing a network namespace (hostNetwork, the local cluster) would otherwise talk to another stage's
+    server on the same port, and lose it when that stage ends."""
+    import http.server
+    import threading
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    servers: list[subprocess.Popen] = []
+    ours = {"argv": [sys.executable, "-c", "import time; time.sleep(60)"], "server": True,
+            "readyUrl": f"http://127.0.0.1:{other.server_port}/health"}
+    try:
+        with pytest.raises(sr.StageFailed) as failed:
+            sr.run_commands([ours], servers, None, ready_timeout=5)
+    finally:
+        other.shutdown()
+        sr.stop_servers(servers)
+    assert failed.value.fields["reason"] == "ServerNotReady" and "another process" in failed.value.fields["tail"]
+    assert servers == []  # never started
+
+
+def test_a_failed_command_names_the_server_that_died_under_it():
+    servers = [subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(5)"])]
+    servers[0].wait()
+    client = {"argv": [sys.executable, "-c", "import sys; print('connection refused'); sys.exit(1)"]}
+    with pytest.raises(sr.StageFailed) as failed:
+        sr.run_commands([client], servers, None, ready_timeout=5)
+    tail = failed.value.fields["tail"]
+    assert tail.startswith("connection refused") and tail.endswith("exited with code 5")
+
+
+def test_each_stage_gets_a_loopback_port_nothing_listens_on():
+    import socket
+
+    port = sr.free_loopback_port()
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", port))  # free: binding it succeeds

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -69,6 +70,29 @@ def termination_message(payload: Mapping) -> str:
     tail = payload["tail"]
     excess = len(text.encode()) - TERMINATION_MESSAGE_BYTES + 3
     return json.dumps({**payload, "tail": "..." + tail[excess:]}, separators=(",", ":"))[:TERMINATION_MESSAGE_BYTES]
+
+
+def free_loopback_port() -> int:
+    """A port nothing listens on at 127.0.0.1 now, for the stage's own server (render, hidden states).
+
+    Not a fixed port: in a pod of its own, 127.0.0.1 is private and any port would do, but pods that share a
+    network namespace (``hostNetwork``, common for RDMA training nodes; every pod of the local cluster) would
+    otherwise meet another stage's server on it and talk to that one.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def answers(url: str) -> bool:
+    """Whether something already answers ``url`` (with any HTTP status)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def wait_until_ready(url: str, server: subprocess.Popen, timeout: float, sleep: Callable[[float], None] = time.sleep,
@@ -154,15 +178,26 @@ def run_commands(commands: list[Mapping], servers: list[subprocess.Popen], repor
     for command in commands:
         argv, env = list(command["argv"]), dict(command.get("env") or {})
         if command.get("server"):
+            ready_url = command.get("readyUrl")
+            if ready_url and answers(ready_url):
+                # Another process holds the port: its answers would be taken for this server's.
+                raise StageFailed(1, command=argv[:8], reason="ServerNotReady",
+                                  tail=f"{ready_url} answers before the stage's server started: another process "
+                                       "listens on its port")
             server = subprocess.Popen(argv, env={**os.environ, **env})
             servers.append(server)
-            problem = wait_until_ready(command["readyUrl"], server, ready_timeout) if command.get("readyUrl") else None
+            problem = wait_until_ready(ready_url, server, ready_timeout) if ready_url else None
             if problem:
                 raise StageFailed(1, command=argv[:8], reason="ServerNotReady", tail=problem)
             continue
         code, tail = _run(argv, env, reporter)
         if code != 0:
-            raise StageFailed(code, command=argv[:8], exitCode=code, reason="CommandFailed", tail=tail)
+            # A client fails in its own words when its server died under it; say that too (last: a long tail
+            # is cut from its start), it is the cause.
+            gone = [f"the stage's server ({' '.join(map(str, server.args[:4]))} ...) exited with code "
+                    f"{server.returncode}" for server in servers if server.poll() is not None]
+            raise StageFailed(code, command=argv[:8], exitCode=code, reason="CommandFailed",
+                              tail="\n".join([tail, *gone]))
 
 
 def publish_output(publish: Mapping) -> str:
@@ -306,7 +341,7 @@ def _main(args, _extra=()) -> int:
                                   generation=args.generation,
                                   read_text=lambda path: Path(remap(path, path_map)).read_text())
         meet = Rendezvous(args.rendezvous_endpoint, args.rendezvous_id) if args.rendezvous_endpoint else None
-        options = dataclasses.replace(options, shard=shard, rendezvous=meet)
+        options = dataclasses.replace(options, shard=shard, rendezvous=meet, port=free_loopback_port())
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
