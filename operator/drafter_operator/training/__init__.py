@@ -131,7 +131,8 @@ class RenderOptions:
     base_drafter_config: Mapping[str, Any] | None = None
     #: SpecForge export format: "sglang" (no embedding; SGLang and vLLM load it) or "hf".
     export_to: str = "sglang"
-    #: Loopback port of the engine server a stage starts (render, hidden states).
+    #: Loopback port of the engine server a stage starts (render, hidden states); run-stage takes a free one
+    #: (stage_runner.free_loopback_port), so that pods sharing a network namespace never meet.
     port: int = 30000
     #: The OpenAI base URL (``.../v1``) of the engine pod serving the target for spec.data.generation
     #: (resources/training_engine.generation_endpoint); required exactly when generation is set.
