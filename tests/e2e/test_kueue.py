@@ -173,3 +173,50 @@ def test_kueue_listens_on_loopback_only_and_a_second_install_is_a_no_op(local_cl
     assert again["started"] is False and again["pid"] == pid
     addresses = _listening_addresses(pid)
     assert addresses == {f"127.0.0.1:{port}" for port in again["ports"].values()}, addresses
+
+
+def test_a_queued_benchmark_waits_with_kueues_reason_and_its_timeout_counts_from_admission(fast_engines, gpu_queue,
+                                                                                           kueue_running):
+    """A DrafterBenchmark with spec.queueName: its Job waits suspended in the queue, with no pod, while another Job
+    holds the queue's cpu; Complete says Queued in Kueue's words. It waits past its spec.timeout (1m), then runs
+    once admitted and succeeds: a Job's active deadline restarts when Kueue resumes it."""
+    from tests.e2e.test_benchmark import benchmark, benchmark_status, finished
+    from tests.e2e.test_serving import apply, seed_serving, wait_ready
+
+    cluster, namespace, operator = fast_engines
+    kueue = kueue_running
+    serving = seed_serving("kimi")
+    serving["spec"].pop("acceptance")
+    apply(cluster, namespace, serving)
+    wait_ready(cluster, namespace, "kimi")
+    blocker = gpu_job(namespace, "blocker", 600)  # all 8 cpu of the queue's quota, for as long as it exists
+    blocker["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "8"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(blocker))
+    cluster.wait_for("the blocker's Workload to be admitted", lambda: (
+        status_of(cluster, kueue, namespace, "blocker", "Admitted") or {}).get("status") == "True", timeout=60)
+
+    apply(cluster, namespace, benchmark("queued", "kimi", queueName="team", timeout="1m"))
+
+    def queued():
+        status = benchmark_status(cluster, namespace, "queued")
+        said = next((c for c in status.get("conditions") or [] if c.get("reason") == "Queued"), None)
+        return said and status.get("jobName") and (status, said)
+    status, said = cluster.wait_for("the benchmark to say Queued", queued, timeout=90)
+    print("queued benchmark:", said["type"], said["message"])
+    assert said["type"] == "Complete" and said["status"] == "False"
+    assert "quota" in said["message"] and "cpu" in said["message"], said["message"]
+    job = job_state(cluster, namespace, status["jobName"])
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team" and job["spec"]["suspend"] is True
+    created = time.monotonic()
+    # Past its spec.timeout in the queue (observed, no duration asserted): never a pod, never Failed.
+    while time.monotonic() < created + 75:
+        assert pods_of(cluster, namespace, status["jobName"]) == []
+        assert benchmark_status(cluster, namespace, "queued").get("state") == "Running"
+        time.sleep(3)
+
+    cluster.kubectl("-n", namespace, "delete", "job", "blocker", "--wait=false")
+    done = finished(cluster, namespace, "queued", timeout=240)
+    assert done["state"] == "Succeeded", (done, operator.log_tail())
+    assert done["result"]["totalTokens"] == 3 * 256
+    cluster.wait_for("the benchmark's Workload to finish", lambda: (kueue.condition(
+        workload_of(cluster, namespace, status["jobName"]), "Finished") or {}).get("status") == "True", timeout=60)
