@@ -3,16 +3,14 @@ late and confusingly. Apart from test_mutants.py so that `./dev check`, which le
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-from tests.simulation.test_mutants import MUTANTS, REPO
+from tests.simulation.test_mutants import MUTANTS, package_copy
 
 
 def test_every_mutant_applies_to_the_code_it_names(tmp_path: Path):
-    shutil.copytree(REPO / "operator" / "drafter_operator", tmp_path / "operator" / "drafter_operator",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    package_copy(tmp_path)
     stale = []
     for patch in MUTANTS:
         applied = subprocess.run(["patch", "-p1", "--batch", "--dry-run", "-i", str(patch)], cwd=tmp_path,

@@ -55,10 +55,15 @@ def family(patch: Path) -> str:
     return next((line.split(":", 1)[1].strip() for line in header.splitlines() if line.startswith("family:")), "serving")
 
 
-def patched_copy(patch: Path, tmp_path: Path) -> dict:
-    """The package with ``patch`` applied, and the environment that imports it."""
+def package_copy(tmp_path: Path) -> None:
+    """The operator package under ``tmp_path``, where a patch's a/operator/... paths find it."""
     shutil.copytree(REPO / "operator" / "drafter_operator", tmp_path / "operator" / "drafter_operator",
                     ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def patched_copy(patch: Path, tmp_path: Path) -> dict:
+    """The package with ``patch`` applied, and the environment that imports it."""
+    package_copy(tmp_path)
     applied = subprocess.run(["patch", "-p1", "--batch", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert applied.returncode == 0, f"{patch.name} does not apply: {applied.stdout}{applied.stderr}"
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "operator"), str(REPO)])}
