@@ -200,8 +200,7 @@ def test_install_test_reconcile_upgrade_uninstall_cluster_wide(local_cluster_onl
         pod = wait_operator_ready(cluster, namespace, release)
         install_to_ready = time.monotonic() - started
         with capsys.disabled():
-            print(f"\nhelm install -> operator pod Ready: {install_to_ready:.1f}s")
-        assert install_to_ready < 120
+            print(f"\nhelm install -> operator pod Ready: {install_to_ready:.1f}s")  # printed, not asserted
         assert "Cluster-wide mode" in install.stdout  # NOTES.txt
         assert pod["spec"]["serviceAccountName"] == f"{release}-drafter-operator"  # the chart's own ServiceAccount
         assert pod["spec"]["nodeName"].startswith("local-cpu")

@@ -34,8 +34,9 @@ FAULTS = {
         d, eagle_aux_hidden_state_layer_ids=[1, 2, tiny.LAYERS + 5])),
     "eagle1-as-eagle3": ("EagleDrafterAsEagle3", lambda d: tiny.make_eagle1(d)),
 }
-# Stopped "in seconds": the verdict is in well before a 10-minute startup timeout could fail anything.
-STOPPED_WITHIN_SECONDS = 30
+# How long the test waits for a verdict: a guard, not a measure (a loaded machine stretches it). That the
+# preflight, not the 10-minute startup timeout, stopped a revision is read from its pod: the engine never ran.
+VERDICT_GUARD_SECONDS = 90
 
 
 def serving(name: str, drafter: str, **spec) -> dict:
@@ -117,8 +118,7 @@ def test_a_good_drafter_serves_and_each_broken_one_is_stopped_before_its_engine_
                 stopped_after[name] = time.monotonic() - applied
         return len(stopped_after) == len(FAULTS)
 
-    cluster.wait_for("every broken drafter's verdict", all_stopped, timeout=90)
-    assert max(stopped_after.values()) < STOPPED_WITHIN_SECONDS, stopped_after
+    cluster.wait_for("every broken drafter's verdict", all_stopped, timeout=VERDICT_GUARD_SECONDS)
 
     measured = {}
     for name, (reason, _) in FAULTS.items():
@@ -157,7 +157,7 @@ def test_a_good_drafter_serves_and_each_broken_one_is_stopped_before_its_engine_
     apply(cluster, namespace, serving("good", "no-d2t", swap={"strategy": "BlueGreen"}))
     swapped = time.monotonic()
     refused = cluster.wait_for("the swap refused", lambda: (s := status_of(cluster, namespace, "good")) and condition(
-        s, "Progressing").get("reason") == "RevisionFailed" and s, timeout=STOPPED_WITHIN_SECONDS)
+        s, "Progressing").get("reason") == "RevisionFailed" and s, timeout=VERDICT_GUARD_SECONDS)
     measured["swap-refused-after"] = round(time.monotonic() - swapped, 1)
     assert refused["activeRevision"] == old and condition(refused, "Ready")["status"] == "True"
     assert condition(refused, "DrafterCompatible")["reason"] == "DraftVocabMappingMissing"

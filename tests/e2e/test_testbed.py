@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 
 import pytest
@@ -229,12 +228,10 @@ def test_second_cluster_up_reuses_the_running_cluster(local_cluster_only):
     from drafter_testbed import cluster as local
 
     before = local.status()
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "drafter_operator.cli", "cluster", "up"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "already running" in proc.stderr
-    assert time.monotonic() - started < 30
     pids = lambda report: {name: c["pid"] for name, c in report["components"].items()}  # noqa: E731
     assert pids(local.status()) == pids(before)  # same pids: nothing restarted
 

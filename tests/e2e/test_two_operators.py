@@ -25,12 +25,14 @@ from drafter_operator.controllers.leadership import Timings, lease_name
 from tests.e2e.test_chart_install import delete_namespaces, example_serving, make_namespace
 from tests.processes import free_port
 
-#: How long after the leader's death a standby must lead: the Lease duration after it saw the last renewal
-#: (seen up to a jittered retry late, acted on at the first retry after), and the time a loaded 2-core
-#: machine takes to notice.
-KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + 5
-#: After a clean stop (the Lease released), one retry and the same slack.
-TERM_TAKEOVER_LIMIT = 1.2 * Timings().retry_period + 5
+#: How long the test waits for a standby to lead, a guard against hanging rather than a measure (a loaded
+#: 2-core machine stretches every step; what is asserted is why it took over, from the Lease and the log).
+#: After the leader's death: the Lease duration after it saw the last renewal (seen up to a jittered retry
+#: late, acted on at the first retry after), and the slack.
+SLACK_SECONDS = 30
+KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + SLACK_SECONDS
+#: After a clean stop (the Lease released): one retry and the slack.
+TERM_TAKEOVER_LIMIT = 1.2 * Timings().retry_period + SLACK_SECONDS
 
 
 class Candidate:
@@ -165,21 +167,24 @@ def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term
         wait("the third to stand by", lambda: successor.metric("drafter_operator_leader") == 0.0, 60, candidates)
         termed = time.monotonic()
         leader.signal(signal.SIGTERM)
-        wait("the successor to lead after SIGTERM", successor.leads, TERM_TAKEOVER_LIMIT + 10, candidates)
+        wait("the successor to lead after SIGTERM", successor.leads, TERM_TAKEOVER_LIMIT, candidates)
         term_takeover = time.monotonic() - termed
+        lease_after_term = lease()
         assert leader.proc.wait(30) == 0, leader.log()
         assert "released the Lease" in leader.log(60)
         cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":1}}')
         wait("the spec change reconciled by the successor", lambda: reconciled(3), 60, candidates)
         assert successor.reconciles() > 0
-        assert term_takeover <= TERM_TAKEOVER_LIMIT, f"SIGTERM -> successor leads took {term_takeover:.1f}s"
+        # It took over because the Lease was released, not because it expired (the time is printed only).
+        whole_log = successor.log_path.read_text(errors="replace")
+        assert f"as {lease_after_term['holderIdentity']} (released)" in whole_log, successor.log()
 
         # Someone else writes the Lease (a process this test does not see): the leader stops at once, with
         # status 3, instead of acting beside it.
         cluster.kubectl("-n", namespace, "patch", "lease", lease_name([namespace]), "--type=merge",
                         "-p", '{"spec":{"holderIdentity":"intruder"}}')
         stolen = time.monotonic()
-        assert successor.proc.wait(Timings().retry_period + 10) == election.EXIT_LOST_LEADERSHIP, successor.log()
+        assert successor.proc.wait(Timings().retry_period + SLACK_SECONDS) == election.EXIT_LOST_LEADERSHIP, successor.log()
         lost_exit = time.monotonic() - stolen
         assert "lost leadership: the Lease names intruder" in successor.log(60)
         with capsys.disabled():

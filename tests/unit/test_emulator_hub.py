@@ -158,32 +158,29 @@ OFFLINE_ERRORS["sglang", "drafter"] = OFFLINE_ERRORS["sglang", "target"]
 
 @pytest.mark.parametrize("engine, role", sorted(OFFLINE_ERRORS))
 def test_offline_and_not_cached_fails_at_once_with_the_engines_error(tmp_path, engine, role):
-    """The target is checked first, as both engines do; a slow startup or download is never waited for."""
+    """The target is checked first, as both engines do; a slow startup or download is never waited for
+    (an hour of each is set: a wait would end in the suite's timeout, not in a pass)."""
     make = vllm_argv if engine == "vllm" else sglang_argv
     argv = make(TARGET, DRAFTER) if role == "target" else make("/models/kimi-k2.5", DRAFTER)
     env = {"HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1",
-           "DRAFTER_EMULATOR_STARTUP_SECONDS": "60", "DRAFTER_EMULATOR_DOWNLOAD_SECONDS": "60"}
+           "DRAFTER_EMULATOR_STARTUP_SECONDS": "3600", "DRAFTER_EMULATOR_DOWNLOAD_SECONDS": "3600"}
     lines: list[str] = []
-    start = time.monotonic()
     with pytest.raises(HubModelUnavailable) as caught:
         build_engine(argv, env, log=lines.append)
-    assert time.monotonic() - start < 5
     assert caught.value.status == 1
     assert str(caught.value).startswith(OFFLINE_ERRORS[engine, role])
     assert any((TARGET if role == "target" else DRAFTER) in line and "HF_HUB_OFFLINE" in line for line in lines)
     assert not (tmp_path / "hf").exists()  # nothing was "downloaded"
 
 
-def test_offline_failure_of_the_cli_exits_1_within_seconds(tmp_path):
+def test_offline_failure_of_the_cli_exits_1_without_waiting_out_startup_or_download(tmp_path):
+    # An hour of each: had the CLI waited, the run would end in TimeoutExpired, never in exit 1.
     port = free_port()
     env = clean_env(HOME=str(tmp_path), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
-                    DRAFTER_EMULATOR_STARTUP_SECONDS="120", DRAFTER_EMULATOR_DOWNLOAD_SECONDS="120")
-    start = time.monotonic()
+                    DRAFTER_EMULATOR_STARTUP_SECONDS="3600", DRAFTER_EMULATOR_DOWNLOAD_SECONDS="3600")
     proc = subprocess.run([sys.executable, "-m", "drafter_operator.cli", "emulate", "vllm", "serve", TARGET,
-                           "--port", str(port)], env=env, capture_output=True, text=True, timeout=100)
-    elapsed = time.monotonic() - start
+                           "--port", str(port)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
-    assert elapsed < 30, elapsed  # interpreter start-up and imports only
     assert proc.stderr.rstrip("\n").endswith(OFFLINE_ERRORS["vllm", "target"])
     assert TARGET in proc.stderr  # the emulator's line before the engine's error names the model
 
@@ -218,10 +215,9 @@ def test_download_is_emulated_once_then_found_in_the_cache_even_offline(tmp_path
         assert json.loads((snapshot / "config.json").read_text())["_emulated"] is True
         assert (snapshot.parent.parent / "refs" / "main").read_text() == "emulated"
 
-    # a swap: the next start with the same cache downloads nothing, and offline mode now passes
-    start = time.monotonic()
+    # a swap: the next start with the same cache downloads nothing: offline mode, which refuses a download
+    # at once, now passes
     second = build_engine(argv, {**env, "HF_HUB_OFFLINE": "1"}, log=lambda line: None).state()["hub"]
-    assert time.monotonic() - start < 0.3
     assert second["offline"] is True
     assert [(m["source"], m["snapshot"], m["downloadSeconds"]) for m in second["models"]] == [
         ("cache", m["snapshot"], 0.0) for m in first["models"]]

@@ -57,7 +57,7 @@ def test_each_mode_as_a_client_sees_it_while_generation_goes_on():
             waiting = asyncio.ensure_future(s.get("/metrics"))
             await asyncio.sleep(0.2)
             status, state = await set_fault(s, mode="none")
-            out["lifted"] = await (await asyncio.wait_for(waiting, 5)).read()
+            out["lifted"] = await (await asyncio.wait_for(waiting, 60)).read()
             out["state"] = state["metricsFault"]
             return healthy, out
 

@@ -190,7 +190,7 @@ def test_no_speculation_has_no_spec_metrics_and_keeps_time():
     body, elapsed, text, status = run(scenario())
     assert body["usage"]["completion_tokens"] == 50
     modelled = 50 * 0.01212 * 0.2  # 50 target steps at time scale 0.2
-    assert modelled * 0.98 <= elapsed <= modelled + 0.5
+    assert elapsed >= modelled * 0.98  # it kept the modelled time (how close it keeps it: the timing tests)
     assert "spec_decode" not in text and "vllm:generation_tokens_total" in text
     assert status == 409
 

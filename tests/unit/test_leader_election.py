@@ -197,20 +197,25 @@ FAST = Timings(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
 
 
 def test_the_renewer_keeps_the_lease_and_the_watchdog_ends_a_leader_that_cannot_renew():
+    # Real threads on a machine that may be loaded: every wait below is a guard against hanging, and what
+    # is asserted is the order of events on the elector's own clock, never how long they took.
     api = LeaseApi()
     lost = threading.Event()
-    reasons = []
-    a = election.LeaderElector(api, "ns", "lease", "a", FAST, on_lost=lambda r: (reasons.append(r), lost.set()))
+    reasons, lost_at = [], []
+    a = election.LeaderElector(api, "ns", "lease", "a", FAST, now=time.monotonic,
+                               on_lost=lambda r: (reasons.append(r), lost_at.append(time.monotonic()), lost.set()))
     assert a.acquire(threading.Event())
     a.start_renewing()
     first = api.leases["lease"]["metadata"]["resourceVersion"]
-    time.sleep(0.7)
-    assert api.leases["lease"]["metadata"]["resourceVersion"] != first and not lost.is_set()
+    deadline = time.monotonic() + 30
+    while api.leases["lease"]["metadata"]["resourceVersion"] == first:
+        assert time.monotonic() < deadline, "the renewer never renewed"
+        time.sleep(0.05)
+    assert not lost.is_set()
     api.down = True
-    cut = time.monotonic()
-    assert lost.wait(3), "the watchdog did not end the leader"
-    # The deadline counts from the last renewal sent: at most renew_deadline after the cut plus a poll.
-    assert time.monotonic() - cut <= FAST.renew_deadline + election.WATCHDOG_SECONDS + 0.3
+    assert lost.wait(30), "the watchdog did not end the leader"
+    # Never early: the deadline counts from the last renewal that succeeded.
+    assert lost_at[0] - a.memory.renewed_at >= FAST.renew_deadline
     assert "renew deadline" in reasons[0]
     a.release()
 
@@ -223,7 +228,7 @@ def test_the_renewer_gives_up_at_once_when_the_lease_names_someone_else():
     a.acquire(threading.Event())
     a.start_renewing()
     api.leases["lease"]["spec"]["holderIdentity"] = "intruder"
-    assert lost.wait(1.0) and "names intruder" in reasons[0]
+    assert lost.wait(30) and "names intruder" in reasons[0]
     a.release()
 
 

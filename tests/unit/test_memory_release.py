@@ -12,9 +12,9 @@ def _run_until(release, reached: threading.Event) -> memory_release.PeriodicRele
     """A releaser at a 10-ms interval, stopped (and joined) once ``reached`` is set."""
     releaser = memory_release.PeriodicRelease(0.01, release)
     releaser.start()
-    assert reached.wait(5)
+    assert reached.wait(60)
     releaser.stop()
-    releaser.join(5)
+    releaser.join(60)
     assert not releaser.is_alive()
     return releaser
 
@@ -44,7 +44,7 @@ def test_a_c_library_without_malloc_trim_stops_the_thread_after_one_try():
     calls = []
     releaser = memory_release.PeriodicRelease(0.01, lambda: calls.append(1) or False)
     releaser.start()
-    releaser.join(5)
+    releaser.join(60)
     assert not releaser.is_alive() and calls == [1]
 
 

@@ -13,6 +13,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from argparse import Namespace
 from pathlib import Path
 
@@ -388,13 +389,15 @@ def test_cli_termination_message_is_the_compact_record_the_operator_reads(ckpts,
     broken = tiny.make_specforge(tmp_path / "broken", drop=("d2t",))
     args = cli_args(drafter=str(broken), target=str(ckpts["target"]), engine="sglang",
                     termination_message=str(message))
+    started = time.monotonic()
     assert pf_cli.main(args, io.StringIO(), io.StringIO()) == 1
+    call_seconds = time.monotonic() - started
     record = parse_termination_record(message.read_text())
     verdict = run(broken, ckpts["target"], "sglang")
     assert record["ok"] is False and record["checked"] is True
     assert (record["status"], record["reason"], record["message"]) == (verdict.status, verdict.reason, verdict.message)
     assert (record["problems"], record["passed"]) == (len(verdict.problems), len(verdict.passed))
-    assert 0 <= record["seconds"] < 5
+    assert 0 <= record["seconds"] <= call_seconds  # the check's own time, inside the call's
     assert len(message.read_bytes()) <= TERMINATION_MESSAGE_BYTES and "\n" not in message.read_text()
 
 

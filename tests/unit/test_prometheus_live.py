@@ -175,7 +175,9 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
     window_seconds = math.ceil(end - started + 2 * SCRAPE_INTERVAL)
     matchers = pq.revision_matchers("default", engine, "r1")
 
+    asked = time.perf_counter()
     got = asyncio.run(ps.fetch_acceptance(lab.prometheus_url, engine, matchers, window_seconds, end=end))
+    call_seconds = time.perf_counter() - asked
 
     truth = {replica: m.window(before[replica], after[replica]) for replica in REPLICAS}
     extra = 2.2 * SCRAPE_INTERVAL * 1.1 / (window_seconds - 2.2 * SCRAPE_INTERVAL)
@@ -214,7 +216,7 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
                           / sum(w.drafts for w in truth.values()) for i in range(5)]
         assert total.per_position == pytest.approx(true_positions, abs=extra * 1.0 + 1e-9)
     print(f"{engine}: window {window_seconds}s, query round trip {got.latency_seconds * 1000:.1f} ms")
-    assert got.latency_seconds < 1.0
+    assert 0 < got.latency_seconds <= call_seconds  # the query's own round trip, inside the call
 
     # The single-expression forms in docs/monitoring.md agree with the source at the same instant.
     k = None if engine == "vllm" else 3

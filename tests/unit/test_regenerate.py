@@ -178,12 +178,11 @@ def test_a_killed_run_resumes_to_the_same_set_of_samples(tmp_path):
 
 def test_an_engine_refusal_fails_at_once_with_the_sample_and_its_message(vllm, tmp_path):
     source = write_jsonl(tmp_path / "in.jsonl", [conversation(0)])
-    started = time.monotonic()
     done = cli("--endpoint", f"{vllm}/v1", "--model", "not-served", "--input", str(source),
                "--output", str(tmp_path / "out.jsonl"), "--num-samples", "1", "--max-tokens", "8")
     assert done.returncode == 1
     assert 'sample "s0"' in done.stderr and "HTTP 404: The model `not-served` does not exist." in done.stderr
-    assert time.monotonic() - started < 10  # a 404 is not retried
+    assert "attempts)" not in done.stderr  # a 404 is not retried: a retried failure names its attempts
     assert (tmp_path / "out.jsonl").read_text() == ""
 
 

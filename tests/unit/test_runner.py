@@ -89,7 +89,7 @@ def test_lead_never_starts_kopf_after_a_signal_and_cancels_it_on_one(monkeypatch
         task = asyncio.create_task(runner.lead(["a"], None, runner.kopf.Memo(), (signal.SIGUSR1,), threading.Event()))
         await asyncio.sleep(0.05)
         signal.raise_signal(signal.SIGUSR1)
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 60)
     previous = signal.getsignal(signal.SIGUSR1)
     try:
         asyncio.run(signalled())
