@@ -280,12 +280,22 @@ def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_
 
     from drafter_testbed import cluster as local
 
+    def all_free(candidate: local.Ports) -> bool:
+        for port in candidate.all().values():
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    return False
+        return True
+
+    # A base no cluster uses (the suite's own cluster may run at any DRAFTER_PORT_BASE).
     layout = local.Layout(root=tmp_path / "state")
-    ports = local.Ports(19440)
+    ports = next(p for p in (local.Ports(base) for base in range(21000, 30000, 16)) if all_free(p))
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", ports.apiserver))
         blocker.listen()
         with pytest.raises(local.ClusterError) as error:
-            local.up(port_base=19440, layout=layout)
+            local.up(port_base=ports.base, layout=layout)
     assert f"apiserver={ports.apiserver}" in str(error.value) and "--port-base" in str(error.value)
     assert local.running_components(layout) == {}
