@@ -357,6 +357,48 @@ def test_an_extract_and_a_train_across_two_pods_capture_each_share_once_and_trai
 
 
 @ONE_TORCHRUN_GROUP_AT_A_TIME
+def test_a_pod_lost_mid_extract_is_replaced_and_only_its_share_runs_again(cluster, namespace, tiny):
+    """An Extract share's pod lost (a node gone) runs once more (backoffLimitPerIndex: 1); the other share is
+    never captured again and the run goes on with every sample."""
+    name = "shard-lost"
+    apply_training(cluster, namespace, training_manifest(
+        name, "speculators", resources={"gpus": 1, "nodes": 2, "requests": {"cpu": "100m", "memory": "256Mi"}},
+        hiddenStates={"layers": TINY_LAYERS, "storage": {"size": "1Gi", "retain": True}}))
+    job = f"{name}-extract-g1"
+
+    def share_one_running():
+        pods = stage_pods(cluster, namespace, job)
+        running = [p for p in pods if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "1"
+                   and (p.get("status") or {}).get("phase") == "Running"]
+        return running[0] if running else None
+
+    # Lost while it starts (its imports alone take seconds), so it cannot have finished first.
+    lost = cluster.wait_for("share 1's pod to run", share_one_running, timeout=RUN_TIMEOUT, interval=0.5)
+    cluster.kubectl("-n", namespace, "delete", "pod", lost["metadata"]["name"], "--wait=false")
+    body = wait_stage(cluster, namespace, name, ("Train", "Export", "Succeeded"))
+    assert conditions(body)["Extracted"]["status"] == "True"
+    status = cluster.get_json("-n", namespace, "job", job)["status"]
+    # Index 1 failed once (the lost pod) and then succeeded; no index failed for good.
+    assert status.get("completedIndexes") == "0,1" and status.get("failed") == 1, status
+    assert not status.get("failedIndexes"), status
+    pods = stage_pods(cluster, namespace, job)
+    indexes = [p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods]
+    assert indexes.count("0") == 1 and indexes.count("1") == 1, indexes  # share 0 never ran again
+    assert pods[1]["metadata"]["name"] != lost["metadata"]["name"]
+    from drafter_testbed import cluster as local
+
+    hidden = local.Layout().root / "claims" / namespace / f"{name}-hidden-states" / "hidden_states"
+    assert sorted(int(p.stem[3:]) for p in hidden.glob("hs_*.safetensors")) == list(range(CONVERSATIONS))
+    manifests = sorted(json.loads(p.read_text())["samples"] for p in (hidden / "shards").glob("shard-*-of-2-*-g1.json"))
+    assert manifests == [[0, CONVERSATIONS // 2], [CONVERSATIONS // 2, CONVERSATIONS]], manifests
+    assert body["status"]["hiddenStates"]["shardsDone"] == 2
+    # Train's torchrun group may have started: gone before the lock on its port is released.
+    cluster.kubectl("-n", namespace, "delete", "draftertrainings.drafter.dev", name, "--wait=true", "--timeout=120s")
+    cluster.wait_for("no stage pod of the run left", lambda: not cluster.get_json(
+        "-n", namespace, "pods", "-l", f"drafter.dev/training={name}")["items"], timeout=120, interval=1)
+
+
+@ONE_TORCHRUN_GROUP_AT_A_TIME
 def test_a_pod_lost_mid_train_fails_the_whole_group_and_none_trains_on(cluster, namespace, tiny):
     name = "lost"
     apply_training(cluster, namespace, training_manifest(

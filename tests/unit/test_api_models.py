@@ -79,7 +79,40 @@ def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
     assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
-                     "DrafterServing", "DrafterTraining", "DrafterTraining"]
+                     "DrafterServing", "DrafterTraining", "DrafterTraining", "DrafterTraining"]
+
+
+def test_the_32_gpu_training_example_runs_across_four_queued_nodes_on_a_shared_claim():
+    """What the example's comments promise, from the builders the operator uses."""
+    from drafter_operator.resources import training_job
+    from drafter_operator.resources.training import hidden_states_claim
+    from drafter_operator.training import RenderOptions, TrainingPaths, render
+    from drafter_operator.training.cost import run_cost
+    from tests.unit.test_training_cost import KIMI
+
+    spec = _examples()["kimi-k25-eagle3-32gpu"].spec
+    jobs = {stage: training_job.stage_job("team", "kimi-k25-eagle3-32gpu", spec, stage, 1, "trainer:1")
+            for stage in ("Generate", "Extract", "Train", "Export")}
+    for job in jobs.values():  # every stage waits in the queue, admitted whole
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-team" and job["spec"]["suspend"] is True
+    for stage in ("Extract", "Train"):
+        assert (jobs[stage]["spec"]["completionMode"], jobs[stage]["spec"]["parallelism"]) == ("Indexed", 4)
+        (container,) = jobs[stage]["spec"]["template"]["spec"]["containers"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert jobs["Train"]["spec"]["template"]["spec"]["subdomain"] == training_job.rendezvous_service_name(
+        "kimi-k25-eagle3-32gpu")
+    claim = hidden_states_claim("team", "kimi-k25-eagle3-32gpu", spec)
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and claim["spec"]["storageClassName"] == "shared-lustre"
+    # Train: one torchrun group of 4 pods x 8 ranks at pod 0's name.
+    meet = training_job.rendezvous("kimi-k25-eagle3-32gpu", 1, 4)
+    stages = render(spec, TrainingPaths(), RenderOptions(generation_endpoint="http://engine:8000/v1",
+                                                                 target_config=KIMI, rendezvous=meet))
+    (train,) = [s for s in stages if s.name == "Train"]
+    argv = " ".join(train.commands[-1].argv)
+    assert "--nnodes 4 --nproc_per_node 8 --rdzv-backend c10d" in argv and f"--rdzv-endpoint {meet.endpoint}" in argv
+    # The estimate the status will carry, at the H200 rates (docs/training.md compares it with the published run).
+    cost = run_cost(spec, KIMI)
+    assert cost.tokens == 100_000 * 4096 and 200 < cost.gpu_hours < 2000, cost
 
 
 def test_the_dflash_training_example_promotes_into_a_serving_that_can_serve_it():
@@ -131,7 +164,8 @@ def test_examples_pass_the_operator_checks_together():
             assert benchmark_problems(obj.spec, serving=servings[obj.spec.serving_ref.name],
                                       baseline_serving=servings[obj.spec.baseline.serving_ref.name]) == []
         elif isinstance(obj, DrafterTraining):
-            assert training_problems(obj.spec, serving=servings[obj.spec.promote.serving_ref.name], num_target_layers=61) == []
+            promoted = servings[obj.spec.promote.serving_ref.name] if obj.spec.promote else None
+            assert training_problems(obj.spec, serving=promoted, num_target_layers=61) == [], name
         # the references between the examples resolve
     assert {"kimi-k25-baseline", "kimi-k25-vllm-eagle3", "kimi-k25-sglang-eagle3"} <= set(servings)
 
