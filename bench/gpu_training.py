@@ -29,12 +29,14 @@ cost estimate (drafter_operator/training/cost.py) is calibrated on. docs/trainin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -150,9 +152,13 @@ def prepare(root: Path) -> None:
                 print(f"{framework} {stage.name}: {seconds:.1f} s")
 
 
-def train(root: Path, device: str, runs: list[str], loss_flags: tuple[str, ...] = ()) -> dict:
-    """Each run's Train stage rendered for ``device``, from the prepared data, one loss line per step."""
+def train(root: Path, device: str, runs: list[str], loss_flags: tuple[str, ...] = (),
+          drafters: Path | None = None) -> dict:
+    """Each run's Train stage rendered for ``device``, from the prepared data, one loss line per step. With
+    ``drafters``, each run's Export stage too, and the exported drafters packed into that tar file (one
+    ``<run>/`` directory each; SpecForge's in both formats, ``specforge-eagle3-hf/`` beside the sglang one)."""
     results = {}
+    exported: dict[str, Path] = {}
     for name in runs:
         framework, method = RUNS[name]
         work = root / f"train-{name}-{device}"
@@ -181,21 +187,41 @@ def train(root: Path, device: str, runs: list[str], loss_flags: tuple[str, ...] 
         results[name] = {"device": device, "seconds": round(seconds, 2), "losses": losses,
                          "argv": [" ".join(c.argv) for c in stage.commands]}
         print(f"{name} on {device}: {seconds:.1f} s, {len(losses)} losses, first {losses[:3]}, last {losses[-3:]}")
+        if drafters is not None:
+            formats = {name: "sglang", f"{name}-hf": "hf"} if framework == "specforge" else {name: "sglang"}
+            for label, export_to in formats.items():
+                exported[label] = export(root, framework, method, label, training, device, export_to, log)
+                results[name].setdefault("exports", {})[label] = sorted(p.name for p in exported[label].iterdir())
+    if drafters is not None:
+        with tarfile.open(drafters, "w:gz") as archive:
+            for label, path in exported.items():
+                archive.add(path, arcname=label)
     return results
+
+
+def export(root: Path, framework: str, method: str, label: str, training: TrainingPaths, device: str,
+           export_to: str, log: Path) -> Path:
+    """The run's Export stage as the operator renders it, staged and published as the stage runner does
+    (training/export.py); returns the published drafter's directory."""
+    from drafter_operator.training import export as publication
+
+    options_ = dataclasses.replace(options(root, device == "cpu"), export_to=export_to)
+    (stage,) = [s for s in render(spec(root, framework, method, label), training, options_) if s.name == "Export"]
+    Path(stage.publish.path).parent.mkdir(parents=True, exist_ok=True)
+    publication.prepare(stage.publish.path, stage.publish.staging, overwrite=True)
+    run_stage(stage, training, log, {})
+    publication.publish(stage.publish.path, stage.publish.staging, overwrite=True, tag=stage.publish.tag)
+    return Path(stage.publish.path)
 
 
 def with_train_flags(stage: Stage, flags: tuple[str, ...]) -> Stage:
     """speculators' train command with ``flags`` appended (its parser takes the last of a repeated flag)."""
-    import dataclasses
-
     *before, last = stage.commands
     return dataclasses.replace(stage, commands=(*before, dataclasses.replace(last, argv=(*last.argv, *flags))))
 
 
 def every_step(stage: Stage, framework: str) -> Stage:
     """One loss line per optimizer step (SpecForge logs every 50 by default; speculators logs every step)."""
-    import dataclasses
-
     if framework != "specforge":
         return stage
     files = []
@@ -378,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     trainer.add_argument("--device", choices=("cpu", "cuda"), required=True)
     trainer.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=list(RUNS))
     trainer.add_argument("--out", type=Path, required=True)
+    trainer.add_argument("--drafters", type=Path,
+                         help="also run each run's Export and pack the exported drafters into this tar.gz")
     trainer.add_argument("--speculators-loss", choices=("fused", "eager"), default="fused",
                          help="speculators' loss on the GPU: its fused Triton kernel (the GPU default), or eager where "
                               "the kernel does not compile (speculators 0.9.0's under torch 2.11: docs/training.md)")
@@ -401,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         standin_prepare(args.root.resolve())
     elif args.verb == "train":
         loss = ("--loss-implementation", "eager") if args.device == "cuda" and args.speculators_loss == "eager" else ()
-        results = train(args.root.resolve(), args.device, args.runs, loss)
+        results = train(args.root.resolve(), args.device, args.runs, loss, args.drafters)
         args.out.write_text(json.dumps(results, indent=1))
     elif args.verb in ("extract", "standin"):
         results = (extract(args.root.resolve(), args.device) if args.verb == "extract"
