@@ -14,6 +14,8 @@ difference.
     python bench/gpu_training.py prepare DIR                  # on this machine (the training environment)
     python bench/gpu_training.py train DIR --device cpu --out cpu.json
     python bench/gpu_training.py train DIR --device cuda --out gpu.json   # where a GPU is (the device tool)
+    python bench/gpu_training.py train DIR --device cuda --out gpu.json --drafters gpu-drafters.tar.gz
+        # ... and each run's Export: the GPU-trained drafters packed, to be read by the engines where they are
     python bench/gpu_training.py compare cpu.json gpu.json
     python bench/gpu_training.py extract DIR --device cuda --out extract.json   # the capture on the GPU vs here
     python bench/gpu_training.py standin DIR2 --device cuda --out standin.json  # throughput, a ~315M stand-in
