@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -121,6 +122,14 @@ def test_vllm_streamed_completion_moves_the_counters_consistently():
     assert after.generation_tokens - (before.generation_tokens or 0) == 200
     assert after.prompt_tokens == prompt_tokens
     assert state["totals"]["verificationSteps"] == w.drafts and state["totals"]["acceptedTokens"] == w.accepted_tokens
+    # the spread of a step's length, from vLLM's own per-position counts: a step that accepted A tokens
+    # counts once at positions 0..A-1, so the sum of A squared is the sum of (2i + 1) count_i
+    squares = sum((2 * i + 1) * count for i, count in enumerate(after.accepted_per_position))
+    mean = w.accepted_tokens / w.drafts
+    length = state["totals"]["engineAcceptanceLength"]
+    assert length["steps"] == w.drafts and length["mean"] == pytest.approx(w.mean_acceptance_length)
+    assert length["stdev"] == pytest.approx(math.sqrt(squares / w.drafts - mean * mean))
+    assert length["stdev"] > 0  # some steps accepted more than others
 
 
 def test_vllm_chat_stream_non_streaming_and_models():
@@ -359,6 +368,29 @@ def test_sglang_endpoints_and_counters():
     assert f"sglang:spec_num_steps{{{labels}}} 3.0" in text
     assert 'sglang:generation_tokens_total{engine_type="unified",is_streaming="true",' in text
     assert 'sglang:num_requests_total{engine_type="unified",is_streaming="true",' in text
+
+
+def test_sglang_counts_a_step_that_drafted_nothing_as_a_verification_and_the_state_says_so():
+    # NGRAM finds no match in some steps (the profile's matchRate 0.7): vLLM would count no draft for them,
+    # SGLang counts a verify forward of one token. The state's engine length must follow SGLang.
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Qwen3-8B", "--port", str(free_port()),
+            "--enable-metrics", "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4"]
+
+    async def scenario():
+        async with emulator(argv) as (_, engine, s):
+            before = await scrape(s, "sglang")
+            body = {"prompt": "Hello", "max_tokens": 300, "stream": False}
+            assert (await s.post("/v1/completions", json=body)).status == 200
+            after = await scrape(s, "sglang")
+            return before, after, engine.state()
+
+    before, after, state = run(scenario())
+    totals, w = state["totals"], m.window(before, after)
+    length = totals["engineAcceptanceLength"]
+    assert totals["verificationSteps"] < totals["verifyForwards"] == length["steps"] == w.drafts
+    assert length["mean"] < totals["meanAcceptanceLength"]  # the steps without a draft pull SGLang's mean down
+    # the window counts the prefill token too, and the last step may be cut at max_tokens (up to 4 tokens)
+    assert -4 / w.drafts <= w.mean_acceptance_length - length["mean"] <= 1 / w.drafts + 1e-9
 
 
 def test_sglang_without_enable_metrics_has_no_metrics_endpoint():

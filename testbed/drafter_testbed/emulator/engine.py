@@ -15,6 +15,7 @@ and ``emitted tokens <= 1 + steps + accepted``.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -49,6 +50,21 @@ class Totals:
     verification_steps: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    #: Sum of each step's accepted count squared: with the counts above, the spread of a step's acceptance
+    #: length, which tells how far a window of n steps may lie from the lifetime mean by chance alone.
+    accepted_squares: int = 0
+    #: Every step of a speculative decoder, one that drafted nothing too: SGLang counts each as a
+    #: verification (``spec_verify_ct``), vLLM only those that drafted (``verification_steps``).
+    verify_forwards: int = 0
+
+
+def _length_statistics(totals: Totals, steps: int) -> dict[str, float | int] | None:
+    """Mean and population standard deviation of ``1 + accepted`` over ``steps`` steps."""
+    if not steps:
+        return None
+    mean = totals.accepted_tokens / steps
+    return {"steps": steps, "mean": 1 + mean,
+            "stdev": math.sqrt(max(totals.accepted_squares / steps - mean * mean, 0.0))}
 
 
 def _tree_shape(spec) -> dict[str, int]:
@@ -177,10 +193,13 @@ class EmulatedEngine:
         # and like vLLM a step that drafted nothing counts no draft.
         self.exporter.step(emitted, drafted, accepted, at - ticket.last_token_at)
         self.totals.generated_tokens += emitted
+        if self.decoder.speculative:
+            self.totals.verify_forwards += 1
         if drafted:
             self.totals.verification_steps += 1
             self.totals.draft_tokens += drafted
             self.totals.accepted_tokens += accepted
+            self.totals.accepted_squares += accepted * accepted
         self._load_changed(0, emitted)
 
     def on_finished(self, ticket: Ticket, at: float) -> None:
@@ -208,6 +227,11 @@ class EmulatedEngine:
             "acceptanceRate": (totals.accepted_tokens / totals.draft_tokens) if totals.draft_tokens else None,
             "meanAcceptanceLength": (1 + totals.accepted_tokens / totals.verification_steps)
             if totals.verification_steps else None,
+            "verifyForwards": totals.verify_forwards,
+            # The acceptance length as this engine counts its steps (a step that drafted nothing adds 0 to
+            # both sums), and its spread over those steps.
+            "engineAcceptanceLength": _length_statistics(totals, totals.verify_forwards if config.engine == "sglang"
+                                                         else totals.verification_steps),
         }
         return {
             "engine": config.engine,
