@@ -74,6 +74,15 @@ def revision_record(spec: DrafterServingSpec, image: str, name: str, now: str) -
             "drafterSpec": spec.drafter.to_json()}
 
 
+def restored_spec(spec: DrafterServingSpec, record: dict) -> tuple[DrafterServingSpec, str] | None:
+    """The spec and image that rebuild a recorded revision exactly (its own drafter and image in the current
+    spec), or None when it cannot be rebuilt: something else that names a revision changed since, or its
+    record is unreadable. What brings back a revision whose Deployment someone deleted."""
+    if not _restorable(spec, record):
+        return None
+    return spec.model_copy(update={"drafter": DrafterSpec.model_validate(record["drafterSpec"])}), record["image"]
+
+
 def _restorable(spec: DrafterServingSpec, record: dict) -> bool:
     """Can this revision be rebuilt from the current spec and its recorded drafter? Only when nothing
     else that names a revision (target, engine, GPUs) changed since: a rollback restores a drafter."""

@@ -31,7 +31,7 @@ from drafter_operator.controllers.revisions import measured_as, pod_settings_has
 from drafter_operator.controllers.serving_compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
-    decide_acceptance, revision_record, running_spec
+    decide_acceptance, restored_spec, revision_record, running_spec
 from drafter_operator.controllers.serving_observe import Observed, newest_first
 from drafter_operator.controllers.serving_patches import (
     Write,
@@ -126,8 +126,9 @@ def decide(state: ServingState) -> ServingPlan:
         target = choose_revision(serving.spec, spec_image, status, observed.measured, judged.action)
     spec, image, desired = target.running.spec, target.running.image, target.revision
     compatible = check_compatibility(spec, image, desired, observed, status)
-    if active is not None and active not in observed.revisions and active != desired:
-        active = None  # its Deployment is gone: nothing left to protect or fall back to
+    # An active revision whose Deployment someone deleted (`kubectl delete deploy` to restart it, a GitOps
+    # prune) is still what the Service points at: the swap goes on through its gate, never to the pending
+    # revision at once, and the active one is rebuilt from its record where it can be (child_writes).
     retried = retry_request(meta, status, desired)
     status = {**status, **(retried or {})}
     # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
@@ -271,17 +272,42 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
     writes: list[Write | None] = []
     for revision, replicas in swap.scale.items():
         if revision == desired:
-            writes.append(deployment_write(body, engine_deployment(
-                serving, revision, replicas, pod_spec,
-                annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
-                             SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
-                             POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
-                observed.deployments.get(revision)))
+            writes.append(revision_write(state, serving, revision, replicas, spec, pod_spec))
         elif revision in observed.deployments:
             writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas))
+        elif replicas > 0:
+            writes.append(restore_write(state, serving, revision, replicas))
     writes.append(gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT))
     writes.append(pointer_write(serving, body, observed, swap.service_revision, swap.switched_from, port, state.now))
     return [w for w in writes if w]
+
+
+def revision_write(state: ServingState, serving: DrafterServing, revision: str, replicas: int, spec,
+                   pod_spec: dict) -> Write | None:
+    """Create a revision's Deployment, or bring it to ``replicas`` and the spec's pod settings."""
+    body = state.serving
+    return deployment_write(body, engine_deployment(
+        serving, revision, replicas, pod_spec,
+        annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
+                     SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
+                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
+        state.observed.deployments.get(revision))
+
+
+def restore_write(state: ServingState, serving: DrafterServing, revision: str, replicas: int) -> Write | None:
+    """Re-create the Deployment of a revision the swap keeps (the active one) after someone deleted it, from its
+    status record, when the current spec with the record's drafter and image rebuilds exactly that revision;
+    None when it cannot (the target, engine or GPUs changed since): then only the swap's own path goes on."""
+    record = next((r for r in (state.serving.get("status") or {}).get("revisions") or [] if r.get("name") == revision),
+                  None)
+    rebuilt = restored_spec(serving.spec, record) if record else None
+    if rebuilt is None:
+        return None
+    spec, image = rebuilt
+    engine = engines.engine(spec.engine)
+    pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
+                               engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH, state.operator_image)
+    return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec, pod_spec)
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,
