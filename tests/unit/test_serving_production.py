@@ -4,8 +4,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from drafter_operator.controllers.serving import ServingReconciler
+from drafter_operator.kube import ApiError
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
-from tests.unit.test_serving_decide import World, finish_gate, gated_body
+from tests.unit.test_serving_apply import RecordingKube
+from tests.unit.test_serving_decide import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
 
 
 def gating_swap() -> tuple[World, str, str]:
@@ -69,3 +74,52 @@ def test_an_active_revision_that_cannot_be_rebuilt_is_not_replaced_by_an_ungated
     finish_gate(world, passed=True, message="1.3x")
     world.converge()
     assert selected(world) == new
+
+
+class HandMadeServiceKube(RecordingKube):
+    """An apiserver holding a Service of the serving's name that the operator's label-selected watch never
+    delivers: a create of it answers AlreadyExists (Kube.create returns None), a GET shows it."""
+
+    def __init__(self, world: World, service: dict):
+        super().__init__(world)
+        self.hand_made = service
+
+    def create(self, path: str, body: dict) -> dict | None:
+        if path.endswith("/services"):
+            self.requests.append(("create", path, body))
+            return None
+        return super().create(path, body)
+
+    def get(self, path: str) -> dict | None:
+        self.requests.append(("get", path, {}))
+        return self.hand_made if path.endswith(f"/services/{self.hand_made['metadata']['name']}") else None
+
+
+def hand_made_service(owner_uid: str | None = None) -> dict:
+    meta = {"name": "kimi", "namespace": "team", "uid": "svc-1"}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing", "name": "kimi",
+                                    "uid": owner_uid, "controller": True}]
+    return {"metadata": meta, "spec": {"selector": {"app": "legacy-kimi"}, "ports": [{"port": 8000}]}}
+
+
+def test_a_hand_made_service_without_labels_is_a_name_conflict_never_adopted():
+    world = World(seed_body())
+    kube = HandMadeServiceKube(world, hand_made_service())
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    events: list[tuple[str, str, str]] = []
+    with pytest.raises(ApiError):
+        reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
+    ready, progressing = world.condition("Ready"), world.condition("Progressing")
+    assert (ready["status"], ready["reason"]) == ("False", "NameConflict")
+    assert progressing["reason"] == "NameConflict" and "Service team/kimi exists and is not owned" in progressing["message"]
+    assert ("Warning", "NameConflict") in [(kind, reason) for kind, reason, _ in events]
+    assert not [r for r in kube.requests if r[0] in ("patch", "delete") and "/services/" in r[1]]  # never touched
+
+
+def test_our_own_service_that_the_watch_has_not_delivered_yet_is_no_conflict():
+    world = World(seed_body())
+    kube = HandMadeServiceKube(world, hand_made_service(owner_uid=world.body["metadata"]["uid"]))
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
+    assert world.condition("Progressing")["reason"] != "NameConflict"

@@ -19,8 +19,8 @@ from drafter_operator.constants import API_GROUP_VERSION, SERVING_PLURAL
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
-from drafter_operator.controllers.serving_observe import Observed
-from drafter_operator.controllers.serving_patches import Write, changed_fields
+from drafter_operator.controllers.serving_observe import Observed, owned_by
+from drafter_operator.controllers.serving_patches import Write, changed_fields, name_conflict_message
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -161,14 +161,27 @@ class PlanWriter:
             log.info("%s/%s: %s %s", self.namespace, self.name, write.verb, write.path)
             send = self.kube.create if write.verb == "create" else self.kube.patch
             try:
-                self.remember(write.plural, send(write.path, write.body))
+                response = send(write.path, write.body)
+                if write.verb == "create" and response is None:
+                    self.check_owner(write)
+                self.remember(write.plural, response)
             except ApiError as exc:
-                if not refusal(exc):
+                if not refusal(exc) and not isinstance(exc, NameHeld):
                     raise
                 log.warning("%s/%s: %s %s refused: %s", self.namespace, self.name, write.verb, write.path, exc)
                 return refused_plan(plan, write, exc, self.body.get("status") or {}, self.clock(),
                                     (self.body.get("metadata") or {}).get("generation")), exc
         return plan, None
+
+    def check_owner(self, write: Write) -> None:
+        """A create answered AlreadyExists: the object of that name must be this serving's own. The watches see
+        only labelled children, so a same-named object without the labels (the hand-made Service of a migration)
+        reaches the operator here first, and using it would route the serving's endpoint to someone else's pods."""
+        name = write.body["metadata"]["name"]
+        existing = self.kube.get(f"{write.path}/{name}")
+        uid = (self.body.get("metadata") or {}).get("uid")
+        if existing is not None and uid and not owned_by(existing, uid):
+            raise NameHeld(write, name_conflict_message([write]))
 
     def write_status(self, plan: ServingPlan) -> None:
         if not plan.status:
@@ -206,33 +219,50 @@ class PlanWriter:
 #: RBAC): retrying the same write cannot succeed until someone changes something, so a person must see it.
 REFUSAL_CODES = (400, 403, 404, 422)
 WRITE_REFUSED = "WriteRefused"
+NAME_CONFLICT = "NameConflict"
 
 
 def refusal(exc: ApiError) -> bool:
     return exc.status in REFUSAL_CODES
 
 
+class NameHeld(ApiError):
+    """A child's name is held by an object this serving does not own (found when its create met AlreadyExists)."""
+
+    def __init__(self, write: Write, message: str):
+        super().__init__(409, "AlreadyExists", json.dumps({"message": message}))
+        self.write, self.message = write, message
+
+
 def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, now: dt.datetime,
                  generation: int | None) -> ServingPlan:
     """The plan as far as it can go after ``write`` was refused (pure): its status with Progressing
-    WriteRefused carrying the apiserver's message; the traffic-moving parts after the refused write are
-    not applied, so their Events and counters go too. A Warning Event only when the refusal is news."""
+    WriteRefused carrying the apiserver's message (NameConflict when another owner holds the name); the
+    traffic-moving parts after the refused write are not applied, so their Events and counters go too. A
+    Warning Event only when the refusal is news."""
     target = write.body.get("metadata", {}).get("name") or write.path.rsplit("/", 1)[-1]
-    message = f"{write.verb} {write.kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
-    verdict = Verdict("False", WRITE_REFUSED, message[:2000])
+    if isinstance(exc, NameHeld):
+        reason, message = NAME_CONFLICT, exc.message
+    else:
+        reason = WRITE_REFUSED
+        message = f"{write.verb} {write.kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
+    verdict = Verdict("False", reason, message[:2000])
     base = plan.status.get("conditions") or status.get("conditions")
     current = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})
-    news = (current.get("reason"), current.get("message")) != (WRITE_REFUSED, verdict.message)
+    news = (current.get("reason"), current.get("message")) != (reason, verdict.message)
     # What serves did not change: a refused Service write did not move traffic, so the fields that say where
     # it goes keep what they said.
     kept = {k: v for k, v in plan.status.items() if k not in ("activeRevision", "previousRevision", "serving")}
-    new_status = {**kept, "conditions": conditions.merge(base, [("Progressing", verdict)], generation, now)}
+    verdicts = [("Progressing", verdict)]
+    if reason == NAME_CONFLICT and write.plural == "services":
+        verdicts.append(("Ready", verdict))  # the endpoint's name routes to someone else's pods: nothing of ours serves
+    new_status = {**kept, "conditions": conditions.merge(base, verdicts, generation, now)}
     if not news:
         new_status = changed_fields(status, new_status)
     # The plan's own word on Progressing and on traffic moving no longer holds: the refusal replaces it.
     kept_events = [e for e in plan.events if e[1] != "Switched" and not e[2].startswith("Progressing=")]
     return ServingPlan(record_first=plan.record_first, status=new_status,
-                       events=kept_events + ([("Warning", WRITE_REFUSED, message)] if news else []),
+                       events=kept_events + ([("Warning", reason, message)] if news else []),
                        engine=plan.engine, recheck_at=plan.recheck_at)
 
 

@@ -147,6 +147,8 @@ def decide(state: ServingState) -> ServingPlan:
     plan.writes, conflict = name_conflicts(child_writes(state, serving, target, swap, gate, port), observed)
     if conflict:
         swap.progressing = conflict
+        if ("services", meta["name"]) in observed.foreign:
+            swap.ready = conflict  # the endpoint's name routes to someone else's pods: nothing of ours serves
         if target.running.action and (active != desired or observed.service is None):  # blocked, not "under way"
             judged.degraded = action_blocked(target.running.action, conflict.message, active)
     new_status = status_fields(state, status, swap, revisions, port, judged, compatible.condition)

@@ -167,7 +167,10 @@ def name_conflicts(writes: list[Write], observed: Observed) -> tuple[list[Write]
     blocked_by = [w for w in writes if w.verb == "create" and (w.plural, w.body["metadata"]["name"]) in observed.foreign]
     if not blocked_by:
         return writes, None
+    return [w for w in writes if w not in blocked_by], Verdict("False", "NameConflict", name_conflict_message(blocked_by))
+
+
+def name_conflict_message(blocked_by: list[Write]) -> str:
     names = ", ".join(f"{w.kind} {w.body['metadata']['namespace']}/{w.body['metadata']['name']}" for w in blocked_by)
-    return [w for w in writes if w not in blocked_by], Verdict(
-        "False", "NameConflict", f"{names} exists and is not owned by this DrafterServing (left by a deleted serving "
-                                 "of the same name, or made by hand): delete it, or rename the serving")
+    return (f"{names} exists and is not owned by this DrafterServing (left by a deleted serving of the same name, or "
+            "made by hand): delete it, or rename the serving")
