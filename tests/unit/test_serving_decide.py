@@ -98,7 +98,7 @@ class World:
         if plan.status:
             self.body["status"] = merge_patch(self.body.get("status") or {}, plan.status)
         for path in plan.deletes:
-            self.deployments.pop(path.rsplit("/", 1)[1], None)
+            (self.benchmarks if "/drafterbenchmarks/" in path else self.deployments).pop(path.rsplit("/", 1)[1], None)
         self.events += plan.events
 
     def ask_for_k(self, tokens: int) -> None:

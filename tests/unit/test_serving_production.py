@@ -123,3 +123,43 @@ def test_our_own_service_that_the_watch_has_not_delivered_yet_is_no_conflict():
     reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
     reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
     assert world.condition("Progressing")["reason"] != "NameConflict"
+
+
+def gates(world: World) -> list[dict]:
+    return list(world.benchmarks.values())
+
+
+def test_a_failed_gate_is_run_again_on_the_retry_annotation_and_its_new_verdict_decides():
+    world, old, new = gating_swap()
+    finish_gate(world, passed=False, message="0.8x: the cluster was busy")
+    world.converge()
+    assert selected(world) == old and deployment_name("kimi", new) not in world.deployments
+    world.body["metadata"]["annotations"] = {"drafter.dev/retry": "quiet-cluster"}
+    retry = world.decide()
+    # The old verdict is no verdict any more: the revision starts again and its stale gate goes.
+    assert [p.rsplit("/", 1)[1] for p in retry.deletes] == [b["metadata"]["name"] for b in gates(world)]
+    world.apply(retry)
+    world.settle()
+    world.apply(world.decide())
+    (gate,) = gates(world)
+    assert "status" not in gate and gate["metadata"]["annotations"]["drafter.dev/gate-attempt"] == "quiet-cluster"
+    assert world.condition("Progressing")["reason"] == "Gating" and selected(world) == old
+    finish_gate(world, passed=True, message="1.3x")
+    world.converge()
+    assert selected(world) == new
+
+
+def test_a_stale_failed_gate_still_in_view_after_the_retry_never_fails_the_revision_again():
+    world, old, new = gating_swap()
+    finish_gate(world, passed=False, message="0.8x")
+    world.converge()
+    world.body["metadata"]["annotations"] = {"drafter.dev/retry": "1"}
+    kept = dict(world.benchmarks)
+    world.apply(world.decide())
+    world.benchmarks = kept  # the benchmark watch lags: the deleted failed gate is still seen
+    world.settle()
+    for _ in range(3):
+        world.apply(world.decide())
+        world.settle()
+    assert not [r for r in world.body["status"]["revisions"] if r["name"] == new and r.get("good") is False]
+    assert deployment_name("kimi", new) in world.deployments

@@ -206,7 +206,7 @@ class PlanWriter:
                 if not refusal(exc):
                     raise
                 status_now = {**(self.body.get("status") or {}), **plan.record_first, **plan.status}
-                target = Write("delete", "deployments", path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
+                target = Write("delete", path.rsplit("/", 2)[-2], path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
                 reported = refused_plan(ServingPlan(), target, exc, status_now, self.clock(),
                                         (self.body.get("metadata") or {}).get("generation"))
                 if reported.status:

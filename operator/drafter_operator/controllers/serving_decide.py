@@ -41,6 +41,7 @@ from drafter_operator.controllers.serving_patches import (
     name_conflicts,
     scale_write,
 )
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
@@ -158,6 +159,9 @@ def decide(state: ServingState) -> ServingPlan:
     plan.status = changed_fields(status, new_status)
     plan.deletes = [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
                     for revision in swap.delete if revision in observed.deployments]
+    stale = observed.gates.get(desired)
+    if stale_gate(stale, status):  # deleted, so that the retried revision's gate runs again under the same name
+        plan.deletes.append(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, meta["namespace"], stale["metadata"]["name"]))
     plan.events = decision_events(status, new_status, swap, compatible, judged, desired if retried else None)
     plan.swapped = (promotion.request.strategy if promotion.request else spec.swap.strategy) if swap.switched_from else None
     plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
@@ -233,7 +237,8 @@ def swap_step(state: ServingState, status: dict, target: Target, active: str | N
         # An onDegraded action's revision is not held to the speculation gate: it is the way out of a
         # drafter that no longer pays (no speculation, or a drafter that was good), and a gate it fails
         # would leave the degraded drafter serving while status reports the action.
-        gated=gate is not None and target.running.action is None, gate=gate_verdict(observed.gates.get(desired)),
+        gated=gate is not None and target.running.action is None,
+        gate=gate_verdict(None if stale_gate(observed.gates.get(desired), status) else observed.gates.get(desired)),
         gate_source=promotion.gate_source,
         gate_timeout=dt.timedelta(seconds=parse_duration(spec.swap.gate_timeout)),
         gating_since=gating_since(status.get("gating"), desired),
@@ -359,6 +364,15 @@ def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: 
                if event[1] not in posted or event in swap.events]
     return events + compatibility_events(compatible) + judged.events
 
+
+
+def stale_gate(benchmark: dict | None, status: dict) -> bool:
+    """A failed gate run before the last retry request (``drafter.dev/retry``): no verdict on the retried
+    revision, which is gated again (pure). A passed gate stays a verdict whatever was retried since."""
+    if benchmark is None or (gate_verdict(benchmark) or Verdict("True", "", "")).status == "True":
+        return False
+    attempt = (benchmark["metadata"].get("annotations") or {}).get(GATE_ATTEMPT_ANNOTATION)
+    return attempt != status.get("retryRequest")
 
 
 def gate_verdict(benchmark: dict | None) -> Verdict | None:

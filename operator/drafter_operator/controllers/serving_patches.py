@@ -74,11 +74,14 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
 
 
 def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed, port: int) -> Write | None:
-    """The gate benchmark of a Ready new revision, once (it is a record: never re-created or changed)."""
+    """The gate benchmark of a Ready new revision, once per attempt (it is a record: never changed; a failed
+    one from before a retry is deleted first, `stale_gate`)."""
     if revision is None or revision in observed.gates or not observed.ready_pod_ips.get(revision):
         return None
     namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
-    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate)
+    attempt = (owner.get("status") or {}).get("retryRequest")
+    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate,
+                              attempt=attempt)
     adopt(manifest, owner)
     return Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                  manifest)

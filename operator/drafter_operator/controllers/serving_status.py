@@ -26,7 +26,10 @@ def retry_request(meta: dict, status: dict, desired: str) -> dict | None:
         return None
     revisions = [{k: v for k, v in r.items() if k not in ("good", "failedReason")}
                  if r.get("name") == desired and r.get("good") is False else r for r in status.get("revisions") or []]
-    return {"revisions": revisions, "retryRequest": retry}
+    fields = {"revisions": revisions, "retryRequest": retry}
+    if (status.get("gating") or {}).get("revision") == desired:
+        fields["gating"] = None  # its gate deadline counts afresh from the retried gating
+    return fields
 
 
 def serving_now(active: str | None, revisions: list[dict]) -> dict | None:

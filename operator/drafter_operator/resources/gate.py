@@ -13,6 +13,7 @@ from drafter_operator.constants import (
     API_GROUP_VERSION,
     DRAFTER_ANNOTATION,
     ENGINE_ANNOTATION,
+    GATE_ATTEMPT_ANNOTATION,
     GATE_LABEL,
     K_ANNOTATION,
     REVISION_LABEL,
@@ -29,8 +30,9 @@ def gate_name(serving: str, revision: str) -> str:
 
 
 def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revision: str, pod_ip: str,
-                   port: int, gate: BenchmarkGate | None = None) -> dict:
-    """``gate``: the gate in force for this revision (a promotion's one-shot gate), else spec.swap.gate."""
+                   port: int, gate: BenchmarkGate | None = None, attempt: str | None = None) -> dict:
+    """``gate``: the gate in force for this revision (a promotion's one-shot gate), else spec.swap.gate;
+    ``attempt``: the serving's last retry request (status.retryRequest), recorded on the gate."""
     gate = gate or spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
                                  exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels"})
@@ -45,6 +47,8 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
     annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)
+    if attempt:
+        annotations[GATE_ATTEMPT_ANNOTATION] = attempt
     return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
             "metadata": {"name": gate_name(serving, revision), "namespace": namespace,
                          "labels": {**serving_labels(serving), REVISION_LABEL: revision, GATE_LABEL: "true"},
