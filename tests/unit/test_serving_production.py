@@ -4,7 +4,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+
 import pytest
+
+from drafter_operator import timestamps
+from drafter_operator.constants import SCALED_UP_ANNOTATION
+from drafter_operator.controllers.serving_observe import revision_observation
+from drafter_operator.controllers.swap import SwapInput, start_failure
 
 from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.kube import ApiError
@@ -163,3 +171,34 @@ def test_a_stale_failed_gate_still_in_view_after_the_retry_never_fails_the_revis
         world.settle()
     assert not [r for r in world.body["status"]["revisions"] if r["name"] == new and r.get("good") is False]
     assert deployment_name("kimi", new) in world.deployments
+
+
+def test_a_scale_up_from_zero_starts_the_placement_clock_anew_before_any_pod_exists():
+    world = World(seed_body(replicas=0))
+    world.converge()
+    (deployment,) = world.deployments.values()
+    world.now += dt.timedelta(days=3)  # scaled to zero for days, never Ready: never good
+    world.body["spec"]["replicas"] = 2
+    world.body["metadata"]["generation"] = 2
+    scale = world.decide()
+    (write,) = [w for w in scale.writes if w.plural == "deployments"]
+    assert write.body["spec"]["replicas"] == 2
+    assert write.body["metadata"]["annotations"][SCALED_UP_ANNOTATION] == timestamps.format_seconds(world.now)
+    assert not scale.record_first  # not failed before any pod of the scale-up could be placed
+    world.apply(scale)
+    # The ReplicaSet controller has not made the pods yet: the observation has none, and the bound counts
+    # from the scale-up, not from the Deployment's creation three days ago.
+    observed = revision_observation("r", world.deployments[deployment["metadata"]["name"]], [], None)
+    assert observed.pods == 0 and observed.scaled_up == world.now
+    inputs = SwapInput(desired="r", strategy="BlueGreen", replicas=2, startup_timeout=dt.timedelta(minutes=45),
+                       active=None, failed=frozenset(), revisions={"r": observed}, now=world.now + dt.timedelta(minutes=29))
+    assert start_failure(observed, 2, inputs) is None
+    late = dataclasses.replace(inputs, now=world.now + dt.timedelta(minutes=31))
+    assert "placementTimeout 30m" in start_failure(observed, 2, late)
+
+
+def test_an_unreadable_scale_up_annotation_counts_as_none():
+    deployment = {"metadata": {"name": "kimi-r", "creationTimestamp": "2026-12-01T00:00:00Z", "generation": 1,
+                               "annotations": {SCALED_UP_ANNOTATION: "yesterday"}},
+                  "spec": {"replicas": 1}, "status": {}}
+    assert revision_observation("r", deployment, [], None).scaled_up is None

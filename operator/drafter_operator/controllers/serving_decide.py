@@ -41,7 +41,7 @@ from drafter_operator.controllers.serving_patches import (
     name_conflicts,
     scale_write,
 )
-from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION, SCALED_UP_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
@@ -281,7 +281,8 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
         if revision == desired:
             writes.append(revision_write(state, serving, revision, replicas, spec, pod_spec))
         elif revision in observed.deployments:
-            writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas))
+            writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas,
+                                      timestamps.format_seconds(state.now)))
         elif replicas > 0:
             writes.append(restore_write(state, serving, revision, replicas))
     writes.append(gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT))
@@ -297,7 +298,8 @@ def revision_write(state: ServingState, serving: DrafterServing, revision: str, 
         serving, revision, replicas, pod_spec,
         annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
                      SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
-                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
+                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec),
+                     SCALED_UP_ANNOTATION: timestamps.format_seconds(state.now)}),
         state.observed.deployments.get(revision))
 
 

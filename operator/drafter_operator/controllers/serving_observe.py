@@ -16,7 +16,7 @@ from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
-from drafter_operator.constants import GATE_LABEL, REVISION_LABEL
+from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SCALED_UP_ANNOTATION
 
 
 @dataclass
@@ -88,7 +88,9 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
         unschedulable=unschedulable, exited=exited, exit_restarts=restarts, exit_final=final,
         scheduled=min(filter(None, map(scheduled_at, current)), default=None),
         placement_started=min((timestamps.parse(p["metadata"]["creationTimestamp"]) for p in current
-                               if p["metadata"].get("creationTimestamp")), default=None))
+                               if p["metadata"].get("creationTimestamp")), default=None),
+        # parse_aware: an annotation anyone can edit; an unreadable one is no scale-up.
+        scaled_up=timestamps.parse_aware((deployment["metadata"].get("annotations") or {}).get(SCALED_UP_ANNOTATION)))
 
 
 def _observe_benchmarks(observed: Observed, benchmarks: Iterable[dict], owner_uid: str | None) -> None:

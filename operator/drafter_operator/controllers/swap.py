@@ -46,6 +46,7 @@ class RevisionObservation:
     # bound counts from there: node autoscaling, a scale-up from zero). None: no such pod.
     scheduled: dt.datetime | None = None
     placement_started: dt.datetime | None = None
+    scaled_up: dt.datetime | None = None  # when the operator last scaled it up from zero (its annotation)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
     cure, it could not be placed, or its startup timed out), else None."""
     if observed is None or is_ready(observed, replicas):
         return None
+    if observed.replicas == 0 and observed.pods == 0:
+        return None  # scaled to zero: asked to place nothing yet (this decision scales it up, and records when)
     if observed.exited and (observed.exit_final or observed.exit_restarts >= inp.engine_restarts):
         restarted = f" (after {observed.exit_restarts} restarts)" if observed.exit_restarts else ""
         return f"failed to start: {observed.exited}{restarted}"
@@ -127,9 +130,12 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
 
 
 def placement_clock(observed: RevisionObservation) -> dt.datetime:
-    """Where the placement bound counts from: its first current pod's creation (a scale-up from zero
-    starts it anew), else the Deployment's."""
-    return observed.placement_started or observed.created
+    """Where the placement bound counts from: its first current pod's creation, else (no pod yet) the last
+    scale-up from zero, else the Deployment's creation. A scale-up from zero starts it anew: a revision
+    scaled to zero for days must not fail the moment it is asked for again, before any pod exists."""
+    if observed.placement_started is not None:
+        return observed.placement_started
+    return max(observed.created, observed.scaled_up) if observed.scaled_up else observed.created
 
 
 def start_deadline(observed: RevisionObservation, inp: SwapInput) -> dt.datetime:
