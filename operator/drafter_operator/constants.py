@@ -67,6 +67,9 @@ K_ANNOTATION = f"{API_GROUP}/num-speculative-tokens"
 #: On the Service: the revision it pointed at before the last switch, and when it switched.
 PREVIOUS_REVISION_ANNOTATION = f"{API_GROUP}/previous-revision"
 SWITCHED_AT_ANNOTATION = f"{API_GROUP}/switched-at"
+# On the Service: every revision traffic left whose drain had not ended at the last switch, with when traffic left
+# it (JSON {revision: time}): a second swap within a drain must not cut the first one's streams.
+DRAINS_ANNOTATION = f"{API_GROUP}/draining"
 #: A new value starts a serving's failed revision again (kubectl drafter retry).
 RETRY_ANNOTATION = f"{API_GROUP}/retry"
 # On a revision's Deployment: when the operator last scaled it up from zero (its placement bound counts from there

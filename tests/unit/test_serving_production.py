@@ -11,7 +11,8 @@ import pytest
 
 from drafter_operator import timestamps
 from drafter_operator.constants import SCALED_UP_ANNOTATION
-from drafter_operator.controllers.serving_observe import revision_observation
+from drafter_operator.controllers.serving_observe import Observed, revision_observation
+from drafter_operator.controllers.serving_pointer import draining_revisions, recorded_drains
 from drafter_operator.controllers.swap import SwapInput, start_failure
 
 from drafter_operator.controllers.serving import ServingReconciler
@@ -202,3 +203,67 @@ def test_an_unreadable_scale_up_annotation_counts_as_none():
                                "annotations": {SCALED_UP_ANNOTATION: "yesterday"}},
                   "spec": {"replicas": 1}, "status": {}}
     assert revision_observation("r", deployment, [], None).scaled_up is None
+
+
+def test_two_swaps_in_a_row_keep_the_first_revisions_streams_until_they_finish_or_the_drain_timeout():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    first = world.body["status"]["activeRevision"]
+    for k in (3, 2):  # A -> B, and at once B -> C: both A and B carry 4,000-token streams
+        world.in_flight[world.body["status"]["activeRevision"]] = 5
+        world.ask_for_k(k)
+        world.apply(world.decide())
+        world.settle()
+        world.apply(world.decide())  # the switch
+        world.settle()
+    third = world.body["status"]["activeRevision"]
+    assert selected(world) == third and third != first
+    world.now += dt.timedelta(minutes=4)  # past the proxies' drain, within drainTimeout (5m) of the first switch
+    world.apply(world.decide())
+    assert deployment_name("kimi", first) in world.deployments  # its streams are still running
+    world.in_flight[first] = 0  # they finished
+    world.apply(world.decide())
+    assert deployment_name("kimi", first) not in world.deployments
+
+
+def test_a_revision_left_two_switches_ago_is_stopped_at_its_own_drain_timeout_when_its_count_is_unreadable():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    first = world.body["status"]["activeRevision"]
+    world.ask_for_k(3)
+    world.apply(world.decide())
+    world.settle()
+    switch = world.decide()
+    world.apply(switch)
+    world.settle()
+    world.in_flight[first] = 5
+    world.now += dt.timedelta(seconds=30)
+    world.ask_for_k(2)
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())  # the second switch: the first revision drains since the first one
+    assert deployment_name("kimi", first) in world.deployments
+    state = world.state()
+    state.observed.in_flight.pop(first)  # its engines did not answer
+    from drafter_operator.controllers.serving_decide import decide
+    assert deployment_name("kimi", first) not in [p.rsplit("/", 1)[1] for p in decide(state).deletes]
+    world.now = switch_time(switch) + dt.timedelta(minutes=5, seconds=1)
+    state = world.state()
+    state.observed.in_flight.pop(first)
+    assert deployment_name("kimi", first) in [p.rsplit("/", 1)[1] for p in decide(state).deletes]
+
+
+def switch_time(plan) -> dt.datetime:
+    (write,) = [w for w in plan.writes if w.plural == "services"]
+    return timestamps.parse(write.body["metadata"]["annotations"]["drafter.dev/switched-at"])
+
+
+def test_the_loop_reads_the_streams_of_every_revision_that_drains_and_a_hand_edited_record_is_none():
+    service = {"metadata": {"annotations": {"drafter.dev/previous-revision": "b",
+                                            "drafter.dev/draining": '{"a":"2026-12-01T00:00:00Z","b":"2026-12-01T00:01:00Z"}'}},
+               "spec": {"selector": {REVISION_LABEL: "c"}}}
+    observed = Observed(deployments={"a": {}, "b": {}, "c": {}}, service=service)
+    assert draining_revisions(observed) == ["a", "b"]
+    for edited in ("not json", '["a"]', '{"a": "yesterday"}'):
+        service["metadata"]["annotations"]["drafter.dev/draining"] = edited
+        assert recorded_drains(service) == {} and draining_revisions(observed) == ["b"]

@@ -218,13 +218,13 @@ def test_a_failed_revision_starts_again_on_the_retry_annotation_without_a_spec_c
 
 
 def test_the_loop_asks_the_engines_of_the_revision_traffic_left_and_of_no_other():
-    from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
+    from drafter_operator.controllers.serving_pointer import draining_revisions, revision_engine
     world, old, new = switched_world()
-    assert draining_revision(world.state().observed) == old
+    assert draining_revisions(world.state().observed) == [old]
     assert revision_engine(world.body, old) == "vllm"
     world.now += dt.timedelta(seconds=20)
     world.apply(world.decide())  # drained (the World's engines report nothing in flight) and deleted
-    assert draining_revision(world.state().observed) is None
+    assert draining_revisions(world.state().observed) == []
 
 
 def test_a_measurement_of_an_earlier_serving_of_the_same_name_is_not_evidence():

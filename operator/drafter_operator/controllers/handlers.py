@@ -30,7 +30,7 @@ from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_acceptance import Watched, WatchedByVersion
 from drafter_operator.controllers.serving_observe import observed_from
-from drafter_operator.controllers.serving_pointer import draining_revision, revision_engine
+from drafter_operator.controllers.serving_pointer import draining_revisions, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
@@ -280,10 +280,9 @@ async def _measure(monitor: AcceptanceMonitor, watched: Watched | None, snapshot
 
 
 async def _read_drain(observed, snapshot: dict) -> None:
-    """The requests in flight on the revision that drains: its engines say when their streams are done, so
-    the drain ends then, not after a guess."""
-    draining = draining_revision(observed)
-    if draining:
+    """The requests in flight on each revision that drains: its engines say when their streams are done, so
+    its drain ends then, not after a guess."""
+    for draining in draining_revisions(observed):
         engine = revision_engine(snapshot, draining)
         requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
                                             engines.engine(engine).DEFAULT_PORT)

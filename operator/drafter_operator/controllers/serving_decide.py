@@ -44,12 +44,12 @@ from drafter_operator.controllers.serving_patches import (
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION, SCALED_UP_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
-from drafter_operator.controllers.serving_pointer import pointer_write, published_port, switch_record
+from drafter_operator.controllers.serving_pointer import pointer_write, published_port, recorded_drains, switch_record
 from drafter_operator.controllers.serving_schedule import speculation_schedule
 from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
-from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining, gate_deadline, is_ready, \
-    plan_swap, start_deadline
+from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
+    is_ready, left_at, plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
@@ -231,6 +231,7 @@ def swap_step(state: ServingState, status: dict, target: Target, active: str | N
         failed=frozenset(r["name"] for r in revisions if r.get("good") is False), revisions=observed.revisions,
         now=state.now, previous=switched.get(PREVIOUS_REVISION_ANNOTATION),
         switched_at=timestamps.parse(switched[SWITCHED_AT_ANNOTATION]) if switched.get(SWITCHED_AT_ANNOTATION) else None,
+        drains=recorded_drains(observed.service),
         drain=state.drain,
         drain_timeout=max(state.drain, dt.timedelta(seconds=parse_duration(spec.swap.drain_timeout))),
         in_flight=observed.in_flight,
@@ -286,7 +287,8 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
         elif replicas > 0:
             writes.append(restore_write(state, serving, revision, replicas))
     writes.append(gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT))
-    writes.append(pointer_write(serving, body, observed, swap.service_revision, swap.switched_from, port, state.now))
+    writes.append(pointer_write(serving, body, observed, swap.service_revision, swap.switched_from, port, state.now,
+                                swap.still_draining))
     return [w for w in writes if w]
 
 
@@ -423,18 +425,21 @@ DRAIN_POLL = dt.timedelta(seconds=5)
 
 def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
     """The earliest future moment at which `plan_swap` could answer differently with nothing else changed:
-    a revision that is not Ready reaching its startup timeout, or the revision traffic left (now, or at
-    the last switch) finishing its drain. One second past each, since both comparisons are strict."""
+    a revision that is not Ready reaching its startup timeout, or a revision traffic left (now, or at
+    an earlier switch) finishing its drain. One second past each, since both comparisons are strict."""
     moments = [start_deadline(r, inp) for r in inp.revisions.values() if not is_ready(r, inp.replicas)]
     if plan.run_gate:
         moments.append(gate_deadline(inp) or inp.now + inp.gate_timeout)
     if plan.switched_from:
         moments.append(inp.now + inp.drain)
-    elif inp.previous in inp.revisions and draining(inp, inp.previous) and inp.switched_at is not None:
-        if inp.now - inp.switched_at < inp.drain:
-            moments.append(inp.switched_at + inp.drain)
+    for name in draining_revisions(inp):
+        since = left_at(inp, name)
+        if name == plan.switched_from or since is None:
+            continue
+        if inp.now - since < inp.drain:
+            moments.append(since + inp.drain)
         else:  # waiting for its requests to finish: look again soon, and stop waiting at the limit
-            moments += [inp.now + DRAIN_POLL, inp.switched_at + inp.drain_timeout]
+            moments += [inp.now + DRAIN_POLL, since + inp.drain_timeout]
     future = [m + dt.timedelta(seconds=1) for m in moments if m + dt.timedelta(seconds=1) > inp.now]
     return min(future, default=None)
 

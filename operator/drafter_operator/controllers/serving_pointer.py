@@ -8,13 +8,17 @@ serving's life.
 from __future__ import annotations
 
 import datetime as dt
+import json
+from typing import Mapping
 
 from drafter_operator import timestamps
 from drafter_operator.controllers.serving_observe import Observed
 from drafter_operator.controllers.serving_patches import Write, adopt
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import service_revision, serving_service
-from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
+from drafter_operator.constants import DRAINS_ANNOTATION, PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
+
+SWITCH_ANNOTATIONS = (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION, DRAINS_ANNOTATION)
 
 
 def switch_record(service: dict | None) -> dict:
@@ -23,14 +27,17 @@ def switch_record(service: dict | None) -> dict:
 
 
 def pointer_write(serving, owner: dict, observed: Observed, revision: str | None, switched_from: str | None,
-                  port: int, now: dt.datetime) -> Write | None:
-    """Point the Service at ``revision`` (None: leave it), recording the switch when traffic moves now."""
+                  port: int, now: dt.datetime, still_draining: Mapping[str, dt.datetime] | None = None) -> Write | None:
+    """Point the Service at ``revision`` (None: leave it), recording the switch when traffic moves now, with the
+    earlier revisions that still drain (``still_draining``)."""
     if not revision:
         return None
-    record = {k: v for k, v in switch_record(observed.service).items()
-              if k in (PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION)}
+    record = {k: v for k, v in switch_record(observed.service).items() if k in SWITCH_ANNOTATIONS}
     if switched_from:
-        record = {PREVIOUS_REVISION_ANNOTATION: switched_from, SWITCHED_AT_ANNOTATION: timestamps.format_seconds(now)}
+        drains = {**(still_draining or {}), switched_from: now}
+        record = {PREVIOUS_REVISION_ANNOTATION: switched_from, SWITCHED_AT_ANNOTATION: timestamps.format_seconds(now),
+                  DRAINS_ANNOTATION: json.dumps({name: timestamps.format_seconds(at) for name, at in sorted(drains.items())},
+                                                separators=(",", ":"))}
     return service_write(owner, serving_service(serving, revision, port, record), observed.service)
 
 
@@ -61,14 +68,28 @@ def published_port(service: dict | None, status: dict, engine_port: int) -> int:
     return announced if isinstance(announced, int) else engine_port
 
 
-def draining_revision(observed: Observed) -> str | None:
-    """The revision traffic left at the last switch while its Deployment remains (pure): the one whose
-    engines the serving loop asks for their requests in flight before deciding. The Service records the
-    switch with the pointer itself, so a restarted operator finds it there."""
+def recorded_drains(service: dict | None) -> dict[str, dt.datetime]:
+    """The revisions traffic left that the Service's last switch recorded as draining, with when traffic left
+    each (pure); an unreadable record (edited by hand) is none."""
+    try:
+        recorded = json.loads(switch_record(service).get(DRAINS_ANNOTATION) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    left = {name: timestamps.parse_aware(at) for name, at in recorded.items() if isinstance(name, str)}
+    return {name: at for name, at in left.items() if at is not None}
+
+
+def draining_revisions(observed: Observed) -> list[str]:
+    """The revisions traffic left at the last switch, or at an earlier one, while their Deployments remain (pure):
+    those whose engines the serving loop asks for their requests in flight before deciding. The Service records
+    each switch with the pointer itself, so a restarted operator finds them there."""
     service = observed.service or {}
-    previous = ((service.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_REVISION_ANNOTATION)
+    previous = switch_record(service).get(PREVIOUS_REVISION_ANNOTATION)
     active = service_revision(service) if service else None
-    return previous if previous and previous != active and previous in observed.deployments else None
+    left = set(recorded_drains(service)) | ({previous} if previous else set())
+    return sorted(name for name in left if name != active and name in observed.deployments)
 
 
 def revision_engine(serving: dict, revision: str) -> str:

@@ -61,6 +61,8 @@ class SwapInput:
     now: dt.datetime
     previous: str | None = None  # the revision traffic left at the last switch
     switched_at: dt.datetime | None = None
+    # Revisions traffic left at earlier switches, still draining then -> when traffic left each.
+    drains: dict[str, dt.datetime] = field(default_factory=dict)
     drain: dt.timedelta = dt.timedelta(seconds=15)  # the least a revision drains after traffic left it
     drain_timeout: dt.timedelta = dt.timedelta(minutes=5)  # the most, when its engines still report requests
     # revision -> requests its engines report running or waiting (summed over its Ready pods); absent when
@@ -96,6 +98,9 @@ class SwapPlan:
     mark_good: str | None = None
     mark_failed: str | None = None
     run_gate: str | None = None  # benchmark this revision (Ready, not yet taking traffic)
+    # At a switch: the revisions traffic left before that still drain (-> when traffic left them), recorded
+    # on the Service with the switch, beside the revision left now.
+    still_draining: dict[str, dt.datetime] = field(default_factory=dict)
     failure_reason: str | None = None  # why mark_failed, when not the startup timeout
     ready: Verdict | None = None
     progressing: Verdict | None = None
@@ -166,14 +171,28 @@ def gate_deadline(inp: SwapInput) -> dt.datetime | None:
     return inp.gating_since + inp.gate_timeout if inp.gating_since is not None else None
 
 
+def left_at(inp: SwapInput, name: str) -> dt.datetime | None:
+    """When traffic left revision ``name`` (at the last switch or an earlier one still recorded), else None."""
+    if name == inp.previous and inp.switched_at is not None:
+        return inp.switched_at
+    return inp.drains.get(name)
+
+
 def draining(inp: SwapInput, name: str) -> bool:
-    """Whether the revision traffic left at the last switch still finishes requests: never deleted then."""
-    if name != inp.previous or inp.switched_at is None:
+    """Whether a revision traffic left (at the last switch, or an earlier one within its drain) still finishes
+    requests: never deleted then."""
+    since = left_at(inp, name)
+    if since is None:
         return False
-    elapsed = inp.now - inp.switched_at
+    elapsed = inp.now - since
     if elapsed < inp.drain:
         return True
     return elapsed < inp.drain_timeout and inp.in_flight.get(name) != 0
+
+
+def draining_revisions(inp: SwapInput) -> list[str]:
+    """Every revision with a Deployment that still drains (pure)."""
+    return sorted(name for name in inp.revisions if draining(inp, name))
 
 
 def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
@@ -306,6 +325,7 @@ def _switch(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
     plan.scale[desired] = inp.replicas
     plan.service_revision = plan.active = desired
     plan.switched_from = active  # deleted once drained (see _steady)
+    plan.still_draining = {name: left_at(inp, name) for name in draining_revisions(inp) if name not in (active, desired)}
     plan.mark_good = desired if inp.replicas > 0 else None
     plan.ready = _ready_verdict(desired, inp.revisions.get(desired), inp.replicas)
     plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
