@@ -17,6 +17,7 @@ from drafter_operator.controllers.swap import SwapInput, start_failure
 
 from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.kube import ApiError
+from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 from tests.unit.test_serving_apply import RecordingKube
 from tests.unit.test_serving_decide import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
@@ -267,3 +268,58 @@ def test_the_loop_reads_the_streams_of_every_revision_that_drains_and_a_hand_edi
     for edited in ("not json", '["a"]', '{"a": "yesterday"}'):
         service["metadata"]["annotations"]["drafter.dev/draining"] = edited
         assert recorded_drains(service) == {} and draining_revisions(observed) == ["b"]
+
+
+def decide_under(world: World, policy: TenantPolicy):
+    from drafter_operator.controllers.serving_decide import decide
+    return decide(dataclasses.replace(world.state(), tenant_policy=policy))
+
+
+ONLY_INTERNAL = TenantPolicy(image_prefixes=("registry.internal/",))
+
+
+def test_an_allow_list_tightened_mid_swap_keeps_the_active_revision_serving_and_frees_the_pending_ones_gpus():
+    world, old, new = gating_swap()
+    refused = decide_under(world, ONLY_INTERNAL)
+    assert [p.rsplit("/", 1)[1] for p in refused.deletes] == [deployment_name("kimi", new)]
+    assert not refused.writes and refused.swapped is None
+    world.apply(refused)
+    assert selected(world) == old and sorted(world.deployments) == [deployment_name("kimi", old)]
+    ready, progressing = world.condition("Ready"), world.condition("Progressing")
+    assert (ready["status"], ready["reason"]) == ("True", "EngineReady")  # what serves, serves
+    assert progressing["reason"] == "InvalidSpec" and "tenancy.allowedImagePrefixes" in progressing["message"]
+    assert f"revision {old} keeps serving" in progressing["message"]
+    assert "gating" not in world.body["status"]
+    assert ("Warning", "InvalidSpec") in [e[:2] for e in world.events]
+    again = decide_under(world, ONLY_INTERNAL)
+    assert not again.writes_anything()  # steady while refused: no churn
+    world.converge()  # the administrator allows the image again: the swap starts over, through its gate
+    assert selected(world) == old and world.condition("Progressing")["reason"] == "Gating"
+
+
+def test_a_refused_spec_lets_a_draining_revision_finish_its_streams_then_stops_it():
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.in_flight[old] = 3
+    world.ask_for_k(3)
+    world.apply(world.decide())
+    world.settle()
+    world.apply(world.decide())  # switched: old drains with 3 streams
+    world.now += dt.timedelta(seconds=30)
+    refused = decide_under(world, ONLY_INTERNAL)
+    assert refused.deletes == [] and refused.recheck_at is not None  # it wakes to look again
+    world.in_flight[old] = 0
+    world.now = refused.recheck_at
+    done = decide_under(world, ONLY_INTERNAL)
+    assert [p.rsplit("/", 1)[1] for p in done.deletes] == [deployment_name("kimi", old)]
+
+
+def test_a_spec_the_models_refuse_mid_swap_stops_the_pending_revision_too():
+    world, old, new = gating_swap()
+    world.body["spec"]["replicas"] = "many"  # what an older CRD let through, refused by an upgraded operator
+    refused = world.decide()
+    assert [p.rsplit("/", 1)[1] for p in refused.deletes] == [deployment_name("kimi", new)]
+    world.apply(refused)
+    assert world.condition("Progressing")["reason"] == "InvalidSpec" and "spec.replicas" in world.condition("Progressing")["message"]
+    assert world.condition("Ready")["status"] == "True" and selected(world) == old

@@ -23,6 +23,7 @@ import pydantic
 
 from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterServing, parse_duration, serving_problems
+from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.benchmark import operator_image
@@ -49,7 +50,7 @@ from drafter_operator.controllers.serving_schedule import speculation_schedule
 from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
-    is_ready, left_at, plan_swap, start_deadline
+    hold, is_ready, left_at, plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
@@ -117,7 +118,7 @@ def decide(state: ServingState) -> ServingPlan:
     status = body.get("status") or {}
     serving = validated(state)
     if not isinstance(serving, DrafterServing):
-        return _invalid(body, status, serving, state.now)
+        return refused(state, serving)
     observed, meta = state.observed, body["metadata"]
     spec_image = serving.spec.image or state.default_images[serving.spec.engine]
     active = service_revision(observed.service) if observed.service else status.get("activeRevision")
@@ -408,19 +409,67 @@ def tenancy_problems(serving: DrafterServing, state: ServingState) -> list[str]:
     return problems
 
 
-def _invalid(body: dict, status: dict, problems: list[str], now: dt.datetime) -> ServingPlan:
-    meta = body["metadata"]
+def refused(state: ServingState, problems: list[str]) -> ServingPlan:
+    """A spec the operator refuses (schema, cross-field rules, the administrator's tenancy policy, an upgraded
+    operator's rules): what the SRE paged at night wants. What serves keeps serving as it runs, and Ready says
+    so; nothing new starts; a swap's pending revision stops (after its drain, if traffic had left it), so no
+    second revision holds GPUs for a spec that cannot go on; Progressing says InvalidSpec with what to fix."""
+    body, observed, now = state.serving, state.observed, state.now
+    status, meta = body.get("status") or {}, body["metadata"]
     message = "; ".join(problems)
-    new_status = {"observedGeneration": meta.get("generation"), "conditions": conditions.merge(
-        status.get("conditions"), [("Ready", Verdict("False", "InvalidSpec", message)),
-                                   ("Progressing", Verdict("False", "InvalidSpec", "fix the spec to continue"))],
+    active = service_revision(observed.service) if observed.service else status.get("activeRevision")
+    switched = switch_record(observed.service)
+    inp = SwapInput(
+        desired=active or "", strategy="BlueGreen", replicas=0, startup_timeout=dt.timedelta(0), active=active,
+        failed=frozenset(), revisions=observed.revisions, now=now, previous=switched.get(PREVIOUS_REVISION_ANNOTATION),
+        switched_at=timestamps.parse_aware(switched.get(SWITCHED_AT_ANNOTATION)),
+        drains=recorded_drains(observed.service), drain=state.drain,
+        drain_timeout=max(state.drain, dt.timedelta(seconds=parse_duration(refused_drain_timeout(body)))),
+        in_flight=observed.in_flight)
+    held = hold(inp)
+    ready = held.ready or Verdict("False", "InvalidSpec", message)
+    new_status = {"observedGeneration": meta.get("generation"), "gating": None, "conditions": conditions.merge(
+        status.get("conditions"), [("Ready", ready), ("Progressing", Verdict("False", "InvalidSpec",
+                                                                              f"{message}. Fix the spec to continue"
+                                                                              + (f"; revision {active} keeps serving"
+                                                                                 if held.ready else "")))],
         meta.get("generation"), now)}
     changed = changed_fields(status, new_status)
-    return ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
+    plan = ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
+    plan.deletes = [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
+                    for revision in held.delete if revision in observed.deployments]
+    future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
+    plan.recheck_at = min((m for m in future if m > now), default=None)
+    return plan
+
+
+def refused_drain_timeout(body: dict) -> str:
+    """spec.swap.drainTimeout of a spec the models refuse, when it still reads as a duration, else the default."""
+    value = ((body.get("spec") or {}).get("swap") or {}).get("drainTimeout")
+    try:
+        parse_duration(value)
+        return value
+    except (TypeError, ValueError):
+        return SwapSpec.model_fields["drain_timeout"].default
 
 
 #: While an old revision waits for its requests to finish, how often its engines are asked again.
 DRAIN_POLL = dt.timedelta(seconds=5)
+
+
+def drain_moments(inp: SwapInput, skip: str | None = None) -> list[dt.datetime]:
+    """When each revision that drains (but ``skip``) could stop draining: its least drain's end, or, while its
+    engines still report requests, the next look at them and its drain timeout."""
+    moments = []
+    for name in draining_revisions(inp):
+        since = left_at(inp, name)
+        if name == skip or since is None:
+            continue
+        if inp.now - since < inp.drain:
+            moments.append(since + inp.drain)
+        else:  # waiting for its requests to finish: look again soon, and stop waiting at the limit
+            moments += [inp.now + DRAIN_POLL, since + inp.drain_timeout]
+    return moments
 
 
 def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
@@ -432,14 +481,7 @@ def next_deadline(inp: SwapInput, plan: SwapPlan) -> dt.datetime | None:
         moments.append(gate_deadline(inp) or inp.now + inp.gate_timeout)
     if plan.switched_from:
         moments.append(inp.now + inp.drain)
-    for name in draining_revisions(inp):
-        since = left_at(inp, name)
-        if name == plan.switched_from or since is None:
-            continue
-        if inp.now - since < inp.drain:
-            moments.append(since + inp.drain)
-        else:  # waiting for its requests to finish: look again soon, and stop waiting at the limit
-            moments += [inp.now + DRAIN_POLL, since + inp.drain_timeout]
+    moments += drain_moments(inp, skip=plan.switched_from)
     future = [m + dt.timedelta(seconds=1) for m in moments if m + dt.timedelta(seconds=1) > inp.now]
     return min(future, default=None)
 

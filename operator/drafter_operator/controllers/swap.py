@@ -206,6 +206,21 @@ def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
     return plan
 
 
+def hold(inp: SwapInput) -> SwapPlan:
+    """The operator refuses the spec (invalid, outside the administrator's policy, or refused by an upgraded
+    operator): nothing new starts and traffic does not move; the active revision keeps serving as it runs (its
+    replicas untouched), and every other revision (a swap's pending one, a failed one) stops once its drain
+    ends, so a refused spec never holds a second revision's GPUs."""
+    plan = SwapPlan()
+    active = inp.active if inp.active in inp.revisions else None
+    plan.active = inp.active
+    plan.delete = [name for name in inp.revisions if name != active and not draining(inp, name)]
+    if active is not None:
+        observed = inp.revisions[active]
+        plan.ready = _ready_verdict(active, observed, observed.replicas)
+    return plan
+
+
 def plan_swap(inp: SwapInput) -> SwapPlan:
     """The next step: a first revision starts (or fails) in place; the active one keeps serving; a failed
     desired revision stays failed; else the swap moves on (roll back, gate, switch, or start the new one)."""
