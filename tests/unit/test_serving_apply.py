@@ -73,7 +73,7 @@ def test_a_refused_deployment_is_in_status_and_events_within_the_reconcile_and_n
     world = World(seed_body())
     world.body["metadata"]["resourceVersion"] = "7"
     kube = RecordingKube(world, refuse_plural="deployments")
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     events: list[tuple[str, str, str]] = []
     with pytest.raises(ApiError):
         reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
@@ -100,7 +100,7 @@ def test_a_status_write_from_a_stale_view_is_refused_not_applied():
     world = World(seed_body())
     world.body["metadata"]["resourceVersion"] = "7"
     kube = RecordingKube(world)
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     stale = {**world.body, "metadata": {**world.body["metadata"], "resourceVersion": "6"}}
     with pytest.raises(ApiError) as refused:
         reconciler.reconcile(stale, lambda *e: None, world.state().observed)
@@ -116,7 +116,7 @@ def test_a_decision_on_a_stale_view_never_deletes_the_revision_the_service_selec
     world.converge()
     serving_now = world.body["status"]["activeRevision"]
     kube = RecordingKube(world)
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     stale = [f"/apis/apps/v1/namespaces/team/deployments/kimi-{serving_now}",
              "/apis/apps/v1/namespaces/team/deployments/kimi-0123456789"]
     assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[1:]
@@ -133,7 +133,7 @@ def test_a_refused_service_switch_leaves_the_status_on_the_revision_that_still_s
     world.settle()
     world.body["metadata"]["resourceVersion"] = "9"
     kube = RecordingKube(world, refuse_plural="services")
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN, verify=False)
     with pytest.raises(ApiError):
         reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
     assert world.body["status"]["activeRevision"] == old == world.service["spec"]["selector"]["drafter.dev/revision"]

@@ -161,3 +161,22 @@ def test_a_loop_cancelled_as_it_is_woken_stops():
 
     for _ in range(50):  # the race is per step of the event loop: try it many times
         assert asyncio.run(scenario())
+
+
+def test_a_wait_that_gave_up_on_its_own_writes_says_the_view_is_behind_once():
+    wakeups = Wakeups(catch_up=0.05)
+
+    async def gave_up():
+        wakeups.expect(KEY, [("deployments", "kimi-r", "42")])
+        wakeups.saw(KEY, "pods", "p", "43")  # woken, but not by our own write
+        await wakeups.wait(KEY, timeout=NEVER)
+    asyncio.run(gave_up())
+    assert wakeups.take_behind(KEY) is True
+    assert wakeups.take_behind(KEY) is False  # once: the reconcile it told read the apiserver
+
+    async def caught_up():
+        wakeups.expect(KEY, [("deployments", "kimi-r", "44")])
+        wakeups.saw(KEY, "deployments", "kimi-r", "44")
+        await wakeups.wait(KEY, timeout=NEVER)
+    asyncio.run(caught_up())
+    assert wakeups.take_behind(KEY) is False

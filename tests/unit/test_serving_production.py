@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
+import random
 
 import pytest
 
@@ -19,6 +21,8 @@ from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.kube import ApiError
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
+from tests.simulation.apiserver import FakeApiserver
+from tests.simulation.clock import Clock
 from tests.unit.test_serving_apply import RecordingKube
 from tests.unit.test_serving_decide import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
 
@@ -116,7 +120,7 @@ def hand_made_service(owner_uid: str | None = None) -> dict:
 def test_a_hand_made_service_without_labels_is_a_name_conflict_never_adopted():
     world = World(seed_body())
     kube = HandMadeServiceKube(world, hand_made_service())
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     events: list[tuple[str, str, str]] = []
     with pytest.raises(ApiError):
         reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
@@ -130,7 +134,7 @@ def test_a_hand_made_service_without_labels_is_a_name_conflict_never_adopted():
 def test_our_own_service_that_the_watch_has_not_delivered_yet_is_no_conflict():
     world = World(seed_body())
     kube = HandMadeServiceKube(world, hand_made_service(owner_uid=world.body["metadata"]["uid"]))
-    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
     assert world.condition("Progressing")["reason"] != "NameConflict"
 
@@ -323,3 +327,63 @@ def test_a_spec_the_models_refuse_mid_swap_stops_the_pending_revision_too():
     world.apply(refused)
     assert world.condition("Progressing")["reason"] == "InvalidSpec" and "spec.replicas" in world.condition("Progressing")["message"]
     assert world.condition("Ready")["status"] == "True" and selected(world) == old
+
+
+def apiserver_holding(world: World) -> FakeApiserver:
+    """The simulation's in-memory apiserver (the real Kube client over a store) holding the world as it is now."""
+    clock = Clock()
+    api = FakeApiserver(clock, lambda: random.Random(0), lambda *_: None)
+    objects = [(f"/apis/drafter.dev/v1alpha1/namespaces/team/drafterservings/kimi", world.body)]
+    objects += [(f"/apis/apps/v1/namespaces/team/deployments/{n}", d) for n, d in world.deployments.items()]
+    objects += [(f"/api/v1/namespaces/team/services/kimi", world.service)]
+    objects += [(f"/apis/drafter.dev/v1alpha1/namespaces/team/drafterbenchmarks/{n}", b) for n, b in world.benchmarks.items()]
+    for key, obj in objects:
+        stored = api.put("test", key, copy.deepcopy(obj))
+        if obj["metadata"].get("uid"):  # keep the uid the owner references name
+            api.by_uid.pop(stored["metadata"]["uid"])
+            stored["metadata"]["uid"] = obj["metadata"]["uid"]
+            api.by_uid[obj["metadata"]["uid"]] = key
+    return api
+
+
+def test_a_decision_from_a_lagging_serving_watch_never_recreates_a_revision_recorded_as_failed():
+    world, old, new = gating_swap()
+    stale_body = copy.deepcopy(world.body)  # what a lagging serving watch still shows: new not failed yet
+    finish_gate(world, passed=False, message="0.8x")
+    world.converge()
+    assert deployment_name("kimi", new) not in world.deployments
+    stale_view = world.state().observed
+
+    def created(verify: bool) -> list[str]:
+        api = apiserver_holding(world)
+        reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN, verify=verify)
+        try:
+            reconciler.reconcile(copy.deepcopy(stale_body), lambda *e: None, copy.deepcopy(stale_view))
+        except ApiError:
+            pass  # a status patch from the stale view: 409, as the real apiserver answers
+        return [k.rsplit("/", 1)[1] for k in api.store if "/deployments/" in k]
+
+    assert deployment_name("kimi", new) in created(verify=False)  # the stale decision alone re-creates it
+    assert created(verify=True) == [deployment_name("kimi", old)]
+
+
+def test_a_recreate_swap_waiting_on_a_ghost_pod_goes_on_once_the_view_is_checked():
+    world = World(seed_body(swap={"strategy": "Recreate"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.ask_for_k(3)
+    world.apply(world.decide())  # the old revision scaled to zero: its pods stop
+    world.deployments[deployment_name("kimi", old)]["status"] = {"readyReplicas": 0, "observedGeneration": 99}
+    ghost_view = world.state()
+    ghost_view.observed.revisions[old] = dataclasses.replace(ghost_view.observed.revisions[old], pods=1)  # a re-list kept it
+    from drafter_operator.controllers.serving_decide import decide
+    waiting = decide(ghost_view)
+    assert waiting.waiting and not [w for w in waiting.writes if w.verb == "create"]
+    for verify, deployments in ((False, 1), (True, 2)):  # unchecked, the ghost holds the swap for ever
+        api = apiserver_holding(world)
+        reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN, verify=verify)
+        reconciler.reconcile(copy.deepcopy(world.body), lambda *e: None, copy.deepcopy(ghost_view.observed))
+        assert len([k for k in api.store if "/deployments/" in k]) == deployments  # 2: the new revision started
+    # Checked at most every verify_waiting (60 s) while it waits.
+    assert not reconciler.check_due("team", "kimi", waiting, world.now + dt.timedelta(seconds=10))
+    assert reconciler.check_due("team", "kimi", waiting, world.now + dt.timedelta(seconds=61))

@@ -29,7 +29,7 @@ from drafter_operator.controllers.benchmark import BenchmarkReconciler
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_acceptance import Watched, WatchedByVersion
-from drafter_operator.controllers.serving_observe import observed_from
+from drafter_operator.controllers.serving_observe import benchmarked_serving, observed_from
 from drafter_operator.controllers.serving_pointer import draining_revisions, revision_engine
 from drafter_operator.controllers.training import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
@@ -162,21 +162,16 @@ def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-def _benchmarked_serving(labels: kopf.Labels, spec: kopf.Spec) -> str | None:
-    """The serving a DrafterBenchmark measures: a gate's by its label, anyone's by spec.servingRef."""
-    return labels.get(SERVING_LABEL) or (spec.get("servingRef") or {}).get("name")
-
-
 @kopf.index(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
-    serving = _benchmarked_serving(labels, spec)
+    serving = benchmarked_serving(labels, spec)
     return {(namespace, serving): kept_copy(body)} if serving else None
 
 
 @kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 async def serving_benchmark_event(namespace, labels, spec, name, meta, memo: kopf.Memo, **_) -> None:
-    serving = _benchmarked_serving(labels, spec)
+    serving = benchmarked_serving(labels, spec)
     if serving:
         memo.wakeups.saw((namespace, serving), BENCHMARK_PLURAL, name, meta.get("resourceVersion"))
 
@@ -251,7 +246,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         running = memo.reconcile_pool.submit(context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot),
-                                             observed, latest.get("acceptance"))
+                                             observed, latest.get("acceptance"), memo.wakeups.take_behind(key))
         in_flight.add(running)
         running.add_done_callback(in_flight.discard)
         return await asyncio.wrap_future(running)

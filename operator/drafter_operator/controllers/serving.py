@@ -15,10 +15,11 @@ from typing import Callable
 
 from drafter_operator import engines
 from drafter_operator.acceptance.measurement import Measurement
-from drafter_operator.constants import API_GROUP_VERSION, SERVING_PLURAL
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving_fresh import read_view
 from drafter_operator.controllers.serving_observe import Observed, owned_by
 from drafter_operator.controllers.serving_patches import Write, changed_fields, name_conflict_message
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
@@ -54,18 +55,28 @@ class ServingReconciler:
     clock: Callable[[], dt.datetime] = now_utc
     drain: dt.timedelta = dt.timedelta(seconds=15)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
+    # Decide again from the apiserver itself (serving_fresh.py) before acting on the watches' view, and every
+    # `verify_waiting` while a plan waits on it. Off only for tests whose stand-in apiserver cannot list.
+    verify: bool = True
+    verify_waiting: dt.timedelta = dt.timedelta(seconds=60)
+    verified_at: dict[tuple[str, str], dt.datetime] = field(default_factory=dict)  # servings that wait only
 
     def reconcile(self, body: dict, post_event: EventSink, observed: Observed,
-                  acceptance: Measurement | None = None) -> Applied:
+                  acceptance: Measurement | None = None, view_behind: bool = False) -> Applied:
         """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
-        `acceptance`: the acceptance watch's latest measurement."""
+        `acceptance`: the acceptance watch's latest measurement; `view_behind`: the loop gave up waiting for the
+        watches to return this serving's own last writes (serving_loop.Wakeups.behind)."""
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         with self.locks.of(namespace, name), metrics.reconcile_timer("DrafterServing"):
             try:
                 now = self.clock()
-                plan = decide(ServingState(serving=body, observed=observed, now=now,
-                                           default_images=self.default_images, drain=self.drain,
-                                           acceptance=acceptance))
+                plan = self.decide(body, observed, acceptance, now)
+                if self.verify and (view_behind or acts_on_the_view(plan, body) or self.check_due(namespace, name, plan, now)):
+                    fresh = read_view(self.kube, namespace, name, observed.in_flight)
+                    if fresh is None:  # deleted meanwhile: nothing to decide
+                        return Applied(written=[], recheck_at=None)
+                    body, observed = fresh
+                    plan = self.decide(body, observed, acceptance, now)
                 applied = self.apply(namespace, name, plan, post_event, body, now)
             except Exception:
                 metrics.set_reconcile_failing("DrafterServing", namespace, name, True)
@@ -75,6 +86,23 @@ class ServingReconciler:
             metrics.set_serving_state(namespace, name, plan.engine or (body.get("spec") or {}).get("engine", ""),
                                       {**(body.get("status") or {}), **plan.record_first, **plan.status})
             return applied
+
+    def decide(self, body: dict, observed: Observed, acceptance: Measurement | None, now: dt.datetime) -> ServingPlan:
+        return decide(ServingState(serving=body, observed=observed, now=now, default_images=self.default_images,
+                                   drain=self.drain, acceptance=acceptance))
+
+    def check_due(self, namespace: str, name: str, plan: ServingPlan, now: dt.datetime) -> bool:
+        """Whether a plan that waits on the view should have that view checked now: at most every
+        `verify_waiting` per serving, so a ghost (a deleted pod a re-list kept) holds a swap that long at most."""
+        key = (namespace, name)
+        if not plan.waiting:
+            self.verified_at.pop(key, None)
+            return False
+        last = self.verified_at.get(key)
+        if last is not None and now - last < self.verify_waiting:
+            return False
+        self.verified_at[key] = now
+        return True
 
     def never_the_serving_one(self, namespace: str, name: str, deletes: list[str]) -> list[str]:
         """``deletes`` without the Deployment the Service selects right now, read from the apiserver (one
@@ -220,6 +248,17 @@ class PlanWriter:
 REFUSAL_CODES = (400, 403, 404, 422)
 WRITE_REFUSED = "WriteRefused"
 NAME_CONFLICT = "NameConflict"
+
+
+def acts_on_the_view(plan: ServingPlan, body: dict) -> bool:
+    """Whether the plan does something that a stale or ghostly view would make wrong (pure): delete a revision,
+    move traffic, record a revision's verdict or an action, start a gate (at a pod's IP), or create a Deployment
+    of a serving that already has revisions (one recorded as failed, perhaps). A first rollout's creates and
+    status-only refreshes are not checked: they cost a steady serving no request."""
+    first_rollout = not (body.get("status") or {}).get("revisions")
+    return bool(plan.deletes or plan.swapped or plan.record_first) or any(
+        write.plural == BENCHMARK_PLURAL or (write.verb == "create" and write.plural == "deployments" and not first_rollout)
+        for write in plan.writes)
 
 
 def refusal(exc: ApiError) -> bool:

@@ -97,6 +97,9 @@ class ServingPlan:
     # The next moment the clock alone changes the answer (a startup timeout, a drain ending); None: only
     # a change of the serving or its children does.
     recheck_at: dt.datetime | None = None
+    # The decision waits on something it saw (pods to stop, a revision to start, a gate, a drain): a view that
+    # is wrong about it (a ghost) would keep it waiting, so the reconciler checks that view now and then.
+    waiting: bool = False
 
     def writes_anything(self) -> bool:
         return bool(self.record_first or self.writes or self.status or self.deletes or self.events)
@@ -141,7 +144,9 @@ def decide(state: ServingState) -> ServingPlan:
     revisions = updated_revisions(status.get("revisions") or [],
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
-    plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None)
+    plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None,
+                       waiting=(swap.progressing is not None and swap.progressing.status == "True")
+                       or bool(swap_input and draining_revisions(swap_input)))
     plan.record_first = records_first(status, revisions, swap, judged, retried)
     status = {**status, **plan.record_first}
     gate = promotion.request.gate if promotion.request else spec.swap.gate
@@ -440,6 +445,7 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
                     for revision in held.delete if revision in observed.deployments]
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
     plan.recheck_at = min((m for m in future if m > now), default=None)
+    plan.waiting = bool(draining_revisions(inp))
     return plan
 
 

@@ -5,7 +5,8 @@ The loop wakes when a watch event arrives for the serving or one of its children
 `Wakeups.saw`), when the plan's own deadline comes (a startup timeout, a drain ending), or after the
 safety interval. After a reconcile that wrote objects, a wake-up waits until the watch has delivered
 those objects' new versions (at most `catch_up` seconds): deciding from our own stale view would write
-the same status again and post its Events twice.
+the same status again and post its Events twice. Past `catch_up` the loop decides anyway, from the apiserver
+itself rather than the lagging watches (`take_behind`, serving_fresh.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class _ServingSignals:
     awaiting: dict[ObjectRef, str] = field(default_factory=dict)  # written, not yet seen -> resourceVersion
     awaiting_since: float = 0.0
     seen: dict[ObjectRef, str] = field(default_factory=dict)  # latest resourceVersion the watch delivered
+    behind: bool = False  # the last wait gave up on writes the watches had not returned: the view lags
 
 
 def at_least(seen: str | None, written: str) -> bool:
@@ -70,6 +72,12 @@ class Wakeups:
                             if not at_least(signals.seen.get((plural, name)), version)}
         signals.awaiting_since = self.clock()
 
+    def take_behind(self, key: Hashable) -> bool:
+        """Whether the last wait gave up on this serving's own writes (the watches lag); asked once per reconcile."""
+        signals = self._signals(key)
+        behind, signals.behind = signals.behind, False
+        return behind
+
     def forget(self, key: Hashable) -> None:
         self._servings.pop(key, None)
 
@@ -84,7 +92,10 @@ class Wakeups:
                 signals.wake.clear()
             now = self.clock()
             if signals.awaiting and now >= signals.awaiting_since + self.catch_up:
-                signals.awaiting.clear()  # a missed watch event (a re-list) must not stall the serving
+                # A missed watch event (a re-list) must not stall the serving, but a watch that lags must not
+                # decide either: the next reconcile reads the apiserver itself (ServingReconciler view_behind).
+                signals.awaiting.clear()
+                signals.behind = True
             if (woken and not signals.awaiting) or now >= deadline:
                 return
             # Woken before the watch returned our own writes: what woke us is still seen by the next

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from drafter_operator import timestamps
 from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
-from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SCALED_UP_ANNOTATION
+from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SCALED_UP_ANNOTATION, SERVING_LABEL
 
 
 @dataclass
@@ -105,6 +105,11 @@ def _observe_benchmarks(observed: Observed, benchmarks: Iterable[dict], owner_ui
             observed.measured.setdefault(measured, []).append(benchmark)
     for revision, runs in observed.measured.items():
         observed.measured[revision] = newest_first([runs])
+
+
+def benchmarked_serving(labels: Mapping, spec: Mapping) -> str | None:
+    """The serving a DrafterBenchmark measures: a gate's by its label, anyone's by spec.servingRef."""
+    return labels.get(SERVING_LABEL) or (spec.get("servingRef") or {}).get("name")
 
 
 def newest_first(groups: Iterable[list[dict]]) -> list[dict]:

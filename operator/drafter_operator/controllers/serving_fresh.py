@@ -1,0 +1,38 @@
+"""A DrafterServing and its children read straight from the apiserver, for the decisions that must not rest on
+the watches' view (the kopf indexes).
+
+The indexes can be behind in ways no single watch shows: each kind's watch lags on its own, and after a watch
+gap kopf re-lists without telling the indexes what was deleted meanwhile, so they keep ghosts (a pod that is
+gone, a Deployment someone deleted). A decision on such a view can re-create a revision recorded as failed,
+wait for ever on a ghost pod, or point a gate at a dead pod's IP. `ServingReconciler` decides again from this
+view before a plan acts on what it saw (`acts_on_the_view`), when the loop gave up waiting for its own writes to
+come back through the watches, and now and then while a plan waits on the view.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_LABEL, SERVING_PLURAL
+from drafter_operator.controllers.serving_observe import Observed, benchmarked_serving, observed_from
+from drafter_operator.kube import Kube, object_path
+from drafter_operator.resources.labels import MANAGED_BY
+
+
+def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int]) -> tuple[dict, Observed] | None:
+    """The serving and its children as the apiserver has them now (one GET and four LISTs), selected as the
+    watches select them; None when the serving is gone or going. ``in_flight``: the engines' counts the loop
+    read for this reconcile (a read of the pods, not of the apiserver), kept."""
+    body = kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, name))
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
+    selector = ",".join([f"{SERVING_LABEL}={name}", *(f"{key}={value}" for key, value in MANAGED_BY.items())])
+    deployments = kube.list(object_path("apps/v1", "deployments", namespace), selector)
+    pods = kube.list(object_path("v1", "pods", namespace), selector)
+    service = next((s for s in kube.list(object_path("v1", "services", namespace), selector)
+                    if s["metadata"]["name"] == name), None)
+    benchmarks = [b for b in kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace))
+                  if benchmarked_serving(b["metadata"].get("labels") or {}, b.get("spec") or {}) == name]
+    observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"), benchmarks=benchmarks)
+    observed.in_flight = {revision: count for revision, count in in_flight.items() if revision in observed.deployments}
+    return body, observed
