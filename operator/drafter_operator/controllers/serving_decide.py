@@ -145,8 +145,7 @@ def decide(state: ServingState) -> ServingPlan:
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None,
-                       waiting=(swap.progressing is not None and swap.progressing.status == "True")
-                       or bool(swap_input and draining_revisions(swap_input)))
+                       waiting=waits(swap, swap_input))
     plan.record_first = records_first(status, revisions, swap, judged, retried)
     status = {**status, **plan.record_first}
     gate = promotion.request.gate if promotion.request else spec.swap.gate
@@ -163,11 +162,8 @@ def decide(state: ServingState) -> ServingPlan:
     acceptance_status(new_status, judged, benchmarked)
     new_status["speculationSchedule"] = target.schedule_status  # None removes it, as gating and promotion
     plan.status = changed_fields(status, new_status)
-    plan.deletes = [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
-                    for revision in swap.delete if revision in observed.deployments]
-    stale = observed.gates.get(desired)
-    if stale_gate(stale, status):  # deleted, so that the retried revision's gate runs again under the same name
-        plan.deletes.append(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, meta["namespace"], stale["metadata"]["name"]))
+    plan.deletes = revision_deletes(meta, swap.delete, observed) + stale_gate_deletes(meta, observed.gates.get(desired),
+                                                                                     status)
     plan.events = decision_events(status, new_status, swap, compatible, judged, desired if retried else None)
     plan.swapped = (promotion.request.strategy if promotion.request else spec.swap.strategy) if swap.switched_from else None
     plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
@@ -376,6 +372,25 @@ def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: 
 
 
 
+def waits(swap: SwapPlan, swap_input: SwapInput | None) -> bool:
+    """Whether the step waits on what the view shows: a change under way (pods to stop or start, a gate) or a drain."""
+    return (swap.progressing is not None and swap.progressing.status == "True") or bool(
+        swap_input and draining_revisions(swap_input))
+
+
+def revision_deletes(meta: dict, revisions: list[str], observed: Observed) -> list[str]:
+    """The paths of the revisions' Deployments to delete (those that exist)."""
+    return [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
+            for revision in revisions if revision in observed.deployments]
+
+
+def stale_gate_deletes(meta: dict, gate: dict | None, status: dict) -> list[str]:
+    """A stale gate (`stale_gate`) is deleted, so that the retried revision's gate runs again under its name."""
+    if not stale_gate(gate, status):
+        return []
+    return [object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, meta["namespace"], gate["metadata"]["name"])]
+
+
 def stale_gate(benchmark: dict | None, status: dict) -> bool:
     """A failed gate run before the last retry request (``drafter.dev/retry``): no verdict on the retried
     revision, which is gated again (pure). A passed gate stays a verdict whatever was retried since."""
@@ -441,8 +456,7 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
         meta.get("generation"), now)}
     changed = changed_fields(status, new_status)
     plan = ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
-    plan.deletes = [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
-                    for revision in held.delete if revision in observed.deployments]
+    plan.deletes = revision_deletes(meta, held.delete, observed)
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
     plan.recheck_at = min((m for m in future if m > now), default=None)
     plan.waiting = bool(draining_revisions(inp))
