@@ -44,8 +44,9 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
     Rule(API_GROUP, tuple(f"{kind}/finalizers" for kind in _CUSTOM), ("update",),
          "Children carry ownerReferences with blockOwnerDeletion; where the OwnerReferencesPermissionEnforcement "
          "admission plugin runs, that needs update on the owner's finalizers."),
-    Rule("apps", ("deployments",), ("list", "watch", "create", "patch", "delete"),
-         "One Deployment per serving revision (and Generate's engine): watched, created, scaled, patched, deleted."),
+    Rule("apps", ("deployments",), ("get", "list", "watch", "create", "patch", "delete"),
+         "One Deployment per serving revision (and Generate's engine): watched, created, scaled, patched, deleted; "
+         "read by name when its create finds the name taken (whose is it?)."),
     Rule("", ("services",), ("get", "list", "watch", "create", "patch", "delete"),
          "The serving's Service (its selector points at the active revision) and Generate's engine Service."),
     Rule("", ("pods",), ("list", "watch", "delete"),
@@ -53,7 +54,9 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
          "stage pods are deleted with the hidden-states claim."),
     Rule("", ("pods/log",), ("get",),
          "The bench pod's full result and the running training stage's progress lines are in their logs."),
-    Rule("batch", ("jobs",), ("list", "watch", "create", "delete"), "Benchmark and training stage Jobs."),
+    Rule("batch", ("jobs",), ("get", "list", "watch", "create", "delete"),
+         "Benchmark and training stage Jobs; a benchmark reads its Job by name when the label selector does not "
+         "find it (someone else's Job of that name)."),
     Rule("kueue.x-k8s.io", ("workloads",), ("list",),
          "A queued training stage's (spec.queueName) Workload says why Kueue has not admitted it yet."),
     Rule("", ("configmaps",), ("list", "create"),

@@ -306,39 +306,6 @@ def test_rbac_create_false_renders_no_rbac():
     assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")]
 
 
-def _operator_sources() -> str:
-    """The controllers' source, with the kinds' resource-name constants spelled out as the strings they are."""
-    from drafter_operator import constants
-
-    package = ROOT / "operator" / "drafter_operator"
-    source = "\n".join(p.read_text() for p in sorted((package / "controllers").glob("*.py")))
-    return re.sub(r"\b(?:SERVING|BENCHMARK|TRAINING)_PLURAL\b", lambda name: f'"{getattr(constants, name[0])}"', source)
-
-
-def test_every_resource_the_operator_calls_or_watches_has_a_rule():
-    """A guard for new code: each plural the controllers name in an API path, and each kopf watch, is
-    in the ClusterRole or, for the leader-election Lease, its Role (kopf watches need list and watch)."""
-    objects = render()
-    granted = normalized_rules(one(objects, "ClusterRole")["rules"]) | normalized_rules(
-        one(objects, "Role", "drafter-drafter-operator-leader-election")["rules"])
-    by_resource: dict[str, set[str]] = {}
-    for _, resource, verbs in granted:
-        by_resource.setdefault(resource, set()).update(verbs)
-    source = _operator_sources()
-    called = set(re.findall(r'object_path\(\s*[\w".\-/ ]+,\s*"([a-z]+)"', source))
-    called |= {"drafterservings", "drafterbenchmarks", "draftertrainings"} & set(re.findall(r'"(drafter[a-z]+s)"', source))
-    assert {"deployments", "services", "pods", "jobs", "configmaps", "persistentvolumeclaims"} <= called, called
-    assert not called - set(by_resource), f"no RBAC rule for {sorted(called - set(by_resource))}"
-    watched = set(re.findall(r'@kopf\.(?:index|on\.event|daemon|timer)\(\s*(?:API_GROUP|"[^"]*")\s*,\s*(?:API_VERSION|"[^"]*")\s*,\s*"([a-z]+)"',
-                             source))
-    assert {"deployments", "pods", "services", "jobs", "drafterservings"} <= watched, watched
-    for resource in watched:
-        assert {"list", "watch"} <= by_resource.get(resource, set()), f"kopf watches {resource} without list+watch"
-    assert "get" in by_resource["pods/log"]
-    assert {"get", "create", "update"} <= by_resource["leases"]
-    assert "patch" in by_resource["drafterservings/status"]
-
-
 # --------------------------------------------------------------------------------------------------
 # CRDs
 
