@@ -122,7 +122,8 @@ CONTAINER_PATHS: Setting[str] = Setting(
 
 ALLOWED_IMAGE_PREFIXES: Setting[str | None] = Setting(
     "DRAFTER_ALLOWED_IMAGE_PREFIXES", None, RAW,
-    "JSON list of image prefixes a tenant's pods may run (resources/pod_policy.py); unset: any.")
+    "JSON list of registries, repositories or images a tenant's pods may run, each matched at a reference "
+    "boundary (resources/pod_policy.py admits); unset: any.")
 ALLOWED_SERVICE_ACCOUNTS: Setting[str | None] = Setting(
     "DRAFTER_ALLOWED_SERVICE_ACCOUNTS", None, RAW,
     "JSON object of namespace (or \"*\") to the ServiceAccounts its pods may use (resources/pod_policy.py).")

@@ -15,7 +15,7 @@ from drafter_operator.controllers.benchmark_decide import decide as benchmark_de
 from drafter_operator.controllers.training_decide import TrainingState
 from drafter_operator.controllers.training_decide import decide as training_decide
 from drafter_operator.acceptance import prometheus_source as prom
-from drafter_operator.resources.pod_policy import TenantPolicy
+from drafter_operator.resources.pod_policy import TenantPolicy, admits
 from tests.unit import test_benchmark_decide as bench
 from tests.unit import test_training_decide as training
 from tests.unit.test_serving_decide import World, seed_body
@@ -32,14 +32,68 @@ def test_an_empty_policy_allows_everything():
     assert TenantPolicy.from_env({}) == TenantPolicy()
 
 
+#: Parts of image references: registry hosts (with ports, and `localhost`), path components (with `.`, `_`, `-`
+#: inside), tags and digests.
+HOSTS = st.one_of(st.none(), st.just("localhost:5000"), st.builds(
+    lambda labels, port: ".".join(labels) + (f":{port}" if port is not None else ""),
+    st.lists(st.from_regex(r"[a-z0-9]{1,5}", fullmatch=True), min_size=2, max_size=3),
+    st.one_of(st.none(), st.integers(1, 65535))))
+COMPONENTS = st.from_regex(r"[a-z0-9]{1,5}([._-][a-z0-9]{1,3})?", fullmatch=True)
+TAGS = st.one_of(st.none(), st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,6}", fullmatch=True))
+DIGESTS = st.one_of(st.none(), st.from_regex(r"sha256:[0-9a-f]{64}", fullmatch=True))
+
+
+@st.composite
+def references(draw) -> tuple[str, set[int]]:
+    """An image reference and the lengths of its prefixes that end at a reference boundary, from how it was
+    built: the registry host or a repository path (with or without the `/` after it), the repository
+    (alone, or with the `:` or `@` that follows it), and the whole image."""
+    host, path, tag, digest = draw(HOSTS), draw(st.lists(COMPONENTS, min_size=1, max_size=3)), draw(TAGS), draw(DIGESTS)
+    name = "/".join(([host] if host else []) + path)
+    image = name + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+    boundaries = {len(image), len(name)} | ({len(name) + 1} if tag or digest else set())
+    boundaries |= {i + extra for i, c in enumerate(name) if c == "/" for extra in (0, 1)}
+    return image, boundaries
+
+
+@settings(max_examples=300, deadline=None)
+@given(references())
+def test_a_prefix_admits_an_image_only_at_a_reference_boundary(reference):
+    image, boundaries = reference
+    for length in range(1, len(image) + 1):
+        prefix = image[:length]
+        assert admits(prefix, image) == (length in boundaries), (prefix, image)
+
+
+@pytest.mark.parametrize(("prefix", "image", "allowed"), [
+    ("registry.internal", "registry.internal.evil.com/vllm:1", False),  # issue 38: another registry
+    ("registry.internal", "registry.internal:5000/vllm:1", False),  # the same host on another port is another registry
+    ("registry.internal", "registry.internal/team/vllm:1", True),
+    ("registry.internal/", "registry.internal/team/vllm:1", True),
+    ("registry.internal/team", "registry.internal/team-evil/vllm:1", False),
+    ("vllm/vllm-openai", "vllm/vllm-openai-evil:1", False),
+    ("vllm/vllm-openai", "vllm/vllm-openai@sha256:" + "a" * 64, True),
+    ("vllm/vllm-openai:", "vllm/vllm-openai:v0.33.0", True),
+    ("vllm/vllm-openai:v0.33", "vllm/vllm-openai:v0.33.1", False),  # a tag is whole or not at all
+    ("vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.33.0", True),
+    ("ubuntu:", "ubuntu:5000/evil/engine", False),  # `ubuntu:5000` is a registry host, not a tag of ubuntu
+    ("ubuntu", "ubuntu:5000/evil/engine", False),
+])
+def test_known_references(prefix, image, allowed):
+    assert admits(prefix, image) is allowed
+
+
 @settings(max_examples=200, deadline=None)
-@given(prefixes=st.lists(st.sampled_from(["registry.internal/", "vllm/vllm-openai:", "ghcr.io/org/"]), min_size=1,
-                         max_size=3, unique=True),
+@given(prefixes=st.lists(st.sampled_from(["registry.internal", "registry.internal/", "vllm/vllm-openai:", "ghcr.io/org/"]),
+                         min_size=1, max_size=3, unique=True),
        image=st.sampled_from(["registry.internal/vllm:1", "vllm/vllm-openai:v0.33.0", "vllm/vllm-openai-evil:1",
-                              "ghcr.io/org/x@sha256:" + "a" * 64, "ghcr.io/other/x:1", "docker.io/registry.internal/x"]))
-def test_an_image_is_allowed_exactly_when_it_starts_with_an_allowed_prefix(prefixes, image):
+                              "ghcr.io/org/x@sha256:" + "a" * 64, "ghcr.io/other/x:1", "docker.io/registry.internal/x",
+                              "registry.internal.evil.com/vllm:1", "ghcr.io/org-evil/x:1"]))
+def test_an_image_is_refused_unless_an_allowed_prefix_admits_it_naming_them_all(prefixes, image):
     problems = TenantPolicy(image_prefixes=tuple(prefixes)).problems("team", [("spec.image", image)], ("f", None))
-    allowed = any(image.startswith(p) for p in prefixes)
+    admitted_by = {"registry.internal/vllm:1": {"registry.internal", "registry.internal/"},
+                   "vllm/vllm-openai:v0.33.0": {"vllm/vllm-openai:"}, "ghcr.io/org/x@sha256:" + "a" * 64: {"ghcr.io/org/"}}
+    allowed = bool(admitted_by.get(image, set()) & set(prefixes))
     assert (problems == []) == allowed
     if not allowed:
         assert problems[0].startswith(f"spec.image {image!r} is not an image the operator may run")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from drafter_operator import settings
+from drafter_operator.images import image_name
 
 #: Where the upstream vLLM and SGLang images run (as root, GPUs through the device plugin): nothing in
 #: it stops them, and it closes what they never need. Capabilities are kept: NCCL over InfiniBand needs
@@ -74,13 +75,29 @@ ALLOWED_SERVICE_ACCOUNTS_ENV = settings.ALLOWED_SERVICE_ACCOUNTS.name
 EVERY_NAMESPACE = "*"
 
 
+def admits(prefix: str, image: str) -> bool:
+    """Whether an entry of tenancy.allowedImagePrefixes admits `image`. Only at a reference boundary: a raw
+    string prefix would let `registry.internal` admit `registry.internal.evil.com/x` and `vllm/vllm-openai`
+    admit `vllm/vllm-openai-evil`. The entry is the exact image; or a registry host or repository path that the
+    image's name is, or continues with `/` (an entry ending with `/` says so itself); or a repository name
+    followed by `:` or `@` (any tag, any digest of it)."""
+    name = image_name(image)
+    if image == prefix:
+        return True
+    if prefix.endswith((":", "@")):
+        return image.startswith(prefix) and name == prefix[:-1]
+    if prefix.endswith("/"):
+        return name.startswith(prefix)
+    return name == prefix or name.startswith(prefix + "/")
+
+
 @dataclass(frozen=True)
 class TenantPolicy:
     """Images and ServiceAccounts the operator may put in a tenant's pods. Empty: anything (the
     behaviour before these settings existed), so an upgrade changes nothing until an administrator
     opts in. The operator checks before it creates anything, so a refused spec leaves no child behind."""
 
-    #: An image is allowed when it starts with one of these (e.g. "registry.internal/", "vllm/vllm-openai:").
+    #: An image is allowed when one of these admits it (`admits`: "registry.internal", "vllm/vllm-openai:", ...).
     image_prefixes: tuple[str, ...] = ()
     #: Namespace (or "*") -> ServiceAccount names allowed there; the default ServiceAccount (no
     #: serviceAccountName) is always allowed. Empty mapping: any name.
@@ -97,9 +114,10 @@ class TenantPolicy:
         if self.image_prefixes:
             allowed = ", ".join(repr(p) for p in self.image_prefixes)
             for where, image in images:
-                if image is not None and not image.startswith(self.image_prefixes):
-                    problems.append(f"{where} {image!r} is not an image the operator may run: use one starting with "
-                                    f"{allowed} (the administrator's tenancy.allowedImagePrefixes)")
+                if image is not None and not any(admits(prefix, image) for prefix in self.image_prefixes):
+                    problems.append(f"{where} {image!r} is not an image the operator may run: use one under "
+                                    f"{allowed} (the administrator's tenancy.allowedImagePrefixes: a registry, a "
+                                    f"repository path or an exact image)")
         where, name = service_account
         if self.service_accounts and name is not None and name not in self.allowed_service_accounts(namespace):
             names = ", ".join(self.allowed_service_accounts(namespace)) or "none besides the default"
