@@ -94,17 +94,33 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
 
 
 def _observe_benchmarks(observed: Observed, benchmarks: Iterable[dict], owner_uid: str | None) -> None:
-    """Each revision's gate DrafterBenchmark, and every finished benchmark that measured it, newest first."""
+    """Each revision's gate DrafterBenchmark, and every finished benchmark that measured it, newest first.
+    `benchmarks`: the serving's, as `benchmarked_serving` selects them (its label, else spec.servingRef)."""
     for benchmark in benchmarks:
         labels = benchmark["metadata"].get("labels") or {}
         gate = bool(labels.get(GATE_LABEL))
         if gate and owned_by(benchmark, owner_uid) and labels.get(REVISION_LABEL):
             observed.gates[labels[REVISION_LABEL]] = benchmark
         measured = benchmark_revision(benchmark)
-        if measured and (owned_by(benchmark, owner_uid) or not gate):  # another serving's gate never counts
+        if measured and measured_the_serving(benchmark, owner_uid):
             observed.measured.setdefault(measured, []).append(benchmark)
     for revision, runs in observed.measured.items():
         observed.measured[revision] = newest_first([runs])
+
+
+def measured_the_serving(benchmark: dict, owner_uid: str | None) -> bool:
+    """Whether a benchmark of the serving (selected by `benchmarked_serving`) really measured it, so that its
+    result may set the load schedule, status.lastBenchmark and the `auto` thresholds: the operator's own gate
+    (owned by the serving), or a run whose target is the serving itself (spec.servingRef, which names a serving
+    of the benchmark's namespace; its status.revision is the one the benchmark controller found active when
+    the run started). An endpoint run measured a URL, whatever it is labelled with: anyone who may create a
+    DrafterBenchmark may set its labels, and another serving's gate is that serving's. Such runs are not
+    errors, only not this serving's evidence."""
+    labels = benchmark["metadata"].get("labels") or {}
+    if labels.get(GATE_LABEL):
+        return owned_by(benchmark, owner_uid)
+    target = ((benchmark.get("spec") or {}).get("servingRef") or {}).get("name")
+    return target is not None and target == benchmarked_serving(labels, benchmark.get("spec") or {})
 
 
 def benchmarked_serving(labels: Mapping, spec: Mapping) -> str | None:
