@@ -200,12 +200,15 @@ class Cluster:
                 cond = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
                 if pod["status"].get("conditions") != cond:
                     self.api.put("scheduler", key, {**pod, "status": {"phase": "Pending", "conditions": cond}})
+                    self.world.track.pod_unschedulable(pod)
                 continue
             self.pending.remove(key)
             self.used[node] += need
             self.api.put("scheduler", key, {**pod, "spec": {**pod["spec"], "nodeName": node},
                                             "status": {"phase": "Pending", "conditions": [
-                                                {"type": "PodScheduled", "status": "True"}]}})
+                                                {"type": "PodScheduled", "status": "True",
+                                                 "lastTransitionTime": self.clock.iso()}]}})
+            self.world.track.pod_scheduled(pod)
             revision = pod["metadata"]["labels"].get(REVISION_LABEL, "")
             fate = fate_of(self.world.seed, revision)
             rng = self.world.rng
@@ -220,18 +223,22 @@ class Cluster:
             return
         self.ip_seq += 1
         status = {"phase": "Running", "podIP": f"10.{self.ip_seq // 65536 % 256}.{self.ip_seq // 256 % 256}.{self.ip_seq % 256}",
-                  "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                  "conditions": [c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+                  + [{"type": "Ready", "status": "True"}],
                   "containerStatuses": [{"name": ENGINE_CONTAINER, "ready": True, "started": True,
                                          "state": {"running": {}}, "restartCount": 0}]}
         self.api.put("kubelet", key, {**pod, "status": status})
+        self.world.track.pod_ready(pod)
         self._owner_changed(pod)
 
     def engine_exits(self, key: str) -> None:
         pod = self.api.store.get(key)
         if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
             return
-        status = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"},
-                                                     {"type": "Ready", "status": "False"}],
+        self.world.track.engine_exited(pod)
+        status = {"phase": "Running", "conditions": [c for c in pod["status"].get("conditions") or []
+                                                     if c["type"] == "PodScheduled"]
+                  + [{"type": "Ready", "status": "False"}],
                   "containerStatuses": [{"name": ENGINE_CONTAINER, "ready": False, "started": False,
                                          "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                                          "lastState": {"terminated": {"exitCode": 1, "message":
@@ -296,4 +303,17 @@ class Cluster:
                       "result": {"verdict": verdict, "verdictMessage": f"gate {verdict.lower()}",
                                  "tokensPerSecond": 90.0, "speedup": 1.3 if verdict == "Passed" else 0.9,
                                  "acceptanceLength": 2.5}}
+        self.api.patch_as("benchmark-controller", key + "/status", {"status": status})
+        self.world.track.gate_finished(b, verdict)
+
+    def finish_tenant_benchmark(self, key: str, revision: str, speedup: float) -> None:
+        """A tenant's run ends with a result: a load sweep, a speedup and acceptance figures (an endpoint run's
+        revision is its label; a run against a serving measured that serving's active revision)."""
+        b = self.api.store.get(key)
+        if b is None:
+            return
+        levels = [{"concurrency": c, "speedup": round(speedup * f, 2), "tokensPerSecond": 50.0}
+                  for c, f in ((1, 1.2), (8, 1.0), (32, 0.6))]
+        status = {"state": "Succeeded", "completionTime": self.clock.iso(), "revision": revision,
+                  "result": {"tokensPerSecond": 50.0, "speedup": speedup, "acceptanceLength": 1.2, "levels": levels}}
         self.api.patch_as("benchmark-controller", key + "/status", {"status": status})

@@ -16,7 +16,10 @@ from drafter_operator.controllers.revisions import pod_settings_hash
 from drafter_operator.api import parse_duration
 from drafter_operator.resources.labels import REVISION_LABEL
 
-from tests.simulation.cluster import owner_uid
+from dataclasses import dataclass, field
+
+from tests.simulation.clock import T0
+from tests.simulation.cluster import fate_of, owner_uid
 
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
 SUCCESS_REASON = {"DisableSpeculation": "SpeculationDisabled", "Rollback": "RolledBack"}
@@ -57,6 +60,38 @@ def _condition(serving: dict | None, kind: str) -> dict | None:
     return None
 
 
+EARLY = 5.0  # seconds a clock-based verdict may come early (timestamps are whole seconds)
+PLACEMENT_TIMEOUT = 1800.0  # spec.startup.placementTimeout's default (the scenarios never set it)
+GATE_TIMEOUT = 1800.0  # spec.swap.gateTimeout's default (the scenarios never set it)
+
+
+def iso_seconds(stamp: str) -> float:
+    """A timestamp the world wrote (clock.iso_at) as simulated seconds."""
+    import datetime as _dt
+    return (_dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc) - T0).total_seconds()
+
+
+@dataclass
+class RevisionFacts:
+    """What the world did to one revision of one serving."""
+
+    exits: int = 0
+    pods: dict = field(default_factory=dict)  # pod uid -> [created, scheduled or None, Ready or None]
+    gates: list = field(default_factory=list)  # gate verdicts the benchmark controller wrote
+    first_ready: float | None = None
+    unschedulable_at: float | None = None
+
+
+@dataclass
+class Asked:
+    """A revision the user asked for, and since when."""
+
+    uid: str
+    revision: str
+    since: float
+    bound: float
+
+
 class Tracks:
     """History the invariants need, recorded as the world changes."""
 
@@ -85,6 +120,20 @@ class Tracks:
         self.outages_seen = 0
         self.reconcile_number = 0
         self.last_template_change = -1e18
+        # What the world really did to each revision of each serving (uid, revision): its engines' exits, its pods'
+        # creation, scheduling and readiness, its gates' verdicts; what a failure must rest on.
+        self.revision_facts: dict[tuple[str, str], RevisionFacts] = {}
+        self.startup_history: list[tuple[float, float]] = []  # (time, spec.startup.timeout in seconds from then)
+        self.last_selected: dict[str, str] = {}  # serving uid -> the revision its Service last selected
+        self.ungated: dict[tuple[str, str], str] = {}  # (uid, revision) traffic moved to without its gate -> how
+        self.operator_benchmarks: set[str] = set()  # benchmarks the operator created (gates)
+        self.tenant_benchmarks: dict[str, str] = {}  # benchmark name -> how a tenant made it
+        self.hands: list[tuple[float, str, str | None]] = []  # (time, what, revision) of hands on children
+        self.admission_periods: list[tuple[float, float]] = []
+        self.progress: dict[str, tuple[str, str, float]] = {}  # uid -> (Progressing reason, message, since)
+        self.asked: Asked | None = None
+        self.ask_dirty_at: float | None = 0.0
+        self.action_at = -1e18  # the last time an onDegraded action was recorded
 
     def report(self, invariant: str, message: str) -> None:
         self.found.setdefault(invariant, []).append(f"t={self.world.clock.t:.0f}s: {message}")
@@ -94,7 +143,69 @@ class Tracks:
 
     # ------------------------------------------------------------------ hooks
     def spec_edited(self, field: str) -> None:
-        pass
+        self.asked_again(field)
+
+    def asked_again(self, why: str) -> None:
+        """The user (or an administrator) changed what is asked for: the liveness clock starts again."""
+        self.ask_dirty_at = self.world.clock.t
+
+    def hands_on(self, what: str, revision: str | None) -> None:
+        self.hands.append((self.world.clock.t, what, revision))
+
+    def scaled_by_hand(self, revision: str | None) -> bool:
+        return any(what == "scale" and r == revision for _, what, r in self.hands)
+
+    def facts(self, pod: dict) -> RevisionFacts | None:
+        """The record of the revision a pod belongs to, by the serving uid owning its Deployment."""
+        api = self.world.api
+        deployment = api.store.get(api.by_uid.get(owner_uid(pod) or "", ""))
+        uid = owner_uid(deployment) if deployment else None
+        revision = (pod["metadata"].get("labels") or {}).get(REVISION_LABEL)
+        if not uid or not revision:
+            return None
+        return self.revision_facts.setdefault((uid, revision), RevisionFacts())
+
+    def pod_scheduled(self, pod: dict) -> None:
+        facts = self.facts(pod)
+        if facts is not None:
+            created = iso_seconds(pod["metadata"]["creationTimestamp"])
+            facts.pods.setdefault(pod["metadata"]["uid"], [created, None, None])[1] = self.world.clock.t
+
+    def pod_unschedulable(self, pod: dict) -> None:
+        facts = self.facts(pod)
+        if facts is not None:
+            facts.pods.setdefault(pod["metadata"]["uid"], [iso_seconds(pod["metadata"]["creationTimestamp"]), None, None])
+            facts.unschedulable_at = self.world.clock.t
+
+    def pod_ready(self, pod: dict) -> None:
+        facts = self.facts(pod)
+        if facts is not None:
+            entry = facts.pods.setdefault(pod["metadata"]["uid"], [iso_seconds(pod["metadata"]["creationTimestamp"]),
+                                                                   None, None])
+            entry[2] = self.world.clock.t
+            if facts.first_ready is None:
+                facts.first_ready = self.world.clock.t
+
+    def engine_exited(self, pod: dict) -> None:
+        facts = self.facts(pod)
+        if facts is not None:
+            facts.exits += 1
+
+    def benchmark_created(self, actor: str, body: dict) -> None:
+        if actor == "operator":
+            self.operator_benchmarks.add(body["metadata"]["name"])
+
+    def gate_finished(self, benchmark: dict, verdict: str) -> None:
+        uid, revision = owner_uid(benchmark), (benchmark["metadata"].get("labels") or {}).get(REVISION_LABEL)
+        if uid and revision:
+            facts = self.revision_facts.setdefault((uid, revision), RevisionFacts())
+            facts.gates.append(verdict)
+
+    def startup_limit_between(self, start: float, end: float) -> float:
+        """The shortest spec.startup.timeout in force at any time from `start` to `end`."""
+        limits = [limit for t, limit in self.startup_history if start < t <= end]
+        before = [limit for t, limit in self.startup_history if t <= start]
+        return min(limits + before[-1:] or [2700.0])
 
     def serving_deleted(self, uid: str) -> None:
         self.deletes.append((uid, self.world.clock.t))
@@ -167,6 +278,8 @@ class Tracks:
                 if revision is not None and revision == w.selected_revision() and owner_uid(old) == uid:
                     self.report("no-unplanned-restarts", f"the operator deleted Deployment {old['metadata']['name']} "
                                                          f"of revision {revision}, which the Service selects")
+        if plural == "services" and new is not None and uid and owner_uid(new) == uid:
+            self._service_pointed(uid, serving, new)
         if plural in ("drafterbenchmarks", "services") and old is None and new is not None:
             name = new["metadata"]["name"]
             if plural == "drafterbenchmarks" and len(name) > 52:
@@ -187,15 +300,22 @@ class Tracks:
                 pod_settings_hash(DrafterServingSpec.model_validate(new.get("spec") or {})))
         except pydantic.ValidationError:
             pass
+        limit = startup_limit(new.get("spec") or {}) if isinstance((new.get("spec") or {}).get("startup"), dict) else 2700.0
+        if not self.startup_history or self.startup_history[-1][1] != limit:
+            self.startup_history.append((w.clock.t, limit))
         status = new.get("status") or {}
         old_status = ((old or {}).get("status") or {}) if old and old["metadata"]["uid"] == uid else {}
         known = {r["name"]: r.get("good") for r in old_status.get("revisions") or []}
         for r in status.get("revisions") or []:
             if r.get("good") is False and known.get(r["name"]) is not False:
                 self.failed[(uid, r["name"])] = new["metadata"].get("generation")
+                self._judge_failure(uid, r["name"], r.get("failedReason"))
+        self._benchmarks_steer(uid, old_status, status)
+        self._progress_seen(uid, new)
         action = status.get("degradedAction")
         if action and (self.action is None or self.action[:2] != (uid, action.get("since"))):
             self.action = (uid, action.get("since"), action.get("revision"), action.get("action"), w.clock.t)
+            self.action_at = w.clock.t
         degraded = _condition(new, "Degraded")
         # A Degraded that was established and then went Unknown (no data) is the same Degraded when the data
         # comes back low: the property is about entering it, which needs `for` of continuous evidence.
@@ -207,6 +327,74 @@ class Tracks:
                 self._degraded_evidence(uid, status, degraded)
         if degraded and degraded.get("status") != "Unknown":
             self.was_degraded[uid] = degraded.get("status") == "True"
+
+    def _service_pointed(self, uid: str, serving: dict, service: dict) -> None:
+        """Guarantee 2: traffic moves to a revision only once it passed its gate, when the spec gates it (an onDegraded
+        action's revision is not gated; a serving that never served has nothing to protect). Recorded at the switch,
+        judged once the revision takes traffic (a switch at zero replicas serves nothing until a scale-up)."""
+        revision = ((service.get("spec") or {}).get("selector") or {}).get(REVISION_LABEL)
+        before = self.last_selected.get(uid)
+        if revision is None or revision == before:
+            return
+        self.last_selected[uid] = revision
+        status = serving.get("status") or {}
+        served = any(r.get("good") for r in status.get("revisions") or [] if r.get("name") != revision)
+        gate = ((serving.get("spec") or {}).get("swap") or {}).get("gate")
+        action = (status.get("degradedAction") or {}).get("revision")
+        facts = self.revision_facts.get((uid, revision))
+        if before is not None and served and gate and revision != action and "Passed" not in (facts.gates if facts else []):
+            self.ungated[(uid, revision)] = (f"the Service moved from revision {before} to {revision} at "
+                                             f"t={self.world.clock.t:.0f}s (replicas {serving['spec'].get('replicas')}), "
+                                             f"which the spec gates, and no gate of it passed "
+                                             f"(gates seen: {facts.gates if facts else []})")
+
+    def _judge_failure(self, uid: str, revision: str, reason: str | None) -> None:
+        """A revision is marked failed only for what the world really did: its engine exited, it was not Ready within
+        its startup bound of a pod's scheduling, a pod was not placed within the placement bound, its gate failed, or
+        it was Ready a gate timeout ago without a passed gate."""
+        t = self.world.clock.t
+        facts = self.revision_facts.get((uid, revision)) or RevisionFacts()
+        if facts.exits or any(g != "Passed" for g in facts.gates):
+            return
+        replicas = ((self.world.serving() or {}).get("spec") or {}).get("replicas", 1)
+        fully_ready = self.world.ready_pods(uid, revision) >= max(replicas, 1)
+        for created, scheduled, ready in facts.pods.values():
+            if scheduled is not None:
+                limit = self.startup_limit_between(scheduled, t)
+                # The revision is Ready when all its replicas are: one Ready pod beside others that wait is not.
+                if t >= scheduled + limit - EARLY and (not fully_ready or ready is None or ready > scheduled + limit - EARLY):
+                    return
+            if t >= created + PLACEMENT_TIMEOUT - EARLY and (scheduled is None or scheduled > created + PLACEMENT_TIMEOUT - EARLY):
+                return
+        if facts.first_ready is not None and t >= facts.first_ready + GATE_TIMEOUT - EARLY and "Passed" not in facts.gates:
+            return
+        self.report("failed-for-a-reason", f"revision {revision} was marked failed ({reason!r}) though the world gave no "
+                                           f"reason: exits {facts.exits}, gates {facts.gates}, pods (created, scheduled, "
+                                           f"ready) {sorted(map(str, facts.pods.values()))[:4]}")
+
+    def _benchmarks_steer(self, uid: str, old_status: dict, status: dict) -> None:
+        """Issue 38 item 4: only a benchmark the operator ran against the serving (its gate, or a run by hand through
+        spec.servingRef) may set status.lastBenchmark (SPEEDUP, learned thresholds) or status.speculationSchedule."""
+        named = []
+        last = (status.get("lastBenchmark") or {}).get("name")
+        if last and last != (old_status.get("lastBenchmark") or {}).get("name"):
+            named.append(("lastBenchmark", last))
+        source = (status.get("speculationSchedule") or {}).get("source") or ""
+        if source.startswith("benchmark ") and source != (old_status.get("speculationSchedule") or {}).get("source"):
+            named.append(("speculationSchedule", source.split(" ", 1)[1]))
+        for field, name in named:
+            variant = self.tenant_benchmarks.get(name)
+            if name not in self.operator_benchmarks and variant != "by_hand":
+                self.report("benchmarks-steer-nothing", f"status.{field} now comes from DrafterBenchmark {name} "
+                                                        f"({variant or 'unknown'}), which the operator did not run "
+                                                        "against the serving")
+
+    def _progress_seen(self, uid: str, serving: dict) -> None:
+        progressing = _condition(serving, "Progressing") or {}
+        now = (progressing.get("reason") or "", progressing.get("message") or "")
+        known = self.progress.get(uid)
+        if known is None or known[:2] != now:
+            self.progress[uid] = (*now, self.world.clock.t)
 
     def _degraded_evidence(self, uid: str, status: dict, degraded: dict) -> None:
         revision = (status.get("acceptance") or {}).get("revision") or status.get("activeRevision")
@@ -323,13 +511,21 @@ def stable_endpoint(world) -> list[str]:
 def no_cut_streams(world) -> list[str]:
     out = []
     tr, track = world.traffic, world.track
+    spec = (world.serving() or {}).get("spec") or {}
+    drain_timeout = max(float(parse_duration((spec.get("swap") or {}).get("drainTimeout") or "5m")),
+                        world.operator.reconciler.drain.total_seconds())
     for cut in tr.cuts[track.cuts_seen:]:
-        if cut.strategy != "BlueGreen" or cut.cause in ("node-loss", "serving-deleted", "template-change", "unknown"):
+        if cut.strategy != "BlueGreen" or cut.cause in ("node-loss", "serving-deleted", "template-change", "unknown") \
+                or cut.cause in BY_HAND:
             continue
-        if cut.cause == "scale-down" and cut.revision == world.selected_revision():
+        if cut.cause == "scale-down" and (cut.revision == world.selected_revision() or not world.config["replicas"]
+                                          or track.scaled_by_hand(cut.revision)):
             continue  # fewer replicas asked for
-        out.append(f"a stream on pod {cut.pod} (revision {cut.revision}) was cut: {cut.cause} "
-                   f"within {48:.0f}s of it serving traffic")
+        if cut.left_at is not None and cut.t >= cut.left_at + drain_timeout - 1.0:
+            continue  # a stream longer than spec.swap.drainTimeout: the drain ended at its bound
+        since = "while it served" if cut.left_at is None else f"{cut.t - cut.left_at:.0f}s after traffic left it"
+        out.append(f"a stream on pod {cut.pod} (revision {cut.revision}) was cut: {cut.cause} {since}, before "
+                   f"drainTimeout {drain_timeout:.0f}s")
     track.cuts_seen = len(tr.cuts)
     for outage in tr.outages[track.outages_seen:]:
         start, end = outage.context, outage.context.get("end", {})
@@ -341,6 +537,8 @@ def no_cut_streams(world) -> list[str]:
             continue
         if track.last_template_change >= outage.start - NODE_LOSS_GRACE:
             continue  # an in-place restart (env, pod policy): planned, judged by no-unplanned-restarts
+        if any(outage.start - NODE_LOSS_GRACE <= t <= (outage.end or outage.start) for t, _, _ in track.hands):
+            continue  # someone deleted or restarted what served (hands on children)
         out.append(f"requests failed for {outage.end - outage.start:.0f}s from t={outage.start:.0f}s: the Service "
                    f"selected no Ready pod (revision {start.get('selected')} -> {end.get('selected')})")
     track.outages_seen = len(tr.outages)
@@ -445,6 +643,138 @@ def deletes_finish(world) -> list[str]:
     return []
 
 
+#: Causes of a pod's going that are someone else's hands, not the operator's (world.op_hands).
+BY_HAND = ("deployment-deleted:user", "deleted-by-hand")
+
+
+def served_passed_gate(world) -> list[str]:
+    track = world.track
+    if not track.ungated:
+        return []
+    serving = world.serving()
+    selected = world.selected_revision()
+    key = (serving["metadata"]["uid"] if serving else None, selected)
+    if key not in track.ungated or not world.traffic.endpoints:
+        return []
+    facts = track.revision_facts.get(key)
+    how = track.ungated.pop(key)
+    if facts is not None and "Passed" in facts.gates:
+        return []
+    return [f"revision {selected} serves without having passed its gate: {how}"]
+
+
+def failed_for_a_reason(world) -> list[str]:
+    return world.track.take("failed-for-a-reason")
+
+
+def benchmarks_steer_nothing(world) -> list[str]:
+    return world.track.take("benchmarks-steer-nothing")
+
+
+def _overlaps(periods, start: float, end: float) -> bool:
+    return any(s < end and (e is None or e > start) for s, e in periods)
+
+
+def healthy_serves_in_time(world) -> list[str]:
+    """Liveness: a healthy revision the user asked for (its engine starts within the startup bound, its gate passes)
+    serves within startup + gate timeout + slack of the ask, the operator's downtime and a stalled DrafterServing
+    watch added. Excused, narrowly: no GPUs for its pods, admission refusals, a lost node, a name another owner
+    holds, an onDegraded action, hands on the children (the clock starts again), a spec the settings refuse, a
+    revision that failed before (no retry asked)."""
+    track = world.track
+    serving = world.serving()
+    t = world.clock.t
+    if serving is None or serving["metadata"].get("deletionTimestamp"):
+        track.asked = None
+        return []
+    uid = serving["metadata"]["uid"]
+    if track.ask_dirty_at is not None or track.asked is None or track.asked.uid != uid:
+        since = t if track.ask_dirty_at is None else track.ask_dirty_at
+        track.ask_dirty_at = None
+        revision = world.desired_revision()
+        spec = serving.get("spec") or {}
+        track.asked = Asked(uid, revision, since, startup_limit(spec) + gate_bound(spec) + SETTLE_SLACK) \
+            if revision else None
+    asked = track.asked
+    if asked is None or asked.revision is None:
+        return []
+    if world.selected_revision() == asked.revision:
+        track.asked = Asked(uid, None, t, 0.0)
+        return []
+    since = max([asked.since] + [h for h, _, _ in track.hands if h >= asked.since])
+    elapsed = t - since - world.operator.downtime_since(since) - world.operator.stalled_serving_watch_since(since)
+    if elapsed <= asked.bound:
+        return []
+    track.asked = Asked(uid, None, t, 0.0)  # judged once per ask
+    spec = serving.get("spec") or {}
+    fate = fate_of(world.seed, asked.revision)
+    gated = bool((spec.get("swap") or {}).get("gate"))
+    status = serving.get("status") or {}
+    facts = track.revision_facts.get((uid, asked.revision))
+    excused = (not world.config["replicas"] or world.spec_refused() or fate.broken or fate.never_ready
+               or fate.startup * 1.25 >= startup_limit(spec) - 60
+               or (gated and (fate.gate != "Passed" or fate.gate_seconds >= GATE_TIMEOUT - 60))
+               or any(r.get("name") == asked.revision and r.get("good") is False for r in status.get("revisions") or [])
+               or _overlaps(track.admission_periods, asked.since, t)
+               or (track.node_lost_at is not None and track.node_lost_at >= asked.since - NODE_LOSS_GRACE)
+               or (facts is not None and facts.unschedulable_at is not None and facts.unschedulable_at >= asked.since)
+               or status.get("degradedAction") or track.action_at >= asked.since - SETTLE_SLACK
+               or world.name_held(asked.revision))
+    if excused:
+        return []
+    progressing = _condition(serving, "Progressing") or {}
+    return [f"revision {asked.revision} (healthy: starts in ~{fate.startup:.0f}s, gate {fate.gate if gated else 'none'}) "
+            f"was asked for at t={asked.since:.0f}s and does not serve {elapsed:.0f}s later (bound {asked.bound:.0f}s); "
+            f"the Service selects {world.selected_revision()}; Progressing {progressing.get('reason')}: "
+            f"{(progressing.get('message') or '')[:160]}"]
+
+
+#: How long a Progressing state may last (seconds, beyond SETTLE_SLACK) before it ends or changes.
+STATE_BOUNDS = {
+    "RevisionStarting": lambda spec: PLACEMENT_TIMEOUT + startup_limit(spec),
+    "InsufficientCapacity": lambda spec: PLACEMENT_TIMEOUT + startup_limit(spec),
+    "Unschedulable": lambda spec: PLACEMENT_TIMEOUT + startup_limit(spec),
+    "Gating": lambda spec: GATE_TIMEOUT,
+    "StoppingOldRevision": lambda spec: 120.0,
+    "WriteRefused": lambda spec: 0.0,
+}
+
+
+def states_end(world) -> list[str]:
+    """Liveness: every transient state the status reports (a revision starting, a gate, old pods stopping, a refused
+    write) ends or changes within its bound; InvalidSpec may last, but not while a revision other than the one that
+    serves keeps pods past the drain. Admission refusals, a lost node and hands on children excuse it."""
+    track = world.track
+    serving = world.serving()
+    if serving is None:
+        return []
+    uid = serving["metadata"]["uid"]
+    known = track.progress.get(uid)
+    if known is None:
+        return []
+    reason, message, since = known
+    t = world.clock.t
+    spec = serving.get("spec") or {}
+    if reason == "InvalidSpec":
+        bound = DRAIN_BOUND
+        selected = world.selected_revision()
+        if not (world.cluster.revisions_holding_gpus(uid) - {selected}):
+            return []
+    elif reason in STATE_BOUNDS:
+        bound = STATE_BOUNDS[reason](spec)
+    else:
+        return []
+    start = max([since] + [h for h, _, _ in track.hands if h >= since]
+                + ([track.node_lost_at] if track.node_lost_at is not None else []))
+    elapsed = t - start - world.operator.downtime_since(start)
+    if elapsed <= bound + SETTLE_SLACK:
+        return []
+    track.progress[uid] = (reason, message, t)  # once per bound
+    if _overlaps(track.admission_periods, since, t) or world.name_held(None):
+        return []
+    return [f"Progressing has said {reason} for {elapsed:.0f}s (bound {bound + SETTLE_SLACK:.0f}s): {message[:200]}"]
+
+
 INVARIANTS = {
     "stable-endpoint": stable_endpoint,
     "no-cut-streams": no_cut_streams,
@@ -458,4 +788,9 @@ INVARIANTS = {
     "no-stale-decisions": no_stale_decisions,
     "degraded-needs-evidence": degraded_needs_evidence,
     "deletes-finish": deletes_finish,
+    "served-passed-gate": served_passed_gate,
+    "failed-for-a-reason": failed_for_a_reason,
+    "benchmarks-steer-nothing": benchmarks_steer_nothing,
+    "healthy-serves-in-time": healthy_serves_in_time,
+    "states-end": states_end,
 }

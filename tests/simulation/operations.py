@@ -1,5 +1,8 @@
 """The operations a scenario draws: user edits, deletes and re-creates, operator crashes, node loss,
-acceptance drops, metric faults, admission refusals, foreign objects, API faults, watch lag, time.
+acceptance drops, metric faults, admission refusals, foreign objects (labelled or not), API faults, one
+kind's watch lagging or stalling, hands on the children (deletes, scales, restarts, labels stripped),
+administrators changing the operator's settings or upgrading it, long streams, unreadable in-flight
+counts, tenants' benchmarks, scale-downs to zero and back, retries, time.
 
 An operation is plain data (a dict), drawn in advance from the seed, so that a recorded list replays
 exactly and a shrinker can drop any of them. Spec edits set one field of a small configuration
@@ -25,7 +28,9 @@ DRAFTERS = {
              {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSpeculativeTokens": 3},
              {"method": "mtp", "numSpeculativeTokens": 1},
              {"method": "ngram", "numSpeculativeTokens": 4},
-             {"method": "none"}],
+             {"method": "none"},
+             {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSpeculativeTokens": 3,
+              "dynamic": "fromBenchmark"}],
     "sglang": [{"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSteps": 3, "eagleTopk": 1,
                 "numDraftTokens": 4},
                {"method": "mtp", "numSteps": 2, "eagleTopk": 1, "numDraftTokens": 3},
@@ -37,22 +42,29 @@ ENVS = [None, [{"name": "NCCL_DEBUG", "value": "INFO"}], [{"name": "VLLM_LOGGING
 GATES = [{"minSpeedup": "1.1", "baseline": {"tokensPerSecond": "80"}}, {"minTokensPerSecond": "60"}]
 ACCEPTANCE = [{"minAcceptanceRate": "0.4", "window": "5m", "for": "5m"},
               {"minAcceptanceRate": "0.6", "window": "2m", "for": "10m"},
-              {"minAcceptanceLength": "2.0", "window": "5m", "for": "0s"}]
+              {"minAcceptanceLength": "2.0", "window": "5m", "for": "0s"},
+              # through the administrator's Prometheus endpoint (chart value prometheus.endpoints)
+              {"minAcceptanceRate": "0.4", "window": "5m", "for": "5m", "source": "prometheus", "prometheus": "main"}]
 ON_DEGRADED = ["Alert", "Rollback", "DisableSpeculation"]
 STARTUP = ["10m", "20m", "45m"]
+DRAIN_TIMEOUTS = [None, None, "2m", "10m"]  # spec.swap.drainTimeout (None: the default, 5m)
 
 FIELDS = {  # field -> the values an edit may set it to
-    "engine": ["vllm", "sglang"], "drafter": list(range(5)), "image": list(range(3)), "replicas": [0, 1, 1, 2, 2, 3],
+    "engine": ["vllm", "sglang"], "drafter": list(range(6)), "image": list(range(3)), "replicas": [0, 1, 1, 2, 2, 3],
     "env": list(range(len(ENVS))), "strategy": ["Recreate", "BlueGreen", "BlueGreen"],
-    "gate": [None, 0, 1], "acceptance": [None, 0, 1, 2], "onDegraded": ON_DEGRADED, "startup": STARTUP,
+    "gate": [None, 0, 1], "acceptance": [None, 0, 1, 2, 3], "onDegraded": ON_DEGRADED, "startup": STARTUP,
+    "drainTimeout": DRAIN_TIMEOUTS,
 }
+#: Fields a configuration has without drawing them: a stored spec an older CRD accepted (`legacy`: a field the
+#: operator now refuses, set by an upgrade operation).
+DEFAULT_CONFIG = {"legacy": False, "drainTimeout": None}
 
 
 def initial_config(rng: random.Random) -> dict:
     """A random configuration; one scenario in three starts fully guarded (BlueGreen with a gate, acceptance
     watched with an onDegraded action), where the swap, gate and action paths meet: drawn field by field,
     that combination is too rare for the budget."""
-    config = {f: rng.choice(v) for f, v in FIELDS.items()}
+    config = {f: rng.choice(v) for f, v in FIELDS.items() if f not in DEFAULT_CONFIG}
     if rng.random() < 1 / 3:
         config.update(engine="vllm", drafter=rng.choice([0, 1]), strategy="BlueGreen", gate=rng.choice([0, 1]),
                       acceptance=rng.choice([0, 1, 2]), onDegraded=rng.choice(["Rollback", "DisableSpeculation"]))
@@ -76,6 +88,8 @@ def render(config: dict) -> dict:
     if env:
         spec["env"] = copy.deepcopy(env)
     swap = {"strategy": config["strategy"]}
+    if config.get("drainTimeout"):
+        swap["drainTimeout"] = config["drainTimeout"]
     if config["strategy"] == "BlueGreen" and config["gate"] is not None:
         gate = copy.deepcopy(GATES[config["gate"]])
         swap["gate"] = gate
@@ -84,6 +98,10 @@ def render(config: dict) -> dict:
     if config["acceptance"] is not None and drafter["method"] != "none":
         spec["acceptance"] = {**ACCEPTANCE[config["acceptance"]], "minDraftTokens": 1000,
                               "onDegraded": config["onDegraded"]}
+    if config.get("legacy"):  # kept from an older CRD; the operator refuses it now
+        spec.setdefault("acceptance", {"minAcceptanceRate": "0.4", "window": "5m", "for": "5m",
+                                       "minDraftTokens": 1000, "onDegraded": "Alert"})
+        spec["acceptance"]["prometheusUrl"] = "http://prometheus.monitoring:9090"
     return spec
 
 
@@ -98,7 +116,12 @@ def serving_name(rng: random.Random) -> str:
 
 
 KINDS = [("set", 34), ("wait", 10), ("crash", 8), ("node_loss", 3), ("acceptance", 10), ("metrics", 5),
-         ("admission", 4), ("foreign", 3), ("recreate", 3), ("api_faults", 4), ("watch_lag", 4)]
+         ("admission", 4), ("foreign", 3), ("recreate", 3), ("api_faults", 4), ("watch_lag", 6), ("hands", 6),
+         ("admin", 4), ("long_streams", 3), ("in_flight_fault", 2), ("tenant_benchmark", 3), ("scale_cycle", 2),
+         ("retry", 2)]
+WATCHED_KINDS = ["drafterservings", "deployments", "pods", "services", "drafterbenchmarks"]
+HANDS = ["delete_active", "delete_active", "delete_other", "scale", "restart", "strip_labels", "delete_service",
+         "delete_pod"]
 
 
 def draw(rng: random.Random, kind: str) -> dict:
@@ -119,15 +142,36 @@ def draw(rng: random.Random, kind: str) -> dict:
         return {"kind": "admission", "rule": rng.choice(["deployments", "drafterbenchmarks", "services", "status"]),
                 "code": rng.choice([403, 422]), "for": rng.uniform(60, 1200)}
     if kind == "foreign":
-        return {"kind": "foreign", "what": rng.choice(["service", "deployment"])}
+        return {"kind": "foreign", "what": rng.choice(["service", "deployment"]),
+                "labels": rng.choice(["none", "serving", "managed"]), "desired": rng.random() < 0.5,
+                "for": rng.uniform(600, 7200)}
     if kind == "recreate":
         return {"kind": "recreate", "gap": rng.choice([0.0, rng.uniform(1, 120), rng.uniform(120, 1800)]),
                 "operator_down": rng.random() < 0.5}
     if kind == "api_faults":
         return {"kind": "api_faults", "rate": rng.uniform(0.05, 0.4), "for": rng.uniform(60, 3600)}
     if kind == "watch_lag":
-        return {"kind": "watch_lag", "lag": rng.choice([1.0, 10.0, 60.0]), "stall": rng.random() < 0.3,
-                "for": rng.uniform(30, 1800)}
+        return {"kind": "watch_lag", "watch": rng.choice(WATCHED_KINDS + ["all"]), "lag": rng.choice([1.0, 10.0, 60.0]),
+                "stall": rng.random() < 0.4, "for": rng.uniform(30, 1800)}
+    if kind == "hands":
+        return {"kind": "hands", "what": rng.choice(HANDS), "replicas": rng.choice([0, 1, 3])}
+    if kind == "admin":
+        what = rng.choice(["allow_list", "allow_list", "prometheus", "drain", "upgrade", "legacy"])
+        value = {"allow_list": lambda: rng.randrange(5), "prometheus": lambda: rng.random() < 0.5,
+                 "drain": lambda: rng.choice([5.0, 15.0, 60.0, 120.0]), "upgrade": lambda: rng.random() < 0.7,
+                 "legacy": lambda: rng.random() < 0.6}[what]()
+        return {"kind": "admin", "what": what, "value": value, "down": rng.uniform(5, 60)}
+    if kind == "long_streams":
+        return {"kind": "long_streams", "seconds": rng.choice([90.0, 240.0, 290.0, 900.0]), "for": rng.uniform(600, 7200)}
+    if kind == "in_flight_fault":
+        return {"kind": "in_flight_fault", "for": rng.uniform(60, 1800)}
+    if kind == "tenant_benchmark":
+        return {"kind": "tenant_benchmark", "variant": rng.choice(["endpoint", "endpoint_gate", "other_serving", "by_hand"]),
+                "seconds": rng.uniform(60, 900), "speedup": rng.choice([0.4, 0.8, 2.5])}
+    if kind == "scale_cycle":
+        return {"kind": "scale_cycle", "gap": rng.choice([60.0, rng.uniform(1800, 7200)]), "replicas": rng.choice([1, 2])}
+    if kind == "retry":
+        return {"kind": "retry"}
     raise ValueError(kind)
 
 

@@ -1,32 +1,54 @@
-"""The operator process in the simulated world: its (lagging) view of the store, its reconcile loop
-and its acceptance watch, crashes and restarts.
+"""The operator process in the simulated world: its watches and the view they build, its reconcile loop and
+its acceptance watch, its settings, crashes and restarts.
 
-The view is what kopf's watches and indexes hold: the store's change log delivered up to `lag` seconds
-late (0 most of the time; a stalled watch for a while), replaced by a full re-list at a restart or when
-the stall ends. A reconcile runs the real `ServingReconciler` on the serving body and children from the
-view, with the real `observed_from`, writing through the fake apiserver. It runs on watch events of
-the serving's objects, at the plan's `recheck_at`, on a safety interval, after an error (5 s), and at
-once after a restart. The acceptance watch measures the active revision as `AcceptanceMonitor.measure`
-does (the real verdict state machine, `acceptance/verdict.py`), on samples the world's engines give.
+**Watches.** One stream per kind the real operator watches (handlers.py): DrafterServings, DrafterBenchmarks,
+and the children's kinds (Deployments, pods, Services), which carry the managed-by label selector
+(`handlers.CHILD_SELECTOR`): an object without it never reaches the view, and one that loses it leaves the view
+as the apiserver's selected watch says (a DELETED event). Each stream delivers its events in order, `lag`
+seconds late, on its own: kinds are never ordered among themselves. A stream can stall; when it comes back
+kopf re-lists that kind and delivers what it lists, but not what was deleted during the gap, so the view keeps
+those objects (ghosts) until an event names them again. A restarted operator lists everything afresh.
+
+**The loop** is `serving_loop.run` step for step, with the real `serving_loop.Wakeups`: watch events and
+acceptance measurements call `Wakeups.saw`; after a reconcile the loop `expect`s its own writes and waits as
+`Wakeups.wait` does (woken with its own writes delivered, or `catch_up` past them, which sets the loop's
+`behind`, or the plan's deadline, or the safety interval); the next reconcile is told `view_behind` by
+`take_behind`, so the real reconciler reads the apiserver itself. Before each reconcile the loop reads the
+requests in flight on every draining revision (`handlers._read_drain`): the world's traffic answers for each
+pod IP, None when a pod cannot be read (a ghost's IP, a metrics fault).
+
+**Settings.** The operator's environment (`environ`, the chart's values: tenancy.allowedImagePrefixes,
+prometheus.endpoints) is the process environment during each reconcile, as the real process reads it
+(ServingState's defaults); the drain setting and the default images are the reconciler's construction
+arguments, as `handlers.configure` builds it. An administrator's change restarts the operator with the new
+values (`helm upgrade` rolls the operator's pod).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 
 from drafter_operator.acceptance.measurement import Measurement, persisted_verdict
+from drafter_operator.controllers.handlers import CHILD_SELECTOR
 from drafter_operator.controllers.serving_acceptance import WatchedByVersion
 from drafter_operator.controllers.serving import ServingReconciler
-from drafter_operator.controllers.serving_observe import observed_from
-from drafter_operator.kube import ApiError
+from drafter_operator.controllers.serving_loop import Wakeups
+from drafter_operator.controllers.serving_observe import benchmarked_serving, observed_from
+from drafter_operator.controllers.serving_pointer import draining_revisions
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
+from drafter_operator.settings import CATCH_UP_SECONDS
 
-from tests.simulation.apiserver import OperatorCrash
+from tests.simulation.apiserver import OperatorCrash, selected
 
-WATCH_DELAY = 0.3  # seconds from a write to the reconcile its watch event triggers
-ERROR_RETRY = 5.0
-CATCH_UP = 5.0
+WATCH_LATENCY = 0.3  # seconds from a write to its watch event, on a healthy stream
+ERROR_RETRY = 5.0  # handlers.configure: memo.error_retry_seconds
+CATCH_UP = CATCH_UP_SECONDS.default  # handlers.configure: Wakeups(catch_up=CATCH_UP_SECONDS.read())
+
+#: The kinds the operator watches, and whether the apiserver selects them by the managed-by label.
+WATCHED = {"drafterservings": False, "drafterbenchmarks": False, "deployments": True, "pods": True, "services": True}
 
 
 def json_copy(obj):
@@ -38,12 +60,86 @@ def json_copy(obj):
     return obj
 
 
+def plural_of(key: str) -> str:
+    parts = key.split("/")
+    return parts[parts.index("namespaces") + 2]
+
+
+class WatchStream:
+    """One kind's watch: its events in order, delivered `lag` late, or not at all while stalled."""
+
+    def __init__(self, operator: OperatorSim, plural: str):
+        self.operator, self.plural = operator, plural
+        self.selected_by_label = WATCHED[plural]
+        self.view: dict[str, dict] = {}
+        self.log: list[tuple[str, dict | None, dict]] = []  # (key, object or None for DELETED, last body)
+        self.pos = 0
+        self.lag = WATCH_LATENCY
+        self.stalled_until: float | None = None
+        self.ghosts_made = 0  # objects a re-list left in the view that the store no longer has
+
+    def matches(self, obj: dict | None) -> bool:
+        return obj is not None and (not self.selected_by_label or selected(obj, CHILD_SELECTOR))
+
+    def listed(self) -> dict[str, dict]:
+        store = self.operator.world.api.store
+        prefix = f"/{self.plural}/"
+        return {k: o for k, o in store.items() if prefix in k and plural_of(k) == self.plural and self.matches(o)}
+
+    def written(self, key: str, old: dict | None, new: dict | None) -> None:
+        if self.matches(new):
+            self.log.append((key, new, new))
+        elif self.matches(old):  # deleted, or no longer selected: the selected watch says DELETED
+            self.log.append((key, None, old))
+        else:
+            return
+        if self.stalled_until is None:
+            w = self.operator.world
+            w.clock.after(self.lag, self.deliver, self.operator.incarnation, len(self.log))
+
+    def deliver(self, incarnation: int, upto: int) -> None:
+        if incarnation != self.operator.incarnation or self.stalled_until is not None or not self.operator.up:
+            return
+        while self.pos < min(upto, len(self.log)):
+            key, obj, last = self.log[self.pos]
+            self.pos += 1
+            if obj is None:
+                self.view.pop(key, None)
+            else:
+                self.view[key] = obj
+            self.operator.event(self.plural, key, last)
+
+    def stall(self, until: float) -> None:
+        if self.stalled_until is None or until > self.stalled_until:
+            self.operator.stalls.setdefault(self.plural, []).append((self.operator.world.clock.t, until))
+            self.stalled_until = until
+            self.operator.world.clock.at(until, self.resume, self.operator.incarnation, until)
+
+    def resume(self, incarnation: int, until: float) -> None:
+        if incarnation != self.operator.incarnation or self.stalled_until != until:
+            return
+        self.stalled_until = None
+        self.relist()
+
+    def relist(self) -> None:
+        """kopf's re-list after a watch gap: every listed object is delivered as an event; what was deleted meanwhile
+        is not, so the view keeps it."""
+        listed = self.listed()
+        self.ghosts_made += sum(1 for k in self.view if k not in listed)
+        self.pos = len(self.log)
+        for key, obj in listed.items():
+            self.view[key] = obj
+            self.operator.event(self.plural, key, obj)
+
+
 class OperatorSim:
     def __init__(self, world, safety_interval: float, acceptance_interval: float, drain: dt.timedelta | None = None):
         self.world = world
         self.safety_interval = safety_interval
         self.acceptance_interval = acceptance_interval
         self.drain = drain
+        self.default_images: dict[str, str] | None = None  # None: the release's (engines.DEFAULT_IMAGES)
+        self.environ: dict[str, str] = {}  # the chart's settings on the operator's container
         self.up = False
         self.incarnation = 0
         self.reconciles = 0
@@ -51,12 +147,18 @@ class OperatorSim:
         self.events: list[tuple[float, str, str, str]] = []
         self.down_since: float | None = 0.0
         self.downtime = 0.0  # total seconds down, for invariants that allow for it
-        self.lag = 0.0
-        self.stall_until = 0.0
         self.last_quiet = False
+        self.streams: dict[str, WatchStream] = {}
+        self.stalls: dict[str, list[tuple[float, float]]] = {}  # kind -> (from, until) of its watch's stalls
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.world.namespace, self.world.name)
 
     # ------------------------------------------------------------------ life
     def start(self) -> None:
+        if self.up:
+            return
         self.incarnation += 1
         self.up = True
         if self.down_since is not None:
@@ -64,21 +166,32 @@ class OperatorSim:
             self.world.track.down_periods.append((self.down_since, self.world.clock.t))
             self.down_since = None
         kwargs = {"drain": self.drain} if self.drain is not None else {}
+        if self.default_images is not None:
+            kwargs["default_images"] = dict(self.default_images)
         self.reconciler = ServingReconciler(kube=self.world.api, clock=self.world.clock.now, **kwargs)
-        self.relist()
+        self.wakeups = Wakeups(catch_up=CATCH_UP, clock=lambda: self.world.clock.t)
         self.latest: Measurement | None = None
         self.monitor_key = None
         self.verdict: a.Verdict | None = None
-        self.wake_at: float | None = None
-        self.awaiting_until = 0.0
         self.watch = WatchedByVersion()
-        self.wake(0.0)
+        self.waiting = False
+        self.wait_generation = 0
+        self.loop_running = False
+        self.streams = {plural: WatchStream(self, plural) for plural in WATCHED}
+        for stream in self.streams.values():  # kopf lists every watched kind at startup
+            stream.view = stream.listed()
+        self.world.clock.after(0.0, self.loop_turn, self.incarnation)
         self.world.clock.after(0.0, self.measure, self.incarnation)
 
     def crash(self, restart_after: float) -> None:
         self.up = False
         self.down_since = self.world.clock.t
         self.world.clock.after(restart_after, self.start)
+
+    def restart(self, down_for: float) -> None:
+        """A rolling restart (helm upgrade): down now, up with the current settings after `down_for`."""
+        if self.up:
+            self.crash(down_for)
 
     def downtime_since(self, t: float) -> float:
         """Seconds the operator was down since time t (up to now)."""
@@ -88,102 +201,152 @@ class OperatorSim:
             down += max(0.0, min(end, now) - max(start, t))
         return down
 
-    # ------------------------------------------------------------------ the view
-    def relist(self) -> None:
-        self.view = dict(self.world.api.store)
-        self.log_pos = len(self.world.watch_log)
+    def stalled_serving_watch_since(self, t: float) -> float:
+        """Seconds since t (up to now) during which the DrafterServing watch was stalled: the spec's changes unseen."""
+        now = self.world.clock.t
+        return sum(max(0.0, min(end, now) - max(start, t)) for start, end in self.stalls.get("drafterservings", []))
 
-    def catch_up(self) -> None:
-        t = self.world.clock.t
-        if self.stall_until and t >= self.stall_until:
-            self.stall_until = 0.0
-            self.relist()  # the stalled watch expires: kopf re-lists
-            return
-        cutoff = t - self.lag if not self.stall_until else -1.0
-        log = self.world.watch_log
-        i = self.log_pos
-        while i < len(log) and log[i][0] <= cutoff:
-            _, key, obj = log[i]
-            if obj is None:
-                self.view.pop(key, None)
-            else:
-                self.view[key] = obj
-            i += 1
-        self.log_pos = i
+    # ------------------------------------------------------------------ the watches
+    def written(self, plural: str, key: str, old: dict | None, new: dict | None) -> None:
+        """The store changed: the watch of that kind (if the operator watches it) carries the event."""
+        if self.up and plural in self.streams:
+            self.streams[plural].written(key, old, new)
 
-    def caught_up(self) -> bool:
-        return self.log_pos == len(self.world.watch_log)
+    def view(self, plural: str) -> dict[str, dict]:
+        return self.streams[plural].view if plural in self.streams else {}
 
-    # ------------------------------------------------------------------ the loop
-    def wake(self, delay: float) -> None:
-        """A watch event (or a deadline): reconcile after `delay`, coalesced with any earlier wake-up."""
-        if not self.up:
-            return
-        t = self.world.clock.t + delay
-        if self.wake_at is not None and self.wake_at <= t:
-            return
-        self.wake_at = t
-        self.world.clock.at(t, self.reconcile, self.incarnation, t)
-
-    def reconcile(self, incarnation: int, due: float) -> None:
-        if not self.up or incarnation != self.incarnation or self.wake_at != due:
-            return
-        self.wake_at = None
+    def event(self, plural: str, key: str, body: dict) -> None:
+        """A watch event reached the operator (its index is updated): the handlers wake the serving it is about."""
         w = self.world
-        self.catch_up()
-        body = self.view.get(w.serving_key)
+        labels = body["metadata"].get("labels") or {}
+        if plural == "drafterservings":
+            about = body["metadata"]["name"]
+        elif plural == "drafterbenchmarks":
+            about = benchmarked_serving(labels, body.get("spec") or {})
+        else:
+            about = labels.get(SERVING_LABEL)
+        if about != w.name:
+            return
+        self.wakeups.saw(self.key, plural, body["metadata"]["name"], body["metadata"].get("resourceVersion"))
+        self.poke()
+
+    # ------------------------------------------------------------------ the loop (serving_loop.run and Wakeups.wait)
+    def poke(self) -> None:
+        """Something set the loop's wake signal: a waiting loop looks at once (after what else happens now)."""
+        if self.waiting:
+            self.wait_generation += 1
+            self.world.clock.after(0.0, self.wait_pass, self.incarnation, self.wait_generation)
+
+    def begin_wait(self, timeout: float) -> None:
+        self.waiting, self.woken = True, False
+        self.deadline = self.world.clock.t + timeout
+        self.wait_generation += 1
+        self.wait_pass(self.incarnation, self.wait_generation)
+
+    def wait_pass(self, incarnation: int, generation: int) -> None:
+        """One pass of Wakeups.wait's loop, as it runs each time its wake signal fires or its limit comes."""
+        if not self.up or incarnation != self.incarnation or not self.waiting or generation != self.wait_generation:
+            return
+        wakeups = self.wakeups
+        signals = wakeups._signals(self.key)
+        if signals.wake.is_set():
+            self.woken = True
+            signals.wake.clear()
+        now = self.world.clock.t
+        if signals.awaiting and now >= signals.awaiting_since + wakeups.catch_up:
+            signals.awaiting.clear()
+            signals.behind = True
+        if (self.woken and not signals.awaiting) or now >= self.deadline:
+            self.waiting = False
+            self.world.clock.after(0.0, self.loop_turn, incarnation)
+            return
+        limit = min(self.deadline, signals.awaiting_since + wakeups.catch_up) if signals.awaiting else self.deadline
+        self.wait_generation += 1
+        self.world.clock.at(limit, self.wait_pass, incarnation, self.wait_generation)
+
+    def loop_turn(self, incarnation: int) -> None:
+        """One turn of serving_loop.run: reconcile, then wait."""
+        if not self.up or incarnation != self.incarnation:
+            return
+        w = self.world
+        body = self.view("drafterservings").get(w.serving_key)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            return  # no loop for a deleted serving
-        name = w.name
-        deployments, pods, services, benchmarks = [], [], [], []
-        for key, obj in self.view.items():
-            labels = obj["metadata"].get("labels") or {}
-            if "/drafterbenchmarks/" in key:
-                if labels.get(SERVING_LABEL) == name or (obj.get("spec") or {}).get("servingRef", {}).get("name") == name:
-                    benchmarks.append(obj)
-            elif labels.get(SERVING_LABEL) != name:
-                continue
-            elif "/deployments/" in key:
-                deployments.append(obj)
-            elif "/pods/" in key:
-                pods.append(obj)
-            elif "/services/" in key:
-                services.append(obj)
-        service = next((s for s in services if s["metadata"]["name"] == name), None)
-        observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"),
-                                 benchmarks=benchmarks)
-        before = sum(w.api.requests.values())
-        events_before = len(self.events)
-        self.reconciles += 1
-        w.track.reconcile_started(self)
+            # No loop for a deleted serving (ObjectLoops stops it); a new one starts at the serving's next event.
+            self.wakeups.forget(self.key)
+            self.begin_wait(self.safety_interval)
+            return
         try:
-            applied = self.reconciler.reconcile(json_copy(body), self.post_event, observed, self.latest)
+            applied = self.reconcile(body)
         except OperatorCrash:
             self.crash(w.pending_restart_after)
             return
         except Exception as exc:  # noqa: BLE001 - the loop outlives a failed write (serving_loop.run)
             self.errors.append((w.clock.t, repr(exc)))
             w.track.reconcile_failed(self, exc)
-            self.wake(ERROR_RETRY)
+            self.begin_wait(ERROR_RETRY)
             return
+        self.wakeups.expect(self.key, applied.written)
+        timeout = self.safety_interval
+        if applied.recheck_at is not None:
+            timeout = min(timeout, max((applied.recheck_at - w.clock.now()).total_seconds(), 0.0))
+        self.begin_wait(timeout)
+
+    def reconcile(self, body: dict):
+        w = self.world
+        name = w.name
+        deployments, pods, services, benchmarks = [], [], [], []
+        # kopf's indexes: children by their serving label (handlers.py's labels= filters), benchmarks by the
+        # serving they measure.
+        for plural, out in (("deployments", deployments), ("pods", pods), ("services", services)):
+            for obj in self.view(plural).values():
+                if (obj["metadata"].get("labels") or {}).get(SERVING_LABEL) == name:
+                    out.append(obj)
+        for obj in self.view("drafterbenchmarks").values():
+            if benchmarked_serving(obj["metadata"].get("labels") or {}, obj.get("spec") or {}) == name:
+                benchmarks.append(obj)
+        service = next((s for s in services if s["metadata"]["name"] == name), None)
+        snapshot = json_copy(body)
+        observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"),
+                                 benchmarks=benchmarks)
+        self.read_drain(observed)
+        before = sum(w.api.requests.values())
+        events_before = len(self.events)
+        self.reconciles += 1
+        w.track.reconcile_started(self)
+        with self.settings():
+            applied = self.reconciler.reconcile(snapshot, self.post_event, observed, self.latest,
+                                                self.wakeups.take_behind(self.key))
         quiet = sum(w.api.requests.values()) == before and len(self.events) == events_before
         self.last_quiet = quiet and self.caught_up()
         w.track.reconcile_done(self, self.last_quiet)
-        if applied.written and not self.caught_up():
-            self.awaiting_until = w.clock.t + CATCH_UP
-        delay = self.safety_interval
-        if applied.recheck_at is not None:
-            delay = min(delay, max((applied.recheck_at - w.clock.now()).total_seconds(), 0.0))
-        self.wake(delay)
+        return applied
+
+    def read_drain(self, observed) -> None:
+        """handlers._read_drain: each draining revision's requests in flight, from its Ready pods' IPs in the view."""
+        for draining in draining_revisions(observed):
+            count = self.world.traffic.in_flight_at(observed.ready_pod_ips.get(draining, []))
+            if count is not None:
+                observed.in_flight[draining] = count
+
+    @contextlib.contextmanager
+    def settings(self):
+        """The operator's environment as the process environment, for the reconcile (ServingState reads it)."""
+        saved = {k: os.environ.get(k) for k in self.environ}
+        os.environ.update(self.environ)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def caught_up(self) -> bool:
+        return all(s.pos == len(s.log) and s.stalled_until is None for s in self.streams.values())
 
     def post_event(self, kind: str, reason: str, message: str) -> None:
         self.events.append((self.world.clock.t, kind, reason, message))
-
-    def saw_write(self) -> None:
-        """The watch delivers a change of one of the serving's objects: wake (after our own writes land)."""
-        if self.up:
-            self.wake(max(WATCH_DELAY, self.lag, self.awaiting_until - self.world.clock.t)
-                      if not self.stall_until else max(WATCH_DELAY, self.stall_until - self.world.clock.t))
 
     # ------------------------------------------------------------------ the acceptance watch
     def measure(self, incarnation: int) -> None:
@@ -193,8 +356,7 @@ class OperatorSim:
         w.clock.after(self.acceptance_interval, self.measure, incarnation)
         if w.metrics_fault == "missing":
             return  # the measurement failed: nothing published (serving_loop.watch_acceptance)
-        self.catch_up()
-        body = self.view.get(w.serving_key)
+        body = self.view("drafterservings").get(w.serving_key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
         status = body.get("status") or {}
@@ -212,7 +374,7 @@ class OperatorSim:
         if self.verdict is None:
             self.verdict = persisted_verdict(status, watched.revision)
         at = w.clock.now().timestamp()
-        sample = w.engines.sample(spec, watched.revision, self.view, self.thresholds, at)
+        sample = w.engines.sample(spec, watched.revision, self.view("pods"), self.thresholds, at)
         previous = self.verdict
         self.verdict = a.evaluate(previous, sample, self.thresholds)
         w.track.measured(body["metadata"]["uid"], watched.revision, w.clock.t, sample, self.thresholds)
@@ -223,8 +385,7 @@ class OperatorSim:
                                  serving_uid=body["metadata"].get("uid")))
 
     def publish(self, measurement: Measurement | None) -> None:
-        old, self.latest = self.latest, measurement
-        # The real loop wakes on every measurement; one whose verdict did not change decides nothing new
-        # beyond a status.acceptance refresh, which the safety interval's reconcile still writes.
-        if (old is None) != (measurement is None) or (measurement is not None and measurement.changed):
-            self.wake(WATCH_DELAY)
+        """serving_loop.watch_acceptance's publish (handlers._serving_loop): keep it, and wake the loop."""
+        self.latest = measurement
+        self.wakeups.saw(self.key, "acceptance", self.world.name, None)
+        self.poke()

@@ -9,23 +9,32 @@ depend on which earlier operations a shrinker dropped.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
+import json
 import random
 
-from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
+import pydantic
+
+from drafter_operator.api import DrafterServingSpec
+from drafter_operator.constants import GATE_LABEL, RETRY_ANNOTATION
+from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.engines import DEFAULT_IMAGES
+from drafter_operator.resources.labels import MANAGED_BY, REVISION_LABEL, SERVING_LABEL, deployment_name
+from drafter_operator.settings import ALLOWED_IMAGE_PREFIXES, PROMETHEUS_ENDPOINTS as PROMETHEUS_ENDPOINTS_SETTING
 
 from tests.simulation.apiserver import FakeApiserver
 from tests.simulation.clock import Clock
-from tests.simulation.cluster import NS, Cluster, owner_uid
+from tests.simulation.cluster import NS, POD_COLLECTION, Cluster, owner_uid, ready
 from tests.simulation.engines import Engines
 from tests.simulation.fault_operations import FaultOperations
 from tests.simulation.invariants import Tracks
-from tests.simulation.operations import render
-from tests.simulation.operator_sim import OperatorSim
-from tests.simulation.traffic import Traffic
+from tests.simulation.operations import DEFAULT_CONFIG, render
+from tests.simulation.operator_sim import WATCH_LATENCY, OperatorSim
+from tests.simulation.traffic import STREAM_SECONDS, Traffic
 
 GROUP_PATH = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterservings"
+BENCHMARKS = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterbenchmarks"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 
 
 class World(FaultOperations):
@@ -36,8 +45,8 @@ class World(FaultOperations):
         self.clock = Clock()
         self.namespace, self.name = NS, setup["name"]
         self.serving_key = f"{GROUP_PATH}/{self.name}"
-        self.config = dict(setup["config"])
-        self.watch_log: list[tuple[float, str, dict | None]] = []
+        self.config = {**DEFAULT_CONFIG, **setup["config"]}
+        self.settings = AdminSettings()
         self.track = Tracks(self)
         self.api = FakeApiserver(self.clock, lambda: self.rng, self.on_write)
         self.cluster = Cluster(self, setup["nodes"])
@@ -46,15 +55,17 @@ class World(FaultOperations):
         self.metrics_fault: str | None = None
         self.pending_restart_after = 30.0
         self.operator = OperatorSim(self, safety_interval, acceptance_interval, drain)
+        self.settings.apply_to(self.operator)
         self.operator.start()
         self.gc_due = False
         self.events = 0
+        self._desired_cache: dict = {}
 
     # ------------------------------------------------------------------ the store's change feed
     def on_write(self, actor, plural, key, old, new, ok, detail) -> None:
         t = self.clock.t
         if ok:
-            self.watch_log.append((t, key, new))
+            self.operator.written(plural, key, old, new)
             if plural == "deployments":
                 if new is not None:
                     self.cluster.deployment_changed(key)
@@ -71,16 +82,13 @@ class World(FaultOperations):
                 self.traffic.update()
             elif plural == "drafterbenchmarks" and old is None and new is not None:
                 self.cluster.benchmark_created(key, new)
+                self.track.benchmark_created(actor, new)
             if new is None and plural != "pods":
                 self.schedule_gc()  # the garbage collector follows every delete
             elif old is None and new is not None and new["metadata"].get("ownerReferences"):
                 # ...and every new dependent: one whose owner is already gone (created from a stale view of
                 # a deleted serving) is deleted, as the real garbage collector's graph does.
                 self.schedule_gc()
-            obj = new or old
-            labels = obj["metadata"].get("labels") or {}
-            if key == self.serving_key or labels.get(SERVING_LABEL) == self.name:
-                self.operator.saw_write()
         self.track.on_write(actor, plural, key, old, new, ok, detail)
 
     def schedule_gc(self) -> None:
@@ -186,30 +194,35 @@ class World(FaultOperations):
         name = f"freeze-{op['salt']}"
         self.api.faults.admission[name] = rule
         self.track.admission_rules[name] = message
+        self.track.admission_periods.append((self.clock.t, self.clock.t + op["for"]))
         self.clock.after(op["for"], self._end_admission, name)
 
     def _end_admission(self, name: str) -> None:
         self.api.faults.admission.pop(name, None)
 
     def op_foreign(self, op: dict) -> None:
-        """An object with a child's name that the serving does not own (made by hand)."""
-        serving = self.serving()
+        """An object with a child's name that the serving does not own, made by hand: with no label (the Service of a
+        migration: never in the operator's label-selected watches), with the serving's label only (not selected
+        either), or with the managed-by and serving labels (a copy of a child: in the watches)."""
+        labels = {"none": {}, "serving": {SERVING_LABEL: self.name},
+                  "managed": {**MANAGED_BY, SERVING_LABEL: self.name}}[op.get("labels", "serving")]
         if op["what"] == "service":
             key = f"/api/v1/namespaces/{NS}/services/{self.name}"
             body = {"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": self.name, "namespace": NS, "labels": {SERVING_LABEL: self.name}},
+                    "metadata": {"name": self.name, "namespace": NS, "labels": labels},
                     "spec": {"selector": {"app": "something-else"}, "ports": [{"port": 80}]}}
         else:
-            revisions = ((serving or {}).get("status") or {}).get("revisions") or []
-            if not revisions:
-                return
-            revision = revisions[-1]["name"]
-            from drafter_operator.resources.labels import deployment_name
+            revision = self.desired_revision() if op.get("desired") else None
+            if revision is None:
+                revisions = ((self.serving() or {}).get("status") or {}).get("revisions") or []
+                if not revisions:
+                    return
+                revision = revisions[-1]["name"]
             name = deployment_name(self.name, revision)
-            key = f"/apis/apps/v1/namespaces/{NS}/deployments/{name}"
+            key = f"{DEPLOYMENTS}/{name}"
             body = {"apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": name, "namespace": NS,
-                                 "labels": {SERVING_LABEL: self.name, REVISION_LABEL: revision}},
+                                 "labels": {**labels, **({REVISION_LABEL: revision} if labels else {})}},
                     "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "hand-made"}},
                              "template": {"metadata": {"labels": {"app": "hand-made"}},
                                           "spec": {"containers": [{"name": "x", "image": "busybox"}]}}}}
@@ -217,6 +230,12 @@ class World(FaultOperations):
             return
         created = self.api.put("user", key, body)
         self.track.foreign_uids.add(created["metadata"]["uid"])
+        if op.get("for"):  # its owner moves it away in the end (the migration is over, the conflict read)
+            self.clock.after(op["for"], self._remove_foreign, key, created["metadata"]["uid"])
+
+    def _remove_foreign(self, key: str, uid: str) -> None:
+        if (self.api.store.get(key) or {}).get("metadata", {}).get("uid") == uid:
+            self.api.remove("user", key)
 
     def op_recreate(self, op: dict) -> None:
         serving = self.serving()
@@ -232,14 +251,240 @@ class World(FaultOperations):
         self.clock.after(op["gap"], self.op_create, op)
 
     def op_watch_lag(self, op: dict) -> None:
-        if op["stall"]:
-            self.operator.stall_until = self.clock.t + op["for"]
-        else:
-            self.operator.lag = op["lag"]
-            self._lag_salt = op["salt"]
-            self.clock.after(op["for"], self._end_lag, op["salt"])
+        """One kind's watch lags or stalls (its connection dropped; kopf re-lists that kind when it comes back)."""
+        kind = op.get("watch", "all")
+        streams = list(self.operator.streams.values()) if kind == "all" else \
+            [self.operator.streams[kind]] if kind in self.operator.streams else []
+        for stream in streams:
+            if op["stall"]:
+                stream.stall(self.clock.t + op["for"])
+            else:
+                stream.lag = op["lag"]
+                stream.lag_salt = op["salt"]
+                self.clock.after(op["for"], self._end_lag, stream, op["salt"])
 
-    def _end_lag(self, salt: int) -> None:
-        if getattr(self, "_lag_salt", None) == salt:
-            self.operator.lag = 0.0
-            self.operator.relist()
+    def _end_lag(self, stream, salt: int) -> None:
+        if getattr(stream, "lag_salt", None) == salt:
+            stream.lag = WATCH_LATENCY
+
+    # ------------------------------------------------------------------ hands on children (users, GitOps)
+    def owned_children(self, plural: str) -> list[tuple[str, dict]]:
+        serving = self.serving()
+        uid = serving["metadata"]["uid"] if serving else None
+        return sorted((k, o) for k, o in self.api.store.items()
+                      if f"/{plural}/" in k and uid and owner_uid(o) == uid)
+
+    def op_hands(self, op: dict) -> None:
+        """Someone acts on the serving's children: `kubectl delete deploy` (the active one mid-swap, to restart it),
+        a GitOps prune of another, `kubectl scale`, `kubectl rollout restart`, labels stripped by a GitOps tool,
+        the Service deleted, a pod deleted."""
+        what = op["what"]
+        selected = self.selected_revision()
+        deployments = self.owned_children("deployments")
+        pick = self.rng.choice
+        target = None
+        if what == "delete_active":
+            target = next((k for k, d in deployments if d["metadata"]["labels"].get(REVISION_LABEL) == selected), None)
+        elif what in ("delete_other", "scale", "restart", "strip_labels"):
+            others = [k for k, d in deployments if d["metadata"]["labels"].get(REVISION_LABEL) != selected]
+            target = pick(others) if others and (what == "delete_other" or self.rng.random() < 0.5) else \
+                pick([k for k, _ in deployments]) if deployments else None
+        elif what == "delete_service":
+            target = f"/api/v1/namespaces/{NS}/services/{self.name}" if self.owned_service() else None
+        elif what == "delete_pod":
+            pods = [k for k, p in self.api.store.items() if k.startswith(POD_COLLECTION + "/")
+                    and (p["metadata"].get("labels") or {}).get(SERVING_LABEL) == self.name]
+            target = pick(sorted(pods)) if pods else None
+        if target is None:
+            return
+        obj = self.api.store[target]
+        revision = (obj["metadata"].get("labels") or {}).get(REVISION_LABEL)
+        self.track.hands_on(what, revision)
+        if what in ("delete_active", "delete_other", "delete_service"):
+            self.api.remove("user", target)
+        elif what == "delete_pod":
+            self.cluster.delete_pod(target, "deleted-by-hand")
+        elif what == "scale":
+            self.api.put("user", target, {**obj, "spec": {**obj["spec"], "replicas": op["replicas"]}})
+        elif what == "restart":
+            template = obj["spec"]["template"]
+            meta = {**(template.get("metadata") or {})}
+            meta["annotations"] = {**(meta.get("annotations") or {}),
+                                   "kubectl.kubernetes.io/restartedAt": self.clock.iso()}
+            self.api.put("user", target, {**obj, "spec": {**obj["spec"], "template": {**template, "metadata": meta}}})
+        elif what == "strip_labels":
+            labels = {k: v for k, v in obj["metadata"]["labels"].items() if k not in MANAGED_BY}
+            self.api.put("user", target, {**obj, "metadata": {**obj["metadata"], "labels": labels}})
+
+    def op_retry(self, op: dict) -> None:
+        """`kubectl annotate drafterserving ... drafter.dev/retry=<new value>`: try a failed revision again."""
+        serving = self.serving()
+        if serving is None or serving["metadata"].get("deletionTimestamp"):
+            return
+        meta = serving["metadata"]
+        self.api.put("user", self.serving_key, {**serving, "metadata": {
+            **meta, "annotations": {**(meta.get("annotations") or {}), RETRY_ANNOTATION: f"r{op['salt']}"}}})
+        self.track.asked_again("retry")
+        # A failed revision may start again now without a spec change: that is what the annotation asks.
+        self.track.failed = {k: g for k, g in self.track.failed.items() if k[0] != meta["uid"]}
+
+    def op_scale_cycle(self, op: dict) -> None:
+        """Scale to zero (a night, a cost cut), then back to N: a revision that never served is asked for again."""
+        self.config["replicas"] = 0
+        self.track.spec_edited("replicas")
+        self.write_spec()
+        self.clock.after(op["gap"], self._scale_back, op["replicas"], op["salt"])
+        self._scale_salt = op["salt"]
+
+    def _scale_back(self, replicas: int, salt: int) -> None:
+        if getattr(self, "_scale_salt", None) == salt and self.config["replicas"] == 0:
+            self.config["replicas"] = replicas
+            self.track.spec_edited("replicas")
+            self.write_spec()
+
+    # ------------------------------------------------------------------ administrators
+    def op_admin(self, op: dict) -> None:
+        """An administrator changes the operator's settings (`helm upgrade`: the operator restarts with them), or
+        upgrades the operator: a release with other default images, or one that refuses a field the stored spec
+        kept from an older CRD."""
+        what, value = op["what"], op["value"]
+        if what == "allow_list":
+            self.settings.image_prefixes = ALLOW_LISTS[value]
+        elif what == "prometheus":
+            self.settings.prometheus = value
+        elif what == "drain":
+            self.settings.drain_seconds = value
+        elif what == "upgrade":
+            self.settings.default_images = UPGRADED_IMAGES if value else None
+        elif what == "legacy":
+            self.config["legacy"] = value
+            self.write_spec()
+        self.settings.apply_to(self.operator)
+        self.track.asked_again(f"admin:{what}")
+        self.operator.restart(op["down"])
+
+    # ------------------------------------------------------------------ traffic and engines
+    def op_long_streams(self, op: dict) -> None:
+        """Clients start streams longer than a swap takes (long generations, agents) for a while."""
+        self.traffic.stream_seconds = op["seconds"]
+        self._streams_salt = op["salt"]
+        self.clock.after(op["for"], self._end_long_streams, op["salt"])
+
+    def _end_long_streams(self, salt: int) -> None:
+        if getattr(self, "_streams_salt", None) == salt:
+            self.traffic.stream_seconds = STREAM_SECONDS
+
+    def op_in_flight_fault(self, op: dict) -> None:
+        """The engines' /metrics cannot be read for a while: in-flight counts are unknown."""
+        self.traffic.unreadable = True
+        self._in_flight_salt = op["salt"]
+        self.clock.after(op["for"], self._end_in_flight_fault, op["salt"])
+
+    def _end_in_flight_fault(self, salt: int) -> None:
+        if getattr(self, "_in_flight_salt", None) == salt:
+            self.traffic.unreadable = False
+
+    # ------------------------------------------------------------------ tenants' benchmarks
+    def op_tenant_benchmark(self, op: dict) -> None:
+        """A tenant creates a DrafterBenchmark about this serving that the operator does not run against it: an
+        endpoint run (any URL) carrying the serving's and its active revision's labels (with the gate label or not),
+        or a run against another serving of the same spec (so of the same revision name) labelled with this
+        serving's name. Or, legitimately, a run by hand against this serving (spec.servingRef)."""
+        revision = self.selected_revision()
+        if revision is None:
+            return
+        variant = op["variant"]
+        name = f"tenant-{op['salt']}"
+        labels, spec = {}, {"concurrencyLevels": [1, 8, 32], "baseline": {"tokensPerSecond": "80"}}
+        if variant in ("endpoint", "endpoint_gate"):
+            labels = {SERVING_LABEL: self.name, REVISION_LABEL: revision}
+            if variant == "endpoint_gate":
+                labels[GATE_LABEL] = "true"
+            spec["endpoint"] = "http://bench.tenant.example:8000/v1"
+        elif variant == "other_serving":
+            labels = {SERVING_LABEL: self.name}
+            spec["servingRef"] = {"name": "other"}
+        else:
+            spec["servingRef"] = {"name": self.name}
+        self.track.tenant_benchmarks[name] = variant
+        self.api.put("tenant", f"{BENCHMARKS}/{name}", {
+            "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark",
+            "metadata": {"name": name, "namespace": NS, "labels": labels}, "spec": spec})
+        # What the benchmark controller records: an endpoint run's revision is its label (no serving to ask), a run
+        # against a serving measures that serving's active revision (the other serving runs the same spec).
+        self.clock.after(op["seconds"], self.cluster.finish_tenant_benchmark, f"{BENCHMARKS}/{name}", revision,
+                         op["speedup"])
+
+    # ------------------------------------------------------------------ what the world knows of the spec
+    def desired_revision(self) -> str | None:
+        """The revision the user's spec asks for, with the operator's default images (None: the spec is dynamic, so
+        the revision depends on what was measured)."""
+        spec_body = render(self.config)
+        if (spec_body.get("drafter") or {}).get("dynamic"):
+            return None
+        key = (json.dumps(spec_body, sort_keys=True), json.dumps(self.settings.default_images, sort_keys=True))
+        if key not in self._desired_cache:
+            try:
+                spec = DrafterServingSpec.model_validate(spec_body)
+            except pydantic.ValidationError:
+                self._desired_cache[key] = None
+            else:
+                images = self.settings.default_images or DEFAULT_IMAGES
+                self._desired_cache[key] = revision_hash(spec, spec.image or images[spec.engine])
+        return self._desired_cache[key]
+
+    def ready_pods(self, uid: str, revision: str) -> int:
+        """Ready, live pods of a revision of the serving with this uid."""
+        deployments = {o["metadata"]["uid"] for k, o in self.api.store.items() if "/deployments/" in k
+                       and owner_uid(o) == uid and (o["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision}
+        return sum(1 for k, p in self.api.store.items() if k.startswith(POD_COLLECTION + "/")
+                   and owner_uid(p) in deployments and not p["metadata"].get("deletionTimestamp") and ready(p))
+
+    def name_held(self, revision: str | None) -> bool:
+        """Whether an object the serving does not own holds the name of its Service or of this revision's Deployment
+        (any child's name, for None)."""
+        names = {f"/api/v1/namespaces/{NS}/services/{self.name}"}
+        if revision:
+            names.add(f"{DEPLOYMENTS}/{deployment_name(self.name, revision)}")
+        return any(o["metadata"]["uid"] in self.track.foreign_uids and (revision is None or k in names)
+                   for k, o in self.api.store.items())
+
+    def spec_refused(self) -> bool:
+        """Whether the operator's settings refuse the spec (the administrator's allow-list, a Prometheus endpoint
+        removed, a field an upgraded operator no longer accepts)."""
+        spec = render(self.config)
+        images = self.settings.default_images or DEFAULT_IMAGES
+        image = spec.get("image") or images[spec["engine"]]
+        prefixes = self.settings.image_prefixes
+        if prefixes and not image.startswith(tuple(prefixes)):
+            return True
+        acceptance = spec.get("acceptance") or {}
+        if acceptance.get("prometheus") and not self.settings.prometheus:
+            return True
+        return "prometheusUrl" in acceptance
+
+
+#: tenancy.allowedImagePrefixes values an administrator sets (None: unset, anything goes).
+ALLOW_LISTS = [None, ["vllm/", "lmsysorg/"], ["vllm/vllm-openai:v0.33.0"], ["lmsysorg/"], ["registry.internal/"]]
+#: The default images of a later release of the operator.
+UPGRADED_IMAGES = {"vllm": "vllm/vllm-openai:v0.33.1", "sglang": "lmsysorg/sglang:v0.5.23"}
+PROMETHEUS_ENDPOINTS = {"main": "http://prometheus.monitoring:9090"}
+
+
+class AdminSettings:
+    """The operator's chart values that administrators change (tenancy, prometheus.endpoints, drain seconds) and its
+    release (default images)."""
+
+    def __init__(self):
+        self.image_prefixes: list[str] | None = None
+        self.prometheus = True  # prometheus.endpoints has the entry "main" that specs name
+        self.drain_seconds: float | None = None
+        self.default_images: dict[str, str] | None = None
+
+    def apply_to(self, operator) -> None:
+        environ = {ALLOWED_IMAGE_PREFIXES.name: json.dumps(self.image_prefixes) if self.image_prefixes else "",
+                   PROMETHEUS_ENDPOINTS_SETTING.name: json.dumps(PROMETHEUS_ENDPOINTS if self.prometheus else {})}
+        operator.environ = environ
+        operator.default_images = self.default_images
+        if self.drain_seconds is not None:
+            operator.drain = dt.timedelta(seconds=self.drain_seconds)
