@@ -269,6 +269,10 @@ def test_a_gate_records_the_revision_it_gates_from_its_label_and_annotation():
     body["metadata"]["annotations"] = {"drafter.dev/num-speculative-tokens": "4"}
     plan = decide(state(body, None))
     assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r9", 4)
+    # Without the gate label an endpoint run measured a URL, not the revision its label names (issue 38 item 4).
+    body["metadata"]["labels"] = {"drafter.dev/revision": "r9", "drafter.dev/serving": "kimi"}
+    plan = decide(state(body, None))
+    assert (plan.status.get("revision"), plan.status["numSpeculativeTokens"]) == (None, 4)
 
 
 def test_the_benchmark_pod_takes_the_specs_resources_and_pod_policy():

@@ -17,7 +17,7 @@ from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.resources import engine as engine_resources
 from drafter_operator.resources.benchmark_job import CONTAINER, job_name
-from drafter_operator.constants import K_ANNOTATION, REVISION_LABEL
+from drafter_operator.constants import GATE_LABEL, K_ANNOTATION, REVISION_LABEL
 
 if TYPE_CHECKING:
     from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target
@@ -48,11 +48,13 @@ def measured_revision(body: dict, target: Target | None) -> tuple[str | None, in
     """The serving revision a run measures and its draft tokens per step (status.revision and
     status.numSpeculativeTokens, and the bench's --num-speculative-tokens): the serving's active
     revision, with k from that revision's record (mid-swap the spec may already describe the next
-    one; without a record, the spec's); for a gate, the revision it gates."""
+    one; without a record, the spec's); for a gate, the revision it gates. Another endpoint run measured a URL,
+    no revision, whatever its labels say (anyone who may create the run sets them); its k annotation still
+    tells the bench how many tokens the endpoint drafts."""
     if target is None:
         meta = body["metadata"]
-        k = (meta.get("annotations") or {}).get(K_ANNOTATION, "")
-        return (meta.get("labels") or {}).get(REVISION_LABEL), int(k) if k.isdigit() else None
+        labels, k = meta.get("labels") or {}, (meta.get("annotations") or {}).get(K_ANNOTATION, "")
+        return labels.get(REVISION_LABEL) if labels.get(GATE_LABEL) else None, int(k) if k.isdigit() else None
     status = (target.serving or {}).get("status") or {}
     active = status.get("activeRevision")
     record = next((r for r in status.get("revisions") or [] if r.get("name") == active), None)
