@@ -76,7 +76,7 @@ class Site:
     line: int
 
     def __str__(self) -> str:
-        return f"operator/drafter_operator/{self.file}:{self.line}"
+        return f"{self.file}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -143,10 +143,10 @@ def _walk_in(scope: ast.AST) -> Iterator[ast.AST]:
 
 
 class Scan:
-    """The needs of every module of the runtime package, and what could not be read."""
+    """The needs of every module of a package (the runtime package unless told), and what could not be read."""
 
-    def __init__(self) -> None:
-        self.modules = [m for m in self._modules()]
+    def __init__(self, package: Path = PACKAGE) -> None:
+        self.modules = list(self._modules(package))
         self.needs: dict[Need, set[Site]] = {}
         self.unreadable: list[str] = []
         self.write_paths: set[tuple[str, str, str]] = set()  # (verb, group, resource) of each Write built
@@ -164,17 +164,17 @@ class Scan:
                     self._scan_kube_call(module, node)
 
     @staticmethod
-    def _modules() -> Iterator[Module]:
-        for path in sorted(PACKAGE.rglob("*.py")):
+    def _modules(package: Path) -> Iterator[Module]:
+        for path in sorted(package.rglob("*.py")):
             if path.name == "kube.py":
                 continue  # the client itself: its verbs are what the others call
             source = path.read_text()
             if "object_path" not in source and "kube" not in source:
                 continue
             tree = ast.parse(source)
-            relative = path.relative_to(PACKAGE)
-            name = "drafter_operator." + ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
-            module = Module(name, str(relative), tree, vars(importlib.import_module(name)))
+            relative = path.relative_to(package)
+            name = f"{package.name}." + ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+            module = Module(name, f"{package.name}/{relative}", tree, vars(importlib.import_module(name)))
             module.parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
             yield module
 
@@ -285,10 +285,12 @@ class Scan:
     def verbs_of_use(self, module: Module, node: ast.AST, depth: int) -> set[str]:
         """How a path value is used: the verbs it will be sent with ("sent": a Kube call on the spot, read by
         the call's own scan; "write:<verb>": a Write's path)."""
-        if depth > 4:
-            raise Unreadable("used too far from where it is built")
+        if depth > 6:
+            return set()  # no verb this way (the other uses of the value may still say one)
         child, parent = node, module.parents.get(node)
         while parent is not None:
+            if isinstance(parent, (ast.Compare, ast.FormattedValue)):
+                return set()  # compared or written in a message: not sent from here
             if isinstance(parent, ast.Call):
                 called = _called(parent)
                 if isinstance(parent.func, ast.Attribute) and parent.func.attr in KUBE_VERBS and _is_kube(parent.func.value):
@@ -300,6 +302,8 @@ class Scan:
                     return {f"write:{verb.value}"}
                 if called in ("append", "extend") and _last_name(parent.func.value) in PLAN_FIELDS:
                     return {PLAN_FIELDS[_last_name(parent.func.value)]}
+                if called in ("append", "extend") and isinstance(parent.func.value, ast.Name):
+                    return self.uses(module, module.scope(parent), parent.func.value, depth)  # a local list of paths
             if isinstance(parent, ast.keyword) and parent.arg in PLAN_FIELDS:
                 return {PLAN_FIELDS[parent.arg]}
             if isinstance(parent, ast.comprehension) and child is parent.iter:
@@ -426,4 +430,17 @@ class Scan:
             return {PathMeaning(plan_field=_last_name(iterable))}
         if isinstance(iterable, (ast.Tuple, ast.List)):
             return set().union(*(self.path_meanings(module, e, scope, depth + 1) for e in iterable.elts))
+        if isinstance(iterable, ast.Name):  # a local list: what it is made of and what is appended to it
+            elements: list[ast.AST] = []
+            for node in _walk_in(scope):
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == iterable.id
+                                                        for t in node.targets):
+                    if not isinstance(node.value, (ast.List, ast.Tuple)):
+                        raise Unreadable(f"paths from {ast.unparse(node.value)}")
+                    elements += node.value.elts
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                      and isinstance(node.func.value, ast.Name) and node.func.value.id == iterable.id):
+                    elements += node.args
+            if elements:
+                return set().union(*(self.path_meanings(module, e, scope, depth + 1) for e in elements))
         raise Unreadable(f"paths from {ast.unparse(iterable)}")
