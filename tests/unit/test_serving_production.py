@@ -13,7 +13,7 @@ import pytest
 
 from drafter_operator import timestamps
 from drafter_operator.constants import SCALED_UP_ANNOTATION
-from drafter_operator.controllers.serving_observe import Observed, revision_observation
+from drafter_operator.controllers.serving_observe import Observed, revision_observation, revision_pods
 from drafter_operator.controllers.serving_pointer import draining_revisions, recorded_drains
 from drafter_operator.controllers.swap import SwapInput, start_failure
 
@@ -388,3 +388,37 @@ def test_a_recreate_swap_waiting_on_a_ghost_pod_goes_on_once_the_view_is_checked
     # Checked at most every verify_waiting (60 s) while it waits.
     assert not reconciler.check_due("team", "kimi", waiting, world.now + dt.timedelta(seconds=10))
     assert reconciler.check_due("team", "kimi", waiting, world.now + dt.timedelta(seconds=61))
+
+
+def test_the_pods_of_a_deleted_servings_same_named_deployment_never_start_the_new_ones_clock():
+    deployment = {"metadata": {"name": "kimi-r", "creationTimestamp": "2026-12-01T10:00:00Z", "generation": 1},
+                  "spec": {"replicas": 1}, "status": {}}
+    leftover = {"metadata": {"name": "kimi-r-old", "creationTimestamp": "2026-12-01T08:00:00Z",
+                             "labels": {REVISION_LABEL: "r"}},
+                "status": {"conditions": [{"type": "PodScheduled", "status": "True",
+                                           "lastTransitionTime": "2026-12-01T08:00:01Z"}]}}
+    own = copy.deepcopy(leftover)
+    own["metadata"].update(name="kimi-r-new", creationTimestamp="2026-12-01T10:00:01Z")
+    own["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-01T10:00:02Z"
+    assert revision_observation("r", deployment, revision_pods("r", deployment, [leftover]), None).scheduled is None
+    observed = revision_observation("r", deployment, revision_pods("r", deployment, [leftover, own]), None)
+    assert observed.pods == 1 and observed.scheduled == timestamps.parse("2026-12-01T10:00:02Z")
+
+
+def test_a_gated_swap_at_zero_replicas_moves_no_traffic_and_gates_the_revision_once_scaled_up():
+    world = World(gated_body())
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.body["spec"]["replicas"] = 0
+    world.converge()
+    world.ask_for_k(3)
+    world.converge()
+    assert selected(world) == old  # nothing to gate at zero: no switch
+    assert world.condition("Progressing")["reason"] == "ScaledToZero"
+    world.body["spec"]["replicas"] = 1
+    world.body["metadata"]["generation"] += 1
+    world.converge()
+    assert selected(world) == old and world.condition("Progressing")["reason"] == "Gating"
+    finish_gate(world, passed=True, message="1.3x")
+    world.converge()
+    assert selected(world) != old

@@ -55,7 +55,7 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         revision = deployment["metadata"]["labels"].get(REVISION_LABEL)
         if not revision or deployment["metadata"].get("deletionTimestamp") or not owned_by(deployment, owner_uid):
             continue
-        own = [p for p in pods if p["metadata"].get("labels", {}).get(REVISION_LABEL) == revision]
+        own = revision_pods(revision, deployment, pods)
         observed.deployments[revision] = deployment
         observed.ready_pod_ips[revision] = ready_pod_ips(own)
         preflight = compatibility.revision_preflight(own)
@@ -64,6 +64,17 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         observed.revisions[revision] = revision_observation(revision, deployment, own, preflight)
     _observe_benchmarks(observed, benchmarks, owner_uid)
     return observed
+
+
+def revision_pods(revision: str, deployment: dict, pods: list[dict]) -> list[dict]:
+    """The pods of a revision's Deployment: its revision label, and created no earlier than the Deployment. Pods
+    belong to a ReplicaSet, not to the Deployment the index holds, so the label alone cannot tell them from the
+    pods of a same-named Deployment deleted a moment ago (a serving deleted and created again: the same spec
+    hashes to the same revision) that the garbage collector has not removed yet; taken for the new one's, their
+    scheduling would start its startup clock long before its own pods exist."""
+    created = timestamps.parse_aware(deployment["metadata"].get("creationTimestamp"))
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision
+            and not (created and (timestamps.parse_aware(p["metadata"].get("creationTimestamp")) or created) < created)]
 
 
 def ready_pod_ips(pods: list[dict]) -> list[str]:

@@ -284,7 +284,9 @@ def _swap_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
         plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}; "
                                                          f"revision {active} keeps serving"))
         return plan
-    if is_ready(new, inp.replicas) and inp.gated and inp.replicas > 0:
+    if inp.gated and inp.replicas == 0:
+        return _gate_waits_for_replicas(inp, plan)
+    if is_ready(new, inp.replicas) and inp.gated:
         gated = _gate_step(inp, plan)
         if gated is not None:
             return gated
@@ -293,6 +295,18 @@ def _swap_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
     if inp.strategy == "BlueGreen":
         return _start_beside(inp, plan)
     return _recreate(inp, plan)
+
+
+def _gate_waits_for_replicas(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
+    """A gated swap while spec.replicas is 0: a gate measures the new revision's own pods and there are none, so
+    the Service stays where it is (nothing serves now) and the new revision waits at zero; scaled up, it starts
+    beside the active one and passes its gate before traffic moves. Switching now would let it serve ungated
+    the moment the serving is scaled up."""
+    plan.scale[inp.active] = plan.scale[inp.desired] = 0
+    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), 0)
+    plan.progressing = Verdict("False", "ScaledToZero", f"spec.replicas is 0: revision {inp.desired} takes traffic "
+                                                        f"once scaled up and through its gate ({inp.gate_source})")
+    return plan
 
 
 def _keep_active(inp: SwapInput, plan: SwapPlan, failure_reason: str) -> None:
