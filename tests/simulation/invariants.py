@@ -310,6 +310,10 @@ class Tracks:
             if r.get("good") is False and known.get(r["name"]) is not False:
                 self.failed[(uid, r["name"])] = new["metadata"].get("generation")
                 self._judge_failure(uid, r["name"], r.get("failedReason"))
+            elif r.get("good") is not False:
+                # A retry cleared it, or a first revision failed on its bound became Ready and served after all:
+                # starting it again is no stale decision.
+                self.failed.pop((uid, r["name"]), None)
         self._benchmarks_steer(uid, old_status, status)
         self._progress_seen(uid, new)
         action = status.get("degradedAction")

@@ -422,3 +422,16 @@ def test_a_gated_swap_at_zero_replicas_moves_no_traffic_and_gates_the_revision_o
     finish_gate(world, passed=True, message="1.3x")
     world.converge()
     assert selected(world) != old
+
+
+def test_a_failed_first_revision_whose_deployment_someone_deleted_is_not_started_again():
+    world = World(seed_body())
+    world.apply(world.decide())  # created, never Ready
+    world.now += dt.timedelta(hours=2)
+    world.apply(world.decide())
+    (failed,) = [r for r in world.body["status"]["revisions"] if r.get("good") is False]
+    world.deployments.clear()  # kubectl delete deploy
+    plan = world.decide()
+    assert not [w for w in plan.writes if w.plural == "deployments"]
+    world.body["metadata"]["annotations"] = {"drafter.dev/retry": "1"}  # asked: it starts again
+    assert [w.verb for w in world.decide().writes if w.plural == "deployments"] == ["create"]

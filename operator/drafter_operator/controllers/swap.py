@@ -249,6 +249,8 @@ def _first_revision(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
             plan.mark_failed = desired
             plan.failure_reason = failure
             plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}"))
+        elif observed is None:
+            del plan.scale[desired]  # failed, and its Deployment deleted (by hand): never started again unasked
         plan.progressing = Verdict("False", "RevisionFailed",
                                    f"revision {desired} {why}; there is no earlier revision to fall back to")
         plan.mark_good = None
