@@ -435,3 +435,28 @@ def test_a_failed_first_revision_whose_deployment_someone_deleted_is_not_started
     assert not [w for w in plan.writes if w.plural == "deployments"]
     world.body["metadata"]["annotations"] = {"drafter.dev/retry": "1"}  # asked: it starts again
     assert [w.verb for w in world.decide().writes if w.plural == "deployments"] == ["create"]
+
+
+def test_a_service_deleted_while_the_spec_is_refused_comes_back_pointing_at_what_serves():
+    world, old, new = gating_swap()
+    world.apply(decide_under(world, ONLY_INTERNAL))
+    world.service = None  # kubectl delete service, while the administrator's policy refuses the spec
+    plan = decide_under(world, ONLY_INTERNAL)
+    (write,) = plan.writes
+    assert (write.verb, write.plural) == ("create", "services")
+    world.apply(plan)
+    assert selected(world) == old
+    assert world.service["spec"]["ports"][0]["port"] == world.body["status"]["endpoint"]["port"]
+
+
+def test_our_own_service_whose_labels_someone_removed_gets_them_back():
+    world = World(seed_body())
+    stripped = hand_made_service(owner_uid=world.body["metadata"]["uid"])  # ours, but no labels: out of the watch
+    kube = HandMadeServiceKube(world, stripped)
+    patches: list[tuple[str, dict]] = []
+    kube.patch = lambda path, body: patches.append((path, body)) or {"metadata": {"name": "kimi", "resourceVersion": "9"}}
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
+    reconciler.reconcile(world.body, lambda *e: None, world.state().observed)
+    (path, body), = [(p, b) for p, b in patches if p.endswith("/services/kimi")]
+    assert body["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "drafter-operator"
+    assert body["metadata"]["labels"]["drafter.dev/serving"] == "kimi"

@@ -204,12 +204,23 @@ class PlanWriter:
     def check_owner(self, write: Write) -> None:
         """A create answered AlreadyExists: the object of that name must be this serving's own. The watches see
         only labelled children, so a same-named object without the labels (the hand-made Service of a migration)
-        reaches the operator here first, and using it would route the serving's endpoint to someone else's pods."""
+        reaches the operator here first, and using it would route the serving's endpoint to someone else's pods.
+        Our own object whose labels someone removed is out of the watches' sight too: its labels are put back."""
         name = write.body["metadata"]["name"]
-        existing = self.kube.get(f"{write.path}/{name}")
+        path = f"{write.path}/{name}"
+        existing = self.kube.get(path)
         uid = (self.body.get("metadata") or {}).get("uid")
-        if existing is not None and uid and not owned_by(existing, uid):
+        if existing is None or not uid:
+            return
+        if not owned_by(existing, uid):
             raise NameHeld(write, name_conflict_message([write]))
+        labels = existing["metadata"].get("labels") or {}
+        lost = {key: value for key, value in (write.body["metadata"].get("labels") or {}).items()
+                if labels.get(key) != value}
+        if lost:
+            log.warning("%s/%s: %s %s lost its labels %s; putting them back", self.namespace, self.name, write.kind,
+                        name, sorted(lost))
+            self.remember(write.plural, self.kube.patch(path, {"metadata": {"labels": lost}}))
 
     def write_status(self, plan: ServingPlan) -> None:
         if not plan.status:

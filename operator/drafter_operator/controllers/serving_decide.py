@@ -456,11 +456,28 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
         meta.get("generation"), now)}
     changed = changed_fields(status, new_status)
     plan = ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
+    plan.writes = [w for w in [restored_pointer(state, active)] if w]
     plan.deletes = revision_deletes(meta, held.delete, observed)
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
     plan.recheck_at = min((m for m in future if m > now), default=None)
     plan.waiting = bool(draining_revisions(inp))
     return plan
+
+
+def restored_pointer(state: ServingState, active: str | None) -> Write | None:
+    """The Service, pointing at the revision that serves, when someone deleted it while the spec is refused: what
+    serves keeps serving, and the Service is how. None when it exists, nothing serves, or the spec cannot be read
+    (only the administrator's policy refuses it) to render one."""
+    observed = state.observed
+    if observed.service is not None or active not in observed.revisions or (
+            "services", state.serving["metadata"]["name"]) in observed.foreign:
+        return None
+    try:
+        serving = DrafterServing.model_validate(state.serving)
+    except pydantic.ValidationError:
+        return None
+    port = published_port(None, state.serving.get("status") or {}, engines.engine(serving.spec.engine).DEFAULT_PORT)
+    return pointer_write(serving, state.serving, observed, active, None, port, state.now)
 
 
 def refused_drain_timeout(body: dict) -> str:
