@@ -761,7 +761,9 @@ def states_end(world) -> list[str]:
     spec = serving.get("spec") or {}
     if reason == "InvalidSpec":
         bound = DRAIN_BOUND
-        selected = world.selected_revision()
+        # What serves: the Service's revision, or with no Service (deleted, and a refused spec cannot render it),
+        # the revision the operator keeps as active.
+        selected = world.selected_revision() or (serving.get("status") or {}).get("activeRevision")
         if not (world.cluster.revisions_holding_gpus(uid) - {selected}):
             return []
     elif reason in STATE_BOUNDS:

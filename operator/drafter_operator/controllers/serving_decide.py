@@ -53,6 +53,7 @@ from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, drai
     hold, is_ready, left_at, plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
+from drafter_operator.acceptance.message import SPECULATION_DISABLED
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
@@ -447,16 +448,22 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
         drain_timeout=max(state.drain, dt.timedelta(seconds=parse_duration(refused_drain_timeout(body)))),
         in_flight=observed.in_flight)
     held = hold(inp)
-    ready = held.ready or Verdict("False", "InvalidSpec", message)
+    pointer = restored_pointer(state, active)
+    routed = observed.service is not None or pointer is not None
+    ready = held.ready if held.ready and routed else Verdict("False", "InvalidSpec", message)
+    updates = [("Ready", ready), ("Progressing", Verdict("False", "InvalidSpec", f"{message}. Fix the spec to continue"
+                                                         + (f"; revision {active} keeps serving" if routed and held.ready
+                                                            else "")))]
+    degraded = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    if not routed and degraded.get("reason") == SPECULATION_DISABLED and status.get("degradedAction"):
+        # No Service routes to the action's revision (deleted, and a refused spec cannot render it again).
+        updates.append(("Degraded", action_blocked(status["degradedAction"], "the Service is gone and the spec is "
+                                                   "refused", active)))
     new_status = {"observedGeneration": meta.get("generation"), "gating": None, "conditions": conditions.merge(
-        status.get("conditions"), [("Ready", ready), ("Progressing", Verdict("False", "InvalidSpec",
-                                                                              f"{message}. Fix the spec to continue"
-                                                                              + (f"; revision {active} keeps serving"
-                                                                                 if held.ready else "")))],
-        meta.get("generation"), now)}
+        status.get("conditions"), updates, meta.get("generation"), now)}
     changed = changed_fields(status, new_status)
     plan = ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
-    plan.writes = [w for w in [restored_pointer(state, active)] if w]
+    plan.writes = [pointer] if pointer else []
     plan.deletes = revision_deletes(meta, held.delete, observed)
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
     plan.recheck_at = min((m for m in future if m > now), default=None)
