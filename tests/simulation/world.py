@@ -327,6 +327,8 @@ class World(FaultOperations):
         self.track.asked_again("retry")
         # A failed revision may start again now without a spec change: that is what the annotation asks.
         self.track.failed = {k: g for k, g in self.track.failed.items() if k[0] != meta["uid"]}
+        if self.track.action is not None:  # an action's failed revision starts again: its bound counts from now
+            self.track.action = (*self.track.action[:4], self.clock.t)
 
     def op_scale_cycle(self, op: dict) -> None:
         """Scale to zero (a night, a cost cut), then back to N: a revision that never served is asked for again."""
