@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.simulation.runner import reproduction, run_scenario, shrink
 
-# About 90 s of one core; bench/simulate.py runs thousands (docs/performance.md).
+# About 0.8 s of one core each, in SERVING_SHARES tests; bench/simulate.py runs thousands (docs/performance.md).
 SCENARIOS = int(os.environ.get("SIM_SCENARIOS", "200"))
 # About 1.1 s of one core each: 50 add about 55 s to the default run.
 BATCH_SCENARIOS = int(os.environ.get("SIM_BATCH_SCENARIOS", "50"))
@@ -22,8 +24,12 @@ FIRST_SEED = int(os.environ.get("SIM_SEED", "0"))
 SHRINK_SECONDS = float(os.environ.get("SIM_SHRINK_SECONDS", "60"))
 
 
-def check_scenarios(family: str, scenarios: int) -> None:
-    for seed in range(FIRST_SEED, FIRST_SEED + scenarios):
+#: The serving scenarios run in this many tests, so that the suite's workers share them.
+SERVING_SHARES = 4
+
+
+def check_scenarios(family: str, scenarios: int, share: int = 0, shares: int = 1) -> None:
+    for seed in range(FIRST_SEED + share, FIRST_SEED + scenarios, shares):
         outcome = run_scenario(seed, OPERATIONS, stop_on="*", family=family)
         if outcome.violations:
             v = outcome.violations[0]
@@ -32,8 +38,9 @@ def check_scenarios(family: str, scenarios: int) -> None:
             raise AssertionError(reproduction(seed, v.invariant, ops, (again or v).message, OPERATIONS, family))
 
 
-def test_invariants_hold_in_random_scenarios():
-    check_scenarios("serving", SCENARIOS)
+@pytest.mark.parametrize("share", range(SERVING_SHARES))
+def test_invariants_hold_in_random_scenarios(share: int):
+    check_scenarios("serving", SCENARIOS, share, SERVING_SHARES)
 
 
 def test_training_and_benchmark_invariants_hold_in_random_scenarios():
