@@ -44,9 +44,10 @@ from drafter_operator.cli import build_parser
 from drafter_operator.resources.training_engine import generation_engine
 from drafter_operator.resources.training_job import rendezvous
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, specforge_layer_ids
+from drafter_operator.training.checkpoints import Checkpoint
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
-from drafter_operator.training.specforge import TRAIN_CONFIG
+from drafter_operator.training.specforge import DRAFT_CONFIG, TRAIN_CONFIG
 from drafter_testbed.tiny_target import source_pythonpath
 from tests.processes import free_port, listening_process
 
@@ -224,6 +225,9 @@ def variants(framework: str) -> dict[str, tuple[DrafterTrainingSpec, RenderOptio
     meet = {"rendezvous": rendezvous("kimi-ft", 1, 2)}
     found["nodes"] = (scratch.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet}))
     found["cpu-nodes"] = (cpu.model_copy(update=two), RenderOptions(**{**options.__dict__, **meet, "cpu": True}))
+    if framework == "specforge":  # speculators resumes by itself: its command line does not change
+        # Train started again from its run's last checkpoint (training/checkpoints.py): the seed fine-tunes a base.
+        found["resumed"] = (seed, RenderOptions(**{**options.__dict__, "resume": RESUMED}))
     return found
 
 
@@ -232,6 +236,7 @@ def files_of(stage: Stage) -> dict[str, str]:
 
 
 PATHS = TrainingPaths(files="@FILES@", adapters=str(ADAPTERS_DIR))
+RESUMED = Checkpoint("drafter-step312", 312)
 GENERATION_ENDPOINT = "http://kimi-ft-gen-g1.team.svc.cluster.local:30000/v1"
 
 
@@ -288,6 +293,13 @@ def test_specforge_commands_and_configs_parse(training_python: str) -> None:
     assert model["vocab_mapping_path"].endswith("base_vocab_mapping.pt")
     assert seed["config"]["deployment"]["trainer"]["nproc_per_node"] == 8
     assert seed["config"]["training"]["num_epochs"] == 5 and seed["config"]["data"]["max_length"] == 4096
+    # About four checkpoints an epoch (SpecForge's own default saves none before the end), two kept.
+    assert seed["config"]["training"]["save_interval"] == 312 and seed["config"]["training"]["max_checkpoints"] == 2
+    # Resumed: SpecForge's full resume from the run's checkpoint, which it refuses beside a weights-only warm start.
+    resumed = results["resumed/train"]
+    assert resumed["code"] == 0 and resumed["config"]["training"]["resume_from"] == "/work/train/drafter-step312"
+    assert resumed["config"]["model"]["draft_checkpoint_path"] is None
+    assert resumed["config"]["model"]["draft_model_config"].endswith(DRAFT_CONFIG)
     cpu = results["cpu/train"]["config"]
     assert cpu["training"]["attention_backend"] == "sdpa" and cpu["training"]["fsdp_sharding"] == "NO_SHARD"
     assert cpu["deployment"]["trainer"]["nproc_per_node"] == 1
@@ -357,6 +369,8 @@ def test_speculators_commands_parse(training_python: str) -> None:
         "output": "/work/data/regenerated.jsonl", "num_samples": 10000, "max_tokens": 2048}}
     assert results["seed/Generate/2"]["params"]["data"] == ["/work/data/regenerated.jsonl"]
     train = results["seed/Train/1"]["config"]
+    # speculators resumes from the highest epoch under --save-path by itself (training/checkpoints.py): never told not to.
+    assert train["trainer"]["no_resume_from_checkpoint"] is False
     assert train["draft"]["target_layer_ids"] == [2, 30, 58]
     assert train["draft"]["from_pretrained"].endswith("base_drafter")
     assert train["draft"]["draft_vocab_size"] is None  # the converted base keeps its mapping

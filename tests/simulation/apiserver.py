@@ -197,8 +197,11 @@ class FakeApiserver(Kube):
                 return log
             if p.name is None:
                 selector = (query or {}).get("labelSelector")
+                # The one field selector the operator sends: metadata.name=<name> (a list that finds an object by
+                # name, labelled or not, where RBAC grants list but not get).
+                named = ((query or {}).get("fieldSelector") or "").removeprefix("metadata.name=") or None
                 items = [o for k, o in self.store.items() if k.startswith(p.collection + "/")
-                         and (not selector or selected(o, selector))]
+                         and (not selector or selected(o, selector)) and (named is None or k == f"{p.collection}/{named}")]
                 return {"items": [json.loads(json.dumps(o)) for o in items]}
             obj = self.store.get(p.key)
             if obj is None:

@@ -10,6 +10,11 @@ not 3-5 s: ticks only add reconciles); the operator can die at any request and r
 re-list (an event for every object). A serving `kimi` is Ready for the benchmarks and loads
 `SERVED_DRAFTER`, which no training may overwrite.
 
+Production's hazards come from batch_hazards.py: disruptions (drains, preemptions, evictions) of stage pods,
+Kueue preempting an admitted stage, a hung stage and the Jobs' deadlines, Generate's engine, the administrator's
+allow-list changing under running trainings, intruders taking a child's name first, and Train's checkpoints,
+resumed through the real stage runner's decision.
+
 `BatchWorld(seed, setup)` and `generate(seed, count, days)` follow world.py and operations.py, so the
 runner, the shrinker and bench/simulate.py run these scenarios as they run the serving's
 (`family="batch"`).
@@ -32,6 +37,8 @@ from drafter_operator.resources.training import TRAINING_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
 from tests.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
+from tests.simulation.batch_hazards import POLICIES, SIM_DEADLINES, TRAINER, BatchHazards
+from tests.simulation.batch_invariants import GENERATION
 from tests.simulation.clock import Clock
 from tests.simulation.cluster import owner_uid
 from tests.simulation.fault_operations import FaultOperations
@@ -62,6 +69,8 @@ BASES = [None, "AQ-MedAI/Kimi-K2-Instruct-eagle3", SERVED_DRAFTER]
 QUEUE = "gpus"  # the Kueue LocalQueue a queued training names; its ClusterQueue holds one stage Job at a time
 WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+#: spec.image a user may set: unset (the operator's trainer), the internal registry's, one outside the allow-list.
+IMAGES = [None, None, "registry.internal/trainer:2", "docker.io/someone/trainer:latest"]
 
 
 # ---------------------------------------------------------------------------------------------- specs
@@ -84,6 +93,11 @@ def training_spec(config: dict, slot: int) -> dict:
         spec["resources"] = {"nodes": config["nodes"]}
     if config.get("queued"):
         spec["queueName"] = QUEUE
+    if config.get("generation"):  # the target regenerates the answers: Generate's engine holds GPUs meanwhile
+        spec["data"]["generation"] = {"engine": "sglang"}
+    if IMAGES[config.get("image", 0)]:
+        spec["image"] = IMAGES[config["image"]]
+    spec["limits"] = {"deadlines": dict(SIM_DEADLINES)}
     return spec
 
 
@@ -95,7 +109,8 @@ def benchmark_spec(config: dict) -> dict:
 TRAINING_FIELDS = {"output": list(range(len(GOOD_OUTPUTS))) * 3 + list(range(len(GOOD_OUTPUTS), len(GOOD_OUTPUTS) + len(BAD_OUTPUTS))),
                    "user_claim": [False, False, True], "retain": [False, False, True], "samples": [1000, 10000],
                    "epochs": [1, 3, 5], "base": [0, 1, 2], "framework": ["specforge", "speculators"],
-                   "nodes": [1, 1, 2, 4], "queued": [False, False, True]}
+                   "nodes": [1, 1, 2, 4], "queued": [False, False, True], "generation": [False, False, True],
+                   "image": list(range(len(IMAGES)))}
 BENCHMARK_FIELDS = {"prompts": [5, 20, 100], "timeout": ["10m", "30m"]}
 
 
@@ -104,7 +119,7 @@ def draw_config(rng: random.Random, fields: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the world
-class BatchWorld(FaultOperations):
+class BatchWorld(FaultOperations, BatchHazards):
     def __init__(self, seed: int, setup: dict):
         from tests.simulation.batch_invariants import BatchTracks
         self.seed = seed
@@ -125,6 +140,7 @@ class BatchWorld(FaultOperations):
         self.gc_due = self.sweep_due = False
         self.events = 0
         self.pod_seq = 0
+        self.init_hazards()
         self.operator = BatchOperator(self)
         self._make_serving()
         self.operator.start()
@@ -161,8 +177,12 @@ class BatchWorld(FaultOperations):
         if plural == "pods" and actor == "operator" and new is not None and new["metadata"].get("deletionTimestamp") \
                 and not old["metadata"].get("deletionTimestamp"):
             self.clock.after(self.rng.uniform(1, GRACE), self.pod_gone, key, new["metadata"]["uid"])
-        if plural == "jobs" and new is not None and (old is None or (old["spec"].get("suspend") and not new["spec"].get("suspend"))):
+        if plural == "jobs" and new is not None and not new["spec"].get("suspend") and \
+                (old is None or old["spec"].get("suspend")):
             self.clock.after(self.rng.uniform(0.5, 3.0), self.job_creates_pod, key, new["metadata"]["uid"])
+            self.job_runs(key, new)
+        if plural in ("deployments", "services") and actor == "operator":
+            self.engine_written(plural, key, old, new)
         if plural == "jobs" and QUEUE_LABEL in (((new or old)["metadata"].get("labels")) or {}):
             if old is None:
                 self.kueue_sees(key, new)
@@ -249,9 +269,13 @@ class BatchWorld(FaultOperations):
     # ------------------------------------------------------------------ Job controller and kubelet
     def job_creates_pod(self, key: str, uid: str) -> None:
         job = self.api.store.get(key)
-        if job is None or job["metadata"]["uid"] != uid or job["spec"].get("suspend"):
+        if job is None or job["metadata"]["uid"] != uid or job["spec"].get("suspend") or (job.get("status") or {}).get("conditions"):
             return  # a suspended Job makes no pods (Kueue resumes it)
-        if any(owner_uid(p) == uid for k, p in self.api.store.items() if k.startswith(PODS + "/")):
+        owned = [p for k, p in self.api.store.items() if k.startswith(PODS + "/") and owner_uid(p) == uid]
+        if any(not p["metadata"].get("deletionTimestamp") for p in owned):
+            return
+        if owned:  # a resumed Job's pods from before its suspension are still stopping: new ones once they are gone
+            self.clock.after(5.0, self.job_creates_pod, key, uid)
             return
         name = job["metadata"]["name"]
         indexed = job["spec"].get("completionMode") == "Indexed"
@@ -300,13 +324,15 @@ class BatchWorld(FaultOperations):
         self.api.put("kubelet", key, {**pod, "spec": {**pod["spec"], "nodeName": "node-0"},
                                       "status": {"phase": "Running", "containerStatuses": [
                                           {"name": c["name"], "state": {"running": {}}} for c in pod["spec"]["containers"]]}})
+        if (pod["metadata"].get("labels") or {}).get(STAGE_LABEL) == "Train":
+            self.train_starts(key, self.api.store[key])
         index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
         rng = random.Random(f"{self.seed}/{job_uid}" + (f"/{index}" if index else ""))
         self.clock.after(rng.uniform(30, 2400), self.pod_ends, key, job_uid, rng.random() < (0.88 if index is None else 0.97))
 
     def pod_ends(self, key: str, job_uid: str, success: bool) -> None:
         pod = self.api.store.get(key)
-        if pod is None or pod["status"].get("phase") != "Running":
+        if pod is None or pod["status"].get("phase") != "Running" or key in self.hung or owner_uid(pod) != job_uid:
             return
         labels = pod["metadata"].get("labels") or {}
         if BENCHMARK_LABEL in labels:
@@ -319,7 +345,9 @@ class BatchWorld(FaultOperations):
         self.api.put("kubelet", key, {**pod, "status": {"phase": "Succeeded" if success else "Failed", "containerStatuses": [
             {"name": c["name"], "state": {"terminated": {"exitCode": code, "message": message}}}
             for c in pod["spec"]["containers"]]}})
-        self.clock.after(self.rng.uniform(0.1, 5.0), self.job_finishes, owner_uid(pod), success)
+        if not success:
+            self.track.job_cause(job_uid, "failed")
+        self.clock.after(self.rng.uniform(0.1, 5.0), self.job_finishes, owner_uid(pod), success, key)
         self.schedule_sweep()
 
     def _outputs(self, pod: dict) -> dict:
@@ -331,10 +359,12 @@ class BatchWorld(FaultOperations):
             return {"hiddenStates": {"path": "/work/hidden-states", "sizeBytes": 1 << 40}}
         return {}
 
-    def job_finishes(self, uid: str, success: bool) -> None:
+    def job_finishes(self, uid: str, success: bool, pod_key: str | None = None) -> None:
+        """The Job controller counts a pod that ended (the first failure it counts decides the Job's reason: a
+        disrupted pod's is its podFailurePolicy's FailJob rule when the Job has one, else the backoff limit)."""
         key = self.api.by_uid.get(uid)
         job = self.api.store.get(key) if key else None
-        if job is None or (job.get("status") or {}).get("conditions"):
+        if job is None or (job.get("status") or {}).get("conditions") or job["spec"].get("suspend"):
             return
         if job["spec"].get("completionMode") == "Indexed":
             pods = [(k, p) for k, p in self.api.store.items() if k.startswith(PODS + "/") and owner_uid(p) == uid]
@@ -349,9 +379,17 @@ class BatchWorld(FaultOperations):
                         self.delete_pod(pod_key)
             job = self.api.store[key]
         kind = "Complete" if success else "Failed"
+        reason, message = ("Completed", "") if success else ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        pod = self.api.store.get(pod_key) if pod_key else None
+        disrupted = pod is not None and any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                                            for c in (pod.get("status") or {}).get("conditions") or [])
+        fail_job = any(r.get("action") == "FailJob" and any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])
+                       for r in (job["spec"].get("podFailurePolicy") or {}).get("rules") or [])
+        if not success and disrupted and fail_job:
+            reason, message = "PodFailurePolicy", (f"Pod {NS}/{pod['metadata']['name']} has condition DisruptionTarget "
+                                                   "matching FailJob rule at index 0")
         self.api.put("job-controller", key, {**job, "status": {"conditions": [
-            {"type": kind, "status": "True", "reason": "Completed" if success else "BackoffLimitExceeded",
-             "message": "" if success else "Job has reached the specified backoff limit"}]}})
+            {"type": kind, "status": "True", "reason": reason, "message": message}]}})
 
     def delete_pod(self, key: str) -> int:
         """A pod deleted gracefully: a running one keeps running (and its claims) for the grace period."""
@@ -374,7 +412,7 @@ class BatchWorld(FaultOperations):
         terminated = [((c.get("state") or {}).get("terminated") or {}) for c in (pod.get("status") or {}).get("containerStatuses") or []]
         if BENCHMARK_LABEL in labels:
             return {"tokensPerSecond": 91.5, "prompts": []} if terminated and terminated[0].get("exitCode") == 0 else None
-        return "" if (pod.get("status") or {}).get("phase") == "Running" else None
+        return self.train_log(key) if (pod.get("status") or {}).get("phase") == "Running" else None
 
     # ------------------------------------------------------------------ running (as World)
     def run_for(self, seconds: float, check) -> None:
@@ -419,6 +457,13 @@ class BatchWorld(FaultOperations):
         key, body = self._training(op["slot"])
         if body is not None:
             self.api.put("user", key, {**body, "spec": training_spec(t["config"], op["slot"])})
+        if op["field"] == "image" and not (IMAGES[op["value"]] or TRAINER).startswith(POLICIES["open"].image_prefixes):
+            # The user reads InvalidSpec and moves the image to the internal registry (op["fix"]: when).
+            self.clock.after(op.get("fix", 900.0), self._image_fixed, op["slot"], op["value"])
+
+    def _image_fixed(self, slot: int, value: int) -> None:
+        if self.trainings[slot]["config"].get("image") == value:
+            self.op_edit_training({"slot": slot, "field": "image", "value": IMAGES.index("registry.internal/trainer:2")})
 
     def op_delete_training(self, op: dict) -> None:
         key, body = self._training(op["slot"])
@@ -461,8 +506,9 @@ class BatchWorld(FaultOperations):
         from drafter_operator.controllers.training_stages import STAGE_CONDITIONS
         for job_key, job in list(self.api.store.items()):
             stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
+            found = GENERATION.search(job["metadata"]["name"])
             if job_key.startswith(JOBS + "/") and owner_uid(job) == body["metadata"]["uid"] and \
-                    STAGE_CONDITIONS.get(stage) in done and job["metadata"]["name"].endswith(f"-g{body['metadata']['generation']}"):
+                    STAGE_CONDITIONS.get(stage) in done and found and int(found[1]) == body["metadata"]["generation"]:
                 self.api.remove("user", job_key)
 
     def op_serving_ready(self, op: dict) -> None:
@@ -497,7 +543,9 @@ class BatchWorld(FaultOperations):
 
     def _end_watch(self, salt: int) -> None:
         if getattr(self, "_watch_salt", None) == salt:
-            self.watch_loss, self.slow = 0.0, False
+            lost, self.watch_loss, self.slow = self.watch_loss, 0.0, False
+            if lost and self.operator.up:
+                self.operator.relist()  # the watch that lost events breaks and kopf lists again
 
 
 # ---------------------------------------------------------------------------------------------- the operator
@@ -523,12 +571,16 @@ class BatchOperator:
         if self.down_since is not None:
             self.down_periods.append((self.down_since, w.clock.t))
             self.down_since = None
-        self.reconcilers = {"t": TrainingReconciler(kube=w.api, image="ghcr.io/drafter-dev/trainer:sim", clock=w.clock.now),
+        self.reconcilers = {"t": TrainingReconciler(kube=w.api, image=TRAINER, clock=w.clock.now, tenant_policy=w.tenant_policy),
                             "b": BenchmarkReconciler(kube=w.api, image="ghcr.io/drafter-dev/operator:sim", clock=w.clock.now)}
         self.wake_at: dict[tuple[str, str], float] = {}
         self.loops: dict[tuple[str, str], tuple[float, float]] = {}
         w.api.on_request = w.interleave
-        for key, obj in list(w.api.store.items()):  # the initial list: an event for every object
+        self.relist()
+
+    def relist(self) -> None:
+        """A (re)list: an event for every object (the initial one, and kopf's after a broken watch)."""
+        for key, obj in list(self.world.api.store.items()):
             self.deliver(key.split("/")[-2], obj, "ADDED", self.incarnation)
 
     def crash(self) -> None:
@@ -634,7 +686,8 @@ class BatchOperator:
 # ---------------------------------------------------------------------------------------------- scenarios
 KINDS = [("create_training", 10), ("edit_training", 14), ("delete_training", 6), ("create_benchmark", 8),
          ("edit_benchmark", 5), ("delete_benchmark", 4), ("delete_finished_job", 4), ("serving_ready", 3),
-         ("wait", 10), ("crash", 12), ("api_faults", 4), ("admission", 4), ("watch", 6)]
+         ("wait", 10), ("crash", 12), ("api_faults", 4), ("admission", 4), ("watch", 6),
+         ("disrupt", 8), ("preempt", 4), ("hang", 4), ("admin", 3), ("squat", 3)]
 
 
 def draw(rng: random.Random, kind: str) -> dict:
@@ -646,6 +699,8 @@ def draw(rng: random.Random, kind: str) -> dict:
     if kind == "edit_training":
         op["field"] = rng.choice(list(TRAINING_FIELDS))
         op["value"] = rng.choice(TRAINING_FIELDS[op["field"]])
+        if op["field"] == "image":
+            op["fix"] = rng.uniform(120, 3600)
     elif kind == "edit_benchmark":
         op["field"] = rng.choice(list(BENCHMARK_FIELDS))
         op["value"] = rng.choice(BENCHMARK_FIELDS[op["field"]])
@@ -662,6 +717,17 @@ def draw(rng: random.Random, kind: str) -> dict:
                   code=rng.choice([403, 422]), **{"for": rng.uniform(60, 1200)})
     elif kind == "watch":
         op.update(loss=rng.choice([0.0, 0.3, 1.0]), slow=rng.random() < 0.5, **{"for": rng.uniform(30, 1800)})
+    elif kind in ("disrupt", "preempt", "hang"):
+        op["pick"] = rng.randint(0, 7)
+        if kind == "disrupt":
+            op["how"] = rng.choice(["drain", "drain", "preempt", "taint", "pressure"])
+        elif kind == "preempt":
+            op["hold"] = rng.uniform(60, 1800)
+    elif kind == "admin":
+        op.update(restart=rng.random() < 0.5, **{"for": rng.uniform(300, 7200)})
+    elif kind == "squat":
+        op.update(slot=rng.randint(0, 1), labelled=rng.random() < 0.5, service=rng.random() < 0.5,
+                  **{"for": rng.uniform(60, 3600)})
     return op
 
 

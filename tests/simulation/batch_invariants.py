@@ -1,9 +1,12 @@
 """What must hold for DrafterTraining and DrafterBenchmark in the simulation (batch.py), after every event.
 
 Most are judged the moment a write happens (`BatchTracks.on_write` sees every write, with its actor):
-a claim deleted while a pod runs on it, a stage Job created twice or beside another of its generation,
-an Export pod starting to write somewhere it must not. The rest look at the store a bounded time after
-an end (completion, deletion), allowing for the operator's downtime and for the faults of the scenario.
+a claim deleted while a pod runs on it, a stage Job created twice or beside another of its generation, a
+finished stage run again for a spec that reads the same, an Export pod starting to write somewhere it must
+not, a stage pod mounting a child the training does not own, a Train pod starting before its run's last
+checkpoint, a run ending Failed on a disruption it had retries for. The rest look at the store a bounded
+time after a change (completion, deletion, a refusal, the last change of status), allowing for the
+operator's downtime and for the faults of the scenario: liveness beside safety.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import posixpath
 import re
 
 from drafter_operator.controllers.conditions import job_finished
+from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
@@ -22,7 +26,35 @@ JOB_STAGE_CONDITIONS = {"Generate": "Generated", "Extract": "Extracted", "Train"
 DELETE_BOUND = 900.0  # a deleted training's or benchmark's Jobs, pods and claim are gone by then
 SETTLE = 1800.0  # after a run ends (and any fault of the scenario ends): its leftovers are gone by then
 QUEUED_BOUND = 300.0  # a stage Job waiting in its Kueue queue this long: the training's status says Queued
-GENERATION = re.compile(r"-g(\d+)$")
+REFUSED_BOUND = 300.0  # a refused training holds no running stage pod, unfinished Job or engine this long after
+LIFTED_BOUND = 900.0  # a run refused by the allow-list resumes this long after the list allows it again
+#: An unfinished training's stage, Job or Ready reason changes within this bound: a stage ends within its
+#: deadline (2h at most here: batch_hazards.SIM_DEADLINES) after it starts, and waits in the queue at most for
+#: another training's stage.
+LIVENESS_BOUND = 3 * 3600.0
+DEADLINE_SLACK = 300.0  # the Job controller stops a Job past its deadline within this
+RESUME_SAID_BOUND = 300.0  # a resumed Train's status says from which step within this bound
+DISRUPTION_RETRIES = 3  # the API's default spec.limits.disruptionRetries (the simulated specs keep it)
+GENERATION = re.compile(r"-g(\d+)(?:-r\d+)?$")
+#: What each Job stage's output follows from, among what the simulated specs set, and the stages before it:
+#: the simulation's own statement (beside training/inputs.py's) of when a finished stage may be carried over
+#: to a new generation, and when a Train checkpoint belongs to the same run.
+READS = {"Generate": ("target", "framework", "data.dataset", "data.numSamples", "data.maxTokens", "data.chatTemplate",
+                      "data.generation.engine", "storage"),
+         "Extract": ("baseDrafter", "method", "hiddenStates.layers", "hiddenStates.storage.claimName", "train.maxLength"),
+         "Train": ("train", "resources.nodes", "resources.gpus"),
+         "Export": ("output",)}
+
+
+def reads(spec: dict, stage: str) -> str:
+    """What ``stage`` (and the stages before it) read of ``spec``, as one string."""
+    def at(path: str):
+        value = spec
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return value
+    stages = list(READS)[:list(READS).index(stage) + 1]
+    return json.dumps({path: at(path) for s in stages for path in READS[s]}, sort_keys=True)
 
 
 def _parts(path: str) -> str:
@@ -49,7 +81,21 @@ class BatchTracks:
         self.judged: set[tuple] = set()
         self.last_scan = -1
         self.cross_generation = 0  # stage Jobs created while an older generation's stage pod still ran
-        self.created_at: dict[str, float] = {}  # stage Job uid -> when the operator created it
+        self.created_at: dict[str, float] = {}  # stage Job uid -> when the operator created it (or Kueue re-queued it)
+        #: training uid -> stage -> (what its claim holds of the stage: "ran", "completed" or "done" (recorded),
+        #: what it was run for: reads()): the record a finished stage is carried over from, or redone against.
+        self.content: dict[str, dict[str, tuple[str, str]]] = {}
+        self.causes: dict[str, str] = {}  # Job uid -> why it failed: "disrupted", "failed" (its own), "deadline"
+        self.disrupted_at: dict[str, float] = {}  # Job uid -> when a pod of it was disrupted
+        self.checkpoints: dict[str, tuple[object, int]] = {}  # claim uid -> (run, last checkpoint step)
+        self.train_pods: dict[str, tuple[int, float, str]] = {}  # Train pod key -> (start step, started at, Job uid)
+        self.intruders: set[str] = set()  # uids of objects an intruder made under a training's child names
+        self.refused_since: dict[str, float] = {}
+        self.lifted_since: dict[str, float] = {}
+        self.live: dict[str, tuple[tuple, float]] = {}
+        self.policy_changed_at = 0.0
+        self.spec_changed_at: dict[str, float] = {}  # training uid -> when its spec last changed
+        self.running_since: dict[str, float] = {}  # stage Job uid -> since when it runs (created or resumed unsuspended)
 
     def report(self, invariant: str, message: str) -> None:
         self.found.setdefault(invariant, []).append(f"t={self.world.clock.t:.0f}s: {message}")
@@ -85,10 +131,13 @@ class BatchTracks:
             return
         if plural == "draftertrainings" and new is not None:
             self.specs[(new["metadata"]["uid"], new["metadata"].get("generation") or 1)] = new.get("spec") or {}
+            if (old or {}).get("spec") != new.get("spec"):
+                self.spec_changed_at[new["metadata"]["uid"]] = self.world.clock.t
             if actor == "operator":
                 self._stages_recorded(old, new)
         elif plural == "jobs":
             self._job_written(actor, old, new)
+            self._job_runs(old, new)
         elif plural == "persistentvolumeclaims" and old is not None and \
                 (new is None or (new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"))):
             self._claim_deleted(actor, old)
@@ -114,6 +163,15 @@ class BatchTracks:
             if (info[0], info[1], stage) in self.completed:
                 self.report("no-repeated-stage", f"stage {stage} of generation {info[1]} was created again "
                                                  f"({meta['name']}) though its Job had succeeded")
+            spec = self.specs.get(info[:2])
+            if spec is not None and stage in READS:
+                wanted, content = reads(spec, stage), self.content.setdefault(info[0], {})
+                if content.get(stage) == ("done", wanted):
+                    self.report("no-repeated-stage", f"{meta['name']} runs {stage} again for generation {info[1]}, though "
+                                                     f"the training recorded it done for a spec that reads the same")
+                content[stage] = ("ran", wanted)
+                for later in list(READS)[list(READS).index(stage) + 1:]:
+                    content.pop(later, None)  # what they read is being rewritten
             others = [k for k, j in w.api.store.items() if "/jobs/" in k and j["metadata"]["uid"] != meta["uid"]
                       and self.jobs.get(j["metadata"]["uid"], (None, None))[:2] == info[:2]
                       and self.jobs[j["metadata"]["uid"]][2] is not None and job_finished(j) is None]
@@ -136,18 +194,124 @@ class BatchTracks:
             info = self.jobs.get(new["metadata"]["uid"])
             if info and info[2]:
                 self.completed.add(info)
+                content = self.content.get(info[0], {})
+                spec = self.specs.get(info[:2])
+                if spec is not None and info[2] in READS and content.get(info[2]) == ("ran", reads(spec, info[2])):
+                    content[info[2]] = ("completed", content[info[2]][1])
+
+    def _job_runs(self, old: dict | None, new: dict | None) -> None:
+        """When each stage Job started running (its deadline's origin): created unsuspended, or resumed."""
+        if new is None or job_finished(new) is not None or new["spec"].get("suspend"):
+            self.running_since.pop(((new or old) or {}).get("metadata", {}).get("uid"), None)
+        elif old is None or old["spec"].get("suspend"):
+            self.running_since[new["metadata"]["uid"]] = self.world.clock.t
+
+    def _within_deadlines(self, now: float) -> None:
+        """No stage Job runs past the deadline its training's spec states for the stage (spec.limits.deadlines,
+        else the API's default), give or take the Job controller's reaction."""
+        from drafter_operator.api.common import parse_duration
+        from drafter_operator.api.training.sections import STAGE_DEADLINE_DEFAULTS
+        for uid, since in list(self.running_since.items()):
+            info = self.jobs.get(uid)
+            if info is None or info[2] not in STAGE_DEADLINE_DEFAULTS:
+                continue
+            stated = (((self.specs.get(info[:2]) or {}).get("limits") or {}).get("deadlines") or {}).get(info[2].lower())
+            bound = parse_duration(stated or STAGE_DEADLINE_DEFAULTS[info[2]]) + DEADLINE_SLACK
+            if now - since > bound:
+                key = self.world.api.by_uid.get(uid, "")
+                self.report("ends-or-changes", f"{info[2]} Job {key.rsplit('/', 1)[-1]} has run {now - since:.0f}s, past "
+                                               f"its stated deadline of {stated or STAGE_DEADLINE_DEFAULTS[info[2]]}")
+                self.running_since.pop(uid)
 
     def _stages_recorded(self, old: dict | None, new: dict) -> None:
-        """A stage is recorded done only once a Job of this training (this uid) for this generation did it."""
+        """A stage is recorded done only once a Job of this training (this uid) did it for a spec that reads the
+        same as this generation's, and nothing has run that stage (or one before it) since."""
         uid, generation = new["metadata"]["uid"], new["metadata"].get("generation") or 1
+        spec = self.specs.get((uid, generation), new.get("spec") or {})
+        content = self.content.setdefault(uid, {})
 
         def done(body):
             return {c["type"] for c in ((body or {}).get("status") or {}).get("conditions") or []
                     if c.get("status") == "True" and c.get("observedGeneration") == generation}
         for stage, kind in JOB_STAGE_CONDITIONS.items():
-            if kind in done(new) - done(old) and (uid, generation, stage) not in self.completed:
+            if kind not in done(new) - done(old):
+                continue
+            held = content.get(stage)
+            if held not in (("completed", reads(spec, stage)), ("done", reads(spec, stage))):
                 self.report("own-stages-only", f"{new['metadata']['name']} records {kind} for generation {generation}, "
-                                               f"but no {stage} Job of its own (uid {uid}) succeeded")
+                                               f"but no {stage} Job of its own (uid {uid}) did it for a spec that reads "
+                                               f"the same, or another ran since ({held[0] if held else 'none'})")
+            else:
+                content[stage] = ("done", held[1])
+        self._failed_on_a_disruption(old, new)
+
+    def _failed_on_a_disruption(self, old: dict | None, new: dict) -> None:
+        """A run that ends Failed because a pod of its stage was disrupted, while it had retries left (the world
+        disrupted fewer of that stage's attempts than spec.limits.disruptionRetries allows again)."""
+        status, before = new.get("status") or {}, (old or {}).get("status") or {}
+        generation = new["metadata"].get("generation") or 1
+        if status.get("stage") != "Failed" or before.get("stage") == "Failed" or status.get("observedGeneration") != generation:
+            return
+        failed = next((c for c in status.get("conditions") or [] if c.get("type") in JOB_STAGE_CONDITIONS.values()
+                       and c.get("status") == "False" and c.get("observedGeneration") == generation), None)
+        stage = next((s for s, kind in JOB_STAGE_CONDITIONS.items() if failed and kind == failed["type"]), None)
+        attempts = sorted((self.created_at.get(j, 0.0), j) for j, info in self.jobs.items()
+                          if info == (new["metadata"]["uid"], generation, stage))
+        if not attempts or self.causes.get(attempts[-1][1]) != "disrupted":
+            return
+        last = attempts[-1][1]
+        disrupted = sum(self.causes.get(j) == "disrupted" for _, j in attempts)
+        limit = ((new.get("spec") or {}).get("limits") or {}).get("disruptionRetries", DISRUPTION_RETRIES)
+        if disrupted > limit:
+            return
+        job = self.world.api.store.get(self.world.api.by_uid.get(last, ""), {})
+        told = (job_finished(job) or {}).get("reason") == "PodFailurePolicy" if job else False
+        since = self.disrupted_at.get(last, 0.0)
+        if not told and (self.world.operator.downtime_since(since) > 0 or self.quiet_from > since):
+            return  # the Job does not say it, and the operator could not see the disrupted pod: no promise
+        self.report("disrupted-resumes", f"{new['metadata']['name']} failed at {stage} after a disruption of its pod, with "
+                                         f"{limit - disrupted + 1} of {limit} retries left: "
+                                         f"{next((c.get('message') for c in status.get('conditions') or [] if c.get('type') == 'Ready'), '')}"[:400])
+
+    # ------------------------------------------------------------------ what the hazards tell the tracks
+    def job_cause(self, uid: str | None, cause: str) -> None:
+        if uid is not None:
+            self.causes.setdefault(uid, cause)
+
+    def disrupted(self, job_uid: str | None, pod_key: str) -> None:
+        if job_uid is not None and job_uid not in self.causes:
+            self.causes[job_uid] = "disrupted"
+            self.disrupted_at[job_uid] = self.world.clock.t
+
+    def preempted(self, job_uid: str) -> None:
+        self.created_at[job_uid] = self.world.clock.t  # waits in its queue again from now
+
+    def policy_changed(self) -> None:
+        self.policy_changed_at = self.world.clock.t
+
+    def train_run(self, pod: dict, spec: dict) -> tuple:
+        """The run a Train pod belongs to: its training (uid) and what Train reads of its spec."""
+        return (self.jobs.get(owner_uid(pod) or "", (None,))[0], reads(spec, "Train"))
+
+    def train_started(self, key: str, pod: dict, claim: str, run: tuple, start: int) -> None:
+        """A Train pod started at ``start``: never before its run's last checkpoint on the claim, never from
+        another run's, never from one that is not there."""
+        name = pod["metadata"]["name"]
+        owner, last = self.checkpoints.get(claim, (None, 0))
+        if start < 0:
+            self.report("resumes-from-checkpoint", f"Train pod {name} resumes from a checkpoint that is not there")
+        elif owner == run and start < last:
+            self.report("resumes-from-checkpoint", f"Train pod {name} starts at step {start}, before its run's last "
+                                                   f"checkpoint (step {last})")
+        elif owner != run and start > 0:
+            self.report("resumes-from-checkpoint", f"Train pod {name} starts at step {start} from another run's "
+                                                   "checkpoint (another training, or a spec Train reads differently)")
+        if owner != run:
+            self.checkpoints[claim] = (run, 0)
+        self.train_pods[key] = (start, self.world.clock.t, owner_uid(pod) or "")
+
+    def checkpoint_written(self, claim: str, run: tuple, step: int) -> None:
+        self.checkpoints[claim] = (run, step)
 
     def _claim_deleted(self, actor, claim) -> None:
         name = claim["metadata"]["name"]
@@ -167,6 +331,7 @@ class BatchTracks:
         if stage is None:
             return
         name = pod["metadata"]["name"]
+        self._own_children_only(pod, stage)
         for mount in (pod["spec"]["containers"][0].get("volumeMounts") or []):
             if mount.get("name") == "models" and not mount.get("readOnly") and stage != "Export":
                 self.report("writes-allowed", f"{stage} pod {name} mounts the model volume read-write")
@@ -195,6 +360,23 @@ class BatchTracks:
             if overlaps(path, used):
                 self.report("writes-allowed", f"Export pod {name} writes {path!r} over {what} {used!r}")
                 return
+
+    def _own_children_only(self, pod: dict, stage: str) -> None:
+        """A stage pod mounts the spec ConfigMap of its own training, and Train's pods across nodes meet through
+        its own rendezvous Service: never an object someone else made under that name."""
+        from tests.simulation.batch import CONFIGMAPS, SERVICES
+        training = self.jobs.get(owner_uid(pod) or "", (None,))[0]
+        if training is None:
+            return
+        config_map = next(((v.get("configMap") or {}).get("name") for v in pod["spec"].get("volumes") or []
+                           if v.get("name") == "spec"), None)
+        used = [("ConfigMap", self.world.api.store.get(f"{CONFIGMAPS}/{config_map}"), config_map)]
+        if pod["spec"].get("subdomain"):
+            used.append(("Service", self.world.api.store.get(f"{SERVICES}/{pod['spec']['subdomain']}"), pod["spec"]["subdomain"]))
+        for kind, obj, name in used:
+            if obj is not None and owner_uid(obj) != training:
+                self.report("never-adopt", f"{stage} pod {pod['metadata']['name']} uses {kind} {name}, which its "
+                                           f"training does not own ({'an intruder' if obj['metadata']['uid'] in self.intruders else 'someone else'} made it)")
 
     def _models_in_use(self, spec: dict) -> list[tuple[str, str]]:
         used = [("the target", (spec.get("target") or {}).get("model") or "")]
@@ -228,6 +410,10 @@ class BatchTracks:
                 self.report("nothing-left", f"{DELETE_BOUND:.0f}s after its owner (uid {uid}) was deleted, these remain: "
                                             f"{', '.join(k.rsplit('/', 2)[1] + '/' + k.rsplit('/', 1)[1] for k in left)[:300]}")
         self._queued_said(now, down)
+        self._refusals(now, down)
+        self._liveness(now, down)
+        self._within_deadlines(now)
+        self._resume_said(now, down)
         for key, obj in list(w.api.store.items()):
             if "/draftertrainings/" not in key and "/drafterbenchmarks/" not in key:
                 continue
@@ -276,6 +462,108 @@ class BatchTracks:
                                            f"{ready.get('message')}")
 
 
+    def refused_by_policy(self, spec: dict) -> bool:
+        """The administrator's allow-list (the world's now) refuses an image the spec runs."""
+        from tests.simulation.batch_hazards import POLICIES, TRAINER
+        images = [spec.get("image") or TRAINER]
+        generation = (spec.get("data") or {}).get("generation")
+        if generation:
+            images.append(generation.get("image") or DEFAULT_IMAGES[generation.get("engine") or "sglang"])
+        return any(not image.startswith(POLICIES[self.world.policy].image_prefixes) for image in images)
+
+    def _refusals(self, now: float, down) -> None:
+        """A refused training (its images outside the allow-list, or its status saying InvalidSpec) holds nothing
+        that runs once REFUSED_BOUND has passed: no running stage pod, unfinished stage Job or engine; and says
+        InvalidSpec. Refused by the allow-list only, it resumes within LIFTED_BOUND of the list allowing it."""
+        from drafter_operator.api import DrafterTraining
+        w = self.world
+        for key, body in list(w.api.store.items()):
+            if "/draftertrainings/" not in key or body["metadata"].get("deletionTimestamp"):
+                continue
+            meta, status, spec = body["metadata"], body.get("status") or {}, body.get("spec") or {}
+            uid = meta["uid"]
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            said = ready.get("reason") == "InvalidSpec" and status.get("observedGeneration") == meta.get("generation")
+            by_policy = self.refused_by_policy(spec)
+            if by_policy or said:
+                self.lifted_since.pop(uid, None)
+                since = max(self.refused_since.setdefault(uid, now), self.quiet_from, self.spec_changed_at.get(uid, 0.0))
+                if now - since - down(since) <= REFUSED_BOUND:
+                    continue
+                held = [k.rsplit("/", 1)[1] for k, o in w.api.store.items() if not o["metadata"].get("deletionTimestamp") and (
+                    ("/jobs/" in k and owner_uid(o) == uid and job_finished(o) is None)
+                    or ("/deployments/" in k and owner_uid(o) == uid)
+                    or ("/pods/" in k and self.jobs.get(owner_uid(o) or "", (None,))[0] == uid
+                        and (o.get("status") or {}).get("phase") == "Running"))]
+                if held:
+                    self.report("refused-stops", f"{meta['name']} has been refused for {now - since:.0f}s and still "
+                                                 f"holds {', '.join(sorted(held))[:300]}")
+                if by_policy and not said:
+                    self.report("refused-stops", f"{meta['name']}'s images are refused by the allow-list for "
+                                                 f"{now - since:.0f}s and Ready says {ready.get('reason')}: {ready.get('message')}")
+                continue
+            self.refused_since.pop(uid, None)
+            if not (said and status.get("stage") == "Failed"):
+                self.lifted_since.pop(uid, None)
+                continue
+            try:
+                DrafterTraining.model_validate(body)
+            except ValueError:
+                continue  # the models refuse it: it stays refused
+            since = max(self.lifted_since.setdefault(uid, now), self.quiet_from, self.spec_changed_at.get(uid, 0.0))
+            if now - since - down(since) > LIFTED_BOUND:
+                self.report("refused-stops", f"{meta['name']}'s spec has been allowed again for {now - since:.0f}s "
+                                             "and the run has not resumed: it still says InvalidSpec")
+                self.lifted_since[uid] = now
+
+    def _liveness(self, now: float, down) -> None:
+        """Every unfinished training's status moves (its stage, its Job or its Ready reason) within LIVENESS_BOUND,
+        but while a person must act (NameConflict: someone else's object holds a child's name)."""
+        w = self.world
+        for key, body in list(w.api.store.items()):
+            if "/draftertrainings/" not in key or body["metadata"].get("deletionTimestamp"):
+                continue
+            meta, status = body["metadata"], body.get("status") or {}
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            if status.get("stage") in ("Succeeded", "Failed") and status.get("observedGeneration") == meta.get("generation") \
+                    or ready.get("reason") == "NameConflict":
+                self.live.pop(meta["uid"], None)
+                continue
+            state = (meta.get("generation"), status.get("stage"), status.get("jobName"), ready.get("reason"))
+            mark = self.live.get(meta["uid"])
+            if mark is None or mark[0] != state:
+                self.live[meta["uid"]] = (state, now)
+                continue
+            since = max(mark[1], self.quiet_from)
+            if now - since - down(since) > LIVENESS_BOUND:
+                self.report("ends-or-changes", f"{meta['name']} has said stage {state[1]} (Job {state[2]}, Ready "
+                                               f"{state[3]}) for {now - since:.0f}s, past its stage's deadline")
+                self.live[meta["uid"]] = (state, now)
+
+    def _resume_said(self, now: float, down) -> None:
+        """A Train pod that resumed from a checkpoint has its training's status.progress say from which step."""
+        w = self.world
+        for key, (start, started, job_uid) in list(self.train_pods.items()):
+            pod = w.api.store.get(key)
+            if pod is None or (pod.get("status") or {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                self.train_pods.pop(key, None)
+                continue
+            since = max(started, self.quiet_from)
+            index = (pod["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
+            if start <= 0 or index not in (None, "0") or now - since - down(since) <= RESUME_SAID_BOUND:
+                continue
+            self.train_pods.pop(key, None)
+            training = w.api.store.get(w.api.by_uid.get(self.jobs.get(job_uid, (None,))[0] or "", ""), {})
+            status = training.get("status") or {}
+            job = w.api.store.get(w.api.by_uid.get(job_uid, ""), {})
+            if not training or status.get("jobName") != (job.get("metadata") or {}).get("name"):
+                continue
+            said = (status.get("progress") or {}).get("resumedFromStep")
+            if said != start:
+                self.report("resume-said", f"{training['metadata']['name']}'s Train resumed from step {start} "
+                                           f"{now - started:.0f}s ago and status.progress says {status.get('progress')}")
+
+
 # ---------------------------------------------------------------------------------------------- the invariants
 def _taker(name: str):
     def invariant(world) -> list[str]:
@@ -300,4 +588,10 @@ INVARIANTS = {
     "names-fit": _taker("names-fit"),
     "queued-stages-wait": _taker("queued-stages-wait"),
     "queued-said": _taker("queued-said"),
+    "refused-stops": _taker("refused-stops"),
+    "disrupted-resumes": _taker("disrupted-resumes"),
+    "resumes-from-checkpoint": _taker("resumes-from-checkpoint"),
+    "resume-said": _taker("resume-said"),
+    "ends-or-changes": _taker("ends-or-changes"),
+    "never-adopt": _taker("never-adopt"),
 }

@@ -44,12 +44,17 @@ class Cluster:
 
     def pods(self):
         return [{"metadata": {"name": f"{name}-pod", "labels": {"job-name": name}},
-                 "status": {"containerStatuses": [{"state": {"terminated": {"message": job["_message"]}}}]}}
+                 "status": {"phase": "Succeeded" if job["status"]["conditions"][0]["type"] == "Complete" else "Failed",
+                            "containerStatuses": [{"state": {"terminated": {"message": job["_message"]}}}]}}
                 for name, job in self.jobs.items() if job.get("_message")]
 
     def apply(self, plan):
         for path, manifest in plan.creates:
             kind = manifest["kind"]
+            # As the reconciler's apply: every child it creates is owned by the training.
+            manifest = {**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [
+                {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "name": self.body["metadata"]["name"],
+                 "uid": self.body["metadata"]["uid"], "controller": True}]}}
             if kind == "Job":
                 self.jobs[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
             elif kind == "PersistentVolumeClaim":
@@ -168,12 +173,15 @@ def test_a_failed_stage_stops_the_run_with_its_error_and_a_spec_change_starts_ag
     assert plan.creates == [] and ("Warning", "StageFailed") in [(e[0], e[1]) for e in plan.events]
     assert cluster.decide().creates == []  # not retried by itself
     cluster.body["metadata"]["generation"] = 2
-    cluster.body["spec"]["train"]["epochs"] = 3
+    cluster.body["spec"]["train"]["epochs"] = 3  # only Train reads it: Generate, done, carries over
     again = cluster.decide()
-    assert [m["metadata"]["name"] for _, m in again.creates] == ["kimi-ft-gen-g2", "kimi-ft-gen-g2"]
     assert sorted(p.rsplit("/", 1)[1] for p in again.deletes) == ["kimi-ft-extract-g1", "kimi-ft-generate-g1"]
+    assert again.creates == []  # the older generation's Jobs go first
     cluster.apply(again)
-    assert [m["metadata"]["name"] for _, m in cluster.decide().creates if m["kind"] == "Job"] == ["kimi-ft-generate-g2"]
+    plan = cluster.decide()
+    assert [m["metadata"]["name"] for _, m in plan.creates] == ["kimi-ft-spec-g2", "kimi-ft-extract-g2"]
+    cluster.apply(plan)
+    assert cluster.condition("Generated")["status"] == "True" and cluster.body["status"]["stage"] == "Extract"
 
 
 def test_a_restarted_operator_resumes_and_never_repeats_a_finished_stage_even_without_its_job():

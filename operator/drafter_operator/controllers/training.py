@@ -1,6 +1,9 @@
 """Reconcile one DrafterTraining: observe (the training, its Jobs and their pods, its claim and spec
-ConfigMaps), decide (training_decide.py, pure), apply the plan. Idempotent: Job and ConfigMap names
-carry the spec generation, so a repeated reconcile or a restarted operator never starts a stage twice.
+ConfigMaps, the objects under its children's names), decide (training_decide.py, pure), apply the plan.
+Idempotent: Job and ConfigMap names carry the spec generation (and a Job's its attempt), so a repeated
+reconcile or a restarted operator never starts a stage twice. A create that meets an object of the same
+name that the training does not own stops the plan there: nothing after it (the stage Job that would
+mount it) is created, and the next decision reports the NameConflict (training_children.py).
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ from drafter_operator.constants import (
     TRAINING_PLURAL,
 )
 from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers.training_children import earlier_ones, owned_by
 from drafter_operator.controllers.training_observe import left_by_earlier
 from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
+from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training import hidden_states_claim_name
 from drafter_operator.resources.training_engine import GENERATION_ENGINE
 from drafter_operator.resources.training_job import CONTAINER as STAGE_CONTAINER
+from drafter_operator.resources.training_job import rendezvous_service_name, spec_config_map_name
 
 ENGINE_SELECTOR = f"{COMPONENT_LABEL}={GENERATION_ENGINE}"
 #: Where the Job controller records a pod's index in an Indexed Job.
@@ -62,6 +68,8 @@ class TrainingReconciler(OneAtATime):
     image: str = field(default_factory=trainer_image)
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
+    #: The administrator's tenancy settings, read at every reconcile (an upgrade or a restart may change them).
+    tenant_policy: Callable[[], TenantPolicy] = TenantPolicy.from_env
     kind: ClassVar[str] = "DrafterTraining"
     decide = staticmethod(decide)  # the pure decision of this kind (the mixin calls it)
     body_field: ClassVar[str] = "training"  # where the state holds the resource's body
@@ -86,8 +94,10 @@ class TrainingReconciler(OneAtATime):
         return TrainingState(
             training=body, jobs=jobs, job_pods=pods,
             claim=self.kube.get(object_path("v1", "persistentvolumeclaims", namespace, claim_name)) if claim_name else None,
-            config_maps=frozenset(c["metadata"]["name"] for c in config_maps if not left_by_earlier(c, uid)),
-            earlier=tuple(sorted(c["metadata"]["name"] for c in config_maps if left_by_earlier(c, uid))),
+            config_maps=frozenset(c["metadata"]["name"] for c in config_maps if owned_by(c, uid)),
+            named=self._named(namespace, body), tenant_policy=self.tenant_policy(),
+            earlier=tuple(sorted(c["metadata"]["name"] for c in config_maps
+                                 if left_by_earlier(c, uid) and earlier_ones(c, name))),
             now=self.clock(), image=self.image, render_args=render_args(),
             serving=self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, promote["name"]))
             if promote.get("name") else None,
@@ -100,6 +110,32 @@ class TrainingReconciler(OneAtATime):
                                           object_path("v1", "services", namespace))
                          for obj in self._kinded(self.kube.list(path, label_selector=f"{selector},{ENGINE_SELECTOR}"),
                                                  "Deployment" if "deployments" in path else "Service")))
+
+    def _named(self, namespace: str, body: dict) -> tuple[dict, ...]:
+        """The objects under this generation's spec ConfigMap name and, across nodes, the rendezvous Service
+        name, found by name: one made by hand carries no label the lists above select."""
+        name = body["metadata"]["name"]
+        found = [{**c, "kind": "ConfigMap"} for c in self._config_map_named(
+            namespace, spec_config_map_name(name, body["metadata"].get("generation") or 1))]
+        if (((body.get("spec") or {}).get("resources") or {}).get("nodes") or 1) > 1:
+            service = self.kube.get(object_path("v1", "services", namespace, rendezvous_service_name(name)))
+            found += [{**service, "kind": "Service"}] if service is not None else []
+        return tuple(found)
+
+    def _config_map_named(self, namespace: str, name: str) -> list[dict]:
+        """The ConfigMap ``name``, by a list that selects its name (the operator may list ConfigMaps, not get them)."""
+        return self.kube.list(object_path("v1", "configmaps", namespace), field_selector=f"metadata.name={name}")
+
+    def _holder(self, namespace: str, manifest: dict) -> dict | None:
+        """Who holds the name a create of ``manifest`` found taken, for the children a stage Job uses by name."""
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        if kind == "ConfigMap":
+            return next(iter(self._config_map_named(namespace, name)), None)
+        if kind == "Service":
+            return self.kube.get(object_path("v1", "services", namespace, name))
+        if kind == "PersistentVolumeClaim":
+            return self.kube.get(object_path("v1", "persistentvolumeclaims", namespace, name))
+        return None  # a Job, engine or benchmark of the training's names: none is mounted by name
 
     @staticmethod
     def _kinded(items: list[dict], kind: str) -> list[dict]:
@@ -136,8 +172,17 @@ class TrainingReconciler(OneAtATime):
             try:
                 self.kube.create(path, manifest)
             except ApiError as exc:
-                if exc.status != 409:  # already there (a repeated reconcile): fine
+                if exc.status != 409:
                     raise
+                # Already there: ours (a repeated reconcile) is fine; someone else's must not be used by what
+                # follows (a stage Job would mount it), so the plan stops and the next decision says NameConflict.
+                there = self._holder(namespace, manifest)
+                if there is not None and not owned_by(there, owner["uid"]):
+                    message = (f"{manifest['kind']} {manifest['metadata']['name']} already exists and is not this "
+                               "training's: nothing that would use it was created")
+                    log.warning("%s/%s: %s", namespace, name, message)
+                    post_event(body, "Warning", "NameConflict", message)
+                    return
         if plan.status:
             self.kube.patch(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:

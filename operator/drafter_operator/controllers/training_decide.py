@@ -2,9 +2,13 @@
 
 The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (training_stages.py);
 before the first, the hidden-state claim (when the operator owns it) and the spec ConfigMap of this
-generation exist. A stage's outcome is its container's termination message (stage_runner.py). A
-failed stage stops the run with its own error; a spec change starts a new generation whose Jobs
-start again from the first stage, and the older generation's Jobs are deleted. Once the drafter is
+generation exist, this training's own (training_children.py: an object of that name it does not own is a
+NameConflict, never used). A stage's outcome is its container's termination message (stage_runner.py). A
+failed stage stops the run with its own error, except a disrupted one (a drained node, an evicted or
+preempted pod), which starts again as its next attempt (spec.limits.disruptionRetries), and every stage Job
+has a deadline (spec.limits.deadlines). A spec change starts a new generation: the older generation's Jobs
+are deleted, and its stages run again from the first one whose inputs changed (the stages before carry over:
+training/inputs.py). A refused spec stops what runs and keeps the record (training_refusal.py). Once the drafter is
 exported, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
 and never while a Job of the training is unfinished (its pod may still write to it; the finished Jobs
 stay as the record, and their finished pods do not hold the claim).
@@ -29,11 +33,11 @@ from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERV
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
+from drafter_operator.controllers.training_children import conflict_message, conflicts, owned_by
 from drafter_operator.controllers.training_generate import engine_step, idle_engine_deletes
 from drafter_operator.controllers.training_observe import (
     JobsSeen,
     job_finished,
-    left_by_earlier,
     observe_jobs,
     queue_wait,
     run_estimate,
@@ -44,6 +48,7 @@ from drafter_operator.controllers.training_observe import (
     stale_children,
 )
 from drafter_operator.controllers.training_output import output_conflicts
+from drafter_operator.controllers.training_refusal import refused_plan
 from drafter_operator.controllers.training_promotion import (
     PromotionSeen,
     evaluate_benchmark,
@@ -72,13 +77,18 @@ from drafter_operator.resources.training_engine import engine_name, generation_e
 from drafter_operator.resources.storage_sharing import SHAREABLE_FIX, sharing_problem
 from drafter_operator.resources.training_job import (rendezvous_args, rendezvous_service, spec_config_map,
                                                      spec_config_map_name, stage_job, stage_job_name)
+from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.stages import job_stages, stage_pods
 
 Event = tuple[str, str, str]
 #: What a failed run's Ready condition tells the user to do, where the reason has a fix of its own.
-FIXES = {"StorageNotShared": SHAREABLE_FIX}
+FIXES = {"StorageNotShared": SHAREABLE_FIX,
+         "DeadlineExceeded": "raise spec.limits.deadlines for the stage, or change the spec to run again (the "
+                             "stages done are not run again; Train resumes from its last checkpoint)",
+         "Disrupted": "raise spec.limits.disruptionRetries, or change the spec to run again (the stages done are "
+                      "not run again; Train resumes from its last checkpoint)"}
 #: What a failed run's Ready condition tells the user to do.
-RUN_AGAIN = "change the spec to run again"
+RUN_AGAIN = "change the spec to run again (the stages done whose inputs it keeps are not run again)"
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,9 @@ class TrainingState:
     earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
     workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
+    #: The objects found under this generation's spec ConfigMap name and (across nodes) the rendezvous Service
+    #: name, read by name whatever their labels (training_children.py: only its own are used).
+    named: tuple[dict, ...] = ()
 
 
 @dataclass
@@ -116,10 +129,10 @@ def decide(state: TrainingState) -> TrainingPlan:
     name, generation = meta["name"], meta.get("generation") or 1
     spec, invalid = validated_spec(state)
     if invalid is not None:
-        plan = TrainingPlan(events=[("Warning", "InvalidSpec", invalid)])
-        return _finish(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", invalid))])
+        return refused_plan(state, invalid)
     plan = TrainingPlan(deletes=stale_children(state, evaluate_benchmark_name(name, generation), API_GROUP_VERSION))
-    seen = observe_jobs(state)
+    inputs = {stage: stage_inputs(spec.to_json(), stage) for stage in JOB_STAGES}
+    seen = observe_jobs(state, inputs)
     promotion = observe_promotion(state, spec)
     observed = {**seen.observed, **promotion.stages}
     stages, decision = choose_stage(spec, observed, seen.recorded)
@@ -130,19 +143,24 @@ def decide(state: TrainingState) -> TrainingPlan:
                                         engine_name(name, generation) if generating else None)
     verdicts = stage_verdicts(stages, decision, observed, generation)
     plan.events += completion_events(decision, seen.recorded, observed)
-    extra = run_record(state, spec, seen, decision, promotion.evaluation)
-    hidden, claim_deletes = hidden_states(state, spec, seen.recorded, extra["artifacts"])
+    extra = run_record(state, spec, seen, decision, promotion.evaluation, inputs)
+    hidden, claim_deletes = hidden_states(state, spec, seen.recorded, extra["artifacts"], seen.stage_jobs.get("Extract"))
     plan.deletes += claim_deletes
     extra["hiddenStates"] = hidden
-    own_claim = state.claim if state.claim is not None and not left_by_earlier(state.claim, meta.get("uid")) else None
+    own_claim = state.claim if state.claim is not None and (owned_by(state.claim, meta.get("uid")) or
+                                                            not owns_hidden_states_claim(spec)) else None
     unshareable = sharing_problem(spec.resources.nodes, own_claim, owns_hidden_states_claim(spec)) \
         if decision.failed is None and decision.stage in JOB_STAGES else None
     if unshareable is not None:
         return _unshareable_claim(plan, state, spec, seen, verdicts, extra, decision.stage, unshareable)
     if decision.failed is not None:
         failed = decision.failed
-        return _stage_failed(plan, state, verdicts, extra, failed.stage, failed.reason,
-                             f"{failed.stage} failed: {failed.message}", FIXES.get(failed.reason, RUN_AGAIN),
+        message = f"{failed.stage} failed: {failed.message}"
+        if failed.disrupted is not None:
+            message += (f" (attempt {failed.attempt + 1}: spec.limits.disruptionRetries "
+                        f"{spec.limits.disruption_retries} spent)")
+        return _stage_failed(plan, state, verdicts, extra, failed.stage, failed.reason, message,
+                             FIXES.get(failed.reason, RUN_AGAIN),
                              announce=(state.training.get("status") or {}).get("stage") != "Failed")
     if decision.stage == "Succeeded":
         verdicts.append(("Ready", Verdict("True", "Succeeded", _served_where(spec, promotion.evaluation))))
@@ -158,13 +176,14 @@ def _unshareable_claim(plan: TrainingPlan, state: TrainingState, spec, seen: Job
     namespace = state.training["metadata"]["namespace"]
     plan.deletes += [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in seen.current_jobs
                      if job_finished(j) is None and not j["metadata"].get("deletionTimestamp")]
-    if owns_hidden_states_claim(spec) and not state.claim["metadata"].get("deletionTimestamp"):
+    if owns_hidden_states_claim(spec) and owned_by(state.claim, state.training["metadata"].get("uid")) \
+            and not state.claim["metadata"].get("deletionTimestamp"):
         plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, state.claim["metadata"]["name"]))
     return _stage_failed(plan, state, verdicts, extra, stage, "StorageNotShared", f"{stage} failed: {problem}",
                          SHAREABLE_FIX)
 
 
-def validated_spec(state: TrainingState):
+def validated_spec(state: TrainingState):  # noqa: D401 - the refusal's plan: training_refusal.py
     """(the spec, None), or (None, why it is refused): the API's validation, then the tenancy policy."""
     body = state.training
     try:
@@ -214,7 +233,7 @@ def choose_stage(spec, observed: dict[str, StageJob], recorded: frozenset[str]):
     """The stages the spec asks for, and the stage machine's next step over them (training_stages.py)."""
     promote = spec.promote is not None
     stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
-    return stages, plan_stages(stages, observed, recorded)
+    return stages, plan_stages(stages, observed, recorded, spec.limits.disruption_retries)
 
 
 def completion_events(decision: StageDecision, recorded: frozenset[str],
@@ -243,12 +262,16 @@ def _served_where(spec, evaluation: dict) -> str:
     return where
 
 
-def run_record(state: TrainingState, spec, seen: JobsSeen, decision: StageDecision, evaluation: dict) -> dict:
-    """status fields that record the run: what the finished stages wrote and, with spec.promote, the
-    evaluation and whether (and as which revision) the drafter was promoted."""
+def run_record(state: TrainingState, spec, seen: JobsSeen, decision: StageDecision, evaluation: dict,
+               inputs: dict[str, str] | None = None) -> dict:
+    """status fields that record the run: what the finished stages wrote (and the stages done with what they
+    read, for a later generation to carry over), the disruptions seen and, with spec.promote, the evaluation
+    and whether (and as which revision) the drafter was promoted."""
     status = state.training.get("status") or {}
     extra: dict = {"jobName": None, "artifacts": stage_artifacts(seen.current_jobs, state.job_pods,
-                                                                 status.get("artifacts"))}
+                                                                 status.get("artifacts"), seen.recorded),
+                   "completedStages": completed_stages(state, decision, seen.stage_jobs, inputs or {}),
+                   "disruptions": seen.disruptions or None}
     if spec.promote is not None:
         extra["evaluation"] = evaluation or None
         extra["promoted"] = "Promote" in decision.done
@@ -257,8 +280,30 @@ def run_record(state: TrainingState, spec, seen: JobsSeen, decision: StageDecisi
     return extra
 
 
+def completed_stages(state: TrainingState, decision: StageDecision, stage_jobs: dict[str, dict],
+                     inputs: dict[str, str]) -> list[dict] | None:
+    """status.completedStages: each Job stage done, in order, with the generation that did it and the digest of
+    what it read. A stage done under other inputs stays recorded (a spec changed back carries it over again)
+    until this generation starts it or a stage before it: a stage that runs rewrites its outputs on the claim,
+    and those of the stages after it no longer follow from what is there."""
+    meta = state.training["metadata"]
+    generation = meta.get("generation") or 1
+    before = {c.get("stage"): c for c in (state.training.get("status") or {}).get("completedStages") or []}
+    record, rewritten = [], False
+    for stage in JOB_STAGES:
+        kept = before.get(stage)
+        if stage in decision.done and stage in inputs:
+            record.append(kept if kept and kept.get("inputs") == inputs[stage] else
+                          {"stage": stage, "generation": generation, "inputs": inputs[stage]})
+            continue
+        rewritten = rewritten or stage in stage_jobs or decision.start == stage
+        if kept and not rewritten:
+            record.append(kept)
+    return record or None
+
+
 def hidden_states(state: TrainingState, spec, recorded: frozenset[str],
-                  artifacts: list[dict] | None) -> tuple[dict, list[str]]:
+                  artifacts: list[dict] | None, extract_job: dict | None = None) -> tuple[dict, list[str]]:
     """status.hiddenStates, and the deletes that free the claim once its hidden states are spent."""
     meta = state.training["metadata"]
     namespace, uid = meta["namespace"], meta.get("uid")
@@ -270,7 +315,7 @@ def hidden_states(state: TrainingState, spec, recorded: frozenset[str],
     # with it (Kubernetes keeps a claim while any pod names it, finished or not); their Jobs stay as the
     # record, and what the pods said is already in status (Export recorded in an earlier reconcile).
     if "Export" in recorded and owns_hidden_states_claim(spec) and not spec.hidden_states.storage.retain \
-            and state.claim is not None and not left_by_earlier(state.claim, uid) \
+            and state.claim is not None and owned_by(state.claim, uid) \
             and not [j for j in state.jobs if job_finished(j) is None]:
         deletes += [object_path("v1", "pods", namespace, p["metadata"]["name"]) for p in state.job_pods
                     if (p["metadata"].get("labels") or {}).get("job-name")
@@ -282,16 +327,17 @@ def hidden_states(state: TrainingState, spec, recorded: frozenset[str],
     if extracted is not None:
         hidden["bytesWritten"] = extracted
     if stage_pods(spec.framework, spec.resources.nodes, "Extract") > 1:
-        hidden.update(shards_status(state, spec, "Extract" in recorded))
+        hidden.update(shards_status(state, spec, "Extract" in recorded, extract_job))
     return hidden, deletes
 
 
-def shards_status(state: TrainingState, spec, extracted: bool) -> dict:
-    """A data-parallel Extract's shares and how many have finished: its Indexed Job's succeeded pods (each share
-    succeeds once), all of them once the Job is complete or Extract recorded (its Job may be gone)."""
+def shards_status(state: TrainingState, spec, extracted: bool, job: dict | None = None) -> dict:
+    """A data-parallel Extract's shares and how many have finished: its Indexed Job's (the latest attempt's)
+    succeeded pods (each share succeeds once), all of them once the Job is complete or Extract recorded (its Job
+    may be gone)."""
     meta = state.training["metadata"]
-    name = stage_job_name(meta["name"], "Extract", meta.get("generation") or 1, spec.resources.nodes)  # here Extract spans them all
-    job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
+    name = job["metadata"]["name"] if job is not None else \
+        stage_job_name(meta["name"], "Extract", meta.get("generation") or 1, spec.resources.nodes)  # Extract spans them all
     complete = extracted or (job is not None and job_finished(job) == "Complete")
     done = spec.resources.nodes if complete else int(((job or {}).get("status") or {}).get("succeeded") or 0)
     return {"shards": spec.resources.nodes, "shardsDone": min(done, spec.resources.nodes),
@@ -349,17 +395,26 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
             verdicts.append(("Ready", Verdict("False", "Running", f"stage Generate: {engine.waiting}")))
             return _finish(plan, state, "Generate", verdicts, extra)
         endpoint = engine.endpoint
-    _start(plan, state, spec, decision.start, seen.leftovers, promotion, endpoint, extra)
+    found = name_conflicts(state, spec, decision.start)
+    if found:  # someone else's object holds a name the stage would use: never used; the stage waits for it to go
+        message = conflict_message(found, decision.start)
+        extra["progress"] = {"summary": f"{decision.start} waits: name conflict"}
+        if (state.training.get("status") or {}).get("progress") != extra["progress"]:
+            plan.events.append(("Warning", "NameConflict", message))
+        verdicts.append(("Ready", Verdict("False", "NameConflict", message)))
+        return _finish(plan, state, decision.start, verdicts, extra)
+    _start(plan, state, spec, decision, seen.leftovers, promotion, endpoint, extra)
     pods = stage_pods(spec.framework, spec.resources.nodes, decision.stage)
+    job_name = stage_job_name(name, decision.stage, generation, pods, decision.attempt)
     if decision.stage in JOB_STAGES:
-        extra["jobName"] = stage_job_name(name, decision.stage, generation, pods)
+        extra["jobName"] = job_name
     if not (decision.start in JOB_STAGES and seen.leftovers):
         status, latest = state.training.get("status") or {}, running_progress(state)
         extra["progress"] = stage_progress(decision.stage, latest, status, extra["hiddenStates"])
         estimate = run_estimate(decision.stage, latest, state.now, status, spec.resources.gpus)
         if estimate:
             extra["estimate"] = estimate
-    waiting = queue_wait(state, decision.stage, pods)
+    waiting = queue_wait(state, job_name)
     if waiting is not None:  # Kueue holds the stage's Job: say why, in Kueue's words
         extra["progress"] = {"summary": f"{decision.stage} {waiting}"}
         verdicts.append(("Ready", Verdict("False", "Queued", f"stage {decision.stage} {waiting}")))
@@ -368,12 +423,25 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
     return _finish(plan, state, decision.stage, verdicts, extra)
 
 
-def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, leftovers: list[str],
+def name_conflicts(state: TrainingState, spec, stage: str | None) -> list[str]:
+    """The objects under the names a starting Job stage would use (this generation's spec ConfigMap, the claim
+    the operator makes, Train's rendezvous Service) that this training does not own."""
+    if stage not in JOB_STAGES:
+        return []
+    meta = state.training["metadata"]
+    named = [obj for obj in state.named if obj.get("kind") != "Service" or stage == "Train"]
+    if owns_hidden_states_claim(spec) and state.claim is not None:
+        named.append({"kind": "PersistentVolumeClaim", **state.claim})
+    return conflicts(tuple(named), meta["name"], meta.get("uid"))
+
+
+def _start(plan: TrainingPlan, state: TrainingState, spec, decision: StageDecision, leftovers: list[str],
            promotion: PromotionSeen, endpoint: str | None, extra: dict) -> None:
-    """Start ``start``: Evaluate's benchmark, Promote's serving patch, or a Job stage (once nothing is left in
-    its way; until then status.progress says what it waits for)."""
+    """Start ``decision.start``: Evaluate's benchmark, Promote's serving patch, or a Job stage (its next attempt
+    after a disruption; once nothing is left in its way: until then status.progress says what it waits for)."""
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
+    start = decision.start
     if start == "Evaluate":
         plan.creates.append((object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                              evaluate_benchmark(namespace, name, spec, generation)))
@@ -389,16 +457,23 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, start: str | None, le
                                                       f"{spec.output.path} through its gate"))
     elif start is not None and leftovers:
         extra["progress"] = {"summary": f"{start} waits for {', '.join(leftovers)} to go (an earlier "
-                                        "training of this name, an older generation's pod, or a claim being deleted)"}
+                                        "training of this name, a stopped stage's pod, or a claim being deleted)"}
+    elif start is not None and decision.retried is not None:
+        plan.creates += job_stage_creates(state, spec, start, endpoint, decision.attempt)
+        resumes = ", Train from its last checkpoint" if start == "Train" else ""
+        plan.events.append(("Warning", "StageDisrupted",
+                            f"{start} was disrupted ({decision.retried.disrupted}): attempt {decision.attempt + 1} of "
+                            f"{spec.limits.disruption_retries + 1} starts{resumes}"))
     elif start is not None:
         plan.creates += job_stage_creates(state, spec, start, endpoint)
         plan.events.append(("Normal", "StageStarted", f"{start} started"))
 
 
-def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | None) -> list[tuple[str, dict]]:
+def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | None,
+                      attempt: int = 0) -> list[tuple[str, dict]]:
     """What a Job stage needs created, in order: the hidden-state claim (when the operator owns it and it is
-    missing), this generation's spec ConfigMap (when missing), Train's rendezvous Service across nodes (kept for the
-    training's life: creating it again is a conflict that apply ignores), then the stage's Job."""
+    missing), this generation's spec ConfigMap (when missing), Train's rendezvous Service across nodes (when
+    missing: kept for the training's life), then the stage's Job (its ``attempt``)."""
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     creates = []
@@ -406,14 +481,16 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
         creates.append((object_path("v1", "persistentvolumeclaims", namespace), hidden_states_claim(namespace, name, spec)))
     if spec_config_map_name(name, generation) not in state.config_maps:
         creates.append((object_path("v1", "configmaps", namespace), spec_config_map(namespace, name, spec, generation)))
-    if stage == "Train" and spec.resources.nodes > 1:
+    if stage == "Train" and spec.resources.nodes > 1 and not any(o.get("kind") == "Service" for o in state.named):
         creates.append((object_path("v1", "services", namespace), rendezvous_service(namespace, name)))
-    render_args = state.render_args + rendezvous_args(name, spec, generation) + ("--training-uid", meta["uid"])
+    train_attempt = attempt if stage == "Train" else 0  # every stage renders Train; only Train's Job runs it
+    render_args = state.render_args + rendezvous_args(name, spec, generation, train_attempt) + \
+        ("--training-uid", meta["uid"])
     if spec.data.generation is not None:
         # Generate reaches the engine by its Service's cluster IP; the other stages render Generate
         # too (run-stage renders the whole pipeline) but never call it: its stable name will do.
         render_args += ("--generation-endpoint", endpoint or generation_endpoint(namespace, name, spec, generation))
     creates.append((object_path("batch/v1", "jobs", namespace),
                     stage_job(namespace, name, spec, stage, generation, spec.image or state.image,
-                              render_args=render_args)))
+                              render_args=render_args, attempt=attempt)))
     return creates

@@ -1,13 +1,15 @@
-"""What a DrafterTraining reconcile reads from the cluster, as pure functions: its stage Jobs and what
-their pods said (the stage runner's termination message, training/stage_runner.py), the children an
-earlier training of the same name left, the stages already recorded in status, and the running stage's
-progress (training/progress.py). training_decide.py turns these observations into a plan.
+"""What a DrafterTraining reconcile reads from the cluster, as pure functions: its stage Jobs (each stage's
+latest attempt) and what their pods said (the stage runner's termination message, training/stage_runner.py),
+which of them a disruption failed (a drained node, an eviction, a preemption) or a deadline stopped, the
+children an earlier training of the same name left, the stages already recorded in status (or carried over
+from an earlier generation that read the same: training/inputs.py), and the running stage's progress
+(training/progress.py). training_decide.py turns these observations into a plan.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,8 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
 from drafter_operator.kube import object_path
 from drafter_operator.resources.queueing import admission_wait
-from drafter_operator.resources.training_job import stage_job_name
+from drafter_operator.api.training.sections import STAGE_DEADLINE_DEFAULTS
+from drafter_operator.resources.training_job import DEADLINE_REASON, DISRUPTION_REASON, stage_job_name
 from drafter_operator.training.stages import stage_pods
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
 from drafter_operator.training.progress import LatestProgress, latest_status, rfc3339
@@ -33,19 +36,80 @@ def _job_of(pod: dict) -> str | None:
     return (pod["metadata"].get("labels") or {}).get("job-name")
 
 
-def stage_job_state(job: dict, pods: tuple[dict, ...]) -> StageJob | None:
-    """A stage Job as the stage machine sees it (None for a Job without a stage label)."""
+#: The most attempts of one stage (spec.limits.disruptionRetries is at most 10): the Job names looked for.
+MAX_ATTEMPTS = 11
+
+
+def pod_disruption(pod: dict) -> str | None:
+    """What disrupted ``pod``, when something did: Kubernetes' DisruptionTarget condition (the Eviction API and
+    so a node drain, the scheduler's preemption, the taint manager, the kubelet's node-pressure eviction, the
+    pod garbage collector), or the kubelet's Evicted reason."""
+    status = pod.get("status") or {}
+    name = pod["metadata"]["name"]
+    target = next((c for c in status.get("conditions") or []
+                   if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    if target is not None:
+        return f"pod {name}: {target.get('reason') or 'DisruptionTarget'}" + \
+            (f" ({target['message']})" if target.get("message") else "")
+    if status.get("reason") == "Evicted":
+        return f"pod {name} was evicted" + (f" ({status['message']})" if status.get("message") else "")
+    return None
+
+
+def job_disruption(job: dict, pods: tuple[dict, ...], recorded: list[dict]) -> str | None:
+    """Why a failed stage Job counts as disrupted, else None: the Job controller failed it by the disruption rule
+    (reason PodFailurePolicy, resources/training_job.py), a pod of it shows the disruption now, or status
+    recorded one while it ran (a Train group's peers may fail first, and the disrupted pod go, before the Job
+    controller counts it)."""
+    name = job["metadata"]["name"]
+    failed = conditions.job_finished(job) or {}
+    if failed.get("reason") == DEADLINE_REASON:
+        return None  # its deadline stopped it: the disruption, if any, is not why it failed
+    seen = next((text for p in pods if _job_of(p) == name and (text := pod_disruption(p))), None)
+    if seen:
+        return seen
+    entry = next((d for d in recorded if d.get("jobName") == name), None)
+    if entry is not None:
+        return entry.get("message") or f"a pod of Job {name} was disrupted"
+    if failed.get("reason") == DISRUPTION_REASON:
+        return failed.get("message") or f"a pod of Job {name} was disrupted"
+    return None
+
+
+def deadline_text(job: dict, stage: str, spec: dict) -> str:
+    """A Job its deadline stopped, in words that name the bound and where to change it."""
+    own = (((spec.get("limits") or {}).get("deadlines") or {}).get(stage.lower()))
+    bound = own or STAGE_DEADLINE_DEFAULTS.get(stage, "?")
+    return (f"Job {job['metadata']['name']} ran past its deadline of {bound} (spec.limits.deadlines.{stage.lower()}"
+            f"{'' if own else ', the default'}) and was stopped")
+
+
+def job_attempt(job: dict, training: str, stage: str, generation: int, pods: int) -> int | None:
+    """Which attempt of ``stage`` the Job's name says it is (None: not one of this generation's names)."""
+    name = job["metadata"]["name"]
+    return next((k for k in range(MAX_ATTEMPTS) if stage_job_name(training, stage, generation, pods, k) == name), None)
+
+
+def stage_job_state(job: dict, pods: tuple[dict, ...], attempt: int = 0, recorded: list[dict] | None = None,
+                    spec: dict | None = None) -> StageJob | None:
+    """A stage Job as the stage machine sees it (None for a Job without a stage label): a failure says whether a
+    disruption caused it (``recorded``: status.disruptions) or its deadline stopped it."""
     stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
     if not stage:
         return None
     finished = job_finished(job)
     if finished is None:
-        return StageJob(stage, "Running")
+        return StageJob(stage, "Running", attempt=attempt)
     if finished == "Complete":
-        return StageJob(stage, "Succeeded")
+        return StageJob(stage, "Succeeded", attempt=attempt)
     name = job["metadata"]["name"]
+    if ((conditions.job_finished(job) or {}).get("reason")) == DEADLINE_REASON:
+        return StageJob(stage, "Failed", deadline_text(job, stage, spec or {}), "DeadlineExceeded", attempt=attempt)
+    disrupted = job_disruption(job, pods, recorded or [])
+    if disrupted is not None:
+        return StageJob(stage, "Failed", f"disrupted: {disrupted}", "Disrupted", attempt=attempt, disrupted=disrupted)
     message = next((failure_text(p) for p in pods if _job_of(p) == name), "")
-    return StageJob(stage, "Failed", message or f"Job {name} failed")
+    return StageJob(stage, "Failed", message or f"Job {name} failed", attempt=attempt)
 
 
 def stage_outcome(pod: dict) -> dict | None:
@@ -96,12 +160,28 @@ def stale_children(state: TrainingState, evaluate_name: str, group_version: str)
 
 
 def current_job_names(state: TrainingState) -> set[str]:
-    """The names this generation's stage Jobs have (or will have)."""
+    """The names this generation's stage Jobs have (or will have), every attempt."""
     meta = state.training["metadata"]
     spec = state.training.get("spec") or {}
     framework, nodes = spec.get("framework") or "specforge", (spec.get("resources") or {}).get("nodes") or 1
-    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1, stage_pods(framework, nodes, stage))
-            for stage in JOB_STAGES}
+    return {stage_job_name(meta["name"], stage, meta.get("generation") or 1, stage_pods(framework, nodes, stage), k)
+            for stage in JOB_STAGES for k in range(MAX_ATTEMPTS)}
+
+
+def _latest_attempts(state: TrainingState, jobs: list[dict]) -> dict[str, tuple[int, dict]]:
+    """Stage -> (attempt, Job) of its latest attempt among ``jobs`` (this generation's, this training's)."""
+    meta = state.training["metadata"]
+    spec = state.training.get("spec") or {}
+    framework, nodes = spec.get("framework") or "specforge", (spec.get("resources") or {}).get("nodes") or 1
+    latest: dict[str, tuple[int, dict]] = {}
+    for job in jobs:
+        stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
+        if stage not in JOB_STAGES:
+            continue
+        attempt = job_attempt(job, meta["name"], stage, meta.get("generation") or 1, stage_pods(framework, nodes, stage))
+        if attempt is not None and attempt >= latest.get(stage, (-1, None))[0]:
+            latest[stage] = (attempt, job)
+    return latest
 
 
 @dataclass(frozen=True)
@@ -110,12 +190,46 @@ class JobsSeen:
 
     current_jobs: list[dict]  # this generation's Jobs, created by this training
     leftovers: list[str]  # what a new stage Job waits for to go (an earlier training's, an older pod)
-    observed: dict[str, StageJob]  # stage -> its Job's state (or a failure its condition keeps)
-    recorded: frozenset[str]  # stages whose success status records for this generation
+    observed: dict[str, StageJob]  # stage -> its latest attempt's state (or a failure its condition keeps)
+    recorded: frozenset[str]  # stages whose success status records for this generation (or carries over)
+    stage_jobs: dict[str, dict] = field(default_factory=dict)  # stage -> its latest attempt's Job
+    disruptions: list[dict] = field(default_factory=list)  # status.disruptions with what was seen now
 
 
-def observe_jobs(state: TrainingState) -> JobsSeen:
-    """Read this generation's stage Jobs, the leftovers in their way and the stages status records."""
+def carried_stages(status: dict, inputs: dict[str, str]) -> frozenset[str]:
+    """Stages status.completedStages records as done with the same inputs as this spec's (``inputs``: stage ->
+    training.inputs.stage_inputs): a new generation that changed only how the stages run carries them over."""
+    return frozenset(c.get("stage") for c in status.get("completedStages") or []
+                     if c.get("stage") in inputs and c.get("inputs") == inputs[c.get("stage")])
+
+
+def seen_disruptions(state: TrainingState, stage_jobs: dict[str, dict]) -> list[dict]:
+    """status.disruptions plus any disruption seen now on a pod of this generation's latest stage Jobs (one entry
+    per disrupted Job, the oldest dropped beyond 64): written while the pod can still be seen, so a group whose
+    peers fail first, or whose disrupted pod is gone by then, is still known as disrupted."""
+    meta = state.training["metadata"]
+    generation = meta.get("generation") or 1
+    entries = [d for d in (state.training.get("status") or {}).get("disruptions") or [] if isinstance(d, dict)]
+    known = {d.get("jobName") for d in entries}
+    for stage, job in stage_jobs.items():
+        name = job["metadata"]["name"]
+        if name in known:
+            continue
+        finished = conditions.job_finished(job) or {}
+        if finished.get("type") == "Complete" or finished.get("reason") == DEADLINE_REASON:
+            continue
+        seen = next((text for p in state.job_pods if _job_of(p) == name and (text := pod_disruption(p))), None)
+        if seen is None and finished.get("reason") == DISRUPTION_REASON:
+            seen = finished.get("message") or f"a pod of Job {name} was disrupted"
+        if seen is not None:
+            entries.append({"stage": stage, "generation": generation, "jobName": name, "message": seen[:500],
+                            "time": rfc3339(state.now)})
+    return entries[-64:]
+
+
+def observe_jobs(state: TrainingState, inputs: dict[str, str] | None = None) -> JobsSeen:
+    """Read this generation's stage Jobs (each stage's latest attempt), the leftovers in their way and the stages
+    status records (``inputs``: what this spec's stages read, for the stages carried over)."""
     meta = state.training["metadata"]
     generation, uid = meta.get("generation") or 1, meta.get("uid")
     status = state.training.get("status") or {}
@@ -124,10 +238,15 @@ def observe_jobs(state: TrainingState) -> JobsSeen:
     # collector takes them: their Jobs are no record of this run (the simulation's seed 59 recorded Extracted
     # from one), and a stage Job would mount their claim and spec ConfigMap (seed 2): it waits for them to go.
     current_jobs = [j for j in state.jobs if j["metadata"]["name"] in current and not left_by_earlier(j, uid)]
-    observed = {s.stage: s for s in (stage_job_state(j, state.job_pods) for j in current_jobs) if s is not None}
+    latest = _latest_attempts(state, current_jobs)
+    stage_jobs = {stage: job for stage, (_, job) in latest.items()}
+    disruptions = seen_disruptions(state, stage_jobs)
+    spec = state.training.get("spec") or {}
+    observed = {s.stage: s for s in (stage_job_state(job, state.job_pods, attempt, disruptions, spec)
+                                     for attempt, job in latest.values()) if s is not None}
     recorded = frozenset(stage for stage, kind in STAGE_CONDITIONS.items() if any(
         c["type"] == kind and c.get("status") == "True" and c.get("observedGeneration") == generation
-        for c in status.get("conditions") or []))
+        for c in status.get("conditions") or [])) | carried_stages(status, inputs or {})
     # A stage that failed without a Job of its own to show it (Generate's engine never served, a serving
     # unfit for Evaluate) stays failed by its condition: nothing retries it until the spec changes.
     for stage, kind in STAGE_CONDITIONS.items():
@@ -136,7 +255,7 @@ def observe_jobs(state: TrainingState) -> JobsSeen:
         if failed and stage not in observed:
             observed[stage] = StageJob(stage, "Failed", (failed.get("message") or "").removeprefix(f"{stage} failed: "),
                                        failed.get("reason") or "StageFailed")
-    return JobsSeen(current_jobs, leftovers(state, current), observed, recorded)
+    return JobsSeen(current_jobs, leftovers(state, current), observed, recorded, stage_jobs, disruptions)
 
 
 def leftovers(state: TrainingState, current: set[str]) -> list[str]:
@@ -152,19 +271,23 @@ def leftovers(state: TrainingState, current: set[str]) -> list[str]:
     # waits until the Job is gone, then for any pod it made (the simulation saw a queued Train's pods appear so).
     found += sorted(j["metadata"]["name"] for j in state.jobs
                     if j["metadata"]["name"] not in current and not left_by_earlier(j, uid))
-    # A spec change deletes the running stage's Job, but its pod writes on to the hidden-state claim until its
-    # grace period ends: the new generation's stage waits for it (the simulation saw both run on the claim).
+    # A spec change, a refused spec or a disruption stops the running stage's Job, but its pods write on to the
+    # hidden-state claim until their grace period ends: a new stage Job (the new generation's, the next attempt,
+    # the same generation once the spec is allowed again) waits for every stage pod of the training to stop
+    # (the simulation saw both run on the claim). A stage starts only when no stage Job runs, so any stage pod
+    # still running then is one of these.
     found += sorted(p["metadata"]["name"] for p in state.job_pods
-                    if _job_of(p) not in (None, *current)
-                    and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+                    if _job_of(p) is not None and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
     return found
 
 
-def stage_artifacts(jobs: list[dict], pods: tuple[dict, ...], recorded: list[dict] | None) -> list[dict] | None:
+def stage_artifacts(jobs: list[dict], pods: tuple[dict, ...], recorded: list[dict] | None,
+                    kept: frozenset[str] = frozenset()) -> list[dict] | None:
     """What the finished stages wrote (their runner's outputs with sizes), in stage order; what status
-    already records stays (the pods that said it may be gone)."""
+    already records stays for the stages of ``jobs`` and the ``kept`` ones (carried over from an earlier
+    generation: the pods that said it may be gone)."""
     found = [a for a in recorded or [] if a.get("stage") in {(j["metadata"].get("labels") or {}).get(STAGE_LABEL)
-                                                              for j in jobs}]
+                                                              for j in jobs} | kept]
     for job in jobs:
         stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
         if job_finished(job) != "Complete" or not stage:
@@ -224,9 +347,7 @@ def run_estimate(stage: str, latest: LatestProgress | None, now: datetime, statu
             "finishTime": rfc3339(now + timedelta(seconds=round(remaining)))}
 
 
-def queue_wait(state: TrainingState, stage: str, pods: int) -> str | None:
-    """Why ``stage``'s Job of this generation still waits in its Kueue queue (None: not queued, or admitted)."""
-    meta = state.training["metadata"]
-    name = stage_job_name(meta["name"], stage, meta.get("generation") or 1, pods)
+def queue_wait(state: TrainingState, name: str) -> str | None:
+    """Why the stage Job ``name`` still waits in its Kueue queue (None: not queued, or admitted)."""
     job = next((j for j in state.jobs if j["metadata"]["name"] == name), None)
     return None if job is None else admission_wait(job, state.workloads)

@@ -17,8 +17,11 @@ pods find each other through a headless Service (``rendezvous_service``) for tor
 
 from __future__ import annotations
 
+import copy
 import json
 
+from drafter_operator.api.common import parse_duration
+from drafter_operator.api.training.sections import STAGE_DEADLINE_DEFAULTS
 from drafter_operator.constants import STAGE_LABEL, TRAINING_LABEL
 from drafter_operator.resources import pod_policy, queueing
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION, HF_HOME, HF_HUB_OFFLINE
@@ -43,15 +46,31 @@ TRAINER_UID = 1000
 #: volumes' group becomes the trainer's, changed only when the volume's root does not already have it
 #: (a recursive change of a model volume of terabytes on every pod start would take minutes).
 DEFAULT_POD_SECURITY_CONTEXT = {"fsGroup": TRAINER_UID, "fsGroupChangePolicy": "OnRootMismatch"}
+#: The Job controller fails a stage Job at once when a pod of it gets the DisruptionTarget condition (the Eviction
+#: API, a node drain, the scheduler's preemption, the taint manager, the kubelet's node-pressure eviction), with
+#: reason PodFailurePolicy: the sign, in the Job itself, that it failed by no fault of its own (the disrupted pod
+#: may be gone by the time the operator reads the Job). A Train group's peers fail as a lost rank makes them.
+DISRUPTION_REASON = "PodFailurePolicy"
+DISRUPTION_POLICY = {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+#: The reason the Job controller gives a Job that ran past its activeDeadlineSeconds.
+DEADLINE_REASON = "DeadlineExceeded"
 
 
-def stage_job_name(training: str, stage: str, generation: int, pods: int = 1) -> str:
-    """One Job per stage and spec generation: a changed spec is a new run, never a relabelled old one. The Job
-    of a stage across ``pods`` (training.stages.stage_pods) is Indexed: its name leaves room for its pods'
-    ``-<index>`` hostnames (names.INDEXED_JOB_NAME_MAX). The pods follow spec.resources.nodes and the framework,
-    whose change is a new generation, so a stage's name never changes under a running Job."""
+def stage_job_name(training: str, stage: str, generation: int, pods: int = 1, attempt: int = 0) -> str:
+    """One Job per stage, spec generation and attempt: a changed spec is a new run, never a relabelled old one,
+    and a disrupted stage's next attempt (``attempt`` 1, 2, ...: ``-r<attempt>``) a Job of its own beside the
+    failed one, which stays as the record. The Job of a stage across ``pods`` (training.stages.stage_pods) is
+    Indexed: its name leaves room for its pods' ``-<index>`` hostnames (names.INDEXED_JOB_NAME_MAX). The pods
+    follow spec.resources.nodes and the framework, whose change is a new generation, so a stage's name never
+    changes under a running Job."""
     limit = INDEXED_JOB_NAME_MAX if pods > 1 else JOB_NAME_MAX
-    return child_name(training, f"{stage.lower()}-g{generation}", limit)
+    return child_name(training, f"{stage.lower()}-g{generation}" + (f"-r{attempt}" if attempt else ""), limit)
+
+
+def stage_deadline_seconds(spec, stage: str) -> int:
+    """How long a Job of ``stage`` may run: spec.limits.deadlines' bound, else STAGE_DEADLINE_DEFAULTS'."""
+    own = getattr(spec.limits.deadlines, stage.lower(), None)
+    return int(parse_duration(own or STAGE_DEADLINE_DEFAULTS[stage]))
 
 
 def rendezvous_service_name(training: str) -> str:
@@ -70,20 +89,20 @@ def rendezvous_service(namespace: str, training: str) -> dict:
                      "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}]}}
 
 
-def rendezvous(training: str, generation: int, nodes: int) -> Rendezvous:
-    """Where Train's pods meet: pod 0 of this generation's Train Job by its name through the Service (the
-    namespace's search path completes it), the Job's name as the run's id."""
-    job = stage_job_name(training, "Train", generation, nodes)  # Train spans every node, whatever the framework
+def rendezvous(training: str, generation: int, nodes: int, attempt: int = 0) -> Rendezvous:
+    """Where Train's pods meet: pod 0 of this generation's Train Job (of ``attempt``) by its name through the
+    Service (the namespace's search path completes it), the Job's name as the run's id."""
+    job = stage_job_name(training, "Train", generation, nodes, attempt)  # Train spans every node, whatever the framework
     return Rendezvous(endpoint=f"{job}-0.{rendezvous_service_name(training)}:{RENDEZVOUS_PORT}", run_id=job)
 
 
-def rendezvous_args(training: str, spec, generation: int) -> tuple[str, ...]:
+def rendezvous_args(training: str, spec, generation: int, attempt: int = 0) -> tuple[str, ...]:
     """run-stage's rendezvous options for every stage Job of a run across nodes (each renders the whole
-    pipeline, Train included); none on one node."""
+    pipeline, Train included: its ``attempt``); none on one node."""
     nodes = spec.resources.nodes
     if nodes == 1:
         return ()
-    meet = rendezvous(training, generation, nodes)
+    meet = rendezvous(training, generation, nodes, attempt)
     return ("--rendezvous-endpoint", meet.endpoint, "--rendezvous-id", meet.run_id)
 
 
@@ -192,9 +211,9 @@ def stage_placement(placement, gpu: bool) -> dict:
 
 
 def stage_job(namespace: str, training: str, spec, stage: str, generation: int, image: str,
-              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = ()) -> dict:
-    """The Job of ``stage`` for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are extra
-    ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
+              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = (), attempt: int = 0) -> dict:
+    """The Job of ``stage`` (its ``attempt``) for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are
+    extra ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
     labels = {**training_labels(training), STAGE_LABEL: stage}
     volumes, mounts = stage_volumes(training, spec, stage, generation, paths)
     container = stage_container(spec, stage, generation, image, paths, render_args, mounts)
@@ -208,9 +227,10 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
         pod_spec["subdomain"] = rendezvous_service_name(training)
     return queueing.queued({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": stage_job_name(training, stage, generation, pods), "namespace": namespace,
+        "metadata": {"name": stage_job_name(training, stage, generation, pods, attempt), "namespace": namespace,
                      "labels": labels},
-        "spec": {**job_parallelism(spec, stage),
+        "spec": {**job_parallelism(spec, stage), "activeDeadlineSeconds": stage_deadline_seconds(spec, stage),
+                 "podFailurePolicy": copy.deepcopy(DISRUPTION_POLICY),
                  "template": {"metadata": pod_policy.template_metadata(labels, spec.pod), "spec": pod_spec}},
     }, spec.queue_name)
 

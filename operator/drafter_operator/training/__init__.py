@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drafter_operator.api.training import DrafterTrainingSpec
+from drafter_operator.training.checkpoints import Checkpoint
 from drafter_operator.training.torchrun import Rendezvous
 
 FRAMEWORKS = ("specforge", "speculators")
@@ -148,6 +149,9 @@ class RenderOptions:
     #: --rendezvous-endpoint and --rendezvous-id, which the operator gives every stage Job of such a run (each
     #: renders the whole pipeline); None on one node.
     rendezvous: Rendezvous | None = None
+    #: The checkpoint of this run Train resumes from (training/checkpoints.py: run-stage finds it in the Train
+    #: directory before rendering); None: Train starts afresh.
+    resume: Checkpoint | None = None
 
 
 def specforge_layer_ids(layers: list[int] | tuple[int, ...]) -> list[int]:
@@ -180,6 +184,17 @@ def regeneration(spec: DrafterTrainingSpec, options: RenderOptions, source: str,
                          "from its engine pod (RenderOptions.generation_endpoint, run-stage --generation-endpoint)")
     return Command(command_line(options.generation_endpoint, SERVED_MODEL_NAME, source, output,
                                 spec.data.num_samples, spec.data.max_tokens))
+
+
+def train_directory(spec: DrafterTrainingSpec, paths: TrainingPaths = TrainingPaths()) -> str:
+    """Where Train writes its checkpoints (its framework's output directory on the work volume)."""
+    if spec.framework == "specforge":
+        from drafter_operator.training import specforge
+
+        return specforge.work_paths(paths)["train"]
+    from drafter_operator.training import speculators
+
+    return speculators.work_paths(paths)["train"]
 
 
 def render(spec: DrafterTrainingSpec, paths: TrainingPaths = TrainingPaths(),

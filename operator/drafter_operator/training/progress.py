@@ -26,7 +26,10 @@ tests/unit/data/training_logs/):
 
 Plan hints (``start``): the samples asked for (``--num-samples``, ``--max-samples``,
 ``--sample-size``, ``--limit``) and the epochs (``--epochs``, or ``training.num_epochs`` of a YAML
-config file) are known before any output; what the output says overrides them.
+config file) are known before any output; what the output says overrides them. A Train that resumes
+from a checkpoint (the plan's ``resumedFrom``, run-stage's: training/checkpoints.py) says so on every
+line: ``resumedFromStep`` and the summary's "resumed from step N" (or "after epoch E" where the
+framework did not record the step).
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ from drafter_operator import timestamps
 PREFIX = "drafter-progress "
 #: status.progress's fields (api/training.py TrainingProgress), in the line's camelCase.
 PROGRESS_FIELDS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "loss", "etaSeconds",
-                   "percent", "summary", "updated")
+                   "percent", "summary", "updated", "resumedFromStep")
 _COUNTS = ("samplesDone", "samplesTotal", "epoch", "epochs", "step", "steps", "etaSeconds", "bytesWritten", "estimatedBytes",
-           "tokens")
+           "tokens", "resumedFromStep")
 SAMPLE_STAGES = ("Generate", "Extract")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -78,6 +81,9 @@ class Progress:
     #: speculators' validation pass: its bar counts validation batches, not training steps.
     validating: bool = False
     steps_per_epoch: int | None = None
+    #: Where a resumed Train started: its checkpoint's optimizer step and (speculators) epoch.
+    resumed_from_step: int | None = None
+    resumed_from_epoch: int | None = None
     #: (seconds, units done) when the units first moved, and now: the rate is measured between them.
     first: tuple[float, int] | None = None
     last: tuple[float, int] | None = None
@@ -125,6 +131,10 @@ class Progress:
             parts.append(f"loss {self.loss:.3g}")
         if not parts and self.shards_done is not None:
             parts.append(f"shards {self.shards_done}/{self.shards_total}")
+        if self.resumed_from_step is not None:
+            parts.append(f"(resumed from step {self.resumed_from_step})")
+        elif self.resumed_from_epoch is not None:
+            parts.append(f"(resumed after epoch {self.resumed_from_epoch + 1})")
         return " ".join(parts) or None
 
 
@@ -158,7 +168,11 @@ def start(plan: Mapping) -> Progress:
         epochs = [n for argv in argvs if (n := _flag(argv, ("--epochs",))) is not None]
         epochs += [n for f in plan.get("files") or [] if str(f.get("name", "")).endswith((".yaml", ".yml"))
                    if (n := _yaml_epochs(str(f.get("text", "")))) is not None]
-        return Progress(epochs=epochs[0] if epochs else None)
+        resumed = plan.get("resumedFrom") or {}
+        step, epoch = resumed.get("step"), resumed.get("epoch")
+        step = step if isinstance(step, int) and step >= 0 else None
+        return Progress(epochs=epochs[0] if epochs else None, step=step, resumed_from_step=step,
+                        resumed_from_epoch=epoch if isinstance(epoch, int) and epoch >= 0 else None)
     return Progress()
 
 
@@ -249,7 +263,7 @@ def record(state: Progress, stage: str, at: datetime, bytes_written: int | None 
         "loss": state.loss, "etaSeconds": eta, "percent": percent,
         "summary": state.summary() or (f"{stage} {outcome.lower()}" if outcome else f"{stage} running"),
         "updated": rfc3339(at), "bytesWritten": bytes_written, "estimatedBytes": estimated_bytes, "outcome": outcome,
-        "cost": dict(cost) if cost else None,
+        "cost": dict(cost) if cost else None, "resumedFromStep": state.resumed_from_step,
     }
     return {k: v for k, v in fields.items() if v is not None}
 

@@ -15,7 +15,11 @@ tests/contract/test_training_contract.py):
   writes ``rows_*/data_<i>.ckpt`` and ``vocab_mapping/vocab_mapping.pt``.
 * ``specforge train --config run.yaml``: the typed config (``specforge.config.Config``: sections
   model, data, training, tracking, profiling, runtime, deployment, plus run_id and output_dir);
-  checkpoints at ``<output_dir>/<run_id>-step<N>`` with ``<run_id>-latest`` pointing at the last.
+  checkpoints at ``<output_dir>/<run_id>-step<N>`` with ``<run_id>-latest`` pointing at the last, every
+  ``training.save_interval`` steps (about ``CHECKPOINTS_PER_EPOCH`` an epoch here; SpecForge's default 0 saves
+  only at the end), the newest ``training.max_checkpoints`` kept. ``training.resume_from`` (a checkpoint
+  directory: training/checkpoints.py finds this run's last) restores the model, optimizer, counters and data
+  position; it excludes ``model.draft_checkpoint_path`` (a base drafter's weights are in the checkpoint then).
 * ``specforge export --to sglang|hf --checkpoint --draft-config --output-dir --vocab-mapping
   [--embedding-source TARGET]`` (hf needs the embedding from the target; sglang omits it).
 """
@@ -49,6 +53,10 @@ TARGET_ARCHITECTURE_FIELDS = (
     "eos_token_id", "pad_token_id", "sliding_window", "use_sliding_window", "max_window_layers",
 )
 DRAFT_CONFIG = "draft-config.json"
+#: Checkpoints an epoch (a preempted or disrupted Train loses at most this fraction of an epoch), and how many
+#: SpecForge keeps (each holds the optimizer state: a few GB for a 1T target's drafter).
+CHECKPOINTS_PER_EPOCH = 4
+KEPT_CHECKPOINTS = 2
 TRAIN_CONFIG = "specforge-train.yaml"
 
 
@@ -108,11 +116,16 @@ def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Rende
     """``specforge train``'s typed run config (specforge.config.Config) for offline training."""
     work = work_paths(paths)
     model: dict[str, Any] = {"target_model_path": spec.target.model, "torch_dtype": "bfloat16"}
-    if spec.base_drafter is not None:
+    if spec.base_drafter is not None and options.resume is None:
         # Weights-only warm start; the draft config comes from the checkpoint. The base drafter's own
         # vocabulary mapping is kept: a mapping regenerated from the new data would not match the
         # base's lm_head rows (acceptance collapses while train accuracy looks fine).
         model["draft_checkpoint_path"] = spec.base_drafter
+        model["vocab_mapping_path"] = work["base_vocab_mapping"]
+    elif spec.base_drafter is not None:
+        # Resumed: the weights come from this run's checkpoint (SpecForge refuses a warm start beside a resume),
+        # shaped by the base drafter's config (draft-config.json is rendered from it), its mapping still kept.
+        model["draft_model_config"] = f"{paths.files}/{DRAFT_CONFIG}"
         model["vocab_mapping_path"] = work["base_vocab_mapping"]
     else:
         model["draft_model_config"] = f"{paths.files}/{DRAFT_CONFIG}"
@@ -125,7 +138,11 @@ def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Rende
         "batch_size": spec.train.batch_size,
         "learning_rate": float(spec.train.learning_rate),
         "seed": options.seed,
+        "save_interval": save_interval(spec, options),
+        "max_checkpoints": KEPT_CHECKPOINTS,
     }
+    if options.resume is not None:
+        training["resume_from"] = f"{work['train']}/{options.resume.name}"
     if options.cpu:
         training.update({"attention_backend": "sdpa", "fsdp_sharding": "NO_SHARD", "log_interval": 10})
     data: dict[str, Any] = {
@@ -144,6 +161,15 @@ def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Rende
         "run_id": RUN_ID,
         "output_dir": work["train"],
     }
+
+
+def save_interval(spec: DrafterTrainingSpec, options: RenderOptions) -> int:
+    """``training.save_interval``: optimizer steps between checkpoints, about CHECKPOINTS_PER_EPOCH an epoch
+    (an epoch is about numSamples / (batchSize x data-parallel ranks) steps: every GPU of every node, one
+    process per pod on the CPU)."""
+    ranks = spec.resources.nodes * (1 if options.cpu else spec.resources.gpus)
+    steps_per_epoch = -(-spec.data.num_samples // (spec.train.batch_size * ranks))
+    return max(1, steps_per_epoch // CHECKPOINTS_PER_EPOCH)
 
 
 def trainer_topology(spec: DrafterTrainingSpec, options: RenderOptions) -> dict[str, Any]:

@@ -7,6 +7,10 @@ own, and stops the servers at the end. What the controller reads back is the con
 termination message (at most 4 KiB): a JSON line with the stage, its outcome, the sizes of its
 outputs, or the failing command with the end of its output, and the stage's last progress.
 
+Train first makes its checkpoint directory this run's and finds the checkpoint to resume from
+(``train_resume``, training/checkpoints.py): a Train started again after a disruption or Kueue's
+preemption goes on from there, and its progress lines say from which step.
+
 While the stage runs, its commands' output goes through training/progress.py and the runner prints
 ``drafter-progress {json}`` lines (stage_progress.py; docs/training.md, "Progress") that the operator reads from the
 pod's log tail: at the start, when the progress changes (at most every PROGRESS_INTERVAL seconds),
@@ -32,7 +36,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from drafter_operator.container_paths import from_environment, remap
-from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, shards
+from drafter_operator.training import (RenderOptions, Stage, TrainingPaths, checkpoints, export, render, shards,
+                                      train_directory)
+from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.torchrun import Rendezvous
 from drafter_operator.training.hidden_state_size import hidden_states_estimate
 from drafter_operator.training.cost import run_cost
@@ -293,6 +299,23 @@ def stage_of(spec, name: str, options: RenderOptions, paths: TrainingPaths = Tra
     return stages[name]
 
 
+def train_resume(spec, training_uid: str | None, path_map: Mapping[str, str],
+                 paths: TrainingPaths = TrainingPaths()) -> checkpoints.Checkpoint | None:
+    """Train's checkpoint directory made this run's (the training's uid and what Train reads: another run's
+    checkpoints are removed, never resumed), and the checkpoint to resume from in it (None: start afresh)."""
+    where = Path(remap(train_directory(spec, paths), path_map))
+    run = checkpoints.run_id(training_uid, stage_inputs(spec.to_json(), "Train"))
+    return checkpoints.claim_run(spec.framework, where, run)
+
+
+def resumed_from(resume: checkpoints.Checkpoint | None) -> dict | None:
+    """The plan's ``resumedFrom`` (progress.start reads it): the checkpoint's step and epoch, where known."""
+    if resume is None:
+        return None
+    return {k: v for k, v in {"checkpoint": resume.name, "step": resume.step, "epoch": resume.epoch}.items()
+            if v is not None}
+
+
 def register(subparsers) -> None:
     """``drafter-operator run-stage``: what a DrafterTraining stage Job runs."""
     parser = subparsers.add_parser("run-stage", help="run one DrafterTraining stage (inside its Job)")
@@ -342,6 +365,8 @@ def _main(args, _extra=()) -> int:
                                   read_text=lambda path: Path(remap(path, path_map)).read_text())
         meet = Rendezvous(args.rendezvous_endpoint, args.rendezvous_id) if args.rendezvous_endpoint else None
         options = dataclasses.replace(options, shard=shard, rendezvous=meet, port=free_loopback_port())
+        if args.stage == "Train":
+            options = dataclasses.replace(options, resume=train_resume(spec, args.training_uid, path_map))
         stage = stage_of(spec, args.stage, options)
     except (OSError, ValueError) as exc:  # a missing config.json, an unknown stage, a spec the renderer refuses
         Path(args.termination_log).write_text(termination_message(
@@ -362,6 +387,9 @@ def _main(args, _extra=()) -> int:
     # The adapters ship inside this package: wherever run-stage is installed, they are beside it.
     installed = {**path_map, TrainingPaths().adapters: str(ADAPTERS_DIR)}
     plan = on_host(stage_plan(stage), installed)
+    if options.resume is not None:
+        plan["resumedFrom"] = resumed_from(options.resume)
+        print(f"run-stage: Train resumes from its checkpoint {options.resume.name}", flush=True)
     if stage.name == "Extract" and options.target_config:
         plan["estimatedBytes"] = hidden_states_estimate(spec, options.target_config)
     cost = run_cost(spec, options.target_config) if options.target_config else None

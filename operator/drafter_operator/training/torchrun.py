@@ -5,8 +5,10 @@ Train Indexed Job runs the same command: ``--nnodes N`` agents meet at the c10d 
 (pod 0's name through the stage's headless Service, resources/training.py), which the agent whose host that
 name resolves to serves; the others connect to it. ``--rdzv-id`` keeps two runs that reach the same endpoint
 apart. ``--max-restarts 0``: a lost pod fails its peers' workers and the stage with them (docs/training.md,
-"Train across nodes"), because neither framework resumes a group that lost a rank mid-step; the run starts
-again by a spec change, from the checkpoints already written.
+"Train across nodes"), because neither framework resumes a group that lost a rank mid-step. The whole group
+starts again instead, from the last checkpoint written (training/checkpoints.py): the operator starts the stage
+again when a pod was disrupted (a drained node, an eviction, a preemption), Kueue when it readmits a Job it
+preempted.
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ from drafter_operator.api.common import (
     ModelRef,
     ObjectName,
     Quantity,
+    Duration,
     Rule,
     decimal_range_rule,
+    duration_range_rule,
     cel_path_normalised,
     path_normalised,
 )
@@ -198,3 +200,38 @@ class TrainingResources(ContainerResources):
     """nvidia.com/gpu per stage pod; must be a multiple of target.tensorParallelSize."""
     nodes: Annotated[int, Field(ge=1, le=STAGE_NODES_MAX)] = 1
     """Pods (one per node, each with ``gpus``) that Train spans, and Extract with framework speculators, each such stage an Indexed Job; the hidden-state claim is ReadWriteMany above 1. Train: data-parallel over all the pods' GPUs, the pods meeting at a torchrun c10d rendezvous through a headless Service; a lost pod fails the stage. Extract (speculators): pod i loads the target and captures the i-th contiguous share of the samples; a finished share is never redone. SpecForge's capture runs on one pod (one torch.distributed group)."""
+
+
+#: How long a stage Job may run (each attempt: a disruption's retry has its own) before it fails DeadlineExceeded,
+#: where spec.limits.deadlines does not say: far beyond a healthy run of the seed (10k samples of a 1T target on
+#: 8 H200s: Extract about 9 h, Train about 2 days), short enough that a hung stage frees its GPUs within days.
+STAGE_DEADLINE_DEFAULTS: dict[str, str] = {"Generate": "24h", "Extract": "48h", "Train": "168h", "Export": "2h"}
+_DEADLINE_RANGE = ("1m", "720h")
+
+
+class StageDeadlines(ApiModel):
+    """How long each stage Job may run (from its start; a queued Job's from Kueue's admission), per attempt."""
+
+    rules = tuple(
+        duration_range_rule(field, *_DEADLINE_RANGE,
+                            f'spec.limits.deadlines.{field} must be between {_DEADLINE_RANGE[0]} and {_DEADLINE_RANGE[1]}, '
+                            f'e.g. "{STAGE_DEADLINE_DEFAULTS[field.capitalize()]}"')
+        for field in ("generate", "extract", "train", "export"))
+
+    generate: Duration | None = None
+    """Generate's bound; default 24h."""
+    extract: Duration | None = None
+    """Extract's bound; default 48h."""
+    train: Duration | None = None
+    """Train's bound; default 168h (a week)."""
+    export: Duration | None = None
+    """Export's bound; default 2h."""
+
+
+class TrainingLimits(ApiModel):
+    """How long stages may run and how often a disrupted one is retried."""
+
+    deadlines: StageDeadlines = Field(default_factory=StageDeadlines)
+    """Per stage Job, how long it may run before it fails with reason DeadlineExceeded (the Job's activeDeadlineSeconds)."""
+    disruption_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    """How often a stage whose pod was disrupted (node drained, pod evicted or preempted: its DisruptionTarget condition) is started again, from what it had written (Train from its last checkpoint), before the run fails; a finished stage is never run again. Kueue's preemption of a queued stage suspends its Job instead, which resumes on readmission and counts no retry."""

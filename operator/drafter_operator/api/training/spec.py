@@ -28,6 +28,7 @@ from drafter_operator.api.training.sections import (
     OutputSpec,
     PromoteSpec,
     TrainSpec,
+    TrainingLimits,
     TrainingResources,
     TrainingStorage,
     TrainingTarget,
@@ -171,5 +172,7 @@ class DrafterTrainingSpec(ApiModel):
     """Every key of a Secret or ConfigMap as a variable of the stage containers, e.g. {secretRef: {name: hf-token}}."""
     pod: PodPolicy | None = None
     """Pod settings of the stage pods: labels, annotations, serviceAccountName, imagePullSecrets, priorityClassName, runtimeClassName, security contexts."""
+    limits: TrainingLimits = Field(default_factory=TrainingLimits)
+    """Stage deadlines and disruption retries."""
     queue_name: QueueName | None = None
     """A Kueue LocalQueue in this namespace: every stage Job is created suspended in it and runs once Kueue admits all its pods at once (a stage across nodes is admitted whole or not at all); status says Queued, with Kueue's reason, while a stage waits. Unset: stages start at once. Generate's engine pod is not queued."""

@@ -32,6 +32,8 @@ class TrainingProgress(StatusModel):
     """Overall progress of the current stage, 0-100."""
     updated: str | None = None
     """When the stage last reported progress (RFC 3339)."""
+    resumed_from_step: int | None = None
+    """Train started again (after a disruption, Kueue's preemption or a spec change that kept its inputs) from its last checkpoint, written at this optimizer step."""
     summary: str | None = None
     """Short text for kubectl get, e.g. "6200/10000 samples" or "epoch 3/5"."""
 
@@ -114,6 +116,33 @@ class TrainingEstimate(StatusModel):
     """What the estimate counted: tokens, rates per GPU, epochs."""
 
 
+class StageDisruption(StatusModel):
+    """A stage Job whose pod was disrupted (node drained, pod evicted or preempted)."""
+
+    stage: str
+    """The stage disrupted."""
+    generation: int
+    """The spec generation it ran for."""
+    job_name: str
+    """The disrupted attempt's Job."""
+    message: str | None = None
+    """What happened, from the pod's DisruptionTarget condition or the Job's failure."""
+    time: str | None = None
+    """When the operator saw it (RFC 3339)."""
+
+
+class CompletedStage(StatusModel):
+    """A stage that succeeded, and the digest of the spec fields it read: a later generation with the same
+    digest (a corrected image, a new queue) carries it over rather than run it again."""
+
+    stage: str
+    """The stage."""
+    generation: int
+    """The spec generation whose Job did it."""
+    inputs: str
+    """sha256 of the spec fields the stage and those before it read (training/inputs.py)."""
+
+
 class DrafterTrainingStatus(StatusModel):
     """Observed state of a DrafterTraining."""
 
@@ -137,5 +166,9 @@ class DrafterTrainingStatus(StatusModel):
     """Estimated GPU-hours and finish time of the run's Extract and Train."""
     promoted: bool | None = None
     """Whether the drafter was swapped into promote.servingRef."""
+    disruptions: Annotated[list[StageDisruption], Field(max_length=64)] | None = None
+    """Stage attempts disrupted in the current run, oldest first; each started the stage again (up to spec.limits.disruptionRetries per stage)."""
+    completed_stages: Annotated[list[CompletedStage], Field(max_length=8)] | None = None
+    """The stages done and what they read: kept while the spec is refused, so a corrected spec resumes after them."""
     promoted_revision: str | None = None
     """The revision of promote.servingRef that serves this training's drafter (also in that serving's annotation drafter.dev/promoted-by)."""

@@ -1,0 +1,57 @@
+"""A DrafterTraining whose spec the operator refuses, as a pure function: what an SRE paged at night wants.
+
+A spec is refused when the API models reject it, when the administrator's `tenancy` settings refuse its images
+or ServiceAccount (set mid-run, or tightened since it started), or when an upgraded operator refuses a stored
+spec. Nothing of it may go on: the run cannot reach Export under a spec nobody may run, and what it holds costs
+GPUs. So the refusal stops what runs, and keeps what it has:
+
+* the unfinished stage Jobs (of any generation) and Generate's engine are deleted: no GPU stays held for it;
+* the hidden-state claim and the record of the stages done (their conditions, status.completedStages and
+  artifacts) stay, and so do the finished Jobs, so a corrected spec resumes after the last stage done (a
+  stage whose inputs it kept is carried over: training/inputs.py), and an allow-list loosened again resumes
+  the same generation; a Train started again resumes from its last checkpoint (training/checkpoints.py);
+* `status.stage` is Failed and `Ready` is False with reason InvalidSpec, naming the field, the fix and where
+  the run will resume; a Warning Event says it once.
+"""
+
+from __future__ import annotations
+
+from drafter_operator.controllers import conditions
+from drafter_operator.controllers.swap import Verdict
+from drafter_operator.controllers.training_generate import idle_engine_deletes
+from drafter_operator.controllers.training_observe import left_by_earlier
+from drafter_operator.controllers.training_stages import JOB_STAGES
+from drafter_operator.kube import object_path
+
+#: What a refused run's Ready condition adds to the refusal.
+KEPT = "the stages done and the hidden-state claim are kept"
+
+
+def running_job_deletes(state, namespace: str) -> list[str]:
+    """Every unfinished stage Job of this training (any generation), not already being deleted."""
+    uid = state.training["metadata"].get("uid")
+    return [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
+            if conditions.job_finished(j) is None and not j["metadata"].get("deletionTimestamp")
+            and not left_by_earlier(j, uid)]
+
+
+def resumes_after(status: dict) -> str:
+    """Where a corrected spec resumes, in words: after the last stage done, or from the start."""
+    done = [c.get("stage") for c in status.get("completedStages") or [] if c.get("stage") in JOB_STAGES]
+    return f"a corrected spec resumes after {done[-1]}" if done else "a corrected spec starts from the first stage"
+
+
+def refused_plan(state, invalid: str):
+    """The plan of a refused spec: stop what runs, keep the record, say why and how to go on."""
+    from drafter_operator.controllers.training_decide import TrainingPlan, _finish
+
+    meta = state.training["metadata"]
+    namespace = meta["namespace"]
+    status = state.training.get("status") or {}
+    plan = TrainingPlan(deletes=running_job_deletes(state, namespace) + idle_engine_deletes(state.engine, namespace, None))
+    message = f"{invalid}; {KEPT}: {resumes_after(status)}"
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    if ready.get("reason") != "InvalidSpec" or ready.get("message") != message:
+        plan.events.append(("Warning", "InvalidSpec", message))
+    return _finish(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", message))],
+                   {"jobName": None, "progress": None})
