@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from drafter_operator.controllers.training_decide import TrainingState, decide
+from drafter_operator.resources.pod_policy import TenantPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE = EXAMPLES / "training-kimi-k25-eagle3.yaml"
@@ -33,6 +34,9 @@ class Cluster:
         self.engine: dict[tuple[str, str], dict] = {}  # (kind, name) -> Generate's engine objects
         self.engine_starts_ready = True
         self.workloads: tuple[dict, ...] = ()  # Kueue's, when the training names a queue
+        self.policy = TenantPolicy()  # the administrator's tenancy settings (none: anything)
+        self.named: list[dict] = []  # objects under the children's names that someone else made
+        self.running_pods: list[dict] = []  # stage pods still running (a stopped Job's, in their grace period)
 
     def decide(self):
         return decide(TrainingState(training=copy.deepcopy(self.body), jobs=tuple(copy.deepcopy(list(self.jobs.values()))),
@@ -40,13 +44,14 @@ class Cluster:
                                     now=T0, image="trainer:1", serving=copy.deepcopy(self.serving),
                                     benchmarks=tuple(copy.deepcopy(list(self.benchmarks.values()))),
                                     progress_log=self.log, engine=tuple(copy.deepcopy(list(self.engine.values()))),
-                                    workloads=copy.deepcopy(self.workloads)))
+                                    workloads=copy.deepcopy(self.workloads), tenant_policy=self.policy,
+                                    named=tuple(copy.deepcopy(self.named))))
 
     def pods(self):
         return [{"metadata": {"name": f"{name}-pod", "labels": {"job-name": name}},
                  "status": {"phase": "Succeeded" if job["status"]["conditions"][0]["type"] == "Complete" else "Failed",
                             "containerStatuses": [{"state": {"terminated": {"message": job["_message"]}}}]}}
-                for name, job in self.jobs.items() if job.get("_message")]
+                for name, job in self.jobs.items() if job.get("_message")] + copy.deepcopy(self.running_pods)
 
     def apply(self, plan):
         for path, manifest in plan.creates:

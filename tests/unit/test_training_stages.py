@@ -51,3 +51,19 @@ def test_never_more_than_one_stage_starts_and_never_one_after_an_unfinished_stag
         assert decision.start not in observed
         assert all(observed.get(s) and observed[s].state == "Succeeded" for s in ALL[:index])
     assert list(decision.done) == list(ALL[:len(decision.done)])
+
+
+@given(st.lists(st.sampled_from(["Succeeded", "Running", "Failed", "Disrupted", None]), min_size=6, max_size=6),
+       st.lists(st.integers(0, 4), min_size=6, max_size=6), st.integers(0, 4))
+def test_a_disrupted_stage_gets_its_next_attempt_while_retries_remain_and_never_a_stage_before_it(states, attempts, retries):
+    observed = {stage: StageJob(stage, "Failed" if state == "Disrupted" else state, attempt=attempt,
+                                disrupted="pod x: EvictionByEvictionAPI" if state == "Disrupted" else None)
+                for stage, state, attempt in zip(ALL, states, attempts) if state}
+    decision = plan_stages(ALL, observed, disruption_retries=retries)
+    first = next((s for s in ALL if (observed.get(s) or StageJob(s, "Running")).state != "Succeeded"), None)
+    job = observed.get(first) if first else None
+    if job is not None and job.disrupted and job.attempt < retries:
+        assert (decision.start, decision.attempt, decision.retried) == (first, job.attempt + 1, job)
+    elif job is not None and job.state == "Failed":
+        assert decision.start is None and decision.failed == job
+    assert list(decision.done) == list(ALL[:len(decision.done)])  # a finished stage is never left or redone

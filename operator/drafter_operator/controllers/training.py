@@ -169,20 +169,18 @@ class TrainingReconciler(OneAtATime):
         for path, manifest in plan.creates:
             manifest["metadata"]["ownerReferences"] = [owner]
             log.info("%s/%s: create %s %s", namespace, name, manifest["kind"], manifest["metadata"]["name"])
-            try:
-                self.kube.create(path, manifest)
-            except ApiError as exc:
-                if exc.status != 409:
-                    raise
-                # Already there: ours (a repeated reconcile) is fine; someone else's must not be used by what
-                # follows (a stage Job would mount it), so the plan stops and the next decision says NameConflict.
-                there = self._holder(namespace, manifest)
-                if there is not None and not owned_by(there, owner["uid"]):
-                    message = (f"{manifest['kind']} {manifest['metadata']['name']} already exists and is not this "
-                               "training's: nothing that would use it was created")
-                    log.warning("%s/%s: %s", namespace, name, message)
-                    post_event(body, "Warning", "NameConflict", message)
-                    return
+            if self.kube.create(path, manifest) is not None:
+                continue
+            # Already there (Kube.create answers None): ours (a repeated reconcile) is fine; someone else's must not
+            # be used by what follows (a stage Job would mount it), so the plan stops and the next decision says
+            # NameConflict.
+            there = self._holder(namespace, manifest)
+            if there is not None and not owned_by(there, owner["uid"]):
+                message = (f"{manifest['kind']} {manifest['metadata']['name']} already exists and is not this "
+                           "training's: nothing that would use it was created")
+                log.warning("%s/%s: %s", namespace, name, message)
+                post_event(body, "Warning", "NameConflict", message)
+                return
         if plan.status:
             self.kube.patch(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name, "status"), {"status": plan.status})
         for kind, reason, message in plan.events:
