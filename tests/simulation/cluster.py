@@ -22,6 +22,7 @@ NS = "team"
 POD_COLLECTION = f"/api/v1/namespaces/{NS}/pods"
 GPUS_PER_NODE = 8
 TERMINATION_GRACE = 10.0  # seconds a deleted pod keeps its GPUs
+DEAD_ENDPOINT = "DeadEndpoint"  # a gate's verdict when it was aimed at no live pod (the operator's mistake)
 
 
 @dataclass(frozen=True)
@@ -287,17 +288,29 @@ class Cluster:
         if not labels.get(GATE_LABEL):
             return
         fate = fate_of(self.world.seed, labels.get(REVISION_LABEL, ""))
-        if fate.gate != "Never":
+        if not self.endpoint_alive(body):
+            # A gate aimed at a pod that is gone (an IP a ghost in the operator's view still carried): the bench
+            # client's connections are refused at once, whatever the revision would have measured.
+            self.clock.after(30.0, self.finish_benchmark, key, body["metadata"]["uid"], DEAD_ENDPOINT)
+        elif fate.gate != "Never":
             self.clock.after(fate.gate_seconds, self.finish_benchmark, key, body["metadata"]["uid"], fate.gate)
+
+    def endpoint_alive(self, benchmark: dict) -> bool:
+        """Whether the pod at the benchmark's spec.endpoint is live and Ready now."""
+        endpoint = (benchmark.get("spec") or {}).get("endpoint") or ""
+        ip = endpoint.split("://", 1)[-1].rsplit(":", 1)[0]
+        return any(k.startswith(POD_COLLECTION + "/") and (p.get("status") or {}).get("podIP") == ip
+                   and not p["metadata"].get("deletionTimestamp") and ready(p) for k, p in self.api.store.items())
 
     def finish_benchmark(self, key: str, uid: str, verdict: str) -> None:
         b = self.api.store.get(key)
         if b is None or b["metadata"]["uid"] != uid:
             return
         revision = b["metadata"]["labels"].get(REVISION_LABEL)
-        if verdict == "BenchmarkFailed":
-            status = {"state": "Failed", "conditions": [{"type": "Failed", "status": "True",
-                                                          "message": "the benchmark pod was evicted"}]}
+        if verdict in ("BenchmarkFailed", DEAD_ENDPOINT):
+            message = "the benchmark pod was evicted" if verdict == "BenchmarkFailed" else \
+                "connection refused: no engine answers at the endpoint"
+            status = {"state": "Failed", "conditions": [{"type": "Failed", "status": "True", "message": message}]}
         else:
             status = {"state": "Succeeded", "completionTime": self.clock.iso(), "revision": revision,
                       "result": {"verdict": verdict, "verdictMessage": f"gate {verdict.lower()}",
