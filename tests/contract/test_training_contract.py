@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +46,9 @@ from drafter_operator.cli import build_parser
 from drafter_operator.resources.training_engine import generation_engine
 from drafter_operator.resources.training_job import rendezvous
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export, render, specforge_layer_ids
+from drafter_operator.training import checkpoints
 from drafter_operator.training.checkpoints import Checkpoint
+from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.regenerate import SERVED_MODEL_NAME
 from drafter_operator.training.specforge import DRAFT_CONFIG, TRAIN_CONFIG
@@ -689,6 +693,48 @@ def test_speculators_prepares_regenerated_conversations(training_python: str, ti
     assert (work / "data" / "prepared" / "token_freq.pt").is_file()
     report("speculators regenerated", times, {"regenerated": du(work / "data" / "regenerated.jsonl"),
                                               "prepared data": du(work / "data" / "prepared")})
+
+
+def test_specforge_resumes_train_from_its_runs_last_checkpoint(training_python: str, tiny: Path,
+                                                             specforge_run: PipelineRun) -> None:
+    """A Train started again (a drained node, Kueue's preemption) goes on from its run's last checkpoint: the stage
+    runner's decision (training/checkpoints.py on the Train directory), rendered, and run by SpecForge itself,
+    fine-tuning a base drafter (whose resume SpecForge checks hardest: the draft config and vocabulary mapping
+    it was written with must be the same files, unchanged)."""
+    base = tiny / "drafters" / "specforge-hf"
+    spec = tiny_spec(tiny, "specforge", "specforge-resumed", base_drafter=str(base))
+    paths = tiny_paths(tiny, training_python, "specforge-resumed")
+    work = Path(paths.work)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "hidden_states").symlink_to(specforge_run.work / "hidden_states")
+    options = tiny_options(tiny, base_drafter_config=json.loads((base / "config.json").read_text()))
+    run = checkpoints.run_id("t-1", stage_inputs(spec.to_json(), "Train"))
+    assert checkpoints.claim_run("specforge", work / "train", run) is None  # the first attempt starts afresh
+    first = run_all(render(spec, paths, options), training_python, paths, only=("Train",))
+    done = sorted((int(p.name.rsplit("step", 1)[1]), p) for p in (work / "train").glob("drafter-step*")
+                  if (p / checkpoints.SPECFORGE_STATE).is_file())
+    assert len(done) >= 2, f"SpecForge kept fewer than two checkpoints: {done}"
+    # The pod was killed after its next-to-last checkpoint: what it wrote after is not there.
+    (last_step, last), (step, kept) = done[-1], done[-2]
+    shutil.rmtree(last)
+    (work / "train" / "drafter-latest").unlink()
+    (work / "train" / "drafter-latest").symlink_to(kept.name)
+    written = (kept / checkpoints.SPECFORGE_STATE).stat().st_mtime_ns
+    mapping = (work / "base_vocab_mapping.pt").stat().st_mtime_ns
+    resume = checkpoints.claim_run("specforge", work / "train", run)
+    assert resume == Checkpoint(kept.name, step)
+    again = run_all(render(spec, paths, dataclasses.replace(options, resume=resume)), training_python, paths,
+                    only=("Train",))
+    # SpecForge went on from the checkpoint: it never saved that step again (a run from step 0 deletes every step
+    # at or after the one it saves, then rewrites them), logged no step up to it, and reached the end.
+    assert (kept / checkpoints.SPECFORGE_STATE).stat().st_mtime_ns == written
+    log = (work / "logs" / "Train-1.log").read_text()
+    assert all(int(n) > step for n in re.findall(r"^step (\d+):", log, re.M)), log[-3000:]
+    assert (work / "train" / f"drafter-step{last_step}" / checkpoints.SPECFORGE_STATE).is_file()
+    # The base drafter's mapping was left as it was (SpecForge's resume checks its size and time).
+    assert (work / "base_vocab_mapping.pt").stat().st_mtime_ns == mapping
+    report("specforge resumed", {"Train": first["Train"], "Train (resumed)": again["Train"]},
+           {"checkpoints": du(work / "train")})
 
 
 def test_speculators_fine_tunes_specforge_export(training_python: str, tiny: Path, specforge_run: PipelineRun,

@@ -108,6 +108,8 @@ def test_a_resumed_specforge_train_names_its_checkpoint_and_keeps_the_base_draft
     spec = seed_spec()
     fresh = train_config(spec, None)
     assert "resume_from" not in fresh["training"] and fresh["model"]["draft_checkpoint_path"] == spec.base_drafter
+    # The base drafter's config is the draft config from the start: the resume finds the same file.
+    assert fresh["model"]["draft_model_config"] == "/etc/drafter-training/draft-config.json"
     resumed = train_config(spec, Checkpoint("drafter-step624", 624))
     assert resumed["training"]["resume_from"] == "/work/train/drafter-step624"
     # SpecForge refuses a weights-only warm start beside a full resume: the weights are the checkpoint's.

@@ -111,6 +111,7 @@ def test_specforge_seed_train_config() -> None:
     assert config.format == "yaml"
     assert yaml.safe_load(config.text()) == {
         "model": {"target_model_path": "/models/Kimi-K2.5", "torch_dtype": "bfloat16",
+                  "draft_model_config": "/etc/drafter-training/draft-config.json",
                   "draft_checkpoint_path": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
                   "vocab_mapping_path": "/work/base_vocab_mapping.pt",
                   "aux_hidden_state_layer_ids": [1, 29, 57]},

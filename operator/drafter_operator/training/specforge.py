@@ -116,17 +116,17 @@ def train_config(spec: DrafterTrainingSpec, paths: TrainingPaths, options: Rende
     """``specforge train``'s typed run config (specforge.config.Config) for offline training."""
     work = work_paths(paths)
     model: dict[str, Any] = {"target_model_path": spec.target.model, "torch_dtype": "bfloat16"}
-    if spec.base_drafter is not None and options.resume is None:
-        # Weights-only warm start; the draft config comes from the checkpoint. The base drafter's own
-        # vocabulary mapping is kept: a mapping regenerated from the new data would not match the
-        # base's lm_head rows (acceptance collapses while train accuracy looks fine).
-        model["draft_checkpoint_path"] = spec.base_drafter
-        model["vocab_mapping_path"] = work["base_vocab_mapping"]
-    elif spec.base_drafter is not None:
-        # Resumed: the weights come from this run's checkpoint (SpecForge refuses a warm start beside a resume),
-        # shaped by the base drafter's config (draft-config.json is rendered from it), its mapping still kept.
+    if spec.base_drafter is not None:
+        # Weights-only warm start from the base drafter, shaped by its config (draft-config.json is rendered
+        # from it, as Extract and Export read it). The base drafter's own vocabulary mapping is kept: a mapping
+        # regenerated from the new data would not match the base's lm_head rows (acceptance collapses while
+        # train accuracy looks fine). Resumed, the weights come from this run's checkpoint instead (SpecForge
+        # refuses a warm start beside a resume); the draft config and mapping stay the same files, which
+        # SpecForge's resume checks against those the checkpoint was written with.
         model["draft_model_config"] = f"{paths.files}/{DRAFT_CONFIG}"
         model["vocab_mapping_path"] = work["base_vocab_mapping"]
+        if options.resume is None:
+            model["draft_checkpoint_path"] = spec.base_drafter
     else:
         model["draft_model_config"] = f"{paths.files}/{DRAFT_CONFIG}"
         model["vocab_mapping_path"] = work["vocab_mapping"]
