@@ -118,7 +118,7 @@ def serving_name(rng: random.Random) -> str:
 KINDS = [("set", 34), ("wait", 10), ("crash", 8), ("node_loss", 3), ("acceptance", 10), ("metrics", 5),
          ("admission", 4), ("foreign", 3), ("recreate", 3), ("api_faults", 4), ("watch_lag", 6), ("hands", 6),
          ("admin", 4), ("long_streams", 3), ("in_flight_fault", 2), ("tenant_benchmark", 3), ("scale_cycle", 2),
-         ("retry", 2)]
+         ("retry", 2), ("swap_twice", 3)]
 WATCHED_KINDS = ["drafterservings", "deployments", "pods", "services", "drafterbenchmarks"]
 HANDS = ["delete_active", "delete_active", "delete_other", "scale", "restart", "strip_labels", "delete_service",
          "delete_pod"]
@@ -161,6 +161,9 @@ def draw(rng: random.Random, kind: str) -> dict:
                  "drain": lambda: rng.choice([5.0, 15.0, 60.0, 120.0]), "upgrade": lambda: rng.random() < 0.7,
                  "legacy": lambda: rng.random() < 0.6}[what]()
         return {"kind": "admin", "what": what, "value": value, "down": rng.uniform(5, 60)}
+    if kind == "swap_twice":
+        return {"kind": "swap_twice", "first": rng.randint(0, 4), "second": rng.randint(0, 4),
+                "seconds": rng.choice([240.0, 290.0])}
     if kind == "long_streams":
         return {"kind": "long_streams", "seconds": rng.choice([90.0, 240.0, 290.0, 900.0]), "for": rng.uniform(600, 7200)}
     if kind == "in_flight_fault":

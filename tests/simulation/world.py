@@ -80,6 +80,7 @@ class World(FaultOperations):
                 self.track.gpus_dirty = True
             elif plural == "services":
                 self.traffic.update()
+                self._maybe_second_swap()
             elif plural == "drafterbenchmarks" and old is None and new is not None:
                 self.cluster.benchmark_created(key, new)
                 self.track.benchmark_created(actor, new)
@@ -369,6 +370,28 @@ class World(FaultOperations):
         self.operator.restart(op["down"])
 
     # ------------------------------------------------------------------ traffic and engines
+    def op_swap_twice(self, op: dict) -> None:
+        """Two swaps in a row: clients start streams of minutes, the user edits the drafter, and as soon as traffic
+        has moved to its revision edits it again to one that loads in under a minute, so the second switch comes
+        while the first revision still finishes its streams."""
+        self.traffic.stream_seconds = op["seconds"]
+        self._streams_salt = op["salt"]
+        self.clock.after(3600.0, self._end_long_streams, op["salt"])
+        self._second_swap = (op["second"], self.selected_revision())
+        self.op_set({"field": "drafter", "value": op["first"]})
+
+    def _maybe_second_swap(self) -> None:
+        """After a switch: the second edit of `op_swap_twice`, once."""
+        armed = getattr(self, "_second_swap", None)
+        if armed is None or self.selected_revision() in (None, armed[1]):
+            return
+        self._second_swap = None
+        self.config["drafter"] = armed[0]
+        revision = self.desired_revision()
+        if revision:
+            self.cluster.fast_start.add(revision)
+        self.clock.after(5.0, self.op_set, {"field": "drafter", "value": armed[0]})
+
     def op_long_streams(self, op: dict) -> None:
         """Clients start streams longer than a swap takes (long generations, agents) for a while."""
         self.traffic.stream_seconds = op["seconds"]

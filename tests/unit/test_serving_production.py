@@ -194,7 +194,9 @@ def test_a_scale_up_from_zero_starts_the_placement_clock_anew_before_any_pod_exi
     world.apply(scale)
     # The ReplicaSet controller has not made the pods yet: the observation has none, and the bound counts
     # from the scale-up, not from the Deployment's creation three days ago.
-    observed = revision_observation("r", world.deployments[deployment["metadata"]["name"]], [], None)
+    scaled = world.deployments[deployment["metadata"]["name"]]
+    scaled["status"] = {"readyReplicas": 0, "observedGeneration": scaled["metadata"]["generation"]}  # caught up
+    observed = revision_observation("r", scaled, [], None)
     assert observed.pods == 0 and observed.scaled_up == world.now
     inputs = SwapInput(desired="r", strategy="BlueGreen", replicas=2, startup_timeout=dt.timedelta(minutes=45),
                        active=None, failed=frozenset(), revisions={"r": observed}, now=world.now + dt.timedelta(minutes=29))
@@ -427,6 +429,8 @@ def test_a_gated_swap_at_zero_replicas_moves_no_traffic_and_gates_the_revision_o
 def test_a_failed_first_revision_whose_deployment_someone_deleted_is_not_started_again():
     world = World(seed_body())
     world.apply(world.decide())  # created, never Ready
+    for deployment in world.deployments.values():
+        deployment["status"] = {"readyReplicas": 0, "observedGeneration": deployment["metadata"]["generation"]}
     world.now += dt.timedelta(hours=2)
     world.apply(world.decide())
     (failed,) = [r for r in world.body["status"]["revisions"] if r.get("good") is False]
@@ -460,3 +464,14 @@ def test_our_own_service_whose_labels_someone_removed_gets_them_back():
     (path, body), = [(p, b) for p, b in patches if p.endswith("/services/kimi")]
     assert body["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "drafter-operator"
     assert body["metadata"]["labels"]["drafter.dev/serving"] == "kimi"
+
+
+def test_a_pending_revision_scaled_by_hand_is_not_failed_on_its_startup_clock_before_its_status_catches_up():
+    world, old, new = gating_swap()  # new was Ready and is gated
+    pending = world.deployments[deployment_name("kimi", new)]
+    world.now += dt.timedelta(hours=1)  # long past its startup limit from its pods' scheduling
+    pending["spec"]["replicas"] = 0  # kubectl scale --replicas=0
+    pending["metadata"]["generation"] += 1  # the Deployment controller has not seen it yet
+    plan = world.decide()
+    assert not [r for r in plan.record_first.get("revisions") or [] if r["name"] == new and r.get("good") is False]
+    assert [w.body["spec"]["replicas"] for w in plan.writes if w.path.endswith(deployment_name("kimi", new))] == [1]

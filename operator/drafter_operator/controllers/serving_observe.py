@@ -95,6 +95,7 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
     return RevisionObservation(
         name=revision, replicas=deployment["spec"].get("replicas", 1),
         ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
+        settled=not deployment.get("status") or _current(deployment),  # no status yet: nothing stale to read
         pods=len(own), created=timestamps.parse(deployment["metadata"]["creationTimestamp"]),
         unschedulable=unschedulable, exited=exited, exit_restarts=restarts, exit_final=final,
         scheduled=min(filter(None, map(scheduled_at, current)), default=None),

@@ -47,6 +47,9 @@ class RevisionObservation:
     scheduled: dt.datetime | None = None
     placement_started: dt.datetime | None = None
     scaled_up: dt.datetime | None = None  # when the operator last scaled it up from zero (its annotation)
+    # Whether the Deployment's status describes its latest spec (observedGeneration): right after a scale or an
+    # edit (someone's `kubectl scale`) it does not, and its Ready count says nothing yet.
+    settled: bool = True
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
         return None
     if observed.replicas == 0 and observed.pods == 0:
         return None  # scaled to zero: asked to place nothing yet (this decision scales it up, and records when)
+    if not observed.settled:
+        return None  # its Ready count is from before the latest change: judged once the controller caught up
     if observed.exited and (observed.exit_final or observed.exit_restarts >= inp.engine_restarts):
         restarted = f" (after {observed.exit_restarts} restarts)" if observed.exit_restarts else ""
         return f"failed to start: {observed.exited}{restarted}"
