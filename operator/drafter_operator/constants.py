@@ -72,9 +72,6 @@ SWITCHED_AT_ANNOTATION = f"{API_GROUP}/switched-at"
 DRAINS_ANNOTATION = f"{API_GROUP}/draining"
 #: A new value starts a serving's failed revision again (kubectl drafter retry).
 RETRY_ANNOTATION = f"{API_GROUP}/retry"
-# On a revision's Deployment: when the operator last scaled it up from zero (its placement bound counts from there
-# until a pod exists: a scale-up is no older than the Deployment's creation).
-SCALED_UP_ANNOTATION = f"{API_GROUP}/scaled-up-at"
 # On a gate DrafterBenchmark: the retry annotation's value it was run for (a failed gate from before a retry is stale).
 GATE_ATTEMPT_ANNOTATION = f"{API_GROUP}/gate-attempt"
 #: The one-shot BlueGreen promotion a DrafterTraining asks of a serving.

@@ -12,10 +12,9 @@ import random
 import pytest
 
 from drafter_operator import timestamps
-from drafter_operator.constants import SCALED_UP_ANNOTATION
 from drafter_operator.controllers.serving_observe import Observed, revision_observation, revision_pods
 from drafter_operator.controllers.serving_pointer import draining_revisions, recorded_drains
-from drafter_operator.controllers.swap import SwapInput, start_failure
+from drafter_operator.controllers.swap import SwapInput, start_deadline, start_failure
 
 from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.kube import ApiError
@@ -179,7 +178,7 @@ def test_a_stale_failed_gate_still_in_view_after_the_retry_never_fails_the_revis
     assert deployment_name("kimi", new) in world.deployments
 
 
-def test_a_scale_up_from_zero_starts_the_placement_clock_anew_before_any_pod_exists():
+def test_a_revision_with_no_pod_yet_is_never_failed_on_placement_unless_its_pods_cannot_be_created():
     world = World(seed_body(replicas=0))
     world.converge()
     (deployment,) = world.deployments.values()
@@ -189,27 +188,24 @@ def test_a_scale_up_from_zero_starts_the_placement_clock_anew_before_any_pod_exi
     scale = world.decide()
     (write,) = [w for w in scale.writes if w.plural == "deployments"]
     assert write.body["spec"]["replicas"] == 2
-    assert write.body["metadata"]["annotations"][SCALED_UP_ANNOTATION] == timestamps.format_seconds(world.now)
     assert not scale.record_first  # not failed before any pod of the scale-up could be placed
     world.apply(scale)
-    # The ReplicaSet controller has not made the pods yet: the observation has none, and the bound counts
-    # from the scale-up, not from the Deployment's creation three days ago.
     scaled = world.deployments[deployment["metadata"]["name"]]
     scaled["status"] = {"readyReplicas": 0, "observedGeneration": scaled["metadata"]["generation"]}  # caught up
+    # The ReplicaSet controller has not made the pods yet (or they went with a node): no pod waits to be placed.
     observed = revision_observation("r", scaled, [], None)
-    assert observed.pods == 0 and observed.scaled_up == world.now
     inputs = SwapInput(desired="r", strategy="BlueGreen", replicas=2, startup_timeout=dt.timedelta(minutes=45),
-                       active=None, failed=frozenset(), revisions={"r": observed}, now=world.now + dt.timedelta(minutes=29))
-    assert start_failure(observed, 2, inputs) is None
-    late = dataclasses.replace(inputs, now=world.now + dt.timedelta(minutes=31))
-    assert "placementTimeout 30m" in start_failure(observed, 2, late)
-
-
-def test_an_unreadable_scale_up_annotation_counts_as_none():
-    deployment = {"metadata": {"name": "kimi-r", "creationTimestamp": "2026-12-01T00:00:00Z", "generation": 1,
-                               "annotations": {SCALED_UP_ANNOTATION: "yesterday"}},
-                  "spec": {"replicas": 1}, "status": {}}
-    assert revision_observation("r", deployment, [], None).scaled_up is None
+                       active=None, failed=frozenset(), revisions={"r": observed}, now=world.now + dt.timedelta(hours=5))
+    assert observed.pods == 0 and start_failure(observed, 2, inputs) is None
+    # Its pods cannot be created at all (a quota): that fails it once it lasted longer than the placement bound.
+    scaled["status"]["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                       "message": "pods \"kimi-r-x\" is forbidden: exceeded quota: gpus",
+                                       "lastTransitionTime": timestamps.format_seconds(world.now)}]
+    refused = revision_observation("r", scaled, [], None)
+    assert start_failure(refused, 2, dataclasses.replace(inputs, now=world.now + dt.timedelta(minutes=29))) is None
+    failure = start_failure(refused, 2, dataclasses.replace(inputs, now=world.now + dt.timedelta(minutes=31)))
+    assert "placementTimeout 30m" in failure and "exceeded quota" in failure
+    assert start_deadline(refused, inputs) == world.now + dt.timedelta(minutes=30)
 
 
 def test_two_swaps_in_a_row_keep_the_first_revisions_streams_until_they_finish_or_the_drain_timeout():

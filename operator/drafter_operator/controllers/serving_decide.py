@@ -42,7 +42,7 @@ from drafter_operator.controllers.serving_patches import (
     name_conflicts,
     scale_write,
 )
-from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION, SCALED_UP_ANNOTATION
+from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, recorded_drains, switch_record
@@ -285,8 +285,7 @@ def child_writes(state: ServingState, serving: DrafterServing, target: Target, s
         if revision == desired:
             writes.append(revision_write(state, serving, revision, replicas, spec, pod_spec))
         elif revision in observed.deployments:
-            writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas,
-                                      timestamps.format_seconds(state.now)))
+            writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas))
         elif replicas > 0:
             writes.append(restore_write(state, serving, revision, replicas))
     writes.append(gate_write(body, spec, gate, swap.run_gate, observed, engine.DEFAULT_PORT))
@@ -303,8 +302,7 @@ def revision_write(state: ServingState, serving: DrafterServing, revision: str, 
         serving, revision, replicas, pod_spec,
         annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
                      SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
-                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec),
-                     SCALED_UP_ANNOTATION: timestamps.format_seconds(state.now)}),
+                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
         state.observed.deployments.get(revision))
 
 

@@ -16,7 +16,7 @@ from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers import compatibility
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
-from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SCALED_UP_ANNOTATION, SERVING_LABEL
+from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SERVING_LABEL
 
 
 @dataclass
@@ -101,8 +101,16 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
         scheduled=min(filter(None, map(scheduled_at, current)), default=None),
         placement_started=min((timestamps.parse(p["metadata"]["creationTimestamp"]) for p in current
                                if p["metadata"].get("creationTimestamp")), default=None),
-        # parse_aware: an annotation anyone can edit; an unreadable one is no scale-up.
-        scaled_up=timestamps.parse_aware((deployment["metadata"].get("annotations") or {}).get(SCALED_UP_ANNOTATION)))
+        replica_failure=replica_failure(deployment))
+
+
+def replica_failure(deployment: dict) -> tuple[dt.datetime, str] | None:
+    """Since when, and why, the Deployment's pods cannot be created (its ReplicaFailure condition: a quota, an
+    admission policy), None while they can."""
+    condition = next((c for c in (deployment.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
+    since = timestamps.parse_aware((condition or {}).get("lastTransitionTime"))
+    return (since, condition.get("message") or condition.get("reason") or "") if condition and since else None
 
 
 def _observe_benchmarks(observed: Observed, benchmarks: Iterable[dict], owner_uid: str | None) -> None:

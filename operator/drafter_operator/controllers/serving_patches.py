@@ -13,7 +13,6 @@ from drafter_operator.constants import (
     API_GROUP_VERSION,
     BENCHMARK_PLURAL,
     POD_SETTINGS_ANNOTATION,
-    SCALED_UP_ANNOTATION,
     SERVING_GENERATION_ANNOTATION,
 )
 from drafter_operator.controllers.serving_observe import Observed
@@ -62,15 +61,13 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
     patch: dict = {}
     if current.get("replicas") != manifest["spec"]["replicas"]:
         patch["replicas"] = manifest["spec"]["replicas"]
-        if current.get("replicas") == 0 and SCALED_UP_ANNOTATION in manifest["metadata"]["annotations"]:
-            wanted[SCALED_UP_ANNOTATION] = manifest["metadata"]["annotations"][SCALED_UP_ANNOTATION]
     if current.get("strategy") != manifest["spec"]["strategy"]:
         patch["strategy"] = manifest["spec"]["strategy"]  # restarts nothing: only the next rollout uses it
     if settings_changed and template_differs(current["template"], manifest["spec"]["template"]):
         patch["template"] = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
                                           manifest["spec"]["template"])
         patch["progressDeadlineSeconds"] = manifest["spec"]["progressDeadlineSeconds"]
-    if not patch and all(recorded.get(key) == value for key, value in wanted.items()):
+    if not patch and recorded == wanted:
         return None
     body = {"metadata": {"annotations": wanted}}
     return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
@@ -90,15 +87,11 @@ def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed
                  manifest)
 
 
-def scale_write(namespace: str, deployment: dict, replicas: int, now: str) -> Write | None:
-    """Scale a revision's Deployment; a scale-up from zero records when (``now``), where its placement bound starts."""
+def scale_write(namespace: str, deployment: dict, replicas: int) -> Write | None:
     if deployment["spec"].get("replicas") == replicas:
         return None
-    body: dict = {"spec": {"replicas": replicas}}
-    if deployment["spec"].get("replicas") == 0 and replicas > 0:
-        body["metadata"] = {"annotations": {SCALED_UP_ANNOTATION: now}}
     return Write("patch", "deployments", object_path("apps/v1", "deployments", namespace, deployment["metadata"]["name"]),
-                 body)
+                 {"spec": {"replicas": replicas}})
 
 
 def changed_fields(current: dict, desired: dict) -> dict:

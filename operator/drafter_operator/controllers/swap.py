@@ -46,7 +46,8 @@ class RevisionObservation:
     # bound counts from there: node autoscaling, a scale-up from zero). None: no such pod.
     scheduled: dt.datetime | None = None
     placement_started: dt.datetime | None = None
-    scaled_up: dt.datetime | None = None  # when the operator last scaled it up from zero (its annotation)
+    # Since when and why its pods cannot be created at all (the Deployment's ReplicaFailure: a quota, a policy).
+    replica_failure: tuple[dt.datetime, str] | None = None
     # Whether the Deployment's status describes its latest spec (observedGeneration): right after a scale or an
     # edit (someone's `kubectl scale`) it does not, and its Ready count says nothing yet.
     settled: bool = True
@@ -121,8 +122,8 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
     cure, it could not be placed, or its startup timed out), else None."""
     if observed is None or is_ready(observed, replicas):
         return None
-    if observed.replicas == 0 and observed.pods == 0:
-        return None  # scaled to zero: asked to place nothing yet (this decision scales it up, and records when)
+    if observed.pods == 0:
+        return _creation_failure(observed, inp)
     if not observed.settled:
         return None  # its Ready count is from before the latest change: judged once the controller caught up
     if observed.exited and (observed.exit_final or observed.exit_restarts >= inp.engine_restarts):
@@ -139,19 +140,30 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
     return None
 
 
+def _creation_failure(observed: RevisionObservation, inp: SwapInput) -> str | None:
+    """A revision with no pod at all: scaled to zero, just scaled up or created, or its pods lost with a node and
+    not replaced yet. None of these is a placement that failed (no pod waited to be placed: a revision scaled to
+    zero for days must not fail the moment it is asked for again, nor one whose node just went), unless its pods
+    cannot be created at all (the Deployment's ReplicaFailure) for longer than the placement bound."""
+    if observed.replica_failure is None:
+        return None
+    since, why = observed.replica_failure
+    if inp.now - since > inp.placement_timeout:
+        return f"could not create its pods within spec.startup.placementTimeout {_format(inp.placement_timeout)}: {why}"
+    return None
+
+
 def placement_clock(observed: RevisionObservation) -> dt.datetime:
-    """Where the placement bound counts from: its first current pod's creation, else (no pod yet) the last
-    scale-up from zero, else the Deployment's creation. A scale-up from zero starts it anew: a revision
-    scaled to zero for days must not fail the moment it is asked for again, before any pod exists."""
-    if observed.placement_started is not None:
-        return observed.placement_started
-    return max(observed.created, observed.scaled_up) if observed.scaled_up else observed.created
+    """Where the placement bound counts from: its first current pod's creation, else the Deployment's."""
+    return observed.placement_started or observed.created
 
 
 def start_deadline(observed: RevisionObservation, inp: SwapInput) -> dt.datetime:
     """When `start_failure` gives up on a revision that is not Ready, the clock alone changing."""
     if observed.scheduled is not None:
         return observed.scheduled + inp.startup_timeout
+    if observed.pods == 0 and observed.replica_failure is not None:
+        return observed.replica_failure[0] + inp.placement_timeout
     return placement_clock(observed) + inp.placement_timeout
 
 
