@@ -336,6 +336,8 @@ def apiserver_holding(world: World) -> FakeApiserver:
     objects += [(f"/api/v1/namespaces/team/services/kimi", world.service)]
     objects += [(f"/apis/drafter.dev/v1alpha1/namespaces/team/drafterbenchmarks/{n}", b) for n, b in world.benchmarks.items()]
     for key, obj in objects:
+        if obj is None:
+            continue
         stored = api.put("test", key, copy.deepcopy(obj))
         if obj["metadata"].get("uid"):  # keep the uid the owner references name
             api.by_uid.pop(stored["metadata"]["uid"])
@@ -381,6 +383,7 @@ def test_a_recreate_swap_waiting_on_a_ghost_pod_goes_on_once_the_view_is_checked
     for verify, deployments in ((False, 1), (True, 2)):  # unchecked, the ghost holds the swap for ever
         api = apiserver_holding(world)
         reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN, verify=verify)
+        reconciler.verified_at[("team", "kimi")] = world.now - dt.timedelta(seconds=61)  # it has waited a minute
         reconciler.reconcile(copy.deepcopy(world.body), lambda *e: None, copy.deepcopy(ghost_view.observed))
         assert len([k for k in api.store if "/deployments/" in k]) == deployments  # 2: the new revision started
     # Checked at most every verify_waiting (60 s) while it waits.
@@ -471,3 +474,17 @@ def test_a_pending_revision_scaled_by_hand_is_not_failed_on_its_startup_clock_be
     plan = world.decide()
     assert not [r for r in plan.record_first.get("revisions") or [] if r["name"] == new and r.get("good") is False]
     assert [w.body["spec"]["replicas"] for w in plan.writes if w.path.endswith(deployment_name("kimi", new))] == [1]
+
+
+def test_a_steady_serving_and_a_first_rollout_read_nothing_from_the_apiserver_beyond_their_writes():
+    world = World(seed_body())
+    api = apiserver_holding(world)
+    reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN)
+    reconciler.reconcile(copy.deepcopy(world.body), lambda *e: None, world.state().observed)  # the first rollout
+    assert api.requests["GET"] == 0 and api.requests["POST"] == 2  # its Deployment and Service
+    world.converge()
+    api = apiserver_holding(world)
+    reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN)
+    for _ in range(3):
+        reconciler.reconcile(copy.deepcopy(world.body), lambda *e: None, world.state().observed)
+    assert sum(api.requests.values()) == 0

@@ -99,7 +99,10 @@ class ServingReconciler:
             self.verified_at.pop(key, None)
             return False
         last = self.verified_at.get(key)
-        if last is not None and now - last < self.verify_waiting:
+        if last is None:  # it starts waiting now: its view is checked once it waited `verify_waiting`
+            self.verified_at[key] = now
+            return False
+        if now - last < self.verify_waiting:
             return False
         self.verified_at[key] = now
         return True
