@@ -109,7 +109,7 @@ def benchmark_spec(config: dict) -> dict:
 TRAINING_FIELDS = {"output": list(range(len(GOOD_OUTPUTS))) * 3 + list(range(len(GOOD_OUTPUTS), len(GOOD_OUTPUTS) + len(BAD_OUTPUTS))),
                    "user_claim": [False, False, True], "retain": [False, False, True], "samples": [1000, 10000],
                    "epochs": [1, 3, 5], "base": [0, 1, 2], "framework": ["specforge", "speculators"],
-                   "nodes": [1, 1, 2, 4], "queued": [False, False, True], "generation": [False, False, True],
+                   "nodes": [1, 1, 2, 4], "queued": [False, True, True], "generation": [False, False, True],
                    "image": list(range(len(IMAGES)))}
 BENCHMARK_FIELDS = {"prompts": [5, 20, 100], "timeout": ["10m", "30m"]}
 
@@ -252,7 +252,10 @@ class BatchWorld(FaultOperations, BatchHazards):
                                                   "quota for nvidia.com/gpu in flavor gpu"}]}})
 
     def kueue_admits(self) -> None:
-        """The ClusterQueue's GPU quota holds one stage Job: the oldest waiting one is admitted once none runs."""
+        """The ClusterQueue's GPU quota holds one stage Job: the oldest waiting one is admitted once none runs (and
+        no other tenant's workload holds it: batch_hazards.op_preempt)."""
+        if self.clock.t < self.kueue_blocked_until:
+            return
         queued = sorted(((k, j) for k, j in self.api.store.items() if k.startswith(JOBS + "/")
                          and QUEUE_LABEL in (j["metadata"].get("labels") or {}) and not j["metadata"].get("deletionTimestamp")
                          and not (j.get("status") or {}).get("conditions")), key=lambda kj: int(kj[1]["metadata"]["uid"][4:]))
@@ -687,7 +690,7 @@ class BatchOperator:
 KINDS = [("create_training", 10), ("edit_training", 14), ("delete_training", 6), ("create_benchmark", 8),
          ("edit_benchmark", 5), ("delete_benchmark", 4), ("delete_finished_job", 4), ("serving_ready", 3),
          ("wait", 10), ("crash", 12), ("api_faults", 4), ("admission", 4), ("watch", 6),
-         ("disrupt", 8), ("preempt", 4), ("hang", 4), ("admin", 3), ("squat", 3)]
+         ("disrupt", 8), ("preempt", 10), ("hang", 4), ("admin", 3), ("squat", 3)]
 
 
 def draw(rng: random.Random, kind: str) -> dict:
@@ -722,7 +725,7 @@ def draw(rng: random.Random, kind: str) -> dict:
         if kind == "disrupt":
             op["how"] = rng.choice(["drain", "drain", "preempt", "taint", "pressure"])
         elif kind == "preempt":
-            op["hold"] = rng.uniform(60, 1800)
+            op["hold"] = rng.uniform(300, 3600)
     elif kind == "admin":
         op.update(restart=rng.random() < 0.5, **{"for": rng.uniform(300, 7200)})
     elif kind == "squat":

@@ -5,8 +5,10 @@
   pressure (DisruptionTarget and reason Evicted); a Train group's other ranks then fail as torchrun loses a
   peer. The Job controller applies the Job's podFailurePolicy: a disrupted pod it counts first fails the Job
   with reason PodFailurePolicy when a FailJob rule names DisruptionTarget, else BackoffLimitExceeded.
-* Kueue preempts an admitted stage Job: suspends it (its pods are deleted, not counted as failures) and
-  readmits it once the higher-priority workload is done; the Job controller then makes new pods.
+* Another tenant's workload holds the queue's quota for a while: Kueue preempts the admitted stage Job, if one
+  runs (suspends it: its pods are deleted, not counted as failures), and readmits it once that workload is done;
+  the Job controller then makes new pods. And Kueue races the operator: a waiting stage Job the operator deletes
+  may be admitted just before the delete lands, its pods made at once.
 * A stage pod that hangs (never ends) and the Job controller's activeDeadlineSeconds.
 * Generate's engine: a Deployment that becomes Ready, a Service given a cluster IP.
 * The administrator's tenancy settings (an allow-list tightened or opened again, with or without the
@@ -92,6 +94,7 @@ class BatchHazards:
         self.job_started: dict[str, float] = {}  # Job uid -> when it last started running (its deadline's origin)
         self.train_runs: dict[str, dict] = {}  # Train pod key -> what it started from
         self.claims_root = Path(tempfile.mkdtemp(prefix="sim-claims-"))
+        self.api_request, self.api.request = self.api.request, self.racing_request
         weakref.finalize(self, shutil.rmtree, str(self.claims_root), True)
 
     def tenant_policy(self) -> TenantPolicy:
@@ -247,8 +250,11 @@ class BatchHazards:
         self.schedule_sweep()
 
     def op_preempt(self, op: dict) -> None:
-        """Kueue preempts an admitted stage Job for a higher-priority workload that holds the quota for ``hold``."""
+        """Another tenant's higher-priority workload takes the queue's quota for ``hold``: Kueue preempts the
+        admitted stage Job, if one runs, and admits none meanwhile."""
         from tests.simulation.batch import PODS, WORKLOADS
+        self.kueue_blocked_until = max(self.kueue_blocked_until, self.clock.t + op["hold"])
+        self.clock.at(self.kueue_blocked_until + 1.0, self.kueue_admits)
         admitted = sorted(k for k, j in self.api.store.items() if "/jobs/" in k and QUEUE_LABEL in (j["metadata"].get("labels") or {})
                           and not j["spec"].get("suspend") and not (j.get("status") or {}).get("conditions"))
         if not admitted:
@@ -268,8 +274,25 @@ class BatchHazards:
             if pod_key.startswith(PODS + "/") and owner_uid(pod) == uid:
                 self.delete_pod(pod_key)
         self.track.preempted(uid)
-        self.kueue_blocked_until = max(self.kueue_blocked_until, self.clock.t + op["hold"])
-        self.clock.at(self.kueue_blocked_until + 1.0, self.kueue_admits)
+
+    def racing_request(self, method: str, path: str, *args, **kwargs):
+        """The operator's request, with Kueue racing it: a stage Job waiting in its queue that the operator deletes
+        (a spec change) is, three times in four, admitted just before the delete lands (the workload that held the quota
+        ended then), and the Job controller makes its pods at once."""
+        from tests.simulation.batch import JOBS, WORKLOADS
+        job = self.api.store.get(path) if method == "DELETE" and path.startswith(JOBS + "/") else None
+        if job is not None and job["spec"].get("suspend") and QUEUE_LABEL in (job["metadata"].get("labels") or {}) \
+                and not job["metadata"].get("deletionTimestamp") and not (job.get("status") or {}).get("conditions") \
+                and self.rng.random() < 0.75:
+            self.kueue_blocked_until = 0.0
+            uid = job["metadata"]["uid"]
+            workload = next(((k, w) for k, w in self.api.store.items() if k.startswith(WORKLOADS + "/") and owner_uid(w) == uid), None)
+            if workload is not None:
+                self.api.put("kueue", workload[0], {**workload[1], "status": {"conditions": [
+                    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"}]}})
+            self.api.put("kueue", path, {**job, "spec": {**job["spec"], "suspend": False}})
+            self.job_creates_pod(path, uid)
+        return self.api_request(method, path, *args, **kwargs)
 
     def op_hang(self, op: dict) -> None:
         """A stage pod that never ends (a deadlock, a stuck collective): only its Job's deadline stops it."""

@@ -32,6 +32,7 @@ LIFTED_BOUND = 900.0  # a run refused by the allow-list resumes this long after 
 #: deadline (2h at most here: batch_hazards.SIM_DEADLINES) after it starts, and waits in the queue at most for
 #: another training's stage.
 LIVENESS_BOUND = 3 * 3600.0
+NAME_CONFLICT_BOUND = 600.0  # a NameConflict with no one else's object about is wrong by then
 DEADLINE_SLACK = 300.0  # the Job controller stops a Job past its deadline within this
 RESUME_SAID_BOUND = 300.0  # a resumed Train's status says from which step within this bound
 DISRUPTION_RETRIES = 3  # the API's default spec.limits.disruptionRetries (the simulated specs keep it)
@@ -332,6 +333,7 @@ class BatchTracks:
             return
         name = pod["metadata"]["name"]
         self._own_children_only(pod, stage)
+        self._alone_on_the_claim(pod, stage)
         for mount in (pod["spec"]["containers"][0].get("volumeMounts") or []):
             if mount.get("name") == "models" and not mount.get("readOnly") and stage != "Export":
                 self.report("writes-allowed", f"{stage} pod {name} mounts the model volume read-write")
@@ -360,6 +362,22 @@ class BatchTracks:
             if overlaps(path, used):
                 self.report("writes-allowed", f"Export pod {name} writes {path!r} over {what} {used!r}")
                 return
+
+    def _alone_on_the_claim(self, pod: dict, stage: str) -> None:
+        """A stage pod starts only when no pod of another stage Job of its training still runs (a Job deleted by a
+        spec change or a refusal, a disrupted attempt, an older generation's Job Kueue admitted late): two would
+        write the hidden-state claim at once."""
+        job = owner_uid(pod) or ""
+        training = self.jobs.get(job, (None,))[0]
+        if training is None:
+            return
+        others = [k.rsplit("/", 1)[1] for k, p in self.world.api.store.items() if "/pods/" in k
+                  and (p.get("status") or {}).get("phase") == "Running" and owner_uid(p) != job
+                  and self.jobs.get(owner_uid(p) or "", (None,))[0] == training
+                  and self.jobs[owner_uid(p)][2] is not None]
+        if others:
+            self.report("one-stage-at-a-time", f"{stage} pod {pod['metadata']['name']} started while "
+                                               f"{', '.join(others)} of another stage Job of its training still ran")
 
     def _own_children_only(self, pod: dict, stage: str) -> None:
         """A stage pod mounts the spec ConfigMap of its own training, and Train's pods across nodes meet through
@@ -526,8 +544,15 @@ class BatchTracks:
             meta, status = body["metadata"], body.get("status") or {}
             ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
             if status.get("stage") in ("Succeeded", "Failed") and status.get("observedGeneration") == meta.get("generation") \
-                    or ready.get("reason") == "NameConflict":
+                    or ready.get("reason") == "NameConflict" and self._intruded():
                 self.live.pop(meta["uid"], None)
+                continue
+            if ready.get("reason") == "NameConflict":  # with nobody else's object about: a conflict it made up
+                since = max(self.live.setdefault(meta["uid"], (("conflict",), now))[1], self.quiet_from)
+                if now - since - down(since) > NAME_CONFLICT_BOUND:
+                    self.report("never-adopt", f"{meta['name']} has said NameConflict for {now - since:.0f}s with no "
+                                               f"object of someone else's about: {ready.get('message')}"[:400])
+                    self.live[meta["uid"]] = (("conflict",), now)
                 continue
             state = (meta.get("generation"), status.get("stage"), status.get("jobName"), ready.get("reason"))
             mark = self.live.get(meta["uid"])
@@ -539,6 +564,10 @@ class BatchTracks:
                 self.report("ends-or-changes", f"{meta['name']} has said stage {state[1]} (Job {state[2]}, Ready "
                                                f"{state[3]}) for {now - since:.0f}s, past its stage's deadline")
                 self.live[meta["uid"]] = (state, now)
+
+    def _intruded(self) -> bool:
+        """An object an intruder made under a training's child names is still there."""
+        return any(uid in self.world.api.by_uid for uid in self.intruders)
 
     def _resume_said(self, now: float, down) -> None:
         """A Train pod that resumed from a checkpoint has its training's status.progress say from which step."""
