@@ -148,6 +148,7 @@ class FakeApiserver(Kube):
         self.uids = 0
         self.faults = Faults()
         self.on_request: Callable[[], None] | None = None  # runs before each operator request (time passes)
+        self.racing: Callable[[str, str], None] | None = None  # (method, path) -> a racing write, before the request
         self.logs: Callable[[str], object] | None = None  # pod key -> its log (text or JSON), None: not readable
         self.graceful: Callable[[dict], bool] | None = None  # pod -> is its delete graceful (deletionTimestamp first)?
 
@@ -157,6 +158,8 @@ class FakeApiserver(Kube):
         self.requests[method] += 1
         if self.on_request is not None:
             self.on_request()
+        if self.racing is not None:  # another controller's write that lands just before this request
+            self.racing(method, path)
         faults = self.faults
         if faults.crash_in is not None:
             faults.crash_in -= 1

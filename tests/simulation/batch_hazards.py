@@ -94,7 +94,7 @@ class BatchHazards:
         self.job_started: dict[str, float] = {}  # Job uid -> when it last started running (its deadline's origin)
         self.train_runs: dict[str, dict] = {}  # Train pod key -> what it started from
         self.claims_root = Path(tempfile.mkdtemp(prefix="sim-claims-"))
-        self.api_request, self.api.request = self.api.request, self.racing_request
+        self.api.racing = self.kueue_races
         weakref.finalize(self, shutil.rmtree, str(self.claims_root), True)
 
     def tenant_policy(self) -> TenantPolicy:
@@ -275,8 +275,8 @@ class BatchHazards:
                 self.delete_pod(pod_key)
         self.track.preempted(uid)
 
-    def racing_request(self, method: str, path: str, *args, **kwargs):
-        """The operator's request, with Kueue racing it: a stage Job waiting in its queue that the operator deletes
+    def kueue_races(self, method: str, path: str) -> None:
+        """Kueue racing the operator's request: a stage Job waiting in its queue that the operator deletes
         (a spec change) is, three times in four, admitted just before the delete lands (the workload that held the quota
         ended then), and the Job controller makes its pods at once."""
         from tests.simulation.batch import JOBS, WORKLOADS
@@ -292,7 +292,6 @@ class BatchHazards:
                     {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"}]}})
             self.api.put("kueue", path, {**job, "spec": {**job["spec"], "suspend": False}})
             self.job_creates_pod(path, uid)
-        return self.api_request(method, path, *args, **kwargs)
 
     def op_hang(self, op: dict) -> None:
         """A stage pod that never ends (a deadlock, a stuck collective): only its Job's deadline stops it."""
