@@ -6,13 +6,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.simulation.test_mutants import MUTANTS, package_copy
+from tests.simulation.test_mutants import MUTANTS, SURVIVORS, package_copy
 
 
 def test_every_mutant_applies_to_the_code_it_names(tmp_path: Path):
     package_copy(tmp_path)
     stale = []
-    for patch in MUTANTS:
+    for patch in MUTANTS + SURVIVORS:
         applied = subprocess.run(["patch", "-p1", "--batch", "--dry-run", "-i", str(patch)], cwd=tmp_path,
                                  capture_output=True, text=True)
         if applied.returncode != 0:
