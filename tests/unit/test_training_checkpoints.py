@@ -4,6 +4,7 @@ progress line), and what each stage reads of the spec decides what a new generat
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 from pathlib import Path
@@ -70,6 +71,28 @@ def test_speculators_resumes_from_its_highest_epoch_with_the_step_it_recorded(tm
     assert claim_run("speculators", train, RUN) == Checkpoint("1", 240, 1)
     (train / "2").mkdir()  # saved without its counters (speculators' --save-best path): the epoch still says where
     assert claim_run("speculators", train, RUN) == Checkpoint("2", None, 2)
+
+
+def test_every_pod_of_a_train_across_nodes_claims_the_shared_directory_at_once(tmp_path):
+    """The pods of one Train group call claim_run together on the shared claim: none may fail because another
+    emptied the directory under it (seen: one pod's marker removed before its rename), and the old run's files
+    go while each pod's marker on its way in stays."""
+    train = tmp_path / "train"
+    specforge_checkpoint(train, 312)
+    (train / checkpoints.RUN_MARKER).write_text(json.dumps({"run": OTHER}))
+    in_flight = train / f"{checkpoints.RUN_MARKER}.node-1.77.partial"
+    in_flight.write_text(json.dumps({"run": RUN}))
+    assert claim_run("specforge", train, RUN) is None
+    assert in_flight.exists() and not (train / "drafter-step312").exists()
+    in_flight.unlink()
+    # Eight pods at once on an old run's directory, many times over: all start afresh, one marker names the run.
+    with concurrent.futures.ProcessPoolExecutor(8) as pods:
+        for _ in range(10):
+            specforge_checkpoint(train, 624)
+            (train / checkpoints.RUN_MARKER).write_text(json.dumps({"run": OTHER}))
+            assert list(pods.map(claim_run, ["specforge"] * 8, [train] * 8, [RUN] * 8)) == [None] * 8
+            assert sorted(p.name for p in train.iterdir()) == [checkpoints.RUN_MARKER]
+            assert json.loads((train / checkpoints.RUN_MARKER).read_text()) == {"run": RUN}
 
 
 def test_another_runs_checkpoints_or_unmarked_ones_are_removed_never_resumed(tmp_path):

@@ -21,8 +21,10 @@ digest); a directory of another run is emptied before Train starts, so nothing o
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ RUN_MARKER = ".drafter-run.json"
 SPECFORGE_STATE = "training_state.pt"
 #: speculators' per-epoch counters (speculators.train.trainer._training_state_path).
 SPECULATORS_STATE = "training_state.json"
+_PARTIAL_MARKER = re.compile(re.escape(RUN_MARKER) + r"\..+\.partial$")
 _SPECFORGE_STEP = re.compile(r"^(?P<run>.+)-step(?P<step>\d+)$")
 
 
@@ -86,11 +89,22 @@ def latest(framework: str, train_dir: Path) -> Checkpoint | None:
     return specforge_latest(train_dir) if framework == "specforge" else speculators_latest(train_dir)
 
 
+def _unless_gone(function, path, exc_info) -> None:
+    """shutil.rmtree's error handler: an entry another pod removed first is no error; anything else is."""
+    if not issubclass(exc_info[0], FileNotFoundError):
+        raise exc_info[1]
+
+
 def claim_run(framework: str, train_dir: Path, run: str) -> Checkpoint | None:
     """Make ``train_dir`` this run's, then the checkpoint to resume from (None: start afresh).
 
     A directory marked for another run, or with files but no marker, is emptied first: its checkpoints are not
-    this run's to resume. The marker is written before Train writes anything."""
+    this run's to resume. The marker is written before Train writes anything.
+
+    Every pod of a Train across nodes calls this at once on the shared directory, so each writes its marker
+    through a file of its own (another pod's emptying never removes it) and an entry another pod removed first
+    is no error: they all write the same marker, and no checkpoint exists before they all meet at torchrun's
+    rendezvous."""
     marker = train_dir / RUN_MARKER
     try:
         owner = json.loads(marker.read_text()).get("run")
@@ -98,13 +112,15 @@ def claim_run(framework: str, train_dir: Path, run: str) -> Checkpoint | None:
         owner = None
     if owner != run and train_dir.is_dir():
         for entry in train_dir.iterdir():
+            if _PARTIAL_MARKER.match(entry.name):
+                continue  # another pod's marker on its way in
             if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
+                shutil.rmtree(entry, onerror=_unless_gone)
             else:
-                entry.unlink()
+                entry.unlink(missing_ok=True)
     train_dir.mkdir(parents=True, exist_ok=True)
     if owner != run:
-        partial = marker.with_suffix(".partial")
+        partial = train_dir / f"{RUN_MARKER}.{socket.gethostname()}.{os.getpid()}.partial"
         partial.write_text(json.dumps({"run": run}))
         partial.replace(marker)
         return None
