@@ -206,6 +206,13 @@ def test_a_revision_with_no_pod_yet_is_never_failed_on_placement_unless_its_pods
     failure = start_failure(refused, 2, dataclasses.replace(inputs, now=world.now + dt.timedelta(minutes=31)))
     assert "placementTimeout 30m" in failure and "exceeded quota" in failure
     assert start_deadline(refused, inputs) == world.now + dt.timedelta(minutes=30)
+    # Its only pod is on its way out (a template change replaces it; simulation seed 150): nothing waits to be
+    # placed either, however long ago the Deployment was created.
+    leaving = {"metadata": {"name": "kimi-r-old", "labels": {REVISION_LABEL: "r"}, "deletionTimestamp": "2026-12-01T10:00:00Z",
+                            "creationTimestamp": timestamps.format_seconds(world.now)}, "status": {}}
+    scaled["status"].pop("conditions")
+    going = revision_observation("r", scaled, [leaving], None)
+    assert going.pods == 1 and start_failure(going, 2, inputs) is None
 
 
 def test_two_swaps_in_a_row_keep_the_first_revisions_streams_until_they_finish_or_the_drain_timeout():
@@ -438,6 +445,45 @@ def test_a_failed_first_revision_whose_deployment_someone_deleted_is_not_started
     assert not [w for w in plan.writes if w.plural == "deployments"]
     world.body["metadata"]["annotations"] = {"drafter.dev/retry": "1"}  # asked: it starts again
     assert [w.verb for w in world.decide().writes if w.plural == "deployments"] == ["create"]
+
+
+def test_a_failed_revision_a_failed_swap_left_serving_is_not_started_again_once_someone_deletes_it():
+    """The first revision failed and still runs (nothing else to serve), a swap to a new one failed too: when
+    someone deletes the first one's Deployment it is not rebuilt from its record, since it failed (simulation seed 75)."""
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+
+    def fail_what_starts():
+        world.apply(world.decide())
+        for deployment in world.deployments.values():
+            deployment["status"] = {"readyReplicas": 0, "observedGeneration": deployment["metadata"]["generation"]}
+        world.now += dt.timedelta(hours=2)
+        world.apply(world.decide())
+
+    fail_what_starts()
+    (first,) = [r["name"] for r in world.body["status"]["revisions"] if r.get("good") is False]
+    assert deployment_name("kimi", first) in world.deployments  # failed, yet kept: there is nothing else
+    world.ask_for_k(3)
+    fail_what_starts()
+    assert all(r.get("good") is False for r in world.body["status"]["revisions"])
+    assert world.body["status"]["activeRevision"] == first
+    world.deployments.clear()  # kubectl delete deploy
+    assert not [w for w in world.decide().writes if w.plural == "deployments"]
+
+
+def test_an_action_whose_revision_stops_with_a_refusal_says_it_is_blocked_not_under_way():
+    """An onDegraded action's revision is starting when the administrator's policy refuses the spec: the revision
+    stops, and Degraded says the action is blocked by the refusal rather than still under way (simulation seed 56)."""
+    from tests.unit.test_serving_acceptance import look, measured, on_degraded
+    world = World(on_degraded("DisableSpeculation"))
+    world.converge()
+    bad = world.body["status"]["activeRevision"]
+    look(world, measured(world, "True", 0.15))
+    look(world, measured(world, "True", 0.15))
+    assert world.condition("Degraded")["reason"] == "ActionInProgress"
+    world.apply(decide_under(world, ONLY_INTERNAL))
+    degraded = world.condition("Degraded")
+    assert degraded["reason"] == "ActionBlocked" and "the spec is refused" in degraded["message"]
+    assert "tenancy.allowedImagePrefixes" in degraded["message"] and selected(world) == bad
 
 
 def test_a_service_deleted_while_the_spec_is_refused_comes_back_pointing_at_what_serves():

@@ -53,7 +53,7 @@ from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, drai
     hold, is_ready, left_at, plan_swap, start_deadline
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
-from drafter_operator.acceptance.message import SPECULATION_DISABLED
+from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
@@ -457,6 +457,10 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
         # No Service routes to the action's revision (deleted, and a refused spec cannot render it again).
         updates.append(("Degraded", action_blocked(status["degradedAction"], "the Service is gone and the spec is "
                                                    "refused", active)))
+    elif degraded.get("reason") == ACTION_IN_PROGRESS and status.get("degradedAction"):
+        # The action's revision stopped with the refusal: it is not under way until the spec is fixed.
+        updates.append(("Degraded", action_blocked(status["degradedAction"], f"the spec is refused ({message})",
+                                                   active)))
     new_status = {"observedGeneration": meta.get("generation"), "gating": None, "conditions": conditions.merge(
         status.get("conditions"), updates, meta.get("generation"), now)}
     changed = changed_fields(status, new_status)

@@ -134,6 +134,8 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
             return (f"did not become Ready within spec.startup.timeout {_format(inp.startup_timeout)} "
                     "(counted from its first pod's scheduling)")
         return None
+    if observed.placement_started is None:  # only pods on their way out (a template change): none waits to be placed
+        return _creation_failure(observed, inp)
     if inp.now - placement_clock(observed) > inp.placement_timeout:
         why = f": {observed.unschedulable}" if observed.unschedulable else ""
         return f"could not be placed within spec.startup.placementTimeout {_format(inp.placement_timeout)}{why}"
@@ -141,8 +143,8 @@ def start_failure(observed: RevisionObservation | None, replicas: int, inp: Swap
 
 
 def _creation_failure(observed: RevisionObservation, inp: SwapInput) -> str | None:
-    """A revision with no pod at all: scaled to zero, just scaled up or created, or its pods lost with a node and
-    not replaced yet. None of these is a placement that failed (no pod waited to be placed: a revision scaled to
+    """A revision with no live pod: scaled to zero, just scaled up or created, its pods lost with a node and
+    not replaced yet, or its only pods being deleted for a new template. None of these is a placement that failed (no pod waited to be placed: a revision scaled to
     zero for days must not fail the moment it is asked for again, nor one whose node just went), unless its pods
     cannot be created at all (the Deployment's ReplicaFailure) for longer than the placement bound."""
     if observed.replica_failure is None:
@@ -154,7 +156,8 @@ def _creation_failure(observed: RevisionObservation, inp: SwapInput) -> str | No
 
 
 def placement_clock(observed: RevisionObservation) -> dt.datetime:
-    """Where the placement bound counts from: its first current pod's creation, else the Deployment's."""
+    """Where the placement bound counts from: its first live pod's creation (else the Deployment's, which
+    `start_failure` never reads: a revision with no live pod is judged by `_creation_failure`)."""
     return observed.placement_started or observed.created
 
 
@@ -162,7 +165,7 @@ def start_deadline(observed: RevisionObservation, inp: SwapInput) -> dt.datetime
     """When `start_failure` gives up on a revision that is not Ready, the clock alone changing."""
     if observed.scheduled is not None:
         return observed.scheduled + inp.startup_timeout
-    if observed.pods == 0 and observed.replica_failure is not None:
+    if observed.placement_started is None and observed.replica_failure is not None:
         return observed.replica_failure[0] + inp.placement_timeout
     return placement_clock(observed) + inp.placement_timeout
 
@@ -240,7 +243,15 @@ def hold(inp: SwapInput) -> SwapPlan:
 
 def plan_swap(inp: SwapInput) -> SwapPlan:
     """The next step: a first revision starts (or fails) in place; the active one keeps serving; a failed
-    desired revision stays failed; else the swap moves on (roll back, gate, switch, or start the new one)."""
+    desired revision stays failed; else the swap moves on (roll back, gate, switch, or start the new one).
+    A failed revision whose Deployment someone deleted is never started again unasked, whichever role it has."""
+    plan = _next_step(inp)
+    for name in [name for name in plan.scale if name in inp.failed and name not in inp.revisions]:
+        del plan.scale[name]
+    return plan
+
+
+def _next_step(inp: SwapInput) -> SwapPlan:
     plan = SwapPlan()
     if inp.active is None or (inp.desired == inp.active and inp.active not in inp.good):
         return _first_revision(inp, plan)
@@ -266,8 +277,6 @@ def _first_revision(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
             plan.mark_failed = desired
             plan.failure_reason = failure
             plan.events.append(("Warning", "RevisionFailed", f"revision {desired} {failure}"))
-        elif observed is None:
-            del plan.scale[desired]  # failed, and its Deployment deleted (by hand): never started again unasked
         plan.progressing = Verdict("False", "RevisionFailed",
                                    f"revision {desired} {why}; there is no earlier revision to fall back to")
         plan.mark_good = None
