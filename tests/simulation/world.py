@@ -329,9 +329,10 @@ class World(FaultOperations):
         # A failed revision may start again now without a spec change: that is what the annotation asks.
         self.track.failed = {k: g for k, g in self.track.failed.items() if k[0] != meta["uid"]}
         for (uid, revision), facts in self.track.revision_facts.items():
-            if uid == meta["uid"]:  # a failure after the retry needs a reason of its own: an earlier gate is none
-                # and the gate deadline counts afresh, from now for a revision already Ready.
-                facts.gates = []
+            if uid == meta["uid"]:  # a failure after the retry needs a reason of its own: an earlier failed gate
+                # is none (a passed one still lets traffic back), and the gate deadline counts afresh, from now for
+                # a revision already Ready.
+                facts.gates = [verdict for verdict in facts.gates if verdict == "Passed"]
                 facts.first_ready = self.clock.t if self.ready_pods(uid, revision) else None
         if self.track.action is not None:  # an action's failed revision starts again: its bound counts from now
             self.track.action = (*self.track.action[:4], self.clock.t)

@@ -534,3 +534,32 @@ def test_a_steady_serving_and_a_first_rollout_read_nothing_from_the_apiserver_be
     for _ in range(3):
         reconciler.reconcile(copy.deepcopy(world.body), lambda *e: None, world.state().observed)
     assert sum(api.requests.values()) == 0
+
+
+def test_a_draining_revision_whose_labels_someone_removed_is_found_relabelled_and_deleted_after_its_drain():
+    """GitOps or a hand removes managed-by from the Deployment traffic just left: the watches lose it, so the view
+    has nothing to delete at the drain's end. The drain record still names it, so the plan waits on the view, the
+    reconciler reads the apiserver within verify_waiting, puts the labels back, and the revision goes after its
+    drain (simulation seed 157: two revisions held GPUs for ever)."""
+    world = World(seed_body(swap={"strategy": "BlueGreen"}))
+    world.converge()
+    old = world.body["status"]["activeRevision"]
+    world.ask_for_k(3)
+    for _ in range(3):  # started, Ready, switched: old drains
+        world.apply(world.decide())
+        world.settle()
+    assert selected(world) != old and deployment_name("kimi", old) in world.deployments
+    api = apiserver_holding(world)
+    path = f"/apis/apps/v1/namespaces/team/deployments/{deployment_name('kimi', old)}"
+    api.store[path]["metadata"]["labels"].pop("app.kubernetes.io/managed-by")  # kubectl label ... managed-by-
+    blind = world.state().observed  # the watch's view: the Deployment is gone from it
+    blind.deployments.pop(old), blind.revisions.pop(old)
+    reconciler = ServingReconciler(api, default_images=IMAGES, clock=lambda: world.now, drain=DRAIN)
+    applied = reconciler.reconcile(copy.deepcopy(api.store["/apis/drafter.dev/v1alpha1/namespaces/team/drafterservings/kimi"]),
+                                   lambda *e: None, copy.deepcopy(blind))
+    assert applied.recheck_at is not None and applied.recheck_at <= world.now + dt.timedelta(seconds=60)
+    world.now += dt.timedelta(seconds=61)
+    reconciler.reconcile(copy.deepcopy(api.store["/apis/drafter.dev/v1alpha1/namespaces/team/drafterservings/kimi"]),
+                         lambda *e: None, copy.deepcopy(blind))
+    assert path not in api.store or api.store[path]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "drafter-operator"
+    assert path not in api.store  # its drain (15 s) is over: deleted from the apiserver's view

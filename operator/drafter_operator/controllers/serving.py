@@ -7,6 +7,7 @@ Service is the pointer to the active revision).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -26,7 +27,7 @@ from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.resources.engine import service_revision
-from drafter_operator.resources.labels import deployment_name
+from drafter_operator.resources.labels import MANAGED_BY, deployment_name
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
@@ -75,9 +76,13 @@ class ServingReconciler:
                     fresh = read_view(self.kube, namespace, name, observed.in_flight)
                     if fresh is None:  # deleted meanwhile: nothing to decide
                         return Applied(written=[], recheck_at=None)
+                    self.verified_at[(namespace, name)] = now
                     body, observed = fresh
+                    self.relabel(namespace, observed.unlabelled)
                     plan = self.decide(body, observed, acceptance, now)
                 applied = self.apply(namespace, name, plan, post_event, body, now)
+                applied = dataclasses.replace(applied, recheck_at=self.next_check(namespace, name, plan,
+                                                                                  applied.recheck_at, now))
             except Exception:
                 metrics.set_reconcile_failing("DrafterServing", namespace, name, True)
                 raise
@@ -106,6 +111,25 @@ class ServingReconciler:
             return False
         self.verified_at[key] = now
         return True
+
+    def next_check(self, namespace: str, name: str, plan: ServingPlan, recheck_at: dt.datetime | None,
+                   now: dt.datetime) -> dt.datetime | None:
+        """The plan's own recheck, or sooner the next check of the view of a plan that waits on it: a wait the
+        view alone sustains (a drain of a revision the watches no longer show) may have nothing else to wake it."""
+        last = self.verified_at.get((namespace, name)) if self.verify and plan.waiting else None
+        if last is None:
+            return recheck_at
+        due = last + self.verify_waiting
+        if due <= now:  # not checked this time (another wait's check is due first): never a wakeup in the past
+            due = now + self.verify_waiting
+        return min(recheck_at, due) if recheck_at else due
+
+    def relabel(self, namespace: str, deployments: tuple[str, ...]) -> None:
+        """Put the watches' labels back on our own Deployments that lost them, so the watches see them again."""
+        for name in deployments:
+            log.warning("Deployment %s/%s lost its labels %s; putting them back", namespace, name, sorted(MANAGED_BY))
+            self.kube.patch(object_path("apps/v1", "deployments", namespace, name),
+                            {"metadata": {"labels": dict(MANAGED_BY)}})
 
     def never_the_serving_one(self, namespace: str, name: str, deletes: list[str]) -> list[str]:
         """``deletes`` without the Deployment the Service selects right now, read from the apiserver (one

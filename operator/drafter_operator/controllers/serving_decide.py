@@ -50,7 +50,7 @@ from drafter_operator.controllers.serving_schedule import speculation_schedule
 from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
-    hold, is_ready, left_at, plan_swap, start_deadline
+    hold, is_ready, left_at, plan_swap, start_deadline, unseen_draining
 from drafter_operator.kube import object_path
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
@@ -372,9 +372,10 @@ def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: 
 
 
 def waits(swap: SwapPlan, swap_input: SwapInput | None) -> bool:
-    """Whether the step waits on what the view shows: a change under way (pods to stop or start, a gate) or a drain."""
+    """Whether the step waits on what the view shows: a change under way (pods to stop or start, a gate) or a drain
+    (one the view may no longer show included)."""
     return (swap.progressing is not None and swap.progressing.status == "True") or bool(
-        swap_input and draining_revisions(swap_input))
+        swap_input and (draining_revisions(swap_input) or unseen_draining(swap_input)))
 
 
 def revision_deletes(meta: dict, revisions: list[str], observed: Observed) -> list[str]:

@@ -27,7 +27,9 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None
     selector = ",".join([f"{SERVING_LABEL}={name}", *(f"{key}={value}" for key, value in MANAGED_BY.items())])
-    deployments = kube.list(object_path("apps/v1", "deployments", namespace), selector)
+    # Deployments by the serving's label alone: one of ours whose managed-by label someone removed (GitOps, a
+    # hand) is gone from the watches, and would hold its GPUs for ever unless seen here.
+    deployments = kube.list(object_path("apps/v1", "deployments", namespace), f"{SERVING_LABEL}={name}")
     pods = kube.list(object_path("v1", "pods", namespace), selector)
     service = next((s for s in kube.list(object_path("v1", "services", namespace), selector)
                     if s["metadata"]["name"] == name), None)
@@ -35,4 +37,11 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
                   if benchmarked_serving(b["metadata"].get("labels") or {}, b.get("spec") or {}) == name]
     observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"), benchmarks=benchmarks)
     observed.in_flight = {revision: count for revision, count in in_flight.items() if revision in observed.deployments}
+    observed.unlabelled = tuple(d["metadata"]["name"] for d in observed.deployments.values() if unlabelled(d))
     return body, observed
+
+
+def unlabelled(child: dict) -> bool:
+    """Whether a child lacks a label the watches select it by."""
+    labels = child["metadata"].get("labels") or {}
+    return any(labels.get(key) != value for key, value in MANAGED_BY.items())

@@ -36,6 +36,9 @@ class Observed:
     # revision -> requests its engines report running or waiting, for a revision that drains (read from
     # its pods' metrics by the serving loop); absent when not read or unknown
     in_flight: dict[str, int] = field(default_factory=dict)
+    # Names of this serving's own Deployments that lost the labels the watches select (serving_fresh.py reads
+    # them), so the reconciler puts the labels back: else a revision is out of the operator's sight for ever.
+    unlabelled: tuple[str, ...] = ()
 
 
 

@@ -215,6 +215,14 @@ def draining_revisions(inp: SwapInput) -> list[str]:
     return sorted(name for name in inp.revisions if draining(inp, name))
 
 
+def unseen_draining(inp: SwapInput) -> list[str]:
+    """Revisions traffic left within the drain timeout that the view has no Deployment of: deleted, or out of the
+    watches' sight (a label someone removed), in which case only a read of the apiserver finds it to delete."""
+    names = {*inp.drains, *([inp.previous] if inp.previous else [])} - set(inp.revisions) - {inp.active, inp.desired}
+    return sorted(name for name in names if (since := left_at(inp, name)) is not None
+                  and inp.now - since < inp.drain_timeout)
+
+
 def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
     observed = inp.revisions.get(active)
     plan.scale[active] = inp.replicas
