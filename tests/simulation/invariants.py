@@ -24,6 +24,8 @@ from tests.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
 SUCCESS_REASON = {"DisableSpeculation": "SpeculationDisabled", "Rollback": "RolledBack"}
 DRAIN_BOUND = 600.0  # seconds an old revision may keep its pods after traffic left it (generous)
+#: The reconciler checks a waiting plan's view against the apiserver every 60 s (ServingReconciler.verify_waiting).
+VIEW_CHECK_GRACE = 180.0
 SETTLE_SLACK = 900.0  # scheduling, termination, watch and reconcile delays (generous)
 DELETE_BOUND = 900.0  # a deleted serving's children and the serving itself are gone by then
 NODE_LOSS_GRACE = 3600.0
@@ -479,6 +481,17 @@ class Tracks:
         if selected and status.get("activeRevision") and status["activeRevision"] != selected:
             self.report("status-says-what-serves", f"status.activeRevision {status['activeRevision']} but the Service "
                                                    f"selects {selected} (after a quiet reconcile)")
+        ready = _condition(serving, "Ready") or {}
+        # A revision out of the watches' sight (a label removed) is found by the next check of the view: a grace.
+        if selected and ready.get("reason") == "InvalidSpec" and w.spec_refused() and \
+                w.ready_pods(serving["metadata"]["uid"], selected) and \
+                w.clock.t - iso_seconds(ready["lastTransitionTime"]) > VIEW_CHECK_GRACE:
+            self.report("status-says-what-serves", f"Ready says InvalidSpec while the Service routes to revision "
+                                                   f"{selected}, which has Ready pods (guarantee 14: what serves, serves)")
+        serving_block = status.get("serving") or {}
+        if selected and serving_block.get("revision") and serving_block["revision"] != selected:
+            self.report("status-says-what-serves", f"status.serving describes revision {serving_block['revision']} but "
+                                                   f"the Service selects {selected} (after a quiet reconcile)")
         degraded = _condition(serving, "Degraded")
         if degraded and degraded.get("reason") in SUCCESS_REASON.values():
             action = status.get("degradedAction") or {}
@@ -568,7 +581,7 @@ def actions_take_effect(world) -> list[str]:
     if gated:
         return gated
     if track.action is None:
-        return []
+        return _action_never_taken(world)
     uid, since, revision, kind, at = track.action
     serving = world.serving()
     if serving is None or serving["metadata"]["uid"] != uid or \
@@ -589,6 +602,29 @@ def actions_take_effect(world) -> list[str]:
         return []
     return [f"onDegraded {kind} to revision {revision} recorded {elapsed:.0f}s ago: the Service selects "
             f"{world.selected_revision()} and Degraded says {degraded.get('reason')}: {degraded.get('message', '')[:120]}"]
+
+
+def _action_never_taken(world) -> list[str]:
+    """Guarantee 5's other half: a speculative revision Degraded for low acceptance, with onDegraded
+    DisableSpeculation, gets its action recorded (checked once Degraded has lasted a settle slack, with the
+    operator up and the spec accepted)."""
+    serving = world.serving()
+    spec, status = (serving or {}).get("spec") or {}, (serving or {}).get("status") or {}
+    degraded = _condition(serving, "Degraded") or {}
+    if (spec.get("acceptance") or {}).get("onDegraded") != "DisableSpeculation" or status.get("degradedAction") or \
+            degraded.get("status") != "True" or degraded.get("reason") != "LowAcceptanceRate" or \
+            (status.get("serving") or {}).get("method") in (None, "none") or not spec.get("replicas") or \
+            not world.operator.up or world.spec_refused() or not degraded.get("lastTransitionTime"):
+        return []
+    # From the later of Degraded's start and the last change of what is asked (onDegraded set to it, a restart).
+    asked = world.track.asked
+    since = max(iso_seconds(degraded["lastTransitionTime"]), world.track.ask_dirty_at or 0.0,
+                asked.since if asked is not None else 0.0)
+    lasted = world.clock.t - since - world.operator.downtime_since(since)
+    if lasted <= SETTLE_SLACK:
+        return []
+    return [f"Degraded (LowAcceptanceRate) for {lasted:.0f}s with onDegraded DisableSpeculation and revision "
+            f"{status['serving'].get('revision')} speculating, and no action recorded"]
 
 
 def every_step_has_a_deadline(world) -> list[str]:

@@ -470,7 +470,9 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
     plan.deletes = revision_deletes(meta, held.delete, observed)
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]
     plan.recheck_at = min((m for m in future if m > now), default=None)
-    plan.waiting = bool(draining_revisions(inp))
+    # The active revision missing from the view may be a Deployment out of the watches' sight (a label removed):
+    # a fresh read finds it and puts the labels back, where a refused spec cannot create it again.
+    plan.waiting = bool(draining_revisions(inp)) or bool(active and active not in observed.revisions)
     return plan
 
 
