@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,38 @@ def test_a_drop_from_healthy_to_the_seeds_15_percent_degrades_within_window_plus
         now += interval
     assert degraded_at is not None and degraded_at - dropped <= window + for_seconds + interval, \
         (degraded_at, dropped)
+
+
+# ------------------------------------------------------------------------------------- a lost drafter
+
+LONG_FOR = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=120, for_seconds=900)
+
+
+def lost_window(first: float, drafts: float = 2000, per_position: bool = True) -> m.AcceptanceWindow:
+    """A window whose first position accepted ``first`` of the drafts (later positions next to nothing)."""
+    window = vllm_window(drafts, first * drafts)
+    return dataclasses.replace(window, per_position=(first, 0.0, 0.0, 0.0, 0.0) if per_position else ())
+
+
+def test_a_lost_drafter_is_degraded_after_one_window_with_its_own_reason_not_after_the_longer_for():
+    first = a.evaluate(None, a.Sample(at=0, window=lost_window(0.004)), LONG_FOR)
+    assert (first.status, first.reason) == ("False", a.BELOW_THRESHOLD) and "of 2m" in first.message
+    after = a.evaluate(first, a.Sample(at=120, window=lost_window(0.004)), LONG_FOR)
+    assert (after.status, after.reason) == ("True", a.DRAFTER_LOST)
+    assert "first draft position accepted 0.4% < 2%" in after.message and "drafter-lost runbook" in after.message
+    # A merely poor drafter (the seed's: about 40% at its first position) waits the whole `for`.
+    poor = a.evaluate(None, a.Sample(at=0, window=lost_window(0.4)), LONG_FOR)
+    poor = a.evaluate(poor, a.Sample(at=120, window=lost_window(0.4)), LONG_FOR)
+    assert (poor.status, poor.reason) == ("False", a.BELOW_THRESHOLD)
+
+
+@given(st.floats(min_value=0.0, max_value=1.0), st.booleans())
+def test_lost_exactly_when_the_first_position_is_below_the_floor_on_either_engine(first, per_position):
+    window = lost_window(first, per_position=per_position)  # without per_position: SGLang's accepted per step
+    verdict = a.evaluate(None, a.Sample(at=0, window=window), a.Thresholds(0.0, None, 1000, 120, 0))
+    assert (verdict.reason == a.DRAFTER_LOST) == (first < a.LOST_FIRST_POSITION)
+
+
+def test_a_lost_drafter_with_too_few_drafts_is_no_verdict():
+    verdict = a.evaluate(None, a.Sample(at=0, window=lost_window(0.0, drafts=100)), LONG_FOR)
+    assert (verdict.status, verdict.reason) == ("Unknown", a.INSUFFICIENT_DATA)

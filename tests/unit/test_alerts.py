@@ -133,6 +133,18 @@ CASES: dict[str, dict] = {
                            "spec.acceptance.onDegraded did.",
             "runbook_url": runbook("serving-degraded")}}],
     },
+    "DrafterLost": {
+        "series": [series("drafter_acceptance_first_position_rate", {**REVISION, "name": "lost"}, "0.41x4 0.003x20"),
+                   series("drafter_acceptance_first_position_rate", {**REVISION, "name": "poor"}, "0.4x25"),
+                   # Near zero for 4 minutes only: less than `for` (5m).
+                   series("drafter_acceptance_first_position_rate", {**REVISION, "name": "blip"}, "0.4x4 0.0x3 0.4x18")],
+        "quiet": "8m", "fires": "12m",
+        "alerts": [{"exp_labels": {**REVISION, "name": "lost", "severity": "warning"}, "exp_annotations": {
+            "summary": "ns/lost: drafter lost, its first position accepts 0.3%",
+            "description": "Revision r1 (vllm, drafter eagle3:/models/d) accepts 0.3% of its drafts at the first "
+                           "position, below 0.02, for 5m: the drafter is not running as trained.",
+            "runbook_url": runbook("drafter-lost")}}],
+    },
     "DrafterEngineMetricsUnavailable": {
         "series": [series("drafter_engine_metrics_available", {**REVISION, "name": "blind"}, "1x5 0x20"),
                    series("drafter_engine_metrics_available", {**REVISION, "name": "seen"}, "1x25")],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
@@ -30,6 +32,10 @@ def test_acceptance_and_degraded_gauges_carry_the_revision_labels():
     om.set_degraded(NS, "kimi", "vllm", "eagle3-a", "r1", True)
     assert value("drafter_acceptance_rate", **labels()) == 0.15
     assert value("drafter_acceptance_length", **labels()) == 1.75
+    assert value("drafter_acceptance_first_position_rate", **labels()) == 0.75  # no per-position: accepted per step
+    om.set_acceptance(NS, "kimi", "vllm", "eagle3-a", "r1",
+                      dataclasses.replace(window(0.15, 1.75), per_position=(0.41, 0.2, 0.08, 0.04, 0.02)))
+    assert value("drafter_acceptance_first_position_rate", **labels()) == 0.41
     assert value("drafter_degraded", **labels()) == 1.0
     om.set_degraded(NS, "kimi", "vllm", "eagle3-a", "r1", False)
     assert value("drafter_degraded", **labels()) == 0.0
@@ -55,7 +61,9 @@ def test_forget_revision_keeps_the_other_revision_and_serving():
     for name, revision in (("b", "r1"), ("b", "r2"), ("c", "r1")):
         om.set_acceptance(NS, name, "sglang", "d", revision, window(0.6, 3.0))
         om.set_degraded(NS, name, "sglang", "d", revision, False)
-    assert om.forget_revision(NS, "b", "r1") == 3
+    assert om.forget_revision(NS, "b", "r1") == 4  # rate, length, first position, degraded
+    assert value("drafter_acceptance_first_position_rate",
+                 **labels(name="b", revision="r1", engine="sglang", drafter="d")) is None
     assert value("drafter_acceptance_rate", **labels(name="b", revision="r1", engine="sglang", drafter="d")) is None
     assert value("drafter_degraded", **labels(name="b", revision="r1", engine="sglang", drafter="d")) is None
     assert value("drafter_acceptance_rate", **labels(name="b", revision="r2", engine="sglang", drafter="d")) == 0.6
@@ -74,7 +82,7 @@ def test_forget_serving_removes_gauges_and_counters_of_that_serving_only():
     om.swap(NS, "stays", "vllm", "BlueGreen")
     om.set_degraded("other-ns", "gone", "vllm", "d", "r1", True)  # same name, other namespace
     assert value("drafter_swaps_total", namespace=NS, name="gone", engine="vllm", strategy="BlueGreen") == 1
-    assert om.forget_serving(NS, "gone") == 7  # 5 gauge series, a swap and a rollback
+    assert om.forget_serving(NS, "gone") == 9  # 7 gauge series, a swap and a rollback
     text = generate_latest(REGISTRY).decode()
     assert not [line for line in text.splitlines() if f'name="gone",namespace="{NS}"' in line]
     assert value("drafter_swaps_total", namespace=NS, name="stays", engine="vllm", strategy="BlueGreen") == 1

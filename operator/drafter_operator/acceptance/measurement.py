@@ -65,7 +65,8 @@ def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
     if (status.get("acceptance") or {}).get("revision") != revision:
         return None
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), None)
-    if not condition or condition.get("status") != "True" or condition.get("reason") not in (a.LOW_RATE, a.LOW_LENGTH):
+    if not condition or condition.get("status") != "True" or \
+            condition.get("reason") not in (a.LOW_RATE, a.LOW_LENGTH, a.DRAFTER_LOST):
         return None
     since = timestamps.parse(condition["lastTransitionTime"]).timestamp()
     return a.Verdict(status="True", reason=condition["reason"], message=condition.get("message", ""),

@@ -15,6 +15,9 @@ INSUFFICIENT_DATA = "InsufficientData"
 LOW_RATE = "LowAcceptanceRate"
 LOW_LENGTH = "LowAcceptanceLength"
 BELOW_THRESHOLD = "BelowThresholdPending"
+#: The drafter's first position accepts next to nothing while it drafts: it is not running as trained (lost after
+#: vLLM's sleep level 2, a wrong checkpoint, a vocabulary mapping off), not merely a slow day.
+DRAFTER_LOST = "DrafterLost"
 HEALTHY = "AcceptanceHealthy"
 METRICS_UNAVAILABLE = "MetricsUnavailable"
 METRICS_INVALID = "MetricsInvalid"
@@ -45,6 +48,8 @@ def figures(window: AcceptanceWindow, window_seconds: float, low: tuple[str, str
     if window.mean_acceptance_length is not None:
         length = f"mean acceptance length {window.mean_acceptance_length:.2f} ({window.drafts:.0f} drafts)"
         parts.append(length + (f" {low[1]}" if low and low[0] == LOW_LENGTH else ""))
+    if low and low[0] == DRAFTER_LOST:
+        parts.append(low[1])
     return ", ".join(parts) or f"no acceptance figures over {format_duration(window_seconds)}"
 
 
@@ -53,6 +58,13 @@ def below_rate(min_rate: float, auto: bool, basis: str | None) -> str:
     if not auto:
         return f"< {min_rate:.0%}"
     return f"< {min_rate:.1%}" + (f" ({basis}): speculation no longer pays" if basis else "")
+
+
+def drafter_lost(first_position: float, below: float, per_position: bool) -> str:
+    """The comparison of a lost drafter: what its first position accepted, against the floor."""
+    what = "first draft position accepted" if per_position else "accepted draft tokens per step (first position at most)"
+    return (f"{what} {first_position:.1%} < {below:.0%} while drafting: the drafter is not running as trained "
+            "(lost after a sleep, a wrong checkpoint or vocabulary mapping); see the drafter-lost runbook")
 
 
 def below_length(min_length: float, basis: str | None) -> str:

@@ -29,6 +29,7 @@ from drafter_operator.acceptance import message
 # The reasons live with every sentence Degraded says (message.py); read here as a.LOW_RATE and so on.
 from drafter_operator.acceptance.message import (
     BELOW_THRESHOLD,
+    DRAFTER_LOST,
     HEALTHY,
     INSUFFICIENT_DATA,
     LOW_LENGTH,
@@ -46,6 +47,9 @@ Status = Literal["True", "False", "Unknown"]
 #: own, so a drafter hovering at the threshold does not flip the condition with every window.
 RATE_HYSTERESIS = 0.02
 LENGTH_HYSTERESIS = 0.05
+#: A drafter whose first position accepts less than this while drafting is lost, whatever the thresholds: even a
+#: poor drafter of the right model accepts well above it at position 0 (the seed's 15% drafter: about 40%).
+LOST_FIRST_POSITION = 0.02
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,11 +202,22 @@ class Verdict:
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
 
+def _lost(window: m.AcceptanceWindow) -> tuple[str, str] | None:
+    first = window.first_position
+    if first is None or first >= LOST_FIRST_POSITION:
+        return None
+    return DRAFTER_LOST, message.drafter_lost(first, LOST_FIRST_POSITION, bool(window.per_position))
+
+
 def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
-    """(reason, comparison) when a figure is under its threshold; a learned threshold says it is the
-    break-even one and cites the benchmark it comes from."""
+    """(reason, comparison) when a figure is under its threshold, or the drafter is lost; a learned threshold
+    says it is the break-even one and cites the benchmark it comes from."""
     def basis(auto: bool) -> str | None:
         return t.learned.basis() if auto and t.learned else None
+
+    lost = _lost(window)
+    if lost is not None:
+        return lost
 
     if t.min_rate is not None and window.acceptance_rate is not None and window.acceptance_rate < t.min_rate:
         return LOW_RATE, message.below_rate(t.min_rate, t.auto_rate, basis(t.auto_rate))
@@ -267,12 +282,14 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
     # (no data, untrusted data) starts it again.
     gap = previous.below_seen_at is not None and sample.at - previous.below_seen_at > t.window_seconds
     below_since = previous.below_since if previous.below_since is not None and not gap else sample.at
-    if sample.at - below_since >= t.for_seconds:
+    # A lost drafter is no slow day: one window of evidence decides it, without waiting a longer `for`.
+    needed = min(t.for_seconds, t.window_seconds) if low[0] == DRAFTER_LOST else t.for_seconds
+    if sample.at - below_since >= needed:
         return Verdict(status="True", reason=low[0], message=numbers, window=window,
                        below_since=below_since, below_seen_at=sample.at)
     return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
                    below_seen_at=sample.at,
-                   message=message.pending(numbers, sample.at - below_since, t.for_seconds))
+                   message=message.pending(numbers, sample.at - below_since, needed))
 
 
 def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],

@@ -235,6 +235,16 @@ class AcceptanceWindow:
     def has_data(self) -> bool:
         return self.drafts > 0
 
+    @property
+    def first_position(self) -> float | None:
+        """What the drafter's first position accepted: vLLM's per-position counter, else (SGLang) the accepted
+        tokens per step, its upper bound (the first position's share is part of every longer acceptance)."""
+        if self.per_position:
+            return self.per_position[0]
+        if self.mean_acceptance_length is not None:
+            return max(self.mean_acceptance_length - 1.0, 0.0)
+        return None
+
     def as_dict(self) -> dict[str, object]:
         return {
             "engine": self.engine,

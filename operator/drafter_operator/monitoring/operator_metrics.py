@@ -42,6 +42,10 @@ ACCEPTANCE_RATE = Gauge("drafter_acceptance_rate",
 ACCEPTANCE_LENGTH = Gauge("drafter_acceptance_length",
                           "Mean tokens per verification step over the acceptance window, bonus token included.",
                           REVISION_LABELS)
+ACCEPTANCE_FIRST_POSITION = Gauge(
+    "drafter_acceptance_first_position_rate", "Accepted / drafts at the first draft position over the acceptance "
+    "window (SGLang: accepted tokens per step, its upper bound); near 0 while drafting, the drafter is lost.",
+    REVISION_LABELS)
 DEGRADED = Gauge("drafter_degraded", "1 when the revision's Degraded condition is True, 0 when False; "
                  "absent when Unknown.", REVISION_LABELS)
 ENGINE_METRICS_AVAILABLE = Gauge(
@@ -63,7 +67,8 @@ LAST_BENCHMARK_SPEEDUP = Gauge("drafter_last_benchmark_speedup",
                                "Speedup against its baseline of the newest finished benchmark of the active "
                                "revision (status.lastBenchmark); absent without one.", LAST_BENCHMARK_LABELS)
 #: Per-revision series and their label names (the order ``.remove()`` wants).
-_BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION_LABELS), (DEGRADED, REVISION_LABELS),
+_BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION_LABELS),
+                (ACCEPTANCE_FIRST_POSITION, REVISION_LABELS), (DEGRADED, REVISION_LABELS),
                 (ENGINE_METRICS_AVAILABLE, REVISION_LABELS))
 #: Everything labelled by serving; forget_serving clears all of them.
 _BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS),
@@ -117,7 +122,8 @@ def set_acceptance(namespace: str, name: str, engine: str, drafter: str, revisio
     values = (namespace, name, engine, drafter, revision)
     rate = window.acceptance_rate if window else None
     length = window.mean_acceptance_length if window else None
-    for gauge, value in ((ACCEPTANCE_RATE, rate), (ACCEPTANCE_LENGTH, length)):
+    first = window.first_position if window and window.has_data else None
+    for gauge, value in ((ACCEPTANCE_RATE, rate), (ACCEPTANCE_LENGTH, length), (ACCEPTANCE_FIRST_POSITION, first)):
         if value is None:
             _remove(gauge, values)
         else:
