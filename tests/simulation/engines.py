@@ -47,12 +47,18 @@ class Engines:
         return a.Sample(at=at, window=window)
 
 
+#: docs/monitoring.md: a drafter whose first position accepts under 2% while drafting is lost.
+LOST_FIRST_POSITION = 0.02
+
+
 def below(sample: a.Sample, t: a.Thresholds) -> bool | None:
     """Whether a sample is evidence of low acceptance: True below a threshold with enough data, False
     above, None when it is no evidence at all (no window, too few draft tokens, unreadable metrics)."""
     w = sample.window
     if sample.problem is not None or w is None or a.drafted(w) < t.min_draft_tokens:
         return None
+    if w.first_position is not None and w.first_position < LOST_FIRST_POSITION:
+        return True  # a lost drafter (guarantee 11: one window of evidence decides it)
     if t.min_rate is not None and w.acceptance_rate is not None and w.acceptance_rate < t.min_rate:
         return True
     if t.min_length is not None and w.mean_acceptance_length is not None and w.mean_acceptance_length < t.min_length:

@@ -24,8 +24,9 @@ from tests.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
 SUCCESS_REASON = {"DisableSpeculation": "SpeculationDisabled", "Rollback": "RolledBack"}
 DRAIN_BOUND = 600.0  # seconds an old revision may keep its pods after traffic left it (generous)
-#: The reconciler checks a waiting plan's view against the apiserver every 60 s (ServingReconciler.verify_waiting).
-VIEW_CHECK_GRACE = 180.0
+#: The reconciler checks a waiting plan's view against the apiserver every 60 s (ServingReconciler.verify_waiting);
+#: with API faults (a refused read or patch is retried after a backoff) several checks may be needed.
+VIEW_CHECK_GRACE = 600.0
 SETTLE_SLACK = 900.0  # scheduling, termination, watch and reconcile delays (generous)
 DELETE_BOUND = 900.0  # a deleted serving's children and the serving itself are gone by then
 NODE_LOSS_GRACE = 3600.0
@@ -135,6 +136,7 @@ class Tracks:
         self.progress: dict[str, tuple[str, str, float]] = {}  # uid -> (Progressing reason, message, since)
         self.asked: Asked | None = None
         self.ask_dirty_at: float | None = 0.0
+        self.two_holding: set = set()  # the revisions holding GPUs together since two_since
         self.action_at = -1e18  # the last time an onDegraded action was recorded
 
     def report(self, invariant: str, message: str) -> None:
@@ -418,7 +420,9 @@ class Tracks:
             self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} on revision {revision} with no "
                                                    "below-threshold measurement of it")
             return
-        need_from = last - t.for_seconds
+        # A lost drafter needs one window of evidence (or `for`, if shorter); any other reason the whole `for`.
+        needed = min(t.for_seconds, t.window_seconds) if degraded.get("reason") == "DrafterLost" else t.for_seconds
+        need_from = last - needed
         prev_below = last
         for at, below in reversed(samples):
             if at > last:
@@ -439,8 +443,8 @@ class Tracks:
             if at <= need_from + 1e-6:
                 return
         self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} at {last:.0f}s on revision {revision} "
-                                               f"after {last - prev_below:.0f}s of below-threshold samples; for is "
-                                               f"{t.for_seconds:.0f}s")
+                                               f"after {last - prev_below:.0f}s of below-threshold samples; it "
+                                               f"needs {needed:.0f}s")
 
     def _judge_refusals(self) -> None:
         if not self.refusals:
@@ -485,7 +489,8 @@ class Tracks:
         # A revision out of the watches' sight (a label removed) is found by the next check of the view: a grace.
         if selected and ready.get("reason") == "InvalidSpec" and w.spec_refused() and \
                 w.ready_pods(serving["metadata"]["uid"], selected) and \
-                w.clock.t - iso_seconds(ready["lastTransitionTime"]) > VIEW_CHECK_GRACE:
+                w.clock.t - (since := iso_seconds(ready["lastTransitionTime"])) - w.operator.downtime_since(since) \
+                > VIEW_CHECK_GRACE:
             self.report("status-says-what-serves", f"Ready says InvalidSpec while the Service routes to revision "
                                                    f"{selected}, which has Ready pods (guarantee 14: what serves, serves)")
         serving_block = status.get("serving") or {}
@@ -637,10 +642,12 @@ def every_step_has_a_deadline(world) -> list[str]:
         track.gpus_dirty = False
         holding = world.cluster.revisions_holding_gpus(serving["metadata"]["uid"])
         if len(holding) >= 2:
-            if track.two_since is None:
+            # A revision joining is a new step (the user's next swap while one still drains): its own bound.
+            if track.two_since is None or not set(holding) <= track.two_holding:
                 track.two_since = world.clock.t
+            track.two_holding = set(holding)
         else:
-            track.two_since = None
+            track.two_since, track.two_holding = None, set()
     if track.two_since is None:
         return []
     spent = world.clock.t - track.two_since - world.operator.downtime_since(track.two_since)
@@ -759,6 +766,8 @@ def healthy_serves_in_time(world) -> list[str]:
                or _overlaps(track.admission_periods, asked.since, t)
                or (track.node_lost_at is not None and track.node_lost_at >= asked.since - NODE_LOSS_GRACE)
                or (facts is not None and facts.unschedulable_at is not None and facts.unschedulable_at >= asked.since)
+               # No GPUs for its pods, seen by the operator before any pod waits (BlueGreen beside the active one).
+               or (_condition(serving, "Progressing") or {}).get("reason") == "InsufficientCapacity"
                or status.get("degradedAction") or track.action_at >= asked.since - SETTLE_SLACK
                or world.name_held(asked.revision))
     if excused:

@@ -135,7 +135,8 @@ def draw(rng: random.Random, kind: str) -> dict:
     if kind == "node_loss":
         return {"kind": "node_loss", "node": rng.randint(0, 3), "back": rng.uniform(300, 7200)}
     if kind == "acceptance":
-        return {"kind": "acceptance", "rate": rng.choice([None, round(rng.uniform(0.02, 0.35), 3)])}
+        # 0.0: the drafter lost (vLLM after sleep level 2), not merely poor: Degraded DrafterLost after one window.
+        return {"kind": "acceptance", "rate": rng.choice([None, round(rng.uniform(0.02, 0.35), 3), 0.0])}
     if kind == "metrics":
         return {"kind": "metrics", "mode": rng.choice(["missing", "unknown"]), "for": rng.uniform(60, 3600)}
     if kind == "admission":
