@@ -628,6 +628,9 @@ class Runner:
         await asyncio.gather(*(self._kill(c, "Completed", deadline_grace) for c in run.containers))
         for c in run.containers:
             self._collect_exit(run, c)
+        # As a kubelet does (KEP-3329): a deleted pod reaches a terminal phase before its object goes. The Job
+        # controller of a Job with a podFailurePolicy replaces a pod only once it is terminal.
+        await self._report(run, run.pod["spec"].get("restartPolicy", "Always"), deleting=True)
         await self._finish_delete(run.pod)
         await self._forget(run, "deleted")
 
@@ -666,9 +669,12 @@ class Runner:
             status["lastState"] = {"terminated": c.terminated}
         return status
 
-    async def _report(self, run: PodRun, policy: str) -> None:
+    async def _report(self, run: PodRun, policy: str, deleting: bool = False) -> None:
         phase = phase_of(run, policy)
         main = [c for c in run.containers if not c.init]
+        if deleting and phase not in ("Succeeded", "Failed"):
+            succeeded = bool(main) and all(c.terminated and c.terminated["exitCode"] == 0 for c in main)
+            phase = "Succeeded" if succeeded and policy != "Always" else "Failed"
         inits = [c for c in run.containers if c.init]
         inits_done = all(c.terminated and c.terminated["exitCode"] == 0 for c in inits)
         all_ready = bool(main) and all(c.ready and c.proc is not None for c in main)

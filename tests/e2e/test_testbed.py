@@ -120,6 +120,35 @@ def test_failing_command_marks_the_pod_failed_with_its_message(local_cluster_onl
     assert terminated == {**terminated, "exitCode": 3, "reason": "Error", "message": "drafter not found"}
 
 
+def test_a_deleted_jobs_pod_reaches_a_terminal_phase_and_a_podfailurepolicy_job_replaces_it(local_cluster_only,
+                                                                                             namespace):
+    """As a kubelet does: a pod deleted while it runs turns Failed before it goes, so the Job controller, which
+    waits for a terminal phase when the Job has a podFailurePolicy (every DrafterTraining stage Job), replaces
+    it; without the phase the Job waits for ever (seen: an Extract share never replaced)."""
+    cluster = local_cluster_only
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "replaced"},
+           "spec": {"backoffLimit": 1, "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [
+               {"type": "DisruptionTarget", "status": "True"}]}]}, "template": {"spec": {
+               "restartPolicy": "Never", "nodeSelector": {"drafter.dev/node-runtime": "process"},
+               "containers": [{"name": "main", "image": "python:3.11",
+                               "command": ["python3", "-c", "import time; time.sleep(600)"]}]}}}}
+    _apply(cluster, namespace, job)
+
+    def running():
+        pods = cluster.get_json("-n", namespace, "pods", "-l", "job-name=replaced")["items"]
+        return next((p for p in pods if (p.get("status") or {}).get("phase") == "Running"), None)
+    first = cluster.wait_for("the Job's pod to run", running, timeout=60)
+    cluster.kubectl("-n", namespace, "delete", "pod", first["metadata"]["name"], "--wait=false")
+
+    def replacement():
+        pods = cluster.get_json("-n", namespace, "pods", "-l", "job-name=replaced")["items"]
+        return next((p for p in pods if p["metadata"]["uid"] != first["metadata"]["uid"]), None)
+    assert cluster.wait_for("a replacement pod", replacement, timeout=90)
+    status = cluster.wait_for("the Job to count the failure", lambda: (s := cluster.get_json(
+        "-n", namespace, "job", "replaced")["status"]).get("failed") == 1 and s, timeout=60)
+    assert not [c for c in status.get("conditions") or [] if c["type"] == "Failed" and c["status"] == "True"]
+
+
 def test_fallback_to_logs_on_error_reports_the_log_tail(local_cluster_only, namespace):
     cluster = local_cluster_only
     pod = _pod("logs", ["python3", "-c", "import sys; print('loading shard 17 failed'); sys.exit(1)"],
