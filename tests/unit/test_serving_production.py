@@ -563,3 +563,17 @@ def test_a_draining_revision_whose_labels_someone_removed_is_found_relabelled_an
                          lambda *e: None, copy.deepcopy(blind))
     assert path not in api.store or api.store[path]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "drafter-operator"
     assert path not in api.store  # its drain (15 s) is over: deleted from the apiserver's view
+
+
+def test_the_engine_of_a_pod_being_deleted_is_stopped_not_exited():
+    """A kubelet reports a deleted pod's engine terminated (143 after SIGTERM) before the pod goes: that is no exit
+    to count against a revision's start, nor a reason Ready gives."""
+    deployment = {"metadata": {"name": "kimi-r", "creationTimestamp": "2026-12-01T08:00:00Z", "generation": 1},
+                  "spec": {"replicas": 1}, "status": {"observedGeneration": 1}}
+    terminated = {"name": "engine", "ready": False, "started": False, "restartCount": 0,
+                  "state": {"terminated": {"exitCode": 143, "reason": "Completed"}}}
+    pod = {"metadata": {"name": "kimi-r-a", "labels": {REVISION_LABEL: "r"}, "creationTimestamp": "2026-12-01T08:00:01Z"},
+           "status": {"phase": "Failed", "containerStatuses": [terminated]}}
+    assert revision_observation("r", deployment, [pod], None).exited == "engine exited with code 143"
+    pod["metadata"]["deletionTimestamp"] = "2026-12-01T08:05:00Z"
+    assert revision_observation("r", deployment, [pod], None).exited is None

@@ -92,9 +92,10 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
                           if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
     # A failed preflight fails the start at once, in seconds: its engine never starts, and no restart helps.
     final = preflight is not None and preflight.failed
-    exits = [] if final else sorted(filter(None, map(engine_exit_with_restarts, own)), key=lambda e: -e[1])
-    exited, restarts = (preflight.failure(), 0) if final else (exits[0] if exits else (None, 0))
     current = [p for p in own if not p["metadata"].get("deletionTimestamp")]
+    # A pod being deleted was stopped (a kubelet reports its engine terminated, 143 after SIGTERM): no exit of its own.
+    exits = [] if final else sorted(filter(None, map(engine_exit_with_restarts, current)), key=lambda e: -e[1])
+    exited, restarts = (preflight.failure(), 0) if final else (exits[0] if exits else (None, 0))
     return RevisionObservation(
         name=revision, replicas=deployment["spec"].get("replicas", 1),
         ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,
