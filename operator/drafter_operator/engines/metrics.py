@@ -239,7 +239,10 @@ class AcceptanceWindow:
     def first_position(self) -> float | None:
         """What the drafter's first position accepted: vLLM's per-position counter, else (SGLang) the accepted
         tokens per step, its upper bound (the first position's share is part of every longer acceptance)."""
-        if self.per_position:
+        per_step = None if self.mean_acceptance_length is None else self.mean_acceptance_length - 1.0
+        # The positions add up to the accepted tokens per step; a window whose per-position family does not (one
+        # end's family missing or reset on its own) says nothing about position 0, and the per-step figure stands in.
+        if self.per_position and (per_step is None or abs(sum(self.per_position) - per_step) <= 0.05 + 0.05 * per_step):
             return self.per_position[0]
         if self.mean_acceptance_length is not None:
             return max(self.mean_acceptance_length - 1.0, 0.0)
