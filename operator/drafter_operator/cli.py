@@ -205,6 +205,16 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
                        help="draft tokens per step (SGLang's acceptance rate is derived with it)")
     bench.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                        help="per-request timeout in seconds (default 600)")
+    bench.add_argument("--equivalence-prompts", type=int, default=0, metavar="N",
+                       help="with --baseline-url: compare N prompts' greedy outputs token by token with the baseline's "
+                            "after the measurement (default 0: no output check)")
+    bench.add_argument("--equivalence-tokens", type=int, default=128, metavar="N",
+                       help="tokens generated per prompt by the output check (default 128)")
+    bench.add_argument("--equivalence-margin", type=float, default=0.5, metavar="NATS",
+                       help="a divergence is a defect where the baseline's top-2 logprob margin is at least this "
+                            "(default 0.5; near-ties below it are reported, not failed)")
+    bench.add_argument("--deterministic", action="store_true",
+                       help="both sides run the engines' deterministic modes: every divergence is a defect")
     bench.add_argument("--termination-log", metavar="PATH",
                        help="write the compact JSON result there (<= 4096 bytes), or a one-line error on failure")
     bench.set_defaults(handler=_bench)

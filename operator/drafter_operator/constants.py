@@ -64,6 +64,8 @@ ENGINE_ANNOTATION = f"{API_GROUP}/engine"
 DRAFTER_ANNOTATION = f"{API_GROUP}/drafter"
 #: The speculative tokens per step the measured revision drafts.
 K_ANNOTATION = f"{API_GROUP}/num-speculative-tokens"
+#: "true" on a gate benchmark whose endpoint runs its engine's deterministic mode (engines.deterministic_mode).
+DETERMINISTIC_ANNOTATION = f"{API_GROUP}/deterministic"
 #: On the Service: the revision it pointed at before the last switch, and when it switched.
 PREVIOUS_REVISION_ANNOTATION = f"{API_GROUP}/previous-revision"
 SWITCHED_AT_ANNOTATION = f"{API_GROUP}/switched-at"
@@ -78,6 +80,10 @@ GATE_ATTEMPT_ANNOTATION = f"{API_GROUP}/gate-attempt"
 PROMOTION_ANNOTATION = f"{API_GROUP}/promotion"
 #: On a serving: the training whose drafter it serves.
 PROMOTED_BY_ANNOTATION = f"{API_GROUP}/promoted-by"
+#: On a serving, set by a DrafterTraining's Promote: the length it trained the drafter at, bound to the drafter
+#: (JSON {by, model, contentDigest, maxLength}). A drafter checkpoint does not record it: speculators and SpecForge
+#: copy max_position_embeddings from the target's config. What the LengthCovered condition holds maxModelLen to.
+TRAINED_LENGTH_ANNOTATION = f"{API_GROUP}/trained-length"
 #: On a Deployment: the serving generation and the pod settings its template was rendered from.
 SERVING_GENERATION_ANNOTATION = f"{API_GROUP}/serving-generation"
 POD_SETTINGS_ANNOTATION = f"{API_GROUP}/pod-settings"

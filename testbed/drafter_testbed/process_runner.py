@@ -42,7 +42,9 @@ from kubernetes import client, config
 
 from drafter_operator.kube import ApiError, Kube, object_path
 
+from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 from drafter_testbed import launch
+from drafter_testbed.emulator.model import ENV_GPU_PRODUCT as EMULATOR_GPU_PRODUCT_ENV
 from drafter_testbed.nodes import CLUSTER_ANNOTATION, PROCESS, RUNTIME_LABEL
 
 log = logging.getLogger("drafter.runner")
@@ -419,6 +421,13 @@ class Runner:
                 run.failed_reason, run.failed_message = "CreateContainerError", str(exc)
             return
         plan = container.plan
+        if launch.is_emulated(plan.argv):
+            # The emulated engine's outputs may depend on the GPU it "runs" on (emulator/outputs.py), as a real
+            # engine's kernels do: it learns it from the node, as a real engine would from the device.
+            node = self.nodes.get(run.pod["spec"].get("nodeName") or "") or {}
+            product = (node.get("metadata", {}).get("labels") or {}).get(GPU_PRODUCT_LABEL)
+            if product:
+                plan.env.setdefault(EMULATOR_GPU_PRODUCT_ENV, product)
         plan.termination_path.unlink(missing_ok=True)
         Path(plan.cwd).mkdir(parents=True, exist_ok=True)
         for host_path in plan.path_map.values():

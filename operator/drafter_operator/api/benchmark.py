@@ -14,7 +14,7 @@ from drafter_operator.api.benchmark_comparison import (
     baseline_not_a_candidate,
     candidates_distinct,
 )
-from drafter_operator.api.benchmark_gate import CEL_LEVELS_DISTINCT, Baseline, Gate, levels_distinct
+from drafter_operator.api.benchmark_gate import CEL_LEVELS_DISTINCT, Baseline, EquivalenceSpec, Gate, levels_distinct
 from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
     ApiModel,
@@ -134,6 +134,22 @@ class DrafterBenchmarkSpec(ApiModel):
             field_path=".baseline",
             reason="FieldValueRequired",
         ),
+        Rule(
+            cel="!has(self.equivalence) || (has(self.baseline) && has(self.baseline.servingRef))",
+            message="spec.equivalence compares outputs with a live no-speculation serving: set spec.baseline.servingRef "
+                    "(a recorded tokensPerSecond or another benchmark has no outputs to compare)",
+            check=lambda s: s.equivalence is None or (s.baseline is not None and s.baseline.serving_ref is not None),
+            field_path=".baseline",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            cel="!has(self.equivalence) || !has(self.candidates)",
+            message="spec.equivalence checks one serving: remove it from a comparison of spec.candidates, or benchmark "
+                    "each candidate with spec.servingRef",
+            check=lambda s: s.equivalence is None or s.candidates is None,
+            field_path=".equivalence",
+            reason="FieldValueForbidden",
+        ),
         duration_range_rule(
             "timeout", "1m", "24h",
             'spec.timeout must be between 1m and 24h, e.g. "30m"',
@@ -166,6 +182,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """What the speedup is measured against; no speedup is reported without one."""
     gate: Gate | None = None
     """Thresholds for a Passed / Failed verdict."""
+    equivalence: EquivalenceSpec | None = None
+    """Also compare the outputs with spec.baseline.servingRef's at temperature 0, token by token (status.result.equivalence): a divergence where the baseline was clearly decided is a defect and fails the run's verdict, naming the prompt and the token."""
     timeout: Duration = "30m"
     """Deadline of the benchmark Job."""
     resources: ContainerResources | None = None
@@ -233,6 +251,48 @@ class CrossoverBracket(StatusModel):
     """True when the bracket is as narrow as asked (10% of aboveConcurrency, or adjacent levels); false when the refinement stopped at its level budget (bench --refine)."""
 
 
+class Divergence(StatusModel):
+    """Where one prompt's output first left the baseline's."""
+
+    prompt: int
+    """The prompt's position among those compared (0-based: the prompt set in order, cycled when it is shorter than equivalence.numPrompts)."""
+    position: int
+    """The first generated token that differs (0-based)."""
+    expected: int | None = None
+    """The baseline's token id there."""
+    got: int | None = None
+    """The served token id there."""
+    margin: float | None = None
+    """The baseline's top-1 minus top-2 logprob at that token, in nats; unset when it returned no logprobs there."""
+    defect: bool
+    """True when margin is at least minMargin (or unknown): the baseline was clearly decided, so speculation changed the output."""
+
+
+class EquivalenceResult(StatusModel):
+    """Served outputs against the no-speculation baseline's at temperature 0 (spec.equivalence)."""
+
+    prompts: int
+    """Prompts compared."""
+    identical: int
+    """Prompts whose generated token ids are identical on both sides."""
+    identical_fraction: float
+    """identical / prompts."""
+    defects: int
+    """Prompts whose first divergence is a defect."""
+    near_ties: int
+    """Prompts whose first divergence is where the baseline's margin was below minMargin (numerical noise a verify forward and a decode step may differ by; not a defect)."""
+    tokens_compared: int | None = None
+    """Generated tokens compared, up to each prompt's first divergence or its end."""
+    min_margin: float
+    """The margin a divergence needed to count as a defect (0 in the engines' deterministic modes)."""
+    deterministic: bool | None = None
+    """True when both servings ran the engines' deterministic mode, so every divergence counted."""
+    seconds_per_prompt: float | None = None
+    """Wall time of the check per prompt (both sides, one request each, one after the other)."""
+    divergences: list[Divergence] | None = None
+    """The prompts that diverged, defects first (the full list is in the result ConfigMap)."""
+
+
 class BenchmarkResult(StatusModel):
     """What the benchmark measured (copied from the Job's termination message)."""
 
@@ -276,6 +336,8 @@ class BenchmarkResult(StatusModel):
     """The lowest concurrency level whose speedup is below 1.0 (speculation stops paying); unset when none is. With a refined sweep, the upper end of crossover."""
     crossover: CrossoverBracket | None = None
     """The break-even bracket of a load sweep with a baseline: the sweep adds levels between the last level at or above 1.0x and the first below until they are within 10% (the added levels are at the end of levels)."""
+    equivalence: EquivalenceResult | None = None
+    """With spec.equivalence: the outputs against the baseline's."""
     truncated: bool | None = None
     """True when per-prompt (and maybe per-level) detail was left out to fit the 4096-byte termination message."""
     verdict: Literal["Passed", "Failed"] | None = None

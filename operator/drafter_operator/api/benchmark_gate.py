@@ -19,6 +19,29 @@ from drafter_operator.api.common import (
 )
 
 
+class EquivalenceSpec(ApiModel):
+    """Compare the served outputs with the no-speculation baseline's, greedily, token by token: speculation must not
+    change what the target would have said. Real engines are not bit-exact between a verify forward and a decode
+    step, so a divergence counts as a defect only where the baseline was clearly decided (its top-2 logprob margin
+    at that token is at least minMargin); closer calls are reported as near-ties."""
+
+    rules = (
+        decimal_range_rule(
+            "minMargin", DECIMAL_PATTERN,
+            'equivalence.minMargin must be between 0 and 100 nats, e.g. "0.5" ("0": every divergence is a defect, '
+            "for servings in the engines' deterministic modes)",
+            minimum=0.0, maximum=100.0,
+        ),
+    )
+
+    num_prompts: Annotated[int, Field(ge=1, le=1000)] = 8
+    """Prompts compared (the first of the benchmark's prompt set, reused in order when it has fewer)."""
+    max_tokens: Annotated[int, Field(ge=1, le=4096)] = 128
+    """Tokens generated per prompt on each side, at temperature 0."""
+    min_margin: Decimal = "0.5"
+    """How clearly the baseline must have preferred its token, in nats (top-1 minus top-2 logprob), for a divergence there to be a defect. "0": every divergence is one (use it when both servings run the engines' deterministic modes: vLLM VLLM_BATCH_INVARIANT=1, SGLang --enable-deterministic-inference; the check then applies it by itself)."""
+
+
 class Gate(ApiModel):
     """Thresholds a benchmark must meet; at least one is required."""
 
@@ -84,7 +107,23 @@ CEL_LEVELS_DISTINCT = "!has(self.concurrencyLevels) || self.concurrencyLevels.al
 class BenchmarkGate(Gate):
     """A benchmark a new revision or drafter must pass before it takes traffic; on failure nothing changes."""
 
-    rules = Gate.rules + (
+    rules = (
+        Rule(
+            cel="has(self.minSpeedup) || has(self.minAcceptanceRate) || has(self.minTokensPerSecond) || has(self.equivalence)",
+            message="gate needs a threshold or an output check: set gate.minSpeedup, gate.minAcceptanceRate, "
+                    "gate.minTokensPerSecond or gate.equivalence",
+            check=lambda g: g.min_speedup is not None or g.min_acceptance_rate is not None
+            or g.min_tokens_per_second is not None or g.equivalence is not None,
+            reason="FieldValueRequired",
+        ),
+        *Gate.rules[1:],
+        Rule(
+            cel="!has(self.equivalence) || (has(self.baseline) && has(self.baseline.servingRef))",
+            message="gate.equivalence compares outputs with a live no-speculation serving: set gate.baseline.servingRef",
+            check=lambda g: g.equivalence is None or (g.baseline is not None and g.baseline.serving_ref is not None),
+            field_path=".baseline",
+            reason="FieldValueRequired",
+        ),
         Rule(
             cel=CEL_LEVELS_DISTINCT,
             message="gate.concurrencyLevels must not repeat a level (each is run once): remove the duplicates, e.g. [1, 8, 32]",
@@ -106,5 +145,7 @@ class BenchmarkGate(Gate):
     """Prompts in the gate benchmark."""
     max_tokens: Annotated[int, Field(ge=1, le=65536)] = 512
     """Tokens generated per prompt in the gate benchmark."""
+    equivalence: EquivalenceSpec | None = None
+    """Compare the revision's outputs with gate.baseline.servingRef's at temperature 0: a divergence where the baseline was clearly decided fails the gate, naming the prompt and the token."""
     concurrency_levels: Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=2, max_length=16)] | None = None
     """A load sweep in the gate benchmark, e.g. [1, 4, 8, 32]: the thresholds judge its first level, and the sweep gives spec.drafter.dynamic fromBenchmark its crossover."""

@@ -18,6 +18,7 @@ import json
 import sys
 
 from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.benchmark_client import equivalence
 from drafter_operator.benchmark_client.prompts import PromptsError
 from drafter_operator.benchmark_client.result import termination_message
 from drafter_operator.benchmark_client.run import Options, run
@@ -42,7 +43,11 @@ def options_from(args: argparse.Namespace) -> Options:
                    concurrency=args.concurrency, repetitions=args.repetitions, temperature=args.temperature,
                    prompts_file=args.prompts_file, completions=args.completions,
                    num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout,
-                   refine=getattr(args, "refine", Options.refine))
+                   refine=getattr(args, "refine", Options.refine),
+                   equivalence_prompts=getattr(args, "equivalence_prompts", 0),
+                   equivalence_tokens=getattr(args, "equivalence_tokens", Options.equivalence_tokens),
+                   equivalence_margin=getattr(args, "equivalence_margin", Options.equivalence_margin),
+                   deterministic=getattr(args, "deterministic", False))
 
 
 def _write(path: str | None, text: str) -> None:
@@ -152,3 +157,9 @@ def print_table(result: BenchmarkResult) -> None:
             console.print(f"break-even between {bracket.above_concurrency} and {bracket.below_concurrency} streams "
                           f"(interpolated {bracket.estimate}"
                           + (")" if bracket.within_tolerance else "; wider than 10%: the --refine budget ran out)"))
+    outputs = result.equivalence
+    if outputs is not None:
+        console.print(f"outputs: {outputs.identical} of {outputs.prompts} prompts identical to the baseline, "
+                      f"{outputs.defects} defects, {outputs.near_ties} near-ties (margin < {outputs.min_margin:g} nats)")
+        if outputs.defects:
+            console.print(equivalence.defect_message(outputs))

@@ -195,6 +195,15 @@ def benchmark_result(levels: Sequence[Level], acceptance: AcceptanceWindow | Non
 # The termination message
 
 
+def _divergences(result: BenchmarkResult, keep: int) -> BenchmarkResult:
+    """The output check's first ``keep`` divergences (its counts stay whole)."""
+    outputs = result.equivalence
+    if outputs is None or not outputs.divergences or len(outputs.divergences) <= keep:
+        return result
+    return result.model_copy(update={"equivalence": outputs.model_copy(
+        update={"divergences": outputs.divergences[:keep]})})
+
+
 def _compact(result: BenchmarkResult) -> str:
     return json.dumps(result.to_json(), separators=(",", ":"))
 
@@ -202,10 +211,11 @@ def _compact(result: BenchmarkResult) -> str:
 def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
     """Compact JSON of ``result`` in at most ``limit`` bytes, valid as a ``BenchmarkResult``.
 
-    Detail goes in this order until it fits: the per-prompt rows; each level's detail (only
+    Detail goes in this order until it fits: the per-prompt rows; the output check's divergences beyond the
+    first five (defects come first); each level's detail (only
     concurrency, tok/s, baseline and speedup stay: the sweep's shape); the levels altogether
     (``crossoverConcurrency`` and the ``crossover`` bracket still answer the sweep's question); the per-position rates and the
-    length of ``acceptanceUnavailable``. Anything dropped sets ``truncated``.
+    length of ``acceptanceUnavailable``; every divergence but the first. Anything dropped sets ``truncated``.
     """
     message = _compact(result)
     if len(message.encode()) <= limit:
@@ -213,6 +223,7 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
     slim = result.model_copy(update={"prompts": None, "truncated": True})
     steps = [
         lambda r: r,
+        lambda r: _divergences(r, 5),
         lambda r: r.model_copy(update={"levels": [
             LevelResult(concurrency=lv.concurrency, tokens_per_second=lv.tokens_per_second,
                         baseline_tokens_per_second=lv.baseline_tokens_per_second, speedup=lv.speedup)
@@ -220,6 +231,7 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
         lambda r: r.model_copy(update={"levels": None}),
         lambda r: r.model_copy(update={"per_position_acceptance": None,
                                        "acceptance_unavailable": (r.acceptance_unavailable or "")[:200] or None}),
+        lambda r: _divergences(r, 1),
     ]
     for step in steps:
         slim = step(slim)

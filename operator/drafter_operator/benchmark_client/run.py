@@ -16,6 +16,9 @@ After the given levels, a sweep with a baseline measures more levels between the
 
 Acceptance comes from the target pods' counters scraped after the warm-up and after the last level,
 so it covers exactly the measured requests (when nothing else sends traffic to those pods).
+
+With ``equivalence_prompts``, the output check (``equivalence.py``) runs last, after that scrape: its
+greedy requests neither overlap a measured wave nor count in the acceptance window.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.engines import crossover
+from drafter_operator.benchmark_client import equivalence
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client import scrape
 from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
@@ -66,6 +70,13 @@ class Options:
     timeout: float = 600.0
     #: Levels at most added to narrow the break-even bracket (``crossover.py``); 0: the given levels only.
     refine: int = 8
+    #: Prompts of the output check against the baseline (``equivalence.py``); 0: no check.
+    equivalence_prompts: int = 0
+    equivalence_tokens: int = 128
+    #: Nats the baseline's top-2 margin must reach for a divergence to be a defect.
+    equivalence_margin: float = 0.5
+    #: Both sides run the engines' deterministic modes: every divergence is a defect.
+    deterministic: bool = False
     prompts: tuple[str, ...] = field(default=(), repr=False)  # for callers with prompts in hand (tests)
 
     def __post_init__(self) -> None:
@@ -79,6 +90,12 @@ class Options:
             raise BenchError("--max-tokens, --repetitions and --num-prompts must be at least 1")
         if self.refine < 0:
             raise BenchError(f"--refine must be 0 or more, not {self.refine}")
+        if self.equivalence_prompts and not self.baseline_url:
+            raise BenchError("--equivalence-prompts compares outputs with a live baseline: pass --baseline-url")
+        if self.equivalence_prompts < 0 or self.equivalence_tokens < 1:
+            raise BenchError("--equivalence-prompts must be 0 or more and --equivalence-tokens at least 1")
+        if not (math.isfinite(self.equivalence_margin) and self.equivalence_margin >= 0):
+            raise BenchError(f"--equivalence-margin must be a number >= 0, not {self.equivalence_margin}")
         if self.timeout <= 0:
             raise BenchError("--timeout must be positive")
 
@@ -123,7 +140,8 @@ async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: 
 async def run(options: Options, progress: Progress | None = None) -> BenchmarkResult:
     """Run the benchmark ``options`` describe; raises :class:`BenchError` when a request fails.
     ``progress`` is told after each wave of the target (and its baseline wave)."""
-    prompts = prompt_sets.select(list(options.prompts) or prompt_sets.load(options.prompts_file), options.num_prompts)
+    prompt_set = list(options.prompts) or prompt_sets.load(options.prompts_file)
+    prompts = prompt_sets.select(prompt_set, options.num_prompts)
     base_url = options.url.rstrip("/")
     metrics_urls = options.metrics_urls or (base_url,)
     # One session for the streams and the few one-off requests (model id, /metrics): stream.py says why aiohttp.
@@ -153,5 +171,13 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
             levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                           options.baseline_tps, progress))
         after = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
+        outputs = None
+        if options.equivalence_prompts and baseline is not None:
+            outputs = await equivalence.check(session, target, baseline,
+                                              prompt_sets.select(prompt_set, options.equivalence_prompts),
+                                              options.equivalence_tokens, options.equivalence_margin,
+                                              options.deterministic)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
-    return benchmark_result(levels, window, unavailable)
+    result = benchmark_result(levels, window, unavailable)
+    result.equivalence = outputs
+    return result

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from drafter_operator import timestamps
+from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterBenchmark, parse_duration
 from drafter_operator.api.benchmark import benchmark_problems
 from drafter_operator.controllers import conditions
@@ -40,7 +40,7 @@ from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import PROMPTS_DIR, benchmark_job, job_name
-from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION
+from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 from drafter_operator.resources.pod_policy import TenantPolicy
 
 Event = tuple[str, str, str]
@@ -222,8 +222,11 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
         url, engine, metrics = str(spec.endpoint).rstrip("/"), _endpoint_engine(body), []
     revision, k = measured_revision(body, state.target)
     baseline_url = service_url(state.baseline) if state.baseline is not None else None
+    baseline_spec = serving_spec(state.baseline)
+    deterministic = baseline_spec is not None and engines.deterministic_mode(baseline_spec) and \
+        _deterministic(body, target_spec)
     argv = bench_argv(spec, url, engine, metrics, target_spec, baseline_url,
-                      metrics_urls(state.baseline) if state.baseline is not None else [], k)
+                      metrics_urls(state.baseline) if state.baseline is not None else [], k, deterministic)
     if recorded is not None:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
@@ -242,8 +245,10 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
 
 
 def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, baseline_url: str | None,
-               baseline_metrics: list[str], num_speculative_tokens: int | None = None) -> list[str]:
-    """The `drafter-operator bench` command line for this run (pure)."""
+               baseline_metrics: list[str], num_speculative_tokens: int | None = None,
+               deterministic: bool = False) -> list[str]:
+    """The `drafter-operator bench` command line for this run (pure). ``deterministic``: both sides run their
+    engine's deterministic mode, so the output check counts every divergence."""
     argv = ["--url", url, "--engine", engine, "--num-prompts", str(spec.num_prompts),
             "--max-tokens", str(spec.max_tokens), "--concurrency", concurrency_arg(spec),
             "--repetitions", str(spec.repetitions), "--temperature", spec.temperature,
@@ -263,7 +268,21 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--baseline-tps", spec.baseline.tokens_per_second]
     if spec.prompts is not None and spec.prompts.config_map is not None:
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
+    if spec.equivalence is not None and baseline_url:
+        argv += ["--equivalence-prompts", str(spec.equivalence.num_prompts),
+                 "--equivalence-tokens", str(spec.equivalence.max_tokens),
+                 "--equivalence-margin", spec.equivalence.min_margin]
+        if deterministic:
+            argv.append("--deterministic")
     return argv
+
+
+def _deterministic(body: dict, target_spec) -> bool:
+    """Whether the measured side runs its engine's deterministic mode: from its serving's spec, or for a gate's
+    endpoint from the annotation the gate was made with."""
+    if target_spec is not None:
+        return engines.deterministic_mode(target_spec)
+    return (body["metadata"].get("annotations") or {}).get(DETERMINISTIC_ANNOTATION) == "true"
 
 
 def concurrency_arg(spec) -> str:

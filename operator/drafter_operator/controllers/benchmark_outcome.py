@@ -15,6 +15,7 @@ import pydantic
 from drafter_operator import timestamps
 from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator.benchmark_client.equivalence import defect_message
 from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
 from drafter_operator.controllers.benchmark_observe import job_outcome, own_pods, swapped_during_run, termination_message
 from drafter_operator.controllers.swap import Verdict
@@ -28,14 +29,23 @@ if TYPE_CHECKING:
 Finish = Callable[..., "BenchmarkPlan"]
 
 
-def gate_verdict(result: BenchmarkResult, gate) -> Verdict | None:
-    """GatePassed from spec.gate: every threshold set must be met; the message names each one missed."""
-    if gate is None:
+def gate_verdict(result: BenchmarkResult, gate, equivalence=None) -> Verdict | None:
+    """GatePassed from spec.gate and spec.equivalence: every threshold set must be met and the outputs must show
+    no defect; the message names each one missed (the output defect first, with its prompt and token)."""
+    if gate is None and equivalence is None:
         return None
     missed = []
-    checks = ((gate.min_speedup, result.speedup, "speedup", "{:.2f}x"),
-              (gate.min_acceptance_rate, result.acceptance_rate, "acceptance rate", "{:.1%}"),
-              (gate.min_tokens_per_second, result.tokens_per_second, "tokens per second", "{:.1f}"))
+    if equivalence is not None:
+        outputs = result.equivalence
+        if outputs is None:
+            missed.append("the output check did not run (spec.equivalence needs spec.baseline.servingRef)")
+        elif outputs.defects:
+            missed.append(defect_message(outputs))
+    diverged = bool(missed)
+    checks = () if gate is None else (
+        (gate.min_speedup, result.speedup, "speedup", "{:.2f}x"),
+        (gate.min_acceptance_rate, result.acceptance_rate, "acceptance rate", "{:.1%}"),
+        (gate.min_tokens_per_second, result.tokens_per_second, "tokens per second", "{:.1f}"))
     for threshold, value, what, fmt in checks:
         if threshold is None:
             continue
@@ -45,8 +55,16 @@ def gate_verdict(result: BenchmarkResult, gate) -> Verdict | None:
         elif value < limit:
             missed.append(f"{what} {fmt.format(value)} < {fmt.format(limit)}")
     if missed:
-        return Verdict("False", "BelowGate", "; ".join(missed))
-    return Verdict("True", "GateMet", "every spec.gate threshold met")
+        return Verdict("False", "OutputDiverged" if diverged else "BelowGate", "; ".join(missed))
+    if gate is None:
+        return Verdict("True", "GateMet", f"outputs match the baseline ({_outputs(result)})")
+    return Verdict("True", "GateMet", "every spec.gate threshold met" +
+                   (f"; outputs match the baseline ({_outputs(result)})" if equivalence is not None else ""))
+
+
+def _outputs(result: BenchmarkResult) -> str:
+    outputs = result.equivalence
+    return f"{outputs.identical} of {outputs.prompts} identical, {outputs.near_ties} near-ties" if outputs else ""
 
 
 def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Finish, now: dt.datetime) -> BenchmarkPlan:
@@ -108,14 +126,14 @@ def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str
         text = f"the bench container's termination message is not a result: {exc}"[:1000]
         return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)},
                       Verdict("False", "InvalidResult", text), events=[("Warning", "InvalidResult", text)])
-    gate = gate_verdict(result, spec.gate)
+    gate = gate_verdict(result, spec.gate, spec.equivalence)
     if gate is not None:
         result = result.model_copy(update={"verdict": "Passed" if gate.status == "True" else "Failed",
                                            "verdict_message": gate.message})
     summary = result_summary(result) + (f"; {swapped}" if swapped else "")
     events = [("Normal", "Completed", summary)]
     if gate is not None and gate.status == "False":
-        events.append(("Warning", "BelowGate", gate.message))
+        events.append(("Warning", gate.reason, gate.message))
     done = {"state": "Succeeded", "completionTime": timestamps.format_seconds(now), "result": result.to_json()}
     if swapped:
         done.update(revision=None, numSpeculativeTokens=None)  # never taught to a revision it did not measure
@@ -128,6 +146,9 @@ def result_summary(result: BenchmarkResult) -> str:
         parts.append(f"{result.speedup:.2f}x against {result.baseline_tokens_per_second:.1f} tok/s")
     if result.acceptance_rate is not None:
         parts.append(f"acceptance {result.acceptance_rate:.1%}")
+    if result.equivalence is not None:
+        outputs = result.equivalence
+        parts.append(f"outputs {outputs.identical}/{outputs.prompts} identical to the baseline, {outputs.defects} defects")
     if result.levels:
         bracket = result.crossover
         parts.append("slower than the baseline from concurrency " + str(result.crossover_concurrency)

@@ -38,3 +38,9 @@ def draft_tokens_per_step(engine_name: str, drafter) -> int | None:
     ``draft_tokens_per_step``): vLLM's num_speculative_tokens as rendered, SGLang's numSteps or a block drafter's
     numSpeculativeTokens; None when the engine picks it."""
     return engine(engine_name).draft_tokens_per_step(drafter)
+
+
+def deterministic_mode(spec) -> bool:
+    """Whether a DrafterServingSpec runs its engine's deterministic mode (each engine's ``deterministic``): then a
+    verify forward and a decode step give the same logits, and an output check counts every divergence."""
+    return engine(spec.engine).deterministic(spec)

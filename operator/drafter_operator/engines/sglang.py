@@ -8,6 +8,7 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 
 from __future__ import annotations
 
+from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
     SecretDestination,
@@ -258,3 +259,14 @@ def render_command(spec) -> list[str]:
         argv += ["--reasoning-parser", target.reasoning_parser]
     argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
     return argv + speculative_flags(spec.drafter)
+
+
+def deterministic(spec) -> bool:
+    """Whether this serving runs SGLang's deterministic inference (``--enable-deterministic-inference`` in
+    spec.target.extraArgs): deterministic attention backends and MoE reductions, and speculative verification
+    kept greedy (sglang/srt/arg_groups/speculative_hook.py never turns rejection sampling on with it)."""
+    try:
+        parsed = parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True)
+    except CommandLineRejected:
+        return False
+    return bool(parsed.get("enable_deterministic_inference"))

@@ -312,3 +312,21 @@ def render_command(spec, schedule=None) -> list[str]:
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     return argv
+
+
+#: vLLM's batch-invariant mode (vllm/envs.py reads it as ``bool(int(value))``): batch-invariant matmul,
+#: attention and all-reduce kernels (vllm/config/vllm.py turns off the fused all-reduce + RMSNorm), so a
+#: token's logits do not depend on what else is in the forward, a verify forward included.
+DETERMINISTIC_ENV = "VLLM_BATCH_INVARIANT"
+
+
+def deterministic(spec) -> bool:
+    """Whether this serving runs vLLM's batch-invariant mode: spec.env sets VLLM_BATCH_INVARIANT to a non-zero
+    integer literally (a value from a Secret or ConfigMap is not known here, so it does not count)."""
+    for item in spec.env or []:
+        if item.name == DETERMINISTIC_ENV and item.value is not None:
+            try:
+                return bool(int(item.value))
+            except ValueError:
+                return False
+    return False

@@ -11,6 +11,7 @@ from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.constants import (
     API_GROUP_VERSION,
+    DETERMINISTIC_ANNOTATION,
     DRAFTER_ANNOTATION,
     ENGINE_ANNOTATION,
     GATE_ATTEMPT_ANNOTATION,
@@ -35,11 +36,15 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
     ``attempt``: the serving's last retry request (status.retryRequest), recorded on the gate."""
     gate = gate or spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                 exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels"})
+                                 exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels", "equivalence"})
     k = engines.draft_tokens_per_step(spec.engine, spec.drafter)
     body_spec = {"endpoint": f"http://{pod_ip}:{port}",
                  "model": spec.target.served_model_name or spec.target.model,
-                 "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens, "gate": thresholds}
+                 "numPrompts": gate.num_prompts, "maxTokens": gate.max_tokens}
+    if thresholds:  # a gate of the output check alone has none
+        body_spec["gate"] = thresholds
+    if gate.equivalence is not None:
+        body_spec["equivalence"] = gate.equivalence.to_json()
     if gate.baseline is not None:
         body_spec["baseline"] = gate.baseline.to_json()
     if gate.concurrency_levels:
@@ -47,6 +52,8 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revis
     annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)
+    if engines.deterministic_mode(spec):
+        annotations[DETERMINISTIC_ANNOTATION] = "true"
     if attempt:
         annotations[GATE_ATTEMPT_ANNOTATION] = attempt
     return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",

@@ -15,6 +15,7 @@ and ``emitted tokens <= 1 + steps + accepted``.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -25,6 +26,8 @@ from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
+from drafter_testbed.emulator import outputs
+from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
 from drafter_testbed.emulator.scheduler import Scheduler, Ticket
@@ -37,6 +40,18 @@ VOCABULARY = (
 ).split()
 
 ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+
+
+@functools.lru_cache(maxsize=1)
+def candidates() -> tuple[tuple[int, str], ...]:
+    """The words of VOCABULARY as (token id, text) of the shipped tokenizer: each is one token there."""
+    tokenizer = tok.shipped()
+    pairs = []
+    for word in VOCABULARY:
+        ids = tokenizer.encode(" " + word, add_special_tokens=False)
+        if len(ids) == 1:
+            pairs.append((ids[0], tokenizer.decode(ids)))
+    return tuple(dict.fromkeys(pairs))
 
 
 @dataclass
@@ -127,6 +142,11 @@ class EmulatedEngine:
             self.exporter = SglangExporter(config.model_name, spec.num_steps or 0 if spec else 0,
                                            spec.num_draft_tokens if spec and spec.num_draft_tokens else 0,
                                            capped=capped and spec.method == "DSPARK")
+        # What the target says (emulator/outputs.py): its deterministic mode and a lossy speculative path.
+        self.deterministic = (environment or {}).get("VLLM_BATCH_INVARIANT", "0").strip() not in ("", "0") \
+            if config.engine == "vllm" else config.ignored.get("--enable-deterministic-inference") is True
+        self.lossy = None if spec is None else outputs.lossy_fault(config.engine, spec.method, config.k,
+                                                                    settings.gpu_product)
         self.running = 0
         self._kv_tokens = 0
         self.totals = Totals()
@@ -158,11 +178,21 @@ class EmulatedEngine:
         self._kv_tokens += kv_delta
         self.exporter.set_load(self.running, self._kv_tokens)
 
-    def _words(self, n: int) -> list[str]:
+    def _words(self, n: int, continuation: outputs.Continuation | None) -> list[str]:
+        if continuation is not None:
+            return [continuation.next().text for _ in range(n)]
         return [" " + self.text_rng.choice(VOCABULARY) for _ in range(n)]
 
-    async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool) -> AsyncIterator[list[str]]:
-        """Yield the tokens of each engine step (prefill first) as the step loop produces them.
+    def continuation(self, prompt_ids: list[int]) -> outputs.Continuation:
+        """The greedy continuation this engine generates for a prompt (emulator/outputs.py)."""
+        return outputs.Continuation.start(self.config.model_name, prompt_ids, candidates(),
+                                          speculative=self.decoder.speculative, deterministic=self.deterministic,
+                                          fault=self.lossy)
+
+    async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool,
+                       continuation: outputs.Continuation | None = None) -> AsyncIterator[list[str]]:
+        """Yield the tokens of each engine step (prefill first) as the step loop produces them: the prompt's
+        ``continuation`` (its tokens land in ``continuation.emitted``), or synthetic words without one.
 
         Closing the generator before the engine finished the request counts it as aborted.
         """
@@ -171,7 +201,7 @@ class EmulatedEngine:
         self._streaming[ticket] = streaming
         try:
             while (emitted := await ticket.outbox.get()) is not None:
-                yield self._words(emitted)
+                yield self._words(emitted, continuation)
         finally:
             if not ticket.finished:
                 self.scheduler.cancel(ticket)
@@ -255,6 +285,9 @@ class EmulatedEngine:
             "acceptance": self.decoder.acceptance,
             "acceptanceByPosition": list(self.decoder.curve),
             "acceptanceSource": self.acceptance_source,
+            # What the outputs depend on (emulator/outputs.py).
+            "outputs": {"gpuProduct": self.settings.gpu_product, "deterministic": self.deterministic,
+                        "lossyFault": None if self.lossy is None else self.lossy.issue},
             "profile": self.profile.origin,
             "timeScale": self.settings.time_scale,
             "batching": {**self.decoder.prediction_under_load(), "batch": self.scheduler.batch,

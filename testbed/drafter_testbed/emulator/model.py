@@ -33,6 +33,8 @@ ENV_SEED = "DRAFTER_EMULATOR_SEED"
 ENV_PROFILE = "DRAFTER_EMULATOR_PROFILE"
 ENV_ACCEPTANCE = "DRAFTER_EMULATOR_ACCEPTANCE"
 ENV_DOWNLOAD_SECONDS = "DRAFTER_EMULATOR_DOWNLOAD_SECONDS"
+#: The node's nvidia.com/gpu.product label (the local process runner sets it from the pod's node).
+ENV_GPU_PRODUCT = "DRAFTER_EMULATOR_GPU_PRODUCT"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -56,6 +58,8 @@ class Settings:
     acceptance: float | None = None
     #: Wall-clock seconds an emulated hub download takes, per model not in the hub cache (emulator/hub.py).
     download_seconds: float = 0.0
+    #: The GPU the engine "runs" on: what a lossy speculative path depends on (emulator/outputs.py).
+    gpu_product: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -89,6 +93,7 @@ class Settings:
             profile_path=env.get(ENV_PROFILE, "").strip() or None,
             acceptance=number(ENV_ACCEPTANCE, 0.0, 0.0, 1.0) if acceptance_raw else None,
             download_seconds=number(ENV_DOWNLOAD_SECONDS, 0.0),
+            gpu_product=env.get(ENV_GPU_PRODUCT, "").strip() or None,
         )
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from drafter_testbed.emulator import tokenizer as tok
+from drafter_testbed.emulator.outputs import Token
 from drafter_testbed.emulator.tokenizer import EmulatorTokenizer, TemplateError
 
 #: vLLM's default ``max_tokens`` for /v1/completions.
@@ -133,6 +135,13 @@ class GenerationRequest:
     bounded: bool
     stream: bool
     include_usage: bool
+    #: The prompt's token ids (what the target's continuation depends on, emulator/outputs.py).
+    prompt_ids: tuple[int, ...] = ()
+    #: Top logprobs per generated token: chat ``logprobs: true`` with ``top_logprobs``, completions ``logprobs: N``;
+    #: None: no logprobs asked for.
+    top_logprobs: int | None = None
+    #: ``return_token_ids``: the generated (and prompt) token ids beside the text.
+    return_token_ids: bool = False
 
     @property
     def finish_reason(self) -> str:
@@ -168,18 +177,47 @@ def parse_request(body: object, *, chat: bool, served_names: tuple[str, ...], co
     options = body.get("stream_options") or {}
     include_usage = stream and isinstance(options, dict) and bool(options.get("include_usage", False))
     return GenerationRequest(chat=chat, model=model, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-                             bounded=bounded, stream=stream, include_usage=include_usage)
+                             bounded=bounded, stream=stream, include_usage=include_usage, prompt_ids=tuple(ids),
+                             top_logprobs=_top_logprobs(body, chat),
+                             return_token_ids=_flag(body, "return_token_ids", False))
+
+
+#: vLLM's default --max-logprobs: the most top logprobs a request may ask for.
+MAX_LOGPROBS = 20
+
+
+def _top_logprobs(body: dict, chat: bool) -> int | None:
+    """How many top logprobs per token the request asks for, refused as vLLM 0.33.0's protocol refuses it."""
+    if chat:
+        top = body.get("top_logprobs")
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise RequestError("`top_logprobs` must be a positive value.")
+        if top and not _flag(body, "logprobs", False):
+            raise RequestError("when using `top_logprobs`, `logprobs` must be set to true.")
+        if top is not None and top > MAX_LOGPROBS:
+            raise RequestError(f"Requested top logprobs of {top}, which is greater than max allowed: {MAX_LOGPROBS}")
+        return (top or 0) if _flag(body, "logprobs", False) else None
+    count = body.get("logprobs")
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise RequestError("`logprobs` must be a positive value.")
+    if count > MAX_LOGPROBS:
+        raise RequestError(f"Requested sample logprobs of {count}, which is greater than max allowed: {MAX_LOGPROBS}")
+    return count
 
 
 class ResponseBuilder:
     """Builds the chunks and the final body of one response, in vLLM's OpenAI format."""
 
-    def __init__(self, request: GenerationRequest, model: str) -> None:
+    def __init__(self, request: GenerationRequest, model: str, engine: str = "vllm") -> None:
         self.request = request
         self.model = model
+        self.engine = engine
         self.id = ("chatcmpl-" if request.chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.completion_tokens = 0
+        self.text_length = 0
 
     def usage(self) -> dict[str, int]:
         prompt = self.request.prompt_tokens
@@ -198,14 +236,50 @@ class ResponseBuilder:
         return self._envelope([{"index": 0, "delta": {"role": "assistant", "content": ""},
                                 "logprobs": None, "finish_reason": None}], chunk=True)
 
-    def text_chunk(self, tokens: list[str], last: bool) -> dict[str, object]:
+    def _logprobs(self, generated: Sequence[Token], offset: int) -> dict[str, object] | None:
+        """The choice's logprobs in the engine's format for these tokens (None when none were asked for)."""
+        top = self.request.top_logprobs
+        if top is None:
+            return None
+        def ranked(token: Token) -> list[tuple[str, float]]:
+            return [(text, logprob) for _id, text, logprob in token.top][:top]
+        if self.request.chat:
+            return {"content": [{"token": t.text, "logprob": t.logprob, "bytes": list(t.text.encode()),
+                                 "top_logprobs": [{"token": text, "logprob": lp, "bytes": list(text.encode())}
+                                                  for text, lp in ranked(t)]} for t in generated]}
+        offsets, at = [], offset
+        for t in generated:
+            offsets.append(at)
+            at += len(t.text)
+        # vLLM's completions list the sampled token among the top ones too (it may be an extra entry).
+        return {"text_offset": offsets, "token_logprobs": [t.logprob for t in generated],
+                "tokens": [t.text for t in generated],
+                "top_logprobs": [dict([*ranked(t), (t.text, t.logprob)]) for t in generated]}
+
+    def _token_ids(self, choice: dict[str, object], generated: Sequence[Token] | None) -> None:
+        """``return_token_ids``: vLLM's ``token_ids``; SGLang's chat calls them ``response_token_ids``."""
+        if not self.request.return_token_ids or generated is None:
+            return
+        ids = [t.id for t in generated]
+        if self.engine == "sglang" and self.request.chat:
+            choice["prompt_token_ids"] = list(self.request.prompt_ids)
+            choice["response_token_ids"] = ids
+        else:
+            choice["token_ids"] = ids
+
+    def text_chunk(self, tokens: list[str], last: bool, generated: Sequence[Token] | None = None) -> dict[str, object]:
+        offset = self.text_length
         self.completion_tokens += len(tokens)
         text = "".join(tokens)
+        self.text_length += len(text)
         finish = self.request.finish_reason if last else None
+        logprobs = self._logprobs(generated or (), offset) if generated is not None else None
         if self.request.chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": logprobs, "finish_reason": finish}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
+        if self.engine == "vllm":
+            self._token_ids(choice, generated)
         body = self._envelope([choice], chunk=True)
         if self.request.include_usage:
             body["usage"] = None
@@ -216,17 +290,22 @@ class ResponseBuilder:
         body["usage"] = self.usage()
         return body
 
-    def full_response(self, tokens: list[str]) -> dict[str, object]:
+    def full_response(self, tokens: list[str], generated: Sequence[Token] | None = None) -> dict[str, object]:
+        """The whole answer; ``generated``: the tokens behind ``tokens`` (for logprobs and token ids)."""
         self.completion_tokens = len(tokens)
         text = "".join(tokens)
         finish = self.request.finish_reason
+        logprobs = self._logprobs(generated, 0) if generated is not None else None
         if self.request.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": [],
                                               "reasoning_content": None},
-                      "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                      "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
+        self._token_ids(choice, generated)
         body = self._envelope([choice], chunk=False)
+        if self.request.return_token_ids and self.engine == "vllm":
+            body["prompt_token_ids"] = list(self.request.prompt_ids)
         body["usage"] = self.usage()
         return body
 

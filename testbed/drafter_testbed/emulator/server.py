@@ -346,15 +346,16 @@ class EmulatorApp:
                                 context_length=cfg.context_length, strict_model=cfg.engine == "vllm")
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
-        builder = ResponseBuilder(req, req.model)
-        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream)
+        builder = ResponseBuilder(req, req.model, cfg.engine)
+        continuation = self.engine.continuation(list(req.prompt_ids))
+        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream, continuation=continuation)
 
         if not req.stream:
             tokens: list[str] = []
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
                     tokens.extend(step)
-            return web.json_response(builder.full_response(tokens))
+            return web.json_response(builder.full_response(tokens, continuation.emitted))
 
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                "Cache-Control": "no-cache"})
@@ -365,8 +366,10 @@ class EmulatorApp:
                     await response.write(sse(builder.role_chunk()))
                 emitted = 0
                 async for step in generation:
+                    generated = continuation.emitted[emitted:emitted + len(step)]
                     emitted += len(step)
-                    await response.write(sse(builder.text_chunk(step, last=emitted >= req.max_tokens)))
+                    await response.write(sse(builder.text_chunk(step, last=emitted >= req.max_tokens,
+                                                                generated=generated)))
             if req.include_usage:
                 await response.write(sse(builder.usage_chunk()))
             await response.write(SSE_DONE)
