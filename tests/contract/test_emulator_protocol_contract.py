@@ -4,7 +4,8 @@ The benchmark client's output check (benchmark_client/equivalence.py) asks for t
 the generated token ids. vLLM 0.33.0's and SGLang 0.5.23's request models must accept exactly that body; the
 emulator's answer (emulator/openai.py) must be a response their models build and serialize with the fields the
 client reads (vLLM ``choices[0].token_ids``; SGLang's chat ``response_token_ids``; the logprobs of each token with
-its top two). tests/contract/engine_protocols.py runs the models in the engines' environment.
+its top two, the prompt's token ids), and to the completions request with a token-id prompt that resumes the
+comparison past a near-tie. tests/contract/engine_protocols.py runs the models in the engines' environment.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.benchmark_client.equivalence import parse_generation, request
+from drafter_operator.benchmark_client.equivalence import parse_generation, request, resumed_request
 from drafter_operator.benchmark_client.stream import Endpoint
 from tests.unit.test_emulator_server import emulator, free_port
 
@@ -33,9 +34,11 @@ def argv(engine: str) -> list[str]:
     return ["python3", "-m", "sglang.launch_server", "--model-path", MODEL, "--port", str(free_port())]
 
 
-async def exchange(engine: str, chat: bool) -> tuple[dict, dict]:
+async def exchange(engine: str, chat: bool, resumed: bool = False) -> tuple[dict, dict]:
     async with emulator(argv(engine)) as (url, _engine, session):
-        path, body = request(Endpoint("target", url, MODEL, 8, chat=chat), "Explain speculative decoding.", 8)
+        endpoint = Endpoint("target", url, MODEL, 8, chat=chat)
+        path, body = resumed_request(endpoint, [11, 12, 13, 14], 8) if resumed else \
+            request(endpoint, "Explain speculative decoding.", 8)
         async with session.post(path, json=body) as resp:
             assert resp.status == 200, await resp.text()
             return body, await resp.json()
@@ -52,9 +55,9 @@ def real_models(python: str, cases: list[dict]) -> list[dict]:
 def test_the_output_checks_requests_and_the_emulators_answers_are_what_each_engine_speaks(engine_python):
     cases, answers = [], {}
     for engine in ("vllm", "sglang"):
-        for chat in (True, False):
-            body, answer = asyncio.run(asyncio.wait_for(exchange(engine, chat), 60))
-            case_id = f"{engine}-{'chat' if chat else 'completions'}"
+        for chat, resumed in ((True, False), (False, False), (False, True)):
+            body, answer = asyncio.run(asyncio.wait_for(exchange(engine, chat, resumed), 60))
+            case_id = f"{engine}-{'chat' if chat else 'completions'}{'-resumed' if resumed else ''}"
             answers[case_id] = answer
             cases.append({"id": case_id, "engine": engine, "chat": chat, "request": body, "response": answer})
     results = real_models(engine_python, cases)
@@ -67,3 +70,6 @@ def test_the_output_checks_requests_and_the_emulators_answers_are_what_each_engi
         served = parse_generation(answers[result["id"]], result["id"])
         assert parse_generation(dumped, result["id"] + " as the engine serializes it") == served
         assert len(served.token_ids) == 8 and all(len(top) == 2 for top in served.top_logprobs)
+        assert served.prompt_ids is not None  # what a resumed comparison builds its prefix from
+        if result["id"].endswith("-resumed"):
+            assert served.prompt_ids == (11, 12, 13, 14)

@@ -278,11 +278,11 @@ class EquivalenceResult(StatusModel):
     identical_fraction: float
     """identical / prompts."""
     defects: int
-    """Prompts whose first divergence is a defect."""
+    """Prompts with a defect: a divergence where the baseline was clearly decided."""
     near_ties: int
-    """Prompts whose first divergence is where the baseline's margin was below minMargin (numerical noise a verify forward and a decode step may differ by; not a defect)."""
+    """Divergences, over all prompts, where the baseline's margin was below minMargin (numerical noise a verify forward and a decode step may differ by; not a defect). The check goes on past each from the baseline's prefix, at most 3 times per prompt."""
     tokens_compared: int | None = None
-    """Generated tokens compared, up to each prompt's first divergence or its end."""
+    """Generated tokens compared, up to each prompt's defect, its fourth near-tie or its end."""
     min_margin: float
     """The margin a divergence needed to count as a defect (0 in the engines' deterministic modes)."""
     deterministic: bool | None = None
@@ -290,7 +290,7 @@ class EquivalenceResult(StatusModel):
     seconds_per_prompt: float | None = None
     """Wall time of the check per prompt (both sides, one request each, one after the other)."""
     divergences: list[Divergence] | None = None
-    """The prompts that diverged, defects first (the full list is in the result ConfigMap)."""
+    """Every divergence found, defects first (the status keeps the first five; the full list is in the result ConfigMap)."""
 
 
 class BenchmarkResult(StatusModel):

@@ -10,8 +10,11 @@ Closer calls are *near-ties*. In the engines' deterministic modes (``engines.det
 two forwards agree, so the margin is 0 and every divergence is a defect.
 
 After a divergence the two continuations condition on different prefixes and say nothing more about
-speculation, so each prompt contributes one divergence at most. The requests go one at a time, after the
-throughput levels: they never overlap a measured wave.
+speculation. So after a near-tie the check goes on from the baseline's prefix: both sides get the prompt's token
+ids (as the engine rendered them: ``prompt_token_ids``) followed by the baseline's tokens up to and including
+the divergent one, as a completions prompt, and generate the rest (at most ``RESUMES`` times per prompt). A
+near-tie early in a prompt then no longer hides a fault later in it. A defect ends the prompt. The requests go
+one at a time, after the throughput levels: they never overlap a measured wave.
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ import aiohttp
 from drafter_operator.api.benchmark import Divergence, EquivalenceResult
 from drafter_operator.benchmark_client.stream import CHAT_PATH, COMPLETIONS_PATH, BenchError, Endpoint
 
+#: How many times per prompt the check goes on past a near-tie from the baseline's prefix.
+RESUMES = 3
+
 @dataclass(frozen=True)
 class Generation:
     """What one side generated for one prompt: the token ids, and per token its top logprobs (best first)."""
 
     token_ids: tuple[int, ...]
     top_logprobs: tuple[tuple[float, ...], ...]
+    #: The prompt as the engine tokenized it (chat template applied); None when it did not say.
+    prompt_ids: tuple[int, ...] | None = None
 
     def margin(self, position: int) -> float | None:
         """Top-1 minus top-2 logprob at ``position``; inf when the engine gave one candidate only; None
@@ -53,6 +61,12 @@ def request(endpoint: Endpoint, prompt: str, max_tokens: int) -> tuple[str, dict
         return CHAT_PATH, body
     body.update(prompt=prompt, logprobs=2)
     return COMPLETIONS_PATH, body
+
+
+def resumed_request(endpoint: Endpoint, prompt_ids: Sequence[int], max_tokens: int) -> tuple[str, dict]:
+    """(path, body) going on from a forced prefix: token ids as a completions prompt (no template applied again)."""
+    return COMPLETIONS_PATH, {"model": endpoint.model, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+                              "stream": False, "return_token_ids": True, "prompt": list(prompt_ids), "logprobs": 2}
 
 
 def _chat_top(logprobs: dict) -> list[tuple[float, ...]]:
@@ -79,13 +93,19 @@ def parse_generation(body: object, where: str) -> Generation:
             raise BenchError(f"{where}: the response has no logprobs: the engine refused or ignored top-2 "
                              "logprobs, which the output check needs to tell a near-tie from a defect")
         top = _chat_top(logprobs) if "content" in logprobs else _completion_top(logprobs)
+        # vLLM: top level (chat) or in the choice (completions); SGLang: in the choice.
+        prompt = choice.get("prompt_token_ids") if choice.get("prompt_token_ids") is not None else \
+            body.get("prompt_token_ids")  # type: ignore[union-attr]
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise BenchError(f"{where}: not a completion response ({type(exc).__name__}: {exc})") from None
-    return Generation(tuple(ids), tuple(top))
+    prompt_ids = tuple(prompt) if isinstance(prompt, list) and all(isinstance(i, int) for i in prompt) else None
+    return Generation(tuple(ids), tuple(top), prompt_ids)
 
 
-def compare(prompt: int, baseline: Generation, served: Generation, min_margin: float) -> Divergence | None:
-    """The prompt's first divergence from the baseline, or None when the token ids are identical."""
+def compare(prompt: int, baseline: Generation, served: Generation, min_margin: float,
+            offset: int = 0) -> Divergence | None:
+    """The first divergence from the baseline, or None when the token ids are identical; ``offset``: generated
+    tokens before these (a resumed comparison), added to the position reported."""
     common = min(len(baseline.token_ids), len(served.token_ids))
     position = next((i for i in range(common) if baseline.token_ids[i] != served.token_ids[i]), None)
     if position is None:
@@ -97,24 +117,22 @@ def compare(prompt: int, baseline: Generation, served: Generation, min_margin: f
     margin = None if margin is None else margin if math.isinf(margin) else round(margin, 4)
     expected = baseline.token_ids[position] if position < len(baseline.token_ids) else None
     got = served.token_ids[position] if position < len(served.token_ids) else None
-    return Divergence(prompt=prompt, position=position, expected=expected, got=got,
+    return Divergence(prompt=prompt, position=offset + position, expected=expected, got=got,
                       margin=None if margin is None or math.isinf(margin) else margin,
                       defect=margin is None or margin >= min_margin)
 
 
-def compared_tokens(baseline: Generation, divergence: Divergence | None) -> int:
-    return len(baseline.token_ids) if divergence is None else divergence.position
-
-
-def equivalence_result(divergences: Sequence[Divergence | None], tokens: int, min_margin: float,
+def equivalence_result(per_prompt: Sequence[Sequence[Divergence]], tokens: int, min_margin: float,
                        deterministic: bool, seconds: float) -> EquivalenceResult:
-    """The check's summary from each prompt's divergence (None: identical), in prompt order."""
-    found = sorted((d for d in divergences if d is not None), key=lambda d: (not d.defect, d.prompt))
-    prompts = len(divergences)
-    defects = sum(d.defect for d in found)
+    """The check's summary from each prompt's divergences (none: identical), in prompt order."""
+    found = sorted((d for divergences in per_prompt for d in divergences),
+                   key=lambda d: (not d.defect, d.prompt, d.position))
+    prompts = len(per_prompt)
+    identical = sum(not divergences for divergences in per_prompt)
+    defects = sum(any(d.defect for d in divergences) for divergences in per_prompt)
     return EquivalenceResult(
-        prompts=prompts, identical=prompts - len(found), identical_fraction=round((prompts - len(found)) / prompts, 4),
-        defects=defects, near_ties=len(found) - defects, tokens_compared=tokens, min_margin=min_margin,
+        prompts=prompts, identical=identical, identical_fraction=round(identical / prompts, 4) if prompts else 0.0,
+        defects=defects, near_ties=sum(not d.defect for d in found), tokens_compared=tokens, min_margin=min_margin,
         deterministic=deterministic, seconds_per_prompt=round(seconds / prompts, 4) if prompts else None,
         divergences=found or None)
 
@@ -135,9 +153,9 @@ def defect_message(result: EquivalenceResult) -> str:
             "(see the output-divergence runbook)")
 
 
-async def _generate(session: aiohttp.ClientSession, endpoint: Endpoint, prompt: str, index: int,
-                    max_tokens: int) -> Generation:
-    path, body = request(endpoint, prompt, max_tokens)
+async def _generate(session: aiohttp.ClientSession, endpoint: Endpoint, index: int,
+                    path_and_body: tuple[str, dict]) -> Generation:
+    path, body = path_and_body
     url = endpoint.base_url + path
     where = f"output check: {endpoint.name} POST {url} (prompt {index})"
     try:
@@ -159,13 +177,37 @@ async def check(session: aiohttp.ClientSession, target: Endpoint, baseline: Endp
                 max_tokens: int, min_margin: float, deterministic: bool) -> EquivalenceResult:
     """Compare every prompt of ``prompts`` on both sides, one request at a time."""
     margin = 0.0 if deterministic else min_margin
-    divergences: list[Divergence | None] = []
+    per_prompt: list[list[Divergence]] = []
     tokens = 0
     started = time.perf_counter()
     for index, prompt in enumerate(prompts):
-        reference = await _generate(session, baseline, prompt, index, max_tokens)
-        served = await _generate(session, target, prompt, index, max_tokens)
-        divergence = compare(index, reference, served, margin)
-        divergences.append(divergence)
-        tokens += compared_tokens(reference, divergence)
-    return equivalence_result(divergences, tokens, margin, deterministic, time.perf_counter() - started)
+        found, compared = await _compare_prompt(session, target, baseline, index, prompt, max_tokens, margin)
+        per_prompt.append(found)
+        tokens += compared
+    return equivalence_result(per_prompt, tokens, margin, deterministic, time.perf_counter() - started)
+
+
+async def _compare_prompt(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint, index: int,
+                          prompt: str, max_tokens: int, min_margin: float) -> tuple[list[Divergence], int]:
+    """One prompt's divergences (a defect ends it; each near-tie is gone past from the baseline's prefix, at most
+    RESUMES times) and the tokens compared."""
+    reference = await _generate(session, baseline, index, request(baseline, prompt, max_tokens))
+    served = await _generate(session, target, index, request(target, prompt, max_tokens))
+    found: list[Divergence] = []
+    offset = tokens = 0
+    for resumed in range(RESUMES + 1):
+        divergence = compare(index, reference, served, min_margin, offset)
+        tokens += len(reference.token_ids) if divergence is None else divergence.position - offset
+        if divergence is None:
+            break
+        found.append(divergence)
+        cut = divergence.position - offset + 1  # the baseline's tokens kept, the divergent one included
+        if divergence.defect or resumed == RESUMES or reference.prompt_ids is None or cut >= len(reference.token_ids):
+            break
+        prefix = (*reference.prompt_ids, *reference.token_ids[:cut])
+        remaining = len(reference.token_ids) - cut
+        offset += cut
+        tokens += 1
+        reference = await _generate(session, baseline, index, resumed_request(baseline, prefix, remaining))
+        served = await _generate(session, target, index, resumed_request(target, prefix, remaining))
+    return found, tokens

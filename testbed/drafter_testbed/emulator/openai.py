@@ -257,15 +257,15 @@ class ResponseBuilder:
                 "top_logprobs": [dict([*ranked(t), (t.text, t.logprob)]) for t in generated]}
 
     def _token_ids(self, choice: dict[str, object], generated: Sequence[Token] | None) -> None:
-        """``return_token_ids``: vLLM's ``token_ids``; SGLang's chat calls them ``response_token_ids``."""
+        """``return_token_ids`` as each engine answers it: the generated ids in the choice (vLLM's and SGLang's
+        completions ``token_ids``, SGLang's chat ``response_token_ids``) and the prompt's (in the choice, except
+        vLLM's chat, which puts them at the top level: ``full_response``)."""
         if not self.request.return_token_ids or generated is None:
             return
         ids = [t.id for t in generated]
-        if self.engine == "sglang" and self.request.chat:
+        choice["response_token_ids" if self.engine == "sglang" and self.request.chat else "token_ids"] = ids
+        if self.engine == "sglang" or not self.request.chat:
             choice["prompt_token_ids"] = list(self.request.prompt_ids)
-            choice["response_token_ids"] = ids
-        else:
-            choice["token_ids"] = ids
 
     def text_chunk(self, tokens: list[str], last: bool, generated: Sequence[Token] | None = None) -> dict[str, object]:
         offset = self.text_length
@@ -304,7 +304,7 @@ class ResponseBuilder:
             choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
         self._token_ids(choice, generated)
         body = self._envelope([choice], chunk=False)
-        if self.request.return_token_ids and self.engine == "vllm":
+        if self.request.return_token_ids and self.engine == "vllm" and self.request.chat:
             body["prompt_token_ids"] = list(self.request.prompt_ids)
         body["usage"] = self.usage()
         return body
