@@ -205,6 +205,9 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
                        help="draft tokens per step (SGLang's acceptance rate is derived with it)")
     bench.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                        help="per-request timeout in seconds (default 600)")
+    bench.add_argument("--prompt-length-buckets", type=_token_edges, metavar="1024,4096",
+                       help="after the measurement, acceptance per bucket of prompt length (upper edges in prompt "
+                            "tokens; a last bucket takes longer prompts), each bucket's prompts sent again one at a time")
     bench.add_argument("--equivalence-prompts", type=int, default=0, metavar="N",
                        help="with --baseline-url: compare N prompts' greedy outputs token by token with the baseline's "
                             "after the measurement (default 0: no output check)")
@@ -218,6 +221,12 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--termination-log", metavar="PATH",
                        help="write the compact JSON result there (<= 4096 bytes), or a one-line error on failure")
     bench.set_defaults(handler=_bench)
+
+
+def _token_edges(text: str) -> tuple[int, ...]:
+    from drafter_operator.benchmark_client.command import token_edges
+
+    return token_edges(text)
 
 
 def _concurrency(text: str) -> tuple[int, ...]:

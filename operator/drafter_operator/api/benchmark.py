@@ -150,6 +150,12 @@ class DrafterBenchmarkSpec(ApiModel):
             field_path=".equivalence",
             reason="FieldValueForbidden",
         ),
+        Rule(
+            cel="!has(self.promptLengthBuckets) || self.promptLengthBuckets.all(x, self.promptLengthBuckets.exists_one(y, y == x))",
+            message="spec.promptLengthBuckets must not repeat an edge: remove the duplicates, e.g. [1024, 4096, 16384]",
+            check=lambda s: s.prompt_length_buckets is None or len(set(s.prompt_length_buckets)) == len(s.prompt_length_buckets),
+            field_path=".promptLengthBuckets",
+        ),
         duration_range_rule(
             "timeout", "1m", "24h",
             'spec.timeout must be between 1m and 24h, e.g. "30m"',
@@ -182,6 +188,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """What the speedup is measured against; no speedup is reported without one."""
     gate: Gate | None = None
     """Thresholds for a Passed / Failed verdict."""
+    prompt_length_buckets: Annotated[list[Annotated[int, Field(ge=1, le=16777216)]], Field(min_length=1, max_length=8)] | None = None
+    """Acceptance by prompt length: upper edges in prompt tokens, e.g. [1024, 4096, 16384] (a last bucket takes longer prompts). After the measurement each bucket's prompts are sent again one at a time, with the engine's counters read before and after, so status.result.acceptanceByPromptLength tells a drafter that loses acceptance on long contexts (one trained at a shorter length) from one that is poor everywhere. Needs the serving's /metrics (servingRef, or an endpoint whose /metrics answers)."""
     equivalence: EquivalenceSpec | None = None
     """Also compare the outputs with spec.baseline.servingRef's at temperature 0, token by token (status.result.equivalence): a divergence where the baseline was clearly decided is a defect and fails the run's verdict, naming the prompt and the token."""
     timeout: Duration = "30m"
@@ -268,6 +276,27 @@ class Divergence(StatusModel):
     """True when margin is at least minMargin (or unknown): the baseline was clearly decided, so speculation changed the output."""
 
 
+class LengthBucketResult(StatusModel):
+    """Acceptance over the prompts of one prompt-length bucket."""
+
+    min_prompt_tokens: int
+    """Shortest prompt the bucket takes (the previous edge + 1, or 0)."""
+    max_prompt_tokens: int | None = None
+    """Longest prompt the bucket takes (its edge); unset for the last, open bucket."""
+    prompts: int
+    """Prompts of the set in this bucket (each sent once, one at a time)."""
+    mean_prompt_tokens: float | None = None
+    """Their mean length in tokens, as the engine counted them."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens over the bucket's requests."""
+    acceptance_length: float | None = None
+    """Mean acceptance length over the bucket's requests (tokens per verification step)."""
+    draft_tokens: int | None = None
+    """Tokens drafted over the bucket's requests."""
+    acceptance_unavailable: str | None = None
+    """Why there are no figures for this bucket ("<Reason>: <message>")."""
+
+
 class EquivalenceResult(StatusModel):
     """Served outputs against the no-speculation baseline's at temperature 0 (spec.equivalence)."""
 
@@ -336,6 +365,8 @@ class BenchmarkResult(StatusModel):
     """The lowest concurrency level whose speedup is below 1.0 (speculation stops paying); unset when none is. With a refined sweep, the upper end of crossover."""
     crossover: CrossoverBracket | None = None
     """The break-even bracket of a load sweep with a baseline: the sweep adds levels between the last level at or above 1.0x and the first below until they are within 10% (the added levels are at the end of levels)."""
+    acceptance_by_prompt_length: list[LengthBucketResult] | None = None
+    """With spec.promptLengthBuckets: acceptance per bucket of prompt length, shortest first (empty buckets left out)."""
     equivalence: EquivalenceResult | None = None
     """With spec.equivalence: the outputs against the baseline's."""
     truncated: bool | None = None

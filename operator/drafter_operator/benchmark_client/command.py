@@ -36,6 +36,17 @@ def concurrency_list(text: str) -> tuple[int, ...]:
     return levels
 
 
+def token_edges(text: str) -> tuple[int, ...]:
+    """``"1024,4096"`` -> (1024, 4096): prompt-length bucket edges in tokens; an argparse type."""
+    try:
+        edges = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of token counts, e.g. 1024,4096") from None
+    if not edges or any(edge < 1 for edge in edges):
+        raise argparse.ArgumentTypeError(f"{text!r}: every bucket edge must be a token count >= 1")
+    return edges
+
+
 def options_from(args: argparse.Namespace) -> Options:
     return Options(url=args.url, engine=args.engine, model=args.model, metrics_urls=tuple(args.metrics_url),
                    baseline_url=args.baseline_url, baseline_metrics_urls=tuple(args.baseline_metrics_url),
@@ -44,6 +55,7 @@ def options_from(args: argparse.Namespace) -> Options:
                    prompts_file=args.prompts_file, completions=args.completions,
                    num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout,
                    refine=getattr(args, "refine", Options.refine),
+                   prompt_length_buckets=getattr(args, "prompt_length_buckets", None) or (),
                    equivalence_prompts=getattr(args, "equivalence_prompts", 0),
                    equivalence_tokens=getattr(args, "equivalence_tokens", Options.equivalence_tokens),
                    equivalence_margin=getattr(args, "equivalence_margin", Options.equivalence_margin),
@@ -157,6 +169,12 @@ def print_table(result: BenchmarkResult) -> None:
             console.print(f"break-even between {bracket.above_concurrency} and {bracket.below_concurrency} streams "
                           f"(interpolated {bracket.estimate}"
                           + (")" if bracket.within_tolerance else "; wider than 10%: the --refine budget ran out)"))
+    for bucket in result.acceptance_by_prompt_length or ():
+        span = f"{bucket.min_prompt_tokens}-{bucket.max_prompt_tokens}" if bucket.max_prompt_tokens is not None \
+            else f">= {bucket.min_prompt_tokens}"
+        console.print(f"prompts of {span} tokens ({bucket.prompts}): acceptance {_f(bucket.acceptance_rate, '.1%')}, "
+                      f"mean length {_f(bucket.acceptance_length, '.2f')}"
+                      + (f" ({bucket.acceptance_unavailable})" if bucket.acceptance_unavailable else ""))
     outputs = result.equivalence
     if outputs is not None:
         console.print(f"outputs: {outputs.identical} of {outputs.prompts} prompts identical to the baseline, "

@@ -232,6 +232,9 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
         lambda r: r.model_copy(update={"per_position_acceptance": None,
                                        "acceptance_unavailable": (r.acceptance_unavailable or "")[:200] or None}),
         lambda r: _divergences(r, 1),
+        lambda r: r.model_copy(update={"acceptance_by_prompt_length": [
+            b.model_copy(update={"acceptance_unavailable": None}) for b in r.acceptance_by_prompt_length]}
+            if r.acceptance_by_prompt_length else {}),
     ]
     for step in steps:
         slim = step(slim)

@@ -17,8 +17,10 @@ After the given levels, a sweep with a baseline measures more levels between the
 Acceptance comes from the target pods' counters scraped after the warm-up and after the last level,
 so it covers exactly the measured requests (when nothing else sends traffic to those pods).
 
-With ``equivalence_prompts``, the output check (``equivalence.py``) runs last, after that scrape: its
-greedy requests neither overlap a measured wave nor count in the acceptance window.
+With ``prompt_length_buckets``, acceptance by prompt length (``length_buckets.py``) is measured next, bucket by
+bucket with scrapes of its own; with ``equivalence_prompts``, the output check (``equivalence.py``) runs last.
+Both come after the run's last scrape: their requests neither overlap a measured wave nor count in the run's
+acceptance window.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.engines import crossover
-from drafter_operator.benchmark_client import equivalence
+from drafter_operator.benchmark_client import equivalence, length_buckets
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client import scrape
 from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
@@ -70,6 +72,8 @@ class Options:
     timeout: float = 600.0
     #: Levels at most added to narrow the break-even bracket (``crossover.py``); 0: the given levels only.
     refine: int = 8
+    #: Upper edges of the prompt-length buckets acceptance is measured in (``length_buckets.py``); empty: none.
+    prompt_length_buckets: tuple[int, ...] = ()
     #: Prompts of the output check against the baseline (``equivalence.py``); 0: no check.
     equivalence_prompts: int = 0
     equivalence_tokens: int = 128
@@ -90,6 +94,8 @@ class Options:
             raise BenchError("--max-tokens, --repetitions and --num-prompts must be at least 1")
         if self.refine < 0:
             raise BenchError(f"--refine must be 0 or more, not {self.refine}")
+        if any(edge < 1 for edge in self.prompt_length_buckets):
+            raise BenchError(f"--prompt-length-buckets needs positive token counts, got {list(self.prompt_length_buckets)}")
         if self.equivalence_prompts and not self.baseline_url:
             raise BenchError("--equivalence-prompts compares outputs with a live baseline: pass --baseline-url")
         if self.equivalence_prompts < 0 or self.equivalence_tokens < 1:
@@ -171,6 +177,11 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
             levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
                                           options.baseline_tps, progress))
         after = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
+        by_length = None
+        if options.prompt_length_buckets:
+            counted = {s.index: s.prompt_tokens for s in levels[0].streams if s.prompt_tokens is not None}
+            by_length = await length_buckets.measure(session, target, prompts, counted, options.prompt_length_buckets,
+                                                     metrics_urls, options.engine, options.num_speculative_tokens)
         outputs = None
         if options.equivalence_prompts and baseline is not None:
             outputs = await equivalence.check(session, target, baseline,
@@ -179,5 +190,6 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
                                               options.deterministic)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
     result = benchmark_result(levels, window, unavailable)
+    result.acceptance_by_prompt_length = by_length or None
     result.equivalence = outputs
     return result

@@ -268,6 +268,8 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--baseline-tps", spec.baseline.tokens_per_second]
     if spec.prompts is not None and spec.prompts.config_map is not None:
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
+    if spec.prompt_length_buckets:
+        argv += ["--prompt-length-buckets", ",".join(map(str, spec.prompt_length_buckets))]
     if spec.equivalence is not None and baseline_url:
         argv += ["--equivalence-prompts", str(spec.equivalence.num_prompts),
                  "--equivalence-tokens", str(spec.equivalence.max_tokens),
