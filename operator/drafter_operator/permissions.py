@@ -70,6 +70,9 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
 CLUSTER_RULES: tuple[Rule, ...] = (
     Rule("apiextensions.k8s.io", ("customresourcedefinitions",), ("list", "watch"),
          "kopf notices CRDs installed or upgraded after it started."),
+    Rule("", ("nodes",), ("get",),
+         "A serving's known-bad rows keyed by GPU product read the nvidia.com/gpu.product label of the nodes its "
+         "pods run on (only then; namespaced mode does without, checking spec.placement.gpuProduct only)."),
 )
 
 

@@ -53,6 +53,10 @@ def test_get_benchmark_and_rollback_on_a_real_serving(fast_engines, kubectl_draf
     pods = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/revision={first}")["items"]
     assert pods and all(re.search(rf"└──□ {p['metadata']['name']}\s+Pod\s+✔ Running", got.stdout) for p in pods)
     assert re.search(r"Ready\s+True", got.stdout)
+    # The seed is a known-bad combination: the table, filtered to the serving, says which row and where it is cited.
+    table = kubectl_drafter("known-bad", "--serving", "kimi")
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"^matches\s+vllm-eagle3-deepseek-mla\s", table.stdout, re.M), table.stdout
 
     bench = kubectl_drafter("benchmark", "kimi", "--num-prompts", "1", "--max-tokens", "32", "--interval", "1")
     assert bench.returncode == 0, (bench.stdout, bench.stderr, operator.log_tail())

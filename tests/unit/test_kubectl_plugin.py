@@ -230,3 +230,50 @@ def test_the_console_script_is_kubectl_drafter():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, function = scripts["kubectl-drafter"].partition(":")
     assert getattr(import_module(module), function) is import_module("drafter_operator.kubectl_plugin.cli").main
+
+
+def test_known_bad_prints_the_table_without_a_cluster(capsys):
+    import json
+
+    from drafter_operator.controllers.known_bad import packaged_table
+    from drafter_operator.kubectl_plugin import cli
+
+    assert cli.main(["known-bad", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["version"] == packaged_table().version
+    assert [r["id"] for r in document["rows"]] == [r.id for r in packaged_table().rows]
+    assert cli.main(["known-bad"]) == 0
+    assert capsys.readouterr().out.startswith("ID ")
+
+
+@pytest.mark.parametrize("nodes_readable", [True, False])
+def test_known_bad_for_a_serving_reads_it_its_pods_and_their_nodes(monkeypatch, capsys, nodes_readable):
+    from drafter_operator.kubectl_plugin import cli
+
+    serving = seed_serving("kimi")
+    serving["metadata"]["namespace"] = "team-a"
+    serving["spec"].pop("placement")  # the GPU is not pinned: it comes from the node the pod runs on
+    serving["spec"]["engine"], serving["spec"]["image"] = "sglang", "lmsysorg/sglang:v0.5.23"
+    serving["spec"]["drafter"] = {"method": "dspark", "numSpeculativeTokens": 5}
+    for parser in ("toolCallParser", "reasoningParser"):
+        serving["spec"]["target"].pop(parser)
+    asked = []
+
+    def get(self, *args):
+        asked.append(args)
+        if args[0] == "drafterserving":
+            return serving
+        if args[0] == "pods":
+            return {"items": [{"metadata": {"name": "kimi-abc-0"}, "spec": {"nodeName": "gpu-7"}}]}
+        if not nodes_readable:
+            raise actions.PluginError('nodes "gpu-7" is forbidden')
+        return {"items": [{"metadata": {"name": "gpu-7", "labels": {"nvidia.com/gpu.product": "NVIDIA-B300-SXM6-AC"}}}]}
+
+    monkeypatch.setattr(cli.Kubectl, "get", get)
+    assert cli.main(["known-bad", "--serving", "kimi", "-n", "team-a"]) == 0
+    out = capsys.readouterr()
+    assert ("drafterserving", "kimi") in asked and ("nodes", "gpu-7") in asked
+    mark = "matches" if nodes_readable else "GPU pending"
+    assert re.search(rf"^{mark}\s+sglang-dspark-depth5-sm120-b300\s", out.out, re.M), out.out
+    assert "vllm-mtp-kimi" not in out.out
+    assert ("not readable" in out.err) != nodes_readable

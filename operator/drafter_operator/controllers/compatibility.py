@@ -1,95 +1,47 @@
-"""The DrafterCompatible condition: known-bad drafter combinations (data/known-bad.yaml), checked when a
-revision is created, and the verdict of the drafter checkpoint preflight its engine pods run first (the
-`preflight` init container, resources/engine.py; docs/preflight.md). All pure."""
+"""The DrafterCompatible condition: the known-bad table (data/known-bad.yaml, controllers/known_bad.py), checked
+when a revision is created and again once its pods' GPU product is known, and the verdict of the drafter
+checkpoint preflight its engine pods run first (the `preflight` init container, resources/engine.py;
+docs/preflight.md). All pure."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Iterable
 
-import yaml
-
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.known_bad import KnownBad, image_version, known_bad, outcomes, serving_facts, \
+    within
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.preflight.verdict import parse_termination_record
 from drafter_operator.resources.engine import PREFLIGHT_CONTAINER
 
-
-@dataclass(frozen=True)
-class KnownBad:
-    id: str
-    engine: str
-    engine_versions: str
-    methods: tuple[str, ...]
-    architectures: tuple[str, ...]
-    model_patterns: tuple[str, ...]
-    reason: str
-    link: str
-    observed: str
-    #: Preflight rules that, when they pass on the checkpoint, rule out this entry's cause.
-    resolved_by_preflight: tuple[str, ...] = ()
-    #: The cause is in the drafter checkpoint's layout, not the target: the entry applies to every target
-    #: (its resolvedByPreflight rule rules it out per checkpoint).
-    any_target: bool = False
-    #: Where the engine's own code shows the fault (file:line in the pinned engine).
-    source: str = ""
-
-
-@lru_cache(maxsize=1)
-def known_bad() -> tuple[KnownBad, ...]:
-    text = resources.files("drafter_operator.data").joinpath("known-bad.yaml").read_text()
-    return tuple(KnownBad(id=e["id"], engine=e["engine"], engine_versions=e.get("engineVersions") or "",
-                          methods=tuple(e["methods"]), architectures=tuple(e.get("architectures") or ()),
-                          model_patterns=tuple(e.get("modelPatterns") or ()), reason=" ".join(e["reason"].split()),
-                          link=e.get("link", ""), observed=e.get("observed", ""),
-                          resolved_by_preflight=tuple(e.get("resolvedByPreflight") or ()),
-                          any_target=bool(e.get("anyTarget", False)), source=e.get("source", ""))
-                 for e in yaml.safe_load(text))
-
-
-def image_version(image: str) -> tuple[int, ...] | None:
-    """`vllm/vllm-openai:v0.33.0` -> (0, 33, 0); None when the tag is not a version (latest, a digest)."""
-    tag = image.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
-    match = re.match(r"v?(\d+(?:\.\d+)*)", tag)
-    return tuple(int(p) for p in match[1].split(".")) if match else None
+__all__ = ["KnownBad", "image_version", "known_bad", "known_bad_outcomes", "matching_known_bad", "pending_known_bad",
+           "version_in_range"]
 
 
 def version_in_range(version: tuple[int, ...] | None, spec: str) -> bool:
     """`spec` is comma-separated bounds like ">=0.10,<0.40"; an unknown version matches any range."""
-    if not spec.strip() or version is None:
-        return True
-    for bound in spec.split(","):
-        match = re.fullmatch(r"\s*(>=|<=|>|<|==)\s*v?([\d.]+)\s*", bound)
-        if not match:
-            raise ValueError(f"bad version bound {bound!r} in known-bad.yaml")
-        op, other = match[1], tuple(int(p) for p in match[2].split("."))
-        ok = {">=": version >= other, "<=": version <= other, ">": version > other, "<": version < other,
-              "==": version == other}[op]
-        if not ok:
-            return False
-    return True
+    return not spec.strip() or version is None or within(version, spec)
 
 
-def matching_known_bad(spec: DrafterServingSpec, image: str, architecture: str | None = None) -> list[KnownBad]:
-    """Entries that match this serving's engine, image version, drafter method and target."""
-    matches = []
-    for entry in known_bad():
-        if entry.engine != spec.engine or spec.drafter.method not in entry.methods:
-            continue
-        if not version_in_range(image_version(image), entry.engine_versions):
-            continue
-        if entry.any_target:
-            hit = True
-        elif architecture is not None:
-            hit = architecture in entry.architectures
-        else:
-            hit = any(re.search(p, spec.target.model) for p in entry.model_patterns)
-        if hit:
-            matches.append(entry)
-    return matches
+def matching_known_bad(spec: DrafterServingSpec, image: str, architecture: str | None = None,
+                       gpu_products: frozenset[str] | None = None) -> list[KnownBad]:
+    """The rows that match this serving: its engine, image version, drafter method and k, target, launch flags,
+    and GPU product (``gpu_products``: its placed pods' nodes', when known; spec.placement's counts first). A
+    row that needs the GPU product while it is unknown does not match yet (`pending_known_bad`)."""
+    return outcomes(serving_facts(spec, image, architecture, gpu_products))[0]
+
+
+def known_bad_outcomes(spec: DrafterServingSpec, image: str, architecture: str | None = None,
+                       gpu_products: frozenset[str] | None = None) -> tuple[list[KnownBad], list[KnownBad]]:
+    """`matching_known_bad` and `pending_known_bad` together."""
+    return outcomes(serving_facts(spec, image, architecture, gpu_products))
+
+
+def pending_known_bad(spec: DrafterServingSpec, image: str, architecture: str | None = None,
+                      gpu_products: frozenset[str] | None = None) -> list[KnownBad]:
+    """The rows that would match but for the GPU product, which is not known yet: checked again once it is."""
+    return outcomes(serving_facts(spec, image, architecture, gpu_products))[1]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
 from drafter_operator.controllers.serving_fresh import read_view
+from drafter_operator.controllers.serving_nodes import NodeProducts
 from drafter_operator.controllers.serving_observe import Observed, owned_by
 from drafter_operator.controllers.serving_patches import Write, changed_fields, name_conflict_message
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
@@ -61,6 +62,12 @@ class ServingReconciler:
     verify: bool = True
     verify_waiting: dt.timedelta = dt.timedelta(seconds=60)
     verified_at: dict[tuple[str, str], dt.datetime] = field(default_factory=dict)  # servings that wait only
+    # The GPU product of the nodes pods run on, read when a known-bad row keyed by GPU waits for it.
+    nodes: NodeProducts | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes is None:
+            self.nodes = NodeProducts(self.kube)
 
     def reconcile(self, body: dict, post_event: EventSink, observed: Observed,
                   acceptance: Measurement | None = None, view_behind: bool = False) -> Applied:
@@ -71,7 +78,7 @@ class ServingReconciler:
         with self.locks.of(namespace, name), metrics.reconcile_timer("DrafterServing"):
             try:
                 now = self.clock()
-                plan = self.decide(body, observed, acceptance, now)
+                plan = self.decide_placed(body, observed, acceptance, now)
                 if self.verify and (view_behind or acts_on_the_view(plan, body) or self.check_due(namespace, name, plan, now)):
                     fresh = read_view(self.kube, namespace, name, observed.in_flight)
                     if fresh is None:  # deleted meanwhile: nothing to decide
@@ -79,7 +86,7 @@ class ServingReconciler:
                     self.verified_at[(namespace, name)] = now
                     body, observed = fresh
                     self.relabel(namespace, observed.unlabelled)
-                    plan = self.decide(body, observed, acceptance, now)
+                    plan = self.decide_placed(body, observed, acceptance, now)
                 applied = self.apply(namespace, name, plan, post_event, body, now)
                 applied = dataclasses.replace(applied, recheck_at=self.next_check(namespace, name, plan,
                                                                                   applied.recheck_at, now))
@@ -95,6 +102,17 @@ class ServingReconciler:
     def decide(self, body: dict, observed: Observed, acceptance: Measurement | None, now: dt.datetime) -> ServingPlan:
         return decide(ServingState(serving=body, observed=observed, now=now, default_images=self.default_images,
                                    drain=self.drain, acceptance=acceptance))
+
+    def decide_placed(self, body: dict, observed: Observed, acceptance: Measurement | None,
+                      now: dt.datetime) -> ServingPlan:
+        """Decide with the GPU product of the nodes the pods run on, as far as it is known; a decision that waits
+        for a node's product (a known-bad row keyed by GPU) reads it and decides again."""
+        self.nodes.fill(observed, now)
+        plan = self.decide(body, observed, acceptance, now)
+        if plan.read_nodes and self.nodes.read(plan.read_nodes, now):
+            self.nodes.fill(observed, now)
+            plan = self.decide(body, observed, acceptance, now)
+        return plan
 
     def check_due(self, namespace: str, name: str, plan: ServingPlan, now: dt.datetime) -> bool:
         """Whether a plan that waits on the view should have that view checked now: at most every

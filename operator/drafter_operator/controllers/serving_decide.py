@@ -30,7 +30,7 @@ from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
 from drafter_operator.controllers.revisions import measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving_compatibility import Compatibility, check_compatibility, \
-    compatibility_events, preflight_ready
+    compatibility_events, preflight_ready, refused_revisions, stop_refused
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
     decide_acceptance, restored_spec, revision_record, running_spec
 from drafter_operator.controllers.serving_observe import Observed, newest_first
@@ -101,6 +101,9 @@ class ServingPlan:
     # The decision waits on something it saw (pods to stop, a revision to start, a gate, a drain): a view that
     # is wrong about it (a ghost) would keep it waiting, so the reconciler checks that view now and then.
     waiting: bool = False
+    # Nodes whose nvidia.com/gpu.product a known-bad row keyed by GPU waits for (the desired revision's pods run
+    # there): the reconciler reads their labels and decides again.
+    read_nodes: tuple[str, ...] = ()
 
     def writes_anything(self) -> bool:
         return bool(self.record_first or self.writes or self.status or self.deletes or self.events)
@@ -131,12 +134,12 @@ def decide(state: ServingState) -> ServingPlan:
     if judged.action:  # an onDegraded action taken now changes what runs, in this same decision
         target = choose_revision(serving.spec, spec_image, status, observed.measured, judged.action)
     spec, image, desired = target.running.spec, target.running.image, target.revision
-    compatible = check_compatibility(spec, image, desired, observed, status)
+    retried = retry_request(meta, status, desired)
+    status = {**status, **(retried or {})}
+    compatible = check_compatibility(spec, image, desired, observed, status, takes_traffic(desired, active, status))
     # An active revision whose Deployment someone deleted (`kubectl delete deploy` to restart it, a GitOps
     # prune) is still what the Service points at: the swap goes on through its gate, never to the pending
     # revision at once, and the active one is rebuilt from its record where it can be (child_writes).
-    retried = retry_request(meta, status, desired)
-    status = {**status, **(retried or {})}
     # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
     # every other swap follows spec.swap as the user left it.
     promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
@@ -146,7 +149,7 @@ def decide(state: ServingState) -> ServingPlan:
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
     plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None,
-                       waiting=waits(swap, swap_input))
+                       waiting=waits(swap, swap_input), read_nodes=compatible.read_nodes)
     plan.record_first = records_first(status, revisions, swap, judged, retried)
     status = {**status, **plan.record_first}
     gate = promotion.request.gate if promotion.request else spec.swap.gate
@@ -216,6 +219,11 @@ def _good(status: dict) -> frozenset[str]:
     return frozenset(r["name"] for r in status.get("revisions") or [] if r.get("good"))
 
 
+def takes_traffic(revision: str, active: str | None, status: dict) -> bool:
+    """Whether the revision takes traffic and has been Ready: what a known-bad row found late never tears down."""
+    return revision == active and revision in _good(status)
+
+
 def swap_step(state: ServingState, status: dict, target: Target, active: str | None, compatible: Compatibility,
               promotion: PromotionSwap) -> tuple[SwapPlan, SwapInput | None]:
     """The swap planner's next step toward the target (none while a known-bad combination blocks the first
@@ -231,7 +239,9 @@ def swap_step(state: ServingState, status: dict, target: Target, active: str | N
         desired=active if compatible.blocked else desired,
         strategy=promotion.request.strategy if promotion.request else spec.swap.strategy, replicas=spec.replicas,
         startup_timeout=dt.timedelta(seconds=startup_limit_seconds(spec)), active=active,
-        failed=frozenset(r["name"] for r in revisions if r.get("good") is False), revisions=observed.revisions,
+        failed=frozenset(r["name"] for r in revisions if r.get("good") is False),
+        # A revision a known-bad row refuses on its GPU fails as one whose engine cannot start.
+        revisions=refused_revisions(observed.revisions, compatible, desired, takes_traffic(desired, active, status)),
         now=state.now, previous=switched.get(PREVIOUS_REVISION_ANNOTATION),
         switched_at=timestamps.parse(switched[SWITCHED_AT_ANNOTATION]) if switched.get(SWITCHED_AT_ANNOTATION) else None,
         drains=recorded_drains(observed.service),
@@ -252,6 +262,7 @@ def swap_step(state: ServingState, status: dict, target: Target, active: str | N
         good=_good(status))
     swap = plan_swap(swap_input)
     swap.ready = preflight_ready(swap.ready, observed)
+    stop_refused(swap, desired, compatible)
     return swap, swap_input
 
 

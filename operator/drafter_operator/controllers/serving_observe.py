@@ -39,6 +39,21 @@ class Observed:
     # Names of this serving's own Deployments that lost the labels the watches select (serving_fresh.py reads
     # them), so the reconciler puts the labels back: else a revision is out of the operator's sight for ever.
     unlabelled: tuple[str, ...] = ()
+    # revision -> the nodes its current pods are placed on (spec.nodeName), sorted
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # node -> its nvidia.com/gpu.product label ("" when it has none), as the reconciler read it (serving.py
+    # NodeProducts): what a known-bad row keyed by GPU product waits for
+    node_products: dict[str, str] = field(default_factory=dict)
+    # Why the nodes' labels cannot be read (the operator may not get nodes: namespaced mode), None when they can
+    nodes_unreadable: str | None = None
+
+    def gpu_products(self, revision: str) -> frozenset[str] | None:
+        """The GPU products of the nodes the revision's pods are placed on, once each node's label is read; None
+        while none is placed or a node is not read yet."""
+        nodes = self.nodes.get(revision)
+        if not nodes or any(node not in self.node_products for node in nodes):
+            return None
+        return frozenset(self.node_products[node] for node in nodes)
 
 
 
@@ -65,6 +80,9 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         if preflight is not None:
             observed.preflight[revision] = preflight
         observed.revisions[revision] = revision_observation(revision, deployment, own, preflight)
+        placed = placed_nodes(own)
+        if placed:
+            observed.nodes[revision] = placed
     _observe_benchmarks(observed, benchmarks, owner_uid)
     return observed
 
@@ -78,6 +96,12 @@ def revision_pods(revision: str, deployment: dict, pods: list[dict]) -> list[dic
     created = timestamps.parse_aware(deployment["metadata"].get("creationTimestamp"))
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision
             and not (created and (timestamps.parse_aware(p["metadata"].get("creationTimestamp")) or created) < created)]
+
+
+def placed_nodes(pods: list[dict]) -> tuple[str, ...]:
+    """The nodes the pods not being deleted are placed on, sorted."""
+    return tuple(sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")
+                         and not p["metadata"].get("deletionTimestamp")}))
 
 
 def ready_pod_ips(pods: list[dict]) -> list[str]:

@@ -14,7 +14,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from drafter_operator.kubectl_plugin import actions, compare, tree
+from drafter_operator.controllers.known_bad import packaged_table
+from drafter_operator.kubectl_plugin import actions, compare, known_bad, tree
 from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_LABEL
 from drafter_operator.settings import KUBECTL
 
@@ -122,6 +123,23 @@ def compare_benchmarks(kubectl: Kubectl, args: argparse.Namespace) -> int:
     return 0
 
 
+def known_bad_rows(kubectl: Kubectl, args: argparse.Namespace) -> int:
+    marks = None
+    if args.serving:
+        serving = kubectl.get("drafterserving", args.serving)
+        pods = kubectl.get("pods", "-l", f"{SERVING_LABEL}={args.serving}")["items"]
+        placed = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
+        try:
+            nodes = kubectl.get("nodes", *placed)["items"] if placed else []
+        except actions.PluginError as exc:  # may not read nodes: rows keyed by GPU stay pending
+            print(f"kubectl drafter known-bad: the pods' nodes are not readable ({exc}); rows keyed by GPU product "
+                  "show as pending unless spec.placement.gpuProduct is set", file=sys.stderr)
+            nodes = []
+        marks = known_bad.serving_marks(serving, known_bad.node_products(pods, nodes))
+    sys.stdout.write(known_bad.render(packaged_table(), args.output, marks))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl drafter",
                                      description="Inspect and steer DrafterServings (the drafter-operator's).")
@@ -151,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     versus.add_argument("benchmarks", metavar="BENCHMARK", nargs="+",
                         help="DrafterBenchmarks with concurrencyLevels, or one with spec.candidates (its candidates' runs)")
     versus.set_defaults(handler=compare_benchmarks)
+    table = commands.add_parser("known-bad", help="the known-bad table the operator checks servings against: "
+                                                  "engine, versions, method, k, GPU, parallelism, role, page size, "
+                                                  "sleep, issue")
+    table.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
+                       help="table (default), or the rows as YAML or JSON")
+    table.add_argument("--serving", metavar="NAME", help="only the rows that match this DrafterServing, or wait for "
+                                                          "the GPU product of the nodes its pods run on")
+    table.set_defaults(handler=known_bad_rows)
     # The other flags can come after the command too, as with kubectl (`kubectl drafter get kimi -n team-a`).
     for sub in commands.choices.values():
         sub.add_argument("-n", "--namespace", dest="namespace", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -102,9 +102,13 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
         argv += ["--num-speculative-tokens", str(drafter.num_speculative_tokens)]  # against the trained block
     if spec.engine == "vllm":
         # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by this variable.
-        literal = next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)
-        argv += ["--vllm-model-runner", vllm_runner_from_env(literal)]
+        argv += ["--vllm-model-runner", vllm_runner_from_env(vllm_runner_env(spec))]
     return argv + ["--skip-missing", "--termination-message", TERMINATION_LOG]
+
+
+def vllm_runner_env(spec) -> str | None:
+    """The literal value spec.env gives VLLM_USE_V2_MODEL_RUNNER (None: unset, or from a Secret or field)."""
+    return next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)
 
 
 def preflight_container(serving: DrafterServing, image: str) -> dict | None:
