@@ -67,3 +67,17 @@ def test_the_termination_message_keeps_the_buckets_figures():
                              per_position_acceptance=[0.5] * 16)
     kept = BenchmarkResult.model_validate_json(termination_message(result, limit=2000))
     assert [b.acceptance_rate for b in kept.acceptance_by_prompt_length] == [0.5] * 8
+
+
+def test_a_drafter_trained_shorter_than_the_context_shows_in_the_long_bucket():
+    """The emulator's speculators#613: past DRAFTER_EMULATOR_TRAINED_LENGTH tokens of context a request keeps half
+    its acceptance, and the buckets tell the long prompts from the short ones."""
+    async def measure():
+        async with emulator(sglang_argv(), trained_length=600, long_context_acceptance=0.3) as (url, engine, _s):
+            options = Options(url=url, engine="sglang", metrics_urls=(url,), num_prompts=6, max_tokens=64,
+                              num_speculative_tokens=3, prompt_length_buckets=(560,))
+            return await run(options), engine.state()["trainedLength"]
+    result, trained = asyncio.run(asyncio.wait_for(measure(), 120))
+    short, long_ = result.acceptance_by_prompt_length
+    assert trained == 600 and short.max_prompt_tokens == 560 and long_.prompts >= 4
+    assert long_.acceptance_rate < 0.6 * short.acceptance_rate, (short, long_)

@@ -134,7 +134,9 @@ class EmulatedEngine:
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
                                rng=self.rng, costs=profile.costs, schedule=schedule,
-                               method=spec.method if spec else "", family=family, **_tree_shape(spec))
+                               method=spec.method if spec else "", family=family,
+                               trained_length=settings.trained_length,
+                               long_context=settings.long_context_acceptance, **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
@@ -286,6 +288,7 @@ class EmulatedEngine:
             "acceptanceByPosition": list(self.decoder.curve),
             "acceptanceSource": self.acceptance_source,
             # What the outputs depend on (emulator/outputs.py).
+            "trainedLength": self.settings.trained_length,
             "outputs": {"gpuProduct": self.settings.gpu_product, "deterministic": self.deterministic,
                         "lossyFault": None if self.lossy is None else self.lossy.issue},
             "profile": self.profile.origin,

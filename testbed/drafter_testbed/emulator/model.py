@@ -33,6 +33,10 @@ ENV_SEED = "DRAFTER_EMULATOR_SEED"
 ENV_PROFILE = "DRAFTER_EMULATOR_PROFILE"
 ENV_ACCEPTANCE = "DRAFTER_EMULATOR_ACCEPTANCE"
 ENV_DOWNLOAD_SECONDS = "DRAFTER_EMULATOR_DOWNLOAD_SECONDS"
+#: A drafter trained at a shorter length (speculators#613): past this many tokens of context (prompt and output
+#: so far) a request's per-token acceptance falls to ENV_LONG_CONTEXT_ACCEPTANCE times its own.
+ENV_TRAINED_LENGTH = "DRAFTER_EMULATOR_TRAINED_LENGTH"
+ENV_LONG_CONTEXT_ACCEPTANCE = "DRAFTER_EMULATOR_LONG_CONTEXT_ACCEPTANCE"
 #: The node's nvidia.com/gpu.product label (the local process runner sets it from the pod's node).
 ENV_GPU_PRODUCT = "DRAFTER_EMULATOR_GPU_PRODUCT"
 
@@ -60,6 +64,10 @@ class Settings:
     download_seconds: float = 0.0
     #: The GPU the engine "runs" on: what a lossy speculative path depends on (emulator/outputs.py).
     gpu_product: str | None = None
+    #: Context length the drafter was trained for; None: acceptance does not depend on the context.
+    trained_length: int | None = None
+    #: Share of its acceptance a request keeps past ``trained_length``.
+    long_context_acceptance: float = 0.5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -94,6 +102,8 @@ class Settings:
             acceptance=number(ENV_ACCEPTANCE, 0.0, 0.0, 1.0) if acceptance_raw else None,
             download_seconds=number(ENV_DOWNLOAD_SECONDS, 0.0),
             gpu_product=env.get(ENV_GPU_PRODUCT, "").strip() or None,
+            trained_length=int(number(ENV_TRAINED_LENGTH, 0.0, 1.0)) if env.get(ENV_TRAINED_LENGTH, "").strip() else None,
+            long_context_acceptance=number(ENV_LONG_CONTEXT_ACCEPTANCE, 0.5, 0.0, 1.0),
         )
 
 
@@ -132,7 +142,7 @@ class Decoder:
                  rng: random.Random, costs: batching.StepCosts | None = None,
                  verify_tokens: int | None = None, draft_width: int = 1,
                  schedule: Iterable[tuple[int, int, int]] = (), method: str = "",
-                 family: Family | None = None) -> None:
+                 family: Family | None = None, trained_length: int | None = None, long_context: float = 1.0) -> None:
         """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
         replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting;
         ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size;
@@ -141,6 +151,9 @@ class Decoder:
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
+        #: The drafter's trained context length and the share of acceptance kept past it (``draw``).
+        self.trained_length = trained_length
+        self.long_context = long_context
         self.family = family or Family()
         self.schedule = tuple(schedule) if k else ()
         self.target_step_ms = target_step_ms
@@ -204,8 +217,10 @@ class Decoder:
         spec = self.speculation if k is None else self._speculation_by_k[k]
         return batching.step_ms(running, spec, self.costs, prefill_tokens) / 1000.0
 
-    def draw(self, k: int | None = None) -> tuple[int, int]:
-        """``(drafted, accepted)`` in one verification step of up to ``k`` drafts (default: the configured k).
+    def draw(self, k: int | None = None, context: int = 0) -> tuple[int, int]:
+        """``(drafted, accepted)`` in one verification step of up to ``k`` drafts (default: the configured k), for a
+        request with ``context`` tokens so far: past ``trained_length`` each position's acceptance is scaled by
+        ``long_context`` (a drafter trained at a shorter length).
 
         A prompt-lookup drafter that finds no match drafts nothing; position ``i`` is accepted with the
         curve's ``a decay^i``, stopping at the first rejection; DSpark's confidence head may end the
@@ -216,7 +231,8 @@ class Decoder:
             return 0, 0
         accepted = 0
         curve = self._curve
-        while accepted < limit and random_() < curve[accepted]:
+        scale = self.long_context if self.trained_length is not None and context > self.trained_length else 1.0
+        while accepted < limit and random_() < curve[accepted] * scale:
             accepted += 1
         drafted = limit
         if family.confidence_recall and accepted < limit and random_() < family.confidence_recall:

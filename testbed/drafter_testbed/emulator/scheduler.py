@@ -125,7 +125,8 @@ class Scheduler:
             for ticket in running:
                 if ticket.cancelled:
                     continue
-                drafted, accepted = decoder.draw(k)  # fewer than k, even none, for some families
+                # fewer than k, even none, for some families; less past the drafter's trained length
+                drafted, accepted = decoder.draw(k, ticket.prompt_tokens + ticket.emitted)
                 emitted = min(1 + accepted, ticket.max_tokens - ticket.emitted)
                 ticket.emitted += emitted
                 ticket.verify_steps += 1
