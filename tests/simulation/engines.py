@@ -57,8 +57,8 @@ def below(sample: a.Sample, t: a.Thresholds) -> bool | None:
     w = sample.window
     if sample.problem is not None or w is None or a.drafted(w) < t.min_draft_tokens:
         return None
-    if w.first_position is not None and w.first_position < LOST_FIRST_POSITION:
-        return True  # a lost drafter (guarantee 11: one window of evidence decides it)
+    if t.judge_lost and w.first_position is not None and w.first_position < LOST_FIRST_POSITION:
+        return True  # a lost drafter (guarantee 11: one window of evidence decides it; drift judges lengths only)
     if t.min_rate is not None and w.acceptance_rate is not None and w.acceptance_rate < t.min_rate:
         return True
     if t.min_length is not None and w.mean_acceptance_length is not None and w.mean_acceptance_length < t.min_length:

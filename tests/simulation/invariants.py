@@ -8,11 +8,14 @@ functions; the runner calls all of them after every event.
 
 from __future__ import annotations
 
+import json
+
 import pydantic
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.controllers.revisions import pod_settings_hash
 
+from drafter_operator.acceptance import verdict as a
 from drafter_operator.api import parse_duration
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 
 from tests.simulation.clock import T0
 from tests.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
+from tests.simulation.engines import below
 
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
 SUCCESS_REASON = {"DisableSpeculation": "SpeculationDisabled", "Rollback": "RolledBack"}
@@ -118,6 +122,12 @@ class Tracks:
         self.settings_seen: dict[str, set[str]] = {}  # uid -> every pod-settings hash its spec has had  # uid -> its last known (True/False) Degraded status was True
         self.thresholds: dict[tuple[str, str], object] = {}
         self.degraded_checked: set[tuple[str, str]] = set()
+        # The drift watch's samples per (uid, revision, gate benchmark at promotion, spec.acceptance as written),
+        # judged when DriftDetected turns True against a floor read from the status and the spec, not the watch's;
+        # the transitions judged, and each serving's last known (True/False) DriftDetected.
+        self.drift_samples: dict[tuple[str, str, str, str], list[tuple[float, object]]] = {}
+        self.drift_checked: set[tuple[str, str]] = set()
+        self.was_drifting: dict[str, bool] = {}
         self.deletes: list[tuple[str, float]] = []
         self.cuts_seen = 0
         self.outages_seen = 0
@@ -218,6 +228,9 @@ class Tracks:
         from tests.simulation.engines import below
         self.samples.setdefault((uid, revision), []).append((t, below(sample, thresholds)))
         self.thresholds[(uid, revision)] = thresholds
+
+    def drift_measured(self, uid, revision, benchmark, acceptance: dict, t, sample) -> None:
+        self.drift_samples.setdefault((uid, revision, benchmark, _spec_key(acceptance)), []).append((t, sample))
 
     def reconcile_started(self, operator) -> None:
         self.reconcile_number += 1
@@ -335,6 +348,37 @@ class Tracks:
                 self._degraded_evidence(uid, status, degraded)
         if degraded and degraded.get("status") != "Unknown":
             self.was_degraded[uid] = degraded.get("status") == "True"
+        self._drift_seen(uid, old_status, new)
+
+    def _drift_seen(self, uid: str, old_status: dict, serving: dict) -> None:
+        """DriftDetected turns True only with a figure at promotion, never mid-swap, and after readings below the
+        floor covering spec.acceptance.for (a return from Unknown to an established drift excepted, as Degraded)."""
+        status = serving.get("status") or {}
+        drift = _condition({"status": status}, "DriftDetected")
+        before = _condition({"status": old_status}, "DriftDetected") or {}
+        if drift and drift.get("status") == "True" and before.get("status") != "True" \
+                and not self.was_drifting.get(uid, False):
+            mark = (uid, drift.get("lastTransitionTime"))
+            if mark not in self.drift_checked:
+                self.drift_checked.add(mark)
+                promoted = (status.get("acceptance") or {}).get("atPromotion") or {}
+                progressing = _condition({"status": status}, "Progressing") or {}
+                if not promoted.get("benchmark"):
+                    self.report("drift-needs-evidence", "DriftDetected=True without status.acceptance.atPromotion")
+                elif progressing.get("status") == "True":
+                    self.report("drift-needs-evidence", f"DriftDetected turned True mid-swap (Progressing="
+                                                        f"{progressing.get('reason')})")
+                else:
+                    # The watch measures the active revision (status.acceptance keeps the figures of the last one
+                    # both wanted and serving, which a failed swap leaves behind).
+                    revision = status.get("activeRevision")
+                    acceptance = (serving.get("spec") or {}).get("acceptance") or {}
+                    samples = self.drift_samples.get((uid, revision, promoted["benchmark"], _spec_key(acceptance)), [])
+                    t = drift_floor(promoted, acceptance)
+                    self._evidence("drift-needs-evidence", f"DriftDetected={drift.get('reason')}", revision,
+                                   [(at, below(sample, t)) for at, sample in samples], t, None)
+        if drift and drift.get("status") != "Unknown":
+            self.was_drifting[uid] = drift.get("status") == "True"
 
     def _service_pointed(self, uid: str, serving: dict, service: dict) -> None:
         """Guarantee 2: traffic moves to a revision only once it passed its gate, when the spec gates it (an onDegraded
@@ -407,44 +451,46 @@ class Tracks:
 
     def _degraded_evidence(self, uid: str, status: dict, degraded: dict) -> None:
         revision = (status.get("acceptance") or {}).get("revision") or status.get("activeRevision")
-        samples = self.samples.get((uid, revision), [])
         t = self.thresholds.get((uid, revision))
+        # A lost drafter needs one window of evidence (or `for`, if shorter); any other reason the whole `for`.
+        needed = min(t.for_seconds, t.window_seconds) if t is not None and degraded.get("reason") == "DrafterLost" \
+            else None
+        self._evidence("degraded-needs-evidence", f"Degraded={degraded.get('reason')}", revision,
+                       self.samples.get((uid, revision), []), t, needed)
+
+    def _evidence(self, invariant: str, what: str, revision: str | None, samples: list, t, needed: float | None) -> None:
+        """A condition turned True on ``samples`` (the watch's looks at ``revision``, judged against ``t``): it needs
+        a run of below-threshold samples covering ``needed`` (default ``for``) with no healthy one and no stretch
+        without a below-threshold sample (no data, unreadable metrics) longer than one window."""
         if t is None or not samples:
-            self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} on revision {revision} with no "
-                                                   "measurement of it at all")
+            self.report(invariant, f"{what} on revision {revision} with no measurement of it at all")
             return
-        # The run of evidence that ends at the last look: below-threshold samples, no healthy one, and no
-        # stretch without a below-threshold sample (no data, unreadable metrics) longer than one window.
         last = next((at for at, b in reversed(samples) if b is True), None)
         if last is None:
-            self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} on revision {revision} with no "
-                                                   "below-threshold measurement of it")
+            self.report(invariant, f"{what} on revision {revision} with no below-threshold measurement of it")
             return
-        # A lost drafter needs one window of evidence (or `for`, if shorter); any other reason the whole `for`.
-        needed = min(t.for_seconds, t.window_seconds) if degraded.get("reason") == "DrafterLost" else t.for_seconds
+        needed = t.for_seconds if needed is None else needed
         need_from = last - needed
         prev_below = last
         for at, below in reversed(samples):
             if at > last:
                 continue
             if below is False:
-                self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} at {last:.0f}s on revision "
-                                                       f"{revision}: the sample at {at:.0f}s was above threshold, within "
-                                                       f"for ({t.for_seconds:.0f}s)")
+                self.report(invariant, f"{what} at {last:.0f}s on revision {revision}: the sample at {at:.0f}s was "
+                                       f"above threshold, within for ({t.for_seconds:.0f}s)")
                 return
             if below is None:
                 continue
             if prev_below - at > t.window_seconds + 1:
-                self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} at {last:.0f}s on revision "
-                                                       f"{revision}: no below-threshold measurement from {at:.0f}s to "
-                                                       f"{prev_below:.0f}s, longer than the window {t.window_seconds:.0f}s")
+                self.report(invariant, f"{what} at {last:.0f}s on revision {revision}: no below-threshold measurement "
+                                       f"from {at:.0f}s to {prev_below:.0f}s, longer than the window "
+                                       f"{t.window_seconds:.0f}s")
                 return
             prev_below = at
             if at <= need_from + 1e-6:
                 return
-        self.report("degraded-needs-evidence", f"Degraded={degraded.get('reason')} at {last:.0f}s on revision {revision} "
-                                               f"after {last - prev_below:.0f}s of below-threshold samples; it "
-                                               f"needs {needed:.0f}s")
+        self.report(invariant, f"{what} at {last:.0f}s on revision {revision} after {last - prev_below:.0f}s of "
+                               f"below-threshold samples; it needs {needed:.0f}s")
 
     def _judge_refusals(self) -> None:
         if not self.refusals:
@@ -659,6 +705,19 @@ def every_step_has_a_deadline(world) -> list[str]:
     return []
 
 
+def _spec_key(acceptance: dict) -> str:
+    return json.dumps(acceptance, sort_keys=True)
+
+
+def drift_floor(promoted: dict, acceptance: dict) -> a.Thresholds:
+    """The oracle's own reading of guarantee 15: the floor atPromotion.acceptanceLength x (1 - driftTolerance),
+    judged over spec.acceptance's window and `for`, the lost drafter no shortcut (defaults as documented)."""
+    floor = promoted["acceptanceLength"] * (1 - float(acceptance.get("driftTolerance", "0.25")))
+    return a.Thresholds(min_rate=None, min_length=floor, min_draft_tokens=acceptance.get("minDraftTokens", 1000),
+                        window_seconds=parse_duration(acceptance.get("window", "5m")),
+                        for_seconds=parse_duration(acceptance.get("for", "5m")), judge_lost=False)
+
+
 def names_fit(world) -> list[str]:
     return world.track.take("names-fit")
 
@@ -677,6 +736,10 @@ def no_stale_decisions(world) -> list[str]:
 
 def degraded_needs_evidence(world) -> list[str]:
     return world.track.take("degraded-needs-evidence")
+
+
+def drift_needs_evidence(world) -> list[str]:
+    return world.track.take("drift-needs-evidence")
 
 
 def deletes_finish(world) -> list[str]:
@@ -839,6 +902,7 @@ INVARIANTS = {
     "never-adopt": never_adopt,
     "no-stale-decisions": no_stale_decisions,
     "degraded-needs-evidence": degraded_needs_evidence,
+    "drift-needs-evidence": drift_needs_evidence,
     "deletes-finish": deletes_finish,
     "served-passed-gate": served_passed_gate,
     "failed-for-a-reason": failed_for_a_reason,

@@ -37,6 +37,7 @@ from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.controllers.serving_loop import Wakeups
 from drafter_operator.controllers.serving_observe import benchmarked_serving, observed_from
 from drafter_operator.controllers.serving_pointer import draining_revisions
+from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_operator.settings import CATCH_UP_SECONDS
@@ -173,6 +174,9 @@ class OperatorSim:
         self.latest: Measurement | None = None
         self.monitor_key = None
         self.verdict: a.Verdict | None = None
+        self.drift_key = None  # as AcceptanceMonitor keeps the drift watch: its key, verdict and thresholds
+        self.drift: a.Verdict | None = None
+        self.drift_thresholds: a.Thresholds | None = None
         self.watch = WatchedByVersion()
         self.waiting = False
         self.wait_generation = 0
@@ -364,6 +368,7 @@ class OperatorSim:
         spec = watched.spec if watched else None
         if watched is None or spec.acceptance is None or spec.drafter.method == "none":
             self.monitor_key, self.verdict = None, None
+            self.drift_key, self.drift = None, None
             self.publish(None)
             return
         key = (watched.revision, spec.engine, spec.acceptance.model_dump_json(), watched.learned,
@@ -382,7 +387,24 @@ class OperatorSim:
         if block is not None:
             block["revision"] = watched.revision
         self.publish(Measurement(revision=watched.revision, verdict=self.verdict, previous=previous, status=block,
-                                 serving_uid=body["metadata"].get("uid")))
+                                 serving_uid=body["metadata"].get("uid"),
+                                 drift=self.measure_drift(body, watched, key, sample)))
+
+    def measure_drift(self, body: dict, watched, key: tuple, sample: a.Sample) -> d.Drift | None:
+        """AcceptanceMonitor._drift: the same sample against the figure at promotion, when there is one."""
+        baseline = watched.baseline
+        if baseline is None:
+            self.drift_key, self.drift = None, None
+            return None
+        if (key, baseline) != self.drift_key:
+            self.drift_key = (key, baseline)
+            self.drift = d.persisted(body.get("status") or {}, baseline)
+            self.drift_thresholds = d.thresholds(watched.spec.acceptance, baseline)
+        seen = d.look(self.drift, sample, baseline, self.drift_thresholds)
+        self.drift = seen.verdict
+        self.world.track.drift_measured(body["metadata"]["uid"], watched.revision, baseline.benchmark,
+                                        (body.get("spec") or {}).get("acceptance") or {}, self.world.clock.t, sample)
+        return seen
 
     def publish(self, measurement: Measurement | None) -> None:
         """serving_loop.watch_acceptance's publish (handlers._serving_loop): keep it, and wake the loop. The real

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import urllib.request
@@ -100,3 +101,23 @@ def test_engine_metrics_are_not_called_unavailable_while_no_pod_is_ready():
                                                    T0 + dt.timedelta(seconds=5)))
     assert answered_nothing.verdict.status == "Unknown"
     assert metrics_available_gauge("rev7") == 0.0
+
+
+def test_the_same_look_is_judged_against_the_figure_at_promotion_when_there_is_one():
+    from drafter_operator.acceptance import drift as d
+
+    promoted = d.Baseline(revision="rev1", benchmark="kimi-gate-rev1", length=3.0, tolerance=0.25)
+    with emulator(VLLM, 0.15) as replica:
+        monitor = AcceptanceMonitor("ns", "kimi", port=replica.port)
+        pods = [pod(replica.name, "rev1", replica.ip)]
+        assert asyncio.run(monitor.measure(spec(), "rev1", pods, T0)).drift is None  # no figure: nothing judged
+        asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=5), baseline=promoted))
+        generate(replica, 3)
+        low = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=10), baseline=promoted))
+        assert low.drift.baseline == promoted and low.drift.changed and low.changed
+        assert (low.drift.condition.status, low.drift.condition.reason) == ("True", d.DRIFTED)  # `for` is 0s here
+        assert "< 2.25, more than 25% under the 3.00 gate benchmark kimi-gate-rev1" in low.drift.condition.message
+        # A new figure at promotion starts the drift clock afresh; the Degraded verdict runs on.
+        again = dataclasses.replace(promoted, benchmark="kimi-gate-rev1-b")
+        fresh = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=15), baseline=again))
+        assert fresh.drift.previous is None and fresh.previous is not None

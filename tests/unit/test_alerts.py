@@ -145,6 +145,25 @@ CASES: dict[str, dict] = {
                            "position, below 0.02, for 5m: the drafter is not running as trained.",
             "runbook_url": runbook("drafter-lost")}}],
     },
+    "DrafterAcceptanceDrift": {
+        # DriftDetected turns True at 5m on one serving; the other stays within its tolerance. The value is the
+        # figure at promotion, which both carry.
+        "series": [series("drafter_acceptance_length_at_promotion", {**REVISION, "name": "drifted", "benchmark": "g1"},
+                          "3x10"),
+                   series("drafter_acceptance_drift", {**REVISION, "name": "drifted"}, "0x5 1x5"),
+                   series("drafter_acceptance_length_at_promotion", {**REVISION, "name": "steady", "benchmark": "g2"},
+                          "2.6x10"),
+                   series("drafter_acceptance_drift", {**REVISION, "name": "steady"}, "0x10")],
+        "quiet": "3m", "fires": "7m",
+        "alerts": [{"exp_labels": {**REVISION, "name": "drifted", "benchmark": "g1", "severity": "warning"},
+                    "exp_annotations": {
+                        "summary": "ns/drifted: acceptance length drifted below the 3.00 measured at promotion",
+                        "description": "Revision r1 (vllm, drafter eagle3:/models/d) has DriftDetected=True: its live "
+                                       "mean acceptance length stayed more than spec.acceptance.driftTolerance below "
+                                       "the 3.00 gate benchmark g1 measured, for spec.acceptance.for. The condition's "
+                                       "message gives the figures.",
+                        "runbook_url": runbook("acceptance-drift")}}],
+    },
     "DrafterEngineMetricsUnavailable": {
         "series": [series("drafter_engine_metrics_available", {**REVISION, "name": "blind"}, "1x5 0x20"),
                    series("drafter_engine_metrics_available", {**REVISION, "name": "seen"}, "1x25")],

@@ -6,7 +6,8 @@ query), feeds the verdict state machine (``verdict.py``) and returns what the pu
 ``decide`` needs: the verdict and the ``status.acceptance`` block. It also keeps the operator's own
 gauges (``drafter_acceptance_rate``, ``_length``, ``drafter_degraded``) in step. A change of the
 active revision or of ``spec.acceptance`` starts a fresh watch: old counters say nothing about a new
-drafter.
+drafter. Beside the verdict, the same sample is judged against the figure the revision's gate measured at
+promotion (``drift.py``), when there is one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from drafter_operator import engines, timestamps
 from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance import break_even as be
+from drafter_operator.acceptance import drift as d
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.prometheus_query import revision_matchers
@@ -36,10 +38,12 @@ class Measurement:
     # Which incarnation of the serving was measured: a measurement of one deleted and re-created under
     # the same name (a revision of the same hash) says nothing about the new one.
     serving_uid: str | None = None
+    # Against status.acceptance.atPromotion, when the watched revision has one (DriftDetected).
+    drift: d.Drift | None = None
 
     @property
     def changed(self) -> bool:
-        return not self.verdict.same_condition(self.previous)
+        return not self.verdict.same_condition(self.previous) or bool(self.drift and self.drift.changed)
 
 
 def ready_with_ip(pod: dict) -> bool:
@@ -84,6 +88,11 @@ class AcceptanceMonitor:
         self.verdict: a.Verdict | None = None
         self.thresholds: a.Thresholds | None = None
         self.engine_source: EngineSource | None = None
+        # The drift watch's own state: its key (the verdict's key and the baseline: a new figure at promotion
+        # starts its clock afresh, the Degraded clock runs on), verdict and thresholds.
+        self.drift_key: tuple | None = None
+        self.drift: a.Verdict | None = None
+        self.drift_thresholds: a.Thresholds | None = None
 
     def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None,
                             serving_uid: str | None = None) -> None:
@@ -102,11 +111,13 @@ class AcceptanceMonitor:
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
                       resume_from: a.Verdict | None = None, learned: be.BreakEven | None = None,
-                      serving_uid: str | None = None) -> Measurement | None:
+                      serving_uid: str | None = None, baseline: d.Baseline | None = None,
+                      resume_drift: a.Verdict | None = None) -> Measurement | None:
         """One sample of the active revision and the verdict on it; None when nothing is watched.
         ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch;
         ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``); ``serving_uid``:
-        which incarnation of the serving this is."""
+        which incarnation of the serving this is; ``baseline``: what the revision's gate measured at promotion
+        (``Watched.baseline``), ``resume_drift`` the drift verdict status records against it (``drift.persisted``)."""
         if spec.acceptance is None or spec.drafter.method == "none" or not revision \
                 or (be.uses_auto(spec.acceptance) and learned is None):
             self.forget()  # nothing to judge (auto without a benchmark: decide says NoBenchmark)
@@ -137,7 +148,21 @@ class AcceptanceMonitor:
         if block is not None:
             block["revision"] = revision
         return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,
-                           serving_uid=serving_uid)
+                           serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, resume_drift))
+
+    def _drift(self, spec, sample: a.Sample, baseline: d.Baseline | None,
+               resume_drift: a.Verdict | None) -> d.Drift | None:
+        """The same sample against the figure at promotion; None without one."""
+        if baseline is None:
+            self.drift_key, self.drift = None, None
+            return None
+        key = (self.key, baseline)
+        if key != self.drift_key:
+            self.drift_key, self.drift = key, resume_drift
+            self.drift_thresholds = d.thresholds(spec.acceptance, baseline)
+        seen = d.look(self.drift, sample, baseline, self.drift_thresholds)
+        self.drift = seen.verdict
+        return seen
 
     async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
         name = spec.acceptance.prometheus
@@ -161,3 +186,4 @@ class AcceptanceMonitor:
         if self.key is not None:
             operator_metrics.forget_revision(self.namespace, self.name, self.key[0])
         self.key, self.verdict, self.engine_source = None, None, None
+        self.drift_key, self.drift = None, None

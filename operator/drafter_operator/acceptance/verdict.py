@@ -117,6 +117,9 @@ class Thresholds:
     learned: be.BreakEven | None = None
     auto_rate: bool = False
     auto_length: bool = False
+    #: Whether a lost drafter decides after one window (DrafterLost). The drift watch (drift.py) runs this same
+    #: machine on its own floor and leaves it out: a lost drafter is Degraded's to say, and drift waits `for`.
+    judge_lost: bool = True
 
     def __post_init__(self) -> None:
         if self.min_rate is None and self.min_length is None:
@@ -215,7 +218,7 @@ def _below(window: m.AcceptanceWindow, t: Thresholds) -> tuple[str, str] | None:
     def basis(auto: bool) -> str | None:
         return t.learned.basis() if auto and t.learned else None
 
-    lost = _lost(window)
+    lost = _lost(window) if t.judge_lost else None
     if lost is not None:
         return lost
 

@@ -26,6 +26,7 @@ import kopf
 from drafter_operator import engines
 from drafter_operator.controllers import object_loops, serving_loop
 from drafter_operator.controllers.benchmark import BenchmarkReconciler
+from drafter_operator.acceptance import drift
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
 from drafter_operator.controllers.serving import ServingReconciler, now_utc
 from drafter_operator.controllers.serving_acceptance import Watched, WatchedByVersion
@@ -269,9 +270,13 @@ async def _measure(monitor: AcceptanceMonitor, watched: Watched | None, snapshot
     if watched is None:
         monitor.forget()
         return None
+    status = snapshot.get("status") or {}
     return await monitor.measure(watched.spec, watched.revision, pods, now_utc(),
-                                 resume_from=persisted_verdict(snapshot.get("status") or {}, watched.revision),
-                                 learned=watched.learned, serving_uid=snapshot["metadata"].get("uid"))
+                                 resume_from=persisted_verdict(status, watched.revision),
+                                 learned=watched.learned, serving_uid=snapshot["metadata"].get("uid"),
+                                 baseline=watched.baseline,
+                                 resume_drift=drift.persisted(status, watched.baseline)
+                                 if watched.baseline else None)
 
 
 async def _read_drain(observed, snapshot: dict) -> None:

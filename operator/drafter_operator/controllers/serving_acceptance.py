@@ -29,6 +29,7 @@ from drafter_operator.controllers.conditions import Event
 from drafter_operator.controllers.revisions import measured_as, revision_hash
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.acceptance import break_even as be
+from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import message
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.acceptance.message import ACTION_BLOCKED, ACTION_FAILED, ACTION_IN_PROGRESS, SPECULATION_DISABLED
@@ -97,13 +98,15 @@ def _restorable(spec: DrafterServingSpec, record: dict) -> bool:
 
 @dataclass(frozen=True)
 class Watched:
-    """What the acceptance watch measures: the active revision, the spec it runs, and for ``auto``
+    """What the acceptance watch measures: the active revision, the spec it runs, for ``auto``
     thresholds the break-even learned from ``status.lastBenchmark`` (an input of the measurement, like
-    the spec, never part of the API)."""
+    the spec, never part of the API), and what its gate measured at promotion (``status.acceptance.atPromotion``)
+    to judge drift against."""
 
     spec: DrafterServingSpec
     revision: str
     learned: be.BreakEven | None = None
+    baseline: d.Baseline | None = None
 
 
 def revision_family(spec: DrafterServingSpec, revisions: list[dict], active: str | None) -> tuple[str, str]:
@@ -146,7 +149,9 @@ def watched_revision(body: dict) -> Watched | None:
     learned = learned_threshold(spec.acceptance, status, (spec.engine, spec.drafter.method))
     if be.uses_auto(spec.acceptance) and learned is None:
         return None
-    return Watched(spec, active, learned)
+    baseline = d.baseline((status.get("acceptance") or {}).get("atPromotion"), spec.acceptance.drift_tolerance,
+                          measured_as(active, status.get("speculationSchedule")))
+    return Watched(spec, active, learned, baseline)
 
 
 class WatchedByVersion:

@@ -10,7 +10,9 @@ applies a plan and nothing else; the swap state machine itself is `swap.plan_swa
 the revision to run (`choose_revision`), judge acceptance (`judge_acceptance`: measurements from the
 serving loop become the Degraded condition and the onDegraded action, which can change what runs),
 check compatibility, plan the swap (`swap_step`), build the writes (serving_patches.py, and the Service
-pointer in serving_pointer.py), the status (serving_status.py) and the Events.
+pointer in serving_pointer.py), record what the serving revision's gate measured and judge drift from it
+(`drift_step`, serving_drift.py), hold the context length to the trained one (serving_length.py), the status
+(serving_status.py) and the Events.
 """
 
 from __future__ import annotations
@@ -46,12 +48,15 @@ from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving_pointer import pointer_write, published_port, recorded_drains, switch_record
+from drafter_operator.controllers.serving_drift import at_promotion, drift_events, drift_verdict
+from drafter_operator.controllers.serving_length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
 from drafter_operator.controllers.serving_schedule import speculation_schedule
 from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
     hold, is_ready, left_at, plan_swap, start_deadline, unseen_draining
 from drafter_operator.kube import object_path
+from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
@@ -161,9 +166,12 @@ def decide(state: ServingState) -> ServingPlan:
             swap.ready = conflict  # the endpoint's name routes to someone else's pods: nothing of ours serves
         if target.running.action and (active != desired or observed.service is None):  # blocked, not "under way"
             judged.degraded = action_blocked(target.running.action, conflict.message, active)
-    new_status = status_fields(state, status, swap, revisions, port, judged, compatible.condition)
+    promoted, drifted = drift_step(state, serving, status, swap, target, judged)
+    covered = length_verdict(spec, meta.get("annotations"), _condition(status, LENGTH_CONDITION))
+    new_status = status_fields(state, status, swap, revisions, port, judged, compatible.condition,
+                               ((d.CONDITION, drifted), (LENGTH_CONDITION, covered)))
     new_status.update(gating=gating_record(status, swap, promotion, state.now), promotion=promotion.record)
-    acceptance_status(new_status, judged, benchmarked)
+    acceptance_status(new_status, status, judged, benchmarked, promoted)
     new_status["speculationSchedule"] = target.schedule_status  # None removes it, as gating and promotion
     plan.status = changed_fields(status, new_status)
     plan.deletes = revision_deletes(meta, swap.delete, observed) + stale_gate_deletes(meta, observed.gates.get(desired),
@@ -213,6 +221,26 @@ def judge_acceptance(state: ServingState, serving: DrafterServing, status: dict,
                                current_measurement(state), status.get("revisions") or [], state.now, benchmarked,
                                describing, routed=observed.service is not None)
     return judged, benchmarked
+
+
+def drift_step(state: ServingState, serving: DrafterServing, status: dict, swap: SwapPlan, target: Target,
+               judged: AcceptanceDecision) -> tuple[dict | None, Verdict | None]:
+    """status.acceptance.atPromotion for the revision that serves after this step (what its gate measured), and
+    DriftDetected: the acceptance watch's drift verdict against it, where the figures compare."""
+    describing = measured_as(swap.active, target.schedule_status)
+    recorded = (status.get("acceptance") or {}).get("atPromotion")
+    promoted = at_promotion(recorded, state.observed.gates, describing)
+    acceptance = serving.spec.acceptance
+    baseline = d.baseline(promoted, acceptance.drift_tolerance, describing) if acceptance else None
+    swapping = swap.progressing is not None and swap.progressing.status == "True"
+    anew = promoted is not None and promoted != recorded  # a new revision took traffic through its gate
+    drifted = drift_verdict(acceptance, baseline, current_measurement(state), swap.active, swapping,
+                            _condition(status, d.CONDITION), promoted_anew=anew, refresh=judged.write_acceptance)
+    return promoted, drifted
+
+
+def _condition(status: dict, kind: str) -> dict | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _good(status: dict) -> frozenset[str]:
@@ -334,8 +362,9 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,
-                  judged: AcceptanceDecision, compatible: Verdict | None) -> dict:
-    """The status the decision leads to: revisions, pointer, endpoint and conditions."""
+                  judged: AcceptanceDecision, compatible: Verdict | None, more: tuple = ()) -> dict:
+    """The status the decision leads to: revisions, pointer, endpoint and conditions (``more``: further
+    (type, verdict) conditions, DriftDetected and LengthCovered)."""
     meta = state.serving["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
     switched = switch_record(state.observed.service)
@@ -352,7 +381,7 @@ def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: 
         "endpoint": {"host": host, "port": port, "url": f"http://{host}:{port}/v1"},
         "conditions": conditions.merge(status.get("conditions"), [
             ("Ready", swap.ready), ("Progressing", swap.progressing), ("Degraded", judged.degraded),
-            ("DrafterCompatible", compatible),
+            ("DrafterCompatible", compatible), *more,
         ], generation, state.now),
     }
 
@@ -369,7 +398,8 @@ def gating_record(status: dict, swap: SwapPlan, promotion: PromotionSwap, now: d
 def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: Compatibility,
                     judged: AcceptanceDecision, retried: str | None) -> list[Event]:
     """The Events of a decision: a retry of revision ``retried``, the swap planner's, the condition
-    transitions, a DrafterCompatible problem, and the acceptance decision's."""
+    transitions, a DrafterCompatible problem, the acceptance decision's, drift starting or clearing, and a
+    context length past the trained one."""
     events: list[Event] = []
     if retried:
         events.append(("Normal", "RetryRequested", f"{RETRY_ANNOTATION}={status['retryRequest']}: revision "
@@ -378,7 +408,9 @@ def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: 
     posted = {reason for _, reason, _ in swap.events}
     events += [event for event in swap.events + transition_events(status.get("conditions"), new_status["conditions"])
                if event[1] not in posted or event in swap.events]
-    return events + compatibility_events(compatible) + judged.events
+    return events + compatibility_events(compatible) + judged.events + \
+        drift_events(status.get("conditions"), new_status["conditions"]) + \
+        length_events(status.get("conditions"), new_status["conditions"])
 
 
 

@@ -13,6 +13,7 @@ from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
 from drafter_operator.controllers.serving_acceptance import AcceptanceDecision
+from drafter_operator.controllers.serving_drift import acceptance_block
 from drafter_operator.controllers.serving_observe import benchmark_revision
 from drafter_operator.controllers.swap import SwapPlan
 from drafter_operator.constants import K_ANNOTATION, RETRY_ANNOTATION
@@ -71,11 +72,15 @@ def last_benchmark(runs: list[dict], known: dict | None, describing: tuple[str, 
     return {key: value for key, value in block.items() if value is not None}
 
 
-def acceptance_status(new_status: dict, judged: AcceptanceDecision, benchmarked: dict | None) -> None:
+def acceptance_status(new_status: dict, status: dict, judged: AcceptanceDecision, benchmarked: dict | None,
+                      promoted: dict | None) -> None:
+    """lastBenchmark, acceptanceThreshold and status.acceptance (the window's figures when the acceptance step
+    writes them, and ``promoted``, atPromotion, beside them), and the end of an onDegraded action."""
     new_status["lastBenchmark"] = benchmarked  # None removes one of a revision that no longer serves
     new_status["acceptanceThreshold"] = judged.threshold  # None removes it (merge patch)
-    if judged.write_acceptance:
-        new_status["acceptance"] = judged.acceptance  # None removes it (merge patch)
+    # Unchanged, it is no change (changed_fields); None removes it.
+    new_status["acceptance"] = acceptance_block(status.get("acceptance"), judged.acceptance, judged.write_acceptance,
+                                                promoted)
     if judged.end_action:
         new_status["degradedAction"] = None
         new_status["speculationDisabled"] = None

@@ -11,7 +11,7 @@ one; otherwise the serving's swap machinery keeps the old revision serving and r
 serving's spec.swap is never written: later swaps follow it as the user left it. The training reads
 the outcome from the serving's revisions (the one with the new model *and* digest), and the serving
 carries the annotation `drafter.dev/promoted-by` naming the training (and the training records the
-revision).
+revision), and `drafter.dev/trained-length` with the length it trained the drafter at (serving_length.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
 from drafter_operator.controllers.promotion_gate import promotion_annotation
+from drafter_operator.controllers.serving_length import trained_length_annotation
 from drafter_operator.constants import (
     API_GROUP_VERSION,
     PROMOTED_BY_ANNOTATION,
     PROMOTION_ANNOTATION,
     STAGE_LABEL,
+    TRAINED_LENGTH_ANNOTATION,
 )
 from drafter_operator.controllers.training_stages import StageJob
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
@@ -121,8 +123,13 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
         floor = Decimal(f"{current_tokens_per_second:.2f}")
         gate["minTokensPerSecond"] = str(max(floor, Decimal(gate.get("minTokensPerSecond") or "0")))
     by = f"{training} (generation {generation})"
-    return {"metadata": {"annotations": {PROMOTED_BY_ANNOTATION: by, PROMOTION_ANNOTATION: promotion_annotation(
-                by, spec.output.path, digest, gate)}},
+    return {"metadata": {"annotations": {
+                PROMOTED_BY_ANNOTATION: by,
+                PROMOTION_ANNOTATION: promotion_annotation(by, spec.output.path, digest, gate),
+                # The length it was trained at, bound to this drafter: the serving's LengthCovered holds its
+                # maxModelLen to it (no drafter checkpoint records it).
+                TRAINED_LENGTH_ANNOTATION: trained_length_annotation(by, spec.output.path, digest,
+                                                                     spec.train.max_length)}},
             "spec": {"drafter": promoted_drafter(serving, spec, digest)}}
 
 

@@ -7,9 +7,10 @@ remove them (``prometheus_client``'s ``.remove()``). "No figure" is an absent se
 number or NaN: a window without drafts removes the rate and length series; Degraded=Unknown removes
 ``drafter_degraded``. See docs/monitoring.md.
 
-The state gauges (serving Ready, a swap under way, the last benchmark's speedup, a failed benchmark or
-training, usable engine metrics) exist for the chart's alert rules (charts/drafter-operator/files/alerts.yaml):
-they are set from the status each reconcile leaves, so Prometheus sees what ``kubectl get`` shows.
+The state gauges (serving Ready, a swap under way, the last benchmark's speedup, the figure at promotion and
+drift from it, a failed benchmark or training, usable engine metrics) exist for the chart's alert rules
+(charts/drafter-operator/files/alerts.yaml): they are set from the status each reconcile leaves, so Prometheus
+sees what ``kubectl get`` shows.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ LAST_BENCHMARK_LABELS = SERVING_LABELS + ("drafter", "revision", "benchmark")
 LAST_BENCHMARK_SPEEDUP = Gauge("drafter_last_benchmark_speedup",
                                "Speedup against its baseline of the newest finished benchmark of the active "
                                "revision (status.lastBenchmark); absent without one.", LAST_BENCHMARK_LABELS)
+ACCEPTANCE_LENGTH_AT_PROMOTION = Gauge(
+    "drafter_acceptance_length_at_promotion", "Mean acceptance length the serving revision's swap gate measured "
+    "before it took traffic (status.acceptance.atPromotion), beside drafter_acceptance_length; absent without one.",
+    REVISION_LABELS + ("benchmark",))
+DRIFT = Gauge("drafter_acceptance_drift", "1 when the serving's DriftDetected condition is True (the live acceptance "
+              "length stayed more than spec.acceptance.driftTolerance below atPromotion for spec.acceptance.for), 0 "
+              "when False; absent when Unknown or unset.", REVISION_LABELS)
 #: Per-revision series and their label names (the order ``.remove()`` wants).
 _BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION_LABELS),
                 (ACCEPTANCE_FIRST_POSITION, REVISION_LABELS), (DEGRADED, REVISION_LABELS),
@@ -74,7 +82,9 @@ _BY_REVISION = ((ACCEPTANCE_RATE, REVISION_LABELS), (ACCEPTANCE_LENGTH, REVISION
 _BY_SERVING = _BY_REVISION + ((SWAPS, SERVING_LABELS + ("strategy",)), (ROLLBACKS, SERVING_LABELS),
                               (SERVING_READY, SERVING_LABELS), (SWAP_STARTED, SERVING_LABELS + ("reason",)),
                               (NOT_READY, SERVING_LABELS + ("reason",)),
-                              (LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS))
+                              (LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS),
+                              (ACCEPTANCE_LENGTH_AT_PROMOTION, REVISION_LABELS + ("benchmark",)),
+                              (DRIFT, REVISION_LABELS))
 RECONCILE_FAILING = Gauge("drafter_reconcile_failing",
                           "1 while the object's last reconcile failed (a refused write, an apiserver error), 0 once "
                           "one succeeds: one stuck object among healthy ones.", ("kind", "namespace", "name"))
@@ -193,7 +203,8 @@ def _keep_only(metric: Gauge, names: tuple[str, ...], mine: Callable[[dict[str, 
 
 
 def set_serving_state(namespace: str, name: str, engine: str, status: dict) -> None:
-    """Ready, the swap under way and the last benchmark's speedup, from the status a reconcile leaves.
+    """Ready, the swap under way, the last benchmark's speedup and drift from promotion, from the status a
+    reconcile leaves.
     The rollback counter is created at zero here, so ``increase()`` sees a serving's first rollback."""
     ROLLBACKS.labels(namespace, name, engine)
     SERVING_READY.labels(namespace, name, engine).set(1.0 if _condition(status, "Ready").get("status") == "True" else 0.0)
@@ -226,6 +237,27 @@ def set_serving_state(namespace: str, name: str, engine: str, status: dict) -> N
     _keep_only(LAST_BENCHMARK_SPEEDUP, LAST_BENCHMARK_LABELS, of_serving, bench_values)
     if bench_values:
         LAST_BENCHMARK_SPEEDUP.labels(*bench_values).set(speedup)
+    _set_drift(namespace, name, engine, status, of_serving)
+
+
+def _set_drift(namespace: str, name: str, engine: str, status: dict,
+               of_serving: Callable[[dict[str, str]], bool]) -> None:
+    """The active revision's figure at promotion and its DriftDetected condition, labelled as its live gauges are."""
+    active = status.get("activeRevision") or ""
+    drafter = next((r.get("drafter") or "" for r in status.get("revisions") or () if r.get("name") == active), "")
+    revision = (namespace, name, engine, drafter, active)
+    promoted = (status.get("acceptance") or {}).get("atPromotion") or {}
+    length = promoted.get("acceptanceLength")
+    promoted_values = revision + (promoted.get("benchmark") or "",) if active and isinstance(length, (int, float)) \
+        else None
+    _keep_only(ACCEPTANCE_LENGTH_AT_PROMOTION, REVISION_LABELS + ("benchmark",), of_serving, promoted_values)
+    if promoted_values:
+        ACCEPTANCE_LENGTH_AT_PROMOTION.labels(*promoted_values).set(length)
+    drifted = {"True": 1.0, "False": 0.0}.get(_condition(status, "DriftDetected").get("status"))
+    drift_values = revision if active and drifted is not None else None
+    _keep_only(DRIFT, REVISION_LABELS, of_serving, drift_values)
+    if drift_values:
+        DRIFT.labels(*drift_values).set(drifted)
 
 
 def set_benchmark_state(namespace: str, benchmark: str, serving: str, status: dict) -> None:

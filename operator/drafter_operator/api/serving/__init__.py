@@ -58,6 +58,7 @@ from drafter_operator.api.serving.spec import (
 from drafter_operator.api.serving.status import (
     AcceptanceStatus,
     AcceptanceThresholdStatus,
+    AtPromotionStatus,
     DegradedActionStatus,
     DrafterServingStatus,
     EndpointStatus,
@@ -109,7 +110,8 @@ class DrafterServing(KindModel):
 
 
 __all__ = [
-    "AUTO", "AcceptanceSpec", "AcceptanceStatus", "AcceptanceThresholdStatus", "CONTENT_DIGEST_PATTERN",
+    "AUTO", "AcceptanceSpec", "AcceptanceStatus", "AcceptanceThresholdStatus", "AtPromotionStatus",
+    "CONTENT_DIGEST_PATTERN",
     "ContentDigest", "DECIMAL_OR_AUTO_PATTERN", "DRAFTER_METHODS", "DecimalOrAuto", "DegradedActionStatus",
     "DrafterMethod", "DrafterServing", "DrafterServingSpec", "DrafterServingStatus", "DrafterSpec", "DsparkSettings",
     "EndpointName", "METHODS_WITHOUT_DYNAMIC", "NgramSettings", "SGLANG_BLOCK_METHODS", "SGLANG_REFUSED_METHODS",

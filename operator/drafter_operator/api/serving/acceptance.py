@@ -11,6 +11,7 @@ from drafter_operator.api.common import (
     RATIO_PATTERN,
     ApiModel,
     Duration,
+    Ratio,
     Rule,
     Url,
     decimal_range_rule,
@@ -48,6 +49,13 @@ class AcceptanceSpec(ApiModel):
             "minAcceptanceLength", DECIMAL_PATTERN,
             'spec.acceptance.minAcceptanceLength must be at least 1 (it counts the bonus token), e.g. "2.0", or "auto"',
             minimum=1.0,
+        ),
+        # "0" would flag any window a hair below the gate's figure: the gate's prompts are never the traffic.
+        decimal_range_rule(
+            "driftTolerance", RATIO_PATTERN,
+            'spec.acceptance.driftTolerance must be above 0 (the fraction of the acceptance length at promotion the '
+            'live length may lose), e.g. "0.25"; "1" never reports drift',
+            minimum=0.0, exclusive_minimum=True,
         ),
         duration_range_rule(
             "window", "30s", "24h",
@@ -95,7 +103,9 @@ class AcceptanceSpec(ApiModel):
     min_draft_tokens: Annotated[int, Field(ge=0, le=1000000000)] = 1000
     """No verdict while fewer tokens than this were drafted in the window (too little data)."""
     for_: Duration = Field(default="5m", alias="for")
-    """How long acceptance must stay below threshold before the serving is Degraded."""
+    """How long acceptance must stay below threshold before the serving is Degraded (and below driftTolerance before DriftDetected)."""
+    drift_tolerance: Ratio = "0.25"
+    """How far the live mean acceptance length may fall below what the swap gate measured for the serving revision (status.acceptance.atPromotion.acceptanceLength), as a fraction of it: with "0.25" a drafter gated at 3.0 tokens per step is reported (DriftDetected True, Warning Event) once the live window stays below 2.25 for `for`. The gate's prompts are not the traffic, so a smaller figure flags ordinary differences; "1" never reports drift. Judged only on a revision that passed a gate."""
     source: Literal["engine", "prometheus"] = "engine"
     """engine scrapes the engine pods' /metrics directly; prometheus queries the Prometheus endpoint named by prometheus."""
     prometheus: EndpointName | None = None

@@ -46,8 +46,23 @@ class ReplicaAcceptanceStatus(StatusModel):
     """Tokens this replica drafted in the window."""
 
 
+class AtPromotionStatus(StatusModel):
+    """What the swap gate (a DrafterBenchmark) measured for the revision that serves, before it took traffic."""
+
+    revision: str | None = None
+    """The revision the gate measured (the serving one, or the static-k revision its learned schedule was swept on)."""
+    benchmark: str | None = None
+    """The gate DrafterBenchmark."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens over the gate's run."""
+    acceptance_length: float | None = None
+    """Mean acceptance length over the gate's run: tokens per verification step, bonus token included (the unit of meanLength); what spec.acceptance.driftTolerance is a fraction of."""
+    measured_at: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the gate's run finished."""
+
+
 class AcceptanceStatus(StatusModel):
-    """Acceptance over the last complete window."""
+    """Acceptance over the last complete window, and what the gate measured at promotion."""
 
     rate: float | None = None
     """Accepted / drafted tokens."""
@@ -67,6 +82,8 @@ class AcceptanceStatus(StatusModel):
     """Per-replica figures, when the replicas' rates differ by more than a percentage point."""
     revision: str | None = None
     """The revision the figures were measured on."""
+    at_promotion: AtPromotionStatus | None = None
+    """What the swap gate measured for the serving revision before it took traffic, beside the live window: DriftDetected compares the two. Unset when no gate measured an acceptance length for it (a first revision, a swap without spec.swap.gate, an onDegraded action's revision); it follows the serving revision."""
 
 
 class DegradedActionStatus(StatusModel):
@@ -216,7 +233,7 @@ class DrafterServingStatus(StatusModel):
     observed_generation: int | None = None
     """The metadata.generation the status reflects."""
     conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
-    """Ready, Progressing, Degraded, DrafterCompatible."""
+    """Ready, Progressing, Degraded, DrafterCompatible, DriftDetected (the live acceptance length against status.acceptance.atPromotion), LengthCovered (spec.target.maxModelLen against the length a DrafterTraining trained the drafter at)."""
     active_revision: str | None = None
     """Revision the Service points at."""
     previous_revision: str | None = None
@@ -224,7 +241,7 @@ class DrafterServingStatus(StatusModel):
     revisions: Annotated[list[RevisionStatus], Field(max_length=10)] | None = None
     """Revisions known to the serving, newest last."""
     acceptance: AcceptanceStatus | None = None
-    """Acceptance over the last window."""
+    """Acceptance over the last window, and at promotion."""
     speculation_disabled: str | None = None
     """Set while onDegraded DisableSpeculation serves without speculation: why. A spec change to another revision (the drafter, target, engine or image) re-enables speculation."""
     degraded_action: DegradedActionStatus | None = None
