@@ -449,7 +449,9 @@ def gate_verdict(benchmark: dict | None) -> Verdict | None:
     if status.get("state") == "Succeeded":
         result = status.get("result") or {}
         passed = result.get("verdict") == "Passed"
-        return Verdict("True" if passed else "False", "GateMet" if passed else "BelowGate",
+        diverged = ((result.get("equivalence") or {}).get("defects") or 0) > 0
+        return Verdict("True" if passed else "False",
+                       "GateMet" if passed else "OutputDiverged" if diverged else "BelowGate",
                        result.get("verdictMessage") or ("passed" if passed else "no verdict"))
     if status.get("state") == "Failed":
         failed = next((c for c in status.get("conditions") or [] if c.get("type") == "Failed"), {})
