@@ -209,6 +209,20 @@ CASES: dict[str, dict] = {
             "description": "The run of ns/b1 (serving kimi) failed without a result; its Failed condition says why.",
             "runbook_url": runbook("benchmark-failed")}}],
     },
+    "DrafterOutputDiverged": {
+        "series": [series("drafter_benchmark_output_defects", {"namespace": "ns", "benchmark": "b1", "serving": "kimi"},
+                          "0x5 3x5"),
+                   series("drafter_benchmark_output_defects", {"namespace": "ns", "benchmark": "b2", "serving": "kimi"},
+                          "0x10")],
+        "quiet": "3m", "fires": "8m",
+        "alerts": [{"exp_labels": {"job": OPERATOR_JOB, "namespace": "ns", "benchmark": "b1", "serving": "kimi",
+                                   "severity": "critical"},
+                    "exp_annotations": {
+            "summary": "DrafterBenchmark ns/b1: speculation changed the output",
+            "description": "3 prompts of ns/b1 (serving kimi) left the no-speculation baseline's output at a token "
+                           "the baseline was clearly decided on; its GatePassed condition names the first.",
+            "runbook_url": runbook("output-diverged")}}],
+    },
     "DrafterTrainingFailed": {
         "series": [series("drafter_training_failed", {"namespace": "ns", "training": "t1"}, "0x5 1x5"),
                    series("drafter_training_failed", {"namespace": "ns", "training": "t2"}, "0x10")],
@@ -514,9 +528,11 @@ def test_additional_rule_labels_go_on_every_rule_and_selectors_come_from_values(
     alerts = alerts_of(rule_groups({rule + "additionalRuleLabels.team": "ml-platform",
                                     rule + "additionalRuleLabels.tier": "inference",
                                     rule + "objectSelector": 'job="mine", cluster="eu"'}))
+    # Every default severity is warning but wrong answers' (speculation changed the output).
     assert set(alerts) == {case.get("alertname", name) for name, case in CASES.items()} and all(
-        (r["labels"]["team"], r["labels"]["tier"], r["labels"]["severity"]) == ("ml-platform", "inference", "warning")
-        for r in alerts.values()), {n: r["labels"] for n, r in alerts.items()}
+        (r["labels"]["team"], r["labels"]["tier"], r["labels"]["severity"]) ==
+        ("ml-platform", "inference", "critical" if n == "DrafterOutputDiverged" else "warning")
+        for n, r in alerts.items()), {n: r["labels"] for n, r in alerts.items()}
     assert alerts["DrafterServingNotReady"]["expr"] == \
         'max by (namespace, name, engine) (drafter_serving_not_ready{job="mine", cluster="eu"}) == 1'
     # The operator's own series keep the target selector (job and namespace of the release's target).

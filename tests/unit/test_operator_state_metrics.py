@@ -151,12 +151,14 @@ def body(kind_status: dict, labels: dict | None = None, spec: dict | None = None
 def test_benchmark_apply_publishes_the_state_the_plan_leaves():
     reconciler = BenchmarkReconciler(RecordingKube(), image="img")
     running = body({"state": "Running"}, spec={"servingRef": {"name": "kimi"}})
-    finished = {"state": "Succeeded", "result": {"speedup": 1.62, "crossoverConcurrency": 32}}
+    finished = {"state": "Succeeded", "result": {"speedup": 1.62, "crossoverConcurrency": 32,
+                                                 "equivalence": {"prompts": 8, "defects": 2}}}
     reconciler.apply(running, BenchmarkPlan(status=finished), lambda *_: None)
     labels = dict(namespace=NS, benchmark="run", serving="kimi")
     assert value("drafter_benchmark_failed", **labels) == 0.0
     assert value("drafter_benchmark_speedup", **labels) == 1.62
     assert value("drafter_benchmark_crossover_concurrency", **labels) == 32
+    assert value("drafter_benchmark_output_defects", **labels) == 2
     # The recorded status alone (an empty plan, e.g. after an operator restart) says the same.
     reconciler.apply(body(finished, spec={"servingRef": {"name": "kimi"}}), BenchmarkPlan(), lambda *_: None)
     assert value("drafter_benchmark_speedup", **labels) == 1.62
@@ -166,6 +168,7 @@ def test_benchmark_apply_publishes_the_state_the_plan_leaves():
     assert value("drafter_benchmark_failed", **labels) == 1.0
     assert value("drafter_benchmark_speedup", **labels) is None
     assert value("drafter_benchmark_crossover_concurrency", **labels) is None
+    assert value("drafter_benchmark_output_defects", **labels) is None
     # Deleted: observe finds nothing and the series go.
     assert reconciler.observe(NS, "run") is None
     assert series("drafter_benchmark_failed", namespace=NS, benchmark="run") == []

@@ -96,8 +96,11 @@ BENCHMARK_SPEEDUP = Gauge("drafter_benchmark_speedup", "A finished DrafterBenchm
 BENCHMARK_CROSSOVER = Gauge("drafter_benchmark_crossover_concurrency",
                             "A load sweep's lowest concurrency whose speedup is below 1.0; absent when none is.",
                             BENCHMARK_LABELS)
+BENCHMARK_OUTPUT_DEFECTS = Gauge("drafter_benchmark_output_defects",
+                                 "Prompts whose served output left the no-speculation baseline's at a clearly decided "
+                                 "token (spec.equivalence); absent when the run compared no outputs.", BENCHMARK_LABELS)
 _BY_BENCHMARK = ((BENCHMARK_FAILED, BENCHMARK_LABELS), (BENCHMARK_SPEEDUP, BENCHMARK_LABELS),
-                 (BENCHMARK_CROSSOVER, BENCHMARK_LABELS))
+                 (BENCHMARK_CROSSOVER, BENCHMARK_LABELS), (BENCHMARK_OUTPUT_DEFECTS, BENCHMARK_LABELS))
 TRAINING_LABELS = ("namespace", "training")
 TRAINING_FAILED = Gauge("drafter_training_failed", "1 when the DrafterTraining's stage is Failed, else 0.",
                         TRAINING_LABELS)
@@ -261,13 +264,15 @@ def _set_drift(namespace: str, name: str, engine: str, status: dict,
 
 
 def set_benchmark_state(namespace: str, benchmark: str, serving: str, status: dict) -> None:
-    """Failed or not, and a finished run's speedup and crossover concurrency (absent when it has none)."""
+    """Failed or not, and a finished run's speedup, crossover concurrency and output defects (each absent when it
+    has none)."""
     values = (namespace, benchmark, serving)
     forget_benchmark(namespace, benchmark, keep_serving=serving)  # the serving it measures may have changed
     BENCHMARK_FAILED.labels(*values).set(1.0 if status.get("state") == "Failed" else 0.0)
     result = status.get("result") or {}
     for gauge, value in ((BENCHMARK_SPEEDUP, result.get("speedup")),
-                         (BENCHMARK_CROSSOVER, result.get("crossoverConcurrency"))):
+                         (BENCHMARK_CROSSOVER, result.get("crossoverConcurrency")),
+                         (BENCHMARK_OUTPUT_DEFECTS, (result.get("equivalence") or {}).get("defects"))):
         if isinstance(value, (int, float)):
             gauge.labels(*values).set(value)
         else:
