@@ -267,7 +267,8 @@ def test_known_bad_for_a_serving_reads_it_its_pods_and_their_nodes(monkeypatch, 
             return {"items": [{"metadata": {"name": "kimi-abc-0"}, "spec": {"nodeName": "gpu-7"}}]}
         if not nodes_readable:
             raise actions.PluginError('nodes "gpu-7" is forbidden')
-        return {"items": [{"metadata": {"name": "gpu-7", "labels": {"nvidia.com/gpu.product": "NVIDIA-B300-SXM6-AC"}}}]}
+        # As kubectl answers `get nodes gpu-7 -o json`: one name, the node itself (not a List).
+        return {"kind": "Node", "metadata": {"name": "gpu-7", "labels": {"nvidia.com/gpu.product": "NVIDIA-B300-SXM6-AC"}}}
 
     monkeypatch.setattr(cli.Kubectl, "get", get)
     assert cli.main(["known-bad", "--serving", "kimi", "-n", "team-a"]) == 0

@@ -130,7 +130,9 @@ def known_bad_rows(kubectl: Kubectl, args: argparse.Namespace) -> int:
         pods = kubectl.get("pods", "-l", f"{SERVING_LABEL}={args.serving}")["items"]
         placed = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
         try:
-            nodes = kubectl.get("nodes", *placed)["items"] if placed else []
+            # `kubectl get nodes A -o json` answers one node as itself, several as a List.
+            got = kubectl.get("nodes", *placed) if placed else {"items": []}
+            nodes = got["items"] if "items" in got else [got]
         except actions.PluginError as exc:  # may not read nodes: rows keyed by GPU stay pending
             print(f"kubectl drafter known-bad: the pods' nodes are not readable ({exc}); rows keyed by GPU product "
                   "show as pending unless spec.placement.gpuProduct is set", file=sys.stderr)
