@@ -226,7 +226,7 @@ def run_sequence(engine: str, seed: int, plan: list[tuple[str, ...]]) -> Run:
     rng = random.Random(seed)
     healthy = HealthyEngine(engine, rng)
     source = EngineSource(engine, THRESHOLDS.window_seconds, K[engine])
-    verdict: a.Verdict | None = None
+    verdict: a.AcceptanceVerdict | None = None
     run = Run(engine)
     for i, names in enumerate(plan):
         healthy.advance(rng.randint(1, 8))
