@@ -42,7 +42,7 @@ from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_operator.settings import CATCH_UP_SECONDS
 
-from tests.simulation.apiserver import OperatorCrash, selected
+from drafter_testbed.simulation.apiserver import OperatorCrash, selected
 
 WATCH_LATENCY = 0.3  # seconds from a write to its watch event, on a healthy stream
 ERROR_RETRY = 5.0  # handlers.configure: memo.error_retry_seconds

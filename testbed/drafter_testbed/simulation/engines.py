@@ -13,7 +13,7 @@ from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL
 
-from tests.simulation.cluster import fate_of, ready
+from drafter_testbed.simulation.cluster import fate_of, ready
 
 VERIFY_STEPS_PER_SECOND = 8.0  # per replica
 
