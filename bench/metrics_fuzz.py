@@ -5,7 +5,7 @@ alternating vLLM 0.33.0 and SGLang 0.5.23. Each engine is the emulator's exporte
 drafter (acceptance about 71% at k = 5, or 80% at k = 3; the monitor's threshold is 40%, window 60 s,
 `for` 30 s, one scrape every 15 s), so every Degraded=True is a false one. Before each scrape the true
 body is mutated with probability --mutation-rate (default 0.5) by one to three of the mutations in
-tests/metrics_mutations.py: truncated, duplicated series, NaN/Inf/negative/huge/fractional/scaled values,
+drafter_testbed/metrics_mutations.py: truncated, duplicated series, NaN/Inf/negative/huge/fractional/scaled values,
 text values, a counter going backwards, an older body replayed (all counters backwards), a missing
 family, a wrong TYPE, label garbage, binary junk, junk inserted, a body over the 4 MiB cap, thousands of
 extra series, CRLF line ends, an HTML or JSON error page, families reordered. Each body goes through
@@ -32,8 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.metrics_mutations import MUTATIONS, false_degraded, percentile, random_plan, run_sequence  # noqa: E402
+from drafter_testbed.metrics_mutations import MUTATIONS, false_degraded, percentile, random_plan, run_sequence
 
 
 def main() -> int:

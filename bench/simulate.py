@@ -1,4 +1,5 @@
-"""Deterministic simulation soak of the DrafterServing controller (tests/simulation).
+"""Deterministic simulation soak of the DrafterServing controller (drafter_testbed.simulation, whose tests are
+tests/simulation).
 
 Runs many seeded scenarios (the real reconcile in a simulated cluster: random spec edits, deletes
 and re-creates, operator crashes at any request, node loss, acceptance drops, metric faults,
@@ -20,12 +21,9 @@ import multiprocessing
 import sys
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.simulation.operations import describe  # noqa: E402
-from tests.simulation.runner import reproduction, run_scenario, shrink  # noqa: E402
+from drafter_testbed.simulation.operations import describe
+from drafter_testbed.simulation.runner import reproduction, run_scenario, shrink
 
 
 def one(args: tuple[int, int, float, str]) -> tuple[int, list[tuple[str, str]], int, int, float]:

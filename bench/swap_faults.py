@@ -1,6 +1,6 @@
 """Faults during DrafterServing swaps: SIGKILL the operator, restart the kube-apiserver or etcd, at chosen
 phases of BlueGreen and Recreate swaps (with and without a gate, and while an onDegraded action is in
-flight), then check that the swap finishes with the invariants of tests/swap_faults.py holding.
+flight), then check that the swap finishes with the invariants of drafter_testbed/swap_faults.py holding.
 
 Runs on its OWN local cluster (DRAFTER_STATE_DIR=/tmp/fault-cluster, DRAFTER_PORT_BASE=19440 unless
 already set), with two 8-GPU process nodes whose engine pods really run (the emulator). Each trial:
@@ -55,12 +55,11 @@ import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(REPO))
 from serving_scale import BenchError, Cluster, Operator, drafter_operator, exit_with, log, run_on_own_cluster  # noqa: E402
 from drafter_testbed import harness  # noqa: E402
 
-from tests import swap_faults as sf  # noqa: E402
-from tests.serving_client import ClientLoop, set_acceptance  # noqa: E402
+from drafter_testbed import swap_faults as sf  # noqa: E402
+from drafter_testbed.serving_client import ClientLoop, set_acceptance  # noqa: E402
 
 SEED = REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml"
 GPU_PRODUCT = "NVIDIA-H200"  # only this benchmark's process nodes carry it

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import OperatorProcess
-from tests.serving_client import set_acceptance
+from drafter_testbed.serving_client import set_acceptance
 from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e

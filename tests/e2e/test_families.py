@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.e2e.test_acceptance import engine_pods
 from tests.e2e.test_serving import apply, condition, serving_status, service_ip, wait_ready
-from tests.serving_client import ClientLoop
+from drafter_testbed.serving_client import ClientLoop
 
 pytestmark = pytest.mark.e2e
 

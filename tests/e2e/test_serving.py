@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import E2E_GPU_PRODUCT, emulator_settings
-from tests.serving_client import ClientLoop, stream_completion  # noqa: F401 - other tests import them from here
+from drafter_testbed.serving_client import ClientLoop, stream_completion  # noqa: F401 - other tests import them from here
 
 pytestmark = pytest.mark.e2e
 

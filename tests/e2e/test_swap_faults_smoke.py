@@ -1,6 +1,6 @@
 """Faults during a swap, the short version of bench/swap_faults.py: the operator SIGKILLed at three
 moments of one BlueGreen swap, and the kube-apiserver restarted in the middle of another. Each swap must
-finish with the invariants of tests/swap_faults.py and no failed request through the Service.
+finish with the invariants of drafter_testbed/swap_faults.py and no failed request through the Service.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from tests import swap_faults as sf
+from drafter_testbed import swap_faults as sf
 from tests.e2e.conftest import emulator_settings
 from tests.e2e.test_serving import apply, seed_serving, service_ip, wait_ready
-from tests.serving_client import ClientLoop
+from drafter_testbed.serving_client import ClientLoop
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """Run scenarios with a patched operator until one breaks an invariant (the mutant test's subprocess):
 prints one JSON line, the first seed that broke something and what it broke, or that none did.
 
-    PYTHONPATH=<patched copy>/operator:<repo> python -m tests.simulation.mutant_run --scenarios 20
+    PYTHONPATH=<patched copy>/operator:<repo>/testbed:<repo> python -m tests.simulation.mutant_run --scenarios 20
 
 Whether a violation is the mutant's doing (the unpatched operator keeps that invariant on that seed) is the
 caller's to judge: it runs the unpatched operator on that one seed only, and asks again from the next seed
@@ -16,7 +16,7 @@ import json
 
 import drafter_operator
 
-from tests.simulation.runner import run_scenario
+from drafter_testbed.simulation.runner import run_scenario
 
 
 def main() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tests.simulation.apiserver import Faults
-from tests.simulation.clock import Clock
-from tests.simulation.fault_operations import FaultOperations
+from drafter_testbed.simulation.apiserver import Faults
+from drafter_testbed.simulation.clock import Clock
+from drafter_testbed.simulation.fault_operations import FaultOperations
 
 
 class Host(FaultOperations):

@@ -32,7 +32,7 @@ def baseline():
     """What the unpatched operator already breaks on one seed of a family (computed when a mutant's run first
     breaks something there, then kept): a mutant is killed only by something new. The unpatched operator
     breaks nothing on the seeds the suite runs, so this is usually one scenario per mutant, not all of them."""
-    from tests.simulation.runner import run_scenario
+    from drafter_testbed.simulation.runner import run_scenario
     known: dict[tuple[str, int], set[str]] = {}
 
     def of(family: str, seed: int) -> set[str]:
@@ -69,7 +69,8 @@ def patched_copy(patch: Path, tmp_path: Path) -> dict:
     package_copy(tmp_path)
     applied = subprocess.run(["patch", "-p1", "--batch", "-i", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert applied.returncode == 0, f"{patch.name} does not apply: {applied.stdout}{applied.stderr}"
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "operator"), str(REPO)])}
+    # the simulation harness is drafter-testbed's (testbed/drafter_testbed/simulation), from this checkout
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "operator"), str(REPO / "testbed"), str(REPO)])}
 
 
 SIMULATED = [p for p in MUTANTS if not caught_by(p)]

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.simulation.runner import reproduction, run_scenario, shrink
+from drafter_testbed.simulation.runner import reproduction, run_scenario, shrink
 
 # About 0.8 s of one core each, in SERVING_SHARES tests; bench/simulate.py runs thousands (docs/performance.md).
 SCENARIOS = int(os.environ.get("SIM_SCENARIOS", "200"))

@@ -7,8 +7,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.simulation import batch, operations
-from tests.simulation.operations import timeline
+from drafter_testbed.simulation import batch, operations
+from drafter_testbed.simulation.operations import timeline
 
 FIRST = [{"kind": "create"}]
 

@@ -7,9 +7,9 @@ import pytest
 
 from drafter_operator.kube import ApiError
 
-from tests.simulation.cluster import NS
-from tests.simulation.runner import run_scenario
-from tests.simulation.world import World
+from drafter_testbed.simulation.cluster import NS
+from drafter_testbed.simulation.runner import run_scenario
+from drafter_testbed.simulation.world import World
 
 SETUP = {"name": "kimi", "nodes": 2, "config": {"engine": "vllm", "drafter": 0, "image": 0, "replicas": 1, "env": 0,
                                                 "strategy": "BlueGreen", "gate": None, "acceptance": None,

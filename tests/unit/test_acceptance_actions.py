@@ -67,13 +67,13 @@ def test_status_block_lists_replicas_only_when_they_differ():
         return m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=drafts * 5, accepted_tokens=accepted,
                                   generation_tokens=drafts + accepted, acceptance_rate=accepted / (drafts * 5),
                                   mean_acceptance_length=1 + accepted / drafts, rate_source="counters")
-    same = a.with_replicas(a.Sample(at=0), {"p1": w(100, 300), "p2": w(200, 600)})
+    same = a.with_replicas(a.AcceptanceSample(at=0), {"p1": w(100, 300), "p2": w(200, 600)})
     block = a.status_block(same, "engine", 300, "2026-11-30T12:00:00Z")
     assert block["rate"] == pytest.approx(0.6) and block["draftTokens"] == 1500 and "replicas" not in block
-    differ = a.with_replicas(a.Sample(at=0), {"p1": w(100, 450), "p2": w(100, 50)})
+    differ = a.with_replicas(a.AcceptanceSample(at=0), {"p1": w(100, 450), "p2": w(100, 50)})
     block = a.status_block(differ, "engine", 300, "2026-11-30T12:00:00Z")
     assert [r["pod"] for r in block["replicas"]] == ["p1", "p2"] and block["replicas"][1]["rate"] == pytest.approx(0.1)
     # what the operator writes is what the CRD's status schema describes
     from drafter_operator.api.serving import AcceptanceStatus
     assert AcceptanceStatus.model_validate(block).replicas[0].pod == "p1"
-    assert a.status_block(a.Sample(at=0), "engine", 300, "x") is None
+    assert a.status_block(a.AcceptanceSample(at=0), "engine", 300, "x") is None

@@ -20,8 +20,8 @@ T = d.thresholds(SPEC, BASELINE)
 INTERVAL = 60.0
 
 
-def at_length(length: float, drafts: float = 2000) -> a.Sample:
-    return a.Sample(at=0, window=vllm_window(drafts, (length - 1) * drafts))
+def at_length(length: float, drafts: float = 2000) -> a.AcceptanceSample:
+    return a.AcceptanceSample(at=0, window=vllm_window(drafts, (length - 1) * drafts))
 
 
 def run(lengths: list[float | None], drafts: list[float] | None = None) -> list[d.Drift]:
@@ -30,7 +30,7 @@ def run(lengths: list[float | None], drafts: list[float] | None = None) -> list[
     for i, length in enumerate(lengths):
         at = i * INTERVAL
         if length is None:
-            sample = a.Sample.unavailable(at, "GET http://10.0.0.1:8000/metrics: connection refused")
+            sample = a.AcceptanceSample.unavailable(at, "GET http://10.0.0.1:8000/metrics: connection refused")
         else:
             sample = dataclasses.replace(at_length(length, drafts[i] if drafts else 2000), at=at)
         seen = d.look(previous, sample, BASELINE, T)
@@ -106,7 +106,7 @@ def test_drift_turns_true_only_on_usable_readings_below_the_floor_covering_for(l
     for i, look in enumerate(looks):
         at = i * INTERVAL
         if look is None:
-            sample, below = a.Sample.unavailable(at, "refused"), None
+            sample, below = a.AcceptanceSample.unavailable(at, "refused"), None
         else:
             length, drafts = look
             sample = dataclasses.replace(at_length(length, drafts), at=at)

@@ -26,7 +26,7 @@ def test_the_reasons_are_one_camel_case_word_each_and_distinct():
 
 
 def test_the_first_verdict_and_the_serving_say_not_measured_alike():
-    sample = a.Sample(at=0.0, window=None)
+    sample = a.AcceptanceSample(at=0.0, window=None)
     thresholds = a.Thresholds(min_rate=0.5, min_length=None, window_seconds=300, for_seconds=60, min_draft_tokens=1)
     first = a.evaluate(None, sample, thresholds)
     assert first.reason == message.INSUFFICIENT_DATA
@@ -71,7 +71,7 @@ def test_unmeasured_keeps_the_condition_unless_what_it_says_is_over():
 def _measurement(status: str, revision: str = "r1", block: dict | None = None):
     from drafter_operator.acceptance.measurement import Measurement
     reason = {"True": message.LOW_RATE, "False": message.HEALTHY}[status]
-    return Measurement(revision=revision, verdict=a.Verdict(status=status, reason=reason, message="acceptance 20%"),
+    return Measurement(revision=revision, verdict=a.AcceptanceVerdict(status=status, reason=reason, message="acceptance 20%"),
                        previous=None, status=block)
 
 

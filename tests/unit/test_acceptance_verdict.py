@@ -35,7 +35,7 @@ def counters(drafts: float, accepted: float, k: int = 5, generation: float | Non
 def test_the_seed_window_gives_the_seed_message():
     window = vllm_window(1506, 1127)
     assert window.draft_tokens == 7530
-    verdict = a.evaluate(None, a.Sample(at=0, window=window), a.Thresholds(0.4, None, 1000, 300, 0))
+    verdict = a.evaluate(None, a.AcceptanceSample(at=0, window=window), a.Thresholds(0.4, None, 1000, 300, 0))
     assert verdict.status == "True" and verdict.reason == a.LOW_RATE
     assert verdict.message == ("acceptance 15.0% over 5m (1127/7530 draft tokens) < 40%, mean acceptance length 1.75 "
                                "(1506 drafts)")
@@ -114,7 +114,7 @@ def test_combined_figures_lie_between_the_replicas(replicas):
 
 
 def test_per_replica_figures_travel_with_the_sample():
-    sample = a.with_replicas(a.Sample(at=0), {"pod-b": vllm_window(1000, 500), "pod-a": vllm_window(1000, 4500)})
+    sample = a.with_replicas(a.AcceptanceSample(at=0), {"pod-b": vllm_window(1000, 500), "pod-a": vllm_window(1000, 4500)})
     assert [name for name, _ in sample.replicas] == ["pod-a", "pod-b"]
     assert sample.window.acceptance_rate == pytest.approx(5000 / 10000)
 
@@ -124,7 +124,7 @@ def test_per_replica_figures_travel_with_the_sample():
 LOW, MID, HEALTHY = vllm_window(1500, 1125), vllm_window(1500, 3075), vllm_window(1500, 6000)  # 15 %, 41 %, 80 %
 
 
-def run(sequence: list[tuple[float, a.Sample]], t: a.Thresholds = THRESHOLDS) -> list[a.Verdict]:
+def run(sequence: list[tuple[float, a.AcceptanceSample]], t: a.Thresholds = THRESHOLDS) -> list[a.AcceptanceVerdict]:
     verdicts, previous = [], None
     for _, sample in sequence:
         previous = a.evaluate(previous, sample, t)
@@ -135,7 +135,7 @@ def run(sequence: list[tuple[float, a.Sample]], t: a.Thresholds = THRESHOLDS) ->
 def test_degraded_only_after_for_and_recovery_only_after_for_above_hysteresis():
     at = [0, 60, 299, 300, 360, 600, 660, 899, 900, 960]
     windows = [LOW, LOW, LOW, LOW, MID, HEALTHY, HEALTHY, HEALTHY, HEALTHY, HEALTHY]
-    verdicts = run([(t, a.Sample(at=t, window=w)) for t, w in zip(at, windows)])
+    verdicts = run([(t, a.AcceptanceSample(at=t, window=w)) for t, w in zip(at, windows)])
     statuses = [(v.status, v.reason) for v in verdicts]
     assert statuses[:3] == [("False", a.BELOW_THRESHOLD)] * 3
     assert statuses[3] == ("True", a.LOW_RATE)
@@ -147,30 +147,30 @@ def test_degraded_only_after_for_and_recovery_only_after_for_above_hysteresis():
 
 def test_insufficient_and_invalid_data_are_unknown_and_never_degraded():
     few = vllm_window(100, 20)
-    assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).status == "Unknown"
-    assert a.evaluate(None, a.Sample(at=0, window=few), THRESHOLDS).reason == a.INSUFFICIENT_DATA
-    invalid = a.Sample.unusable(0, mv.unusable(mv.UnusableReason.NON_FINITE, "NaN drafts"))
-    verdict = a.evaluate(a.Verdict("True", a.LOW_RATE, "x"), invalid, THRESHOLDS)
+    assert a.evaluate(None, a.AcceptanceSample(at=0, window=few), THRESHOLDS).status == "Unknown"
+    assert a.evaluate(None, a.AcceptanceSample(at=0, window=few), THRESHOLDS).reason == a.INSUFFICIENT_DATA
+    invalid = a.AcceptanceSample.unusable(0, mv.unusable(mv.UnusableReason.NON_FINITE, "NaN drafts"))
+    verdict = a.evaluate(a.AcceptanceVerdict("True", a.LOW_RATE, "x"), invalid, THRESHOLDS)
     assert (verdict.status, verdict.reason) == ("Unknown", a.METRICS_INVALID) and verdict.was_degraded
-    assert a.evaluate(None, a.Sample.unavailable(0, "connection refused"), THRESHOLDS).reason == a.METRICS_UNAVAILABLE
+    assert a.evaluate(None, a.AcceptanceSample.unavailable(0, "connection refused"), THRESHOLDS).reason == a.METRICS_UNAVAILABLE
 
 
 def test_a_gap_in_the_data_neither_clears_degraded_nor_restarts_the_clock():
-    verdicts = run([(0, a.Sample(at=0, window=LOW)), (300, a.Sample(at=300, window=LOW)),
-                    (330, a.Sample.unavailable(330, "pod restarting")), (360, a.Sample(at=360, window=HEALTHY)),
-                    (600, a.Sample(at=600, window=HEALTHY)), (660, a.Sample(at=660, window=HEALTHY))])
+    verdicts = run([(0, a.AcceptanceSample(at=0, window=LOW)), (300, a.AcceptanceSample(at=300, window=LOW)),
+                    (330, a.AcceptanceSample.unavailable(330, "pod restarting")), (360, a.AcceptanceSample(at=360, window=HEALTHY)),
+                    (600, a.AcceptanceSample(at=600, window=HEALTHY)), (660, a.AcceptanceSample(at=660, window=HEALTHY))])
     # Degraded survives the gap (no instant recovery after it); recovery takes the full 300 s from 360.
     assert [v.status for v in verdicts] == ["False", "True", "Unknown", "True", "True", "False"]
     assert verdicts[4].healthy_since == 360
     # A low window while recovering restarts the recovery clock.
-    assert a.evaluate(verdicts[4], a.Sample(at=620, window=LOW), THRESHOLDS).healthy_since is None
+    assert a.evaluate(verdicts[4], a.AcceptanceSample(at=620, window=LOW), THRESHOLDS).healthy_since is None
 
 
 def test_length_threshold_and_for_zero():
     t = a.Thresholds(min_rate=None, min_length=2.0, min_draft_tokens=0, window_seconds=300, for_seconds=0)
-    verdict = a.evaluate(None, a.Sample(at=0, window=vllm_window(1506, 1127)), t)
+    verdict = a.evaluate(None, a.AcceptanceSample(at=0, window=vllm_window(1506, 1127)), t)
     assert (verdict.status, verdict.reason) == ("True", a.LOW_LENGTH) and "(1506 drafts) < 2.00" in verdict.message
-    assert a.evaluate(verdict, a.Sample(at=1, window=HEALTHY), t).status == "False"
+    assert a.evaluate(verdict, a.AcceptanceSample(at=1, window=HEALTHY), t).status == "False"
 
 
 KINDS = {"low": LOW, "mid": MID, "healthy": HEALTHY}
@@ -183,11 +183,11 @@ def sample_sequences(draw):
         now += draw(st.sampled_from([1.0, 15.0, 30.0, 60.0, 120.0]))
         kind = draw(st.sampled_from(["low", "mid", "healthy", "problem", "few"]))
         if kind == "problem":
-            times.append(a.Sample.unavailable(now, "scrape failed"))
+            times.append(a.AcceptanceSample.unavailable(now, "scrape failed"))
         elif kind == "few":
-            times.append(a.Sample(at=now, window=vllm_window(10, 5)))
+            times.append(a.AcceptanceSample(at=now, window=vllm_window(10, 5)))
         else:
-            times.append(a.Sample(at=now, window=KINDS[kind]))
+            times.append(a.AcceptanceSample(at=now, window=KINDS[kind]))
     return times
 
 
@@ -210,7 +210,7 @@ def test_the_verdict_never_flaps_faster_than_for_and_never_degrades_on_bad_data(
         previous = verdict
 
 
-def drafted(sample: a.Sample) -> float:
+def drafted(sample: a.AcceptanceSample) -> float:
     return a.drafted(sample.window) if sample.window is not None else 0.0
 
 
@@ -231,7 +231,7 @@ LOW = vllm_window(1506, 1127)  # 15%: below 40%
 HEALTHY_THIN = vllm_window(20, 80)  # 80% on 100 draft tokens: too few for a verdict, but healthy
 
 
-def verdict_after(samples) -> a.Verdict:
+def verdict_after(samples) -> a.AcceptanceVerdict:
     verdict = None
     for sample in samples:
         verdict = a.evaluate(verdict, sample, THRESHOLDS)
@@ -239,19 +239,19 @@ def verdict_after(samples) -> a.Verdict:
 
 
 def test_two_low_readings_hours_apart_are_not_degraded():
-    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample.unavailable(60, "scrape failed"),
-                   a.Sample(at=3 * 3600, window=LOW)])
+    verdict = verdict_after([a.AcceptanceSample(at=0, window=LOW), a.AcceptanceSample.unavailable(60, "scrape failed"),
+                   a.AcceptanceSample(at=3 * 3600, window=LOW)])
     assert verdict.status == "False" and verdict.reason == a.BELOW_THRESHOLD and verdict.below_since == 3 * 3600
 
 
 def test_the_for_clock_survives_a_gap_shorter_than_a_window():
-    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample.unavailable(100, "scrape failed"),
-                   a.Sample(at=200, window=LOW), a.Sample(at=300, window=LOW)])
+    verdict = verdict_after([a.AcceptanceSample(at=0, window=LOW), a.AcceptanceSample.unavailable(100, "scrape failed"),
+                   a.AcceptanceSample(at=200, window=LOW), a.AcceptanceSample(at=300, window=LOW)])
     assert verdict.status == "True" and verdict.below_since == 0
 
 
 def test_a_thin_window_that_looks_healthy_stops_the_clock():
-    verdict = verdict_after([a.Sample(at=0, window=LOW), a.Sample(at=150, window=HEALTHY_THIN), a.Sample(at=300, window=LOW)])
+    verdict = verdict_after([a.AcceptanceSample(at=0, window=LOW), a.AcceptanceSample(at=150, window=HEALTHY_THIN), a.AcceptanceSample(at=300, window=LOW)])
     assert verdict.status == "False" and verdict.below_since == 300
 
 
@@ -264,9 +264,9 @@ def test_degraded_only_after_for_of_low_readings_never_a_window_apart(steps):
     at, verdict, lows = 0, None, []
     for gap, kind in steps:
         at += gap
-        sample = {"low": a.Sample(at=at, window=LOW), "gap": a.Sample.unavailable(at, "down"),
-                  "thin": a.Sample(at=at, window=HEALTHY_THIN),
-                  "healthy": a.Sample(at=at, window=vllm_window(2000, 8000))}[kind]
+        sample = {"low": a.AcceptanceSample(at=at, window=LOW), "gap": a.AcceptanceSample.unavailable(at, "down"),
+                  "thin": a.AcceptanceSample(at=at, window=HEALTHY_THIN),
+                  "healthy": a.AcceptanceSample(at=at, window=vllm_window(2000, 8000))}[kind]
         before = verdict
         verdict = a.evaluate(verdict, sample, THRESHOLDS)
         lows = lows + [at] if kind == "low" else ([] if kind in ("thin", "healthy") else lows)
@@ -302,7 +302,7 @@ def test_a_drop_from_healthy_to_the_seeds_15_percent_degrades_within_window_plus
             drafts, accepted = drafts + 20 * interval, accepted + 20 * interval * 5 * rate
         history.add(now, counters(drafts, accepted))
         found = history.window(window)
-        sample = a.Sample(at=now, window=found[0]) if found else a.Sample.unavailable(now, "one scrape so far")
+        sample = a.AcceptanceSample(at=now, window=found[0]) if found else a.AcceptanceSample.unavailable(now, "one scrape so far")
         verdict = a.evaluate(verdict, sample, thresholds)
         if now > dropped:
             assert verdict.status != "Unknown" or verdict.reason == a.METRICS_UNAVAILABLE
@@ -326,24 +326,24 @@ def lost_window(first: float, drafts: float = 2000, per_position: bool = True) -
 
 
 def test_a_lost_drafter_is_degraded_after_one_window_with_its_own_reason_not_after_the_longer_for():
-    first = a.evaluate(None, a.Sample(at=0, window=lost_window(0.004)), LONG_FOR)
+    first = a.evaluate(None, a.AcceptanceSample(at=0, window=lost_window(0.004)), LONG_FOR)
     assert (first.status, first.reason) == ("False", a.BELOW_THRESHOLD) and "of 2m" in first.message
-    after = a.evaluate(first, a.Sample(at=120, window=lost_window(0.004)), LONG_FOR)
+    after = a.evaluate(first, a.AcceptanceSample(at=120, window=lost_window(0.004)), LONG_FOR)
     assert (after.status, after.reason) == ("True", a.DRAFTER_LOST)
     assert "first draft position accepted 0.4% < 2%" in after.message and "drafter-lost runbook" in after.message
     # A merely poor drafter (the seed's: about 40% at its first position) waits the whole `for`.
-    poor = a.evaluate(None, a.Sample(at=0, window=lost_window(0.4)), LONG_FOR)
-    poor = a.evaluate(poor, a.Sample(at=120, window=lost_window(0.4)), LONG_FOR)
+    poor = a.evaluate(None, a.AcceptanceSample(at=0, window=lost_window(0.4)), LONG_FOR)
+    poor = a.evaluate(poor, a.AcceptanceSample(at=120, window=lost_window(0.4)), LONG_FOR)
     assert (poor.status, poor.reason) == ("False", a.BELOW_THRESHOLD)
 
 
 @given(st.floats(min_value=0.0, max_value=1.0), st.booleans())
 def test_lost_exactly_when_the_first_position_is_below_the_floor_on_either_engine(first, per_position):
     window = lost_window(first, per_position=per_position)  # without per_position: SGLang's accepted per step
-    verdict = a.evaluate(None, a.Sample(at=0, window=window), a.Thresholds(0.0, None, 1000, 120, 0))
+    verdict = a.evaluate(None, a.AcceptanceSample(at=0, window=window), a.Thresholds(0.0, None, 1000, 120, 0))
     assert (verdict.reason == a.DRAFTER_LOST) == (first < a.LOST_FIRST_POSITION)
 
 
 def test_a_lost_drafter_with_too_few_drafts_is_no_verdict():
-    verdict = a.evaluate(None, a.Sample(at=0, window=lost_window(0.0, drafts=100)), LONG_FOR)
+    verdict = a.evaluate(None, a.AcceptanceSample(at=0, window=lost_window(0.0, drafts=100)), LONG_FOR)
     assert (verdict.status, verdict.reason) == ("Unknown", a.INSUFFICIENT_DATA)

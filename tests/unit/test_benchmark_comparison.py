@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from drafter_operator import load_picks
 from drafter_operator.api import DrafterBenchmark
 from drafter_operator.controllers.benchmark_comparison import candidate_run_name
-from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target, decide
+from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing, decide
 from tests.unit.test_benchmark_decide import FAST, IMAGE, SERVING, T0, condition
 
 CANDIDATES = ("kimi-eagle3", "kimi-suffix", "kimi-dspark")
@@ -52,7 +52,7 @@ def run(body: dict, index: int, state: str | None = None, levels: list[tuple[int
 
 def state(body: dict, runs=(), servings=None) -> BenchmarkState:
     servings = tuple(serving_body(n) for n in CANDIDATES) if servings is None else servings
-    return BenchmarkState(benchmark=body, target=None, baseline=Target(serving=serving_body("kimi-baseline", "none")),
+    return BenchmarkState(benchmark=body, target=None, baseline=ObservedServing(serving=serving_body("kimi-baseline", "none")),
                           jobs=(), job_pods=(), now=T0, image=IMAGE, candidate_servings=servings,
                           candidate_runs=tuple(runs))
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api.pod import ContainerResources, parse_kube_quantity
-from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target, decide
+from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing, decide
 from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.benchmark_outcome import gate_verdict
 from drafter_operator.resources.benchmark_job import DEFAULT_RESOURCES, GPU_NODE_LABEL, benchmark_resources
@@ -38,7 +38,7 @@ def benchmark(generation: int = 1, **spec) -> dict:
                      "baseline": {"tokensPerSecond": "82.5"}, "timeout": "10m", **spec}}
 
 
-def serving(ready: bool = True) -> Target:
+def serving(ready: bool = True) -> ObservedServing:
     body = copy.deepcopy(SERVING)
     body["metadata"] = {"name": "kimi", "namespace": "team"}
     body["status"] = {"activeRevision": "r1", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
@@ -49,10 +49,10 @@ def serving(ready: bool = True) -> Target:
                 "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": str(is_ready)}]}}
     pods = (pod("a", "r1", "10.1.0.1"), pod("b", "r1", "10.1.0.2"), pod("c", "r0", "10.1.0.3"),
             pod("d", "r1", "10.1.0.4", is_ready=False))
-    return Target(serving=body, service=service, pods=pods)
+    return ObservedServing(serving=body, service=service, pods=pods)
 
 
-def state(body: dict, target: Target | None = None, jobs=(), job_pods=(), now: dt.datetime = T0) -> BenchmarkState:
+def state(body: dict, target: ObservedServing | None = None, jobs=(), job_pods=(), now: dt.datetime = T0) -> BenchmarkState:
     return BenchmarkState(benchmark=body, target=target, baseline=None, jobs=tuple(jobs), job_pods=tuple(job_pods),
                           now=now, image=IMAGE)
 
@@ -101,7 +101,7 @@ def test_a_ready_serving_gets_one_job_preferring_cpu_nodes_with_every_ready_repl
 
 
 def test_a_missing_serving_fails_at_once_with_the_field_and_the_fix():
-    plan = decide(state(benchmark(), Target(serving=None)))
+    plan = decide(state(benchmark(), ObservedServing(serving=None)))
     assert plan.create is None and plan.status["state"] == "Failed"
     failed = condition(plan, "Failed")
     assert failed["status"] == "True" and failed["reason"] == "ServingNotFound"
@@ -227,7 +227,7 @@ def test_another_benchmarks_result_is_a_baseline_once_it_finished():
     assert condition(itself, "Failed")["reason"] == "InvalidReference"
 
 
-def serving_on(active: str, k: int | None = 3) -> Target:
+def serving_on(active: str, k: int | None = 3) -> ObservedServing:
     """The serving with its active revision recorded as it ran (k from that record, not from the spec)."""
     target = serving()
     drafter = {"method": "eagle3", "model": "/models/old-drafter", **({"numSpeculativeTokens": k} if k else {})}

@@ -33,7 +33,7 @@ from drafter_operator.controllers.benchmark_observe import (
 from drafter_operator.controllers.benchmark_outcome import observe_job, result_summary, succeeded
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.pod_policy import TenantPolicy
-from tests.unit.test_benchmark_decide import SEED_RESULT, T0, Target, benchmark, job, job_pod, serving, state
+from tests.unit.test_benchmark_decide import SEED_RESULT, T0, ObservedServing, benchmark, job, job_pod, serving, state
 
 
 def spec_of(body: dict):
@@ -83,7 +83,7 @@ def test_validation_run_finished_and_a_foreign_job():
 
 def test_reference_problems_name_a_missing_serving_or_a_refused_service_account():
     body = benchmark()
-    assert reference_problems(state(body, Target(serving=None)), spec_of(body)).reason == "ServingNotFound"
+    assert reference_problems(state(body, ObservedServing(serving=None)), spec_of(body)).reason == "ServingNotFound"
     assert reference_problems(state(body, serving()), spec_of(body)) is None
     with_account = benchmark(pod={"serviceAccountName": "bench"})
     narrow = dataclasses.replace(state(with_account, serving()), tenant_policy=TenantPolicy(service_accounts={"*": ("x",)}))

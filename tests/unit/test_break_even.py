@@ -82,7 +82,7 @@ def test_a_benchmark_at_speedup_one_breaks_even_at_its_own_length(k, e):
 @given(k=ks, c1=st.floats(0.0, 2.0), c2=st.floats(0.0, 2.0))
 def test_break_even_grows_with_the_draft_cost(k, c1, c2):
     lo, hi = sorted((c1, c2))
-    assert be.break_even_length(lo, k) <= be.break_even_length(hi, k)
+    assert model.break_even_length(k, lo) <= model.break_even_length(k, hi)
 
 
 @given(k=ks, e=st.floats(1.0, 17.0), s1=st.floats(0.05, 5.0), s2=st.floats(0.05, 5.0))
@@ -134,13 +134,13 @@ def test_thresholds_take_the_learned_values_and_the_verdict_cites_the_benchmark(
     window = m.AcceptanceWindow(engine="vllm", drafts=1000, draft_tokens=5000, accepted_tokens=690,
                                 generation_tokens=1690, acceptance_rate=0.138, mean_acceptance_length=1.69,
                                 rate_source="counters")
-    verdict = a.evaluate(None, a.Sample(at=0.0, window=window),
+    verdict = a.evaluate(None, a.AcceptanceSample(at=0.0, window=window),
                          a.Thresholds.from_spec(AcceptanceSpec.model_validate({"minAcceptanceLength": "auto",
                                                                                "for": "0s"}), learned))
     assert (verdict.status, verdict.reason) == ("True", a.LOW_LENGTH)
     assert ("mean acceptance length 1.69 (1000 drafts) < 2.78 (break-even 2.65 + 5%, from benchmark "
             "kimi-gate-abc: 0.66x at length 1.75, k=5, draft cost 0.33): speculation no longer pays") in verdict.message
-    rate_verdict = a.evaluate(None, a.Sample(at=0.0, window=window), t)
+    rate_verdict = a.evaluate(None, a.AcceptanceSample(at=0.0, window=window), t)
     assert rate_verdict.reason == a.LOW_RATE and "13.8%" in rate_verdict.message and "< 35.7% (break-even 2.65" in \
         rate_verdict.message
 

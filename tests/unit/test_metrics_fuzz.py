@@ -13,7 +13,7 @@ from drafter_operator.engines import sglang, vllm
 from drafter_operator.engines.metrics_verdicts import UnusableReason as R
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance.engine_source import EngineSource, Replica
-from tests.metrics_mutations import MUTATIONS, false_degraded, run_sequence
+from drafter_testbed.metrics_mutations import MUTATIONS, false_degraded, run_sequence
 
 # Thousands of extra series take ~50 ms a body: the benchmark has them, the smoke test does not.
 FAST = sorted(set(MUTATIONS) - {"many series"})

@@ -425,10 +425,10 @@ def test_cli_skip_missing_reports_a_checkpoint_that_is_not_there_as_not_checked(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(min_size=0, max_size=400), min_size=1, max_size=40))
 def test_termination_record_fits_the_kubelets_4096_bytes_whatever_the_findings(texts):
-    from drafter_operator.preflight.verdict import (TERMINATION_MESSAGE_BYTES, Finding, Verdict,
+    from drafter_operator.preflight.verdict import (TERMINATION_MESSAGE_BYTES, Finding, PreflightVerdict,
                                                     parse_termination_record, termination_record)
 
-    verdict = Verdict(engine="vllm", method="eagle3", drafter="/d", target="/t",
+    verdict = PreflightVerdict(engine="vllm", method="eagle3", drafter="/d", target="/t",
                       findings=[Finding("vocab-mapping", "problem", "DraftVocabMappingMissing", t, fix=t) for t in texts])
     text = termination_record(verdict, seconds=0.25)
     assert len(text.encode()) <= TERMINATION_MESSAGE_BYTES

@@ -83,7 +83,7 @@ class Lab:
         r.raise_for_status()
         return PARSERS[engine](r.text)
 
-    def query(self, promql: str) -> list[ps.Sample]:
+    def query(self, promql: str) -> list[ps.VectorSample]:
         r = httpx.post(self.prometheus_url + "/api/v1/query", data={"query": promql}, timeout=5)
         return ps.parse_query_response(r.status_code, r.content)
 

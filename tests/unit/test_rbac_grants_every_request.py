@@ -111,14 +111,15 @@ def test_the_start_up_check_asks_for_every_need():
 
 def recorded_requests(monkeypatch) -> set[Need]:
     """What the real reconcilers send in simulated scenarios of both families, as the fake apiserver sees it."""
-    from tests.simulation import apiserver
-    from tests.simulation.runner import run_scenario
+    from drafter_testbed.simulation import apiserver
+    from drafter_testbed.simulation.runner import run_scenario
 
     sent: set[Need] = set()
     serve = apiserver.FakeApiserver.request
 
     def request(self, method, path, body=None, content_type="application/json", query=None, timeout=None):
-        if sys._getframe(1).f_globals.get("__name__", "").startswith(("drafter_operator.", "tests.simulation.apiserver")):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith(("drafter_operator.", "drafter_testbed.simulation.apiserver")):
             sent.add(need_of_request(method, path, query))
         return serve(self, method, path, body, content_type, query, timeout)
 

@@ -25,7 +25,7 @@ from tests.unit.test_serving_decide import World, seed_body
 def measured(world: World, status: str = "False", rate: float = 0.7, revision: str | None = None) -> Measurement:
     revision = revision or world.body["status"]["activeRevision"]
     reason = {"True": a.LOW_RATE, "False": a.HEALTHY, "Unknown": a.INSUFFICIENT_DATA}[status]
-    verdict = a.Verdict(status=status, reason=reason, message=f"acceptance {rate:.1%} over 5m (700/1000 draft tokens)")
+    verdict = a.AcceptanceVerdict(status=status, reason=reason, message=f"acceptance {rate:.1%} over 5m (700/1000 draft tokens)")
     block = {"rate": rate, "meanLength": 1 + 5 * rate, "draftTokens": 1000, "drafts": 200, "windowSeconds": 300,
              "windowEnd": world.now.strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "engine", "revision": revision}
     return Measurement(revision=revision, verdict=verdict, previous=None, status=block)
@@ -332,7 +332,7 @@ def watched_verdict(world: World, mean_length: float) -> Measurement:
     window = m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=5 * drafts, accepted_tokens=accepted,
                                 generation_tokens=drafts + accepted, acceptance_rate=accepted / (5 * drafts),
                                 mean_acceptance_length=mean_length, rate_source="counters")
-    sample = a.Sample(at=world.now.timestamp(), window=window)
+    sample = a.AcceptanceSample(at=world.now.timestamp(), window=window)
     verdict = a.evaluate(None, sample, monitor.thresholds)
     block = a.status_block(sample, "engine", 300, world.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
     return Measurement(revision=revision, verdict=verdict, previous=None, status={**block, "revision": revision})

@@ -61,7 +61,7 @@ def watched(world: World, lengths: list[float], start: float | None = None) -> M
     previous = verdict = drift = None
     for i, length in enumerate(lengths):
         at = now - (len(lengths) - 1 - i) * 60
-        sample = a.Sample(at=at, window=vllm_window(2000, (length - 1) * 2000))
+        sample = a.AcceptanceSample(at=at, window=vllm_window(2000, (length - 1) * 2000))
         previous, verdict = verdict, a.evaluate(verdict, sample, monitor.thresholds)
         if seen.baseline:
             drift = d.look(drift.verdict if drift else None, sample, seen.baseline, t)
@@ -193,7 +193,7 @@ def test_a_restart_of_the_watch_resumes_drift_without_waiting_for_again():
     assert seen.baseline.revision == gated
     resumed = d.persisted(world.body["status"], seen.baseline)
     world.now += dt.timedelta(minutes=1)
-    sample = a.Sample(at=world.now.timestamp(), window=vllm_window(2000, 2000))  # 2.0 again, one look
+    sample = a.AcceptanceSample(at=world.now.timestamp(), window=vllm_window(2000, 2000))  # 2.0 again, one look
     again = d.look(resumed, sample, seen.baseline, d.thresholds(seen.spec.acceptance, seen.baseline))
     assert again.condition.status == "True"
 

@@ -20,8 +20,8 @@ from drafter_operator.controllers.serving import ServingReconciler
 from drafter_operator.kube import ApiError
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
-from tests.simulation.apiserver import FakeApiserver
-from tests.simulation.clock import Clock
+from drafter_testbed.simulation.apiserver import FakeApiserver
+from drafter_testbed.simulation.clock import Clock
 from tests.unit.test_serving_apply import RecordingKube
 from tests.unit.test_serving_decide import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
 

@@ -1,4 +1,4 @@
-"""The swap-fault harness's own checks (tests/swap_faults.py): each invariant catches what it names, and
+"""The swap-fault harness's own checks (drafter_testbed/swap_faults.py): each invariant catches what it names, and
 the phase follows a swap's objects. A harness whose checks cannot fail would report faults survived."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from tests import swap_faults as sf
+from drafter_testbed import swap_faults as sf
 
 UID = "serving-uid"
 

@@ -240,8 +240,8 @@ def reconciler_over(*objects: tuple[str, dict]):
     import random
 
     from drafter_operator.controllers.training import TrainingReconciler
-    from tests.simulation.apiserver import FakeApiserver
-    from tests.simulation.clock import Clock
+    from drafter_testbed.simulation.apiserver import FakeApiserver
+    from drafter_testbed.simulation.clock import Clock
 
     clock = Clock()
     api = FakeApiserver(clock, lambda: random.Random(0), lambda *_: None)

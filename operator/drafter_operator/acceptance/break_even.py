@@ -80,11 +80,6 @@ def draft_cost(acceptance_length: float, speedup: float, k: int) -> float:
     return max(0.0, model.draft_cost_from_benchmark(acceptance_length, speedup, k))
 
 
-def break_even_length(cost: float, k: int) -> float:
-    """``L* = 1 + k c``: the mean acceptance length at which speculation is exactly as fast as none."""
-    return model.break_even_length(k, cost)
-
-
 def rate_problem(engine: str | None, method: str | None) -> str | None:
     """Why a length threshold cannot be expressed as a rate the engine's figures for this family compare with,
     or None (every drafting step drafts k tokens, or the rate is derived with k: SGLang's block drafters)."""
@@ -147,7 +142,7 @@ def learn(figures: BenchmarkFigures, revision: str | None = None, margin: float 
     k = figures.drafts_per_step
     cost = draft_cost(figures.acceptance_length, figures.speedup, k)
     return BreakEven(benchmark=figures, revision=revision, draft_cost=cost,
-                     break_even_length=break_even_length(cost, k), margin=margin)
+                     break_even_length=model.break_even_length(k, cost), margin=margin)
 
 
 def uses_auto(acceptance) -> bool:

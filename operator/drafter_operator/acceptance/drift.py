@@ -72,46 +72,46 @@ class Drift:
     one before, and the condition it amounts to."""
 
     baseline: Baseline
-    verdict: a.Verdict
-    previous: a.Verdict | None
-    condition: a.Verdict  # status, reason and message of DriftDetected
+    verdict: a.AcceptanceVerdict
+    previous: a.AcceptanceVerdict | None
+    condition: a.AcceptanceVerdict  # status, reason and message of DriftDetected
 
     @property
     def changed(self) -> bool:
         return not self.verdict.same_condition(self.previous)
 
 
-def look(previous: a.Verdict | None, sample: a.Sample, b: Baseline, t: a.Thresholds) -> Drift:
+def look(previous: a.AcceptanceVerdict | None, sample: a.AcceptanceSample, b: Baseline, t: a.Thresholds) -> Drift:
     """The drift verdict after ``sample`` (``t``: ``thresholds(...)``), and the condition it amounts to."""
     verdict = a.evaluate(previous, sample, t)
     return Drift(b, verdict, previous, condition(verdict, b, t, sample.at))
 
 
-def condition(verdict: a.Verdict, b: Baseline, t: a.Thresholds, at: float) -> a.Verdict:
+def condition(verdict: a.AcceptanceVerdict, b: Baseline, t: a.Thresholds, at: float) -> a.AcceptanceVerdict:
     """DriftDetected from the verdict's state: True below the floor for ``for`` (and until clear of it for ``for``),
     False within the tolerance or below it for less than ``for``, Unknown without a usable window."""
     if verdict.status == "Unknown" or verdict.window is None or verdict.window.mean_acceptance_length is None:
-        return a.Verdict(status="Unknown", reason=verdict.reason, message=verdict.message)
+        return a.AcceptanceVerdict(status="Unknown", reason=verdict.reason, message=verdict.message)
     window = verdict.window
     live = (f"mean acceptance length {window.mean_acceptance_length:.2f} over {format_duration(t.window_seconds)} "
             f"({window.drafts:.0f} drafts)")
     gated = f"the {b.length:.2f} gate benchmark {b.benchmark} measured at promotion (revision {b.revision})"
     if verdict.status == "True":
         if verdict.healthy_since is not None:
-            return a.Verdict(status="True", reason=DRIFTED, message=(
+            return a.AcceptanceVerdict(status="True", reason=DRIFTED, message=(
                 f"{live}, back above {b.floor:.2f} for {format_duration(at - verdict.healthy_since)} of "
                 f"{format_duration(t.for_seconds)} needed to clear; {b.tolerance:.0%} under {gated}"))
-        return a.Verdict(status="True", reason=DRIFTED, message=(
+        return a.AcceptanceVerdict(status="True", reason=DRIFTED, message=(
             f"{live} < {b.floor:.2f}, more than {b.tolerance:.0%} under {gated}: the traffic has moved away from what "
             "the drafter was trained and gated on (longer contexts, another domain); see the acceptance-drift runbook"))
     if verdict.reason == a.BELOW_THRESHOLD and verdict.below_since is not None:
-        return a.Verdict(status="False", reason=PENDING, message=(
+        return a.AcceptanceVerdict(status="False", reason=PENDING, message=(
             f"{live} < {b.floor:.2f} ({b.tolerance:.0%} under {gated}) for {format_duration(at - verdict.below_since)} "
             f"of {format_duration(t.for_seconds)}"))
-    return a.Verdict(status="False", reason=WITHIN, message=f"{live}, within {b.tolerance:.0%} of {gated}")
+    return a.AcceptanceVerdict(status="False", reason=WITHIN, message=f"{live}, within {b.tolerance:.0%} of {gated}")
 
 
-def persisted(status: dict, b: Baseline) -> a.Verdict | None:
+def persisted(status: dict, b: Baseline) -> a.AcceptanceVerdict | None:
     """The drift verdict status records against ``b``, to resume from after an operator restart: a restart neither
     clears DriftDetected nor restarts its clock. The figure at promotion names the revision it is about (a new one
     resets the condition), so status.acceptance.revision, which a failed swap leaves on the revision before, is not
@@ -123,28 +123,28 @@ def persisted(status: dict, b: Baseline) -> a.Verdict | None:
     if not found or found.get("status") != "True" or found.get("reason") != DRIFTED:
         return None
     since = timestamps.parse(found["lastTransitionTime"]).timestamp()
-    return a.Verdict(status="True", reason=a.LOW_LENGTH, message=found.get("message", ""), below_since=since)
+    return a.AcceptanceVerdict(status="True", reason=a.LOW_LENGTH, message=found.get("message", ""), below_since=since)
 
 
-def not_monitored() -> a.Verdict:
-    return a.Verdict(status="Unknown", reason=NOT_MONITORED,
+def not_monitored() -> a.AcceptanceVerdict:
+    return a.AcceptanceVerdict(status="Unknown", reason=NOT_MONITORED,
                      message="spec.acceptance is not set: acceptance, and its drift from promotion, are not watched")
 
 
-def not_gated(revision: str | None) -> a.Verdict:
+def not_gated(revision: str | None) -> a.AcceptanceVerdict:
     """No figure at promotion for the serving revision: nothing to drift from."""
-    return a.Verdict(status="Unknown", reason=NOT_GATED, message=(
+    return a.AcceptanceVerdict(status="Unknown", reason=NOT_GATED, message=(
         f"revision {revision} took traffic without a gate measuring its acceptance length: drift is not judged; "
         "set spec.swap.gate so the next revision is measured before it serves"))
 
 
-def new_promotion(revision: str | None, benchmark: str | None) -> a.Verdict:
+def new_promotion(revision: str | None, benchmark: str | None) -> a.AcceptanceVerdict:
     """A new figure at promotion: what the condition said was about the revision before."""
-    return a.Verdict(status="Unknown", reason=a.INSUFFICIENT_DATA, message=(
+    return a.AcceptanceVerdict(status="Unknown", reason=a.INSUFFICIENT_DATA, message=(
         f"revision {revision} took traffic after gate benchmark {benchmark}: its live acceptance is compared with "
         "status.acceptance.atPromotion from the next window"))
 
 
-def not_measured() -> a.Verdict:
-    return a.Verdict(status="Unknown", reason=a.INSUFFICIENT_DATA,
+def not_measured() -> a.AcceptanceVerdict:
+    return a.AcceptanceVerdict(status="Unknown", reason=a.INSUFFICIENT_DATA,
                      message="no acceptance measured against status.acceptance.atPromotion yet")

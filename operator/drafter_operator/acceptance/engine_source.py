@@ -88,7 +88,7 @@ class EngineSource:
             return mv.unusable(mv.UnusableReason.UNPARSEABLE,
                               f"the parser failed on this body: {type(exc).__name__}: {str(exc)[:120]}")
 
-    async def sample(self, replicas: list[Replica], at: float, client: aiohttp.ClientSession | None = None) -> a.Sample:
+    async def sample(self, replicas: list[Replica], at: float, client: aiohttp.ClientSession | None = None) -> a.AcceptanceSample:
         """Scrape every replica now (concurrently) and return the revision's sample at ``at``."""
         if not replicas:
             return self.sample_from([], at)
@@ -107,28 +107,28 @@ class EngineSource:
             scraped[i] = result
         return self.sample_from(list(zip(replicas, scraped)), at)
 
-    def sample_from(self, scraped: Sequence[tuple[Replica, Scraped]], at: float) -> a.Sample:
+    def sample_from(self, scraped: Sequence[tuple[Replica, Scraped]], at: float) -> a.AcceptanceSample:
         """The revision's sample at ``at`` from each replica's scrape (pure but for the histories it
         updates): the first failure decides, else the replicas' windows combined."""
         for gone in set(self.histories) - {r.name for r, _ in scraped}:
             del self.histories[gone]  # a deleted or replaced pod's counters mean nothing any more
         if not scraped:
-            return a.Sample.unavailable(at, "no Ready engine pod to scrape")
+            return a.AcceptanceSample.unavailable(at, "no Ready engine pod to scrape")
         windows: dict[str, m.AcceptanceWindow] = {}
         for replica, result in scraped:
             if isinstance(result, mv.MetricsUnusable):
-                return a.Sample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {result.verdict}"))
+                return a.AcceptanceSample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {result.verdict}"))
             if isinstance(result, http_fetch.MetricsUnavailable):
-                return a.Sample.unavailable(at, f"{replica.name}: {result}")
+                return a.AcceptanceSample.unavailable(at, f"{replica.name}: {result}")
             if isinstance(result, BaseException):
-                return a.Sample.unavailable(at, f"{replica.name} ({replica.ip}): cannot scrape "
+                return a.AcceptanceSample.unavailable(at, f"{replica.name} ({replica.ip}): cannot scrape "
                                                 f"{self.engine.METRICS_PATH}: {type(result).__name__}: {str(result)[:200]}")
             history = self.histories.setdefault(replica.name, a.ScrapeHistory(self.window_seconds))
             history.add(at, result)
             try:
                 found = history.window(self.window_seconds, self.k)
             except mv.MetricsUnusable as exc:
-                return a.Sample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {exc.verdict}"))
+                return a.AcceptanceSample(at=at, problem=(a.METRICS_INVALID, f"{replica.name}: {exc.verdict}"))
             if found is not None:
                 windows[replica.name] = found[0]
-        return a.with_replicas(a.Sample(at=at), windows, self.k)
+        return a.with_replicas(a.AcceptanceSample(at=at), windows, self.k)

@@ -32,8 +32,8 @@ class Measurement:
     """What one look at acceptance gives ``decide``."""
 
     revision: str  # the revision measured
-    verdict: a.Verdict
-    previous: a.Verdict | None
+    verdict: a.AcceptanceVerdict
+    previous: a.AcceptanceVerdict | None
     status: dict | None  # status.acceptance, camelCase
     # Which incarnation of the serving was measured: a measurement of one deleted and re-created under
     # the same name (a revision of the same hash) says nothing about the new one.
@@ -63,7 +63,7 @@ def ready_replicas(pods: list[dict], revision: str, port: int) -> list[Replica]:
     return sorted(replicas, key=lambda r: r.name)
 
 
-def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
+def persisted_verdict(status: dict, revision: str) -> a.AcceptanceVerdict | None:
     """The Degraded verdict status records for ``revision``, to resume from after an operator restart:
     a restart must neither clear Degraded nor restart its ``for`` clock."""
     if (status.get("acceptance") or {}).get("revision") != revision:
@@ -73,7 +73,7 @@ def persisted_verdict(status: dict, revision: str) -> a.Verdict | None:
             condition.get("reason") not in (a.LOW_RATE, a.LOW_LENGTH, a.DRAFTER_LOST):
         return None
     since = timestamps.parse(condition["lastTransitionTime"]).timestamp()
-    return a.Verdict(status="True", reason=condition["reason"], message=condition.get("message", ""),
+    return a.AcceptanceVerdict(status="True", reason=condition["reason"], message=condition.get("message", ""),
                      below_since=since)
 
 
@@ -85,13 +85,13 @@ class AcceptanceMonitor:
         #: The engine's port on each pod; None means the engine's default (what the operator renders).
         self.port = port
         self.key: tuple | None = None
-        self.verdict: a.Verdict | None = None
+        self.verdict: a.AcceptanceVerdict | None = None
         self.thresholds: a.Thresholds | None = None
         self.engine_source: EngineSource | None = None
         # The drift watch's own state: its key (the verdict's key and the baseline: a new figure at promotion
         # starts its clock afresh, the Degraded clock runs on), verdict and thresholds.
         self.drift_key: tuple | None = None
-        self.drift: a.Verdict | None = None
+        self.drift: a.AcceptanceVerdict | None = None
         self.drift_thresholds: a.Thresholds | None = None
 
     def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None,
@@ -110,9 +110,9 @@ class AcceptanceMonitor:
                                               model_name=spec.target.served_model_name or None)
 
     async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
-                      resume_from: a.Verdict | None = None, learned: be.BreakEven | None = None,
+                      resume_from: a.AcceptanceVerdict | None = None, learned: be.BreakEven | None = None,
                       serving_uid: str | None = None, baseline: d.Baseline | None = None,
-                      resume_drift: a.Verdict | None = None) -> Measurement | None:
+                      resume_drift: a.AcceptanceVerdict | None = None) -> Measurement | None:
         """One sample of the active revision and the verdict on it; None when nothing is watched.
         ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch;
         ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``); ``serving_uid``:
@@ -150,8 +150,8 @@ class AcceptanceMonitor:
         return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,
                            serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, resume_drift))
 
-    def _drift(self, spec, sample: a.Sample, baseline: d.Baseline | None,
-               resume_drift: a.Verdict | None) -> d.Drift | None:
+    def _drift(self, spec, sample: a.AcceptanceSample, baseline: d.Baseline | None,
+               resume_drift: a.AcceptanceVerdict | None) -> d.Drift | None:
         """The same sample against the figure at promotion; None without one."""
         if baseline is None:
             self.drift_key, self.drift = None, None
@@ -164,7 +164,7 @@ class AcceptanceMonitor:
         self.drift = seen.verdict
         return seen
 
-    async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.Sample:
+    async def _prometheus_sample(self, spec, revision: str, thresholds: a.Thresholds, at: float) -> a.AcceptanceSample:
         name = spec.acceptance.prometheus
         try:
             endpoints = prom.endpoints_from_env()
@@ -176,11 +176,11 @@ class AcceptanceMonitor:
                 num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
                 shown_as=f"Prometheus endpoint {name!r}")
         except prom.MetricsUnavailable as exc:
-            return a.Sample.unavailable(at, str(exc))
+            return a.AcceptanceSample.unavailable(at, str(exc))
         except mv.MetricsUnusable as exc:
-            return a.Sample.unusable(at, exc)
+            return a.AcceptanceSample.unusable(at, exc)
         # Prometheus' total is its own sum of increases (one extrapolation per series), kept as is.
-        return a.Sample(at=at, window=found.total, replicas=tuple(sorted(found.replicas.items())))
+        return a.AcceptanceSample(at=at, window=found.total, replicas=tuple(sorted(found.replicas.items())))
 
     def forget(self) -> None:
         if self.key is not None:

@@ -108,7 +108,7 @@ def _invalid(reason: UnusableReason, message: str, metric: str | None = None,
 # --------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Sample:
+class VectorSample:
     """One element of an instant vector."""
 
     labels: Mapping[str, str]
@@ -130,7 +130,7 @@ def status_line(status_code: int) -> str:
         return f"HTTP {status_code}"
 
 
-def parse_query_response(status_code: int, body: bytes) -> list[Sample]:
+def parse_query_response(status_code: int, body: bytes) -> list[VectorSample]:
     """The instant vector of an ``/api/v1/query`` answer, or :class:`MetricsUnavailable` /
     :class:`MetricsInvalid`. Values are parsed as Prometheus writes them (``"NaN"``, ``"+Inf"``
     included); judging them is :func:`acceptance_from_vector`'s job."""
@@ -160,7 +160,7 @@ def parse_query_response(status_code: int, body: bytes) -> list[Sample]:
             labels, (_, raw) = item["metric"], item["value"]
             if not isinstance(labels, dict) or not isinstance(raw, str):
                 raise TypeError
-            out.append(Sample({str(k): str(v) for k, v in labels.items()}, float(raw)))
+            out.append(VectorSample({str(k): str(v) for k, v in labels.items()}, float(raw)))
         except (KeyError, TypeError, ValueError):
             raise _invalid(UnusableReason.UNPARSEABLE, f"vector element {index} is malformed") from None
     return out
@@ -188,7 +188,7 @@ class PrometheusWindow:
             w.acceptance_rate is not None and abs(w.acceptance_rate - total) > tolerance for w in self.replicas.values())
 
 
-def _check_value(sample: Sample, tag: str) -> float:
+def _check_value(sample: VectorSample, tag: str) -> float:
     value = sample.value
     if not math.isfinite(value):
         raise _invalid(UnusableReason.NON_FINITE, f"{tag} is {value} in the query answer", tag, sample.labels)
@@ -232,7 +232,7 @@ def _replica_window(engine: Engine, who: str, c: Mapping[str, float], k: int | N
                             rate_source=source, estimated=estimated)
 
 
-def acceptance_from_vector(engine: str, samples: Iterable[Sample], replica_label: str = "pod",
+def acceptance_from_vector(engine: str, samples: Iterable[VectorSample], replica_label: str = "pod",
                            num_speculative_tokens: int | None = None) -> tuple[AcceptanceWindow, dict[str, AcceptanceWindow]]:
     """The combined window and each replica's, from the answer to :func:`window_query`.
 

@@ -152,7 +152,7 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
-class Sample:
+class AcceptanceSample:
     """One look at a revision's acceptance: a window, or why there is none, at time ``at`` (seconds)."""
 
     at: float
@@ -163,16 +163,16 @@ class Sample:
     replicas: tuple[tuple[str, m.AcceptanceWindow], ...] = ()
 
     @classmethod
-    def unusable(cls, at: float, error: mv.MetricsUnusable) -> Sample:
+    def unusable(cls, at: float, error: mv.MetricsUnusable) -> AcceptanceSample:
         return cls(at=at, problem=(METRICS_INVALID, str(error.verdict)))
 
     @classmethod
-    def unavailable(cls, at: float, message: str) -> Sample:
+    def unavailable(cls, at: float, message: str) -> AcceptanceSample:
         return cls(at=at, problem=(METRICS_UNAVAILABLE, message))
 
 
 @dataclass(frozen=True)
-class Verdict:
+class AcceptanceVerdict:
     """The condition after a sample, and what the next evaluation needs to remember."""
 
     status: Status
@@ -200,7 +200,7 @@ class Verdict:
         """Degraded now, or Degraded before the data went missing."""
         return self.degraded or (self.status == "Unknown" and self.was_degraded)
 
-    def same_condition(self, other: Verdict | None) -> bool:
+    def same_condition(self, other: AcceptanceVerdict | None) -> bool:
         """Whether the condition a user sees (status and reason) is unchanged."""
         return other is not None and (self.status, self.reason) == (other.status, other.reason)
 
@@ -245,22 +245,22 @@ def drafted(window: m.AcceptanceWindow) -> float:
     return window.draft_tokens if window.draft_tokens is not None else window.drafts
 
 
-def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict:
+def evaluate(previous: AcceptanceVerdict | None, sample: AcceptanceSample, t: Thresholds) -> AcceptanceVerdict:
     """The ``Degraded`` condition after ``sample``; pure and deterministic."""
-    previous = previous or Verdict(status="Unknown", reason=INSUFFICIENT_DATA, message=message.NOT_MEASURED_MESSAGE)
+    previous = previous or AcceptanceVerdict(status="Unknown", reason=INSUFFICIENT_DATA, message=message.NOT_MEASURED_MESSAGE)
     # Never Degraded on data that cannot be trusted or on too little of it; what was known is kept.
     carried = {"below_since": previous.below_since, "healthy_since": previous.healthy_since,
                "was_degraded": previous.counts_as_degraded, "below_seen_at": previous.below_seen_at}
     if sample.problem is not None:
         reason, why = sample.problem
-        return Verdict(status="Unknown", reason=reason, message=why, **carried)
+        return AcceptanceVerdict(status="Unknown", reason=reason, message=why, **carried)
     window = sample.window
     if window is None or drafted(window) < t.min_draft_tokens:
         if window is not None and drafted(window) > 0 and _below(window, t) is None:
             # Too little for a verdict, but what there is looks healthy: evidence against a running `for`.
             carried.update(below_since=None, below_seen_at=None)
         seen = f"{drafted(window):.0f}" if window is not None else "no"
-        return Verdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
+        return AcceptanceVerdict(status="Unknown", reason=INSUFFICIENT_DATA, window=window, **carried,
                        message=message.too_few(seen, t.window_seconds, t.min_draft_tokens))
     low = _below(window, t)
     numbers = message.figures(window, t.window_seconds, low)
@@ -269,18 +269,18 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
         if low is not None or not _healthy(window, t):
             reason = low[0] if low else (previous.reason if previous.degraded
                                          else LOW_RATE if t.min_rate is not None else LOW_LENGTH)
-            return Verdict(status="True", reason=reason, message=message.still_low(numbers, low is not None), window=window,
+            return AcceptanceVerdict(status="True", reason=reason, message=message.still_low(numbers, low is not None), window=window,
                            below_since=previous.below_since, below_seen_at=sample.at if low else previous.below_seen_at)
         healthy_since = previous.healthy_since if previous.healthy_since is not None else sample.at
         if sample.at - healthy_since >= t.for_seconds:
-            return Verdict(status="False", reason=HEALTHY, message=message.recovered(numbers), window=window)
+            return AcceptanceVerdict(status="False", reason=HEALTHY, message=message.recovered(numbers), window=window)
         pending_reason = previous.reason if previous.degraded else LOW_RATE if t.min_rate is not None else LOW_LENGTH
-        return Verdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
+        return AcceptanceVerdict(status="True", reason=pending_reason, window=window, below_since=previous.below_since,
                        healthy_since=healthy_since,
                        message=message.recovering(numbers, sample.at - healthy_since, t.for_seconds))
 
     if low is None:
-        return Verdict(status="False", reason=HEALTHY, message=numbers, window=window)
+        return AcceptanceVerdict(status="False", reason=HEALTHY, message=numbers, window=window)
     # The clock runs only on continuous evidence: a gap longer than one window without a low reading
     # (no data, untrusted data) starts it again.
     gap = previous.below_seen_at is not None and sample.at - previous.below_seen_at > t.window_seconds
@@ -288,15 +288,15 @@ def evaluate(previous: Verdict | None, sample: Sample, t: Thresholds) -> Verdict
     # A lost drafter is no slow day: one window of evidence decides it, without waiting a longer `for`.
     needed = min(t.for_seconds, t.window_seconds) if low[0] == DRAFTER_LOST else t.for_seconds
     if sample.at - below_since >= needed:
-        return Verdict(status="True", reason=low[0], message=numbers, window=window,
+        return AcceptanceVerdict(status="True", reason=low[0], message=numbers, window=window,
                        below_since=below_since, below_seen_at=sample.at)
-    return Verdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
+    return AcceptanceVerdict(status="False", reason=BELOW_THRESHOLD, window=window, below_since=below_since,
                    below_seen_at=sample.at,
                    message=message.pending(numbers, sample.at - below_since, needed))
 
 
-def with_replicas(sample: Sample, windows: dict[str, m.AcceptanceWindow],
-                  num_speculative_tokens: int | None = None) -> Sample:
+def with_replicas(sample: AcceptanceSample, windows: dict[str, m.AcceptanceWindow],
+                  num_speculative_tokens: int | None = None) -> AcceptanceSample:
     """The sample of a revision from its replicas' windows (combined, and kept per replica)."""
     if not windows:
         return replace(sample, window=None)
@@ -321,7 +321,7 @@ def _figure(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def status_block(sample: Sample, source: str, window_seconds: float, window_end: str) -> dict | None:
+def status_block(sample: AcceptanceSample, source: str, window_seconds: float, window_end: str) -> dict | None:
     """``status.acceptance`` (camelCase, for a status patch) from a sample with a window; else None."""
     window = sample.window
     if window is None:

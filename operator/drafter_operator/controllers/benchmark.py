@@ -22,7 +22,7 @@ from drafter_operator.constants import (
 )
 from drafter_operator.controllers.benchmark_comparison import candidate_run_name
 from drafter_operator.controllers.workloads import queue_workloads
-from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, Target, decide
+from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, ObservedServing, decide
 from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -48,15 +48,15 @@ class BenchmarkReconciler(OneAtATime):
     decide = staticmethod(decide)  # the pure decision of this kind (the mixin calls it)
     body_field: ClassVar[str] = "benchmark"  # where the state holds the resource's body
 
-    def _target(self, namespace: str, serving: str | None) -> Target | None:
+    def _target(self, namespace: str, serving: str | None) -> ObservedServing | None:
         if not serving:
             return None
         body = self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, serving))
         if body is None:
-            return Target(serving=None)
+            return ObservedServing(serving=None)
         service = self.kube.get(object_path("v1", "services", namespace, serving))
         pods = self.kube.list(object_path("v1", "pods", namespace), label_selector=f"{SERVING_LABEL}={serving}")
-        return Target(serving=body, service=service, pods=tuple(pods))
+        return ObservedServing(serving=body, service=service, pods=tuple(pods))
 
     def observe(self, namespace: str, name: str) -> BenchmarkState | None:
         body = self.kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name))

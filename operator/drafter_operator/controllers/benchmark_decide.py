@@ -47,7 +47,7 @@ Event = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
-class Target:
+class ObservedServing:
     """A DrafterServing as the benchmark needs it: its object, Service and pods."""
 
     serving: dict | None
@@ -58,8 +58,8 @@ class Target:
 @dataclass(frozen=True)
 class BenchmarkState:
     benchmark: dict
-    target: Target | None  # spec.servingRef (None with spec.endpoint)
-    baseline: Target | None  # spec.baseline.servingRef
+    target: ObservedServing | None  # spec.servingRef (None with spec.endpoint)
+    baseline: ObservedServing | None  # spec.baseline.servingRef
     jobs: tuple[dict, ...]  # Jobs labelled with this benchmark, and the current generation's Job by name
     job_pods: tuple[dict, ...]  # pods labelled with this benchmark (only the Job's own are read: own_pods)
     now: dt.datetime

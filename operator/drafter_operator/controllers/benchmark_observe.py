@@ -20,7 +20,7 @@ from drafter_operator.resources.benchmark_job import CONTAINER, job_name
 from drafter_operator.constants import GATE_LABEL, K_ANNOTATION, REVISION_LABEL
 
 if TYPE_CHECKING:
-    from drafter_operator.controllers.benchmark_decide import BenchmarkState, Target
+    from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing
 
 
 def serving_ready(serving: dict | None) -> bool:
@@ -29,7 +29,7 @@ def serving_ready(serving: dict | None) -> bool:
                for c in ((serving or {}).get("status") or {}).get("conditions") or [])
 
 
-def serving_spec(target: Target | None):
+def serving_spec(target: ObservedServing | None):
     """The serving's validated spec; None when there is no serving or its spec is invalid."""
     if target is None or target.serving is None:
         return None
@@ -39,12 +39,12 @@ def serving_spec(target: Target | None):
         return None
 
 
-def service_url(target: Target) -> str | None:
+def service_url(target: ObservedServing) -> str | None:
     """The serving's Service by its cluster IP and port (a Job on any node reaches it)."""
     return engine_resources.service_url(target.service)
 
 
-def measured_revision(body: dict, target: Target | None) -> tuple[str | None, int | None]:
+def measured_revision(body: dict, target: ObservedServing | None) -> tuple[str | None, int | None]:
     """The serving revision a run measures and its draft tokens per step (status.revision and
     status.numSpeculativeTokens, and the bench's --num-speculative-tokens): the serving's active
     revision, with k from that revision's record (mid-swap the spec may already describe the next
@@ -66,7 +66,7 @@ def measured_revision(body: dict, target: Target | None) -> tuple[str | None, in
     return active, engines.draft_tokens_per_step(engine, drafter) if drafter is not None else None
 
 
-def metrics_urls(target: Target) -> list[str]:
+def metrics_urls(target: ObservedServing) -> list[str]:
     """Every Ready pod of the active revision: acceptance is summed over the replicas, not sampled."""
     status = (target.serving or {}).get("status") or {}
     active = status.get("activeRevision")

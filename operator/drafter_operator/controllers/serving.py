@@ -34,7 +34,7 @@ from drafter_operator.monitoring import operator_metrics as metrics
 log = logging.getLogger("drafter.serving")
 
 # (type, reason, message) -> posts a Kubernetes Event on the DrafterServing
-EventSink = Callable[[str, str, str], None]
+BoundEventSink = Callable[[str, str, str], None]
 # (plural, name, resourceVersion) of an object this reconcile wrote: the loop waits for its watch event
 # before deciding again, so it never decides from its own stale view (a second "Switched" Event, say).
 WrittenVersion = tuple[str, str, str]
@@ -69,7 +69,7 @@ class ServingReconciler:
         if self.nodes is None:
             self.nodes = NodeProducts(self.kube)
 
-    def reconcile(self, body: dict, post_event: EventSink, observed: Observed,
+    def reconcile(self, body: dict, post_event: BoundEventSink, observed: Observed,
                   acceptance: Measurement | None = None, view_behind: bool = False) -> Applied:
         """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
         `acceptance`: the acceptance watch's latest measurement; `view_behind`: the loop gave up waiting for the
@@ -164,7 +164,7 @@ class ServingReconciler:
                         namespace, name, selected)
         return kept
 
-    def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: EventSink, body: dict | None = None,
+    def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: BoundEventSink, body: dict | None = None,
               now: dt.datetime | None = None) -> Applied:
         """Write the plan in its order: verdict record, children, status, deletions, Events, counters.
 
@@ -204,7 +204,7 @@ class PlanWriter:
     kube: Kube
     namespace: str
     name: str
-    post_event: EventSink
+    post_event: BoundEventSink
     body: dict  # the serving as the decision read it
     clock: Callable[[], dt.datetime]
     written: list[WrittenVersion] = field(default_factory=list)

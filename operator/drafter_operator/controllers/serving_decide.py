@@ -115,7 +115,7 @@ class ServingPlan:
 
 
 @dataclass(frozen=True)
-class Target:
+class DesiredRevision:
     """What this cycle serves toward: the running spec (the spec, or an onDegraded action's drafter in
     force), the batch-size schedule it renders, and the revision they hash to."""
 
@@ -192,13 +192,13 @@ def validated(state: ServingState) -> DrafterServing | list[str]:
 
 
 def choose_revision(spec, spec_image: str, status: dict, measured: Mapping[str, list[dict]],
-                    action: dict | None = None) -> Target:
+                    action: dict | None = None) -> DesiredRevision:
     """The revision to run: the spec's, or the drafter of the onDegraded action in force (``action``: one
     taken in this decision, else status.degradedAction), with its learned schedule."""
     running = running_spec(spec, spec_image, status if action is None else {**status, "degradedAction": action})
     schedule, schedule_status = speculation_schedule(running.spec, running.image, measured,
                                                      status.get("speculationSchedule"))
-    return Target(running, schedule, schedule_status, revision_hash(running.spec, running.image, schedule))
+    return DesiredRevision(running, schedule, schedule_status, revision_hash(running.spec, running.image, schedule))
 
 
 def current_measurement(state: ServingState) -> Measurement | None:
@@ -209,7 +209,7 @@ def current_measurement(state: ServingState) -> Measurement | None:
     return measurement
 
 
-def judge_acceptance(state: ServingState, serving: DrafterServing, status: dict, target: Target,
+def judge_acceptance(state: ServingState, serving: DrafterServing, status: dict, target: DesiredRevision,
                      active: str | None) -> tuple[AcceptanceDecision, dict | None]:
     """The acceptance verdict and action on the active revision, and status.lastBenchmark (where an
     ``auto`` threshold learns from: the benchmarks that describe the active drafter)."""
@@ -223,7 +223,7 @@ def judge_acceptance(state: ServingState, serving: DrafterServing, status: dict,
     return judged, benchmarked
 
 
-def drift_step(state: ServingState, serving: DrafterServing, status: dict, swap: SwapPlan, target: Target,
+def drift_step(state: ServingState, serving: DrafterServing, status: dict, swap: SwapPlan, target: DesiredRevision,
                judged: AcceptanceDecision) -> tuple[dict | None, Verdict | None]:
     """status.acceptance.atPromotion for the revision that serves after this step (what its gate measured), and
     DriftDetected: the acceptance watch's drift verdict against it, where the figures compare."""
@@ -252,7 +252,7 @@ def takes_traffic(revision: str, active: str | None, status: dict) -> bool:
     return revision == active and revision in _good(status)
 
 
-def swap_step(state: ServingState, status: dict, target: Target, active: str | None, compatible: Compatibility,
+def swap_step(state: ServingState, status: dict, target: DesiredRevision, active: str | None, compatible: Compatibility,
               promotion: PromotionSwap) -> tuple[SwapPlan, SwapInput | None]:
     """The swap planner's next step toward the target (none while a known-bad combination blocks the first
     revision), and its input (None then)."""
@@ -310,7 +310,7 @@ def records_first(status: dict, revisions: list[dict], swap: SwapPlan, judged: A
     return first
 
 
-def child_writes(state: ServingState, serving: DrafterServing, target: Target, swap: SwapPlan, gate,
+def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRevision, swap: SwapPlan, gate,
                  port: int) -> list[Write]:
     """The writes of the swap's step, in order: each revision's Deployment, the gate benchmark, the Service."""
     body, observed = state.serving, state.observed

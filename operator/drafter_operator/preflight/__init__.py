@@ -1,7 +1,7 @@
 """Preflight: check a drafter checkpoint against its target and engine before a 30-minute model load.
 
 Pure and cheap: reads config.json files, safetensors headers (never the weights, except the small d2t/t2d
-mapping tensors) and tokenizer files; imports no engine. `preflight(...)` returns a `Verdict` (ok,
+mapping tensors) and tokenizer files; imports no engine. `preflight(...)` returns a `PreflightVerdict` (ok,
 problems, warnings, passed checks) that maps onto the DrafterCompatible condition (``verdict.condition()``
 or its status/reason/message). The rules and the engine facts behind them: docs/preflight.md.
 """
@@ -13,9 +13,9 @@ import os
 from drafter_operator.preflight import engines
 from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
 from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report, check_files, rules_for
-from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, Verdict
+from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, PreflightVerdict
 
-__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "OPTIONAL_DRAFTER_METHODS", "Checkpoint", "Finding", "Verdict", "load_checkpoint", "preflight"]
+__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "OPTIONAL_DRAFTER_METHODS", "Checkpoint", "Finding", "PreflightVerdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",
@@ -25,7 +25,7 @@ _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "Draf
 
 def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engine: str, method: str,
               trained_convention: str | None = None, vllm_runner: str = "v2",
-              num_speculative_tokens: int | None = None) -> Verdict:
+              num_speculative_tokens: int | None = None) -> PreflightVerdict:
     """Check ``drafter`` (a checkpoint directory; None for mtp, and for dspark with the target's own head)
     against ``target`` for ``engine``.
 
@@ -49,7 +49,7 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
                            f"method mtp drafts with the target's own MTP layers: the drafter {drafter} is not used.")
     elif drafter is not None and method in CHECKED_METHODS:
         drafter_ckpt = load_checkpoint(drafter)
-    verdict = Verdict(engine=engine, method=method, drafter=str(drafter) if drafter is not None else None,
+    verdict = PreflightVerdict(engine=engine, method=method, drafter=str(drafter) if drafter is not None else None,
                       target=str(target))
     ctx = Context(engine=engine, method=method, target=target_ckpt, drafter=drafter_ckpt,
                   trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts,

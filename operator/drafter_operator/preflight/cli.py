@@ -14,7 +14,7 @@ from typing import TextIO
 from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
 from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
 from drafter_operator.constants import ENGINES
-from drafter_operator.preflight.verdict import Finding, Verdict, termination_record
+from drafter_operator.preflight.verdict import Finding, PreflightVerdict, termination_record
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -86,9 +86,9 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     return EXIT_OK if verdict.ok else EXIT_PROBLEMS
 
 
-def not_checked(args: argparse.Namespace, missing: list[tuple[str, str]]) -> Verdict:
+def not_checked(args: argparse.Namespace, missing: list[tuple[str, str]]) -> PreflightVerdict:
     """The verdict with --skip-missing when a checkpoint directory is not there: nothing checked."""
-    verdict = Verdict(engine=args.engine, method=args.method, drafter=args.drafter, target=args.target)
+    verdict = PreflightVerdict(engine=args.engine, method=args.method, drafter=args.drafter, target=args.target)
     role = {"--target": "the target", "--drafter": "the drafter"}
     verdict.findings = [Finding("checkpoint-files", "warning", "CheckpointNotFound",
                                 f"not checked: {role[flag]} {path} is not a directory here; the engine names a "
@@ -97,7 +97,7 @@ def not_checked(args: argparse.Namespace, missing: list[tuple[str, str]]) -> Ver
     return verdict
 
 
-def render(verdict: Verdict, width: int = 110) -> str:
+def render(verdict: PreflightVerdict, width: int = 110) -> str:
     """A table: one row per finding (problems first), the fix under its message."""
     width = max(72, min(width, 160))
     state = "NOT COMPATIBLE" if not verdict.ok else "COMPATIBLE" if verdict.checked else "NOT CHECKED"

@@ -30,7 +30,7 @@ class Finding:
 
 
 @dataclass
-class Verdict:
+class PreflightVerdict:
     engine: str
     method: str
     drafter: str | None
@@ -100,7 +100,7 @@ class Verdict:
         }
 
 
-def termination_record(verdict: Verdict, seconds: float | None = None) -> str:
+def termination_record(verdict: PreflightVerdict, seconds: float | None = None) -> str:
     """The verdict as compact JSON of at most TERMINATION_MESSAGE_BYTES: what the preflight init container
     writes to its termination message and the serving controller reads back (`parse_termination_record`).
     Counts, not findings: the condition's message already carries every problem with its fix, and the

@@ -22,15 +22,15 @@ from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.labels import MANAGED_BY, REVISION_LABEL, SERVING_LABEL, deployment_name
 from drafter_operator.settings import ALLOWED_IMAGE_PREFIXES, PROMETHEUS_ENDPOINTS as PROMETHEUS_ENDPOINTS_SETTING
 
-from tests.simulation.apiserver import FakeApiserver
-from tests.simulation.clock import Clock
-from tests.simulation.cluster import NS, POD_COLLECTION, Cluster, owner_uid, ready
-from tests.simulation.engines import Engines
-from tests.simulation.fault_operations import FaultOperations
-from tests.simulation.invariants import Tracks
-from tests.simulation.operations import DEFAULT_CONFIG, render
-from tests.simulation.operator_sim import WATCH_LATENCY, OperatorSim
-from tests.simulation.traffic import STREAM_SECONDS, Traffic
+from drafter_testbed.simulation.apiserver import FakeApiserver
+from drafter_testbed.simulation.clock import Clock
+from drafter_testbed.simulation.cluster import NS, POD_COLLECTION, Cluster, owner_uid, ready
+from drafter_testbed.simulation.engines import Engines
+from drafter_testbed.simulation.fault_operations import FaultOperations
+from drafter_testbed.simulation.invariants import Tracks
+from drafter_testbed.simulation.operations import DEFAULT_CONFIG, render
+from drafter_testbed.simulation.operator_sim import WATCH_LATENCY, OperatorSim
+from drafter_testbed.simulation.traffic import STREAM_SECONDS, Traffic
 
 GROUP_PATH = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterservings"
 BENCHMARKS = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterbenchmarks"

@@ -21,9 +21,9 @@ from drafter_operator.resources.labels import REVISION_LABEL
 
 from dataclasses import dataclass, field
 
-from tests.simulation.clock import T0
-from tests.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
-from tests.simulation.engines import below
+from drafter_testbed.simulation.clock import T0
+from drafter_testbed.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
+from drafter_testbed.simulation.engines import below
 
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
 SUCCESS_REASON = {"DisableSpeculation": "SpeculationDisabled", "Rollback": "RolledBack"}
@@ -225,7 +225,7 @@ class Tracks:
         self.deletes.append((uid, self.world.clock.t))
 
     def measured(self, uid, revision, t, sample, thresholds) -> None:
-        from tests.simulation.engines import below
+        from drafter_testbed.simulation.engines import below
         self.samples.setdefault((uid, revision), []).append((t, below(sample, thresholds)))
         self.thresholds[(uid, revision)] = thresholds
 

@@ -36,13 +36,13 @@ from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training import TRAINING_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
-from tests.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
-from tests.simulation.batch_hazards import POLICIES, SIM_DEADLINES, TRAINER, BatchHazards
-from tests.simulation.batch_invariants import GENERATION
-from tests.simulation.clock import Clock
-from tests.simulation.cluster import owner_uid
-from tests.simulation.fault_operations import FaultOperations
-from tests.simulation.operations import SEED_SPEC, serving_name, timeline
+from drafter_testbed.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
+from drafter_testbed.simulation.batch_hazards import POLICIES, SIM_DEADLINES, TRAINER, BatchHazards
+from drafter_testbed.simulation.batch_invariants import GENERATION
+from drafter_testbed.simulation.clock import Clock
+from drafter_testbed.simulation.cluster import owner_uid
+from drafter_testbed.simulation.fault_operations import FaultOperations
+from drafter_testbed.simulation.operations import SEED_SPEC, serving_name, timeline
 
 NS = "team"
 CUSTOM = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}"
@@ -121,7 +121,7 @@ def draw_config(rng: random.Random, fields: dict) -> dict:
 # ---------------------------------------------------------------------------------------------- the world
 class BatchWorld(FaultOperations, BatchHazards):
     def __init__(self, seed: int, setup: dict):
-        from tests.simulation.batch_invariants import BatchTracks
+        from drafter_testbed.simulation.batch_invariants import BatchTracks
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock = Clock()

@@ -37,7 +37,7 @@ from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training import TRAINING_LABEL, training_labels
 from drafter_operator.resources.training_job import (STAGE_LABEL, rendezvous_service_name, spec_config_map_name)
 
-from tests.simulation.cluster import owner_uid
+from drafter_testbed.simulation.cluster import owner_uid
 
 #: The stage deadlines every simulated training sets (its stages take 30 s to 40 min here).
 SIM_DEADLINES = {"generate": "1h", "extract": "1h", "train": "2h", "export": "1h"}
@@ -122,7 +122,7 @@ class BatchHazards:
     def op_squat(self, op: dict) -> None:
         """An intruder creates, first, the spec ConfigMap (and rendezvous Service) the slot's next generation will
         use, with a spec that exports over the drafter the serving loads; the user removes them after a while."""
-        from tests.simulation.batch import CONFIGMAPS, NS, SERVED_DRAFTER, SERVICES, TRAININGS, training_spec
+        from drafter_testbed.simulation.batch import CONFIGMAPS, NS, SERVED_DRAFTER, SERVICES, TRAININGS, training_spec
         t = self.trainings[op["slot"]]
         body = self.api.store.get(f"{TRAININGS}/{t['name']}")
         generation = (body["metadata"].get("generation") or 1) + 1 if body else 1
@@ -181,7 +181,7 @@ class BatchHazards:
         if job is None or job["metadata"]["uid"] != uid or self.job_started.get(uid) != started \
                 or (job.get("status") or {}).get("conditions") or job["spec"].get("suspend"):
             return
-        from tests.simulation.batch import PODS
+        from drafter_testbed.simulation.batch import PODS
         self.track.job_cause(uid, "deadline")
         for pod_key, pod in list(self.api.store.items()):
             if pod_key.startswith(PODS + "/") and owner_uid(pod) == uid:
@@ -252,7 +252,7 @@ class BatchHazards:
     def op_preempt(self, op: dict) -> None:
         """Another tenant's higher-priority workload takes the queue's quota for ``hold``: Kueue preempts the
         admitted stage Job, if one runs, and admits none meanwhile."""
-        from tests.simulation.batch import PODS, WORKLOADS
+        from drafter_testbed.simulation.batch import PODS, WORKLOADS
         self.kueue_blocked_until = max(self.kueue_blocked_until, self.clock.t + op["hold"])
         self.clock.at(self.kueue_blocked_until + 1.0, self.kueue_admits)
         admitted = sorted(k for k, j in self.api.store.items() if "/jobs/" in k and QUEUE_LABEL in (j["metadata"].get("labels") or {})
@@ -279,7 +279,7 @@ class BatchHazards:
         """Kueue racing the operator's request: a stage Job waiting in its queue that the operator deletes
         (a spec change) is, three times in four, admitted just before the delete lands (the workload that held the quota
         ended then), and the Job controller makes its pods at once."""
-        from tests.simulation.batch import JOBS, WORKLOADS
+        from drafter_testbed.simulation.batch import JOBS, WORKLOADS
         job = self.api.store.get(path) if method == "DELETE" and path.startswith(JOBS + "/") else None
         if job is not None and job["spec"].get("suspend") and QUEUE_LABEL in (job["metadata"].get("labels") or {}) \
                 and not job["metadata"].get("deletionTimestamp") and not (job.get("status") or {}).get("conditions") \
@@ -308,7 +308,7 @@ class BatchHazards:
         from drafter_operator.training.specforge import TRAIN_CONFIG
         from drafter_operator.training.stage_runner import resumed_from, stage_of, train_resume
         from drafter_operator.training.torchrun import Rendezvous
-        from tests.simulation.batch import CLAIMS
+        from drafter_testbed.simulation.batch import CLAIMS
         spec_json = self.track.export_spec(pod)
         claim = next(((v.get("persistentVolumeClaim") or {}).get("claimName") for v in pod["spec"].get("volumes") or []
                       if v.get("name") == "work"), None)

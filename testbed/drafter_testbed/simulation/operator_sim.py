@@ -42,7 +42,7 @@ from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_operator.settings import CATCH_UP_SECONDS
 
-from tests.simulation.apiserver import OperatorCrash, selected
+from drafter_testbed.simulation.apiserver import OperatorCrash, selected
 
 WATCH_LATENCY = 0.3  # seconds from a write to its watch event, on a healthy stream
 ERROR_RETRY = 5.0  # handlers.configure: memo.error_retry_seconds
@@ -173,9 +173,9 @@ class OperatorSim:
         self.wakeups = Wakeups(catch_up=CATCH_UP, clock=lambda: self.world.clock.t)
         self.latest: Measurement | None = None
         self.monitor_key = None
-        self.verdict: a.Verdict | None = None
+        self.verdict: a.AcceptanceVerdict | None = None
         self.drift_key = None  # as AcceptanceMonitor keeps the drift watch: its key, verdict and thresholds
-        self.drift: a.Verdict | None = None
+        self.drift: a.AcceptanceVerdict | None = None
         self.drift_thresholds: a.Thresholds | None = None
         self.watch = WatchedByVersion()
         self.waiting = False
@@ -390,7 +390,7 @@ class OperatorSim:
                                  serving_uid=body["metadata"].get("uid"),
                                  drift=self.measure_drift(body, watched, key, sample)))
 
-    def measure_drift(self, body: dict, watched, key: tuple, sample: a.Sample) -> d.Drift | None:
+    def measure_drift(self, body: dict, watched, key: tuple, sample: a.AcceptanceSample) -> d.Drift | None:
         """AcceptanceMonitor._drift: the same sample against the figure at promotion, when there is one."""
         baseline = watched.baseline
         if baseline is None:

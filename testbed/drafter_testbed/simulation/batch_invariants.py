@@ -20,7 +20,7 @@ from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
-from tests.simulation.cluster import owner_uid
+from drafter_testbed.simulation.cluster import owner_uid
 
 JOB_STAGE_CONDITIONS = {"Generate": "Generated", "Extract": "Extracted", "Train": "Trained", "Export": "Exported"}
 DELETE_BOUND = 900.0  # a deleted training's or benchmark's Jobs, pods and claim are gone by then
@@ -112,7 +112,7 @@ class BatchTracks:
 
     # ------------------------------------------------------------------ the spec an Export pod writes from
     def export_spec(self, pod: dict) -> dict | None:
-        from tests.simulation.batch import CONFIGMAPS
+        from drafter_testbed.simulation.batch import CONFIGMAPS
         name = next(((v.get("configMap") or {}).get("name") for v in pod["spec"].get("volumes") or []
                      if v.get("name") == "spec"), None)
         cm = self.world.api.store.get(f"{CONFIGMAPS}/{name}") if name else None
@@ -382,7 +382,7 @@ class BatchTracks:
     def _own_children_only(self, pod: dict, stage: str) -> None:
         """A stage pod mounts the spec ConfigMap of its own training, and Train's pods across nodes meet through
         its own rendezvous Service: never an object someone else made under that name."""
-        from tests.simulation.batch import CONFIGMAPS, SERVICES
+        from drafter_testbed.simulation.batch import CONFIGMAPS, SERVICES
         training = self.jobs.get(owner_uid(pod) or "", (None,))[0]
         if training is None:
             return
@@ -482,7 +482,7 @@ class BatchTracks:
 
     def refused_by_policy(self, spec: dict) -> bool:
         """The administrator's allow-list (the world's now) refuses an image the spec runs."""
-        from tests.simulation.batch_hazards import POLICIES, TRAINER
+        from drafter_testbed.simulation.batch_hazards import POLICIES, TRAINER
         images = [spec.get("image") or TRAINER]
         generation = (spec.get("data") or {}).get("generation")
         if generation:

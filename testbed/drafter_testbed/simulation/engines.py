@@ -13,7 +13,7 @@ from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL
 
-from tests.simulation.cluster import fate_of, ready
+from drafter_testbed.simulation.cluster import fate_of, ready
 
 VERIFY_STEPS_PER_SECOND = 8.0  # per replica
 
@@ -26,15 +26,15 @@ class Engines:
     def rate(self, revision: str) -> float:
         return self.override.get(revision, fate_of(self.world.seed, revision).acceptance)
 
-    def sample(self, spec, revision: str, view: dict, thresholds: a.Thresholds, at: float) -> a.Sample:
+    def sample(self, spec, revision: str, view: dict, thresholds: a.Thresholds, at: float) -> a.AcceptanceSample:
         if self.world.metrics_fault == "unknown":
-            return a.Sample.unavailable(at, "GET http://10.0.0.1:8000/metrics: connection refused")
+            return a.AcceptanceSample.unavailable(at, "GET http://10.0.0.1:8000/metrics: connection refused")
         prefix = f"/api/v1/namespaces/{self.world.namespace}/pods/"
         pods = [p for k, p in view.items() if k.startswith(prefix) and not p["metadata"].get("deletionTimestamp")
                 and (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision and ready(p)
                 and p["status"].get("podIP")]
         if not pods:
-            return a.Sample(at=at)
+            return a.AcceptanceSample(at=at)
         k = engines.draft_tokens_per_step(spec.engine, spec.drafter) or 1
         r = self.rate(revision)
         drafts = VERIFY_STEPS_PER_SECOND * thresholds.window_seconds * len(pods)
@@ -44,14 +44,14 @@ class Engines:
                                     accepted_tokens=accepted, generation_tokens=drafts + accepted,
                                     acceptance_rate=r, mean_acceptance_length=1 + accepted / drafts,
                                     rate_source="counters")
-        return a.Sample(at=at, window=window)
+        return a.AcceptanceSample(at=at, window=window)
 
 
 #: docs/monitoring.md: a drafter whose first position accepts under 2% while drafting is lost.
 LOST_FIRST_POSITION = 0.02
 
 
-def below(sample: a.Sample, t: a.Thresholds) -> bool | None:
+def below(sample: a.AcceptanceSample, t: a.Thresholds) -> bool | None:
     """Whether a sample is evidence of low acceptance: True below a threshold with enough data, False
     above, None when it is no evidence at all (no window, too few draft tokens, unreadable metrics)."""
     w = sample.window

@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests.simulation import batch, batch_invariants, invariants, operations, world as serving_world
-from tests.simulation.operations import describe
+from drafter_testbed.simulation import batch, batch_invariants, invariants, operations, world as serving_world
+from drafter_testbed.simulation.operations import describe
 
 #: The scenario families: what draws a scenario, the world it runs in, the invariants checked.
 FAMILIES = {"serving": (operations.generate, serving_world.World, invariants.INVARIANTS),
