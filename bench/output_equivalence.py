@@ -12,7 +12,7 @@ benchmark client's output check (benchmark_client/equivalence.py) exactly as the
    revision's defects (false defects: a divergence judged clear when speculation changed nothing), its near-ties
    and identical prompts, and the lossy revision's prompts caught as defects.
 
-    python bench/output_equivalence.py [--prompts 8] [--tokens 128] [--seeds 20] [--min-margin 0.5]
+    python bench/output_equivalence.py [--prompts 8] [--tokens 128] [--seeds 20] [--min-margin 1.0]
 """
 
 from __future__ import annotations
@@ -83,5 +83,5 @@ if __name__ == "__main__":
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--min-margin", type=float, default=0.5)
+    parser.add_argument("--min-margin", type=float, default=1.0)
     asyncio.run(main(parser.parse_args()))

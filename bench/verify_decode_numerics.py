@@ -45,12 +45,14 @@ def build(args: argparse.Namespace) -> LlamaForCausalLM:
 
 
 @torch.no_grad()
-def decode(model, prompt: torch.Tensor, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Greedy, one position per forward: (generated ids, log-softmax of each generated position)."""
+def decode(model, prompt: torch.Tensor, tokens: int, top_logits: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy, one position per forward: (generated ids, log-softmax of each generated position); each position's
+    largest logit goes to ``top_logits`` (bf16 spaces its values 2^-7 of their magnitude apart)."""
     out = model(prompt, use_cache=True)
     cache, logits = out.past_key_values, out.logits[:, -1:]
     ids, logprobs = [], []
     for _ in range(tokens):
+        top_logits.append(float(logits.float().max()))
         lp = torch.log_softmax(logits.float(), dim=-1)
         token = lp.argmax(-1)
         ids.append(token)
@@ -93,11 +95,11 @@ def main() -> None:
     args = parser.parse_args()
     model = build(args)
     generator = torch.Generator().manual_seed(args.seed + 1)
-    flips, positions, margins_at_flips, max_delta, margins = 0, 0, [], 0.0, []
+    flips, positions, margins_at_flips, max_delta, margins, top_logits = 0, 0, [], 0.0, [], []
     started = time.perf_counter()
     for _ in range(args.prompts):
         prompt = torch.randint(0, args.vocab, (1, args.prompt_tokens), generator=generator).to(args.device)
-        generated, decoded = decode(model, prompt, args.tokens)
+        generated, decoded = decode(model, prompt, args.tokens, top_logits)
         verified = verify(model, prompt, generated, args.k)
         top2 = decoded.topk(2, dim=-1).values[0]
         margin = (top2[:, 0] - top2[:, 1]).cpu()
@@ -108,6 +110,7 @@ def main() -> None:
         margins += margin.tolist()
         max_delta = max(max_delta, float((verified - decoded).abs().max()))
     margins.sort()
+    top_logits.sort()
     result = {
         "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
         "torch": torch.__version__, "dtype": args.dtype, "k": args.k,
@@ -118,6 +121,7 @@ def main() -> None:
         "largestLogprobDifference": round(max_delta, 5),
         "marginPercentiles": {p: round(margins[int(p / 100 * (len(margins) - 1))], 4) for p in (1, 5, 10, 50, 90)},
         "positionsBelow": {m: sum(x < m for x in margins) for m in (0.01, 0.05, 0.1, 0.5)},
+        "topLogitPercentiles": {p: round(top_logits[int(p / 100 * (len(top_logits) - 1))], 3) for p in (50, 99)},
         "seconds": round(time.perf_counter() - started, 1),
     }
     text = json.dumps(result, indent=1)

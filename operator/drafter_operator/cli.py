@@ -213,9 +213,9 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
                             "after the measurement (default 0: no output check)")
     bench.add_argument("--equivalence-tokens", type=int, default=128, metavar="N",
                        help="tokens generated per prompt by the output check (default 128)")
-    bench.add_argument("--equivalence-margin", type=float, default=0.5, metavar="NATS",
+    bench.add_argument("--equivalence-margin", type=float, default=1.0, metavar="NATS",
                        help="a divergence is a defect where the baseline's top-2 logprob margin is at least this "
-                            "(default 0.5; near-ties below it are reported, not failed)")
+                            "(default 1.0; near-ties below it are reported, not failed)")
     bench.add_argument("--deterministic", action="store_true",
                        help="both sides run the engines' deterministic modes: every divergence is a defect")
     bench.add_argument("--termination-log", metavar="PATH",

@@ -209,7 +209,7 @@ def test_equivalence_needs_a_live_baseline_serving():
     with pytest.raises(pydantic.ValidationError, match="gate.baseline.servingRef"):
         BenchmarkGate.model_validate({"equivalence": {}})
     gate = BenchmarkGate.model_validate({"equivalence": {"numPrompts": 4}, "baseline": {"servingRef": {"name": "b"}}})
-    assert gate.equivalence.min_margin == "0.5"
+    assert gate.equivalence.min_margin == "1.0"
     with pytest.raises(pydantic.ValidationError, match="minMargin"):
         BenchmarkGate.model_validate({"equivalence": {"minMargin": "101"}, "baseline": {"servingRef": {"name": "b"}}})
 

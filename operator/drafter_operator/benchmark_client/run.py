@@ -78,7 +78,7 @@ class Options:
     equivalence_prompts: int = 0
     equivalence_tokens: int = 128
     #: Nats the baseline's top-2 margin must reach for a divergence to be a defect.
-    equivalence_margin: float = 0.5
+    equivalence_margin: float = 1.0
     #: Both sides run the engines' deterministic modes: every divergence is a defect.
     deterministic: bool = False
     prompts: tuple[str, ...] = field(default=(), repr=False)  # for callers with prompts in hand (tests)
