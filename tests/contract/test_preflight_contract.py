@@ -1,6 +1,6 @@
 """Contract tier: the preflight's model of vLLM 0.33.0 and SGLang 0.5.23 against the engines' own code.
 
-The same tiny checkpoints as tests/unit/test_preflight.py (drafter_testbed/tiny_checkpoints.py: a 4-layer, hidden-64 Llama
+The same tiny checkpoints as tests/unit/preflight/test_preflight.py (drafter_testbed/tiny_checkpoints.py: a 4-layer, hidden-64 Llama
 target; SpecForge and speculators EAGLE-3 drafters) are read by the real engines on CPU, in a helper
 process per engine (PROBE below, run under DRAFTER_ENGINE_PYTHON):
 

@@ -127,7 +127,7 @@ def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in
         print(f"detection: {detected:.1f} s (window {WINDOW} + for {FOR} + interval "
               f"{OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS} = {DETECTION_BOUND} s)")
         # How long detection took is printed, not asserted (a loaded machine stretches it): the bound is proven
-        # without a clock in tests/unit/test_acceptance_verdict.py (window + for + interval).
+        # without a clock in tests/unit/acceptance/test_acceptance_verdict.py (window + for + interval).
     message = condition(bad, "Degraded")["message"]
     assert "% over 30s (" in message and "draft tokens) < 40%, mean acceptance length" in message
     assert [r["degraded"] for r in bad["revisions"] if r["name"] == revision] == [True]

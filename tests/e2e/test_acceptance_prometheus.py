@@ -161,7 +161,7 @@ def healthy_then_lowered(cluster, namespace: str, operator: OperatorProcess, pro
           f"{SCRAPE_INTERVAL} = {DETECTION_BOUND} s; slack {SLACK} s); healthy rate "
           f"{healthy['acceptance']['rate']:.3f}, {loop.ok} requests")
     # Printed, not asserted (a loaded machine stretches it): the operator's bound is proven without a clock in
-    # tests/unit/test_acceptance_verdict.py, and the wait above fails a verdict that never comes.
+    # tests/unit/acceptance/test_acceptance_verdict.py, and the wait above fails a verdict that never comes.
     assert loop.ok > 0 and len(loop.failures) <= 2, loop.failures[:5]
     return revision, healthy, detected, final
 
