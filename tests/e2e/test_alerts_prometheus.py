@@ -21,12 +21,13 @@ import pytest
 import yaml
 
 from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
+from drafter_testbed.serving_client import ClientLoop
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_acceptance_prometheus import (
-    ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN, TARGET_MODEL, engine_pods, set_acceptance)
-from tests.e2e.test_serving import ClientLoop, apply, condition, seed_serving, service_ip, serving_status, wait_ready
-from tests.unit.chart.test_alerts import rule_groups
-from tests.unit.chart.test_dashboard import dashboard, metric_names, queries
+from tests.support.alerts import rule_groups
+from tests.support.dashboard import dashboard, metric_names, queries
+from tests.support.e2e_prometheus import (ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN,
+                                          TARGET_MODEL, engine_pods, set_acceptance)
+from tests.support.e2e_serving import apply, condition, seed_serving, service_ip, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -41,7 +41,7 @@ from drafter_operator.api.pod import (
 from drafter_operator.api.schema import model_schema
 from tests.conftest import NAMESPACE_PREFIX
 from tests.structures import contains
-from tests.unit.api.test_api_pod import QUANTITY_SAMPLES, _exact
+from tests.support.quantities import QUANTITY_SAMPLES, _exact
 
 pytestmark = pytest.mark.e2e
 

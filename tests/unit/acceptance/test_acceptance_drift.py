@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.api.serving import AcceptanceSpec
-from tests.unit.acceptance.test_acceptance_verdict import vllm_window
+from tests.support.windows import vllm_window
 
 #: Gated at 3.0 tokens per step; the default tolerance 0.25 puts the floor at 2.25.
 BASELINE = d.Baseline(revision="r1", benchmark="kimi-gate-r1", length=3.0, tolerance=0.25)

@@ -90,7 +90,7 @@ def test_act_on_degraded_rolls_back_to_the_last_good_restorable_revision():
     import datetime as dt
     from drafter_operator.api import DrafterServing
     from drafter_operator.controllers.revisions import revision_hash
-    from tests.unit.serving.test_serving_decide import IMAGES, seed_body
+    from tests.support.servings import IMAGES, seed_body
 
     body = seed_body()
     body["spec"]["acceptance"]["onDegraded"] = "Rollback"

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, ready_replicas, ready_with_ip
 from drafter_operator.acceptance import verdict as a
-from tests.unit.acceptance.test_engine_source import VLLM, emulator, generate
+from tests.support.emulator_processes import VLLM, emulator, generate
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -13,16 +13,10 @@ from drafter_operator.engines import metrics as m
 from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import sglang, vllm
 from drafter_operator.acceptance import verdict as a
+from tests.support.windows import vllm_window
 
 SAMPLE = (Path(__file__).parents[1] / "data" / "vllm-0.33.0-spec-decode-metrics.txt").read_text()
 THRESHOLDS = a.Thresholds(min_rate=0.4, min_length=None, min_draft_tokens=1000, window_seconds=300, for_seconds=300)
-
-
-def vllm_window(drafts: float, accepted: float, k: int = 5) -> m.AcceptanceWindow:
-    """A vLLM window with ``drafts`` steps of ``k`` draft tokens, ``accepted`` of them accepted."""
-    return m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=drafts * k, accepted_tokens=accepted,
-                              generation_tokens=drafts + accepted, acceptance_rate=accepted / (drafts * k),
-                              mean_acceptance_length=1 + accepted / drafts, rate_source="counters")
 
 
 def counters(drafts: float, accepted: float, k: int = 5, generation: float | None = None) -> m.SpecDecodeCounters:

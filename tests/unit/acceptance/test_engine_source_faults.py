@@ -15,7 +15,7 @@ from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance.engine_source import EngineSource, Replica
 from tests.processes import loopback_http
-from tests.unit.emulator.test_emulator_server import emulator, vllm_argv
+from tests.support.emulator_server import emulator, vllm_argv
 
 TIMEOUT = 1.0  # the scrape deadline here (the operator's is 5 s)
 #: How long a test waits for a sample before it calls the source stuck: a guard against hanging, never a

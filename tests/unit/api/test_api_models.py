@@ -88,7 +88,7 @@ def test_the_32_gpu_training_example_runs_across_four_queued_nodes_on_a_shared_c
     from drafter_operator.resources.training import hidden_states_claim
     from drafter_operator.training import RenderOptions, TrainingPaths, render
     from drafter_operator.training.cost import run_cost
-    from tests.unit.training.test_training_cost import KIMI
+    from tests.support.target_configs import KIMI
 
     spec = _examples()["kimi-k25-eagle3-32gpu"].spec
     jobs = {stage: training_job.stage_job("team", "kimi-k25-eagle3-32gpu", spec, stage, 1, "trainer:1")

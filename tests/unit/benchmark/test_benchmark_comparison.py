@@ -13,7 +13,7 @@ from drafter_operator import load_picks
 from drafter_operator.api import DrafterBenchmark
 from drafter_operator.controllers.benchmark_comparison import candidate_run_name
 from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing, decide
-from tests.unit.benchmark.test_benchmark_decide import FAST, IMAGE, SERVING, T0, condition
+from tests.support.benchmarks import FAST, IMAGE, SERVING, T0, condition
 
 CANDIDATES = ("kimi-eagle3", "kimi-suffix", "kimi-dspark")
 

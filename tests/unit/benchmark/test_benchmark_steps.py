@@ -14,6 +14,7 @@ from drafter_operator.api import DrafterBenchmark
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.controllers.benchmark_decide import (
     BenchmarkPlan,
+    ObservedServing,
     finish_status,
     foreign_job,
     reference_problems,
@@ -33,7 +34,7 @@ from drafter_operator.controllers.benchmark_observe import (
 from drafter_operator.controllers.benchmark_outcome import observe_job, result_summary, succeeded
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.pod_policy import TenantPolicy
-from tests.unit.benchmark.test_benchmark_decide import SEED_RESULT, T0, ObservedServing, benchmark, job, job_pod, serving, state
+from tests.support.benchmarks import SEED_RESULT, T0, benchmark, job, job_pod, serving, state
 
 
 def spec_of(body: dict):

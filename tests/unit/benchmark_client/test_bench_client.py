@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,29 +22,13 @@ from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, level_schedule, run, run_level
 from drafter_operator.benchmark_client.stream import Endpoint, event, stream_session
 from drafter_operator.engines import speedup
-from tests.processes import free_port, listening_process, loopback_http
+from tests.processes import free_port, loopback_http
+from tests.support.bench_client import MODEL, NO_SPECULATION, _env, emulator
 
-MODEL = "/models/kimi-k2.5"
 SEED_DRAFTER = ["vllm", "serve", MODEL, "--speculative-config",
                 '{"method":"eagle3","model":"/models/kimi-k25-eagle3","num_speculative_tokens":5}']
-NO_SPECULATION = ["vllm", "serve", MODEL]
 SEED_SPEEDUP, SEED_ACCEPTANCE = 0.66, 0.150
 MAX_TOKENS = 512  # the seed's: enough verification steps that acceptance is within ~1% of its mean
-
-
-def _env() -> dict[str, str]:
-    # A quarter of real time, not a tenth: at 10x the emulator's own CPU work per token shows in the ratios
-    # when the machine is busy (CI measured 0.683x against E / (1 + k c) = 0.668x).
-    return {**os.environ, "DRAFTER_EMULATOR_HOST": "127.0.0.1", "DRAFTER_EMULATOR_TIME_SCALE": "0.25",
-            "DRAFTER_EMULATOR_SEED": "3", "PYTHONPATH": os.pathsep.join(sys.path)}
-
-
-@contextmanager
-def emulator(argv: list[str]):
-    port = free_port()
-    with listening_process([sys.executable, "-m", "drafter_operator.cli", "emulate", *argv, "--port", str(port)],
-                           _env(), port):
-        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from drafter_operator.benchmark_client import length_buckets
 from drafter_operator.benchmark_client.result import termination_message
 from drafter_operator.benchmark_client.run import Options, run
 from drafter_operator.controllers.benchmark_decide import bench_argv
-from tests.unit.emulator.test_emulator_server import emulator, sglang_argv
+from tests.support.emulator_server import emulator, sglang_argv
 
 
 @given(st.dictionaries(st.integers(0, 50), st.integers(1, 40000), min_size=1),

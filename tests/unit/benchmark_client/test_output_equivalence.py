@@ -28,7 +28,8 @@ from drafter_operator import engines
 from drafter_operator.resources.gate import gate_benchmark
 from drafter_testbed.emulator import outputs
 from drafter_testbed.emulator.engine import candidates
-from tests.unit.emulator.test_emulator_server import emulator, free_port
+from tests.support.emulator_server import emulator
+from tests.processes import free_port
 
 SM120 = "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
 

@@ -16,46 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drafter_testbed.prometheus import CHART, KUBE_VERSION, binaries, render_prometheus_rule
-from drafter_testbed.versions import bin_dir
-from tests.unit.chart.test_dashboard import exported_metric_names, metric_names
+from drafter_testbed.prometheus import CHART, KUBE_VERSION
+from tests.support.dashboard import exported_metric_names, metric_names
+from tests.support.alerts import NAMESPACE, RELEASE, RUNBOOK_BASE, alerts_of, promtool, render, rule_groups, tool
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNBOOKS = ROOT / "docs" / "runbooks"
-RELEASE, NAMESPACE = "t", "default"
-RUNBOOK_BASE = "https://example.test/runbooks"
 OPERATOR_JOB = f"{RELEASE}-drafter-operator-metrics"  # the chart's metrics Service, the ServiceMonitor's job
 OTHER_JOB = "u-drafter-operator-metrics"  # another release's operator, scraped by the same Prometheus
-
-
-def tool(name: str) -> Path:
-    """helm, or promtool (drafter_testbed/prometheus.py's: DRAFTER_TEST_PROMETHEUS_DIR overrides where)."""
-    path = binaries()[1] if name == "promtool" else bin_dir() / name
-    if not path.exists():
-        pytest.fail(f"no {name} in {path.parent}: run `drafter-operator cluster build` (./dev test and ./dev check "
-                    "do) to build the pinned toolchain", pytrace=False)
-    return path
-
-
-def render(values: dict | None = None) -> list[dict]:
-    """The PrometheusRule as `helm template` renders it (drafter_testbed/prometheus.py, as the demo renders it),
-    with this module's release, namespace and runbook base; ``values``: dotted path -> value."""
-    return render_prometheus_rule(RELEASE, NAMESPACE, {"monitoring.prometheusRule.runbookBaseUrl": RUNBOOK_BASE,
-                                                       **(values or {})}, helm=tool("helm"))
-
-
-def rule_groups(values: dict | None = None) -> dict:
-    (rule,) = render(values)
-    assert rule["kind"] == "PrometheusRule" and rule["apiVersion"] == "monitoring.coreos.com/v1"
-    return rule["spec"]
-
-
-def alerts_of(groups: dict) -> dict[str, dict]:
-    return {r["alert"]: r for g in groups["groups"] for r in g["rules"]}
-
-
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(tool("promtool")), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

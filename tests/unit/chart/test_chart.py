@@ -20,47 +20,15 @@ from drafter_operator import __version__
 from drafter_operator.resources.engine import PORT_NAME
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_testbed.versions import bin_dir
+from tests.support.chart import CHART, KUBE_VERSION, ROOT, helm, one, operator_container, render
 
-ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "charts" / "drafter-operator"
 DOCS = ROOT / "docs" / "chart.md"
-KUBE_VERSION = "1.35.4"
 APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
               "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
 
 
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    binary = bin_dir() / "helm"
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing: run `drafter-operator cluster build` (./dev test does) to build the pinned helm")
-    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
-    return proc
-
-
-def render(*sets: str, namespace: str = "drafter-system", show_tests: bool = False) -> list[dict]:
-    args = ["template", "drafter", str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
-    for item in sets:
-        args += ["--set", item]
-    objects = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
-    if not show_tests:
-        objects = [o for o in objects if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") != "test"]
-    return objects
-
-
-def one(objects: list[dict], kind: str, name: str | None = None) -> dict:
-    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
 def kinds(objects: list[dict]) -> list[str]:
     return sorted(o["kind"] for o in objects)
-
-
-def operator_container(objects: list[dict]) -> dict:
-    return one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
 
 
 def env_of(container: dict) -> dict[str, str]:

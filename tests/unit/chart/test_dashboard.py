@@ -10,19 +10,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import yaml
-from prometheus_client import REGISTRY, CollectorRegistry
 
-ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "charts" / "drafter-operator"
-DASHBOARD = CHART / "files" / "dashboard.json"
+from tests.support.dashboard import CHART, dashboard, exported_metric_names, metric_names, panels, queries
 
-#: PromQL words that are neither metrics nor functions (functions are followed by "(").
-PROMQL_WORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
-                          "and", "or", "unless", "atan2", "inf", "nan"})
+
 #: Grafana's variables, as a Prometheus rule file can hold them: ranges become a duration, the dashboard's
 #: own variables a regex matching anything.
 GRAFANA_RANGES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
@@ -44,57 +37,10 @@ REQUIRED = {
 }
 
 
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression reads: what is left once strings, label matchers, ranges and
-    grouping label lists are gone, minus function names (a word before "(") and keywords."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    text = re.sub(r"\{[^}]*\}", " ", text)
-    text = re.sub(r"\[[^\]]*\]", " ", text)
-    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
-    names = set()
-    for match in re.finditer(r"(?<![\w:.$])([A-Za-z_:][\w:]*)(\s*\()?", text):
-        if not match.group(2) and match.group(1) not in PROMQL_WORDS:
-            names.add(match.group(1))
-    return names
-
-
-def _sample_names(registry: CollectorRegistry) -> set[str]:
-    """Every sample name a registry exposes, including families whose labelled series do not exist yet
-    (SGLang creates some on the first request): derived from each family's type as the exposition does."""
-    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count"),
-                "gauge": ("",), "info": ("_info",), "untyped": ("",)}
-    return {family.name + suffix for family in registry.collect() for suffix in suffixes[family.type]}
-
-
-def exported_metric_names() -> set[str]:
-    """The operator's own metrics and the emulated engines' (vLLM with a drafter, SGLang with EAGLE-3)."""
-    from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
-    from drafter_operator.monitoring import operator_metrics  # noqa: F401  (registers the drafter_* families)
-
-    return (_sample_names(REGISTRY) | _sample_names(VllmExporter("m", 5).registry)
-            | _sample_names(SglangExporter("m", 3, 4).registry))
-
-
 def test_metric_names_reads_a_promql_expression():
     expr = ('histogram_quantile(0.95, sum by (kind, le) (rate(a:b_bucket{x=~"$y", z="w(1)"}[$__rate_interval])))'
             ' / on (ns) group_left sum(c_total offset 5m) > 1e3 unless time() - d')
     assert metric_names(expr) == {"a:b_bucket", "c_total", "d"}
-
-
-def dashboard() -> dict:
-    return json.loads(DASHBOARD.read_text())
-
-
-def panels(board: dict) -> Iterator[dict]:
-    for panel in board["panels"]:
-        yield panel
-        yield from panel.get("panels", ())  # a collapsed row holds its panels
-
-
-def queries(board: dict) -> Iterator[tuple[dict, dict]]:
-    for panel in panels(board):
-        for target in panel.get("targets", ()):
-            yield panel, target
 
 
 def as_rule_expr(expr: str) -> str:
@@ -123,7 +69,7 @@ def test_the_dashboard_loads_for_grafana_11_and_12_with_the_datasource_as_a_vari
 
 
 def test_every_query_is_promql_that_promtool_accepts(tmp_path):
-    from tests.unit.chart.test_alerts import promtool
+    from tests.support.alerts import promtool
 
     board = dashboard()
     rules = [{"record": f"dashboard:panel{panel['id']}_{target['refId'].lower()}", "expr": as_rule_expr(target["expr"])}
@@ -140,7 +86,7 @@ def test_every_query_is_promql_that_promtool_accepts(tmp_path):
 
 
 def test_a_query_promtool_refuses_fails_the_check(tmp_path):
-    from tests.unit.chart.test_alerts import promtool
+    from tests.support.alerts import promtool
 
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [
@@ -171,7 +117,8 @@ def test_the_exported_names_come_from_the_real_registries():
 
 
 def test_the_configmap_carries_the_dashboard_with_the_sidecar_label():
-    from tests.unit.chart.test_alerts import KUBE_VERSION, tool
+    from drafter_testbed.prometheus import KUBE_VERSION
+    from tests.support.alerts import tool
 
     done = subprocess.run([str(tool("helm")), "template", "t", str(CHART), "--kube-version", KUBE_VERSION,
                            "--show-only", "templates/dashboard-configmap.yaml",

@@ -16,7 +16,7 @@ import pytest
 
 from drafter_operator import permissions
 from tests.operator_requests import Need, Scan, need_of_request
-from tests.unit.chart.test_chart import one, render
+from tests.support.chart import one, render
 
 LEASES = ("coordination.k8s.io", "leases")
 #: Every authenticated identity may create these (the system:basic-user ClusterRole): the start-up check.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from drafter_operator import constants
-from tests.unit.chart.test_chart import render
+from tests.support.chart import render
 
 RUNBOOKS = Path(__file__).resolve().parents[3] / "docs" / "runbooks"
 #: `kubectl ... <verb> [kinds] -l <selector>`: the kinds a command reads and the selector it reads them by.

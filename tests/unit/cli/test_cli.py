@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from drafter_operator.cli import INTERNAL_COMMANDS, build_parser
-from tests.unit.benchmark_client.test_bench_client import NO_SPECULATION, _env, emulator
-from tests.unit.chart.test_chart import helm, operator_container, render
+from tests.support.bench_client import NO_SPECULATION, _env, emulator
+from tests.support.chart import helm, operator_container, render
 
 
 def _cli(*args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from drafter_testbed.emulator.metrics_faults import JUNK, MetricsFault
-from tests.unit.emulator.test_emulator_server import emulator, run, vllm_argv
+from tests.support.emulator_server import emulator, run, vllm_argv
 
 
 async def set_fault(session: aiohttp.ClientSession, **fault) -> tuple[int, dict]:

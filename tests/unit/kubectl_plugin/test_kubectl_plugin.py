@@ -18,7 +18,7 @@ from drafter_operator.api import DrafterServingSpec
 from drafter_operator.controllers.revisions import revision_hash
 from drafter_operator.kubectl_plugin import actions, tree
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
-from tests.e2e.test_serving import seed_serving
+from tests.support.e2e_serving import seed_serving
 
 REPO = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)

@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from drafter_operator.engines.metrics import AcceptanceWindow
 from drafter_operator.monitoring import operator_metrics as om
+from tests.support.gauges import value
 
 # Unique namespaces: the registry is process-wide and other tests may have set series.
 NS = "test-operator-metrics"
@@ -16,10 +17,6 @@ NS = "test-operator-metrics"
 
 def labels(name="kimi", revision="r1", engine="vllm", drafter="eagle3-a", namespace=NS):
     return {"namespace": namespace, "name": name, "engine": engine, "drafter": drafter, "revision": revision}
-
-
-def value(metric, **lbl):
-    return REGISTRY.get_sample_value(metric, lbl)
 
 
 def window(rate, length):

@@ -2,7 +2,7 @@
 
 Every backticked path on the page (``controllers/serving_decide.py``, ``preflight/rules/``, ``spec.py``) must
 exist, and every runtime module (each .py under operator/drafter_operator/ but ``__init__.py``) must be named
-on the page at least once. The tier diagram must place every room of test_layering's ``TIERS`` on its tier.
+on the page at least once. The tier diagram must place every room of ``TIERS`` (tests/support/rooms.py) on its tier.
 
 How the page's paths are read, as a person reads them:
 
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.unit.policy.test_layering import ENTRY_MODULES, TIERS
+from tests.support.rooms import ENTRY_MODULES, TIERS
 
 REPO = Path(__file__).resolve().parents[3]
 PAGE = REPO / "docs" / "architecture.md"
@@ -185,7 +185,7 @@ def test_the_tier_diagram_places_every_room_on_its_tier():
     for level, rooms in enumerate(TIERS):
         words = set(re.findall(r"[\w.]+", tiers.get(level, "")))
         wrong += [f"{room} (tier {level})" for room in rooms if room != "__init__" and room not in words]
-    assert wrong == [], (f"rooms of tests/unit/policy/test_layering.py TIERS missing from their tier in the page's "
+    assert wrong == [], (f"rooms of tests/support/rooms.py TIERS missing from their tier in the page's "
                          f"diagram: {wrong}. Add each to its tier's line.")
     assert set(ENTRY_MODULES) <= set(re.findall(r"[\w.]+", tiers[len(TIERS) - 1]))
 

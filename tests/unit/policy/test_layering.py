@@ -25,21 +25,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import drafter_operator
+from tests.support.rooms import ENTRY_MODULES, TIERS
 
 PACKAGE = Path(drafter_operator.__file__).parent
-ENTRY_MODULES = ("controllers.handlers", "controllers.runner")
 
-TIERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "constants", "settings", "timestamps", "images", "container_paths", "logs", "kube", "permissions",
-     "memory_release", "data", "load_picks"),
-    ("engines",),
-    ("api",),
-    ("benchmark_client",),
-    ("resources", "training", "monitoring", "preflight"),
-    ("acceptance",),
-    ("controllers",),
-    ("cli", "kubectl_plugin", *ENTRY_MODULES),
-)
 TIER_OF = {room: level for level, rooms in enumerate(TIERS) for room in rooms}
 
 

@@ -35,6 +35,7 @@ from drafter_operator.preflight.safetensors import (
     read_integers,
     write_safetensors,
 )
+from tests.support.preflight import cli_args
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -348,13 +349,6 @@ def test_condition_message_is_bounded_and_names_every_problem(ckpts, tmp_path):
 
 # ---------------------------------------------------------------------------------------------------
 # The CLI
-
-
-def cli_args(**kw):
-    base = dict(drafter=None, target=None, engine="vllm", method="eagle3", trained_convention=None,
-                vllm_model_runner="v2", json=False, termination_message=None, skip_missing=False,
-                num_speculative_tokens=None)
-    return Namespace(**{**base, **kw})
 
 
 def test_cli_exit_codes_table_and_json(ckpts):

@@ -271,7 +271,8 @@ def test_whole_preflight_on_tiny_block_checkpoints(tmp_path):
     ({"method": "dspark", "model": "org/ds", "numSpeculativeTokens": 3}, None),  # a hub drafter: nothing to read
 ])
 def test_the_preflight_init_container_for_block_drafters(drafter, argv):
-    from tests.unit.resources.test_engine_render import OPERATOR_IMAGE, engine_pod_spec, example, with_spec
+    from tests.support.engine_pods import OPERATOR_IMAGE, example, with_spec
+    from drafter_operator.resources.engine import engine_pod_spec
 
     serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), drafter=drafter)
     inits = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE).get("initContainers")
@@ -289,7 +290,7 @@ def test_cli_drafter_optional_for_dspark_only(tmp_path):
     import io
 
     from drafter_operator.preflight import cli as pf_cli
-    from tests.unit.preflight.test_preflight import cli_args
+    from tests.support.preflight import cli_args
 
     target = str(tiny.make_target(tmp_path / "t"))
     err = io.StringIO()

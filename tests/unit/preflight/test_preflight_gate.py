@@ -23,7 +23,7 @@ from drafter_operator.preflight.verdict import parse_termination_record
 from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.resources.engine import ENGINE_CONTAINER, PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.unit.serving.test_serving_decide import DRAIN, IMAGES, World, seed_body
+from tests.support.servings import DRAIN, IMAGES, World, seed_body
 
 OPERATOR_IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
 TARGET = "/models/tiny-llama"  # matches no known-bad entry (the seed's Kimi target does)

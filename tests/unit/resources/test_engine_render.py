@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -27,13 +26,7 @@ from drafter_operator.resources.engine import (
     serving_service,
     startup_failure_threshold,
 )
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-OPERATOR_IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
-
-
-def example(name: str) -> DrafterServing:
-    return DrafterServing.model_validate(yaml.safe_load((EXAMPLES / name).read_text()))
+from tests.support.engine_pods import EXAMPLES, OPERATOR_IMAGE, example, with_spec
 
 
 def spec(engine: str, drafter: dict, **target) -> DrafterServingSpec:
@@ -302,20 +295,6 @@ def test_a_hub_token_is_never_rendered_as_a_value():
 
 # ---------------------------------------------------------------------------------------------------
 # The drafter preflight init container
-
-
-def with_spec(serving: DrafterServing, **changes) -> DrafterServing:
-    body = serving.model_dump(mode="json", by_alias=True, exclude_none=True)
-    for path, value in changes.items():
-        *parents, leaf = path.split("__")
-        node = body["spec"]
-        for key in parents:
-            node = node.setdefault(key, {})
-        if value is None:
-            node.pop(leaf, None)
-        else:
-            node[leaf] = value
-    return DrafterServing.model_validate(body)
 
 
 def test_engine_pods_that_load_a_drafter_from_the_volume_get_the_preflight_first():

@@ -7,8 +7,8 @@ from pydantic import ValidationError
 
 from drafter_operator.resources.queueing import QUEUE_LABEL, admission_wait, queued
 from drafter_operator.resources.training_job import stage_job
-from tests.unit.training.test_training_decide import Cluster, start, training
-from tests.unit.training.test_training_shards import with_nodes
+from tests.support.trainings import Cluster, start, training
+from tests.support.training_families import with_nodes
 
 # What Kueue writes on a Workload that does not fit (its QuotaReserved condition).
 PENDING = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
@@ -83,7 +83,7 @@ def test_a_queued_benchmark_job_joins_its_queue_and_says_queued_until_kueue_admi
     import dataclasses
 
     from drafter_operator.controllers.benchmark_decide import decide as decide_benchmark
-    from tests.unit.benchmark.test_benchmark_decide import benchmark, condition, job, serving, state
+    from tests.support.benchmarks import benchmark, condition, job, serving, state
 
     body = benchmark(queueName="bench-cpu")
     created = decide_benchmark(state(body, serving())).create

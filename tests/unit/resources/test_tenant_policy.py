@@ -16,9 +16,8 @@ from drafter_operator.controllers.training_decide import TrainingState
 from drafter_operator.controllers.training_decide import decide as training_decide
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.pod_policy import TenantPolicy, admits
-from tests.unit.benchmark import test_benchmark_decide as bench
-from tests.unit.training import test_training_decide as training
-from tests.unit.serving.test_serving_decide import World, seed_body
+from tests.support import benchmarks as bench, trainings as training
+from tests.support.servings import World, seed_body
 
 ENDPOINTS_JSON = '{"default": "http://prometheus.monitoring:9090", "team-a": "https://user:pw@prom.team-a:9091"}'
 

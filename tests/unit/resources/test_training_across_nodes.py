@@ -14,8 +14,7 @@ from drafter_operator.resources.training_job import (rendezvous, rendezvous_args
                                                      stage_job_name)
 from drafter_operator.training import TrainingPaths, render
 from drafter_operator.training.torchrun import RENDEZVOUS_PORT, Rendezvous, launch
-from tests.unit.training.test_training_families import OPTIONS
-from tests.unit.training.test_training_shards import with_nodes
+from tests.support.training_families import OPTIONS, with_nodes
 
 MEET = Rendezvous("kimi-train-g1-0.kimi-rendezvous:29400", "kimi-train-g1")
 

@@ -7,21 +7,13 @@ from pathlib import Path
 
 import re
 
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.resources.training_job import TRAINER_UID, spec_config_map, stage_job, stage_job_name
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "training-kimi-k25-eagle3.yaml"
-
-
-def seed(**spec) -> DrafterTraining:
-    body = yaml.safe_load(EXAMPLE.read_text())
-    body["spec"].update(spec)
-    return DrafterTraining.model_validate(body)
+from tests.support.training_jobs import seed
 
 
 def test_gpu_stages_get_the_gpus_and_export_alone_writes_the_model_volume():

@@ -13,7 +13,7 @@ from drafter_operator.resources.training_job import (
     stage_volumes,
 )
 from drafter_operator.training import TrainingPaths
-from tests.unit.resources.test_training_job import seed
+from tests.support.training_jobs import seed
 
 PATHS = TrainingPaths()
 STAGES = ("Generate", "Extract", "Train", "Export")

@@ -23,7 +23,7 @@ from drafter_operator.controllers.known_bad import KnownBad, KnownBadTableError,
 from drafter_operator.controllers.serving_compatibility import REFUSED_ON_GPU
 from drafter_operator.kubectl_plugin import known_bad as plugin
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
-from tests.unit.serving.test_serving_decide import SEED, World
+from tests.support.servings import SEED, World
 
 IMAGE = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
 B300, H100 = "NVIDIA-B300-SXM6-AC", "NVIDIA-H100-80GB-HBM3"
@@ -540,7 +540,7 @@ def test_denied_node_reads_stop_and_the_condition_asks_for_the_placement_pin():
     import datetime as dt
 
     from drafter_operator.controllers.serving import ServingReconciler
-    from tests.unit.serving.test_serving_decide import IMAGES
+    from tests.support.servings import IMAGES
 
     kube = NodeKube({}, forbidden=True)
     reconciler = ServingReconciler(kube, default_images=IMAGES, verify=False)

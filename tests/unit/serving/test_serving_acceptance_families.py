@@ -6,8 +6,8 @@ from __future__ import annotations
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.controllers.serving_acceptance import revision_family, watched_revision
 from drafter_operator.api.serving import DrafterServingSpec
-from tests.unit.serving.test_serving_acceptance import auto_body, gated_swap
-from tests.unit.serving.test_serving_decide import World
+from tests.support.serving_acceptance import auto_body, gated_swap
+from tests.support.servings import World
 
 RESULT = {"tokensPerSecond": 90.0, "speedup": 1.4, "acceptanceLength": 3.1}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 
 from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SERVING_LABEL
-from tests.unit.serving.test_serving_decide import World, seed_body
+from tests.support.servings import World, seed_body
 
 #: A load sweep that says speculation never pays (0.5x at every level): learned, the schedule turns it off.
 NEVER_PAYS = [{"concurrency": c, "speedup": 0.5, "tokensPerSecond": 100.0 * c} for c in (1, 8, 32)]

@@ -14,9 +14,9 @@ from drafter_operator.controllers.serving_acceptance import watched_revision
 from drafter_operator.controllers.serving_drift import acceptance_block, at_promotion
 from drafter_operator.controllers.serving_decide import decide
 from drafter_operator.monitoring import operator_metrics as om
-from tests.unit.acceptance.test_acceptance_verdict import vllm_window
-from tests.unit.monitoring.test_operator_metrics import value
-from tests.unit.serving.test_serving_decide import World, seed_body
+from tests.support.windows import vllm_window
+from tests.support.gauges import value
+from tests.support.servings import World, seed_body
 
 GATE = {"minSpeedup": "1.0", "baseline": {"tokensPerSecond": "82.5"}}
 FINISHED = "2026-11-29T12:10:00Z"

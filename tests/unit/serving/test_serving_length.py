@@ -15,7 +15,7 @@ from drafter_operator.controllers.serving_length import (
     trained_length,
     trained_length_annotation,
 )
-from tests.unit.serving.test_serving_decide import DIGEST, World, promote, seed_body
+from tests.support.servings import DIGEST, World, promote, seed_body
 
 TRAINED = "/models/drafters/kimi-k25-eagle3-ft"  # the example training's output (spec.train.maxLength 4096)
 

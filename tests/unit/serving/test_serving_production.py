@@ -22,8 +22,8 @@ from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 from drafter_testbed.simulation.apiserver import FakeApiserver
 from drafter_testbed.simulation.clock import Clock
-from tests.unit.serving.test_serving_apply import RecordingKube
-from tests.unit.serving.test_serving_decide import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
+from tests.support.recording_kube import RecordingKube
+from tests.support.servings import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
 
 
 def gating_swap() -> tuple[World, str, str]:
@@ -473,7 +473,7 @@ def test_a_failed_revision_a_failed_swap_left_serving_is_not_started_again_once_
 def test_an_action_whose_revision_stops_with_a_refusal_says_it_is_blocked_not_under_way():
     """An onDegraded action's revision is starting when the administrator's policy refuses the spec: the revision
     stops, and Degraded says the action is blocked by the refusal rather than still under way (simulation seed 56)."""
-    from tests.unit.serving.test_serving_acceptance import look, measured, on_degraded
+    from tests.support.serving_acceptance import look, measured, on_degraded
     world = World(on_degraded("DisableSpeculation"))
     world.converge()
     bad = world.body["status"]["activeRevision"]

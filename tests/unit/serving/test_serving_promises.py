@@ -10,8 +10,8 @@ import datetime as dt
 
 from drafter_operator.controllers.serving_decide import decide
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.unit.serving.test_serving_acceptance import converge_with, look, measured, on_degraded
-from tests.unit.serving.test_serving_decide import World, finish_gate, gated_body, seed_body
+from tests.support.serving_acceptance import converge_with, look, measured, on_degraded
+from tests.support.servings import World, finish_gate, gated_body, seed_body
 
 
 def start_new_revision(world: World, tokens: int = 3) -> None:
@@ -230,7 +230,7 @@ def test_the_loop_asks_the_engines_of_the_revision_traffic_left_and_of_no_other(
 def test_a_measurement_of_an_earlier_serving_of_the_same_name_is_not_evidence():
     import dataclasses
 
-    from tests.unit.serving.test_serving_acceptance import measured
+    from tests.support.serving_acceptance import measured
     world = World(seed_body())
     world.converge()
     old_incarnation = dataclasses.replace(measured(world, "True", 0.12), serving_uid="u-deleted")

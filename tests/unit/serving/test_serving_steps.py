@@ -23,7 +23,7 @@ from drafter_operator.controllers.serving_patches import Write
 from drafter_operator.controllers.serving_pointer import pointer_write, switch_record
 from drafter_operator.controllers.swap import SwapPlan, Verdict
 from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
-from tests.unit.serving.test_serving_decide import IMAGES, T0, World, seed_body
+from tests.support.servings import IMAGES, T0, World, seed_body
 
 IMAGE = IMAGES["vllm"]
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from drafter_operator.controllers.serving_decide import ServingPlan, decide
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.unit.serving.test_serving_acceptance import change_drafter, measured, on_degraded
-from tests.unit.serving.test_serving_decide import World, finish_gate, gated_body, merge_patch, seed_body
+from tests.support.serving_acceptance import change_drafter, measured, on_degraded
+from tests.support.servings import World, finish_gate, gated_body, merge_patch, seed_body
 
 
 def operations(world: World, plan: ServingPlan) -> list:

@@ -21,7 +21,7 @@ from drafter_operator.controllers.swap import (
     _swap_step,
     _switch,
 )
-from tests.unit.serving.test_swap import T0, inp, rev
+from tests.support.swaps import T0, inp, rev
 
 
 def test_a_first_revision_that_failed_has_nothing_to_fall_back_to():

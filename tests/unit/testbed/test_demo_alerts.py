@@ -12,7 +12,7 @@ from drafter_operator.api import parse_duration
 from drafter_testbed import cluster as local
 from drafter_testbed import demo_alerts
 from drafter_testbed import prometheus as prom
-from tests.unit.chart.test_alerts import alerts_of, promtool, tool
+from tests.support.alerts import alerts_of, promtool, tool
 
 DEMO_ACCEPTANCE_WINDOW_SECONDS = 30  # demo_acceptance.DEMO_ACCEPTANCE["window"]
 

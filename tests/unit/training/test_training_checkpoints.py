@@ -21,7 +21,7 @@ from drafter_operator.training.checkpoints import Checkpoint, claim_run
 from drafter_operator.training.inputs import ORDER, stage_inputs
 from drafter_operator.training.progress import latest_status
 from drafter_operator.training.specforge import TRAIN_CONFIG, save_interval
-from tests.unit.training.test_training_decide import EXAMPLE, T0
+from tests.support.trainings import EXAMPLE, T0
 
 RUN, OTHER = "t-1/aaaa", "t-1/bbbb"
 

@@ -16,16 +16,11 @@ from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.controllers.training_observe import run_estimate
 from drafter_operator.training import cost, progress
 from drafter_testbed import tiny_target
+from tests.support.target_configs import KIMI
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "training-kimi-k25-eagle3.yaml"
 MEASURED = json.loads((Path(__file__).resolve().parents[3] / "bench" / "gpu_training_h200.json").read_text())
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
-#: Kimi-K2's published text config (DeepSeek-V3's architecture: MLA, 384 routed experts, top 8 plus one shared).
-KIMI = {"text_config": {"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 64,
-                        "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 384,
-                        "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 1,
-                        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-                        "v_head_dim": 128, "vocab_size": 163840}}
 DEEPSEEK_V3 = {**KIMI["text_config"], "num_attention_heads": 128, "n_routed_experts": 256,
                "first_k_dense_replace": 3, "vocab_size": 129280}
 

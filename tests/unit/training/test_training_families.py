@@ -12,20 +12,14 @@ import pytest
 import yaml
 
 from drafter_operator.api import DrafterServing
-from drafter_operator.api.training import DrafterTraining, DrafterTrainingSpec
+from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.controllers.training_promotion import promoted_drafter, promotion_patch, serving_problems
 from drafter_operator.training import RenderOptions, TrainingPaths, render
 from drafter_operator.training.speculators import base_in_speculators_format
-from tests.unit.training.test_training_render import ENDPOINT, KIMI, SEED, flag
+from tests.support.training_renders import SEED, flag
+from tests.support.training_families import OPTIONS, spec_of
 
-OPTIONS = RenderOptions(target_config=KIMI, generation_endpoint=ENDPOINT)
 EXAMPLES = SEED.parent
-
-
-def spec_of(**updates) -> DrafterTrainingSpec:
-    raw = yaml.safe_load(SEED.read_text())
-    raw["spec"].update({"framework": "speculators", "baseDrafter": None, **updates})
-    return DrafterTraining.model_validate(raw).spec
 
 
 def train_command(spec: DrafterTrainingSpec, options: RenderOptions = OPTIONS):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers.training_decide import TrainingState, decide
 from drafter_operator.controllers.training_output import output_conflicts
-from tests.unit.training.test_training_decide import T0, Cluster, training
+from tests.support.trainings import T0, Cluster, training
 
 OUTPUT = "/models/drafters/kimi-k25-eagle3-ft"  # the example's spec.output.path
 

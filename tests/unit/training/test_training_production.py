@@ -11,7 +11,7 @@ import pytest
 from drafter_operator.api import DrafterTraining
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import stage_job
-from tests.unit.training.test_training_decide import Cluster, start, training
+from tests.support.trainings import Cluster, start, training
 
 TIGHT = TenantPolicy(image_prefixes=("registry.internal/", "lmsysorg/"))  # refuses the operator's trainer:1
 OWNER = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "name": "kimi-ft", "uid": "t-1", "controller": True}

@@ -8,7 +8,7 @@ import pytest
 from drafter_operator.training import Command, RenderOptions, TrainingPaths
 from drafter_operator.training import specforge as sf
 from drafter_operator.training import speculators as sp
-from tests.unit.training.test_training_render import KIMI, OPTIONS, seed, stages
+from tests.support.training_renders import KIMI, OPTIONS, seed, stages
 
 PATHS = TrainingPaths(work="/w", files="/f", adapters="/a", python="/venv/bin/python")
 CPU = RenderOptions(**{**OPTIONS.__dict__, "cpu": True})

@@ -18,12 +18,7 @@ from drafter_operator.resources.training_job import stage_job
 from drafter_operator.training import TrainingPaths, render, shards
 from drafter_operator.training.stage_runner import run_shard
 from drafter_operator.training.torchrun import Rendezvous
-from tests.unit.training.test_training_families import OPTIONS, spec_of
-
-
-def with_nodes(nodes: int, **updates):
-    spec = spec_of(**updates)
-    return spec.model_validate({**spec.to_json(), "resources": {**spec.resources.to_json(), "nodes": nodes}})
+from tests.support.training_families import OPTIONS, with_nodes
 
 
 @given(st.integers(0, 100_000), st.integers(1, 64))

@@ -32,7 +32,7 @@ from drafter_operator.controllers.training_promotion import observe_promotion
 from drafter_operator.controllers.training_stages import StageDecision, StageJob
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import STAGE_LABEL
-from tests.unit.training.test_training_decide import DIGEST, T0, sglang_serving, training
+from tests.support.trainings import DIGEST, T0, sglang_serving, training
 
 
 def state(body: dict | None = None, **fields) -> TrainingState:
