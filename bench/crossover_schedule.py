@@ -15,7 +15,7 @@ Two ways to measure (``--mode``):
 - ``modelled`` (default): the emulator's engine in process (``EmulatedEngine``: the step loop
   ``drafter-operator emulate`` serves with) at time scale 0; throughput is tokens over the step loop's
   modelled seconds (prefill included). One wave of N streams of ``--max-tokens`` tokens each, seeded
-  acceptance draws: deterministic, no wall clock. tests/unit/test_crossover_schedule.py asserts its
+  acceptance draws: deterministic, no wall clock. tests/unit/engines/test_crossover_schedule.py asserts its
   0.95x property.
 - ``served``: three ``drafter-operator emulate`` servers (subprocesses) measured over HTTP by the
   project's benchmark client (``drafter-operator bench``'s waves of N streams: ``benchmark_client/run.py``), the sweep

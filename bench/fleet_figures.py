@@ -1,6 +1,6 @@
 """The figures of bench/fleet_scale.py, pure: percentiles, the operator's requests counted from an
 apiserver audit log, and how the fleet is laid out over its namespaces. Unit-tested in
-tests/unit/test_fleet_figures.py."""
+tests/unit/bench/test_fleet_figures.py."""
 
 from __future__ import annotations
 

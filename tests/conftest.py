@@ -27,6 +27,8 @@ settings.load_profile("drafter-suite")
 # Every run accounts for its skips (tests/declared_skips.py: the declared reasons, the closing lines). Marked
 # for assertion rewriting before this file imports it, as pytest does for every plugin it loads itself.
 pytest.register_assert_rewrite("tests.declared_skips")
+# The helpers tests share (tests/support) assert too: rewritten like the test modules they came from.
+pytest.register_assert_rewrite("tests.support")
 pytest_plugins = ["tests.declared_skips"]
 from tests.declared_skips import skip_because  # noqa: E402 (after the registration above)
 

@@ -3,7 +3,7 @@ writes on what it creates, the engines and speculative methods it knows, and its
 
 Everything else imports these (the CRDs, the RBAC rules, the kopf handlers, the builders), so a key is
 spelled once: a typo in a second copy would be a selector that silently matches nothing. This module
-imports nothing from the package: it sits at the bottom of the rooms (tests/unit/test_layering.py).
+imports nothing from the package: it sits at the bottom of the rooms (tests/unit/policy/test_layering.py).
 """
 
 from __future__ import annotations

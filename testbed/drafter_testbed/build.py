@@ -261,7 +261,7 @@ def actionlint_stamp(pins: Pins) -> str:
 
 
 def build_helm_docs(pins: Pins, out: Path) -> None:
-    """helm-docs writes the chart's README.md from its values.yaml comments (tests/unit/test_chart.py checks
+    """helm-docs writes the chart's README.md from its values.yaml comments (tests/unit/chart/test_chart.py checks
     the committed README is what it writes)."""
     _go_install(f"helm-docs {pins.helm_docs}", f"github.com/norwoodj/helm-docs/cmd/helm-docs@{pins.helm_docs}", out,
                 ldflags=f"-s -w -X main.version={pins.helm_docs.removeprefix('v')}")
@@ -273,7 +273,7 @@ def helm_docs_stamp(pins: Pins) -> str:
 
 
 def build_krew(pins: Pins, out: Path) -> None:
-    """krew itself and krew-index's manifest validator: tests/unit/test_krew_archives.py installs the kubectl
+    """krew itself and krew-index's manifest validator: tests/unit/kubectl_plugin/test_krew_archives.py installs the kubectl
     plugin's archive with `kubectl krew install --manifest --archive` and validates the rendered manifest as
     krew-index's CI does. No version ldflags on purpose: a krew without a release tag skips its check of
     GitHub for a newer krew, which an offline test machine cannot reach (and validate-krew-manifest runs

@@ -2,7 +2,7 @@
 them through the acceptance monitor's parse and decide path.
 
 Shared by the fuzz benchmark (bench/metrics_fuzz.py, 10,000 bodies) and its hypothesis smoke test
-(tests/unit/test_metrics_fuzz.py). Test-side only, hence in drafter-testbed, never in the operator.
+(tests/unit/acceptance/test_metrics_fuzz.py). Test-side only, hence in drafter-testbed, never in the operator.
 
 The true bodies are the emulator's exporters (``drafter_testbed/emulator/exporters.py``: vLLM 0.33.0's and SGLang
 0.5.23's metric families, held to the engines' own collectors by tests/contract) driven by a healthy

@@ -20,7 +20,8 @@ import pytest
 
 from drafter_operator.benchmark_client.equivalence import parse_generation, request, resumed_request
 from drafter_operator.benchmark_client.stream import Endpoint
-from tests.unit.test_emulator_server import emulator, free_port
+from tests.support.emulator_server import emulator
+from tests.processes import free_port
 
 pytestmark = pytest.mark.contract
 

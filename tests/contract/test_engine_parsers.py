@@ -30,13 +30,8 @@ from drafter_operator.api import DrafterServing, DrafterServingSpec
 from tests.api_strategies import serving_specs
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
-from tests.contract.family_checks import (
-    VLLM_MODEL_LESS,
-    VLLM_TUNED,
-    check_sglang_block,
-    check_vllm_family,
-    vllm_default_k,
-)
+from tests.contract.family_checks import VLLM_MODEL_LESS, VLLM_TUNED, check_vllm_family, vllm_default_k
+from tests.support.contract_parsers import METHODS, PORT, check_sglang, parse
 
 pytestmark = pytest.mark.contract
 
@@ -46,22 +41,7 @@ EXAMPLES = HERE.parents[1] / "examples"
 EXIT_TIMEOUT = 180.0  # one process that imports an engine from a possibly cold disk
 
 RENDER = {"vllm": vllm_engine.render_command, "sglang": sglang_engine.render_command}
-PORT = {"vllm": 8000, "sglang": 30000}
 
-# spec.drafter.method -> (vLLM SpeculativeConfig.method, SGLang --speculative-algorithm, the SGLang
-# builtin that name resolves to), as the engines document them.
-METHODS: dict[str, tuple[str | None, str | None, str]] = {
-    "eagle3": ("eagle3", "EAGLE3", "EAGLE3"),
-    "eagle": ("eagle", "EAGLE", "EAGLE"),
-    "mtp": ("mtp", "NEXTN", "EAGLE"),  # SGLang runs MTP heads (NEXTN) on its EAGLE worker
-    "ngram": ("ngram", "NGRAM", "NGRAM"),
-    "ngramGpu": ("ngram_gpu", None, None),  # vLLM only: SGLang 0.5.23 has one n-gram proposer
-    "suffix": ("suffix", None, None),  # vLLM only: SGLang 0.5.23 has no suffix decoding
-    "dflash": ("dflash", "DFLASH", "DFLASH"),
-    "dspark": ("dspark", "DSPARK", "DSPARK"),
-    "draftModel": ("draft_model", "STANDALONE", "STANDALONE"),
-    "none": (None, None, "NONE"),
-}
 # The drafter families whose k vLLM may choose itself (the API lets the spec leave it unset).
 VLLM_K_FROM_ENGINE = ("mtp", "dspark", "suffix")
 # vLLM 0.33.0 needs num_speculative_tokens for MTP as well (see docs/engines-contract.md); a spec
@@ -80,11 +60,6 @@ PARSERS = {"tool": ("kimi_k2", "hermes"), "reasoning": ("kimi_k2", "qwen3")}
 
 # --------------------------------------------------------------------------------------------------
 # The helper processes
-
-
-def parse(parsers, engine: str, argv: list[str], full: bool = True) -> dict:
-    (result,) = parsers[engine].check([{"id": "case", "argv": argv, "full": full}])
-    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -140,32 +115,6 @@ def check_vllm(spec: DrafterServingSpec, result: dict, *, full: bool = True) -> 
     if drafter.method not in VLLM_MODEL_LESS:
         assert real["draft_tensor_parallel_size"] == target.tensor_parallel_size
     check_vllm_family(drafter, real)
-
-
-def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
-    assert result["status"] == "ok", f"SGLang refused the command line: {result}"
-    args, target, drafter = result["args"], spec.target, spec.drafter
-    assert args["model_path"] == target.model
-    assert (args["host"], args["port"]) == ("0.0.0.0", PORT["sglang"])
-    assert args["tp_size"] == target.tensor_parallel_size
-    assert args["served_model_name"] in (target.served_model_name, target.model if not target.served_model_name else None)
-    assert args["context_length"] == target.max_model_len
-    expected_fraction = float(target.gpu_memory_utilization) if target.gpu_memory_utilization is not None else None
-    assert args["mem_fraction_static"] == expected_fraction
-    assert args["trust_remote_code"] is target.trust_remote_code
-    assert args["tool_call_parser"] == target.tool_call_parser
-    assert args["reasoning_parser"] == target.reasoning_parser
-    assert args["enable_metrics"] is True  # off by default in SGLang; acceptance monitoring needs /metrics
-
-    _, algorithm, builtin = METHODS[drafter.method]
-    assert args["speculative_algorithm"] == algorithm
-    assert result["algorithm"] == {"ok": builtin}
-    assert args["speculative_draft_model_path"] == drafter.model
-    assert args["speculative_num_steps"] == drafter.num_steps
-    assert args["speculative_eagle_topk"] == drafter.eagle_topk
-    assert args["speculative_num_draft_tokens"] == drafter.num_draft_tokens
-    if drafter.method in ("dflash", "dspark"):
-        check_sglang_block(drafter, args, result["resolved"])
 
 
 CHECK = {"vllm": check_vllm, "sglang": check_sglang}

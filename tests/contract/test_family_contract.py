@@ -12,7 +12,7 @@ import pytest
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
-from tests.contract.test_engine_parsers import METHODS, check_sglang, parse
+from tests.support.contract_parsers import METHODS, check_sglang, parse
 
 pytestmark = pytest.mark.contract
 

@@ -31,7 +31,7 @@ from drafter_operator.preflight import families as fam
 from drafter_operator.preflight import preflight
 from drafter_testbed import tiny_blocks as tb
 from drafter_testbed import tiny_checkpoints as tiny
-from tests.contract.test_preflight_contract import PROBE, running_probes
+from tests.support.contract_preflight import PROBE, running_probes
 
 pytestmark = pytest.mark.contract
 

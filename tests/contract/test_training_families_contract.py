@@ -23,9 +23,9 @@ import pytest
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.preflight import preflight
 from drafter_operator.training import render
-from tests.contract.test_training_contract import (CHECK_TIMEOUT, PATHS, TINY_DRAFT_VOCAB, TINY_LAYERS, PipelineRun,
-                                                    check, read_safetensors, report, run_all, run_env, seed_spec,
-                                                    tiny, tiny_options, tiny_paths, tiny_spec, variants)
+from tests.support.contract_training import (CHECK_TIMEOUT, PATHS, TINY_DRAFT_VOCAB, TINY_LAYERS, PipelineRun, check,
+                                             read_safetensors, report, run_all, run_env, seed_spec, tiny, tiny_options,
+                                             tiny_paths, tiny_spec, variants)
 
 pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("training-families"), pytest.mark.timeout(1800)]
 __all__ = ["tiny"]  # the tiny target fixture, used by name

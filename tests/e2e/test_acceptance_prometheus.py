@@ -19,7 +19,6 @@ import contextlib
 import datetime as dt
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -27,19 +26,14 @@ import yaml
 
 from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running
 from tests.e2e.conftest import OperatorProcess, emulator_settings
-from tests.e2e.test_serving import (ClientLoop, apply, condition, deployments, seed_serving, service_ip,
-                                    serving_status, wait_ready)
+from drafter_testbed.serving_client import ClientLoop
+from tests.support.e2e_serving import (apply, condition, deployments, seed_serving, service_ip, serving_status,
+                                       wait_ready)
+from tests.support.e2e_prometheus import (ACCEPTANCE, ENGINE_PORT, FOR, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN,
+                                          TARGET_MODEL, WINDOW, engine_pods, set_acceptance)
 
 pytestmark = pytest.mark.e2e
 
-ENGINE_PORT = 8000  # vLLM's
-TARGET_MODEL = "/models/Kimi-K2.5"
-GOOD_DRAFTER = "/models/drafters/emulator-good-drafter"  # ~71% acceptance at k = 5
-SEED_PER_TOKEN = 0.432  # the seed drafter's per-token acceptance: 15% at k = 5
-SCRAPE_INTERVAL = 1
-WINDOW, FOR = 30, 10
-ACCEPTANCE = {"minAcceptanceRate": "0.4", "window": f"{WINDOW}s", "for": f"{FOR}s", "minDraftTokens": 200,
-              "source": "prometheus"}
 # Degraded must come within window + for + one measurement interval + one scrape; the slack is the
 # share of the 2-core machine (traffic, watch delivery, a status write) and of `increase()`'s edges.
 DETECTION_BOUND = WINDOW + FOR + OperatorProcess.ACCEPTANCE_INTERVAL_SECONDS + SCRAPE_INTERVAL
@@ -68,20 +62,6 @@ def monitored(prometheus: Prometheus, on_degraded: str) -> dict:
     serving["spec"]["acceptance"] = {**ACCEPTANCE, "prometheus": OperatorProcess.PROMETHEUS_ENDPOINT,
                                      "onDegraded": on_degraded}
     return serving
-
-
-def engine_pods(cluster, namespace: str, revision: str) -> list[dict]:
-    items = cluster.get_json("-n", namespace, "pods", "-l", f"drafter.dev/serving=kimi,drafter.dev/revision={revision}")
-    return [p for p in items["items"]
-            if p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")]
-
-
-def set_acceptance(pod: dict, per_token: float) -> None:
-    body = json.dumps({"acceptance": per_token}).encode()
-    request = urllib.request.Request(f"http://{pod['status']['podIP']}:{ENGINE_PORT}/emulator/acceptance", data=body,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
 
 
 def events(cluster, namespace: str) -> list[dict]:
@@ -161,7 +141,7 @@ def healthy_then_lowered(cluster, namespace: str, operator: OperatorProcess, pro
           f"{SCRAPE_INTERVAL} = {DETECTION_BOUND} s; slack {SLACK} s); healthy rate "
           f"{healthy['acceptance']['rate']:.3f}, {loop.ok} requests")
     # Printed, not asserted (a loaded machine stretches it): the operator's bound is proven without a clock in
-    # tests/unit/test_acceptance_verdict.py, and the wait above fails a verdict that never comes.
+    # tests/unit/acceptance/test_acceptance_verdict.py, and the wait above fails a verdict that never comes.
     assert loop.ok > 0 and len(loop.failures) <= 2, loop.failures[:5]
     return revision, healthy, detected, final
 

@@ -14,8 +14,8 @@ import yaml
 from drafter_testbed import harness
 from drafter_testbed.volumes import static_claim
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_chart_install import delete_namespaces, make_namespace
-from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
+from tests.support.e2e_chart import delete_namespaces, make_namespace
+from tests.support.e2e_serving import apply, condition, deployments, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """The chart's alert rules in a REAL Prometheus, end to end on the local cluster.
 
-The rules are those `helm template` renders from charts/drafter-operator (tests/unit/test_alerts.py
+The rules are those `helm template` renders from charts/drafter-operator (tests/unit/chart/test_alerts.py
 renders them the same way), with short `for` durations so a test takes a minute. The Prometheus (3.16,
 the cluster build's, started by drafter_testbed/prometheus.py as the demo's is) scrapes the operator's own /metrics and,
 through Kubernetes service discovery, the engine pods (the emulator speaking vLLM's metrics), evaluates
@@ -21,12 +21,13 @@ import pytest
 import yaml
 
 from drafter_testbed.prometheus import Prometheus, config, engine_pods_job, running, static_job
+from drafter_testbed.serving_client import ClientLoop
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_acceptance_prometheus import (
-    ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN, TARGET_MODEL, engine_pods, set_acceptance)
-from tests.e2e.test_serving import ClientLoop, apply, condition, seed_serving, service_ip, serving_status, wait_ready
-from tests.unit.test_alerts import rule_groups
-from tests.unit.test_dashboard import dashboard, metric_names, queries
+from tests.support.alerts import rule_groups
+from tests.support.dashboard import dashboard, metric_names, queries
+from tests.support.e2e_prometheus import (ACCEPTANCE, ENGINE_PORT, GOOD_DRAFTER, SCRAPE_INTERVAL, SEED_PER_TOKEN,
+                                          TARGET_MODEL, engine_pods, set_acceptance)
+from tests.support.e2e_serving import apply, condition, seed_serving, service_ip, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -136,7 +137,7 @@ def test_low_acceptance_alert_fires_when_an_engines_acceptance_drops(cluster, na
               f"{degraded_seconds:.1f} s after lowering acceptance (window {ACCEPTANCE_WINDOW} s, rule for "
               f"{LOW_FOR_SECONDS} s, spec for {ACCEPTANCE['for']}); {loop.ok} requests")
         assert "DrafterAcceptanceLow pending" in states, states  # through `for`, not straight to firing
-        # How long the alert took is printed, not asserted: promtool's rule tests (tests/unit/test_alerts.py)
+        # How long the alert took is printed, not asserted: promtool's rule tests (tests/unit/chart/test_alerts.py)
         # prove the rules' timing on a virtual clock; this shows the real pipeline fires it at all.
         assert low["labels"]["revision"] == revision and low["labels"]["severity"] == "warning"
         assert float(low["value"]) < MIN_RATE

@@ -10,25 +10,10 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_serving import apply, seed_serving, wait_ready
+from tests.support.e2e_serving import apply, seed_serving, wait_ready
+from tests.support.e2e_benchmark import GOOD_DRAFTER, SEED_DRAFTER, benchmark, finished, half_node
 
 pytestmark = pytest.mark.e2e
-
-SEED_DRAFTER = "/models/drafters/kimi-k25-eagle3"  # the seed's: 15% acceptance, 0.66x (docs/emulator-model.md)
-
-
-def benchmark(name: str, serving: str, **spec) -> dict:
-    return {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterBenchmark", "metadata": {"name": name},
-            "spec": {"servingRef": {"name": serving}, "numPrompts": 3, "maxTokens": 256, "timeout": "5m", **spec}}
-
-
-def benchmark_status(cluster, namespace: str, name: str) -> dict:
-    return cluster.get_json("-n", namespace, "drafterbenchmark", name).get("status") or {}
-
-
-def finished(cluster, namespace: str, name: str, timeout: float = 240) -> dict:
-    return cluster.wait_for(f"DrafterBenchmark {name} finished", lambda: (s := benchmark_status(
-        cluster, namespace, name)).get("state") in ("Succeeded", "Failed") and s, timeout=timeout)
 
 
 @pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
@@ -88,21 +73,10 @@ def test_a_benchmark_of_a_serving_that_does_not_exist_fails_with_the_reason(fast
     assert cluster.get_json("-n", namespace, "jobs")["items"] == []
 
 
-GOOD_DRAFTER = "/models/drafters/emulator-good-drafter"  # ~1.7x at k = 5
-
-
-def half_node(name: str, **spec) -> dict:
-    """A serving on 4 GPUs, so the baseline and both revisions of a BlueGreen swap fit on two 8-GPU nodes."""
-    serving = seed_serving(name, **spec)
-    serving["spec"]["target"]["tensorParallelSize"] = 4
-    serving["spec"]["resources"] = {"gpusPerReplica": 4}
-    serving["spec"].pop("acceptance", None)
-    return serving
-
-
 @pytest.mark.timing  # speedups measured on the wall clock: run alone among the workers
 def test_a_gated_swap_refuses_the_seeds_drafter_without_a_failed_request_and_promotes_a_good_one(fast_engines):
-    from tests.e2e.test_serving import ClientLoop, condition, deployments, service_ip, serving_status
+    from drafter_testbed.serving_client import ClientLoop
+    from tests.support.e2e_serving import condition, deployments, service_ip, serving_status
 
     cluster, namespace, operator = fast_engines
     baseline = half_node("kimi-baseline")
@@ -194,7 +168,7 @@ def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision
     auto threshold carries over to it, and at 32 streams that revision drafts nothing (the emulator
     honours the schedule) instead of the static drafter's 0.6x."""
     from drafter_operator.engines import dynamic
-    from tests.e2e.test_serving import condition, serving_status
+    from tests.support.e2e_serving import condition, serving_status
 
     cluster, namespace, operator = fast_engines
     emulator_settings(cluster, namespace, time_scale="1.0", startup_seconds="2")

@@ -8,8 +8,8 @@ import pytest
 
 from drafter_operator.timestamps import parse
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_benchmark import GOOD_DRAFTER, SEED_DRAFTER, benchmark_status, finished, half_node
-from tests.e2e.test_serving import apply, wait_ready
+from tests.support.e2e_benchmark import GOOD_DRAFTER, SEED_DRAFTER, benchmark_status, finished, half_node
+from tests.support.e2e_serving import apply, wait_ready
 
 pytestmark = pytest.mark.e2e
 

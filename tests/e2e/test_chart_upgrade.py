@@ -38,10 +38,9 @@ from drafter_operator.resources.engine import PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_testbed.launch import EMULATOR_CONFIGMAP, EMULATOR_ENV_PREFIX
 from drafter_testbed.volumes import static_claim
-from tests.e2e.test_chart_install import (
-    CHART, CRDS, adopt_crds, delete_namespaces, helm, local_values, make_namespace, operator_log, operator_pods, ready,
-    wait_operator_ready)
-from tests.e2e.test_serving import condition, seed_serving
+from tests.support.e2e_chart import (CHART, CRDS, adopt_crds, delete_namespaces, helm, local_values, make_namespace,
+                                     operator_log, operator_pods, ready, wait_operator_ready)
+from tests.support.e2e_serving import condition, seed_serving
 
 # The chart's operator watches every namespace, so no other test's objects may be about meanwhile.
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_acceptance import engine_pods
-from tests.e2e.test_benchmark import benchmark
-from tests.e2e.test_engine_metrics_faults import small
-from tests.e2e.test_serving import apply, condition, deployments, serving_status, wait_ready
+from tests.support.e2e_acceptance import engine_pods
+from tests.support.e2e_benchmark import benchmark
+from tests.support.e2e_engine_faults import small
+from tests.support.e2e_serving import apply, condition, deployments, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

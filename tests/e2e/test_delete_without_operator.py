@@ -14,9 +14,8 @@ import pytest
 import yaml
 
 from drafter_operator.resources.labels import SERVING_LABEL
-from tests.e2e.test_chart_install import (
-    CHART, adopt_crds, delete_namespaces, example_serving, helm, local_values, make_namespace, wait_operator_ready,
-    wait_reconciled)
+from tests.support.e2e_chart import (CHART, adopt_crds, delete_namespaces, example_serving, helm, local_values,
+                                     make_namespace, wait_operator_ready, wait_reconciled)
 
 # The chart's operator watches every namespace, so no other test's objects may be about meanwhile.
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]

@@ -12,8 +12,9 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.test_acceptance import GOOD_DRAFTER, Traffic, engine_pods, events
-from tests.e2e.test_serving import apply, condition, seed_serving, serving_status, wait_ready
+from tests.support.e2e_acceptance import Traffic, engine_pods, events
+from tests.support.e2e_serving import apply, condition, serving_status, wait_ready
+from tests.support.e2e_engine_faults import small
 
 pytestmark = pytest.mark.e2e
 
@@ -27,16 +28,6 @@ FAULTS = [
     ({"mode": "reset"}, "MetricsUnavailable", "Unreachable: "),
     ({"mode": "garbage"}, "MetricsInvalid", "Unparseable: "),
 ]
-
-
-def small(name: str, **spec) -> dict:
-    """The seed serving on one GPU (several fit a node, so a BlueGreen swap has room)."""
-    serving = seed_serving(name, **{"swap": {"strategy": "BlueGreen"}, **spec})
-    serving["spec"]["target"]["tensorParallelSize"] = 1
-    serving["spec"]["resources"]["gpusPerReplica"] = 1
-    serving["spec"]["drafter"]["model"] = GOOD_DRAFTER
-    serving["spec"].pop("acceptance", None)
-    return serving
 
 
 def set_fault(pod: dict, fault: dict) -> None:

@@ -9,16 +9,15 @@ with the engine's own count of the same traffic.
 
 from __future__ import annotations
 
-import json
 import math
-import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import E2E_GPU_PRODUCT
-from tests.e2e.test_acceptance import engine_pods
-from tests.e2e.test_serving import apply, condition, serving_status, service_ip, wait_ready
 from drafter_testbed.serving_client import ClientLoop
+from tests.e2e.conftest import E2E_GPU_PRODUCT
+from tests.support.e2e_acceptance import engine_pods
+from tests.support.e2e_families import emulator_state
+from tests.support.e2e_serving import apply, condition, serving_status, service_ip, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -64,12 +63,6 @@ def family_serving(name: str, engine: str, target: str, drafter: dict) -> dict:
             "acceptance": ACCEPTANCE,
         },
     }
-
-
-def emulator_state(pod: dict) -> dict:
-    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]  # the engine's own: 8000 vLLM, 30000 SGLang
-    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{port}/emulator/state", timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def service_port(cluster, namespace: str, name: str) -> int:

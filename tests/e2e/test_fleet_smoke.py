@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import OperatorProcess
-from tests.e2e.test_serving import SEED, condition
+from tests.support.e2e_serving import SEED, condition
 
 # One worker runs the whole module: its fleet nodes and operator are set up once (module fixtures).
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("fleet")]

@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_serving import apply, condition, deployments, seed_serving, serving_env, serving_status, wait_ready  # noqa: F401
+from tests.support.e2e_serving import (apply, condition, deployments, seed_serving, serving_env, serving_status,
+                                       wait_ready)  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_serving import apply, seed_serving, serving_status, wait_ready
+from tests.support.e2e_serving import apply, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -11,10 +11,10 @@ import pytest
 
 from tests.conftest import XDIST_WORKER
 from tests.e2e.conftest import E2E_GPU_PRODUCT
-from tests.e2e.test_acceptance import engine_pods
-from tests.e2e.test_benchmark import finished
-from tests.e2e.test_families import emulator_state
-from tests.e2e.test_serving import apply, wait_ready
+from tests.support.e2e_acceptance import engine_pods
+from tests.support.e2e_benchmark import finished
+from tests.support.e2e_families import emulator_state
+from tests.support.e2e_serving import apply, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_serving import apply, condition, seed_serving, serving_status, wait_ready
+from tests.support.e2e_serving import apply, condition, seed_serving, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@
     Python models: same verdicts, with our messages. Every good object then renders a Pod the apiserver
     accepts; bad objects Kubernetes itself would refuse in a Pod are refused there too.
 (c) Quantities: our pattern and parser against the apiserver's (a Pod's resources, read back canonical), on the
-    unit tests' table of samples (tests/unit/test_api_pod.py QUANTITY_SAMPLES), and the limit rule on random pairs.
+    unit tests' table of samples (tests/unit/api/test_api_pod.py QUANTITY_SAMPLES), and the limit rule on random pairs.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from drafter_operator.api.pod import (
 from drafter_operator.api.schema import model_schema
 from tests.conftest import NAMESPACE_PREFIX
 from tests.structures import contains
-from tests.unit.test_api_pod import QUANTITY_SAMPLES, _exact
+from tests.support.quantities import QUANTITY_SAMPLES, _exact
 
 pytestmark = pytest.mark.e2e
 

@@ -12,9 +12,9 @@ import yaml
 
 from tests.conftest import NAMESPACE_PREFIX
 from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_acceptance import GOOD_DRAFTER, SEED_DRAFTER, Traffic, degraded, engine_pods
-from tests.e2e.test_engine_metrics_faults import small
-from tests.e2e.test_serving import apply, service_ip, serving_status, wait_ready
+from tests.support.e2e_acceptance import GOOD_DRAFTER, SEED_DRAFTER, Traffic, degraded, engine_pods
+from tests.support.e2e_engine_faults import small
+from tests.support.e2e_serving import apply, service_ip, serving_status, wait_ready
 
 pytestmark = pytest.mark.e2e
 

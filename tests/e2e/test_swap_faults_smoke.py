@@ -11,9 +11,9 @@ import time
 import pytest
 
 from drafter_testbed import swap_faults as sf
-from tests.e2e.conftest import emulator_settings
-from tests.e2e.test_serving import apply, seed_serving, service_ip, wait_ready
 from drafter_testbed.serving_client import ClientLoop
+from tests.e2e.conftest import emulator_settings
+from tests.support.e2e_serving import apply, seed_serving, service_ip, wait_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -26,8 +26,8 @@ from drafter_testbed.demo_training import CPU_ENV
 from drafter_testbed.tiny_target import source_pythonpath
 from tests import environments
 from tests.e2e.conftest import E2E_GPU_PRODUCT
-from tests.e2e.test_kueue import gpu_queue, kueue_running  # noqa: F401 (fixtures)
-from tests.e2e.test_serving import apply, seed_serving, wait_ready
+from tests.support.e2e_kueue import gpu_queue, kueue_running
+from tests.support.e2e_serving import apply, seed_serving, wait_ready
 
 pytestmark = pytest.mark.usefixtures("local_cluster_only")
 
@@ -138,14 +138,14 @@ def conditions(body: dict) -> dict[str, dict]:
 
 def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
     """What vLLM 0.33.0's SpeculativeConfig makes of the drafter (the training contract tier's check)."""
-    from tests.contract.test_training_contract import vllm_accepts as check
+    from tests.support.contract_training import vllm_accepts as check
 
     return check(training_python, target, drafter)
 
 
 def sglang_reads(training_python: str, tmp_path: Path, target: Path, drafter: Path) -> dict:
     """What SGLang 0.5.23's own config code makes of the drafter (the preflight contract tier's probe)."""
-    from tests.contract.test_preflight_contract import PROBE, Probe
+    from tests.support.contract_preflight import PROBE, Probe
 
     script = tmp_path / "preflight_probe.py"
     script.write_text(PROBE)

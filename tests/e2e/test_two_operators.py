@@ -22,7 +22,7 @@ import yaml
 
 from drafter_operator.controllers import leader_election as election
 from drafter_operator.controllers.leadership import Timings, lease_name
-from tests.e2e.test_chart_install import delete_namespaces, example_serving, make_namespace
+from tests.support.e2e_chart import delete_namespaces, example_serving, make_namespace
 from tests.processes import free_port
 
 #: How long the test waits for a standby to lead, a guard against hanging rather than a measure (a loaded

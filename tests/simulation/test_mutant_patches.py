@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.simulation.test_mutants import MUTANTS, SURVIVORS, package_copy
+from tests.support.mutants import MUTANTS, SURVIVORS, package_copy
 
 
 def test_every_mutant_applies_to_the_code_it_names(tmp_path: Path):

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-MUTANTS = sorted((Path(__file__).parent / "mutants").glob("*.patch"))
-#: Mutants the simulation does not kill yet, each with the world event or invariant it lacks in its header: the holes
-#: docs/guarantees.md reports. Kept (and checked to apply) so that closing a hole is moving a patch back up.
-SURVIVORS = sorted((Path(__file__).parent / "mutants" / "survivors").glob("*.patch"))
+from tests.support.mutants import MUTANTS, REPO, SURVIVORS, package_copy
+
 SCENARIOS = int(os.environ.get("MUTANT_SCENARIOS", "100"))  # the slowest mutant needs 51 (docs/guarantees.md)
 #: Scenarios for a mutant of the training and benchmark controllers (a header line "family: batch").
 BATCH_SCENARIOS = int(os.environ.get("MUTANT_BATCH_SCENARIOS", "40"))
@@ -56,12 +52,6 @@ def family(patch: Path) -> str:
     """The scenario family a patch header names ("family: batch"), the serving's by default."""
     header = patch.read_text().split("\n--- a/", 1)[0]
     return next((line.split(":", 1)[1].strip() for line in header.splitlines() if line.startswith("family:")), "serving")
-
-
-def package_copy(tmp_path: Path) -> None:
-    """The operator package under ``tmp_path``, where a patch's a/operator/... paths find it."""
-    shutil.copytree(REPO / "operator" / "drafter_operator", tmp_path / "operator" / "drafter_operator",
-                    ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def patched_copy(patch: Path, tmp_path: Path) -> dict:
@@ -112,7 +102,6 @@ def test_the_simulation_kills_the_mutant(patch: Path, tmp_path: Path, baseline):
     print(f"{patch.name}: {'killed' if killer else 'survived'} after {seed} seed(s): "
           + (f"{killer['invariant']} (seed {seed - 1}): {killer['message']}" if killer else ""))
     assert killer, f"{patch.name} survived {end} scenarios: the simulation cannot see it"
-
 
 
 def test_the_mutation_score_docs_guarantees_states_is_the_catalogues():

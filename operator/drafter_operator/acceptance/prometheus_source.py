@@ -29,7 +29,7 @@ negative, accepted > drafted, partial series, an oversized or unparseable answer
 ``condition_reason`` is the ``Degraded`` condition reason the issue defines.
 
 Caveats that come with ``increase()`` (checked against a real Prometheus in
-tests/unit/test_prometheus_live.py):
+tests/unit/acceptance/test_prometheus_live.py):
 - it extrapolates the sampled increase to the window's edges (by at most ~1.1 scrape intervals at
   each end), so counts are not whole numbers and read up to ~2.2 scrape intervals / window above
   the exact delta (at most 2.2 x 15 s / 300 s = 11% for a 5-minute window scraped every 15 s: the

@@ -10,7 +10,7 @@ No handler here makes kopf put its finalizer on our objects, so deleting one (or
 waits for the operator, even when it is uninstalled: the per-object loops are object_loops.ObjectLoops,
 not kopf daemons or timers, and there is no on.create/update/delete/resume handler. kopf itself removes
 the finalizer an older operator version left on an object, at the object's first event, because no
-handler requires it (tests/unit/test_no_kopf_finalizer.py).
+handler requires it (tests/unit/controllers/test_no_kopf_finalizer.py).
 """
 
 from __future__ import annotations

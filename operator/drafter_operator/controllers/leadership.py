@@ -18,7 +18,7 @@ coordination.k8s.io/v1 Lease the way client-go's leader election does, with the 
 - A leader that stops cleanly writes an empty holder: the next candidate takes over at its next
   retry instead of waiting `leaseDuration`.
 
-`controllers/leader_election.py` runs this against the apiserver; tests/unit/test_leadership.py checks,
+`controllers/leader_election.py` runs this against the apiserver; tests/unit/controllers/test_leadership.py checks,
 for any interleaving of two candidates' reads and writes, that at most one believes it leads.
 """
 

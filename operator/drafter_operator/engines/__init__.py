@@ -6,7 +6,7 @@ from types import ModuleType
 
 from drafter_operator.engines import extra_args, flags, sglang, vllm
 
-#: Each engine's module by its name (constants.ENGINES, in that order: tests/unit/test_constants.py).
+#: Each engine's module by its name (constants.ENGINES, in that order: tests/unit/root/test_constants.py).
 ENGINES: dict[str, ModuleType] = {module.ENGINE: module for module in (vllm, sglang)}
 # The engines' upstream images, at the versions whose flags and metrics the contract tier checks (tests/contract).
 DEFAULT_IMAGES: dict[str, str] = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
