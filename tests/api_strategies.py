@@ -17,9 +17,9 @@ from drafter_operator.constants import (
     DRAFTER_METHODS,
     ENGINES,
     METHODS_IN_TARGET,
-    METHODS_REFUSED_BY_ENGINE,
     METHODS_WITH_MODEL,
 )
+from drafter_operator.engines import METHODS_REFUSED_BY_ENGINE
 
 _SEGMENT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 _NAME = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)

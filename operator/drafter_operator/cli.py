@@ -19,6 +19,7 @@ from typing import Callable
 
 # Standard library only: the fixed names, and the Lease timings' defaults and checks (with the leader election).
 from drafter_operator.constants import ENGINES, OPERATOR_METRICS_PORT
+from drafter_operator.engines import DEFAULT_ENGINE
 from drafter_operator.controllers.leadership import Timings
 
 DISTRIBUTION = "drafter-operator"
@@ -175,8 +176,8 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench = subparsers.add_parser(
         "bench", help="benchmark an OpenAI-compatible endpoint: tok/s, acceptance from /metrics, speedup against a baseline")
     bench.add_argument("--url", required=True, help="OpenAI-compatible base URL of the target, without /v1")
-    bench.add_argument("--engine", choices=ENGINES, default="vllm",
-                       help="engine behind --url, for its /metrics (default vllm)")
+    bench.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                       help=f"engine behind --url, for its /metrics (default {DEFAULT_ENGINE})")
     bench.add_argument("--model", help="model name sent in requests (default: the first id of GET /v1/models)")
     bench.add_argument("--metrics-url", action="append", default=[], metavar="URL",
                        help="an engine pod's base URL (or its /metrics URL) for acceptance; repeatable, one per pod "

@@ -93,6 +93,8 @@ KOPF_ANNOTATION_PREFIX = API_GROUP
 # --------------------------------------------------------------------------------------------------
 # Engines and speculative methods: every list of them is derived from these literals.
 
+#: The engines' names, the API's Literal type (the CRDs' enum). Everything else about an engine lives in its module
+#: under engines/ (engines.ENGINES holds them in this order: tests/unit/root/test_constants.py).
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 
@@ -113,9 +115,9 @@ METHODS_WITHOUT_MODEL: tuple[str, ...] = ("ngram", "ngramGpu", "suffix")
 METHODS_IN_TARGET: tuple[str, ...] = ("mtp", "dspark")
 #: The methods that speculate (every one but "none").
 SPECULATIVE_METHODS: tuple[str, ...] = tuple(method for method in DRAFTER_METHODS if method != "none")
-#: The speculative methods an engine does not implement (refused at apply; the reasons are in the CRD's rules
-#: and docs/engines-contract.md): SGLang 0.5.23 has no suffix decoding and no GPU n-gram proposer.
-METHODS_REFUSED_BY_ENGINE: dict[str, tuple[str, ...]] = {"vllm": (), "sglang": ("suffix", "ngramGpu")}
+#: The block drafters: one forward drafts a block of k tokens (DFlash, DSpark); their k is
+#: spec.drafter.numSpeculativeTokens on every engine, checked against the trained block by the preflight.
+BLOCK_METHODS: tuple[str, ...] = ("dflash", "dspark")
 
 # --------------------------------------------------------------------------------------------------
 # Ports

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from drafter_operator.engines import sglang as sglang_engine
-from drafter_operator.engines import vllm as vllm_engine
+from drafter_operator import engines
 from drafter_operator.constants import Engine
 
 #: The label each series of the answer is tagged with, naming the counter it carries.
@@ -76,26 +75,16 @@ def _duration(seconds: float) -> str:
 # Query building (pure)
 # --------------------------------------------------------------------------------------------------
 
-#: Per engine: the tag each counter's increase travels under, and the metric it is read from.
-COUNTERS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "drafts": vllm_engine.SPEC_DECODE_NUM_DRAFTS,
-        "draft_tokens": vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS,
-        "accepted_tokens": vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS,
-        "generation_tokens": vllm_engine.GENERATION_TOKENS,
-    },
-    "sglang": {
-        "drafts": sglang_engine.SPEC_VERIFY_CALLS,
-        "generation_tokens": sglang_engine.GENERATION_TOKENS,
-    },
-}
-#: Counters without which a replica has no acceptance figure (generation tokens are informative for vLLM).
-REQUIRED = {"vllm": ("drafts", "draft_tokens", "accepted_tokens"), "sglang": ("drafts", "generation_tokens")}
+#: Per engine: the tag each counter's increase travels under, and the metric it is read from (each engine
+#: module's WINDOW_COUNTERS).
+COUNTERS: dict[str, dict[str, str]] = {name: module.WINDOW_COUNTERS for name, module in engines.ENGINES.items()}
+#: Counters without which a replica has no acceptance figure (each engine module's WINDOW_REQUIRED).
+REQUIRED: dict[str, tuple[str, ...]] = {name: module.WINDOW_REQUIRED for name, module in engines.ENGINES.items()}
 
 
 def engine_name(engine: str) -> Engine:
     if engine not in COUNTERS:
-        raise ValueError(f"engine must be vllm or sglang, not {engine!r}")
+        raise ValueError(f"engine must be {' or '.join(COUNTERS)}, not {engine!r}")
     return engine  # type: ignore[return-value]
 
 
@@ -117,19 +106,14 @@ def window_query(engine: str, matchers: Sequence[Matcher], window_seconds: float
     if not _LABEL_NAME.match(replica_label):
         raise ValueError(f"{replica_label!r} is not a PromQL label name")
     rng = _duration(window_seconds)
+    module = engines.engine(engine)
     parts = [_tagged(f"sum by ({replica_label}) (increase({_selector(metric, matchers)}[{rng}]))", tag)
              for tag, metric in COUNTERS[engine].items()]
-    if engine == "vllm":
-        per_pos = _selector(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, matchers)
+    if module.PER_POSITION_COUNTER is not None:
+        per_pos = _selector(module.PER_POSITION_COUNTER, matchers)
         parts.append(_tagged(f"sum by (position) (increase({per_pos}[{rng}]))", "accepted_per_position"))
-    else:
-        parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_STEPS, matchers)})",
-                             "num_steps"))
-        # DFLASH and DSPARK run one step of a block: k is the window minus the anchor (metrics.sglang_draft_tokens).
-        parts.append(_tagged(f"max by ({replica_label}) ({_selector(sglang_engine.SPEC_NUM_DRAFT_TOKENS, matchers)})",
-                             "num_draft_tokens"))
-        parts.append(_tagged(f"avg by ({replica_label}) ({_selector(sglang_engine.SPEC_ACCEPT_RATE, matchers)})",
-                             "accept_rate_gauge"))
+    for aggregation, tag, metric in module.WINDOW_GAUGES:
+        parts.append(_tagged(f"{aggregation} by ({replica_label}) ({_selector(metric, matchers)})", tag))
     return "\n  or ".join(parts)
 
 
@@ -142,9 +126,10 @@ def rate_expression(engine: str, matchers: Sequence[Matcher], window_seconds: fl
     """The acceptance rate as one PromQL expression (dashboards, alert rules): vLLM accepted / drafted
     tokens; SGLang ``(length - 1) / k`` (needs k; no clamping in PromQL, see the module doc)."""
     engine, rng = engine_name(engine), _duration(window_seconds)
-    if engine == "vllm":
-        return (f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
-                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFT_TOKENS, matchers, rng)}")
+    counters = COUNTERS[engine]
+    if engines.engine(engine).RATE_PER_DRAFTED_TOKEN:  # both counted: accepted / drafted tokens
+        return (f"{_sum_increase(counters['accepted_tokens'], matchers, rng)}\n  / "
+                f"{_sum_increase(counters['draft_tokens'], matchers, rng)}")
     if not num_speculative_tokens:
         raise ValueError("an SGLang rate needs k (num_speculative_tokens)")
     return f"({length_expression(engine, matchers, window_seconds)}\n  - 1) / {int(num_speculative_tokens)}"
@@ -154,8 +139,9 @@ def length_expression(engine: str, matchers: Sequence[Matcher], window_seconds: 
     """The mean acceptance length as one PromQL expression: vLLM ``1 + accepted / drafts``, SGLang
     generation tokens / verify calls."""
     engine, rng = engine_name(engine), _duration(window_seconds)
-    if engine == "vllm":
-        return (f"1 + {_sum_increase(vllm_engine.SPEC_DECODE_NUM_ACCEPTED_TOKENS, matchers, rng)}\n  / "
-                f"{_sum_increase(vllm_engine.SPEC_DECODE_NUM_DRAFTS, matchers, rng)}")
-    return (f"{_sum_increase(sglang_engine.GENERATION_TOKENS, matchers, rng)}\n  / "
-            f"{_sum_increase(sglang_engine.SPEC_VERIFY_CALLS, matchers, rng)}")
+    counters = COUNTERS[engine]
+    if engines.engine(engine).RATE_PER_DRAFTED_TOKEN:  # accepted tokens counted: 1 + accepted / drafts
+        return (f"1 + {_sum_increase(counters['accepted_tokens'], matchers, rng)}\n  / "
+                f"{_sum_increase(counters['drafts'], matchers, rng)}")
+    return (f"{_sum_increase(counters['generation_tokens'], matchers, rng)}\n  / "
+            f"{_sum_increase(counters['drafts'], matchers, rng)}")

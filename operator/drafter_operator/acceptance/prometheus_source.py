@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from drafter_operator import engines
 from drafter_operator.engines.metrics import (
     AcceptanceWindow,
     acceptance_rate,
@@ -204,14 +205,14 @@ def _exceeds(accepted: float, drafted: float) -> bool:
 def _replica_window(engine: Engine, who: str, c: Mapping[str, float], k: int | None) -> AcceptanceWindow:
     """One replica's (or the total's) window from its counters' increases, as engines.metrics.window does."""
     drafts, generation = c["drafts"], c.get("generation_tokens", 0.0)
-    if engine == "vllm":
+    if engines.engine(engine).RATE_PER_DRAFTED_TOKEN:  # accepted and drafted tokens both counted
         draft_tokens, accepted = c["draft_tokens"], c["accepted_tokens"]
         if _exceeds(accepted, draft_tokens):
             raise _invalid(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,
                            f"{who}: {accepted:g} accepted tokens but {draft_tokens:g} draft tokens in the window")
         accepted = min(accepted, draft_tokens)  # rounding only (checked above)
         rate = acceptance_rate(accepted, draft_tokens)
-        return AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+        return AcceptanceWindow(engine=engine, drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
                                 generation_tokens=generation, acceptance_rate=rate,
                                 mean_acceptance_length=mean_acceptance_length(accepted, drafts),
                                 rate_source="counters" if rate is not None else "none")
@@ -227,7 +228,7 @@ def _replica_window(engine: Engine, who: str, c: Mapping[str, float], k: int | N
         rate, source = c["accept_rate_gauge"], "gauge"
         if rate > 1:
             raise _invalid(UnusableReason.OUT_OF_RANGE, f"{who}: spec_accept_rate is {rate:g}, above 1")
-    return AcceptanceWindow(engine="sglang", drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+    return AcceptanceWindow(engine=engine, drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
                             generation_tokens=generation, acceptance_rate=rate, mean_acceptance_length=length,
                             rate_source=source, estimated=estimated)
 
@@ -274,7 +275,8 @@ def acceptance_from_vector(engine: str, samples: Iterable[VectorSample], replica
                            f"replica {replica_label}={replica[:60]!r} has no {', '.join(missing)} in the window",
                            missing[0], {replica_label: replica})
     k = num_speculative_tokens
-    if engine == "sglang" and not k and steps:
+    counted = engines.engine(engine).RATE_PER_DRAFTED_TOKEN
+    if not counted and not k and steps:  # k from the gauges of an engine that derives its rate with k
         k = sglang_draft_tokens(max(steps), max(windows) if windows else None)
     replicas = {r: _replica_window(engine, f"replica {replica_label}={r[:60]!r}", c, k)
                 for r, c in sorted(with_counters.items())}
@@ -284,7 +286,7 @@ def acceptance_from_vector(engine: str, samples: Iterable[VectorSample], replica
         # Only the fallback without k: a gauge is an interval value, so the replicas' mean is all there is.
         totals["accept_rate_gauge"] = sum(gauges) / len(gauges)
     total = _replica_window(engine, "all replicas", totals, k)
-    if engine == "vllm" and per_position and total.drafts > 0:
+    if engines.engine(engine).PER_POSITION_COUNTER is not None and per_position and total.drafts > 0:
         positions = tuple(per_position.get(i, 0.0) / total.drafts for i in range(max(per_position) + 1))
         if any(_exceeds(p, 1.0) for p in positions):
             raise _invalid(UnusableReason.ACCEPTED_EXCEEDS_DRAFTED,

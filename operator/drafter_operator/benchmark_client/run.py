@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.engines import crossover
+from drafter_operator.engines import DEFAULT_ENGINE, crossover
 from drafter_operator.benchmark_client import equivalence, length_buckets
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client import scrape
@@ -55,7 +55,7 @@ class Options:
     """What ``drafter-operator bench`` was asked to do (one field per CLI option)."""
 
     url: str
-    engine: str = "vllm"
+    engine: str = DEFAULT_ENGINE
     model: str | None = None
     metrics_urls: tuple[str, ...] = ()
     baseline_url: str | None = None

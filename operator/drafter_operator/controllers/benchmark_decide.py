@@ -314,5 +314,5 @@ def _recorded_baseline(reference, benchmark: dict | None, own_name: str) -> floa
 
 
 def _endpoint_engine(body: dict) -> str:
-    """An endpoint outside the operator: its engine from the annotation, vLLM when unsaid."""
-    return (body["metadata"].get("annotations") or {}).get(ENGINE_ANNOTATION) or "vllm"
+    """An endpoint outside the operator: its engine from the annotation, engines.DEFAULT_ENGINE (vLLM) when unsaid."""
+    return (body["metadata"].get("annotations") or {}).get(ENGINE_ANNOTATION) or engines.DEFAULT_ENGINE

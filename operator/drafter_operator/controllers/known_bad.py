@@ -13,7 +13,6 @@ match: it is checked again once the product is known.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,8 +28,9 @@ from drafter_operator import engines
 from drafter_operator.constants import DrafterMethod, Engine
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.flags import table
-from drafter_operator.preflight.engines import VllmRunner, vllm_runner_from_env
-from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, vllm_runner_env
+from drafter_operator.engines.launch import LaunchFacts
+from drafter_operator.preflight.engines import VllmRunner
+from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 
 DATA_FILE = "known-bad.yaml"
 #: The word a list of k values or page sizes uses for "left to the engine" (k from the checkpoint or the
@@ -138,7 +138,7 @@ class KnownBad(_Strict):
         if not self.issue and not self.source:
             raise ValueError("cite the evidence: set issue (the upstream issue's URL) or source (the pinned "
                              "engine's file:line)")
-        if self.model_runner is not None and self.engine != "vllm":
+        if self.model_runner is not None and not engines.engine(self.engine).MODEL_RUNNERS:
             raise ValueError("modelRunner is a vLLM setting (VLLM_USE_V2_MODEL_RUNNER): remove it or set engine vllm")
         return self
 
@@ -233,18 +233,6 @@ def known_bad() -> tuple[KnownBad, ...]:
 
 
 @dataclass(frozen=True)
-class LaunchFacts:
-    """What the engine makes of spec.target.extraArgs (the operator owns the rest of the command line)."""
-
-    data_parallel: int = 1
-    expert_parallel: int = 1  # the expert-parallel group's size (1: none)
-    pipeline_parallel: int = 1
-    roles: frozenset[str] = frozenset()  # prefill and/or decode; empty without disaggregation
-    page_size: int | None = None  # None: the engine picks it
-    sleep_mode: bool = False
-
-
-@dataclass(frozen=True)
 class ServingFacts:
     engine: str
     version: tuple[int, ...] | None  # None: a tag that is not a version (latest, a digest)
@@ -283,24 +271,16 @@ def serving_facts(spec, image: str, architecture: str | None = None,
         architecture=architecture, k=engines.draft_tokens_per_step(spec.engine, drafter),
         launch=launch_facts(spec.engine, tuple(spec.target.extra_args or ()), spec.target.tensor_parallel_size),
         max_model_len=spec.target.max_model_len,
-        model_runner=vllm_runner_from_env(vllm_runner_env(spec)) if spec.engine == "vllm" else None,
+        model_runner=engines.engine(spec.engine).model_runner(spec),
         gpu_products=admission_gpu_products(spec) or gpu_products)
-
-
-#: SGLang 0.5.23's MoE all-to-all backends that make expert parallelism span the TP group
-#: (sglang/srt/arg_groups/overrides.py _A2A_EP_SPANNING_BACKENDS, applied by _a2a_ep_size).
-SGLANG_EP_SPANNING_BACKENDS = frozenset({"megamoe", "deepep", "deepep_v2", "mooncake", "nixl", "ascend_fuseep",
-                                         "flashinfer", "flashinfer_megamoe", "mori", "pplx"})
-#: vLLM 0.33.0's KVTransferConfig roles (vllm/config/kv_transfer.py): kv_both is a producer and a consumer.
-VLLM_KV_ROLES = {"kv_producer": frozenset({"prefill"}), "kv_consumer": frozenset({"decode"}),
-                 "kv_both": frozenset({"prefill", "decode"})}
 
 
 @lru_cache(maxsize=256)
 def launch_facts(engine: str, extra_args: tuple[str, ...], tensor_parallel: int) -> LaunchFacts:
     """Parallelism, role, page size and sleep mode from extraArgs, read by the engine's own parser rules. Arguments
     the parser refuses are refused at admission already (spec problems); here they leave the defaults."""
-    args = ["/model", *extra_args] if engine == "vllm" else list(extra_args)  # vLLM's positional model first
+    module = engines.engine(engine)
+    args = [*module.PLACEHOLDER_POSITIONALS, *extra_args]  # the engine's positionals (vLLM's model) first
     try:
         given = parse(engine, args, with_defaults=False, known_only=True).values
     except CommandLineRejected:
@@ -310,33 +290,7 @@ def launch_facts(engine: str, extra_args: tuple[str, ...], tensor_parallel: int)
     def value(dest: str) -> Any:
         return given.get(dest, defaults.get(dest))
 
-    if engine == "vllm":
-        data = int(value("data_parallel_size") or 1)
-        transfer = value("kv_transfer_config")
-        if isinstance(transfer, str):
-            try:
-                transfer = json.loads(transfer)
-            except json.JSONDecodeError:
-                transfer = None
-        role = transfer.get("kv_role") if isinstance(transfer, dict) and transfer.get("kv_connector") else None
-        return LaunchFacts(
-            data_parallel=data,
-            # --enable-expert-parallel shards the experts over the whole TP x DP group.
-            expert_parallel=tensor_parallel * data if value("enable_expert_parallel") else 1,
-            pipeline_parallel=int(value("pipeline_parallel_size") or 1),
-            roles=VLLM_KV_ROLES.get(role, frozenset()), page_size=value("block_size"),
-            sleep_mode=bool(value("enable_sleep_mode")))
-    backend = value("moe_a2a_backend")
-    mode = value("disaggregation_mode")
-    return LaunchFacts(
-        # Data-parallel attention (--attn-dp-size; --dp-size, which the operator owns, for whole engines).
-        data_parallel=max(int(value("dp_size") or 1), int(value("attn_dp_size") or 1)),
-        expert_parallel=tensor_parallel if backend in SGLANG_EP_SPANNING_BACKENDS else int(value("ep_size") or 1),
-        pipeline_parallel=int(value("pp_size") or 1),
-        roles=frozenset({mode}) if mode in ("prefill", "decode") else frozenset(), page_size=value("page_size"),
-        # SGLang's counterpart (--enable-memory-saver with /release_memory_occupation) is not modelled: no row
-        # needs it.
-        sleep_mode=False)
+    return module.launch_facts(value, tensor_parallel)
 
 # ---------------------------------------------------------------------------------------------------
 # The match

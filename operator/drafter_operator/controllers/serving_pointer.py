@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from typing import Mapping
 
-from drafter_operator import timestamps
+from drafter_operator import engines, timestamps
 from drafter_operator.controllers.serving_observe import Observed
 from drafter_operator.controllers.serving_patches import Write, adopt
 from drafter_operator.kube import object_path
@@ -96,6 +96,6 @@ def revision_engine(serving: dict, revision: str) -> str:
     """The engine a revision runs, from its record (after an engine switch the spec names the new one)."""
     status = serving.get("status") or {}
     record = next((r for r in status.get("revisions") or [] if r.get("name") == revision), {})
-    return record.get("engine") or (serving.get("spec") or {}).get("engine") or "vllm"
+    return record.get("engine") or (serving.get("spec") or {}).get("engine") or engines.DEFAULT_ENGINE
 
 

@@ -20,7 +20,8 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     revision. Without a sweep of it the static k runs, and the status says why. When the benchmark is
     no longer observed, the schedule already recorded for that revision is kept."""
     drafter = spec.drafter
-    if getattr(drafter, "dynamic", None) != "fromBenchmark" or spec.engine != "vllm" or drafter.method == "none":
+    schedules = engines.engine(spec.engine).SUPPORTS_DYNAMIC_SCHEDULE
+    if getattr(drafter, "dynamic", None) != "fromBenchmark" or not schedules or drafter.method == "none":
         return None, None
     measured_revision = revision_hash(spec, image)
     # The k vLLM runs the family with (mtp: the operator's default). Never None here: the API refuses dynamic where

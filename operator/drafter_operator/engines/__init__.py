@@ -6,10 +6,29 @@ from types import ModuleType
 
 from drafter_operator.engines import extra_args, flags, sglang, vllm
 
-#: Each engine's module by its name (constants.ENGINES, in that order: tests/unit/root/test_constants.py).
+#: Each engine's module by its name (constants.ENGINES, in that order: tests/unit/root/test_constants.py). An engine
+#: module is the one home of what the operator knows of that engine: its release, image, ports and paths, metric
+#: names and parsing, rendering, flags it owns, and its capabilities (section 0 of each module), which the rest
+#: of the package asks instead of testing the engine's name (tests/unit/policy/test_engine_literals.py).
 ENGINES: dict[str, ModuleType] = {module.ENGINE: module for module in (vllm, sglang)}
 # The engines' upstream images, at the versions whose flags and metrics the contract tier checks (tests/contract).
-DEFAULT_IMAGES: dict[str, str] = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
+DEFAULT_IMAGES: dict[str, str] = {name: module.DEFAULT_IMAGE for name, module in ENGINES.items()}
+#: The speculative methods each engine does not implement (refused at apply; the reasons are in the CRD's rules
+#: and docs/engines-contract.md).
+METHODS_REFUSED_BY_ENGINE: dict[str, tuple[str, ...]] = {name: module.REFUSED_METHODS
+                                                         for name, module in ENGINES.items()}
+#: The engine assumed where none is said: `drafter-operator bench` without --engine, an endpoint benchmark's
+#: endpoint without the engine annotation, a revision whose record and spec name none.
+DEFAULT_ENGINE: str = vllm.ENGINE
+#: The engine a DrafterTraining's data generation serves the target with when spec.data.generation.engine is
+#: unset (the CRD's default).
+DEFAULT_GENERATION_ENGINE: str = sglang.ENGINE
+
+
+def engines_without(capability: str) -> tuple[str, ...]:
+    """The engines whose module says False (or nothing) for a capability flag, in ENGINES' order: what a CRD
+    rule refuses a setting on (e.g. ``engines_without("SUPPORTS_DYNAMIC_SCHEDULE")``)."""
+    return tuple(name for name, module in ENGINES.items() if not getattr(module, capability, False))
 
 
 def owned_spellings() -> tuple[str, ...]:

@@ -8,6 +8,9 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
@@ -16,11 +19,40 @@ from drafter_operator.engines.extra_args import (
     owned_by_every_engine,
     parser_name_problems,
 )
+from drafter_operator.engines.launch import LaunchFacts
 from drafter_operator.engines.metrics import GAUGE_RANGES, SpecDecodeCounters
 from drafter_operator.engines.metrics_verdicts import DEFAULT_MAX_BODY_BYTES
 from drafter_operator.engines.metrics_body import count_total, counter_series, gauge_mean, read_series
 
 ENGINE = "sglang"
+#: The release whose command line, metrics and loading code this module restates (tests/contract checks it).
+VERSION = "0.5.23"
+#: The upstream image at that release (engines.DEFAULT_IMAGES).
+DEFAULT_IMAGE = f"lmsysorg/sglang:v{VERSION}"
+
+# --------------------------------------------------------------------------------------------------
+# 0. Capabilities: what the operator asks of an engine instead of testing its name
+# --------------------------------------------------------------------------------------------------
+
+#: SGLang 0.5.23 has no per-batch-size control of the draft length: the CRD refuses spec.drafter.dynamic.
+SUPPORTS_DYNAMIC_SCHEDULE = False
+#: The speculative methods of the API SGLang 0.5.23 has no algorithm for (refused by the CRD): no suffix decoding
+#: and no GPU n-gram proposer (see SPECULATIVE_ALGORITHMS, section 4).
+REFUSED_METHODS: tuple[str, ...] = ("suffix", "ngramGpu")
+#: SGLang 0.5.23 reads draft configs with transformers' AutoConfig and never reads speculators_model_type: a
+#: speculators checkpoint (no model_type) is refused when its model runner starts (preflight
+#: SpeculatorsFormatOnSglang; DrafterTraining's promote refuses it too).
+READS_SPECULATORS_FORMAT = False
+#: The launch line takes no positionals: extraArgs are parsed as they are.
+PLACEHOLDER_POSITIONALS: tuple[str, ...] = ()
+#: SGLang has one model runner: no variable chooses it.
+MODEL_RUNNER_ENV: str | None = None
+MODEL_RUNNERS: tuple[str, ...] = ()
+
+
+def model_runner(spec) -> str | None:
+    """SGLang has no model runner to choose."""
+    return None
 
 # --------------------------------------------------------------------------------------------------
 # 1. Endpoints and ports
@@ -107,7 +139,7 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
     gauges = {field: gauge_mean(found, name, 0.0, GAUGE_RANGES[field]) for name, field in PARSED_GAUGES.items()}
     verify_calls = count_total(found, SPEC_VERIFY_CALLS)
     return SpecDecodeCounters(
-        engine="sglang",
+        engine=ENGINE,
         speculative=bool(gauges["num_steps_gauge"]) or bool(verify_calls),
         drafts=verify_calls,
         generation_tokens=count_total(found, GENERATION_TOKENS),
@@ -127,8 +159,27 @@ RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
              "call, drafted or not)",
 }
 #: SGLang's draft tokens are derived (k x verify calls), never counted: no mean draft tells a family that drafts
-#: fewer apart, so no rate threshold is learned for the families above.
+#: fewer apart, so no rate threshold is learned for the families above. A Prometheus window
+#: (acceptance/prometheus_*.py) reads the length as generation tokens / verify calls and derives the rate with k.
 RATE_PER_DRAFTED_TOKEN = False
+
+#: A Prometheus window query (acceptance/prometheus_query.py): each SpecDecodeCounters field's counter (its tag)
+#: and the fields without which a replica has no figure.
+WINDOW_COUNTERS: dict[str, str] = {
+    "drafts": SPEC_VERIFY_CALLS,
+    "generation_tokens": GENERATION_TOKENS,
+}
+WINDOW_REQUIRED: tuple[str, ...] = ("drafts", "generation_tokens")
+#: SGLang counts no accepted tokens per draft position.
+PER_POSITION_COUNTER: str | None = None
+#: Gauges a window query reads per replica, as (aggregation, tag, metric): the last spec_num_steps and
+#: spec_num_draft_tokens (k: DFLASH and DSPARK run one step of a block, so k is the window minus the anchor,
+#: metrics.sglang_draft_tokens) and spec_accept_rate, the fallbacks engines.metrics.window uses.
+WINDOW_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("max", "num_steps", SPEC_NUM_STEPS),
+    ("max", "num_draft_tokens", SPEC_NUM_DRAFT_TOKENS),
+    ("avg", "accept_rate_gauge", SPEC_ACCEPT_RATE),
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -137,7 +188,7 @@ RATE_PER_DRAFTED_TOKEN = False
 
 # spec.drafter.method -> --speculative-algorithm (NEXTN is SGLang's name for MTP heads; it resolves to EAGLE on
 # the target's own MTP layers, or FROZEN_KV_MTP for a Gemma4 assistant draft). SGLang 0.5.23 has no suffix
-# decoding and no GPU n-gram proposer: constants.METHODS_REFUSED_BY_ENGINE, refused by the CRD.
+# decoding and no GPU n-gram proposer: REFUSED_METHODS (section 0), refused by the CRD.
 SPECULATIVE_ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM",
                           "dflash": "DFLASH", "dspark": "DSPARK", "draftModel": "STANDALONE"}
 #: The block drafters' size flag and what it holds for k = spec.drafter.numSpeculativeTokens (the tokens drafted
@@ -270,3 +321,29 @@ def deterministic(spec) -> bool:
     except CommandLineRejected:
         return False
     return bool(parsed.get("enable_deterministic_inference"))
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/known_bad.py)
+# --------------------------------------------------------------------------------------------------
+
+#: SGLang 0.5.23's MoE all-to-all backends that make expert parallelism span the TP group
+#: (sglang/srt/arg_groups/overrides.py _A2A_EP_SPANNING_BACKENDS, applied by _a2a_ep_size).
+EP_SPANNING_BACKENDS = frozenset({"megamoe", "deepep", "deepep_v2", "mooncake", "nixl", "ascend_fuseep",
+                                  "flashinfer", "flashinfer_megamoe", "mori", "pplx"})
+
+
+def launch_facts(value: Callable[[str], Any], tensor_parallel: int) -> LaunchFacts:
+    """Parallelism, role and page size from the parsed extraArgs (``value(dest)``: given, else the parser's
+    default)."""
+    backend = value("moe_a2a_backend")
+    mode = value("disaggregation_mode")
+    return LaunchFacts(
+        # Data-parallel attention (--attn-dp-size; --dp-size, which the operator owns, for whole engines).
+        data_parallel=max(int(value("dp_size") or 1), int(value("attn_dp_size") or 1)),
+        expert_parallel=tensor_parallel if backend in EP_SPANNING_BACKENDS else int(value("ep_size") or 1),
+        pipeline_parallel=int(value("pp_size") or 1),
+        roles=frozenset({mode}) if mode in ("prefill", "decode") else frozenset(), page_size=value("page_size"),
+        # SGLang's counterpart (--enable-memory-saver with /release_memory_occupation) is not modelled: no row
+        # needs it.
+        sleep_mode=False)

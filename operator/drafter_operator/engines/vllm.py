@@ -9,6 +9,8 @@ section.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
@@ -18,6 +20,7 @@ from drafter_operator.engines.extra_args import (
     owned_by_every_engine,
     parser_name_problems,
 )
+from drafter_operator.engines.launch import LaunchFacts
 from drafter_operator.engines.metrics import SpecDecodeCounters
 from drafter_operator.engines.metrics_verdicts import (
     DEFAULT_MAX_BODY_BYTES,
@@ -28,6 +31,50 @@ from drafter_operator.engines.metrics_verdicts import (
 from drafter_operator.engines.metrics_body import count_total, counter_series, position_totals, read_series
 
 ENGINE = "vllm"
+#: The release whose command line, metrics and loading code this module restates (tests/contract checks it).
+VERSION = "0.33.0"
+#: The upstream image at that release (engines.DEFAULT_IMAGES).
+DEFAULT_IMAGE = f"vllm/vllm-openai:v{VERSION}"
+
+# --------------------------------------------------------------------------------------------------
+# 0. Capabilities: what the operator asks of an engine instead of testing its name
+# --------------------------------------------------------------------------------------------------
+
+#: Renders spec.drafter.dynamic's per-batch-size schedule (num_speculative_tokens_per_batch_size in
+#: --speculative-config, section 4); the CRD refuses spec.drafter.dynamic on an engine without it.
+SUPPORTS_DYNAMIC_SCHEDULE = True
+#: The speculative methods of the API this engine has no implementation of (refused by the CRD): none.
+REFUSED_METHODS: tuple[str, ...] = ()
+#: Reads a drafter checkpoint in the speculators format (speculators_model_type, no model_type): vLLM converts it
+#: (vllm/transformers_utils/configs/speculators/algos.py); the preflight and DrafterTraining's promote ask.
+READS_SPECULATORS_FORMAT = True
+#: Positionals `vllm serve` takes before the flags (the model), as placeholders: extraArgs are parsed after them.
+PLACEHOLDER_POSITIONALS: tuple[str, ...] = ("/model",)
+# vllm/envs.py: VLLM_USE_V2_MODEL_RUNNER is read with maybe_convert_bool (bool(int(value))); unset, the v2
+# runner is the GPU default (vllm/config/vllm.py VllmConfig.use_v2_model_runner).
+#: The environment variable that chooses the model runner, and the runners (where vLLM reads EAGLE-3 layer ids
+#: depends on it: preflight/engines.py vllm_capture; known-bad rows may name one).
+MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+MODEL_RUNNERS: tuple[str, ...] = ("v1", "v2")
+
+
+def model_runner_from_env(value: str | None) -> str:
+    """The model runner vLLM picks from VLLM_USE_V2_MODEL_RUNNER's value (None: unset). vLLM also falls
+    back to v1 by itself for features v2 lacks; that choice is made at startup and is not known here."""
+    try:
+        return "v1" if value is not None and int(value) == 0 else "v2"
+    except ValueError:
+        return "v2"  # vLLM itself refuses a non-integer value at startup: nothing to check against
+
+
+def model_runner_env(spec) -> str | None:
+    """The literal value spec.env gives VLLM_USE_V2_MODEL_RUNNER (None: unset, or from a Secret or field)."""
+    return next((v.value for v in spec.env or () if v.name == MODEL_RUNNER_ENV and v.value is not None), None)
+
+
+def model_runner(spec) -> str | None:
+    """The model runner a DrafterServingSpec runs vLLM with (from spec.env)."""
+    return model_runner_from_env(model_runner_env(spec))
 
 # --------------------------------------------------------------------------------------------------
 # 1. Endpoints and ports
@@ -127,7 +174,7 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
                            f"{SPEC_DECODE_NUM_DRAFTS} is {drafts or 0:g}{scope}",
                            SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS, ((LABEL_POSITION, str(position)),))
     return SpecDecodeCounters(
-        engine="vllm",
+        engine=ENGINE,
         speculative=bool(present),
         drafts=drafts,
         draft_tokens=draft_tokens,
@@ -151,8 +198,25 @@ RATE_NOT_PER_K_DRAFTS: dict[str, str] = {
     "dspark": "a DSpark block may be cut short (adaptive verification verifies fewer than k drafts)",
 }
 #: The engine's rate is accepted / tokens actually drafted, both counted: for the families above, the break-even
-#: rate follows from a benchmark's mean draft per step instead of k (acceptance/break_even.py).
+#: rate follows from a benchmark's mean draft per step instead of k (acceptance/break_even.py). A Prometheus
+#: window (acceptance/prometheus_*.py) reads the rate as accepted / draft tokens and the length as
+#: 1 + accepted / drafts.
 RATE_PER_DRAFTED_TOKEN = True
+
+#: A Prometheus window query (acceptance/prometheus_query.py): each SpecDecodeCounters field's counter, whose
+#: increase travels under the field's name as its tag, and the fields without which a replica has no figure
+#: (generation tokens are informative).
+WINDOW_COUNTERS: dict[str, str] = {
+    "drafts": SPEC_DECODE_NUM_DRAFTS,
+    "draft_tokens": SPEC_DECODE_NUM_DRAFT_TOKENS,
+    "accepted_tokens": SPEC_DECODE_NUM_ACCEPTED_TOKENS,
+    "generation_tokens": GENERATION_TOKENS,
+}
+WINDOW_REQUIRED: tuple[str, ...] = ("drafts", "draft_tokens", "accepted_tokens")
+#: The counter of accepted tokens per draft position (label ``position``), summed by position in a window.
+PER_POSITION_COUNTER: str | None = SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS
+#: Gauges a window query reads per replica, as (aggregation, tag, metric): none, the counters say it all.
+WINDOW_GAUGES: tuple[tuple[str, str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,8 +225,9 @@ RATE_PER_DRAFTED_TOKEN = True
 
 # spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model and the GPU
 # n-gram proposer ngram_gpu; vllm/config/speculative.py 38-83). vLLM implements every method of the API.
-SPECULATIVE_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram", "ngramGpu": "ngram_gpu",
-                       "suffix": "suffix", "dflash": "dflash", "dspark": "dspark", "draftModel": "draft_model"}
+SPECULATIVE_CONFIG_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram",
+                              "ngramGpu": "ngram_gpu", "suffix": "suffix", "dflash": "dflash", "dspark": "dspark",
+                              "draftModel": "draft_model"}
 #: num_speculative_tokens rendered for method mtp when the spec leaves it unset (vLLM requires it).
 MTP_DEFAULT_SPECULATIVE_TOKENS = 1
 #: suffix_decoding_max_tree_depth's default (vllm/config/speculative.py 538): suffix's k when neither k nor the
@@ -199,7 +264,7 @@ def speculative_config(drafter, schedule=None) -> dict | None:
     vLLM 0.33.0's num_speculative_tokens_per_batch_size; num_speculative_tokens stays the maximum."""
     if drafter.method == "none":
         return None
-    config: dict = {"method": SPECULATIVE_METHODS[drafter.method]}
+    config: dict = {"method": SPECULATIVE_CONFIG_METHODS[drafter.method]}
     if drafter.model:
         config["model"] = drafter.model
     k = draft_tokens_per_step(drafter)
@@ -274,7 +339,7 @@ def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True)
     """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
     # The operator renders the model positional first; a placeholder keeps the parse faithful.
     return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
-                            placeholder_positionals=("/model",), secrets=SECRET_DESTINATIONS)
+                            placeholder_positionals=PLACEHOLDER_POSITIONALS, secrets=SECRET_DESTINATIONS)
 
 
 def spec_problems(spec) -> list[str]:
@@ -330,3 +395,32 @@ def deterministic(spec) -> bool:
             except ValueError:
                 return False
     return False
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/known_bad.py)
+# --------------------------------------------------------------------------------------------------
+
+#: vLLM 0.33.0's KVTransferConfig roles (vllm/config/kv_transfer.py): kv_both is a producer and a consumer.
+KV_ROLES = {"kv_producer": frozenset({"prefill"}), "kv_consumer": frozenset({"decode"}),
+            "kv_both": frozenset({"prefill", "decode"})}
+
+
+def launch_facts(value: Callable[[str], Any], tensor_parallel: int) -> LaunchFacts:
+    """Parallelism, role, page size and sleep mode from the parsed extraArgs (``value(dest)``: given, else the
+    parser's default)."""
+    data = int(value("data_parallel_size") or 1)
+    transfer = value("kv_transfer_config")
+    if isinstance(transfer, str):
+        try:
+            transfer = json.loads(transfer)
+        except json.JSONDecodeError:
+            transfer = None
+    role = transfer.get("kv_role") if isinstance(transfer, dict) and transfer.get("kv_connector") else None
+    return LaunchFacts(
+        data_parallel=data,
+        # --enable-expert-parallel shards the experts over the whole TP x DP group.
+        expert_parallel=tensor_parallel * data if value("enable_expert_parallel") else 1,
+        pipeline_parallel=int(value("pipeline_parallel_size") or 1),
+        roles=KV_ROLES.get(role, frozenset()), page_size=value("block_size"),
+        sleep_mode=bool(value("enable_sleep_mode")))

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 
+from drafter_operator import engines as engine_modules
+from drafter_operator.constants import METHODS_IN_TARGET
 from drafter_operator.preflight import engines
 from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
-from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report, check_files, rules_for
+from drafter_operator.preflight.rules import CHECKED_METHODS, Context, Report, check_files, rules_for
 from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, PreflightVerdict
 
-__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "OPTIONAL_DRAFTER_METHODS", "Checkpoint", "Finding", "PreflightVerdict", "load_checkpoint", "preflight"]
+__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "Checkpoint", "Finding", "PreflightVerdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",
@@ -54,13 +56,14 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
     ctx = Context(engine=engine, method=method, target=target_ckpt, drafter=drafter_ckpt,
                   trained_convention=trained_convention, vllm_runner=vllm_runner, facts=verdict.facts,
                   num_speculative_tokens=num_speculative_tokens)
-    verdict.facts.update(engine_version=engines.ENGINE_VERSIONS[engine], vllm_runner=vllm_runner if engine == "vllm" else None)
+    runner = vllm_runner if engine_modules.engine(engine).MODEL_RUNNERS else None
+    verdict.facts.update(engine_version=engines.ENGINE_VERSIONS[engine], vllm_runner=runner)
     if method not in CHECKED_METHODS:
         report.warning("method", "MethodNotChecked", f"preflight has no rules for method {method!r} "
                        f"(it checks {', '.join(CHECKED_METHODS)}).")
         verdict.findings = report.findings
         return verdict
-    if method not in OPTIONAL_DRAFTER_METHODS and drafter is None:
+    if method not in METHODS_IN_TARGET and drafter is None:
         report.problem("checkpoint-files", "DrafterMissing", f"method {method} loads a drafter checkpoint: none given.",
                        "pass the drafter's directory")
         verdict.findings = report.findings

@@ -12,8 +12,8 @@ import time
 from typing import TextIO
 
 from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
-from drafter_operator.preflight.rules import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
-from drafter_operator.constants import ENGINES
+from drafter_operator.preflight.rules import CHECKED_METHODS
+from drafter_operator.constants import ENGINES, METHODS_IN_TARGET
 from drafter_operator.preflight.verdict import Finding, PreflightVerdict, termination_record
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if args.method not in OPTIONAL_DRAFTER_METHODS and not args.drafter:
+    if args.method not in METHODS_IN_TARGET and not args.drafter:
         print(f"drafter-operator preflight: --drafter is required for method {args.method}", file=err)
         return EXIT_USAGE
     missing = [(flag, path) for flag, path in (("--target", args.target), ("--drafter", args.drafter))

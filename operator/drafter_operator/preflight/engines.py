@@ -21,27 +21,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
+from drafter_operator import engines as engine_modules
 from drafter_operator.constants import ENGINES, Engine
+from drafter_operator.engines import vllm as vllm_engine
 
 #: The engine whose layer-id convention a drafter was trained with (the same two names as the engines).
 Convention = Engine
 VllmRunner = Literal["v1", "v2"]
 
 CONVENTIONS: tuple[str, ...] = ENGINES
-VLLM_RUNNERS: tuple[str, ...] = ("v1", "v2")
-ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
-# vllm/envs.py: VLLM_USE_V2_MODEL_RUNNER is read with maybe_convert_bool (bool(int(value))); unset, the v2
-# runner is the GPU default (vllm/config/vllm.py VllmConfig.use_v2_model_runner).
-VLLM_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-
-
-def vllm_runner_from_env(value: str | None) -> VllmRunner:
-    """The model runner vLLM picks from VLLM_USE_V2_MODEL_RUNNER's value (None: unset). vLLM also falls
-    back to v1 by itself for features v2 lacks; that choice is made at startup and is not known here."""
-    try:
-        return "v1" if value is not None and int(value) == 0 else "v2"
-    except ValueError:
-        return "v2"  # vLLM itself refuses a non-integer value at startup: nothing to check against
+VLLM_RUNNERS: tuple[str, ...] = vllm_engine.MODEL_RUNNERS
+#: The release each engine module restates (its VERSION), for the verdict's facts.
+ENGINE_VERSIONS: dict[str, str] = {name: module.VERSION for name, module in engine_modules.ENGINES.items()}
+#: The model runner vLLM picks from VLLM_USE_V2_MODEL_RUNNER's value (its home: engines/vllm.py).
+vllm_runner_from_env = vllm_engine.model_runner_from_env
 
 # ---------------------------------------------------------------------------------------------------
 # Architectures

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-BLOCK_METHODS: tuple[str, ...] = ("dflash", "dspark")
 
 # model_executor/models/registry.py:664-697 (_SPECULATIVE_DECODING_MODELS): the classes vLLM builds.
 VLLM_DFLASH_ARCHITECTURES: frozenset[str] = frozenset({

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
+from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
-from drafter_operator.constants import REVISION_LABEL
-from drafter_operator.preflight import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS
-from drafter_operator.preflight.families import BLOCK_METHODS
-from drafter_operator.preflight.engines import VLLM_RUNNER_ENV, vllm_runner_from_env
+from drafter_operator.constants import BLOCK_METHODS, METHODS_IN_TARGET, REVISION_LABEL
+from drafter_operator.preflight import CHECKED_METHODS
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
 
@@ -92,7 +91,7 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
             "--method", drafter.method]
     if on_model_volume(spec, drafter.model):
         argv += ["--drafter", drafter.model]
-    elif drafter.method == "mtp" or (drafter.method in OPTIONAL_DRAFTER_METHODS and not drafter.model):
+    elif drafter.method == "mtp" or (drafter.method in METHODS_IN_TARGET and not drafter.model):
         # mtp drafts with the target's own layers (a drafter given anyway only earns a warning); dspark
         # without a model drafts with the target's bundled DSpark head, which the preflight checks.
         pass
@@ -100,15 +99,11 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
         return None
     if drafter.method in BLOCK_METHODS and drafter.num_speculative_tokens is not None:
         argv += ["--num-speculative-tokens", str(drafter.num_speculative_tokens)]  # against the trained block
-    if spec.engine == "vllm":
-        # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by this variable.
-        argv += ["--vllm-model-runner", vllm_runner_from_env(vllm_runner_env(spec))]
+    runner = engines.engine(spec.engine).model_runner(spec)
+    if runner is not None:
+        # Where vLLM reads the EAGLE-3 layer ids depends on its model runner, chosen by spec.env.
+        argv += ["--vllm-model-runner", runner]
     return argv + ["--skip-missing", "--termination-message", TERMINATION_LOG]
-
-
-def vllm_runner_env(spec) -> str | None:
-    """The literal value spec.env gives VLLM_USE_V2_MODEL_RUNNER (None: unset, or from a Secret or field)."""
-    return next((v.value for v in spec.env or () if v.name == VLLM_RUNNER_ENV and v.value is not None), None)
 
 
 def preflight_container(serving: DrafterServing, image: str) -> dict | None:

@@ -108,8 +108,6 @@ SAME_NAME_ALLOWED = {
     # The engine modules by engine name: a table of modules, in the order of constants.ENGINES
     # (test_constants.py test_the_engine_modules_are_the_engines_in_order).
     ("engines/__init__.py", "ENGINES"),
-    # vLLM's spelling of each speculative method (test_each_engine_translates_every_speculative_method).
-    ("engines/vllm.py", "SPECULATIVE_METHODS"),
 }
 
 

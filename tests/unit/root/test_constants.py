@@ -42,10 +42,10 @@ def test_the_api_models_take_their_literals_from_constants():
 
 def test_each_engine_translates_every_speculative_method():
     """Every method is either translated by an engine or explicitly refused for it (the CRD refuses it), never both."""
-    translations = {"vllm": vllm.SPECULATIVE_METHODS, "sglang": sglang.SPECULATIVE_ALGORITHMS}
-    assert set(translations) == set(constants.ENGINES) == set(constants.METHODS_REFUSED_BY_ENGINE)
+    translations = {"vllm": vllm.SPECULATIVE_CONFIG_METHODS, "sglang": sglang.SPECULATIVE_ALGORITHMS}
+    assert set(translations) == set(constants.ENGINES) == set(engines.METHODS_REFUSED_BY_ENGINE)
     for engine, table in translations.items():
-        refused = set(constants.METHODS_REFUSED_BY_ENGINE[engine])
+        refused = set(engines.METHODS_REFUSED_BY_ENGINE[engine])
         assert not refused & set(table), engine
         assert set(table) | refused == set(constants.SPECULATIVE_METHODS), engine
 
@@ -55,7 +55,7 @@ def test_the_engines_spellings_are_in_their_flag_tables():
     from drafter_operator.engines import flags
 
     vllm_methods = flags.table("vllm").extras["speculative_config"]["methods"]
-    assert set(vllm.SPECULATIVE_METHODS.values()) <= set(vllm_methods)
+    assert set(vllm.SPECULATIVE_CONFIG_METHODS.values()) <= set(vllm_methods)
     sglang_algorithms = flags.table("sglang").extras["speculative_algorithms"]
     known = set(sglang_algorithms["members"]) | set(sglang_algorithms["aliases"])
     assert set(sglang.SPECULATIVE_ALGORITHMS.values()) <= known

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from drafter_operator.api.serving.spec import DrafterServingSpec
+from drafter_operator.constants import ENGINES
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.images import image_repository
@@ -94,11 +95,11 @@ def extra_args_repeat_problems(args: list[str]) -> list[tuple[int, str]]:
 
 
 def image_engine_problems(engine: str, image: str | None) -> list[str]:
-    """An image named after the other engine is almost certainly a mistake."""
-    other = "sglang" if engine == "vllm" else "vllm"
+    """An image named after another engine is almost certainly a mistake."""
     repository = image_repository(image).lower() if image else ""
-    if other in repository and engine not in repository:
-        return [f"spec.image {image!r} looks like a {other} image but spec.engine is {engine}: fix one of them"]
+    for other in ENGINES:
+        if other != engine and other in repository and engine not in repository:
+            return [f"spec.image {image!r} looks like a {other} image but spec.engine is {engine}: fix one of them"]
     return []
 
 

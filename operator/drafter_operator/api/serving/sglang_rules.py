@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from drafter_operator.api.common import Rule, cel_in, spoken
 from drafter_operator.api.serving.drafter import FAMILY_SETTINGS
-from drafter_operator.constants import METHODS_REFUSED_BY_ENGINE
+from drafter_operator.engines import sglang
 from drafter_operator.engines.sglang import BLOCK_SIZE_FLAGS
 
+#: The engine these rules hold with (its name, as the CRD's CEL compares self.engine to it).
+SGLANG: str = sglang.ENGINE
 #: The methods SGLang 0.5.23 has no algorithm for (the CRD refuses them with engine sglang).
-SGLANG_REFUSED_METHODS: tuple[str, ...] = METHODS_REFUSED_BY_ENGINE["sglang"]
+SGLANG_REFUSED_METHODS: tuple[str, ...] = sglang.REFUSED_METHODS
 #: The block drafters (the ones SGLang renders a block size for): on SGLang their draft length is
 #: spec.drafter.numSpeculativeTokens, and SGLang itself sets steps, topk and the verified tokens.
 SGLANG_BLOCK_METHODS: tuple[str, ...] = tuple(BLOCK_SIZE_FLAGS)
@@ -24,7 +26,7 @@ _VLLM_ONLY_SETTINGS: tuple[str, ...] = tuple(FAMILY_SETTINGS)
 
 
 def _not_sglang(cel: str) -> str:
-    return f"self.engine != 'sglang' || ({cel})"
+    return f"self.engine != '{SGLANG}' || ({cel})"
 
 
 SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
@@ -34,7 +36,7 @@ SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
             f"spec.drafter.method {spoken(SGLANG_REFUSED_METHODS, 'and')} are vLLM only: SGLang 0.5.23 has no suffix "
             "decoding and one n-gram proposer (NGRAM); use engine vllm, or method ngram on sglang"
         ),
-        check=lambda s: s.engine != "sglang" or s.drafter.method not in SGLANG_REFUSED_METHODS,
+        check=lambda s: s.engine != SGLANG or s.drafter.method not in SGLANG_REFUSED_METHODS,
         field_path=".drafter.method",
         reason="FieldValueForbidden",
     ),
@@ -46,7 +48,7 @@ SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
             f"{spoken(SGLANG_BLOCK_METHODS)} (their block size): with engine sglang use numSteps, eagleTopk and "
             "numDraftTokens instead"
         ),
-        check=lambda s: s.engine != "sglang" or s.drafter.num_speculative_tokens is None
+        check=lambda s: s.engine != SGLANG or s.drafter.num_speculative_tokens is None
         or s.drafter.method in SGLANG_BLOCK_METHODS,
         field_path=".drafter.numSpeculativeTokens",
         reason="FieldValueForbidden",
@@ -60,7 +62,7 @@ SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
             "on sglang (SGLang drafts one block: steps and topk become 1 and the verified tokens follow the block "
             "size): remove them and set numSpeculativeTokens, or leave it unset for the draft's own block size"
         ),
-        check=lambda s: s.engine != "sglang" or s.drafter.method not in SGLANG_BLOCK_METHODS
+        check=lambda s: s.engine != SGLANG or s.drafter.method not in SGLANG_BLOCK_METHODS
         or all(v is None for v in (s.drafter.num_steps, s.drafter.eagle_topk, s.drafter.num_draft_tokens)),
         field_path=".drafter",
         reason="FieldValueForbidden",
@@ -71,7 +73,7 @@ SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
             f"spec.drafter.{spoken(_VLLM_ONLY_SETTINGS)} are vLLM settings: "
             "with engine sglang remove them (tune ngram with numDraftTokens)"
         ),
-        check=lambda s: s.engine != "sglang" or all(getattr(s.drafter, name) is None for name in _VLLM_ONLY_SETTINGS),
+        check=lambda s: s.engine != SGLANG or all(getattr(s.drafter, name) is None for name in _VLLM_ONLY_SETTINGS),
         field_path=".drafter",
         reason="FieldValueForbidden",
     ),

@@ -10,12 +10,26 @@ from pydantic import Field
 
 from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, cel_in, path_on_mount, spoken
 from drafter_operator.constants import METHODS_IN_TARGET, Engine
+from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
 from drafter_operator.api.serving.drafter import METHODS_NEEDING_K_ON_VLLM, DrafterSpec
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
 from drafter_operator.api.serving.rollout import ResourcesSpec, StartupSpec, StorageSpec, SwapSpec
 from drafter_operator.api.serving.target import TargetSpec
+
+#: The engine whose drafter settings the vLLM rules below hold (its name, as the CRD's CEL compares self.engine
+#: to it).
+VLLM: str = vllm.ENGINE
+#: The engines without a per-batch-size schedule: spec.drafter.dynamic is refused on them.
+ENGINES_WITHOUT_DYNAMIC: tuple[str, ...] = engines_without("SUPPORTS_DYNAMIC_SCHEDULE")
+
+
+def _cel_engine_not_in(engines: tuple[str, ...]) -> str:
+    """CEL for "self.engine is none of ``engines``" (one engine: a plain comparison)."""
+    if len(engines) == 1:
+        return f"self.engine != '{engines[0]}'"
+    return f"!({cel_in('self.engine', engines)})"
 
 
 class DrafterServingSpec(ApiModel):
@@ -32,50 +46,50 @@ class DrafterServingSpec(ApiModel):
             field_path=".target.tensorParallelSize",
         ),
         Rule(
-            cel="self.engine != 'vllm' || (!has(self.drafter.numSteps) && !has(self.drafter.eagleTopk) && !has(self.drafter.numDraftTokens))",
+            cel=f"self.engine != '{VLLM}' || (!has(self.drafter.numSteps) && !has(self.drafter.eagleTopk) && !has(self.drafter.numDraftTokens))",
             message=(
                 "spec.drafter.numSteps, eagleTopk and numDraftTokens are SGLang settings: with engine vllm use "
                 "spec.drafter.numSpeculativeTokens instead"
             ),
-            check=lambda s: s.engine != "vllm"
+            check=lambda s: s.engine != VLLM
             or (s.drafter.num_steps is None and s.drafter.eagle_topk is None and s.drafter.num_draft_tokens is None),
             field_path=".drafter",
             reason="FieldValueForbidden",
         ),
         *SGLANG_DRAFTER_RULES,
         Rule(
-            cel="self.engine != 'sglang' || !has(self.drafter.dynamic)",
+            cel=f"{_cel_engine_not_in(ENGINES_WITHOUT_DYNAMIC)} || !has(self.drafter.dynamic)",
             message=(
                 "spec.drafter.dynamic is vLLM only: SGLang 0.5.23 has no per-batch-size control of the draft "
                 "length; remove dynamic or use engine vllm"
             ),
-            check=lambda s: s.engine != "sglang" or s.drafter.dynamic is None,
+            check=lambda s: s.engine not in ENGINES_WITHOUT_DYNAMIC or s.drafter.dynamic is None,
             field_path=".drafter.dynamic",
             reason="FieldValueForbidden",
         ),
         Rule(
             cel=(
-                f"self.engine != 'vllm' || !({cel_in('self.drafter.method', METHODS_NEEDING_K_ON_VLLM)}) "
+                f"self.engine != '{VLLM}' || !({cel_in('self.drafter.method', METHODS_NEEDING_K_ON_VLLM)}) "
                 "|| has(self.drafter.numSpeculativeTokens)"
             ),
             message=(
                 "spec.drafter.numSpeculativeTokens is required with engine vllm and methods "
                 f"{spoken(METHODS_NEEDING_K_ON_VLLM)}: set the tokens drafted per step (1-16, e.g. 5)"
             ),
-            check=lambda s: s.engine != "vllm" or s.drafter.method not in METHODS_NEEDING_K_ON_VLLM
+            check=lambda s: s.engine != VLLM or s.drafter.method not in METHODS_NEEDING_K_ON_VLLM
             or s.drafter.num_speculative_tokens is not None,
             field_path=".drafter",
             reason="FieldValueRequired",
         ),
         Rule(
-            cel="self.engine != 'vllm' || self.drafter.method != 'dspark' || has(self.drafter.model) "
+            cel=f"self.engine != '{VLLM}' || self.drafter.method != 'dspark' || has(self.drafter.model) "
                 "|| has(self.drafter.numSpeculativeTokens)",
             message=(
                 "spec.drafter.numSpeculativeTokens is required with engine vllm and method dspark without "
                 "drafter.model: vLLM 0.33.0 drafts with the target's bundled DSpark weights only when k is given; "
                 "set it (e.g. 7), or set drafter.model to a DSpark draft (k then defaults to its block size)"
             ),
-            check=lambda s: s.engine != "vllm" or s.drafter.method != "dspark" or s.drafter.model is not None
+            check=lambda s: s.engine != VLLM or s.drafter.method != "dspark" or s.drafter.model is not None
             or s.drafter.num_speculative_tokens is not None,
             field_path=".drafter.numSpeculativeTokens",
             reason="FieldValueRequired",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drafter_operator import engines
 from drafter_operator.api.training.spec import DrafterTrainingSpec
 
 # What training_problems() checks, for docs/api.md (one line per check).
@@ -38,7 +39,7 @@ def training_problems(spec: DrafterTrainingSpec, *, serving: Any = None, num_tar
                 f"spec.promote.servingRef: DrafterServing {spec.promote.serving_ref.name!r} serves {serving.target.model!r}, "
                 f"not spec.target.model {spec.target.model!r}: a drafter only fits the target it was trained for"
             )
-        elif spec.framework == "speculators" and serving.engine == "sglang":
+        elif spec.framework == "speculators" and not engines.engine(serving.engine).READS_SPECULATORS_FORMAT:
             # The preflight's SpeculatorsFormatOnSglang: SGLang 0.5.23 reads draft configs with transformers'
             # AutoConfig, and a speculators checkpoint has no model_type; the swap would be refused after training.
             problems.append(

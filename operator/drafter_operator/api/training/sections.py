@@ -26,6 +26,7 @@ from drafter_operator.api.common import (
     path_normalised,
 )
 from drafter_operator.constants import Engine
+from drafter_operator.engines import DEFAULT_GENERATION_ENGINE
 from drafter_operator.api.pod import ContainerResources
 
 STAGES: tuple[str, ...] = ("Generate", "Extract", "Train", "Export", "Evaluate", "Promote")
@@ -81,7 +82,7 @@ class TrainingStorage(ApiModel):
 class GenerationSpec(ApiModel):
     """Regenerate the dataset's answers with the target itself, so the drafter learns the target's distribution."""
 
-    engine: Engine = "sglang"
+    engine: Engine = DEFAULT_GENERATION_ENGINE
     """Engine that serves the target during generation."""
     image: Image | None = None
     """Engine image; defaults per engine from the operator's configuration."""

@@ -23,14 +23,14 @@ from drafter_operator.preflight.rules.block_fields import (
     check_markov,
     check_target_layers,
 )
-from drafter_operator.preflight.rules.context import CHECKED_METHODS, OPTIONAL_DRAFTER_METHODS, Context, Report
+from drafter_operator.preflight.rules.context import CHECKED_METHODS, Context, Report
 from drafter_operator.preflight.rules.files import check_files
 from drafter_operator.preflight.rules.hidden import check_hidden
 from drafter_operator.preflight.rules.mapping import check_mapping
 from drafter_operator.preflight.rules.mtp import check_mtp, check_mtp_target
 from drafter_operator.preflight.rules.vocab import check_draft_vocab, check_vocab
 
-__all__ = ["CHECKED_METHODS", "OPTIONAL_DRAFTER_METHODS", "Context", "Report", "Rule", "check_files", "rules_for"]
+__all__ = ["CHECKED_METHODS", "Context", "Report", "Rule", "check_files", "rules_for"]
 
 Rule = Callable[[Context, Report], None]
 

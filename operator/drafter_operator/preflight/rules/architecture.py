@@ -62,7 +62,7 @@ def check_speculators_architecture(ctx: Context, r: Report) -> None:
     spec_type = raw.get("speculators_model_type")
     layer = raw.get("transformer_layer_config") or {}
     ctx.facts["drafter_format"] = f"speculators ({spec_type})"
-    if engine == "sglang":
+    if ctx.speculators_refused:
         r.problem(CHECK, "SpeculatorsFormatOnSglang",
                   f"the drafter is in the speculators format (speculators_model_type {spec_type!r}, "
                   "no model_type): SGLang 0.5.23 reads draft configs with transformers' AutoConfig "

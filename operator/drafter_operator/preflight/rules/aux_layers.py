@@ -56,7 +56,7 @@ def recorded_layers(ctx: Context) -> RecordedLayers:
 
 
 def check_aux_layers(ctx: Context, r: Report) -> None:
-    if ctx.is_speculators and ctx.engine == "sglang":
+    if ctx.speculators_refused:
         return  # refused by the architecture check
     if not eng.uses_aux_hidden_states(ctx.draft):
         r.ok(CHECK, "eagle_config.use_aux_hidden_state is false: the drafter reads only the last hidden state")

@@ -25,7 +25,7 @@ def block_view(ctx: Context) -> dict[str, Any] | None:
 def unreadable(ctx: Context) -> bool:
     """The engine cannot read the drafter's config at all (the architecture check says why): the field
     checks have nothing to check."""
-    return ctx.is_speculators and (ctx.engine == "sglang" or block_view(ctx) is None)
+    return ctx.speculators_refused or (ctx.is_speculators and block_view(ctx) is None)
 
 
 def drafter_kind(raw: dict) -> str | None:
@@ -85,7 +85,7 @@ def _default_arch(method: str) -> str:
 def _check_speculators(ctx: Context, r: Report) -> None:
     check, raw = "architecture", ctx.raw
     spec_type = raw.get("speculators_model_type")
-    if ctx.engine == "sglang":
+    if ctx.speculators_refused:
         r.problem(check, "SpeculatorsFormatOnSglang",
                   f"the drafter is in the speculators format (speculators_model_type {spec_type!r}): SGLang 0.5.23 "
                   "reads the draft with transformers' AutoConfig and never reads speculators_model_type (no code in "

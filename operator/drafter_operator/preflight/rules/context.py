@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from drafter_operator import engines as engine_modules
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.safetensors import TensorInfo
 from drafter_operator.preflight.verdict import Finding
 
 CHECKED_METHODS = ("eagle3", "eagle", "mtp", "dflash", "dspark")
-# Methods whose drafter checkpoint is optional: mtp drafts with the target's layers, dspark with the
-# target's bundled DSpark head (DeepSeek-V4 style) when no drafter is given.
-OPTIONAL_DRAFTER_METHODS = ("mtp", "dspark")
+# Methods whose drafter checkpoint is optional are constants.METHODS_IN_TARGET: mtp drafts with the target's
+# layers, dspark with the target's bundled DSpark head (DeepSeek-V4 style) when no drafter is given.
 MAPPING_READ_LIMIT = 64 * 1024 * 1024
 
 
@@ -37,6 +37,11 @@ class Context:
     @property
     def is_speculators(self) -> bool:
         return "speculators_model_type" in self.raw
+
+    @property
+    def speculators_refused(self) -> bool:
+        """A speculators checkpoint on an engine that cannot read the format (its READS_SPECULATORS_FORMAT)."""
+        return self.is_speculators and not engine_modules.engine(self.engine).READS_SPECULATORS_FORMAT
 
     @property
     def draft(self) -> dict[str, Any]:

@@ -1,0 +1,161 @@
+"""One home for each engine (issue 40): outside engines/, no runtime module spells an engine's name.
+
+What differs between engines (ports, metric names, the Prometheus window, the per-batch-size schedule, the model
+runner, the methods refused, the speculators format, the launch facts, the release and image) is a capability on
+the engine's module (engines/vllm.py, engines/sglang.py, section 0 and below), which the rest of the package asks
+through ``engines.engine(name)``. A new ``if spec.engine == "vllm":`` elsewhere fails here, naming file:line.
+
+The scan reads the syntax tree of every runtime module outside engines/ and flags a string constant (not a
+docstring) equal to a name in engines.ENGINES, unless its file and enclosing function are in ALLOWED, each with
+why it stays.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drafter_operator import constants, engines
+from drafter_operator.engines import sglang
+
+PACKAGE = Path(engines.__file__).parent.parent
+ENGINE_NAMES = frozenset(engines.ENGINES)
+
+_LOADER_MODEL = ("the preflight's checkpoint-loader model: the branch restates one engine's loading code for a "
+                 "family (file:line in the rule); its home is the family table's preflight checks (issue 40, "
+                 "family half)")
+_CHECKPOINT_FORMAT = ("'sglang' names SpecForge's checkpoint layout (DrafterTraining spec.output.format, a CRD "
+                      "enum), not an engine")
+
+#: (file, enclosing function or class, "<module>" at the top level) -> why an engine's name is spelled there.
+ALLOWED: dict[tuple[str, str], str] = {
+    # The API's Literal type of engine names (the CRDs' enum): constants.py sits below engines/ and imports
+    # nothing; tests/unit/test_constants.py holds engines.ENGINES to it, in order.
+    ("constants.py", "<module>"): "the engines' names, the API's Literal (checked against engines.ENGINES)",
+    ("api/training/sections.py", "OutputSpec"): _CHECKPOINT_FORMAT,
+    ("training/__init__.py", "RenderOptions"): _CHECKPOINT_FORMAT,
+    # The layer-id conventions a drafter was trained with carry the engines' names (preflight --trained-convention).
+    ("preflight/engines.py", "trained_positions"): _LOADER_MODEL,
+    ("preflight/engines.py", "ids_for_positions"): _LOADER_MODEL,
+    ("preflight/engines.py", "vllm_capture"): _LOADER_MODEL,
+    ("preflight/engines.py", "sglang_capture"): _LOADER_MODEL,
+    ("preflight/engines.py", "engine_capture"): _LOADER_MODEL,
+    ("preflight/rules/architecture.py", "check_eagle3_architecture"): _LOADER_MODEL,
+    ("preflight/rules/architecture.py", "check_eagle_architecture"): _LOADER_MODEL,
+    ("preflight/rules/aux_layers.py", "recorded_layer_ids"): _LOADER_MODEL,
+    ("preflight/rules/aux_layers.py", "_fix_for"): _LOADER_MODEL,
+    ("preflight/rules/aux_layers.py", "check_aux_layers"): _LOADER_MODEL,
+    ("preflight/rules/aux_layers.py", "describe_capture"): _LOADER_MODEL,
+    ("preflight/rules/aux_layers.py", "trained_position_problems"): _LOADER_MODEL,
+    ("preflight/rules/block.py", "block_view"): _LOADER_MODEL,
+    ("preflight/rules/block.py", "check_block_architecture"): _LOADER_MODEL,
+    ("preflight/rules/block.py", "check_mask_token"): _LOADER_MODEL,
+    ("preflight/rules/block_fields.py", "check_target_layers"): _LOADER_MODEL,
+    ("preflight/rules/block_fields.py", "check_markov"): _LOADER_MODEL,
+    ("preflight/rules/block_fields.py", "check_dflash_attention"): _LOADER_MODEL,
+    ("preflight/rules/block_fields.py", "check_bundled_dspark"): _LOADER_MODEL,
+    ("preflight/rules/mapping.py", "check_mapping"): _LOADER_MODEL,
+    ("preflight/rules/mtp.py", "check_mtp_target"): _LOADER_MODEL,
+    ("preflight/rules/vocab.py", "check_draft_vocab"): _LOADER_MODEL,
+}
+
+#: What every engine module declares: what the rest of the package asks of an engine (docs/architecture.md,
+#: "Adding an engine").
+ENGINE_INTERFACE = (
+    "ENGINE", "VERSION", "DEFAULT_IMAGE", "DEFAULT_PORT", "HEALTH_PATH", "READINESS_PATH", "METRICS_PATH",
+    "MODELS_PATH", "COMPLETIONS_PATH", "CHAT_COMPLETIONS_PATH", "REQUESTS_IN_FLIGHT",
+    "SUPPORTS_DYNAMIC_SCHEDULE", "REFUSED_METHODS", "READS_SPECULATORS_FORMAT", "PLACEHOLDER_POSITIONALS",
+    "MODEL_RUNNERS", "model_runner",
+    "RATE_PER_DRAFTED_TOKEN", "RATE_NOT_PER_K_DRAFTS", "WINDOW_COUNTERS", "WINDOW_REQUIRED", "PER_POSITION_COUNTER",
+    "WINDOW_GAUGES", "parse_spec_decode_metrics",
+    "OWNED_DESTINATIONS", "SECRET_DESTINATIONS", "extra_args_problems", "spec_problems", "render_command",
+    "draft_tokens_per_step", "deterministic", "launch_facts",
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+
+
+def engine_literals(tree: ast.AST, names: frozenset[str] = ENGINE_NAMES) -> Iterator[tuple[int, str, str]]:
+    """(line, enclosing function or class, the name) for each string constant that is an engine's name."""
+    skip = _docstrings(tree)
+
+    def visit(node: ast.AST, scope: str) -> Iterator[tuple[int, str, str]]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = node.name
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
+                and id(node) not in skip:
+            yield node.lineno, scope, node.value
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, scope)
+
+    yield from visit(tree, "<module>")
+
+
+def runtime_modules() -> Iterator[tuple[str, ast.Module]]:
+    """Every runtime module outside engines/, parsed, by its path relative to the package."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if not relative.startswith("engines/"):
+            yield relative, ast.parse(path.read_text(), filename=relative)
+
+
+def _found() -> list[tuple[str, int, str, str]]:
+    return [(relative, line, scope, name) for relative, tree in runtime_modules()
+            for line, scope, name in engine_literals(tree)]
+
+
+def test_no_runtime_module_outside_engines_spells_an_engine_name():
+    found = [f"{relative}:{line} ({scope}) spells {name!r}" for relative, line, scope, name in _found()
+             if (relative, scope) not in ALLOWED]
+    assert not found, (
+        "ask the engine's module instead of testing its name: engines.engine(spec.engine).<CAPABILITY> "
+        "(add the capability to every module in engines/, section 0), or engines.DEFAULT_ENGINE for a default:\n  "
+        + "\n  ".join(found))
+
+
+def test_every_allowed_place_still_spells_one():
+    """An entry whose literal is gone leaves the list: the allow-list only shrinks."""
+    present = {(relative, scope) for relative, _, scope, _ in _found()}
+    stale = sorted(set(ALLOWED) - present)
+    assert not stale, f"remove these from ALLOWED: {stale}"
+
+
+def test_the_scan_catches_a_new_branch_on_an_engine_name():
+    source = '''
+"""A module that mentions vllm in its docstring."""
+
+def replicas(spec):
+    """sglang"""
+    if spec.engine == "vllm":
+        return 1
+    return {"sglang": 2}.get(spec.engine)
+'''
+    assert list(engine_literals(ast.parse(source))) == [(6, "replicas", "vllm"), (8, "replicas", "sglang")]
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_NAMES))
+def test_every_engine_module_declares_the_engine_interface(name):
+    module = engines.engine(name)
+    missing = [attr for attr in ENGINE_INTERFACE if not hasattr(module, attr)]
+    assert not missing, f"engines/{name}.py lacks {missing}"
+    assert module.ENGINE == name
+    assert module.VERSION in module.DEFAULT_IMAGE
+    assert set(module.WINDOW_REQUIRED) <= set(module.WINDOW_COUNTERS)
+    assert set(module.REFUSED_METHODS) <= set(constants.SPECULATIVE_METHODS)
+    assert set(module.MODEL_RUNNERS) == set() or module.MODEL_RUNNER_ENV
+
+
+def test_the_defaults_are_engines():
+    assert engines.DEFAULT_ENGINE in engines.ENGINES
+    assert engines.DEFAULT_GENERATION_ENGINE in engines.ENGINES
+    assert tuple(engines.METHODS_REFUSED_BY_ENGINE) == tuple(engines.ENGINES)
+
+
+def test_the_block_methods_are_the_ones_sglang_renders_a_block_size_for():
+    assert tuple(sglang.BLOCK_SIZE_FLAGS) == constants.BLOCK_METHODS
