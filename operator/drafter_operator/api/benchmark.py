@@ -311,7 +311,7 @@ class EquivalenceResult(StatusModel):
     near_ties: int
     """Divergences, over all prompts, where the baseline's margin was below minMargin (numerical noise a verify forward and a decode step may differ by; not a defect). The check goes on past each from the baseline's prefix, at most 3 times per prompt."""
     tokens_compared: int | None = None
-    """Generated tokens compared, up to each prompt's defect, its fourth near-tie or its end."""
+    """Generated tokens compared, up to and including each prompt's defect or fourth near-tie, else to its end."""
     min_margin: float
     """The margin a divergence needed to count as a defect (0 in the engines' deterministic modes)."""
     deterministic: bool | None = None

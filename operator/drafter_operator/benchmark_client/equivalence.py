@@ -197,7 +197,8 @@ async def _compare_prompt(session: aiohttp.ClientSession, target: Endpoint, base
     offset = tokens = 0
     for resumed in range(RESUMES + 1):
         divergence = compare(index, reference, served, min_margin, offset)
-        tokens += len(reference.token_ids) if divergence is None else divergence.position - offset
+        # The tokens examined: up to the end, or up to and including the divergent one.
+        tokens += len(reference.token_ids) if divergence is None else divergence.position - offset + 1
         if divergence is None:
             break
         found.append(divergence)
@@ -207,7 +208,6 @@ async def _compare_prompt(session: aiohttp.ClientSession, target: Endpoint, base
         prefix = (*reference.prompt_ids, *reference.token_ids[:cut])
         remaining = len(reference.token_ids) - cut
         offset += cut
-        tokens += 1
         reference = await _generate(session, baseline, index, resumed_request(baseline, prefix, remaining))
         served = await _generate(session, target, index, resumed_request(target, prefix, remaining))
     return found, tokens

@@ -182,7 +182,7 @@ class EmulatedEngine:
 
     def _words(self, n: int, continuation: outputs.Continuation | None) -> list[str]:
         if continuation is not None:
-            return [continuation.next().text for _ in range(n)]
+            return [continuation.next() for _ in range(n)]
         return [" " + self.text_rng.choice(VOCABULARY) for _ in range(n)]
 
     def continuation(self, prompt_ids: list[int]) -> outputs.Continuation:

@@ -24,6 +24,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: Share of positions whose top-2 margin is a near-tie, and how near (nats).
 NEAR_TIE_SHARE = 0.03
@@ -63,8 +64,7 @@ def lossy_fault(engine: str, method: str | None, k: int, gpu_product: str | None
     return next((fault for fault in LOSSY if fault.applies(engine, method, k, gpu_product)), None)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One generated token: its id and text, its logprob, and the target's top-2 at its position."""
 
     id: int
@@ -73,50 +73,73 @@ class Token:
     top: tuple[tuple[int, str, float], tuple[int, str, float]]
 
 
-def _unit(digest: bytes, offset: int) -> float:
-    """A number in [0, 1) from 4 bytes of ``digest``."""
-    return int.from_bytes(digest[offset:offset + 4], "big") / 2 ** 32
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: 64 well-mixed bits from 64, in a few integer operations. The emulator generates
+    tens of thousands of tokens a second under load, so each token costs about a microsecond, not a hash's five
+    (a slower emulator would read as a slower engine in the wall-clock benchmarks)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+_UNIT = 1 / 65536  # 16 bits of a mixed word as a number in [0, 1)
 
 
 @dataclass
 class Continuation:
-    """One request's greedy continuation, emitted token by token (``next``)."""
+    """One request's greedy continuation, emitted token by token (``next``; ``token`` gives one in full)."""
 
     candidates: Sequence[tuple[int, str]]  # (token id, text) the target chooses among
-    state: bytes  # the hash of the model and the prompt, then of every emitted token
+    state: int  # mixed from the model and the prompt, then from every emitted token
     speculative: bool = False
     deterministic: bool = False
     fault: Lossy | None = None
-    emitted: list[Token] = field(default_factory=list)
+    #: Per emitted position: (chosen candidate, top-1, top-2, top-1 logprob, margin, whether chosen was corrupted);
+    #: the Token is built only when a response asks for logprobs or ids (most requests only take the text).
+    emitted: list[tuple[int, int, int, float, float, bool]] = field(default_factory=list)
 
     @classmethod
     def start(cls, model: str, prompt_ids: Sequence[int], candidates: Sequence[tuple[int, str]], *,
               speculative: bool = False, deterministic: bool = False, fault: Lossy | None = None) -> Continuation:
         seed = hashlib.blake2b(model.encode() + b"\0" + b",".join(str(i).encode() for i in prompt_ids),
-                               digest_size=32).digest()
-        return cls(candidates, seed, speculative, deterministic, fault)
+                               digest_size=8).digest()
+        return cls(candidates, int.from_bytes(seed, "big"), speculative, deterministic, fault)
 
-    def next(self) -> Token:
-        position = len(self.emitted)
-        digest = hashlib.blake2b(self.state, digest_size=32).digest()
+    def next(self) -> str:
+        """The next token's text (``token(i)`` has the rest)."""
+        a = _mix(self.state)
+        b = _mix(a)
         n = len(self.candidates)
-        first = int.from_bytes(digest[0:4], "big") % n
-        second = (first + 1 + int.from_bytes(digest[4:8], "big") % (n - 1)) % n
-        tie = _unit(digest, 8) < NEAR_TIE_SHARE
-        margin = NEAR_TIE_MARGIN * _unit(digest, 12) if tie else \
-            CLEAR_MARGIN_MIN + CLEAR_MARGIN_SPAN * _unit(digest, 12) ** 2
-        best = -0.05 - 0.5 * _unit(digest, 16)
+        first = a % n
+        second = (first + 1 + (a >> 16) % (n - 1)) % n
+        tie = ((a >> 32) & 0xFFFF) * _UNIT < NEAR_TIE_SHARE
+        u = ((a >> 48) & 0xFFFF) * _UNIT
+        margin = NEAR_TIE_MARGIN * u if tie else CLEAR_MARGIN_MIN + CLEAR_MARGIN_SPAN * u * u
+        chosen, corrupted = first, False
+        if self.speculative:
+            if tie and not self.deterministic and ((b >> 16) & 0xFFFF) * _UNIT < FLIP_SHARE:
+                chosen = second
+            fault = self.fault
+            if fault is not None and len(self.emitted) >= fault.after and ((b >> 32) & 0xFFFF) * _UNIT < fault.rate:
+                chosen = (first + 1 + (b >> 48) % (n - 1)) % n
+                if chosen == second:
+                    chosen = (chosen + 1) % n if (chosen + 1) % n != first else (chosen + 2) % n
+                corrupted = True
+        self.emitted.append((chosen, first, second, -0.05 - 0.5 * (b & 0xFFFF) * _UNIT, margin, corrupted))
+        token_id, text = self.candidates[chosen]
+        self.state = _mix(b ^ token_id)
+        return text
+
+    def token(self, position: int) -> Token:
+        """The emitted token at ``position`` in full: its logprob and the target's top-2 there."""
+        chosen, first, second, best, margin, corrupted = self.emitted[position]
         top = ((*self.candidates[first], round(best, 6)), (*self.candidates[second], round(best - margin, 6)))
-        chosen = top[0]
-        if self.speculative and tie and not self.deterministic and _unit(digest, 20) < FLIP_SHARE:
-            chosen = top[1]
-        if self.speculative and self.fault is not None and position >= self.fault.after \
-                and _unit(digest, 24) < self.fault.rate:
-            wrong = (first + 1 + int.from_bytes(digest[28:32], "big") % (n - 1)) % n
-            if wrong == second:
-                wrong = (wrong + 1) % n if (wrong + 1) % n != first else (wrong + 2) % n
-            chosen = (*self.candidates[wrong], round(best - margin - 1.0, 6))
-        token = Token(id=chosen[0], text=chosen[1], logprob=chosen[2], top=top)
-        self.emitted.append(token)
-        self.state = hashlib.blake2b(digest + str(token.id).encode(), digest_size=32).digest()
-        return token
+        logprob = round(best - margin - 1.0, 6) if corrupted else top[0][2] if chosen == first else top[1][2]
+        return Token(*self.candidates[chosen], logprob, top)
+
+    def tokens(self, start: int = 0, end: int | None = None) -> list[Token]:
+        return [self.token(i) for i in range(start, len(self.emitted) if end is None else end)]
