@@ -82,6 +82,7 @@ def test_the_output_check_fails_the_lossy_gpu_and_passes_the_same_drafter_elsewh
     clean = finished(cluster, namespace, "clean-outputs")
     assert clean["state"] == "Succeeded", (clean, operator.log_tail())
     outputs = clean["result"]["equivalence"]
-    assert outputs["defects"] == 0 and outputs["identical"] + outputs["nearTies"] == 12, outputs
+    # Every prompt that is not identical diverged at a near-tie at least once (the check goes on past each).
+    assert outputs["defects"] == 0 and outputs["nearTies"] >= 12 - outputs["identical"], outputs
     assert all(d["margin"] < 1.0 for d in outputs.get("divergences") or [])
     assert clean["result"]["verdict"] == "Passed"
