@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 
-from drafter_operator.controllers.training_decide import TrainingState, decide
+from drafter_operator.controllers.training.decide import TrainingState, decide
 from tests.support.trainings import Cluster, DIGEST, T0, sglang_serving, start, training
 
 

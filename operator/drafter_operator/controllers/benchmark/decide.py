@@ -24,8 +24,8 @@ from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterBenchmark, parse_duration
 from drafter_operator.api.benchmark import benchmark_problems
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.benchmark_comparison import decide_comparison
-from drafter_operator.controllers.benchmark_observe import (
+from drafter_operator.controllers.benchmark.comparison import decide_comparison
+from drafter_operator.controllers.benchmark.observe import (
     controlled_by,
     measured_revision,
     metrics_urls,
@@ -34,7 +34,7 @@ from drafter_operator.controllers.benchmark_observe import (
     serving_spec,
     service_url,
 )
-from drafter_operator.controllers.benchmark_outcome import Finish, observe_job
+from drafter_operator.controllers.benchmark.outcome import Finish, observe_job
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path

@@ -20,7 +20,7 @@ from drafter_operator.resources.benchmark_job import CONTAINER, job_name
 from drafter_operator.constants import GATE_LABEL, K_ANNOTATION, REVISION_LABEL
 
 if TYPE_CHECKING:
-    from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing
+    from drafter_operator.controllers.benchmark.decide import BenchmarkState, ObservedServing
 
 
 def serving_ready(serving: dict | None) -> bool:

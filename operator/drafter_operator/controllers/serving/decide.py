@@ -1,7 +1,7 @@
 """What one DrafterServing reconcile should do, as a pure function: `decide(ServingState) -> ServingPlan`.
 
 Input: the DrafterServing as watched (spec and the status we wrote), its children as the operator's
-kopf indexes see them (`Observed`, serving_observe.py), and the clock. Output: the writes (Deployments and
+kopf indexes see them (`Observed`, observe.py), and the clock. Output: the writes (Deployments and
 the Service to create or patch, in order), the status patch, the Deployments to delete, the Events, the
 swap and rollback counts, and the next moment the clock alone would change the answer. `serving.py`
 applies a plan and nothing else; the swap state machine itself is `swap.plan_swap`, also pure.
@@ -9,10 +9,10 @@ applies a plan and nothing else; the swap state machine itself is `swap.plan_swa
 `decide` is a short sequence of named steps, each pure and tested on its own: validate the spec, choose
 the revision to run (`choose_revision`), judge acceptance (`judge_acceptance`: measurements from the
 serving loop become the Degraded condition and the onDegraded action, which can change what runs),
-check compatibility, plan the swap (`swap_step`), build the writes (serving_patches.py, and the Service
-pointer in serving_pointer.py), record what the serving revision's gate measured and judge drift from it
-(`drift_step`, serving_drift.py), hold the context length to the trained one (serving_length.py), the status
-(serving_status.py) and the Events.
+check compatibility, plan the swap (`swap_step`), build the writes (patches.py, and the Service
+pointer in pointer.py), record what the serving revision's gate measured and judge drift from it
+(`drift_step`, drift.py), hold the context length to the trained one (length.py), the status
+(status.py) and the Events.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.benchmark import operator_image
+from drafter_operator.controllers.benchmark.apply import operator_image
 from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
-from drafter_operator.controllers.revisions import measured_as, pod_settings_hash, revision_hash
-from drafter_operator.controllers.serving_compatibility import Compatibility, check_compatibility, \
+from drafter_operator.controllers.serving.revisions import measured_as, pod_settings_hash, revision_hash
+from drafter_operator.controllers.serving.compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready, refused_revisions, stop_refused
-from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
+from drafter_operator.controllers.serving.acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
     decide_acceptance, restored_spec, revision_record, running_spec
-from drafter_operator.controllers.serving_observe import Observed, newest_first
-from drafter_operator.controllers.serving_patches import (
+from drafter_operator.controllers.serving.observe import Observed, newest_first
+from drafter_operator.controllers.serving.patches import (
     Write,
     changed_fields,
     deployment_write,
@@ -47,11 +47,11 @@ from drafter_operator.controllers.serving_patches import (
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
-from drafter_operator.controllers.serving_pointer import pointer_write, published_port, recorded_drains, switch_record
-from drafter_operator.controllers.serving_drift import at_promotion, drift_events, drift_verdict
-from drafter_operator.controllers.serving_length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
-from drafter_operator.controllers.serving_schedule import speculation_schedule
-from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
+from drafter_operator.controllers.serving.pointer import pointer_write, published_port, recorded_drains, switch_record
+from drafter_operator.controllers.serving.drift import at_promotion, drift_events, drift_verdict
+from drafter_operator.controllers.serving.length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
+from drafter_operator.controllers.serving.schedule import speculation_schedule
+from drafter_operator.controllers.serving.status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
     hold, is_ready, left_at, plan_swap, start_deadline, unseen_draining

@@ -1,19 +1,19 @@
 """What one DrafterTraining reconcile should do, as a pure function: `decide(TrainingState) -> TrainingPlan`.
 
-The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (training_stages.py);
+The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (stages.py);
 before the first, the hidden-state claim (when the operator owns it) and the spec ConfigMap of this
-generation exist, this training's own (training_children.py: an object of that name it does not own is a
+generation exist, this training's own (children.py: an object of that name it does not own is a
 NameConflict, never used). A stage's outcome is its container's termination message (stage_runner.py). A
 failed stage stops the run with its own error, except a disrupted one (a drained node, an evicted or
 preempted pod), which starts again as its next attempt (spec.limits.disruptionRetries), and every stage Job
 has a deadline (spec.limits.deadlines). A spec change starts a new generation: the older generation's Jobs
 are deleted, and its stages run again from the first one whose inputs changed (the stages before carry over:
-training/inputs.py). A refused spec stops what runs and keeps the record (training_refusal.py). Once the drafter is
+training/inputs.py). A refused spec stops what runs and keeps the record (refusal.py). Once the drafter is
 exported, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
 and never while a Job of the training is unfinished (its pod may still write to it; the finished Jobs
 stay as the record, and their finished pods do not hold the claim).
 
-With spec.promote, Evaluate and Promote follow (training_promotion.py): a DrafterBenchmark of the
+With spec.promote, Evaluate and Promote follow (promotion.py): a DrafterBenchmark of the
 serving's current drafter, then a patch of the serving that swaps the new drafter in through its gate;
 their outcomes come from that benchmark and from the serving's revisions. The hidden-state claim the
 operator created goes once Export succeeded (the later stages do not read it).
@@ -33,9 +33,9 @@ from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERV
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
-from drafter_operator.controllers.training_children import conflict_message, conflicts, owned_by
-from drafter_operator.controllers.training_generate import engine_step, idle_engine_deletes
-from drafter_operator.controllers.training_observe import (
+from drafter_operator.controllers.training.children import conflict_message, conflicts, owned_by
+from drafter_operator.controllers.training.generate import engine_step, idle_engine_deletes
+from drafter_operator.controllers.training.observe import (
     JobsSeen,
     job_finished,
     observe_jobs,
@@ -47,16 +47,16 @@ from drafter_operator.controllers.training_observe import (
     stage_progress,
     stale_children,
 )
-from drafter_operator.controllers.training_output import output_conflicts
-from drafter_operator.controllers.training_refusal import refused_plan
-from drafter_operator.controllers.training_promotion import (
+from drafter_operator.controllers.training.output import output_conflicts
+from drafter_operator.controllers.training.refusal import refused_plan
+from drafter_operator.controllers.training.promotion import (
     PromotionSeen,
     evaluate_benchmark,
     observe_promotion,
     promotion_patch,
     serving_problems,
 )
-from drafter_operator.controllers.training_stages import (
+from drafter_operator.controllers.training.stages import (
     JOB_STAGES,
     STAGE_CONDITIONS,
     StageDecision,
@@ -105,12 +105,12 @@ class TrainingState:
     benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
     progress_log: str | None = None  # the log tail of the running stage pod
     engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
-    servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: training_output.py)
+    servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: output.py)
     earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
     tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
     workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
     #: The objects found under this generation's spec ConfigMap name and (across nodes) the rendezvous Service
-    #: name, read by name whatever their labels (training_children.py: only its own are used).
+    #: name, read by name whatever their labels (children.py: only its own are used).
     named: tuple[dict, ...] = ()
 
 
@@ -183,7 +183,7 @@ def _unshareable_claim(plan: TrainingPlan, state: TrainingState, spec, seen: Job
                          SHAREABLE_FIX)
 
 
-def validated_spec(state: TrainingState):  # noqa: D401 - the refusal's plan: training_refusal.py
+def validated_spec(state: TrainingState):  # noqa: D401 - the refusal's plan: refusal.py
     """(the spec, None), or (None, why it is refused): the API's validation, then the tenancy policy."""
     body = state.training
     try:
@@ -230,7 +230,7 @@ def _stage_failed(plan: TrainingPlan, state: TrainingState, verdicts: list, extr
 
 
 def choose_stage(spec, observed: dict[str, StageJob], recorded: frozenset[str]):
-    """The stages the spec asks for, and the stage machine's next step over them (training_stages.py)."""
+    """The stages the spec asks for, and the stage machine's next step over them (stages.py)."""
     promote = spec.promote is not None
     stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
     return stages, plan_stages(stages, observed, recorded, spec.limits.disruption_retries)

@@ -1,0 +1,2 @@
+"""The DrafterServing controller: its pure decide (decide.py) and named steps, the apply
+(apply.py) and the per-serving loop (loop.py)."""

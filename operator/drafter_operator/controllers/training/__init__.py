@@ -1,0 +1,2 @@
+"""The DrafterTraining controller: its pure decide (decide.py) and named steps and the
+apply (apply.py)."""
