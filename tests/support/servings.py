@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from drafter_operator import timestamps
-from drafter_operator.controllers.serving.decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
 from drafter_operator.controllers.serving.observe import observed_from
 from drafter_operator.resources.labels import REVISION_LABEL
 

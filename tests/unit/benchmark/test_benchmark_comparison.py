@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from drafter_operator import load_picks
 from drafter_operator.api import DrafterBenchmark
 from drafter_operator.controllers.benchmark.comparison import candidate_run_name
-from drafter_operator.controllers.benchmark.decide import BenchmarkState, ObservedServing, decide
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
 from tests.support.benchmarks import FAST, IMAGE, SERVING, T0, condition
 
 CANDIDATES = ("kimi-eagle3", "kimi-suffix", "kimi-dspark")

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api.pod import ContainerResources, parse_kube_quantity
-from drafter_operator.controllers.benchmark.decide import ObservedServing, decide
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import ObservedServing
 from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.benchmark.outcome import gate_verdict
 from drafter_operator.resources.benchmark_job import DEFAULT_RESOURCES, GPU_NODE_LABEL, benchmark_resources

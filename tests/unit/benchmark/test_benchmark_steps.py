@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 from drafter_operator.api import DrafterBenchmark
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.controllers.benchmark.decide import (
-    BenchmarkPlan,
-    ObservedServing,
     finish_status,
     foreign_job,
     reference_problems,
@@ -32,6 +30,7 @@ from drafter_operator.controllers.benchmark.observe import (
     swapped_during_run,
 )
 from drafter_operator.controllers.benchmark.outcome import observe_job, result_summary, succeeded
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, ObservedServing
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.pod_policy import TenantPolicy
 from tests.support.benchmarks import SEED_RESULT, T0, benchmark, job, job_pod, serving, state

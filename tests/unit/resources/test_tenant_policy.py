@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.controllers.benchmark.decide import decide as benchmark_decide
-from drafter_operator.controllers.training.decide import TrainingState
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.controllers.training.decide import decide as training_decide
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.pod_policy import TenantPolicy, admits

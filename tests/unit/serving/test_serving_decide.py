@@ -15,7 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.serving.decide import ServingPlan, decide
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.servings import DIGEST, DRAIN, REPO, World, finish_gate, gated_body, promote, seed_body
 

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
-from drafter_operator.controllers.training.decide import TrainingState, decide
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.controllers.training.output import output_conflicts
 from tests.support.trainings import T0, Cluster, training
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers.training.decide import (
-    TrainingState,
     choose_stage,
     completion_events,
     hidden_states,
@@ -30,6 +29,7 @@ from drafter_operator.controllers.training.observe import (
 )
 from drafter_operator.controllers.training.promotion import observe_promotion
 from drafter_operator.controllers.training.stages import StageDecision, StageJob
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import STAGE_LABEL
 from tests.support.trainings import DIGEST, T0, sglang_serving, training

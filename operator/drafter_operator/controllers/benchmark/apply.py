@@ -22,7 +22,8 @@ from drafter_operator.constants import (
 )
 from drafter_operator.controllers.benchmark.comparison import candidate_run_name
 from drafter_operator.controllers.workloads import queue_workloads
-from drafter_operator.controllers.benchmark.decide import BenchmarkPlan, BenchmarkState, ObservedServing, decide
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState, ObservedServing
 from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path

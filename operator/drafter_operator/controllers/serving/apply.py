@@ -19,7 +19,8 @@ from drafter_operator.acceptance.measurement import Measurement
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.serving.decide import ServingPlan, ServingState, decide
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
 from drafter_operator.controllers.serving.fresh import read_view
 from drafter_operator.controllers.serving.nodes import NodeProducts
 from drafter_operator.controllers.serving.observe import Observed, owned_by

@@ -18,7 +18,7 @@ pointer in pointer.py), record what the serving revision's gate measured and jud
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 import pydantic
@@ -28,7 +28,6 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.benchmark.apply import operator_image
 from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
 from drafter_operator.controllers.serving.revisions import measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving.compatibility import Compatibility, check_compatibility, \
@@ -51,6 +50,7 @@ from drafter_operator.controllers.serving.pointer import pointer_write, publishe
 from drafter_operator.controllers.serving.drift import at_promotion, drift_events, drift_verdict
 from drafter_operator.controllers.serving.length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
 from drafter_operator.controllers.serving.schedule import speculation_schedule
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
 from drafter_operator.controllers.serving.status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
@@ -62,56 +62,9 @@ from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
-from drafter_operator.resources.pod_policy import TenantPolicy
 
 if TYPE_CHECKING:
     from drafter_operator.acceptance.measurement import Measurement
-
-@dataclass(frozen=True)
-class ServingState:
-    """Everything one decision reads."""
-
-    serving: dict  # the DrafterServing body: metadata, spec, and status as last written
-    observed: Observed
-    now: dt.datetime
-    default_images: Mapping[str, str]
-    drain: dt.timedelta  # how long an old revision keeps running after traffic left it
-    acceptance: Measurement | None = None  # the latest look at the active revision's acceptance
-    # The image of the engine pods' drafter preflight init container: the operator's own, which carries
-    # the CLI (DRAFTER_OPERATOR_IMAGE, read where the state is built, not in decide).
-    operator_image: str = field(default_factory=operator_image)
-    # What the administrator allows tenants (chart values tenancy.* and prometheus.endpoints), read from the
-    # operator's environment where the state is built.
-    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)
-    prometheus_endpoints: Mapping[str, str] = field(default_factory=prom.endpoints_from_env)
-
-
-
-
-@dataclass
-class ServingPlan:
-    # A revision verdict (good or failed) recorded before any child is touched, so a restart never
-    # retries a failed revision; {} when there is none.
-    record_first: dict = field(default_factory=dict)
-    writes: list[Write] = field(default_factory=list)  # Deployments, then the Service
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    deletes: list[str] = field(default_factory=list)  # object paths
-    events: list[Event] = field(default_factory=list)
-    swapped: str | None = None  # the swap strategy, when traffic moved in this step
-    rolled_back: bool = False
-    engine: str | None = None  # for the swap and rollback counters
-    # The next moment the clock alone changes the answer (a startup timeout, a drain ending); None: only
-    # a change of the serving or its children does.
-    recheck_at: dt.datetime | None = None
-    # The decision waits on something it saw (pods to stop, a revision to start, a gate, a drain): a view that
-    # is wrong about it (a ghost) would keep it waiting, so the reconciler checks that view now and then.
-    waiting: bool = False
-    # Nodes whose nvidia.com/gpu.product a known-bad row keyed by GPU waits for (the desired revision's pods run
-    # there): the reconciler reads their labels and decides again.
-    read_nodes: tuple[str, ...] = ()
-
-    def writes_anything(self) -> bool:
-        return bool(self.record_first or self.writes or self.status or self.deletes or self.events)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from drafter_operator.constants import (
     TRAINING_LABEL,
     TRAINING_PLURAL,
 )
-from drafter_operator.controllers.training.decide import TrainingPlan, TrainingState, decide
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingPlan, TrainingState
 from drafter_operator.controllers.training.children import earlier_ones, owned_by
 from drafter_operator.controllers.training.observe import left_by_earlier
 from drafter_operator.controllers.workloads import queue_workloads

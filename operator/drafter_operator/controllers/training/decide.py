@@ -24,9 +24,6 @@ While a Job stage runs, status.progress comes from the last `drafter-progress` l
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass, field
-
 import pydantic
 
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
@@ -56,6 +53,7 @@ from drafter_operator.controllers.training.promotion import (
     promotion_patch,
     serving_problems,
 )
+from drafter_operator.controllers.training.state import Event, TrainingPlan, TrainingState
 from drafter_operator.controllers.training.stages import (
     JOB_STAGES,
     STAGE_CONDITIONS,
@@ -66,7 +64,6 @@ from drafter_operator.controllers.training.stages import (
 )
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.kube import object_path
-from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training import (
     evaluate_benchmark_name,
     hidden_states_claim,
@@ -80,7 +77,6 @@ from drafter_operator.resources.training_job import (rendezvous_args, rendezvous
 from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.stages import job_stages, stage_pods
 
-Event = tuple[str, str, str]
 #: What a failed run's Ready condition tells the user to do, where the reason has a fix of its own.
 FIXES = {"StorageNotShared": SHAREABLE_FIX,
          "DeadlineExceeded": "raise spec.limits.deadlines for the stage, or change the spec to run again (the "
@@ -89,38 +85,6 @@ FIXES = {"StorageNotShared": SHAREABLE_FIX,
                       "not run again; Train resumes from its last checkpoint)"}
 #: What a failed run's Ready condition tells the user to do.
 RUN_AGAIN = "change the spec to run again (the stages done whose inputs it keeps are not run again)"
-
-
-@dataclass(frozen=True)
-class TrainingState:
-    training: dict
-    jobs: tuple[dict, ...]  # Jobs labelled with this training
-    job_pods: tuple[dict, ...]  # their pods
-    claim: dict | None  # the hidden-state claim, when it exists
-    config_maps: frozenset[str]  # names of this training's spec ConfigMaps that exist
-    now: dt.datetime
-    image: str  # the trainer image when spec.image is unset
-    render_args: tuple[str, ...] = ()  # extra run-stage options (--cpu on the local cluster)
-    serving: dict | None = None  # spec.promote.servingRef, when set and found
-    benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
-    progress_log: str | None = None  # the log tail of the running stage pod
-    engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
-    servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: output.py)
-    earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
-    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
-    workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
-    #: The objects found under this generation's spec ConfigMap name and (across nodes) the rendezvous Service
-    #: name, read by name whatever their labels (children.py: only its own are used).
-    named: tuple[dict, ...] = ()
-
-
-@dataclass
-class TrainingPlan:
-    creates: list[tuple[str, dict]] = field(default_factory=list)  # (collection path, manifest), in order
-    deletes: list[str] = field(default_factory=list)
-    patches: list[tuple[str, dict]] = field(default_factory=list)  # (object path, merge patch)
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    events: list[Event] = field(default_factory=list)
 
 
 def decide(state: TrainingState) -> TrainingPlan:

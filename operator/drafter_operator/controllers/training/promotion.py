@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
-
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
 from drafter_operator.controllers.promotion_gate import promotion_annotation
@@ -32,10 +30,8 @@ from drafter_operator.constants import (
     TRAINED_LENGTH_ANNOTATION,
 )
 from drafter_operator.controllers.training.stages import StageJob
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
-
-if TYPE_CHECKING:
-    from drafter_operator.controllers.training.decide import TrainingState
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
     """The DrafterBenchmark of the serving's current drafter (what the new one must beat)."""
