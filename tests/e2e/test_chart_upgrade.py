@@ -7,7 +7,7 @@ image in its preflight init container, and one baseline), and the release is upg
 version whose appVersion, and so the operator image, changed. During and after the upgrade:
 - no engine pod restarted: the same pod UIDs, the same restart counts, and the engine Deployments' pod
   templates untouched (the new operator renders another preflight image but must not roll a running
-  engine for it: controllers/serving_patches.py `deployment_write`);
+  engine for it: controllers/serving/patches.py `deployment_write`);
 - no status lost: each serving's status after the new operator has reconciled it equals the status before,
   timestamps aside;
 - no condition flapped: a watch records every version of every serving from before the upgrade until the

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from hypothesis import HealthCheck, settings
 
-from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing
+from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
 
 REPO = Path(__file__).resolve().parents[2]
 SERVING = yaml.safe_load((REPO / "examples" / "serving-vllm-kimi-k25-eagle3.yaml").read_text())

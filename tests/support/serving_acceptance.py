@@ -6,7 +6,7 @@ import datetime as dt
 
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance.measurement import Measurement
-from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.controllers.serving.decide import decide
 from tests.support.servings import World, seed_body
 
 

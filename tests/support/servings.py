@@ -9,8 +9,9 @@ from pathlib import Path
 import yaml
 
 from drafter_operator import timestamps
-from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
-from drafter_operator.controllers.serving_observe import observed_from
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.serving.observe import observed_from
 from drafter_operator.resources.labels import REVISION_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,9 +134,9 @@ DIGEST = "sha256:" + "cd" * 32
 
 
 def promote(world: World, tokens_per_second: float = 41.0, digest: str = DIGEST) -> dict:
-    """Apply the merge patch a DrafterTraining's Promote writes (training_promotion.promotion_patch)."""
+    """Apply the merge patch a DrafterTraining's Promote writes (controllers.training.promotion.promotion_patch)."""
     from drafter_operator.api.training import DrafterTraining
-    from drafter_operator.controllers.training_promotion import promotion_patch
+    from drafter_operator.controllers.training.promotion import promotion_patch
 
     training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
     spec = DrafterTraining.model_validate(training).spec

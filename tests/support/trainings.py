@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from drafter_operator.controllers.training_decide import TrainingState, decide
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.pod_policy import TenantPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

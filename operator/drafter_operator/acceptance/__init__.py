@@ -10,5 +10,5 @@ One room, below the controllers (it never imports them):
 - actions: ``actions.py``, what ``spec.acceptance.onDegraded`` does about a Degraded revision.
 - the message: ``message.py``, every reason and sentence the Degraded condition says.
 
-The serving controller's acceptance step (``controllers/serving_acceptance.py``) reads all four.
+The serving controller's acceptance step (``controllers/serving/acceptance.py``) reads all four.
 """

@@ -154,7 +154,7 @@ def from_last_benchmark(last: dict | None, revisions: tuple[str, ...], family: t
                         rate_auto: bool = False) -> BreakEven | str:
     """The threshold ``status.lastBenchmark`` gives for the active revision, or why there is none (a
     sentence for the ``NoBenchmark`` message). ``revisions``: the active revision first, then any other
-    that runs the same drafter (``controllers.revisions.measured_as``). Only a benchmark of one of them
+    that runs the same drafter (``controllers.serving.revisions.measured_as``). Only a benchmark of one of them
     counts: the draft cost belongs to one drafter, k and engine. ``family``: the active revision's (engine,
     method); with ``rate_auto`` (minAcceptanceRate: auto) a family whose rate is not per drafted token
     gets the reason instead of a threshold."""

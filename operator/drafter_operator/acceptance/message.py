@@ -1,7 +1,7 @@
 """What the Degraded condition says: every reason, and every sentence, in one place.
 
 The verdict state machine (``verdict.py``) and the serving's acceptance step
-(``controllers/serving_acceptance.py``) choose a reason; the words come from here, so a reason reads the
+(``controllers/serving/acceptance.py``) choose a reason; the words come from here, so a reason reads the
 same wherever it is set. Each function is pure and returns the condition's message.
 """
 

@@ -24,15 +24,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import kopf
 
 from drafter_operator import engines
-from drafter_operator.controllers import object_loops, serving_loop
-from drafter_operator.controllers.benchmark import BenchmarkReconciler
+from drafter_operator.controllers import object_loops
+from drafter_operator.controllers.serving import loop as serving_loop
+from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
 from drafter_operator.acceptance import drift
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
-from drafter_operator.controllers.serving import ServingReconciler, now_utc
-from drafter_operator.controllers.serving_acceptance import Watched, WatchedByVersion
-from drafter_operator.controllers.serving_observe import benchmarked_serving, observed_from
-from drafter_operator.controllers.serving_pointer import draining_revisions, revision_engine
-from drafter_operator.controllers.training import TrainingReconciler
+from drafter_operator.controllers.serving.apply import ServingReconciler, now_utc
+from drafter_operator.controllers.serving.acceptance import Watched, WatchedByVersion
+from drafter_operator.controllers.serving.observe import benchmarked_serving, observed_from
+from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
+from drafter_operator.controllers.training.apply import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
 from drafter_operator.monitoring import operator_metrics

@@ -1,6 +1,6 @@
 """What an engine makes of spec.target.extraArgs beyond the flags the operator owns: its parallelism, its role in
 a disaggregated deployment, its page size and sleep mode. Each engine module's ``launch_facts`` reads them from its
-own flags; known-bad rows match on them (controllers/known_bad.py)."""
+own flags; known-bad rows match on them (controllers/serving/known_bad.py)."""
 
 from __future__ import annotations
 

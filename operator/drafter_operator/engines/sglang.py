@@ -324,7 +324,7 @@ def deterministic(spec) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/known_bad.py)
+# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/serving/known_bad.py)
 # --------------------------------------------------------------------------------------------------
 
 #: SGLang 0.5.23's MoE all-to-all backends that make expert parallelism span the TP group

@@ -398,7 +398,7 @@ def deterministic(spec) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/known_bad.py)
+# 5. What extraArgs make of the launch (known-bad rows match on it: controllers/serving/known_bad.py)
 # --------------------------------------------------------------------------------------------------
 
 #: vLLM 0.33.0's KVTransferConfig roles (vllm/config/kv_transfer.py): kv_both is a producer and a consumer.

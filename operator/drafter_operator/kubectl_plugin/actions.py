@@ -2,10 +2,10 @@
 operator already honours, nothing new.
 
 - retry: a new value of the `drafter.dev/retry` annotation starts the failed desired revision again
-  (controllers/serving_status.py retry_request).
+  (controllers/serving/status.py retry_request).
 - rollback: the spec of the last good revision, restored from what the serving's status recorded of it
   (engine, image, drafter exactly as it ran). The revision name is a hash of that configuration
-  (controllers/revisions.py), so the restored spec names the same revision and the operator swaps back
+  (controllers/serving/revisions.py), so the restored spec names the same revision and the operator swaps back
   to it like any spec change. Checked here before anything is written: when the revision also differed
   in what the status does not record (the target, GPUs per replica) the hash says so and nothing changes.
 - benchmark: a DrafterBenchmark whose servingRef is the serving.
@@ -17,7 +17,7 @@ import copy
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.constants import API_GROUP_VERSION, RETRY_ANNOTATION
-from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving.revisions import revision_hash
 
 
 class PluginError(Exception):

@@ -14,7 +14,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from drafter_operator.controllers.known_bad import packaged_table
+from drafter_operator.controllers.serving.known_bad import packaged_table
 from drafter_operator.kubectl_plugin import actions, compare, known_bad, tree
 from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_LABEL
 from drafter_operator.settings import KUBECTL

@@ -9,7 +9,7 @@ import yaml
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing
-from drafter_operator.controllers.known_bad import KnownBad, KnownBadTable, outcomes, serving_facts
+from drafter_operator.controllers.serving.known_bad import KnownBad, KnownBadTable, outcomes, serving_facts
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 
 COLUMNS = ("ID", "ENGINE", "VERSIONS", "METHODS", "K", "GPU", "PARALLELISM", "ROLE", "PAGE", "SLEEP", "ISSUE")

@@ -110,7 +110,7 @@ def termination_record(verdict: PreflightVerdict, seconds: float | None = None) 
                               "problems": len(verdict.problems), "warnings": len(verdict.warnings),
                               "passed": len(verdict.passed),
                               # The rules that passed, by name: a known-bad entry whose cause one of them
-                              # rules out does not apply to this checkpoint (controllers/compatibility.py).
+                              # rules out does not apply to this checkpoint (controllers/serving/drafter_compatible.py).
                               "passedChecks": sorted({f.check for f in verdict.passed})}
     if seconds is not None:
         record["seconds"] = round(seconds, 3)

@@ -39,7 +39,7 @@ def job_name(benchmark: str, generation: int) -> str:
 
 
 def result_config_map_name(benchmark: str) -> str:
-    """The ConfigMap that holds the full result (controllers/benchmark_decide.py result_config_map)."""
+    """The ConfigMap that holds the full result (controllers/benchmark/decide.py result_config_map)."""
     return child_name(benchmark, "result", SUBDOMAIN_NAME_MAX)
 
 

@@ -12,7 +12,7 @@ the old one in one atomic ``renameat2(RENAME_EXCHANGE)`` where the filesystem su
 one is renamed aside (``.<name>.old-g<generation>``) and the new one renamed in, a window in which
 output.path is missing but no byte of either is lost. The old one is deleted last.
 
-The operator never lets an Export overwrite a path a DrafterServing loads (controllers/training_decide.py).
+The operator never lets an Export overwrite a path a DrafterServing loads (controllers/training/decide.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the stages before it too, since it reads their outputs. Two specs with the same 
 it write the same thing, so:
 
 * the operator carries a finished stage over to a new spec generation with the same digest (a corrected image,
-  a new queue, more memory) rather than run it again (controllers/training_decide.py);
+  a new queue, more memory) rather than run it again (controllers/training/decide.py);
 * Train resumes only from checkpoints its own run wrote: the training's uid and Train's digest name the run
   in the checkpoint directory (training/checkpoints.py), so a changed learning rate starts afresh.
 

@@ -28,8 +28,8 @@ import random
 import string
 
 from drafter_operator.controllers import object_loops
-from drafter_operator.controllers.benchmark import BenchmarkReconciler
-from drafter_operator.controllers.training import TrainingReconciler
+from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
+from drafter_operator.controllers.training.apply import TrainingReconciler
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
 from drafter_operator.resources.queueing import QUEUE_LABEL
@@ -506,7 +506,7 @@ class BatchWorld(FaultOperations, BatchHazards):
         status = body.get("status") or {}
         done = {c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"
                 and c.get("observedGeneration") == body["metadata"].get("generation")}
-        from drafter_operator.controllers.training_stages import STAGE_CONDITIONS
+        from drafter_operator.controllers.training.stages import STAGE_CONDITIONS
         for job_key, job in list(self.api.store.items()):
             stage = (job["metadata"].get("labels") or {}).get(STAGE_LABEL)
             found = GENERATION.search(job["metadata"]["name"])

@@ -13,7 +13,7 @@ import json
 import pydantic
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.controllers.revisions import pod_settings_hash
+from drafter_operator.controllers.serving.revisions import pod_settings_hash
 
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.api import parse_duration

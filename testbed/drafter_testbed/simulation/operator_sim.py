@@ -9,7 +9,7 @@ seconds late, on its own: kinds are never ordered among themselves. A stream can
 kopf re-lists that kind and delivers what it lists, but not what was deleted during the gap, so the view keeps
 those objects (ghosts) until an event names them again. A restarted operator lists everything afresh.
 
-**The loop** is `serving_loop.run` step for step, with the real `serving_loop.Wakeups`: watch events and
+**The loop** is `controllers.serving.loop.run` step for step, with the real `controllers.serving.loop.Wakeups`: watch events and
 acceptance measurements call `Wakeups.saw`; after a reconcile the loop `expect`s its own writes and waits as
 `Wakeups.wait` does (woken with its own writes delivered, or `catch_up` past them, which sets the loop's
 `behind`, or the plan's deadline, or the safety interval); the next reconcile is told `view_behind` by
@@ -32,11 +32,11 @@ import os
 
 from drafter_operator.acceptance.measurement import Measurement, persisted_verdict
 from drafter_operator.controllers.handlers import CHILD_SELECTOR
-from drafter_operator.controllers.serving_acceptance import WatchedByVersion
-from drafter_operator.controllers.serving import ServingReconciler
-from drafter_operator.controllers.serving_loop import Wakeups
-from drafter_operator.controllers.serving_observe import benchmarked_serving, observed_from
-from drafter_operator.controllers.serving_pointer import draining_revisions
+from drafter_operator.controllers.serving.acceptance import WatchedByVersion
+from drafter_operator.controllers.serving.apply import ServingReconciler
+from drafter_operator.controllers.serving.loop import Wakeups
+from drafter_operator.controllers.serving.observe import benchmarked_serving, observed_from
+from drafter_operator.controllers.serving.pointer import draining_revisions
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import SERVING_LABEL
@@ -234,7 +234,7 @@ class OperatorSim:
         self.wakeups.saw(self.key, plural, body["metadata"]["name"], body["metadata"].get("resourceVersion"))
         self.poke()
 
-    # ------------------------------------------------------------------ the loop (serving_loop.run and Wakeups.wait)
+    # ------------------------------------------------------------------ the loop (controllers.serving.loop.run and Wakeups.wait)
     def poke(self) -> None:
         """Something set the loop's wake signal: a waiting loop looks at once (after what else happens now)."""
         if self.waiting:
@@ -269,7 +269,7 @@ class OperatorSim:
         self.world.clock.at(limit, self.wait_pass, incarnation, self.wait_generation)
 
     def loop_turn(self, incarnation: int) -> None:
-        """One turn of serving_loop.run: reconcile, then wait."""
+        """One turn of controllers.serving.loop.run: reconcile, then wait."""
         if not self.up or incarnation != self.incarnation:
             return
         w = self.world
@@ -284,7 +284,7 @@ class OperatorSim:
         except OperatorCrash:
             self.crash(w.pending_restart_after)
             return
-        except Exception as exc:  # noqa: BLE001 - the loop outlives a failed write (serving_loop.run)
+        except Exception as exc:  # noqa: BLE001 - the loop outlives a failed write (controllers.serving.loop.run)
             self.errors.append((w.clock.t, repr(exc)))
             w.track.reconcile_failed(self, exc)
             self.begin_wait(ERROR_RETRY)
@@ -359,7 +359,7 @@ class OperatorSim:
         w = self.world
         w.clock.after(self.acceptance_interval, self.measure, incarnation)
         if w.metrics_fault == "missing":
-            return  # the measurement failed: nothing published (serving_loop.watch_acceptance)
+            return  # the measurement failed: nothing published (controllers.serving.loop.watch_acceptance)
         body = self.view("drafterservings").get(w.serving_key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return
@@ -407,7 +407,7 @@ class OperatorSim:
         return seen
 
     def publish(self, measurement: Measurement | None) -> None:
-        """serving_loop.watch_acceptance's publish (handlers._serving_loop): keep it, and wake the loop. The real
+        """controllers.serving.loop.watch_acceptance's publish (handlers._serving_loop): keep it, and wake the loop. The real
         loop wakes on every measurement; one whose verdict did not change decides nothing new beyond a
         status.acceptance refresh, which the next wake-up (any event, or the safety interval) still writes, so
         only a change wakes it here: a wake-up per measurement would triple the reconciles a scenario costs."""

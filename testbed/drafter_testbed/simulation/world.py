@@ -17,7 +17,7 @@ import pydantic
 
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.constants import GATE_LABEL, RETRY_ANNOTATION
-from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.labels import MANAGED_BY, REVISION_LABEL, SERVING_LABEL, deployment_name
 from drafter_operator.settings import ALLOWED_IMAGE_PREFIXES, PROMETHEUS_ENDPOINTS as PROMETHEUS_ENDPOINTS_SETTING

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.acceptance import message
 from drafter_operator.acceptance import verdict as a
-from drafter_operator.controllers import serving_acceptance as sa
+from drafter_operator.controllers.serving import acceptance as sa
 from drafter_operator.monitoring.http_fetch import MetricsUnavailable
 
 
@@ -66,7 +66,7 @@ def test_unmeasured_keeps_the_condition_unless_what_it_says_is_over():
     assert sa.unmeasured({"reason": message.ACTION_FAILED}, True) == sa.NOT_MEASURED_VERDICT
 
 
-# The serving's acceptance step in its named parts (controllers/serving_acceptance.py).
+# The serving's acceptance step in its named parts (controllers/serving/acceptance.py).
 
 def _measurement(status: str, revision: str = "r1", block: dict | None = None):
     from drafter_operator.acceptance.measurement import Measurement
@@ -89,7 +89,7 @@ def test_record_measurement_rewrites_degraded_only_when_the_condition_or_the_fig
 def test_act_on_degraded_rolls_back_to_the_last_good_restorable_revision():
     import datetime as dt
     from drafter_operator.api import DrafterServing
-    from drafter_operator.controllers.revisions import revision_hash
+    from drafter_operator.controllers.serving.revisions import revision_hash
     from tests.support.servings import IMAGES, seed_body
 
     body = seed_body()

@@ -108,7 +108,7 @@ def test_from_last_benchmark_only_learns_from_the_active_revision_with_full_figu
 
 
 def test_a_scheduled_revision_learns_from_its_static_revision_only_while_it_is_the_one_scheduled():
-    from drafter_operator.controllers.revisions import measured_as
+    from drafter_operator.controllers.serving.revisions import measured_as
     block = {"source": "benchmark sweep", "revision": "static", "scheduledRevision": "scheduled"}
     assert measured_as("scheduled", block) == ("scheduled", "static")
     assert measured_as("older", block) == ("older",)  # mid-swap from another drafter: only its own

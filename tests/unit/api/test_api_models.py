@@ -116,7 +116,7 @@ def test_the_32_gpu_training_example_runs_across_four_queued_nodes_on_a_shared_c
 
 
 def test_the_dflash_training_example_promotes_into_a_serving_that_can_serve_it():
-    from drafter_operator.controllers.training_promotion import serving_problems
+    from drafter_operator.controllers.training.promotion import serving_problems
 
     examples = _examples()
     training = examples["kimi-k25-dflash"].spec

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from drafter_operator import load_picks
 from drafter_operator.api import DrafterBenchmark
-from drafter_operator.controllers.benchmark_comparison import candidate_run_name
-from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing, decide
+from drafter_operator.controllers.benchmark.comparison import candidate_run_name
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
 from tests.support.benchmarks import FAST, IMAGE, SERVING, T0, condition
 
 CANDIDATES = ("kimi-eagle3", "kimi-suffix", "kimi-dspark")
@@ -184,7 +185,7 @@ class CountingKube:
 
 
 def test_the_candidates_servings_are_read_until_the_first_run_exists_not_on_every_tick():
-    from drafter_operator.controllers.benchmark import BenchmarkReconciler
+    from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
 
     body = comparison()
     before = CountingKube(body, [])

@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api.pod import ContainerResources, parse_kube_quantity
-from drafter_operator.controllers.benchmark_decide import ObservedServing, decide
-from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, parse_detail, result_pod
-from drafter_operator.controllers.benchmark_outcome import gate_verdict
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import ObservedServing
+from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, parse_detail, result_pod
+from drafter_operator.controllers.benchmark.outcome import gate_verdict
 from drafter_operator.resources.benchmark_job import DEFAULT_RESOURCES, GPU_NODE_LABEL, benchmark_resources
 from tests.support.benchmarks import FAST, SEED_RESULT, SERVING, T0, benchmark, condition, job, job_pod, serving, state
 
@@ -145,7 +146,7 @@ def test_the_full_result_goes_to_a_configmap_beside_the_compact_one():
     assert plan.config_map["metadata"]["name"] == "seed-result" and plan.status["resultConfigMap"] == "seed-result"
     assert json.loads(plan.config_map["data"]["result.json"])["prompts"][4]["index"] == 4
     huge = {**SEED_RESULT, "prompts": [{"index": i, "text": "x" * 1000} for i in range(2000)]}
-    from drafter_operator.controllers.benchmark_outcome import MAX_DETAIL_BYTES, result_config_map
+    from drafter_operator.controllers.benchmark.outcome import MAX_DETAIL_BYTES, result_config_map
     capped = result_config_map("team", "seed", huge)["data"]["result.json"]
     assert len(capped.encode()) < MAX_DETAIL_BYTES and "truncated" in json.loads(capped)
 

@@ -1,5 +1,5 @@
-"""The named steps of the DrafterBenchmark decision, each on its own: what it reads (benchmark_observe.py),
-the run's outcome (benchmark_outcome.py), and the checks and the start (benchmark_decide.py)."""
+"""The named steps of the DrafterBenchmark decision, each on its own: what it reads (controllers/benchmark/observe.py),
+the run's outcome (controllers/benchmark/outcome.py), and the checks and the start (controllers/benchmark/decide.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterBenchmark
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.controllers.benchmark_decide import (
-    BenchmarkPlan,
-    ObservedServing,
+from drafter_operator.controllers.benchmark.decide import (
     finish_status,
     foreign_job,
     reference_problems,
@@ -24,14 +22,15 @@ from drafter_operator.controllers.benchmark_decide import (
     start_run,
     validated_spec,
 )
-from drafter_operator.controllers.benchmark_observe import (
+from drafter_operator.controllers.benchmark.observe import (
     controlled_by,
     metrics_urls,
     own_pods,
     serving_ready,
     swapped_during_run,
 )
-from drafter_operator.controllers.benchmark_outcome import observe_job, result_summary, succeeded
+from drafter_operator.controllers.benchmark.outcome import observe_job, result_summary, succeeded
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, ObservedServing
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.pod_policy import TenantPolicy
 from tests.support.benchmarks import SEED_RESULT, T0, benchmark, job, job_pod, serving, state

@@ -13,7 +13,7 @@ from drafter_operator.api.benchmark import BenchmarkResult, DrafterBenchmarkSpec
 from drafter_operator.benchmark_client import length_buckets
 from drafter_operator.benchmark_client.result import termination_message
 from drafter_operator.benchmark_client.run import Options, run
-from drafter_operator.controllers.benchmark_decide import bench_argv
+from drafter_operator.controllers.benchmark.decide import bench_argv
 from tests.support.emulator_server import emulator, sglang_argv
 
 

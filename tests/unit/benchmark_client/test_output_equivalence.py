@@ -21,9 +21,9 @@ from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client.equivalence import Generation, compare, parse_generation
 from drafter_operator.benchmark_client.result import termination_message
 from drafter_operator.benchmark_client.stream import BenchError, Endpoint
-from drafter_operator.controllers.benchmark_decide import bench_argv
-from drafter_operator.controllers.benchmark_outcome import gate_verdict
-from drafter_operator.controllers.serving_decide import gate_verdict as serving_gate_verdict
+from drafter_operator.controllers.benchmark.decide import bench_argv
+from drafter_operator.controllers.benchmark.outcome import gate_verdict
+from drafter_operator.controllers.serving.decide import gate_verdict as serving_gate_verdict
 from drafter_operator import engines
 from drafter_operator.resources.gate import gate_benchmark
 from drafter_testbed.emulator import outputs

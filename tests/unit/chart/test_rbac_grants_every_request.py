@@ -74,8 +74,8 @@ def test_the_reading_finds_the_reads_a_table_once_missed():
     """`get` on a Job (a benchmark reading the same-named Job its create collided with) and on a Deployment
     (a serving reading who holds a name its create found taken): two 403s in production."""
     sites = scan().needs
-    assert any(s.file == "drafter_operator/controllers/benchmark.py" for s in sites[Need("batch", "jobs", "get")])
-    assert any(s.file == "drafter_operator/controllers/serving.py" for s in sites[Need("apps", "deployments", "get")])
+    assert any(s.file == "drafter_operator/controllers/benchmark/apply.py" for s in sites[Need("batch", "jobs", "get")])
+    assert any(s.file == "drafter_operator/controllers/serving/apply.py" for s in sites[Need("apps", "deployments", "get")])
     assert Need("drafter.dev", "drafterservings", "patch") in sites  # a training's Promote, from its plan
     assert Need("", "pods/log", "get") in sites and Need("drafter.dev", "drafterservings/status", "patch") in sites
 

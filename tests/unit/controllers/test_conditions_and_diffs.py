@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.serving_patches import changed_fields, template_differs
-from drafter_operator.controllers.serving_status import transition_events
+from drafter_operator.controllers.serving.patches import changed_fields, template_differs
+from drafter_operator.controllers.serving.status import transition_events
 from drafter_operator.controllers.swap import Verdict
 
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -63,7 +63,7 @@ def test_changed_keeps_only_differing_status_fields():
 
 
 def test_an_unset_pod_policy_field_is_a_change_and_its_patch_deletes_it():
-    from drafter_operator.controllers.serving_patches import merge_overlay, removed_from_template
+    from drafter_operator.controllers.serving.patches import merge_overlay, removed_from_template
 
     container = {"name": "engine", "image": "vllm:1", "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}]}
     wanted = {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": [container]}}

@@ -1,7 +1,7 @@
 """The watch-event handlers drive the per-object loops: a serving's loop starts at its first event, reads
 the body of its latest one, and stops when it is being deleted; unfinished benchmarks and trainings are
 reconciled every few seconds until they finish. The reconcilers are stand-ins; the handlers, the loop
-registry and serving_loop are the operator's own."""
+registry and controllers/serving/loop.py are the operator's own."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from drafter_operator.controllers import handlers
 from drafter_operator.controllers.object_loops import ObjectLoops
-from drafter_operator.controllers.serving import Applied
-from drafter_operator.controllers.serving_loop import Wakeups
+from drafter_operator.controllers.serving.apply import Applied
+from drafter_operator.controllers.serving.loop import Wakeups
 
 
 class Reconciles:

@@ -16,7 +16,7 @@ from kopf._cogs.structs.references import Resource
 
 from drafter_operator.api import DrafterServing, DrafterTraining
 from drafter_operator.controllers import handlers
-from drafter_operator.controllers.training_stages import JOB_STAGES
+from drafter_operator.controllers.training.stages import JOB_STAGES
 from drafter_operator.resources.benchmark_job import benchmark_job
 from drafter_operator.resources.engine import engine_deployment, serving_service
 from drafter_operator.resources.labels import MANAGED_BY

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_schedule import speculation_schedule
+from drafter_operator.controllers.serving.revisions import revision_hash
+from drafter_operator.controllers.serving.schedule import speculation_schedule
 from drafter_operator.engines import dynamic, vllm
 
 IMAGE = "vllm/vllm-openai:v0.33.0"

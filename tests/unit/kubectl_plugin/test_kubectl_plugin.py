@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.kubectl_plugin import actions, tree
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
 from tests.support.e2e_serving import seed_serving
@@ -235,7 +235,7 @@ def test_the_console_script_is_kubectl_drafter():
 def test_known_bad_prints_the_table_without_a_cluster(capsys):
     import json
 
-    from drafter_operator.controllers.known_bad import packaged_table
+    from drafter_operator.controllers.serving.known_bad import packaged_table
     from drafter_operator.kubectl_plugin import cli
 
     assert cli.main(["known-bad", "-o", "json"]) == 0

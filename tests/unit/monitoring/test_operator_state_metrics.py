@@ -8,10 +8,10 @@ import datetime as dt
 
 from prometheus_client import REGISTRY
 
-from drafter_operator.controllers.benchmark import BenchmarkReconciler
-from drafter_operator.controllers.benchmark_decide import BenchmarkPlan
-from drafter_operator.controllers.training import TrainingReconciler
-from drafter_operator.controllers.training_decide import TrainingPlan
+from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan
+from drafter_operator.controllers.training.apply import TrainingReconciler
+from drafter_operator.controllers.training.state import TrainingPlan
 from drafter_operator.monitoring import operator_metrics as om
 
 # Unique namespace: the registry is process-wide and other tests set series too.

@@ -1,6 +1,6 @@
 """docs/architecture.md names the modules that exist, and every module that exists.
 
-Every backticked path on the page (``controllers/serving_decide.py``, ``preflight/rules/``, ``spec.py``) must
+Every backticked path on the page (``controllers/serving/decide.py``, ``preflight/rules/``, ``spec.py``) must
 exist, and every runtime module (each .py under operator/drafter_operator/ but ``__init__.py``) must be named
 on the page at least once. The tier diagram must place every room of ``TIERS`` (tests/support/rooms.py) on its tier.
 
@@ -14,7 +14,7 @@ How the page's paths are read, as a person reads them:
 - a list in brackets after a package is read inside it (``serving/`` (``spec.py``, ...) in the ``api/`` row
   is api/serving/spec.py);
 - elsewhere a bare name is read in the folder of the path before it in the same paragraph or bullet
-  (``serving_acceptance.py`` after ``controllers/serving_decide.py``), else at the package's root.
+  (``acceptance.py`` after ``controllers/serving/decide.py``), else at the package's root.
 
 Naming a package (``adapters/``) does not name its modules: each module has its own name on the page.
 Dotted names (``controllers.handlers``) and commands are not read as paths.
@@ -194,7 +194,7 @@ def test_the_reading_catches_a_moved_module_and_follows_rows_brackets_and_paragr
     page = ("# Rooms\n\n| Tier | Room | Job | Main modules |\n|---|---|---|---|\n"
             "| 2 | `api/` | models | `serving/` (`spec.py`), `kind.py` |\n"
             "| 4 | `preflight/` | checks | `rules/`, `tiny.py` |\n\n"
-            "- **Serving.** `controllers/serving_decide.py` `decide`, with `serving_acceptance.py` and `cli.py`.\n"
+            "- **Serving.** `controllers/serving/decide.py` `decide`, with `acceptance.py` and `cli.py`.\n"
             "  `crds/` and `tests/unit/policy/test_layering.py` are the repository's.\n\n"
             "## The testbed\n\n`emulator/batching.py` and `harness.py`.\n")
     found = {n.text: n.resolved for n in named_paths(page)}
@@ -202,7 +202,7 @@ def test_the_reading_catches_a_moved_module_and_follows_rows_brackets_and_paragr
     assert found["kind.py"] == RUNTIME / "api" / "kind.py"
     assert found["rules/"] == RUNTIME / "preflight" / "rules"
     assert found["tiny.py"] is None  # moved to the testbed: the page would be wrong
-    assert found["serving_acceptance.py"] == RUNTIME / "controllers" / "serving_acceptance.py"
+    assert found["acceptance.py"] == RUNTIME / "controllers" / "serving" / "acceptance.py"
     assert found["cli.py"] == RUNTIME / "cli.py"  # not in controllers/: the root's
     assert found["crds/"] == REPO / "crds"
     assert found["tests/unit/policy/test_layering.py"] == REPO / "tests" / "unit" / "policy" / "test_layering.py"

@@ -40,7 +40,7 @@ def module_name(path: Path) -> str:
 
 
 def room_of(module: str) -> str:
-    """"controllers.serving_decide" -> "controllers"; the entry modules are rooms of their own."""
+    """"controllers.serving.decide" -> "controllers"; the entry modules are rooms of their own."""
     for entry in ENTRY_MODULES:
         if module == entry or module.startswith(entry + "."):
             return entry

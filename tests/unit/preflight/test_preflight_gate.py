@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.controllers.compatibility import FAILURE_MESSAGE_CHARS, pod_preflight, revision_preflight
-from drafter_operator.controllers.serving_decide import ServingState
-from drafter_operator.controllers.serving_observe import observed_from
+from drafter_operator.controllers.serving.drafter_compatible import FAILURE_MESSAGE_CHARS, pod_preflight, revision_preflight
+from drafter_operator.controllers.serving.state import ServingState
+from drafter_operator.controllers.serving.observe import observed_from
 from drafter_operator.preflight import cli as pf_cli
 from drafter_operator.preflight.verdict import parse_termination_record
 from drafter_testbed import tiny_checkpoints as tiny

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec
-from drafter_operator.controllers import compatibility
-from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving import drafter_compatible
+from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.api.serving import StorageSpec
 from drafter_operator.resources.engine import (
@@ -197,13 +197,13 @@ def test_deployment_and_service_select_one_revision():
 
 def test_seed_combination_is_known_bad_and_the_sglang_one_is_not():
     seed = example("serving-vllm-kimi-k25-eagle3.yaml").spec
-    matches = compatibility.matching_known_bad(seed, "vllm/vllm-openai:v0.33.0")
+    matches = drafter_compatible.matching_known_bad(seed, "vllm/vllm-openai:v0.33.0")
     assert [m.id for m in matches] == ["vllm-eagle3-deepseek-mla"]
     assert "15%" in matches[0].reason
-    assert compatibility.matching_known_bad(example("serving-sglang-kimi-k25-eagle3.yaml").spec, "lmsysorg/sglang:v0.5.23") == []
-    assert compatibility.matching_known_bad(example("serving-baseline.yaml").spec, "vllm/vllm-openai:v0.33.0") == []
+    assert drafter_compatible.matching_known_bad(example("serving-sglang-kimi-k25-eagle3.yaml").spec, "lmsysorg/sglang:v0.5.23") == []
+    assert drafter_compatible.matching_known_bad(example("serving-baseline.yaml").spec, "vllm/vllm-openai:v0.33.0") == []
     # The architecture from a preflight wins over the name heuristics.
-    assert compatibility.matching_known_bad(seed, "img", architecture="LlamaForCausalLM") == []
+    assert drafter_compatible.matching_known_bad(seed, "img", architecture="LlamaForCausalLM") == []
 
 
 @pytest.mark.parametrize("version,bounds,inside", [
@@ -211,14 +211,14 @@ def test_seed_combination_is_known_bad_and_the_sglang_one_is_not():
     ((1, 0), "", True), ((0, 9), ">=0.10", False),
 ])
 def test_version_ranges(version, bounds, inside):
-    assert compatibility.version_in_range(version, bounds) is inside
+    assert drafter_compatible.version_in_range(version, bounds) is inside
 
 
 def test_image_version_parsing():
-    assert compatibility.image_version("vllm/vllm-openai:v0.33.0") == (0, 33, 0)
-    assert compatibility.image_version("lmsysorg/sglang:v0.5.23-cu130") == (0, 5, 23)
-    assert compatibility.image_version("vllm/vllm-openai:latest") is None
-    assert compatibility.image_version("registry:5000/vllm") is None
+    assert drafter_compatible.image_version("vllm/vllm-openai:v0.33.0") == (0, 33, 0)
+    assert drafter_compatible.image_version("lmsysorg/sglang:v0.5.23-cu130") == (0, 5, 23)
+    assert drafter_compatible.image_version("vllm/vllm-openai:latest") is None
+    assert drafter_compatible.image_version("registry:5000/vllm") is None
 
 
 POLICY_SPEC = {

@@ -16,8 +16,8 @@ from drafter_operator.api import DrafterServing, DrafterTraining
 from drafter_operator.api.benchmark import DrafterBenchmark
 from drafter_operator.api.common import DNS1035_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, LABEL_VALUE_PATTERN
 from drafter_operator.api.kind import NAME_MAX_LENGTH
-from drafter_operator.controllers.revisions import REVISION_HASH_LENGTH
-from drafter_operator.controllers.training_promotion import evaluate_benchmark
+from drafter_operator.controllers.serving.revisions import REVISION_HASH_LENGTH
+from drafter_operator.controllers.training.promotion import evaluate_benchmark
 from drafter_operator.resources.benchmark_job import benchmark_job, job_name, result_config_map_name
 from drafter_operator.resources.gate import gate_benchmark, gate_name
 from drafter_operator.resources.labels import deployment_name

@@ -82,7 +82,7 @@ def test_a_queued_stage_reports_queued_with_kueues_reason_then_running_once_admi
 def test_a_queued_benchmark_job_joins_its_queue_and_says_queued_until_kueue_admits_it():
     import dataclasses
 
-    from drafter_operator.controllers.benchmark_decide import decide as decide_benchmark
+    from drafter_operator.controllers.benchmark.decide import decide as decide_benchmark
     from tests.support.benchmarks import benchmark, condition, job, serving, state
 
     body = benchmark(queueName="bench-cpu")

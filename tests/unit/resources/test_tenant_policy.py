@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.benchmark_decide import decide as benchmark_decide
-from drafter_operator.controllers.training_decide import TrainingState
-from drafter_operator.controllers.training_decide import decide as training_decide
+from drafter_operator.controllers.benchmark.decide import decide as benchmark_decide
+from drafter_operator.controllers.training.state import TrainingState
+from drafter_operator.controllers.training.decide import decide as training_decide
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.resources.pod_policy import TenantPolicy, admits
 from tests.support import benchmarks as bench, trainings as training

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator import constants
-from drafter_operator.controllers.compatibility import PreflightOutcome, known_bad, matching_known_bad, unresolved
+from drafter_operator.controllers.serving.drafter_compatible import PreflightOutcome, known_bad, matching_known_bad, unresolved
 from drafter_operator.preflight.rules import CHECKED_METHODS, rules_for
 
 IMAGE = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}

@@ -1,4 +1,4 @@
-"""The known-bad table (data/known-bad.yaml, controllers/known_bad.py): the packaged file fits its schema, the
+"""The known-bad table (data/known-bad.yaml, controllers/serving/known_bad.py): the packaged file fits its schema, the
 schema refuses what would silently never match, each key matches and refuses what it should, and a row keyed by
 GPU product waits for the product, then refuses the revision once its pods are placed on that GPU (never one that
 already serves).
@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator import constants
-from drafter_operator.controllers import known_bad as kb
-from drafter_operator.controllers.known_bad import KnownBad, KnownBadTableError, load_table, outcomes, packaged_table, \
+from drafter_operator.controllers.serving import known_bad as kb
+from drafter_operator.controllers.serving.known_bad import KnownBad, KnownBadTableError, load_table, outcomes, packaged_table, \
     row_outcome, serving_facts
-from drafter_operator.controllers.serving_compatibility import REFUSED_ON_GPU
+from drafter_operator.controllers.serving.compatibility import REFUSED_ON_GPU
 from drafter_operator.kubectl_plugin import known_bad as plugin
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 from tests.support.servings import SEED, World
@@ -498,7 +498,7 @@ def test_outcomes_split_matches_from_pending_rows():
     assert kb.DEFAULT == "default"
 
 # ---------------------------------------------------------------------------------------------------
-# The reconciler's node reads (serving_nodes.py)
+# The reconciler's node reads (controllers/serving/nodes.py)
 
 
 class NodeKube:
@@ -520,8 +520,8 @@ class NodeKube:
 def test_node_products_are_read_by_name_once_and_remembered():
     import datetime as dt
 
-    from drafter_operator.controllers.serving_nodes import NodeProducts
-    from drafter_operator.controllers.serving_observe import Observed
+    from drafter_operator.controllers.serving.nodes import NodeProducts
+    from drafter_operator.controllers.serving.observe import Observed
 
     kube = NodeKube({"gpu-1": {GPU_PRODUCT_LABEL: B300}, "cpu-1": {}})
     nodes, now = NodeProducts(kube), dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -539,7 +539,7 @@ def test_node_products_are_read_by_name_once_and_remembered():
 def test_denied_node_reads_stop_and_the_condition_asks_for_the_placement_pin():
     import datetime as dt
 
-    from drafter_operator.controllers.serving import ServingReconciler
+    from drafter_operator.controllers.serving.apply import ServingReconciler
     from tests.support.servings import IMAGES
 
     kube = NodeKube({}, forbidden=True)

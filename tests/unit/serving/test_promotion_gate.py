@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from drafter_operator.api import DrafterServing
 from drafter_operator.controllers.promotion_gate import promotion_annotation, promotion_swap
 from drafter_operator.constants import PROMOTION_ANNOTATION
-from drafter_operator.controllers.revisions import revision_config, revision_hash
+from drafter_operator.controllers.serving.revisions import revision_config, revision_hash
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 DIGEST = "sha256:" + "0f" * 32

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, Measurement, persisted_verdict
-from drafter_operator.controllers.serving_acceptance import WatchedByVersion, acceptance_due, watched_revision
-from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.controllers.serving.acceptance import WatchedByVersion, acceptance_due, watched_revision
+from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL

@@ -4,7 +4,7 @@ engine rate is not (length - 1) / k is told why, and its length threshold is lea
 from __future__ import annotations
 
 from drafter_operator.acceptance import verdict as a
-from drafter_operator.controllers.serving_acceptance import revision_family, watched_revision
+from drafter_operator.controllers.serving.acceptance import revision_family, watched_revision
 from drafter_operator.api.serving import DrafterServingSpec
 from tests.support.serving_acceptance import auto_body, gated_swap
 from tests.support.servings import World

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from drafter_operator.controllers.serving import ServingReconciler
+from drafter_operator.controllers.serving.apply import ServingReconciler
 from drafter_operator.kube import ApiError
 from tests.support.servings import DRAIN, IMAGES, T0, World, seed_body
 from tests.support.recording_kube import RecordingKube

@@ -15,7 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.serving_decide import ServingPlan, decide
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.servings import DIGEST, DRAIN, REPO, World, finish_gate, gated_body, promote, seed_body
 
@@ -277,7 +278,7 @@ def test_auto_learns_from_the_newest_finished_run_of_the_active_revision_by_hand
 
 
 def test_an_engine_that_exits_before_it_was_ever_ready_is_read_from_its_pod_with_its_last_output():
-    from drafter_operator.controllers.serving_observe import EXIT_MESSAGE_CHARS, engine_exit
+    from drafter_operator.controllers.serving.observe import EXIT_MESSAGE_CHARS, engine_exit
 
     def pod(state: dict, last: dict | None = None, started: bool = False, name: str = "engine") -> dict:
         status = {"name": name, "ready": False, "started": started, "state": state, "restartCount": 1}
@@ -379,7 +380,7 @@ def test_a_promotion_gates_its_own_revision_only_and_leaves_spec_swap_as_the_use
 
 def promotion_patch_again(world: World):
     from drafter_operator.api.training import DrafterTraining
-    from drafter_operator.controllers.training_promotion import promotion_patch
+    from drafter_operator.controllers.training.promotion import promotion_patch
 
     training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
     return promotion_patch(world.body, DrafterTraining.model_validate(training).spec, "kimi-ft", 1, 41.0, DIGEST)

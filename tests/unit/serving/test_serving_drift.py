@@ -10,9 +10,9 @@ import datetime as dt
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, Measurement
-from drafter_operator.controllers.serving_acceptance import watched_revision
-from drafter_operator.controllers.serving_drift import acceptance_block, at_promotion
-from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.controllers.serving.acceptance import watched_revision
+from drafter_operator.controllers.serving.drift import acceptance_block, at_promotion
+from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.monitoring import operator_metrics as om
 from tests.support.windows import vllm_window
 from tests.support.gauges import value

@@ -1,4 +1,4 @@
-"""LengthCovered (controllers/serving_length.py, pure): spec.target.maxModelLen against the length a DrafterTraining
+"""LengthCovered (controllers/serving/length.py, pure): spec.target.maxModelLen against the length a DrafterTraining
 trained the promoted drafter at, recorded by its Promote in the drafter.dev/trained-length annotation."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.constants import TRAINED_LENGTH_ANNOTATION
-from drafter_operator.controllers.serving_length import (
+from drafter_operator.controllers.serving.length import (
     COVERED,
     LONGER,
     UNKNOWN,

@@ -7,8 +7,8 @@ import contextlib
 import datetime as dt
 import time
 
-from drafter_operator.controllers.serving import Applied
-from drafter_operator.controllers.serving_loop import Wakeups, run
+from drafter_operator.controllers.serving.apply import Applied
+from drafter_operator.controllers.serving.loop import Wakeups, run
 
 KEY = ("team", "kimi")
 #: A timeout or catch-up limit no test waits out: a wait that ends proves something else ended it.
@@ -143,7 +143,7 @@ def test_a_loop_cancelled_as_it_is_woken_stops():
     Python 3.11 asyncio.wait_for swallowed such a cancellation and the deleted serving's loop ran forever)."""
     import asyncio as aio
 
-    from drafter_operator.controllers import serving_loop as sl
+    from drafter_operator.controllers.serving import loop as sl
 
     async def scenario() -> bool:
         wakeups = sl.Wakeups(catch_up=5)

@@ -6,7 +6,7 @@ import asyncio
 from concurrent.futures import Future
 
 from drafter_operator.controllers import handlers
-from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, REVISION_LABEL
 
 

@@ -12,11 +12,11 @@ import random
 import pytest
 
 from drafter_operator import timestamps
-from drafter_operator.controllers.serving_observe import Observed, revision_observation, revision_pods
-from drafter_operator.controllers.serving_pointer import draining_revisions, recorded_drains
+from drafter_operator.controllers.serving.observe import Observed, revision_observation, revision_pods
+from drafter_operator.controllers.serving.pointer import draining_revisions, recorded_drains
 from drafter_operator.controllers.swap import SwapInput, start_deadline, start_failure
 
-from drafter_operator.controllers.serving import ServingReconciler
+from drafter_operator.controllers.serving.apply import ServingReconciler
 from drafter_operator.kube import ApiError
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
@@ -255,7 +255,7 @@ def test_a_revision_left_two_switches_ago_is_stopped_at_its_own_drain_timeout_wh
     assert deployment_name("kimi", first) in world.deployments
     state = world.state()
     state.observed.in_flight.pop(first)  # its engines did not answer
-    from drafter_operator.controllers.serving_decide import decide
+    from drafter_operator.controllers.serving.decide import decide
     assert deployment_name("kimi", first) not in [p.rsplit("/", 1)[1] for p in decide(state).deletes]
     world.now = switch_time(switch) + dt.timedelta(minutes=5, seconds=1)
     state = world.state()
@@ -280,7 +280,7 @@ def test_the_loop_reads_the_streams_of_every_revision_that_drains_and_a_hand_edi
 
 
 def decide_under(world: World, policy: TenantPolicy):
-    from drafter_operator.controllers.serving_decide import decide
+    from drafter_operator.controllers.serving.decide import decide
     return decide(dataclasses.replace(world.state(), tenant_policy=policy))
 
 
@@ -384,7 +384,7 @@ def test_a_recreate_swap_waiting_on_a_ghost_pod_goes_on_once_the_view_is_checked
     world.deployments[deployment_name("kimi", old)]["status"] = {"readyReplicas": 0, "observedGeneration": 99}
     ghost_view = world.state()
     ghost_view.observed.revisions[old] = dataclasses.replace(ghost_view.observed.revisions[old], pods=1)  # a re-list kept it
-    from drafter_operator.controllers.serving_decide import decide
+    from drafter_operator.controllers.serving.decide import decide
     waiting = decide(ghost_view)
     assert waiting.waiting and not [w for w in waiting.writes if w.verb == "create"]
     for verify, deployments in ((False, 1), (True, 2)):  # unchecked, the ghost holds the swap for ever

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from drafter_operator.controllers.serving_decide import decide
+from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.serving_acceptance import converge_with, look, measured, on_degraded
 from tests.support.servings import World, finish_gate, gated_body, seed_body
@@ -218,7 +218,7 @@ def test_a_failed_revision_starts_again_on_the_retry_annotation_without_a_spec_c
 
 
 def test_the_loop_asks_the_engines_of_the_revision_traffic_left_and_of_no_other():
-    from drafter_operator.controllers.serving_pointer import draining_revisions, revision_engine
+    from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
     world, old, new = switched_world()
     assert draining_revisions(world.state().observed) == [old]
     assert revision_engine(world.body, old) == "vllm"

@@ -1,4 +1,4 @@
-"""spec.drafter.dynamic per drafter family (controllers/serving_schedule.py): the schedule's k is the k the engine
+"""spec.drafter.dynamic per drafter family (controllers/serving/schedule.py): the schedule's k is the k the engine
 runs the family with (engines.draft_tokens_per_step), and the API refuses dynamic for a family whose k the
 operator does not know or whose schedule vLLM drops."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from drafter_operator.api.serving import DrafterServingSpec
-from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_schedule import speculation_schedule
+from drafter_operator.controllers.serving.revisions import revision_hash
+from drafter_operator.controllers.serving.schedule import speculation_schedule
 
 IMAGE = "vllm/vllm-openai:v0.33.0"
 SWEEP = [{"concurrency": 1, "speedup": 1.6, "tokensPerSecond": 90.0},

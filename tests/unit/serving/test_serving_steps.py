@@ -1,4 +1,4 @@
-"""The named steps of the DrafterServing decision (serving_decide.py and the modules it reads), each on its own.
+"""The named steps of the DrafterServing decision (controllers/serving/decide.py and the modules it reads), each on its own.
 
 The whole decision is tested end to end in test_serving_decide.py; here each step's own promise, with the
 cluster played by `World` where a step needs a real state.
@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from drafter_operator import timestamps
 from drafter_operator.api import DrafterServing
-from drafter_operator.controllers import serving_decide as sd
-from drafter_operator.controllers.revisions import revision_hash
-from drafter_operator.controllers.serving_acceptance import ACTION_BLOCKED, AcceptanceDecision, action_blocked
-from drafter_operator.controllers.serving_compatibility import Compatibility, compatibility_events
-from drafter_operator.controllers.serving_observe import Observed, ready_pod_ips
-from drafter_operator.controllers.serving_patches import Write
-from drafter_operator.controllers.serving_pointer import pointer_write, switch_record
+from drafter_operator.controllers.serving import decide as sd
+from drafter_operator.controllers.serving.revisions import revision_hash
+from drafter_operator.controllers.serving.acceptance import ACTION_BLOCKED, AcceptanceDecision, action_blocked
+from drafter_operator.controllers.serving.compatibility import Compatibility, compatibility_events
+from drafter_operator.controllers.serving.observe import Observed, ready_pod_ips
+from drafter_operator.controllers.serving.patches import Write
+from drafter_operator.controllers.serving.pointer import pointer_write, switch_record
 from drafter_operator.controllers.swap import SwapPlan, Verdict
 from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from tests.support.servings import IMAGES, T0, World, seed_body

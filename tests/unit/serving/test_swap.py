@@ -131,7 +131,7 @@ def _pod(revision: str, unschedulable: str | None = None) -> dict:
 
 
 def test_observed_from_groups_children_by_revision():
-    from drafter_operator.controllers.serving_observe import observed_from
+    from drafter_operator.controllers.serving.observe import observed_from
 
     observed = observed_from(
         [_deployment("a", 1), _deployment("b", 1, generation=2, observed=1), _deployment("c", 1, deleting=True)],

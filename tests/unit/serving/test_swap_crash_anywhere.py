@@ -12,7 +12,8 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.serving_decide import ServingPlan, decide
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.serving_acceptance import change_drafter, measured, on_degraded
 from tests.support.servings import World, finish_gate, gated_body, merge_patch, seed_body

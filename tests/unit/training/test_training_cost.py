@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.controllers.training_observe import run_estimate
+from drafter_operator.controllers.training.observe import run_estimate
 from drafter_operator.training import cost, progress
 from drafter_testbed import tiny_target
 from tests.support.target_configs import KIMI

@@ -7,7 +7,8 @@ import dataclasses
 import json
 
 
-from drafter_operator.controllers.training_decide import TrainingState, decide
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingState
 from tests.support.trainings import Cluster, DIGEST, T0, sglang_serving, start, training
 
 

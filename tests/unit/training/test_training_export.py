@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.training_observe import stage_artifacts as _artifacts
+from drafter_operator.controllers.training.observe import stage_artifacts as _artifacts
 from drafter_operator.training import Command, Publish, Stage, export
 from drafter_operator.training.stage_runner import run_stage, stage_plan
 

@@ -13,7 +13,7 @@ import yaml
 
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.controllers.training_promotion import promoted_drafter, promotion_patch, serving_problems
+from drafter_operator.controllers.training.promotion import promoted_drafter, promotion_patch, serving_problems
 from drafter_operator.training import RenderOptions, TrainingPaths, render
 from drafter_operator.training.speculators import base_in_speculators_format
 from tests.support.training_renders import SEED, flag

@@ -1,4 +1,4 @@
-"""A training never exports over what a DrafterServing of its namespace loads (controllers/training_output.py
+"""A training never exports over what a DrafterServing of its namespace loads (controllers/training/output.py
 and the training decision): refused before the first stage works and again right before Export."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
-from drafter_operator.controllers.training_decide import TrainingState, decide
-from drafter_operator.controllers.training_output import output_conflicts
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingState
+from drafter_operator.controllers.training.output import output_conflicts
 from tests.support.trainings import T0, Cluster, training
 
 OUTPUT = "/models/drafters/kimi-k25-eagle3-ft"  # the example's spec.output.path

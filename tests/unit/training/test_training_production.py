@@ -239,7 +239,7 @@ def reconciler_over(*objects: tuple[str, dict]):
     the training and ``objects``; the events it posts."""
     import random
 
-    from drafter_operator.controllers.training import TrainingReconciler
+    from drafter_operator.controllers.training.apply import TrainingReconciler
     from drafter_testbed.simulation.apiserver import FakeApiserver
     from drafter_testbed.simulation.clock import Clock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.controllers.training_stages import STAGES, StageJob, plan_stages, stages_for
+from drafter_operator.controllers.training.stages import STAGES, StageJob, plan_stages, stages_for
 
 ALL = stages_for(generate=True, evaluate=True, promote=True)
 

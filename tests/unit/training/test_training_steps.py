@@ -1,6 +1,6 @@
 """The named steps of the DrafterTraining decision, each on its own: observing the Jobs and leftovers
-(training_observe.py), Generate's engine (training_generate.py), Evaluate and Promote's observation
-(training_promotion.py), and the verdicts, the record, the claim and the stage start (training_decide.py)."""
+(controllers/training/observe.py), Generate's engine (controllers/training/generate.py), Evaluate and Promote's observation
+(controllers/training/promotion.py), and the verdicts, the record, the claim and the stage start (controllers/training/decide.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
-from drafter_operator.controllers.training_decide import (
-    TrainingState,
+from drafter_operator.controllers.training.decide import (
     choose_stage,
     completion_events,
     hidden_states,
@@ -20,16 +19,17 @@ from drafter_operator.controllers.training_decide import (
     stage_verdicts,
     validated_spec,
 )
-from drafter_operator.controllers.training_generate import engine_step, idle_engine_deletes
-from drafter_operator.controllers.training_observe import (
+from drafter_operator.controllers.training.generate import engine_step, idle_engine_deletes
+from drafter_operator.controllers.training.observe import (
     failure_text,
     left_by_earlier,
     observe_jobs,
     stage_job_state,
     stale_children,
 )
-from drafter_operator.controllers.training_promotion import observe_promotion
-from drafter_operator.controllers.training_stages import StageDecision, StageJob
+from drafter_operator.controllers.training.promotion import observe_promotion
+from drafter_operator.controllers.training.stages import StageDecision, StageJob
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import STAGE_LABEL
 from tests.support.trainings import DIGEST, T0, sglang_serving, training

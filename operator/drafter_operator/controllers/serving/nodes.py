@@ -1,5 +1,5 @@
 """The GPU product of the nodes a serving's pods run on: the nvidia.com/gpu.product label, read with a GET of
-the node only when a known-bad row keyed by GPU product waits for it (serving_decide's plan.read_nodes).
+the node only when a known-bad row keyed by GPU product waits for it (decide.py's plan.read_nodes).
 
 A node's label is remembered for `ttl`: its GPUs do not change under a running pod, and one read per node serves
 every serving placed there. Node reads need a cluster-wide grant (get nodes): the chart's ClusterRole has it,
@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
-from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 

@@ -1,5 +1,5 @@
 """Reconcile one DrafterBenchmark: observe (the benchmark, its serving(s), its Jobs), decide
-(benchmark_decide.py, pure), apply the plan. Idempotent: the Job name carries the spec generation,
+(decide.py, pure), apply the plan. Idempotent: the Job name carries the spec generation,
 so a repeated reconcile or a restarted operator never starts a second run of the same spec.
 """
 
@@ -20,10 +20,11 @@ from drafter_operator.constants import (
     SERVING_LABEL,
     SERVING_PLURAL,
 )
-from drafter_operator.controllers.benchmark_comparison import candidate_run_name
+from drafter_operator.controllers.benchmark.comparison import candidate_run_name
 from drafter_operator.controllers.workloads import queue_workloads
-from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState, ObservedServing, decide
-from drafter_operator.controllers.benchmark_observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
+from drafter_operator.controllers.benchmark.decide import decide
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState, ObservedServing
+from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from dataclasses import dataclass, field
 
 import pydantic
 
@@ -24,8 +23,8 @@ from drafter_operator import engines, timestamps
 from drafter_operator.api import DrafterBenchmark, parse_duration
 from drafter_operator.api.benchmark import benchmark_problems
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.benchmark_comparison import decide_comparison
-from drafter_operator.controllers.benchmark_observe import (
+from drafter_operator.controllers.benchmark.comparison import decide_comparison
+from drafter_operator.controllers.benchmark.observe import (
     controlled_by,
     measured_revision,
     metrics_urls,
@@ -34,61 +33,14 @@ from drafter_operator.controllers.benchmark_observe import (
     serving_spec,
     service_url,
 )
-from drafter_operator.controllers.benchmark_outcome import Finish, observe_job
+from drafter_operator.controllers.benchmark.outcome import Finish, observe_job
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState, Event
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import PROMPTS_DIR, benchmark_job, job_name
 from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
-from drafter_operator.resources.pod_policy import TenantPolicy
-
-Event = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class ObservedServing:
-    """A DrafterServing as the benchmark needs it: its object, Service and pods."""
-
-    serving: dict | None
-    service: dict | None = None
-    pods: tuple[dict, ...] = ()
-
-
-@dataclass(frozen=True)
-class BenchmarkState:
-    benchmark: dict
-    target: ObservedServing | None  # spec.servingRef (None with spec.endpoint)
-    baseline: ObservedServing | None  # spec.baseline.servingRef
-    jobs: tuple[dict, ...]  # Jobs labelled with this benchmark, and the current generation's Job by name
-    job_pods: tuple[dict, ...]  # pods labelled with this benchmark (only the Job's own are read: own_pods)
-    now: dt.datetime
-    image: str  # the operator's image, which the Job runs
-    detail: dict | None = None  # the full result the bench container printed (its log), once it succeeded
-    detail_problem: str | None = None  # why that log is no full result (parse_detail), when it is not
-    # spec.baseline.benchmarkRef: the DrafterBenchmark named (None when absent); unset without a benchmarkRef
-    baseline_benchmark: dict | None = None
-    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # ServiceAccounts allowed
-    # spec.candidates: each candidate's DrafterServing (None when not found; observed only until a run of its own
-    # exists), and the DrafterBenchmarks labelled as this comparison's candidate runs (only those it controls
-    # are read or deleted)
-    candidate_servings: tuple[dict | None, ...] = ()
-    candidate_runs: tuple[dict, ...] = ()
-    workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
-
-
-@dataclass
-class BenchmarkPlan:
-    create: dict | None = None  # the Job to create
-    benchmarks: list[dict] = field(default_factory=list)  # spec.candidates: the next candidate's own run
-    config_map: dict | None = None  # the full result, when it is first known
-    deletes: list[str] = field(default_factory=list)  # Jobs of older generations
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    events: list[Event] = field(default_factory=list)
-
-    def writes_anything(self) -> bool:
-        return bool(self.create or self.benchmarks or self.config_map or self.deletes or self.status or self.events)
-
 
 def decide(state: BenchmarkState) -> BenchmarkPlan:
     """Validate; a finished run stays final; read the run's Job once it exists; else check the references,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_LABEL, SERVING_PLURAL
-from drafter_operator.controllers.serving_observe import Observed, benchmarked_serving, observed_from
+from drafter_operator.controllers.serving.observe import Observed, benchmarked_serving, observed_from
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.resources.labels import MANAGED_BY
 

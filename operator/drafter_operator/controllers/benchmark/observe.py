@@ -7,20 +7,16 @@ container's termination message and the full result from its log (read with a bo
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
 import pydantic
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers import conditions
+from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
 from drafter_operator.resources import engine as engine_resources
 from drafter_operator.resources.benchmark_job import CONTAINER, job_name
 from drafter_operator.constants import GATE_LABEL, K_ANNOTATION, REVISION_LABEL
-
-if TYPE_CHECKING:
-    from drafter_operator.controllers.benchmark_decide import BenchmarkState, ObservedServing
 
 
 def serving_ready(serving: dict | None) -> bool:

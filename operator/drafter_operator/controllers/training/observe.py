@@ -3,7 +3,7 @@ latest attempt) and what their pods said (the stage runner's termination message
 which of them a disruption failed (a drained node, an eviction, a preemption) or a deadline stopped, the
 children an earlier training of the same name left, the stages already recorded in status (or carried over
 from an earlier generation that read the same: training/inputs.py), and the running stage's progress
-(training/progress.py). training_decide.py turns these observations into a plan.
+(training/progress.py). decide.py turns these observations into a plan.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
-
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.training_stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
+from drafter_operator.controllers.training.stages import JOB_STAGES, STAGE_CONDITIONS, StageJob
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.kube import object_path
 from drafter_operator.resources.queueing import admission_wait
 from drafter_operator.api.training.sections import STAGE_DEADLINE_DEFAULTS
@@ -22,9 +21,6 @@ from drafter_operator.resources.training_job import DEADLINE_REASON, DISRUPTION_
 from drafter_operator.training.stages import stage_pods
 from drafter_operator.constants import BENCHMARK_PLURAL, STAGE_LABEL
 from drafter_operator.training.progress import LatestProgress, latest_status, rfc3339
-
-if TYPE_CHECKING:
-    from drafter_operator.controllers.training_decide import TrainingState
 
 
 def job_finished(job: dict) -> str | None:

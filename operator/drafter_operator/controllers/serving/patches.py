@@ -1,6 +1,6 @@
 """The writes of a DrafterServing reconcile, built pure: create or patch a revision's Deployment (its pod
 template rewritten only when the pod settings changed), scale one, create its gate benchmark, and the
-merge patch of the status (`changed_fields`). The Service, the traffic pointer, is `serving_pointer.py`'s.
+merge patch of the status (`changed_fields`). The Service, the traffic pointer, is `pointer.py`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from drafter_operator.constants import (
     POD_SETTINGS_ANNOTATION,
     SERVING_GENERATION_ANNOTATION,
 )
-from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import gate_benchmark

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from drafter_operator.controllers import compatibility
+from drafter_operator.controllers.serving import drafter_compatible
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.known_bad import KnownBad, admission_gpu_products
-from drafter_operator.controllers.serving_observe import Observed
+from drafter_operator.controllers.serving.known_bad import KnownBad, admission_gpu_products
+from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import RevisionObservation, SwapPlan, Verdict
 
 #: How a revision's failedReason begins when a known-bad row refused it on its GPU (`placement_refusal`).
@@ -44,8 +44,8 @@ def check_compatibility(spec, image: str, desired: str, observed: Observed, stat
     """The known-bad table against the target, and DrafterCompatible with its revision's preflight. ``serving``:
     the desired revision already took traffic (then a row its GPU brings to light warns, never refuses)."""
     placed = observed.gpu_products(desired)
-    matched, pending = compatibility.known_bad_outcomes(spec, image, gpu_products=placed)
-    known_bad = compatibility.unresolved(matched, observed.preflight.get(desired))
+    matched, pending = drafter_compatible.known_bad_outcomes(spec, image, gpu_products=placed)
+    known_bad = drafter_compatible.unresolved(matched, observed.preflight.get(desired))
     on_gpu = [e for e in known_bad if e.gpu_products and admission_gpu_products(spec) is None]
     refuse = not spec.drafter.allow_known_bad
     blocked = refuse and any(e not in on_gpu for e in known_bad)
@@ -63,7 +63,7 @@ def check_compatibility(spec, image: str, desired: str, observed: Observed, stat
     current = next((c for c in status.get("conditions") or [] if c["type"] == "DrafterCompatible"), None)
     unread = tuple(n for n in observed.nodes.get(desired, ()) if n not in observed.node_products) \
         if pending and observed.nodes_unreadable is None else ()
-    return Compatibility(blocked, known, compatibility.drafter_compatible(
+    return Compatibility(blocked, known, drafter_compatible.drafter_compatible(
         known, observed.preflight.get(desired), desired, current), current, refusal, unread, stop)
 
 

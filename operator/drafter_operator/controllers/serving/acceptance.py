@@ -1,5 +1,5 @@
 """The acceptance part of a DrafterServing decision, pure: the Degraded condition, status.acceptance,
-and what ``spec.acceptance.onDegraded`` does (``serving_decide.decide`` calls it).
+and what ``spec.acceptance.onDegraded`` does (``decide.decide`` calls it).
 
 A Rollback or DisableSpeculation is recorded in ``status.degradedAction`` and changes what the serving
 *runs* without rewriting the spec: the running spec is the spec with the action's drafter (and image)
@@ -26,7 +26,7 @@ from drafter_operator.api import DrafterServingSpec
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.acceptance import actions as acceptance_actions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.revisions import measured_as, revision_hash
+from drafter_operator.controllers.serving.revisions import measured_as, revision_hash
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.acceptance import drift as d

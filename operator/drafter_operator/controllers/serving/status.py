@@ -12,9 +12,9 @@ from drafter_operator import engines, timestamps
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
-from drafter_operator.controllers.serving_acceptance import AcceptanceDecision
-from drafter_operator.controllers.serving_drift import acceptance_block
-from drafter_operator.controllers.serving_observe import benchmark_revision
+from drafter_operator.controllers.serving.acceptance import AcceptanceDecision
+from drafter_operator.controllers.serving.drift import acceptance_block
+from drafter_operator.controllers.serving.observe import benchmark_revision
 from drafter_operator.controllers.swap import SwapPlan
 from drafter_operator.constants import K_ANNOTATION, RETRY_ANNOTATION
 

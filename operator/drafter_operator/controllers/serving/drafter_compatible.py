@@ -1,4 +1,4 @@
-"""The DrafterCompatible condition: the known-bad table (data/known-bad.yaml, controllers/known_bad.py), checked
+"""The DrafterCompatible condition: the known-bad table (data/known-bad.yaml, controllers/serving/known_bad.py), checked
 when a revision is created and again once its pods' GPU product is known, and the verdict of the drafter
 checkpoint preflight its engine pods run first (the `preflight` init container, resources/engine.py;
 docs/preflight.md). All pure."""
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.controllers.known_bad import KnownBad, image_version, known_bad, outcomes, serving_facts, \
+from drafter_operator.controllers.serving.known_bad import KnownBad, image_version, known_bad, outcomes, serving_facts, \
     within
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.preflight.verdict import parse_termination_record

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from drafter_operator import engines
-from drafter_operator.controllers.revisions import revision_hash
+from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.engines import dynamic
 
 

@@ -6,7 +6,7 @@ The loop wakes when a watch event arrives for the serving or one of its children
 safety interval. After a reconcile that wrote objects, a wake-up waits until the watch has delivered
 those objects' new versions (at most `catch_up` seconds): deciding from our own stale view would write
 the same status again and post its Events twice. Past `catch_up` the loop decides anyway, from the apiserver
-itself rather than the lagging watches (`take_behind`, serving_fresh.py).
+itself rather than the lagging watches (`take_behind`, fresh.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Hashable, Iterable
 
-from drafter_operator.controllers.serving import Applied
+from drafter_operator.controllers.serving.apply import Applied
 
 log = logging.getLogger("drafter.serving")
 

@@ -1,4 +1,4 @@
-"""Reconcile one DrafterServing: decide (serving_decide.py, pure), then apply the plan through the Kube client.
+"""Reconcile one DrafterServing: decide (decide.py, pure), then apply the plan through the Kube client.
 
 Run by the serving's own loop (handlers.py) whenever the serving or one of its children changes, and on
 a safety interval; idempotent, and safe to run from a restarted operator in the middle of a swap (the
@@ -19,11 +19,12 @@ from drafter_operator.acceptance.measurement import Measurement
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.serving_decide import ServingPlan, ServingState, decide
-from drafter_operator.controllers.serving_fresh import read_view
-from drafter_operator.controllers.serving_nodes import NodeProducts
-from drafter_operator.controllers.serving_observe import Observed, owned_by
-from drafter_operator.controllers.serving_patches import Write, changed_fields, name_conflict_message
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.serving.fresh import read_view
+from drafter_operator.controllers.serving.nodes import NodeProducts
+from drafter_operator.controllers.serving.observe import Observed, owned_by
+from drafter_operator.controllers.serving.patches import Write, changed_fields, name_conflict_message
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -57,7 +58,7 @@ class ServingReconciler:
     clock: Callable[[], dt.datetime] = now_utc
     drain: dt.timedelta = dt.timedelta(seconds=15)
     locks: ObjectLocks = field(default_factory=ObjectLocks)
-    # Decide again from the apiserver itself (serving_fresh.py) before acting on the watches' view, and every
+    # Decide again from the apiserver itself (fresh.py) before acting on the watches' view, and every
     # `verify_waiting` while a plan waits on it. Off only for tests whose stand-in apiserver cannot list.
     verify: bool = True
     verify_waiting: dt.timedelta = dt.timedelta(seconds=60)
@@ -73,7 +74,7 @@ class ServingReconciler:
                   acceptance: Measurement | None = None, view_behind: bool = False) -> Applied:
         """`observed`: the serving's children as the operator's watches (kopf indexes) see them;
         `acceptance`: the acceptance watch's latest measurement; `view_behind`: the loop gave up waiting for the
-        watches to return this serving's own last writes (serving_loop.Wakeups.behind)."""
+        watches to return this serving's own last writes (loop.Wakeups.behind)."""
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         with self.locks.of(namespace, name), metrics.reconcile_timer("DrafterServing"):
             try:

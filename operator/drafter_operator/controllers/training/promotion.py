@@ -11,19 +11,17 @@ one; otherwise the serving's swap machinery keeps the old revision serving and r
 serving's spec.swap is never written: later swaps follow it as the user left it. The training reads
 the outcome from the serving's revisions (the one with the new model *and* digest), and the serving
 carries the annotation `drafter.dev/promoted-by` naming the training (and the training records the
-revision), and `drafter.dev/trained-length` with the length it trained the drafter at (serving_length.py).
+revision), and `drafter.dev/trained-length` with the length it trained the drafter at (serving/length.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
-
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
 from drafter_operator.controllers.promotion_gate import promotion_annotation
-from drafter_operator.controllers.serving_length import trained_length_annotation
+from drafter_operator.controllers.serving.length import trained_length_annotation
 from drafter_operator.constants import (
     API_GROUP_VERSION,
     PROMOTED_BY_ANNOTATION,
@@ -31,11 +29,9 @@ from drafter_operator.constants import (
     STAGE_LABEL,
     TRAINED_LENGTH_ANNOTATION,
 )
-from drafter_operator.controllers.training_stages import StageJob
+from drafter_operator.controllers.training.stages import StageJob
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
-
-if TYPE_CHECKING:
-    from drafter_operator.controllers.training_decide import TrainingState
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
     """The DrafterBenchmark of the serving's current drafter (what the new one must beat)."""

@@ -1,9 +1,9 @@
 """Reconcile one DrafterTraining: observe (the training, its Jobs and their pods, its claim and spec
-ConfigMaps, the objects under its children's names), decide (training_decide.py, pure), apply the plan.
+ConfigMaps, the objects under its children's names), decide (decide.py, pure), apply the plan.
 Idempotent: Job and ConfigMap names carry the spec generation (and a Job's its attempt), so a repeated
 reconcile or a restarted operator never starts a stage twice. A create that meets an object of the same
 name that the training does not own stops the plan there: nothing after it (the stage Job that would
-mount it) is created, and the next decision reports the NameConflict (training_children.py).
+mount it) is created, and the next decision reports the NameConflict (children.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from drafter_operator.constants import (
     TRAINING_LABEL,
     TRAINING_PLURAL,
 )
-from drafter_operator.controllers.training_decide import TrainingPlan, TrainingState, decide
-from drafter_operator.controllers.training_children import earlier_ones, owned_by
-from drafter_operator.controllers.training_observe import left_by_earlier
+from drafter_operator.controllers.training.decide import decide
+from drafter_operator.controllers.training.state import TrainingPlan, TrainingState
+from drafter_operator.controllers.training.children import earlier_ones, owned_by
+from drafter_operator.controllers.training.observe import left_by_earlier
 from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime

@@ -12,23 +12,19 @@ generation is a new comparison: the older generation's runs are deleted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pydantic
 
 from drafter_operator import load_picks, timestamps
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.benchmark import DrafterBenchmarkSpec, benchmark_problems
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, COMPARISON_LABEL
-from drafter_operator.controllers.benchmark_observe import controlled_by, serving_spec
+from drafter_operator.controllers.benchmark.observe import controlled_by, serving_spec
+from drafter_operator.controllers.benchmark.outcome import Finish
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
-
-if TYPE_CHECKING:
-    from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState
-    from drafter_operator.controllers.benchmark_outcome import Finish
 
 
 def candidate_run_name(comparison: str, generation: int, index: int) -> str:

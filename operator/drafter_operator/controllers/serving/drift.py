@@ -1,5 +1,5 @@
 """Drift against promotion in a DrafterServing decision (pure): ``status.acceptance.atPromotion``, the
-DriftDetected condition and its Events (``serving_decide.decide`` calls them).
+DriftDetected condition and its Events (``decide.decide`` calls them).
 
 atPromotion follows the revision that serves: what its gate (a passed DrafterBenchmark) measured before it took
 traffic; kept while that revision serves, even once its gate benchmark is gone; cleared when a revision no gate
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from drafter_operator.acceptance import drift as d
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.serving_observe import benchmark_revision
+from drafter_operator.controllers.serving.observe import benchmark_revision
 
 if TYPE_CHECKING:
     from drafter_operator.acceptance.measurement import Measurement

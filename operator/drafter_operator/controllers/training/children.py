@@ -7,7 +7,7 @@ another spec (another output path, past `OutputInUse`), a Service would route th
 would feed it someone's hidden states. Such an object is a NameConflict: the stage waits (nothing is created or
 used), the status names the object and the fix, and the run goes on once it is gone. An object owned by an
 earlier DrafterTraining of the same name (deleted, not yet collected) is no conflict: the garbage collector
-takes it, and the stage waits for that (training_observe.leftovers).
+takes it, and the stage waits for that (observe.leftovers).
 """
 
 from __future__ import annotations

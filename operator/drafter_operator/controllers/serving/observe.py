@@ -1,5 +1,5 @@
 """What a DrafterServing's children say, grouped by revision (pure): `observed_from` turns the operator's kopf
-indexes (Deployments, pods, the Service, DrafterBenchmarks) into `Observed`, the input of `serving_decide.decide`.
+indexes (Deployments, pods, the Service, DrafterBenchmarks) into `Observed`, the input of `decide.decide`.
 
 Each fact about a pod is read here once per reconcile: a revision's Ready pods' IPs (the gate's target),
 how its engine exited, when it was scheduled, and the benchmarks that measured it.
@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from drafter_operator import timestamps
 from drafter_operator.acceptance.measurement import ready_with_ip
-from drafter_operator.controllers import compatibility
+from drafter_operator.controllers.serving import drafter_compatible
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
 from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SERVING_LABEL
@@ -32,11 +32,11 @@ class Observed:
     # revision -> every finished DrafterBenchmark of it (gates and runs by hand), newest first
     measured: dict[str, list[dict]] = field(default_factory=dict)
     # revision -> what its pods' drafter preflight init containers said, once one finished
-    preflight: dict[str, compatibility.PreflightOutcome] = field(default_factory=dict)
+    preflight: dict[str, drafter_compatible.PreflightOutcome] = field(default_factory=dict)
     # revision -> requests its engines report running or waiting, for a revision that drains (read from
     # its pods' metrics by the serving loop); absent when not read or unknown
     in_flight: dict[str, int] = field(default_factory=dict)
-    # Names of this serving's own Deployments that lost the labels the watches select (serving_fresh.py reads
+    # Names of this serving's own Deployments that lost the labels the watches select (fresh.py reads
     # them), so the reconciler puts the labels back: else a revision is out of the operator's sight for ever.
     unlabelled: tuple[str, ...] = ()
     # revision -> the nodes its current pods are placed on (spec.nodeName), sorted
@@ -76,7 +76,7 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
         own = revision_pods(revision, deployment, pods)
         observed.deployments[revision] = deployment
         observed.ready_pod_ips[revision] = ready_pod_ips(own)
-        preflight = compatibility.revision_preflight(own)
+        preflight = drafter_compatible.revision_preflight(own)
         if preflight is not None:
             observed.preflight[revision] = preflight
         observed.revisions[revision] = revision_observation(revision, deployment, own, preflight)
@@ -110,7 +110,7 @@ def ready_pod_ips(pods: list[dict]) -> list[str]:
 
 
 def revision_observation(revision: str, deployment: dict, own: list[dict],
-                         preflight: compatibility.PreflightOutcome | None) -> RevisionObservation:
+                         preflight: drafter_compatible.PreflightOutcome | None) -> RevisionObservation:
     """What the swap planner reads of one revision: its Deployment's replicas and the state of its pods."""
     unschedulable = next((c.get("message") for p in own for c in p.get("status", {}).get("conditions") or []
                           if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)

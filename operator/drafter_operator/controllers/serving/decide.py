@@ -1,7 +1,7 @@
 """What one DrafterServing reconcile should do, as a pure function: `decide(ServingState) -> ServingPlan`.
 
 Input: the DrafterServing as watched (spec and the status we wrote), its children as the operator's
-kopf indexes see them (`Observed`, serving_observe.py), and the clock. Output: the writes (Deployments and
+kopf indexes see them (`Observed`, observe.py), and the clock. Output: the writes (Deployments and
 the Service to create or patch, in order), the status patch, the Deployments to delete, the Events, the
 swap and rollback counts, and the next moment the clock alone would change the answer. `serving.py`
 applies a plan and nothing else; the swap state machine itself is `swap.plan_swap`, also pure.
@@ -9,16 +9,16 @@ applies a plan and nothing else; the swap state machine itself is `swap.plan_swa
 `decide` is a short sequence of named steps, each pure and tested on its own: validate the spec, choose
 the revision to run (`choose_revision`), judge acceptance (`judge_acceptance`: measurements from the
 serving loop become the Degraded condition and the onDegraded action, which can change what runs),
-check compatibility, plan the swap (`swap_step`), build the writes (serving_patches.py, and the Service
-pointer in serving_pointer.py), record what the serving revision's gate measured and judge drift from it
-(`drift_step`, serving_drift.py), hold the context length to the trained one (serving_length.py), the status
-(serving_status.py) and the Events.
+check compatibility, plan the swap (`swap_step`), build the writes (patches.py, and the Service
+pointer in pointer.py), record what the serving revision's gate measured and judge drift from it
+(`drift_step`, drift.py), hold the context length to the trained one (length.py), the status
+(status.py) and the Events.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 import pydantic
@@ -28,15 +28,14 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.benchmark import operator_image
 from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
-from drafter_operator.controllers.revisions import measured_as, pod_settings_hash, revision_hash
-from drafter_operator.controllers.serving_compatibility import Compatibility, check_compatibility, \
+from drafter_operator.controllers.serving.revisions import measured_as, pod_settings_hash, revision_hash
+from drafter_operator.controllers.serving.compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready, refused_revisions, stop_refused
-from drafter_operator.controllers.serving_acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
+from drafter_operator.controllers.serving.acceptance import AcceptanceDecision, RunningSpec, action_blocked, \
     decide_acceptance, restored_spec, revision_record, running_spec
-from drafter_operator.controllers.serving_observe import Observed, newest_first
-from drafter_operator.controllers.serving_patches import (
+from drafter_operator.controllers.serving.observe import Observed, newest_first
+from drafter_operator.controllers.serving.patches import (
     Write,
     changed_fields,
     deployment_write,
@@ -47,11 +46,12 @@ from drafter_operator.controllers.serving_patches import (
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, GATE_ATTEMPT_ANNOTATION
 from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, POD_SETTINGS_ANNOTATION, \
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
-from drafter_operator.controllers.serving_pointer import pointer_write, published_port, recorded_drains, switch_record
-from drafter_operator.controllers.serving_drift import at_promotion, drift_events, drift_verdict
-from drafter_operator.controllers.serving_length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
-from drafter_operator.controllers.serving_schedule import speculation_schedule
-from drafter_operator.controllers.serving_status import acceptance_status, gating_since, last_benchmark, \
+from drafter_operator.controllers.serving.pointer import pointer_write, published_port, recorded_drains, switch_record
+from drafter_operator.controllers.serving.drift import at_promotion, drift_events, drift_verdict
+from drafter_operator.controllers.serving.length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
+from drafter_operator.controllers.serving.schedule import speculation_schedule
+from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.serving.status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
     hold, is_ready, left_at, plan_swap, start_deadline, unseen_draining
@@ -62,56 +62,9 @@ from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_
 from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
-from drafter_operator.resources.pod_policy import TenantPolicy
 
 if TYPE_CHECKING:
     from drafter_operator.acceptance.measurement import Measurement
-
-@dataclass(frozen=True)
-class ServingState:
-    """Everything one decision reads."""
-
-    serving: dict  # the DrafterServing body: metadata, spec, and status as last written
-    observed: Observed
-    now: dt.datetime
-    default_images: Mapping[str, str]
-    drain: dt.timedelta  # how long an old revision keeps running after traffic left it
-    acceptance: Measurement | None = None  # the latest look at the active revision's acceptance
-    # The image of the engine pods' drafter preflight init container: the operator's own, which carries
-    # the CLI (DRAFTER_OPERATOR_IMAGE, read where the state is built, not in decide).
-    operator_image: str = field(default_factory=operator_image)
-    # What the administrator allows tenants (chart values tenancy.* and prometheus.endpoints), read from the
-    # operator's environment where the state is built.
-    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)
-    prometheus_endpoints: Mapping[str, str] = field(default_factory=prom.endpoints_from_env)
-
-
-
-
-@dataclass
-class ServingPlan:
-    # A revision verdict (good or failed) recorded before any child is touched, so a restart never
-    # retries a failed revision; {} when there is none.
-    record_first: dict = field(default_factory=dict)
-    writes: list[Write] = field(default_factory=list)  # Deployments, then the Service
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    deletes: list[str] = field(default_factory=list)  # object paths
-    events: list[Event] = field(default_factory=list)
-    swapped: str | None = None  # the swap strategy, when traffic moved in this step
-    rolled_back: bool = False
-    engine: str | None = None  # for the swap and rollback counters
-    # The next moment the clock alone changes the answer (a startup timeout, a drain ending); None: only
-    # a change of the serving or its children does.
-    recheck_at: dt.datetime | None = None
-    # The decision waits on something it saw (pods to stop, a revision to start, a gate, a drain): a view that
-    # is wrong about it (a ghost) would keep it waiting, so the reconciler checks that view now and then.
-    waiting: bool = False
-    # Nodes whose nvidia.com/gpu.product a known-bad row keyed by GPU waits for (the desired revision's pods run
-    # there): the reconciler reads their labels and decides again.
-    read_nodes: tuple[str, ...] = ()
-
-    def writes_anything(self) -> bool:
-        return bool(self.record_first or self.writes or self.status or self.deletes or self.events)
 
 
 @dataclass(frozen=True)

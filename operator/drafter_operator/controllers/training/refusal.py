@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
-from drafter_operator.controllers.training_generate import idle_engine_deletes
-from drafter_operator.controllers.training_observe import left_by_earlier
-from drafter_operator.controllers.training_stages import JOB_STAGES
+from drafter_operator.controllers.training.generate import idle_engine_deletes
+from drafter_operator.controllers.training.observe import left_by_earlier
+from drafter_operator.controllers.training.stages import JOB_STAGES
+from drafter_operator.controllers.training.state import TrainingPlan
 from drafter_operator.kube import object_path
 
 #: What a refused run's Ready condition adds to the refusal.
@@ -43,7 +44,7 @@ def resumes_after(status: dict) -> str:
 
 def refused_plan(state, invalid: str):
     """The plan of a refused spec: stop what runs, keep the record, say why and how to go on."""
-    from drafter_operator.controllers.training_decide import TrainingPlan, _finish
+    from drafter_operator.controllers.training.decide import _finish
 
     meta = state.training["metadata"]
     namespace = meta["namespace"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import pydantic
 
@@ -17,15 +16,13 @@ from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.equivalence import defect_message
 from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
-from drafter_operator.controllers.benchmark_observe import job_outcome, own_pods, swapped_during_run, termination_message
+from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState
+from drafter_operator.controllers.benchmark.observe import job_outcome, own_pods, swapped_during_run, termination_message
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import benchmark_labels, result_config_map_name
 
-if TYPE_CHECKING:
-    from drafter_operator.controllers.benchmark_decide import BenchmarkPlan, BenchmarkState
-
-#: Sets the plan's status for a new state (benchmark_decide.finish_status, bound to one plan and state).
+#: Sets the plan's status for a new state (decide.finish_status, bound to one plan and state).
 Finish = Callable[..., "BenchmarkPlan"]
 
 

@@ -1,19 +1,19 @@
 """What one DrafterTraining reconcile should do, as a pure function: `decide(TrainingState) -> TrainingPlan`.
 
-The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (training_stages.py);
+The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (stages.py);
 before the first, the hidden-state claim (when the operator owns it) and the spec ConfigMap of this
-generation exist, this training's own (training_children.py: an object of that name it does not own is a
+generation exist, this training's own (children.py: an object of that name it does not own is a
 NameConflict, never used). A stage's outcome is its container's termination message (stage_runner.py). A
 failed stage stops the run with its own error, except a disrupted one (a drained node, an evicted or
 preempted pod), which starts again as its next attempt (spec.limits.disruptionRetries), and every stage Job
 has a deadline (spec.limits.deadlines). A spec change starts a new generation: the older generation's Jobs
 are deleted, and its stages run again from the first one whose inputs changed (the stages before carry over:
-training/inputs.py). A refused spec stops what runs and keeps the record (training_refusal.py). Once the drafter is
+training/inputs.py). A refused spec stops what runs and keeps the record (refusal.py). Once the drafter is
 exported, the claim the operator created is deleted unless `hiddenStates.storage.retain` is set,
 and never while a Job of the training is unfinished (its pod may still write to it; the finished Jobs
 stay as the record, and their finished pods do not hold the claim).
 
-With spec.promote, Evaluate and Promote follow (training_promotion.py): a DrafterBenchmark of the
+With spec.promote, Evaluate and Promote follow (promotion.py): a DrafterBenchmark of the
 serving's current drafter, then a patch of the serving that swaps the new drafter in through its gate;
 their outcomes come from that benchmark and from the serving's revisions. The hidden-state claim the
 operator created goes once Export succeeded (the later stages do not read it).
@@ -24,18 +24,15 @@ While a Job stage runs, status.progress comes from the last `drafter-progress` l
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import dataclass, field
-
 import pydantic
 
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
-from drafter_operator.controllers.training_children import conflict_message, conflicts, owned_by
-from drafter_operator.controllers.training_generate import engine_step, idle_engine_deletes
-from drafter_operator.controllers.training_observe import (
+from drafter_operator.controllers.training.children import conflict_message, conflicts, owned_by
+from drafter_operator.controllers.training.generate import engine_step, idle_engine_deletes
+from drafter_operator.controllers.training.observe import (
     JobsSeen,
     job_finished,
     observe_jobs,
@@ -47,16 +44,17 @@ from drafter_operator.controllers.training_observe import (
     stage_progress,
     stale_children,
 )
-from drafter_operator.controllers.training_output import output_conflicts
-from drafter_operator.controllers.training_refusal import refused_plan
-from drafter_operator.controllers.training_promotion import (
+from drafter_operator.controllers.training.output import output_conflicts
+from drafter_operator.controllers.training.refusal import refused_plan
+from drafter_operator.controllers.training.promotion import (
     PromotionSeen,
     evaluate_benchmark,
     observe_promotion,
     promotion_patch,
     serving_problems,
 )
-from drafter_operator.controllers.training_stages import (
+from drafter_operator.controllers.training.state import Event, TrainingPlan, TrainingState
+from drafter_operator.controllers.training.stages import (
     JOB_STAGES,
     STAGE_CONDITIONS,
     StageDecision,
@@ -66,7 +64,6 @@ from drafter_operator.controllers.training_stages import (
 )
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.kube import object_path
-from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training import (
     evaluate_benchmark_name,
     hidden_states_claim,
@@ -80,7 +77,6 @@ from drafter_operator.resources.training_job import (rendezvous_args, rendezvous
 from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.stages import job_stages, stage_pods
 
-Event = tuple[str, str, str]
 #: What a failed run's Ready condition tells the user to do, where the reason has a fix of its own.
 FIXES = {"StorageNotShared": SHAREABLE_FIX,
          "DeadlineExceeded": "raise spec.limits.deadlines for the stage, or change the spec to run again (the "
@@ -89,38 +85,6 @@ FIXES = {"StorageNotShared": SHAREABLE_FIX,
                       "not run again; Train resumes from its last checkpoint)"}
 #: What a failed run's Ready condition tells the user to do.
 RUN_AGAIN = "change the spec to run again (the stages done whose inputs it keeps are not run again)"
-
-
-@dataclass(frozen=True)
-class TrainingState:
-    training: dict
-    jobs: tuple[dict, ...]  # Jobs labelled with this training
-    job_pods: tuple[dict, ...]  # their pods
-    claim: dict | None  # the hidden-state claim, when it exists
-    config_maps: frozenset[str]  # names of this training's spec ConfigMaps that exist
-    now: dt.datetime
-    image: str  # the trainer image when spec.image is unset
-    render_args: tuple[str, ...] = ()  # extra run-stage options (--cpu on the local cluster)
-    serving: dict | None = None  # spec.promote.servingRef, when set and found
-    benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
-    progress_log: str | None = None  # the log tail of the running stage pod
-    engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
-    servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: training_output.py)
-    earlier: tuple[str, ...] = ()  # spec ConfigMaps left by an earlier training of this name (not yet collected)
-    tenant_policy: TenantPolicy = field(default_factory=TenantPolicy.from_env)  # images and ServiceAccounts allowed
-    workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
-    #: The objects found under this generation's spec ConfigMap name and (across nodes) the rendezvous Service
-    #: name, read by name whatever their labels (training_children.py: only its own are used).
-    named: tuple[dict, ...] = ()
-
-
-@dataclass
-class TrainingPlan:
-    creates: list[tuple[str, dict]] = field(default_factory=list)  # (collection path, manifest), in order
-    deletes: list[str] = field(default_factory=list)
-    patches: list[tuple[str, dict]] = field(default_factory=list)  # (object path, merge patch)
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    events: list[Event] = field(default_factory=list)
 
 
 def decide(state: TrainingState) -> TrainingPlan:
@@ -183,7 +147,7 @@ def _unshareable_claim(plan: TrainingPlan, state: TrainingState, spec, seen: Job
                          SHAREABLE_FIX)
 
 
-def validated_spec(state: TrainingState):  # noqa: D401 - the refusal's plan: training_refusal.py
+def validated_spec(state: TrainingState):  # noqa: D401 - the refusal's plan: refusal.py
     """(the spec, None), or (None, why it is refused): the API's validation, then the tenancy policy."""
     body = state.training
     try:
@@ -230,7 +194,7 @@ def _stage_failed(plan: TrainingPlan, state: TrainingState, verdicts: list, extr
 
 
 def choose_stage(spec, observed: dict[str, StageJob], recorded: frozenset[str]):
-    """The stages the spec asks for, and the stage machine's next step over them (training_stages.py)."""
+    """The stages the spec asks for, and the stage machine's next step over them (stages.py)."""
     promote = spec.promote is not None
     stages = stages_for(generate="Generate" in job_stages(spec), evaluate=promote, promote=promote)
     return stages, plan_stages(stages, observed, recorded, spec.limits.disruption_retries)
