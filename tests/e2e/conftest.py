@@ -103,20 +103,25 @@ def operator(cluster, crds, tmp_path_factory):
     handle.stop()
 
 
-@pytest.fixture(scope="session")
-def engine_nodes(local_cluster_only):
-    """Two 8-GPU nodes run by the local process runner (engine pods become emulator processes)."""
-    cluster = local_cluster_only
-    # Per xdist worker: the GPUs its tests fill (a BlueGreen swap holds two revisions) are its own.
-    prefix = f"e2e-gpu-{XDIST_WORKER}" if XDIST_WORKER else "e2e-gpu"
+def process_gpu_nodes(cluster, product: str, count: int, prefix: str) -> list[str]:
+    """``count`` 8-GPU nodes of ``product`` run by the local process runner, per xdist worker (the GPUs its tests
+    fill are its own): those already there under the worker's prefix, and new ones for the rest."""
+    prefix = f"{prefix}-{XDIST_WORKER}" if XDIST_WORKER else prefix
     existing = [n["metadata"]["name"] for n in cluster.get_json(
-        "nodes", "-l", f"nvidia.com/gpu.product={E2E_GPU_PRODUCT},drafter.dev/node-runtime=process")["items"]
+        "nodes", "-l", f"nvidia.com/gpu.product={product},drafter.dev/node-runtime=process")["items"]
         if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
-    if len(existing) < 2:
+    if len(existing) < count:
         from drafter_testbed import cluster as local
 
-        existing += local.add_nodes(2 - len(existing), "process", 8, E2E_GPU_PRODUCT, prefix)
+        existing += local.add_nodes(count - len(existing), "process", 8, product, prefix)
     return existing
+
+
+@pytest.fixture(scope="session")
+def engine_nodes(local_cluster_only):
+    """Two 8-GPU nodes run by the local process runner (engine pods become emulator processes); a BlueGreen
+    swap holds two revisions."""
+    return process_gpu_nodes(local_cluster_only, E2E_GPU_PRODUCT, 2, "e2e-gpu")
 
 
 @pytest.fixture

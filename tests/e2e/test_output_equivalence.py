@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import XDIST_WORKER
-from tests.e2e.conftest import E2E_GPU_PRODUCT
+from tests.e2e.conftest import E2E_GPU_PRODUCT, process_gpu_nodes
 from tests.support.e2e_acceptance import engine_pods
 from tests.support.e2e_benchmark import finished
 from tests.support.e2e_families import emulator_state
@@ -25,16 +24,7 @@ TARGET = "/models/DeepSeek-V4.1-Flash"
 @pytest.fixture
 def sm120_node(local_cluster_only):
     """One 8-GPU SM120 node run by the local process runner (per xdist worker, kept for the session)."""
-    cluster = local_cluster_only
-    prefix = f"e2e-sm120-{XDIST_WORKER}" if XDIST_WORKER else "e2e-sm120"
-    existing = [n["metadata"]["name"] for n in cluster.get_json(
-        "nodes", "-l", f"nvidia.com/gpu.product={SM120},drafter.dev/node-runtime=process")["items"]
-        if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
-    if not existing:
-        from drafter_testbed import cluster as local
-
-        existing = local.add_nodes(1, "process", 8, SM120, prefix)
-    return existing
+    return process_gpu_nodes(local_cluster_only, SM120, 1, "e2e-sm120")
 
 
 def serving(name: str, gpu_product: str, drafter: dict) -> dict:

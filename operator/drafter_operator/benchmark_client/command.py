@@ -25,26 +25,25 @@ from drafter_operator.benchmark_client.run import Options, run
 from drafter_operator.benchmark_client.stream import BenchError
 
 
-def concurrency_list(text: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> (1, 2, 4); an argparse type, so a bad list is a usage error."""
+def _positive_list(text: str, kind: str, item: str, unit: str, example: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> (1, 2, 4); an argparse type's body, so a bad list is a usage error naming what it lists."""
     try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
+        values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,2,4") from None
-    if not levels or any(level < 1 for level in levels):
-        raise argparse.ArgumentTypeError(f"{text!r}: every concurrency level must be an integer >= 1")
-    return levels
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind}, e.g. {example}") from None
+    if not values or any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every {item} must be {unit} >= 1")
+    return values
+
+
+def concurrency_list(text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` -> (1, 2, 4): concurrency levels; an argparse type."""
+    return _positive_list(text, "integers", "concurrency level", "an integer", "1,2,4")
 
 
 def token_edges(text: str) -> tuple[int, ...]:
     """``"1024,4096"`` -> (1024, 4096): prompt-length bucket edges in tokens; an argparse type."""
-    try:
-        edges = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of token counts, e.g. 1024,4096") from None
-    if not edges or any(edge < 1 for edge in edges):
-        raise argparse.ArgumentTypeError(f"{text!r}: every bucket edge must be a token count >= 1")
-    return edges
+    return _positive_list(text, "token counts", "bucket edge", "a token count", "1024,4096")
 
 
 def options_from(args: argparse.Namespace) -> Options:
