@@ -1,28 +1,31 @@
-"""The load-aware schedule against static speculation and none, at every load, on the demo's drafter.
+"""k per load band against static speculation at every k, none, and the on/off schedule, on the demo's drafter.
 
 What it does, as the operator does it:
 
 1. the demo's sweep (1, 8, 32 streams) of the demo's drafter (the retrained EAGLE-3 for Kimi-K2.5 on
    vLLM, k = 5; a = 0.89 in drafter_testbed/data/emulator-profiles.yaml) against the baseline (the same target without
    speculation), refined the way ``drafter-operator bench`` refines it (``engines/crossover.py``) until the
-   break-even is bracketed within 10%;
-2. the schedule ``drafter.dynamic: fromBenchmark`` builds from that sweep (``engines/dynamic.py``);
-3. at every level (default 1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64 streams) the output throughput of no
-   speculation, of static k = 5 and of the schedule, and the schedule's share of the better of the two.
+   break-even is bracketed within 10%, with the per-position acceptance the engine's counters export;
+2. two schedules from that one sweep: on/off (k = 5 below the break-even, none from it:
+   ``engines/dynamic.py``) and k per load band (every k from 0 to 5 predicted at each load from the
+   sweep's step costs and acceptance: ``engines/k_bands.py``);
+3. the k-band schedule measured at the sweep's levels and the prediction refined with those levels
+   (``k_bands.refine``); the refined schedule is the one compared;
+4. at every level (default 1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64 streams) the output throughput of no
+   speculation, of static k = 1 to 5, of both schedules, and the k-band schedule's share of the best
+   static k (0 included) and its gain over on/off.
 
 Two ways to measure (``--mode``):
 
 - ``modelled`` (default): the emulator's engine in process (``EmulatedEngine``: the step loop
   ``drafter-operator emulate`` serves with) at time scale 0; throughput is tokens over the step loop's
   modelled seconds (prefill included). One wave of N streams of ``--max-tokens`` tokens each, seeded
-  acceptance draws: deterministic, no wall clock. tests/unit/engines/test_crossover_schedule.py asserts its
-  0.95x property.
-- ``served``: three ``drafter-operator emulate`` servers (subprocesses) measured over HTTP by the
+  acceptance draws: deterministic, no wall clock. tests/unit/engines/test_crossover_schedule.py and
+  test_k_bands.py assert its properties.
+- ``served``: ``drafter-operator emulate`` servers (subprocesses) measured over HTTP by the
   project's benchmark client (``drafter-operator bench``'s waves of N streams: ``benchmark_client/run.py``), the sweep
   with its own refinement. Wall-clock figures: on a busy machine the emulator's step loop falls behind
-  and the figures blur, so raise ``--time-scale`` there. (The engines' own clients, ``vllm bench
-  serve`` and the like from ``.ci/clients-env``, take over a minute to start each on a loaded 2-core
-  machine, 33 runs here; the project's client drives the same emulator endpoints.)
+  and the figures blur, so raise ``--time-scale`` there.
 
 Usage: python bench/crossover_schedule.py [--mode modelled|served] [--levels 1,2,4,...] [--max-tokens 256]
                                           [--time-scale 1.0] [--json out.json]
@@ -42,7 +45,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from drafter_operator.engines import crossover
+from drafter_operator.engines import crossover, k_bands
 from drafter_testbed.emulator.cmdline import parse_command_line
 from drafter_testbed.emulator.engine import EmulatedEngine
 from drafter_testbed.emulator.model import Settings
@@ -59,11 +62,11 @@ PROMPT_TOKENS = 64
 SEED = 7
 
 
-def argv(schedule: Sequence[Sequence[int]] | None = None, speculative: bool = True) -> list[str]:
+def argv(schedule: Sequence[Sequence[int]] | None = None, speculative: bool = True, k: int = K) -> list[str]:
     """``vllm serve`` of the demo's target: without speculation, with static k, or with a schedule."""
-    if not speculative:
+    if not speculative or k == 0:
         return ["vllm", "serve", TARGET]
-    config: dict = {"method": "eagle3", "model": DRAFTER, "num_speculative_tokens": K}
+    config: dict = {"method": "eagle3", "model": DRAFTER, "num_speculative_tokens": k}
     if schedule is not None:
         config[dynamic.SCHEDULE_KEY] = [list(entry) for entry in schedule]
     return ["vllm", "serve", TARGET, "--speculative-config", json.dumps(config)]
@@ -85,7 +88,26 @@ def modelled_tokens_per_second(command: list[str], streams: int, max_tokens: int
         await asyncio.gather(*(one() for _ in range(streams)))
 
     asyncio.run(wave())
+    _ACCEPTANCE[json.dumps(command)] = per_position(engine.exporter.registry)
     return engine.totals.generated_tokens / engine.scheduler.model_seconds
+
+
+#: The per-position acceptance of the last modelled run of each command line (json of the argv).
+_ACCEPTANCE: dict[str, tuple[float, ...]] = {}
+
+
+def per_position(registry) -> tuple[float, ...]:
+    """vLLM's per-position acceptance from an emulated engine's metrics: accepted at position i / drafts."""
+    samples = [sample for metric in registry.collect() for sample in metric.samples]
+    drafts = sum(s.value for s in samples if s.name == "vllm:spec_decode_num_drafts_total")
+    accepted = {int(s.labels["position"]): s.value for s in samples
+                if s.name == "vllm:spec_decode_num_accepted_tokens_per_pos_total"}
+    return tuple(accepted[i] / drafts for i in sorted(accepted)) if drafts else ()
+
+
+def modelled_acceptance(command: list[str]) -> tuple[float, ...]:
+    """The per-position acceptance the last modelled run of ``command`` counted."""
+    return _ACCEPTANCE.get(json.dumps(command), ())
 
 
 Measure = Callable[[list[str], int], float]
@@ -98,6 +120,54 @@ def refined_sweep(measure: Measure, sweep: Sequence[int] = DEMO_SWEEP) -> list[t
     while (level := crossover.next_level(levels)) is not None:
         levels.append((level, measure(static, level) / measure(none, level)))
     return levels
+
+
+def sweep_levels(sweep: Sequence[tuple[int, float]], measure: Measure) -> list[k_bands.Level]:
+    """The sweep's levels as k-band inputs: each level's throughput at k = K and the baseline's."""
+    static, none = argv(), argv(speculative=False)
+    return [k_bands.Level(c, K, measure(static, c), measure(none, c)) for c, _ in sweep]
+
+
+def k_band_schedule(levels: Sequence[k_bands.Level], acceptance: Sequence[float], measure: Measure,
+                    refine: bool = True) -> tuple[list[k_bands.Band], k_bands.StepModel]:
+    """The k-band schedule of one sweep; with ``refine``, measured at the sweep's levels and chosen again from
+    the sweep and those measurements."""
+    model = k_bands.step_model(levels, acceptance, k_bands.PER_TOKEN)
+    bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
+    if refine:
+        scheduled = argv(k_bands.schedule(bands))
+        measured = [k_bands.Level(level.concurrency, dynamic.k_for_batch(k_bands.schedule(bands), level.concurrency, K),
+                                  measure(scheduled, level.concurrency), level.baseline_tokens_per_second)
+                    for level in levels]
+        model = k_bands.refine(levels, [m for m in measured if m.k > 0], acceptance, k_bands.PER_TOKEN)
+        bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
+    return bands, model
+
+
+@dataclass(frozen=True)
+class BandRow:
+    """One load: throughput of none and of every static k (index = k), of on/off and of the k-band schedule."""
+
+    streams: int
+    static: tuple[float, ...]
+    on_off: float
+    banded: float
+
+    @property
+    def share(self) -> float:
+        """The k-band schedule's throughput over the best static k (0 included)."""
+        return self.banded / max(self.static)
+
+    @property
+    def gain(self) -> float:
+        """The k-band schedule's throughput over the on/off schedule's."""
+        return self.banded / self.on_off
+
+
+def compare_bands(measure: Measure, on_off: Sequence[Sequence[int]], banded: Sequence[Sequence[int]],
+                  levels: Sequence[int] = LEVELS, max_k: int = K) -> list[BandRow]:
+    return [BandRow(n, tuple(measure(argv(k=k), n) for k in range(max_k + 1)), measure(argv(on_off), n),
+                    measure(argv(banded), n)) for n in levels]
 
 
 @dataclass(frozen=True)
@@ -174,6 +244,8 @@ def served_measure(servers: Servers, max_tokens: int, repetitions: int) -> Measu
         options = Options(url=servers.url(command), concurrency=(streams,), num_prompts=streams,
                           repetitions=repetitions, max_tokens=max_tokens, completions=True, refine=0)
         result = asyncio.run(run(options))
+        if result.per_position_acceptance:
+            _ACCEPTANCE[json.dumps(command)] = tuple(result.per_position_acceptance)
         return result.tokens_per_second / servers.time_scale  # per modelled second
 
     return measure
@@ -203,6 +275,33 @@ def report(sweep: list[tuple[int, float]], schedule: Sequence[Sequence[int]], ro
                       "share": r.share} for r in rows]}
 
 
+def report_bands(bands: Sequence[k_bands.Band], rows: list[BandRow], around: tuple[float, float]) -> dict:
+    print("\nk per load band: " + ", ".join(f"batch {b.start}-{b.end}: k={b.k} (predicted {b.predicted_speedup:.2f}x)"
+                                          for b in bands))
+    ks = len(rows[0].static)
+    print(f"\n{'streams':>7} " + " ".join(f"{'k=' + str(k):>7}" for k in range(ks))
+          + f" {'on/off':>7} {'banded':>7} {'banded/best':>12} {'banded/onoff':>13}")
+    for row in rows:
+        print(f"{row.streams:>7} " + " ".join(f"{x:>7.0f}" for x in row.static)
+              + f" {row.on_off:>7.0f} {row.banded:>7.0f} {row.share:>11.3f}x {row.gain:>12.3f}x")
+    worst = min(rows, key=lambda r: r.share)
+    near = [r for r in rows if around[0] <= r.streams <= around[1]]
+    mean_gain = sum(r.gain for r in near) / len(near) if near else float("nan")
+    print(f"\nlowest share of the best static k: {worst.share:.3f}x at {worst.streams} streams; "
+          f"mean gain over on/off at {around[0]:.0f}-{around[1]:.0f} streams: {mean_gain:.3f}x")
+    return {"bands": [{"start": b.start, "end": b.end, "k": b.k, "predicted": b.predicted_speedup} for b in bands],
+            "rows": [{"streams": r.streams, "static": list(r.static), "onOff": r.on_off, "banded": r.banded,
+                      "share": r.share, "gain": r.gain} for r in rows],
+            "meanGainAroundBreakEven": mean_gain}
+
+
+def around_break_even(sweep: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """The band around the break-even: half to one and a half times its streams."""
+    found = crossover.bracket(sweep)
+    estimate = found.estimate if found is not None and found.estimate is not None else float(LEVELS[-1])
+    return estimate / 2, estimate * 1.5
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=("modelled", "served"), default="modelled")
@@ -221,6 +320,11 @@ def main() -> int:
         sweep = refined_sweep(measure)
         schedule = dynamic.schedule_from_levels([{"concurrency": c, "speedup": s} for c, s in sweep], K)
         results = report(sweep, schedule, compare(measure, schedule, levels))
+        levels_k = sweep_levels(sweep, measure)
+        acceptance = modelled_acceptance(argv())
+        bands, _ = k_band_schedule(levels_k, acceptance, measure)
+        results["kBands"] = report_bands(bands, compare_bands(measure, schedule, k_bands.schedule(bands), levels),
+                                         around_break_even(sweep))
     finally:
         if servers is not None:
             servers.close()
