@@ -132,14 +132,14 @@ def k_band_schedule(levels: Sequence[k_bands.Level], acceptance: Sequence[float]
                     refine: bool = True) -> tuple[list[k_bands.Band], k_bands.StepModel]:
     """The k-band schedule of one sweep; with ``refine``, measured at the sweep's levels and chosen again from
     the sweep and those measurements."""
-    model = k_bands.step_model(levels, acceptance, k_bands.PER_TOKEN)
+    model = k_bands.step_model(levels, acceptance, k_bands.CHAIN)
     bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
     if refine:
         scheduled = argv(k_bands.schedule(bands))
         measured = [k_bands.Level(level.concurrency, dynamic.k_for_batch(k_bands.schedule(bands), level.concurrency, K),
                                   measure(scheduled, level.concurrency), level.baseline_tokens_per_second)
                     for level in levels]
-        model = k_bands.refine(levels, [m for m in measured if m.k > 0], acceptance, k_bands.PER_TOKEN)
+        model = k_bands.refine(levels, [m for m in measured if m.k > 0], acceptance, k_bands.CHAIN)
         bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
     return bands, model
 

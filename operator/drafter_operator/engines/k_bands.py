@@ -39,9 +39,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-#: How a family drafts: one forward per drafted token, one forward per block, or a lookup with no forward.
-PER_TOKEN, PER_BLOCK, LOOKUP = "perToken", "perBlock", "lookup"
-DRAFT_MODES = (PER_TOKEN, PER_BLOCK, LOOKUP)
+from drafter_operator.engines import speedup
+
+#: How a family drafts (families.Family.drafting): one forward per drafted token, one per block, or a lookup.
+CHAIN, BLOCK, LOOKUP = "chain", "block", "lookup"
+DRAFT_MODES = (CHAIN, BLOCK, LOOKUP)
 
 #: A k must beat the next smaller one by this share of throughput to be chosen: a prediction within noise
 #: of a cheaper k does not pay for the extra verification it risks.
@@ -54,7 +56,7 @@ def draft_forwards(mode: str, k: int) -> int:
         raise ValueError(f"draft mode must be one of {', '.join(DRAFT_MODES)}, got {mode!r}")
     if k <= 0 or mode == LOOKUP:
         return 0
-    return k if mode == PER_TOKEN else 1
+    return k if mode == CHAIN else 1
 
 
 def mean_length(acceptance: Sequence[float], k: int) -> float:
@@ -262,12 +264,14 @@ def choose_bands(model: StepModel, max_batch_size: int, up_to: int | None = None
     """k per batch size from 1 to ``up_to`` (default: the highest measured concurrency), merged into bands;
     the last band runs on to ``max_batch_size`` (vLLM carries the last k forward, so does SGLang's last tier).
 
-    Above the sweep the model extrapolates: the highest band keeps the k chosen at the sweep's top."""
+    Above the sweep the model extrapolates: the highest band keeps the k chosen at the sweep's top. k never
+    rises with the load (more streams make every verified token dearer and leave the acceptance as it is), so a
+    prediction that wobbles between two k near a band's edge does not split it into more bands: at most k + 1."""
     top = up_to or int(max(c for c, _ in model.verify_points))
     top = max(1, min(top, max_batch_size))
     bands: list[Band] = []
     for batch in range(1, top + 1):
-        k = model.best_k(batch)
+        k = model.best_k(batch) if not bands else min(model.best_k(batch), bands[-1].k)
         if bands and bands[-1].k == k:
             last = bands[-1]
             bands[-1] = Band(last.start, batch, k, last.predicted_speedup)
@@ -289,3 +293,35 @@ def refine(model_levels: Sequence[Level], measured: Iterable[Level], acceptance:
     """The step model of the sweep with the schedule's own measured levels added: where the schedule ran a
     k the sweep did not, its measurement pins the draft cost there (see :func:`step_model`)."""
     return step_model([*model_levels, *measured], acceptance, mode)
+
+
+def acceptance_of(result: dict, k: int) -> tuple[float, ...] | None:
+    """A DrafterBenchmark status.result's per-position acceptance: the engine's per-position counters where it
+    has them (vLLM), else a constant per-token acceptance solved from the mean acceptance length (SGLang
+    exports only the mean); None when the result has neither."""
+    per_position = result.get("perPositionAcceptance")
+    if per_position:
+        return tuple(float(a) for a in per_position)
+    length = result.get("acceptanceLength")
+    if length is None or k < 1:
+        return None
+    per_token = speedup.per_token_acceptance_from_length(min(max(float(length), 1.0), k + 1.0), k)
+    return tuple(per_token ** (i + 1) for i in range(k))
+
+
+def levels_of(result: dict, k: int) -> list[Level]:
+    """The load sweep of a status.result at k drafts: the levels with both throughputs measured."""
+    return [Level(int(level["concurrency"]), k, float(level["tokensPerSecond"]),
+                  float(level["baselineTokensPerSecond"]))
+            for level in result.get("levels") or ()
+            if level.get("concurrency") and level.get("tokensPerSecond") and level.get("baselineTokensPerSecond")]
+
+
+def bands_from_result(result: dict, k: int, mode: str, max_batch_size: int) -> list[Band] | None:
+    """k per load band from a benchmark's load sweep at ``k``; None when the sweep lacks what the prediction
+    needs (throughputs with a baseline at some level, and acceptance)."""
+    levels = levels_of(result, k)
+    acceptance = acceptance_of(result, k)
+    if not levels or acceptance is None:
+        return None
+    return choose_bands(step_model(levels, acceptance[:k], mode), max_batch_size)

@@ -109,7 +109,7 @@ def test_any_drafter_the_chosen_k_is_within_3_percent_of_the_best_at_every_load(
     curve = [a * decay ** i for i in range(spec_k)]
     acceptance = unconditional(curve)
     # The sweep reaches the top load the property is held at: above it the last band's k carries on, a guess.
-    model = k_bands.step_model(refined(costs, curve, spec_k, (1, 8, 32, 64)), acceptance, k_bands.PER_TOKEN)
+    model = k_bands.step_model(refined(costs, curve, spec_k, (1, 8, 32, 64)), acceptance, k_bands.CHAIN)
     bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
     schedule = k_bands.schedule(bands)
     for streams in LEVELS:
@@ -122,7 +122,7 @@ def test_any_drafter_the_chosen_k_is_within_3_percent_of_the_best_at_every_load(
 def test_a_sweep_at_k_predicts_every_smaller_k_within_5_percent_in_the_batching_model():
     costs = batching.StepCosts()
     curve = [0.9, 0.86, 0.88, 0.97, 0.89]
-    model = k_bands.step_model(refined(costs, curve, 5), unconditional(curve), k_bands.PER_TOKEN)
+    model = k_bands.step_model(refined(costs, curve, 5), unconditional(curve), k_bands.CHAIN)
     for streams in (1, 4, 8, 12, 16, 24, 32):  # within the sweep (1 to 32 streams)
         for k in range(6):
             spec = batching.Speculation(k) if k else batching.NO_SPECULATION
@@ -139,8 +139,8 @@ def test_measuring_the_schedule_corrects_a_draft_cost_the_sweep_got_wrong():
     honest = refined(costs, curve, 4)
     inflated = [k_bands.Level(l.concurrency, l.k, l.tokens_per_second * (0.8 if l.concurrency >= 8 else 1.0),
                               l.baseline_tokens_per_second) for l in honest]
-    wrong = k_bands.step_model(inflated, acceptance, k_bands.PER_TOKEN)
-    truth = k_bands.step_model(honest, acceptance, k_bands.PER_TOKEN)
+    wrong = k_bands.step_model(inflated, acceptance, k_bands.CHAIN)
+    truth = k_bands.step_model(honest, acceptance, k_bands.CHAIN)
     bands = k_bands.choose_bands(wrong, dynamic.MAX_BATCH_SIZE)
     schedule = k_bands.schedule(bands)
     measured = [k_bands.Level(l.concurrency, dynamic.k_for_batch(schedule, l.concurrency, 4),
@@ -148,7 +148,7 @@ def test_measuring_the_schedule_corrects_a_draft_cost_the_sweep_got_wrong():
                                                          batching.Speculation(dynamic.k_for_batch(schedule, l.concurrency, 4)),
                                                          costs), l.baseline_tokens_per_second)
                 for l in honest if dynamic.k_for_batch(schedule, l.concurrency, 4) > 0]
-    better = k_bands.refine(inflated, measured, acceptance, k_bands.PER_TOKEN)
+    better = k_bands.refine(inflated, measured, acceptance, k_bands.CHAIN)
 
     def error(model):
         return sum(abs(model.tokens_per_second(k, b) / truth.tokens_per_second(k, b) - 1)
@@ -157,8 +157,8 @@ def test_measuring_the_schedule_corrects_a_draft_cost_the_sweep_got_wrong():
     assert measured and error(better) < error(wrong)
 
 
-@pytest.mark.parametrize(("mode", "k", "forwards"), [(k_bands.PER_TOKEN, 4, 4), (k_bands.PER_BLOCK, 4, 1),
-                                                     (k_bands.LOOKUP, 4, 0), (k_bands.PER_TOKEN, 0, 0)])
+@pytest.mark.parametrize(("mode", "k", "forwards"), [(k_bands.CHAIN, 4, 4), (k_bands.BLOCK, 4, 1),
+                                                     (k_bands.LOOKUP, 4, 0), (k_bands.CHAIN, 0, 0)])
 def test_draft_forwards_by_family_mode(mode, k, forwards):
     assert k_bands.draft_forwards(mode, k) == forwards
 
@@ -167,9 +167,9 @@ def test_bad_inputs_name_what_is_wrong():
     with pytest.raises(ValueError, match="draft mode"):
         k_bands.draft_forwards("tree", 3)
     with pytest.raises(ValueError, match="no measured levels"):
-        k_bands.step_model([], [0.5], k_bands.PER_TOKEN)
+        k_bands.step_model([], [0.5], k_bands.CHAIN)
     with pytest.raises(ValueError, match="per-position acceptance must lie in"):
-        k_bands.step_model([k_bands.Level(1, 2, 100.0, 80.0)], [1.5], k_bands.PER_TOKEN)
+        k_bands.step_model([k_bands.Level(1, 2, 100.0, 80.0)], [1.5], k_bands.CHAIN)
     with pytest.raises(ValueError, match="tokens_per_second"):
         k_bands.Level(1, 2, 0.0, 80.0)
     with pytest.raises(ValueError, match="per-position acceptance is empty"):
