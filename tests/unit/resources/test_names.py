@@ -24,7 +24,7 @@ from drafter_operator.resources.labels import deployment_name
 from drafter_operator.resources.names import HASH_LENGTH, child_name
 from drafter_operator.resources.training import evaluate_benchmark_name, hidden_states_claim, hidden_states_claim_name
 from drafter_operator.resources.training_engine import engine_name, generation_engine
-from drafter_operator.resources.training_job import spec_config_map, spec_config_map_name, stage_job, stage_job_name
+from drafter_operator.resources.training_job import StageCommand, StageRun, spec_config_map, spec_config_map_name, stage_job, stage_job_name
 from drafter_operator.training.stages import job_stages
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -172,7 +172,7 @@ def test_the_evaluate_benchmark_of_a_52_character_training_is_a_valid_drafter_be
 @pytest.mark.parametrize("generation", [1, 99, 123456])
 def test_the_jobs_and_engine_of_a_52_character_training_fit(generation):
     for stage in job_stages(TRAINING.spec):
-        _assert_job_fits(stage_job("team", LONGEST, TRAINING.spec, stage, generation, "trainer:1"))
+        _assert_job_fits(stage_job("team", LONGEST, TRAINING.spec, StageRun(stage, generation), StageCommand("trainer:1")))
     for obj in generation_engine("team", LONGEST, TRAINING.spec, generation, "lmsysorg/sglang:v0.5.23"):
         name = obj["metadata"]["name"]
         assert len(name) <= 63 and DNS1035.match(name), (obj["kind"], name)
@@ -206,7 +206,7 @@ def test_every_child_of_a_training_of_any_valid_name_fits_its_kind(parent, gener
     Generate's engine, the Evaluate benchmark), for any valid training name up to the maximum length
     and any generation: its name fits its kind's limit and rule, every label value and selector fits a
     label, and the names its pods refer to (claim, ConfigMap) are the ones created."""
-    created = [stage_job("team", parent, TRAINING.spec, stage, generation, "trainer:1") for stage in STAGES]
+    created = [stage_job("team", parent, TRAINING.spec, StageRun(stage, generation), StageCommand("trainer:1")) for stage in STAGES]
     created.append(spec_config_map("team", parent, TRAINING.spec, generation))
     created.append(hidden_states_claim("team", parent, TRAINING.spec.model_copy(update={
         "hidden_states": TRAINING.spec.hidden_states.model_copy(update={
