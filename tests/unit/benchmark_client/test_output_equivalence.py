@@ -25,7 +25,7 @@ from drafter_operator.controllers.benchmark.decide import bench_argv
 from drafter_operator.controllers.benchmark.outcome import gate_verdict
 from drafter_operator.controllers.serving.decide import gate_verdict as serving_gate_verdict
 from drafter_operator import engines
-from drafter_operator.resources.gate import gate_benchmark
+from drafter_operator.resources.gate import GatedPod, gate_benchmark
 from drafter_testbed.emulator import outputs
 from drafter_testbed.emulator.engine import candidates
 from tests.support.emulator_server import emulator
@@ -225,7 +225,7 @@ def test_a_gate_of_the_output_check_alone_makes_a_benchmark_without_thresholds()
     spec = DrafterServingSpec.model_validate({**SERVING, "env": [{"name": "VLLM_BATCH_INVARIANT", "value": "1"}],
                                               "swap": {"strategy": "BlueGreen", "gate": {"equivalence": {"numPrompts": 4},
                                                                 "baseline": {"servingRef": {"name": "plain"}}}}})
-    body = gate_benchmark("ns", "s", spec, "abc", "10.0.0.1", 8000)
+    body = gate_benchmark("ns", "s", spec, GatedPod("abc", "10.0.0.1", 8000))
     assert "gate" not in body["spec"] and body["spec"]["equivalence"]["numPrompts"] == 4
     assert body["metadata"]["annotations"]["drafter.dev/deterministic"] == "true"
     DrafterBenchmarkSpec.model_validate(body["spec"])

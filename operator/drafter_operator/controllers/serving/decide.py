@@ -59,7 +59,7 @@ from drafter_operator.kube import object_path
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
-from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
+from drafter_operator.resources.engine import EngineHttp, engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
 
@@ -270,8 +270,7 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     spec, image, desired = target.running.spec, target.running.image, target.revision
     engine = engines.engine(spec.engine)
     argv = engine.render_command(spec, schedule=target.schedule) if target.schedule else engine.render_command(spec)
-    pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH,
-                               state.operator_image)
+    pod_spec = engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image)
     writes: list[Write | None] = []
     for revision, replicas in swap.scale.items():
         if revision == desired:
@@ -310,7 +309,7 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
     spec, image = rebuilt
     engine = engines.engine(spec.engine)
     pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
-                               engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH, state.operator_image)
+                               EngineHttp.of(engine), state.operator_image)
     return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec, pod_spec)
 
 
