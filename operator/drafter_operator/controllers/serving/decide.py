@@ -28,7 +28,7 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
+from drafter_operator.controllers.promotion_gate import Desired, PromotionSwap, promotion_swap
 from drafter_operator.controllers.serving.revisions import measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving.compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready, refused_revisions, stop_refused
@@ -100,8 +100,9 @@ def decide(state: ServingState) -> ServingPlan:
     # revision at once, and the active one is rebuilt from its record where it can be (child_writes).
     # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
     # every other swap follows spec.swap as the user left it.
-    promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
-                               revision_hash(spec, image), _good(status), target.running.action is not None)
+    promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec,
+                               Desired(desired, revision_hash(spec, image)), _good(status),
+                               target.running.action is not None)
     swap, swap_input = swap_step(state, status, target, active, compatible, promotion)
     revisions = updated_revisions(status.get("revisions") or [],
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
