@@ -171,10 +171,10 @@ class AcceptanceMonitor:
             if name not in endpoints:  # decide refuses the spec too; never query a URL nobody configured
                 raise prom.MetricsUnavailable("UnknownEndpoint", prom.endpoint_problem(name, endpoints) or "")
             found = await prom.fetch_acceptance(
-                endpoints[name], spec.engine,
-                revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
-                num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
-                shown_as=f"Prometheus endpoint {name!r}")
+                prom.PrometheusConnection(endpoints[name], shown_as=f"Prometheus endpoint {name!r}"),
+                prom.AcceptanceQuery(spec.engine, revision_matchers(self.namespace, self.name, revision),
+                                     thresholds.window_seconds,
+                                     num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter)))
         except prom.MetricsUnavailable as exc:
             return a.AcceptanceSample.unavailable(at, str(exc))
         except mv.MetricsUnusable as exc:
