@@ -176,8 +176,8 @@ async def _check(target_argv, product, prompts=12):
     async with emulator(sglang()) as (base_url, _, _s1), emulator(target_argv, gpu_product=product) as (url, _, _s2):
         async with aiohttp.ClientSession() as session:
             baseline, target = Endpoint("baseline", base_url, "/models/kimi", 96), Endpoint("target", url, "/models/kimi", 96)
-            return await equivalence.check(session, target, baseline, prompt_sets.select(prompt_sets.builtin(), prompts),
-                                           96, 0.5, False)
+            return await equivalence.check(session, equivalence.Sides(target, baseline),
+                                           prompt_sets.select(prompt_sets.builtin(), prompts), 96, 0.5, False)
 
 
 def test_the_check_finds_the_lossy_revision_and_passes_the_clean_one_on_the_emulator():
