@@ -85,3 +85,19 @@ def test_stop_cancels_the_tasks_and_forgets_again_when_a_running_reconcile_ends(
         assert forgotten == [("team", "kimi")] * 2 and monitor.forgot == 2
 
     asyncio.run(scenario())
+
+
+def test_a_measurement_resumes_from_what_the_body_records_for_the_watched_revision():
+    from drafter_operator.acceptance import verdict as a
+    from drafter_operator.acceptance.measurement import Incarnation, incarnation, persisted_verdict
+    from drafter_operator.controllers.serving.acceptance import Watched
+
+    status = {"acceptance": {"revision": "r1"},
+              "conditions": [{"type": "Degraded", "status": "True", "reason": a.LOW_RATE, "message": "low",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    body = {"metadata": {"uid": "u1"}, "status": status}
+    recorded = incarnation(body, Watched(spec=None, revision="r1"))
+    assert recorded == Incarnation(uid="u1", verdict=persisted_verdict(status, "r1"), drift=None)
+    assert recorded.verdict.degraded
+    assert incarnation(body, Watched(spec=None, revision="r2")) == Incarnation(uid="u1")  # another revision's
+    assert incarnation(body, None) == Incarnation(uid="u1")
