@@ -211,7 +211,8 @@ def test_a_wave_reaches_the_engine_together():
             async with stream_session(streams, timeout=300) as session:
                 endpoint = Endpoint("target", url, MODEL, max_tokens=1)
                 return await run_level(session, endpoint, None,
-                                       LevelWork([f"prompt {i}" for i in range(streams)], waves, streams), baseline_tps=1.0)
+                                       LevelWork([f"prompt {i}" for i in range(streams)], waves, streams),
+                                       baseline_tps=1.0)
         measured = asyncio.run(level())
     assert len(measured.streams) == waves * streams and handler.arrivals == waves * streams
     assert handler.released_by_timeout == 0, f"{handler.released_by_timeout} requests waited for a wave that never filled"
