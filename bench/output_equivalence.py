@@ -55,8 +55,9 @@ async def compare(model: str, gpu: str, prompts: list[str], tokens: int, min_mar
                   time_scale: float) -> equivalence.EquivalenceResult:
     async with emulator(model, [], time_scale, "NVIDIA-H200") as base, \
             emulator(model, DSPARK_5, time_scale, gpu) as served, aiohttp.ClientSession() as session:
-        return await equivalence.check(session, Endpoint("target", served, model, tokens),
-                                       Endpoint("baseline", base, model, tokens), prompts, tokens, min_margin, False)
+        return await equivalence.check(session, equivalence.Sides(Endpoint("target", served, model, tokens),
+                                                                  Endpoint("baseline", base, model, tokens)),
+                                       prompts, tokens, min_margin, False)
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -289,10 +289,12 @@ def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2  # a usage error, as argparse's
-    return runner.run(namespaces=args.namespace, metrics_port=args.metrics_port, verbose=args.verbose,
-                      metrics_host=args.metrics_host, health_port=args.health_port, health_host=args.health_host,
-                      leader_election=args.leader_election, lease_namespace=args.lease_namespace,
-                      lease_name=args.lease_name, lease_timings=timings, log_format=args.log_format)
+    return runner.run(namespaces=args.namespace,
+                      metrics=runner.Address(args.metrics_host, args.metrics_port),
+                      health=runner.Address(args.health_host, args.health_port),
+                      leader_election=runner.LeaderElection(args.leader_election, args.lease_namespace,
+                                                            args.lease_name, timings),
+                      verbose=args.verbose, log_format=args.log_format)
 
 
 def _print_rbac_rules(args: argparse.Namespace, extra: list[str]) -> int:

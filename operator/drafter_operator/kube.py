@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from kubernetes import client, config
@@ -126,6 +127,14 @@ def object_path(api_version: str, plural: str, namespace: str | None = None, nam
     return path
 
 
+@dataclass(frozen=True)
+class MediaTypes:
+    """A request's Content-Type (what its body is) and Accept (what answer it takes)."""
+
+    content_type: str = "application/json"
+    accept: str = "application/json"
+
+
 class Kube:
     def __init__(self, api_client: client.ApiClient,
                  timeout: tuple[float, float] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)):
@@ -135,12 +144,12 @@ class Kube:
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def _send(self, method: str, path: str, body=None, content_type: str = "application/json",
-              query: dict | None = None, accept: str = "application/json", timeout: float | None = None) -> bytes:
+    def _send(self, method: str, path: str, body=None, query: dict | None = None, media: MediaTypes = MediaTypes(),
+              timeout: float | None = None) -> bytes:
         url = self.api_client.configuration.host + path + (("?" + urlencode(query)) if query else "")
         with self._lock:
             self.requests[method] += 1
-        headers = {"Content-Type": content_type, "Accept": accept, "User-Agent": USER_AGENT}
+        headers = {"Content-Type": media.content_type, "Accept": media.accept, "User-Agent": USER_AGENT}
         # The REST client below the ApiClient only carries TLS client certificates; a bearer token (in-cluster
         # ServiceAccount token, kubeconfig token or tokenFile, exec and OIDC plugins) is a header the ApiClient
         # adds, refreshing a rotated in-cluster token on the way. Without it, token identities are anonymous.
@@ -156,12 +165,13 @@ class Kube:
                 query: dict | None = None, timeout: float | None = None) -> dict | None:
         """`timeout`: seconds for connecting and for each wait for the answer, for callers with a deadline
         (None: the client's own, see Kube)."""
-        data = self._send(method, path, body, content_type, query, timeout=timeout)
+        data = self._send(method, path, body, query, MediaTypes(content_type=content_type), timeout=timeout)
         return json.loads(data) if data else None
 
     def read_text(self, path: str, query: dict | None = None) -> str:
         """A GET whose answer is text, not JSON (a pod's log)."""
-        return self._send("GET", path, query=query, accept="*/*").decode(errors="replace")  # the apiserver refuses text/plain
+        # The apiserver refuses text/plain.
+        return self._send("GET", path, query=query, media=MediaTypes(accept="*/*")).decode(errors="replace")
 
     # convenience verbs
     def get(self, path: str) -> dict | None:

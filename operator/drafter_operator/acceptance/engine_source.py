@@ -68,9 +68,9 @@ class EngineSource:
     async def _fetch(self, client: aiohttp.ClientSession, replica: Replica) -> bytes:
         """The replica's /metrics body; ``http_fetch.MetricsUnavailable`` or ``mv.MetricsUnusable`` (too large)."""
         url = f"http://{replica.ip}:{replica.port}{self.engine.METRICS_PATH}"
-        status, body = await http_fetch.fetch(
-            client, "GET", url, deadline_seconds=self.timeout_seconds, max_bytes=self.max_body_bytes,
-            too_large=lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, f"{self.engine.METRICS_PATH}: {why}"))
+        status, body = await http_fetch.fetch(client, "GET", url, http_fetch.AnswerBounds(
+            self.timeout_seconds, self.max_body_bytes,
+            lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, f"{self.engine.METRICS_PATH}: {why}")))
         if status != 200:
             raise http_fetch.MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
         return body

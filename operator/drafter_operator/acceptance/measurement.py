@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from drafter_operator import engines, timestamps
 from drafter_operator.engines import metrics_verdicts as mv
@@ -77,6 +78,44 @@ def persisted_verdict(status: dict, revision: str) -> a.AcceptanceVerdict | None
                      below_since=since)
 
 
+class WatchedRevision(Protocol):
+    """What a measurement looks at (the serving loop's ``Watched`` is one): the active ``revision`` and the
+    ``spec`` it runs, for ``auto`` thresholds the break-even ``learned`` from its last benchmark, and the
+    ``baseline`` its gate measured at promotion to judge drift against (None without one)."""
+
+    @property
+    def spec(self) -> Any: ...
+
+    @property
+    def revision(self) -> str: ...
+
+    @property
+    def learned(self) -> be.BreakEven | None: ...
+
+    @property
+    def baseline(self) -> d.Baseline | None: ...
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """What the serving's body says of the watch so far: which incarnation of the serving it is (``uid``) and
+    the verdicts its status records for the watched revision (``verdict``: Degraded's, ``drift``: DriftDetected's),
+    which a fresh watch resumes from."""
+
+    uid: str | None = None
+    verdict: a.AcceptanceVerdict | None = None
+    drift: a.AcceptanceVerdict | None = None
+
+
+def incarnation(body: dict, watched: WatchedRevision | None) -> Incarnation:
+    """The ``Incarnation`` a serving's ``body`` records for ``watched`` (pure)."""
+    if watched is None:
+        return Incarnation(uid=(body.get("metadata") or {}).get("uid"))
+    status = body.get("status") or {}
+    return Incarnation(uid=body["metadata"].get("uid"), verdict=persisted_verdict(status, watched.revision),
+                       drift=d.persisted(status, watched.baseline) if watched.baseline else None)
+
+
 class AcceptanceMonitor:
     """The acceptance watch of one serving (kept by the serving loop between reconciles)."""
 
@@ -94,8 +133,10 @@ class AcceptanceMonitor:
         self.drift: a.AcceptanceVerdict | None = None
         self.drift_thresholds: a.Thresholds | None = None
 
-    def _restart_if_changed(self, spec, revision: str, learned: be.BreakEven | None = None,
-                            serving_uid: str | None = None) -> None:
+    def follow(self, watched: WatchedRevision, serving_uid: str | None = None) -> None:
+        """Judge ``watched`` from here on: its ``thresholds`` and engine source, and a fresh watch (no verdict)
+        when anything it is judged by changed since the last call."""
+        spec, revision, learned = watched.spec, watched.revision, watched.learned
         acceptance = spec.acceptance
         # The serving's uid too: one deleted and re-created under the same name (its delete event lost in a
         # watch gap) starts from nothing, never from the old one's verdict on a revision of the same name.
@@ -109,22 +150,24 @@ class AcceptanceMonitor:
                                               engines.draft_tokens_per_step(spec.engine, spec.drafter),
                                               model_name=spec.target.served_model_name or None)
 
-    async def measure(self, spec, revision: str, pods: list[dict], now: dt.datetime,
-                      resume_from: a.AcceptanceVerdict | None = None, learned: be.BreakEven | None = None,
-                      serving_uid: str | None = None, baseline: d.Baseline | None = None,
-                      resume_drift: a.AcceptanceVerdict | None = None) -> Measurement | None:
-        """One sample of the active revision and the verdict on it; None when nothing is watched.
-        ``resume_from``: the verdict status recorded (``persisted_verdict``), used by a fresh watch;
-        ``learned``: the break-even an ``auto`` threshold applies (``Watched.learned``); ``serving_uid``:
-        which incarnation of the serving this is; ``baseline``: what the revision's gate measured at promotion
-        (``Watched.baseline``), ``resume_drift`` the drift verdict status records against it (``drift.persisted``)."""
+    async def measure(self, watched: WatchedRevision | None, pods: list[dict], now: dt.datetime,
+                      recorded: Incarnation = Incarnation()) -> Measurement | None:
+        """One sample of the ``watched`` revision and the verdict on it; None (the watch forgotten) when nothing
+        is watched or there is nothing to judge. ``pods``: the serving's pods now (its Ready ones are the scrape
+        targets); ``recorded``: what the serving's body records (``incarnation``), which a fresh watch resumes
+        from."""
+        if watched is None:
+            self.forget()
+            return None
+        spec, revision, learned, baseline = watched.spec, watched.revision, watched.learned, watched.baseline
+        serving_uid = recorded.uid
         if spec.acceptance is None or spec.drafter.method == "none" or not revision \
                 or (be.uses_auto(spec.acceptance) and learned is None):
             self.forget()  # nothing to judge (auto without a benchmark: decide says NoBenchmark)
             return None
-        self._restart_if_changed(spec, revision, learned, serving_uid)
+        self.follow(watched, serving_uid)
         if self.verdict is None:
-            self.verdict = resume_from
+            self.verdict = recorded.verdict
         thresholds = self.thresholds
         at = now.timestamp()
         port = self.port or engines.engine(spec.engine).DEFAULT_PORT
@@ -148,7 +191,7 @@ class AcceptanceMonitor:
         if block is not None:
             block["revision"] = revision
         return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,
-                           serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, resume_drift))
+                           serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, recorded.drift))
 
     def _drift(self, spec, sample: a.AcceptanceSample, baseline: d.Baseline | None,
                resume_drift: a.AcceptanceVerdict | None) -> d.Drift | None:
@@ -171,10 +214,10 @@ class AcceptanceMonitor:
             if name not in endpoints:  # decide refuses the spec too; never query a URL nobody configured
                 raise prom.MetricsUnavailable("UnknownEndpoint", prom.endpoint_problem(name, endpoints) or "")
             found = await prom.fetch_acceptance(
-                endpoints[name], spec.engine,
-                revision_matchers(self.namespace, self.name, revision), thresholds.window_seconds,
-                num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter),
-                shown_as=f"Prometheus endpoint {name!r}")
+                prom.PrometheusConnection(endpoints[name], shown_as=f"Prometheus endpoint {name!r}"),
+                prom.AcceptanceQuery(spec.engine, revision_matchers(self.namespace, self.name, revision),
+                                     thresholds.window_seconds,
+                                     num_speculative_tokens=engines.draft_tokens_per_step(spec.engine, spec.drafter)))
         except prom.MetricsUnavailable as exc:
             return a.AcceptanceSample.unavailable(at, str(exc))
         except mv.MetricsUnusable as exc:

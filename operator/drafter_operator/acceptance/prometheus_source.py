@@ -341,33 +341,55 @@ def endpoint_problem(name: str | None, endpoints: Mapping[str, str]) -> str | No
 # The HTTP call
 # --------------------------------------------------------------------------------------------------
 
-async def fetch_acceptance(prometheus_url: str, engine: str, matchers: Sequence[Matcher], window_seconds: float, *,
-                           replica_label: str = "pod", num_speculative_tokens: int | None = None,
-                           end: float | None = None, client: aiohttp.ClientSession | None = None,
-                           timeout: http_fetch.Timeout = DEFAULT_TIMEOUT,
-                           max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                           shown_as: str | None = None) -> PrometheusWindow:
-    """One revision's acceptance over ``window_seconds`` ending at ``end`` (default: now), from the
-    Prometheus at ``prometheus_url``. Pass ``client`` to reuse connections across servings. ``shown_as``:
-    what messages call the endpoint instead of its URL."""
-    query = window_query(engine, matchers, window_seconds, replica_label)
+@dataclass(frozen=True)
+class PrometheusConnection:
+    """A Prometheus to query and how: at ``url``, through ``client`` (None: one of its own for the call; pass
+    one to reuse connections across servings), within ``timeout``, reading at most ``max_response_bytes`` of
+    an answer; ``shown_as``: what messages call the endpoint instead of its URL (which may carry credentials)."""
+
+    url: str
+    client: aiohttp.ClientSession | None = None
+    timeout: http_fetch.Timeout = DEFAULT_TIMEOUT
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    shown_as: str | None = None
+
+
+@dataclass(frozen=True)
+class AcceptanceQuery:
+    """Whose acceptance over what window: the ``engine``'s counters of the series ``matchers`` select over
+    ``window_seconds``, per replica by ``replica_label``; ``num_speculative_tokens``: the drafts per step, for
+    an engine whose counters need it to give an acceptance rate."""
+
+    engine: str
+    matchers: Sequence[Matcher]
+    window_seconds: float
+    replica_label: str = "pod"
+    num_speculative_tokens: int | None = None
+
+
+async def fetch_acceptance(prometheus: PrometheusConnection, asked: AcceptanceQuery,
+                           end: float | None = None) -> PrometheusWindow:
+    """The acceptance ``asked`` for over the window ending at ``end`` (default: now), from ``prometheus``."""
+    engine, window_seconds, replica_label = asked.engine, asked.window_seconds, asked.replica_label
+    timeout, max_response_bytes, client = prometheus.timeout, prometheus.max_response_bytes, prometheus.client
+    query = window_query(engine, asked.matchers, window_seconds, replica_label)
     end = time.time() if end is None else end
-    url = prometheus_url.rstrip("/") + "/api/v1/query"
+    url = prometheus.url.rstrip("/") + "/api/v1/query"
     # POST form: the union query is long, and Prometheus accepts the same parameters in a form body.
     data = {"query": query, "time": f"{end:.3f}", "timeout": f"{max(timeout.read or 5.0, 1.0):g}s"}
     own = client is None
     client = client or http_fetch.client(timeout)
     started = time.perf_counter()
     try:
-        status, body = await http_fetch.fetch(
-            client, "POST", url, data=data, deadline_seconds=(timeout.connect or 0.0) + (timeout.read or 5.0),
-            max_bytes=max_response_bytes, timeout=timeout, shown_as=shown_as,
-            too_large=lambda why: _invalid(UnusableReason.TOO_LARGE, f"the query answer: {why}"))
+        bounds = http_fetch.AnswerBounds(
+            deadline_seconds=(timeout.connect or 0.0) + (timeout.read or 5.0), max_bytes=max_response_bytes,
+            too_large=lambda why: _invalid(UnusableReason.TOO_LARGE, f"the query answer: {why}"), timeout=timeout)
+        status, body = await http_fetch.fetch(client, "POST", url, bounds, data=data, shown_as=prometheus.shown_as)
     finally:
         if own:
             await client.close()
     latency = time.perf_counter() - started
     total, replicas = acceptance_from_vector(engine, parse_query_response(status, body), replica_label,
-                                             num_speculative_tokens)
+                                             asked.num_speculative_tokens)
     return PrometheusWindow(total=total, replicas=replicas, end=end, window_seconds=window_seconds, query=query,
                             latency_seconds=latency)

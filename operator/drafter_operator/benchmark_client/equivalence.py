@@ -173,24 +173,33 @@ async def _generate(session: aiohttp.ClientSession, endpoint: Endpoint, index: i
     return parse_generation(answer, where)
 
 
-async def check(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint, prompts: Sequence[str],
-                max_tokens: int, min_margin: float, deterministic: bool) -> EquivalenceResult:
+@dataclass(frozen=True)
+class Sides:
+    """The two endpoints an output check compares: the ``target`` served, and the ``baseline`` it must match."""
+
+    target: Endpoint
+    baseline: Endpoint
+
+
+async def check(session: aiohttp.ClientSession, sides: Sides, prompts: Sequence[str], max_tokens: int,
+                min_margin: float, deterministic: bool) -> EquivalenceResult:
     """Compare every prompt of ``prompts`` on both sides, one request at a time."""
     margin = 0.0 if deterministic else min_margin
     per_prompt: list[list[Divergence]] = []
     tokens = 0
     started = time.perf_counter()
     for index, prompt in enumerate(prompts):
-        found, compared = await _compare_prompt(session, target, baseline, index, prompt, max_tokens, margin)
+        found, compared = await _compare_prompt(session, sides, index, prompt, max_tokens, margin)
         per_prompt.append(found)
         tokens += compared
     return equivalence_result(per_prompt, tokens, margin, deterministic, time.perf_counter() - started)
 
 
-async def _compare_prompt(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint, index: int,
-                          prompt: str, max_tokens: int, min_margin: float) -> tuple[list[Divergence], int]:
+async def _compare_prompt(session: aiohttp.ClientSession, sides: Sides, index: int, prompt: str, max_tokens: int,
+                          min_margin: float) -> tuple[list[Divergence], int]:
     """One prompt's divergences (a defect ends it; each near-tie is gone past from the baseline's prefix, at most
     RESUMES times) and the tokens compared."""
+    target, baseline = sides.target, sides.baseline
     reference = await _generate(session, baseline, index, request(baseline, prompt, max_tokens))
     served = await _generate(session, target, index, request(target, prompt, max_tokens))
     found: list[Divergence] = []

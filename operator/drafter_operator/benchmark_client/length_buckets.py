@@ -54,9 +54,11 @@ def bucket_result(low: int, high: int | None, members: Sequence[int], prompt_tok
 
 
 async def measure(session: aiohttp.ClientSession, target: Endpoint, prompts: Sequence[str],
-                  prompt_tokens: Mapping[int, int], edges: Sequence[int], metrics_urls: Sequence[str], engine: str,
-                  num_speculative_tokens: int | None) -> list[LengthBucketResult]:
+                  prompt_tokens: Mapping[int, int], edges: Sequence[int],
+                  counters: scrape.AcceptanceCounters) -> list[LengthBucketResult]:
     """Each non-empty bucket's acceptance over its prompts, sent again one at a time."""
+    metrics_urls, engine, num_speculative_tokens = counters.metrics_urls, counters.engine, \
+        counters.num_speculative_tokens
     results = []
     for low, high, members in assign(prompt_tokens, edges):
         before = await scrape.scrape_all(session, metrics_urls, engine, target.model)

@@ -121,9 +121,20 @@ async def _wave(session: aiohttp.ClientSession, endpoint: Endpoint, prompts: lis
     return list(streams), time.perf_counter() - started
 
 
-async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint | None,
-                    prompts: list[str], repetitions: int, concurrency: int,
+@dataclass(frozen=True)
+class LevelWork:
+    """What one concurrency level sends: the ``prompts``, ``repetitions`` times, ``concurrency`` streams at once."""
+
+    prompts: list[str]
+    repetitions: int
+    concurrency: int
+
+
+async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: Endpoint | None, work: LevelWork,
                     baseline_tps: float | None = None, progress: Progress | None = None) -> Level:
+    """The level's streams on ``target``; the same waves on ``baseline`` when there is one, else its throughput is
+    ``baseline_tps`` (a recorded figure, or None)."""
+    prompts, repetitions, concurrency = work.prompts, work.repetitions, work.concurrency
     streams: list[Stream] = []
     seconds = base_tokens = base_seconds = 0.0
     schedule = level_schedule(len(prompts), repetitions, concurrency)
@@ -165,7 +176,7 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
                                 endpoint.temperature, endpoint.chat)
                 await stream_one(session, warm, prompts[0], 0)
         before = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
-        levels = [await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
+        levels = [await run_level(session, target, baseline, LevelWork(prompts, options.repetitions, concurrency),
                                   options.baseline_tps, progress)
                   for concurrency in options.concurrency]
         # The break-even, measured: levels between the last one at or above 1.0x and the first below,
@@ -174,17 +185,19 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
             concurrency = crossover.next_level((level.concurrency, level.speedup) for level in levels)
             if concurrency is None:
                 break
-            levels.append(await run_level(session, target, baseline, prompts, options.repetitions, concurrency,
+            levels.append(await run_level(session, target, baseline,
+                                          LevelWork(prompts, options.repetitions, concurrency),
                                           options.baseline_tps, progress))
         after = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
         by_length = None
         if options.prompt_length_buckets:
             counted = {s.index: s.prompt_tokens for s in levels[0].streams if s.prompt_tokens is not None}
-            by_length = await length_buckets.measure(session, target, prompts, counted, options.prompt_length_buckets,
-                                                     metrics_urls, options.engine, options.num_speculative_tokens)
+            by_length = await length_buckets.measure(
+                session, target, prompts, counted, options.prompt_length_buckets,
+                scrape.AcceptanceCounters(metrics_urls, options.engine, options.num_speculative_tokens))
         outputs = None
         if options.equivalence_prompts and baseline is not None:
-            outputs = await equivalence.check(session, target, baseline,
+            outputs = await equivalence.check(session, equivalence.Sides(target, baseline),
                                               prompt_sets.select(prompt_set, options.equivalence_prompts),
                                               options.equivalence_tokens, options.equivalence_margin,
                                               options.deterministic)

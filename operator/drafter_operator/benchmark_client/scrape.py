@@ -29,6 +29,16 @@ NO_DATA = "NoData"
 
 
 @dataclass(frozen=True)
+class AcceptanceCounters:
+    """Where an engine's acceptance counters are read: its /metrics at ``metrics_urls``, counted as ``engine``'s
+    with ``num_speculative_tokens`` drafts per step (None: read from the engine's own counters)."""
+
+    metrics_urls: Sequence[str]
+    engine: str
+    num_speculative_tokens: int | None
+
+
+@dataclass(frozen=True)
 class Scrape:
     """One pod's counters, or why there are none ("<Reason>: <url>: <message>")."""
 

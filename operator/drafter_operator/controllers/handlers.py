@@ -19,7 +19,9 @@ import asyncio
 import contextvars
 import datetime as dt
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import kopf
 
@@ -27,10 +29,9 @@ from drafter_operator import engines
 from drafter_operator.controllers import object_loops
 from drafter_operator.controllers.serving import loop as serving_loop
 from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
-from drafter_operator.acceptance import drift
-from drafter_operator.acceptance.measurement import AcceptanceMonitor, persisted_verdict
+from drafter_operator.acceptance.measurement import AcceptanceMonitor, incarnation
 from drafter_operator.controllers.serving.apply import ServingReconciler, now_utc
-from drafter_operator.controllers.serving.acceptance import Watched, WatchedByVersion
+from drafter_operator.controllers.serving.acceptance import WatchedByVersion
 from drafter_operator.controllers.serving.observe import benchmarked_serving, observed_from
 from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
 from drafter_operator.controllers.training.apply import TrainingReconciler
@@ -193,19 +194,33 @@ async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> 
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "services", name, meta.get("resourceVersion"))
 
 
+@dataclass(frozen=True)
+class ServingIndexes:
+    """The kopf indexes of the servings' children, each keyed by (namespace, serving): what a serving's loop
+    observes without a request."""
+
+    deployments: kopf.Index
+    pods: kopf.Index
+    services: kopf.Index
+    benchmarks: kopf.Index
+
+    @classmethod
+    def of(cls, handler_kwargs: dict) -> ServingIndexes:
+        """From a handler's keyword arguments: kopf passes every index by its handler's name."""
+        return cls(handler_kwargs["serving_deployments"], handler_kwargs["serving_pods"],
+                   handler_kwargs["serving_services"], handler_kwargs["serving_benchmarks"])
+
+
 @kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
-async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo,
-                        serving_deployments: kopf.Index, serving_pods: kopf.Index, serving_services: kopf.Index,
-                        serving_benchmarks: kopf.Index, **_) -> None:
+async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo, **kwargs) -> None:
     # Every serving's first event (kopf lists them all at startup) starts its loop; spec changes and our own
     # status writes wake it. The loop reads the body this event leaves in `serving_bodies`.
     key = (namespace, name)
     running = object_loops.keeps_running(type, meta)
     if running:
         memo.serving_bodies[key] = body
-    memo.loops.follow((SERVING_PLURAL, *key), running,
-                      lambda: _serving_loop(key, memo, serving_deployments, serving_pods, serving_services,
-                                            serving_benchmarks))
+    indexes = ServingIndexes.of(kwargs)
+    memo.loops.follow((SERVING_PLURAL, *key), running, lambda: _serving_loop(key, memo, indexes))
     if type == "DELETED":
         memo.serving_bodies.pop(key, None)
     memo.wakeups.saw(key, SERVING_PLURAL, name, meta.get("resourceVersion"))
@@ -215,8 +230,7 @@ def _event_sink(body: dict):
     return lambda kind, reason, message: kopf.event(body, type=kind, reason=reason, message=message[:1024])
 
 
-async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deployments: kopf.Index,
-                        serving_pods: kopf.Index, serving_services: kopf.Index, serving_benchmarks: kopf.Index) -> None:
+async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingIndexes) -> None:
     """One serving's reconcile loop and acceptance watch, until cancelled (the serving deleted, the operator
     stopping) or one of them fails (ObjectLoops starts it again after its backoff)."""
     namespace, name = key
@@ -229,7 +243,9 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
 
     async def measure_once():
         snapshot = kept_copy(body())
-        return await _measure(monitor, watch.of(snapshot), snapshot, list(serving_pods.get(key, [])))
+        watched = watch.of(snapshot)
+        return await monitor.measure(watched, list(indexes.pods.get(key, [])), now_utc(),
+                                     incarnation(snapshot, watched))
 
     def publish(measurement) -> None:
         latest["acceptance"] = measurement
@@ -240,11 +256,11 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
     async def reconcile_once():
         # Snapshots taken on the event loop, where kopf updates the indexes and the event handler the body.
         snapshot = kept_copy(body())
-        service = next((s for s in serving_services.get(key, []) if s["metadata"]["name"] == name), None)
-        observed = observed_from(serving_deployments.get(key, []), serving_pods.get(key, []), service,
+        service = next((s for s in indexes.services.get(key, []) if s["metadata"]["name"] == name), None)
+        observed = observed_from(indexes.deployments.get(key, []), indexes.pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
-                                 benchmarks=serving_benchmarks.get(key, []))
-        await _read_drain(observed, snapshot)
+                                 benchmarks=indexes.benchmarks.get(key, []))
+        await read_drain(observed, snapshot)
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()
         running = memo.reconcile_pool.submit(context.run, memo.reconciler.reconcile, snapshot, _event_sink(snapshot),
@@ -259,30 +275,16 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, serving_deploymen
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        await _stop(tasks, monitor, in_flight, namespace, name)
+        await stop_serving_loop(tasks, monitor, in_flight, namespace, name)
     for task in tasks:
         if not task.cancelled() and task.exception():
             raise task.exception()  # ObjectLoops starts the loop again after its backoff
 
 
-async def _measure(monitor: AcceptanceMonitor, watched: Watched | None, snapshot: dict, pods: list[dict]):
-    """One look at the serving's acceptance (None when nothing is watched): ``watched`` is what the body
-    ``snapshot`` says to measure, ``pods`` the pods index now (the Ready ones are its scrape targets)."""
-    if watched is None:
-        monitor.forget()
-        return None
-    status = snapshot.get("status") or {}
-    return await monitor.measure(watched.spec, watched.revision, pods, now_utc(),
-                                 resume_from=persisted_verdict(status, watched.revision),
-                                 learned=watched.learned, serving_uid=snapshot["metadata"].get("uid"),
-                                 baseline=watched.baseline,
-                                 resume_drift=drift.persisted(status, watched.baseline)
-                                 if watched.baseline else None)
-
-
-async def _read_drain(observed, snapshot: dict) -> None:
-    """The requests in flight on each revision that drains: its engines say when their streams are done, so
-    its drain ends then, not after a guess."""
+async def read_drain(observed, snapshot: dict) -> None:
+    """Record in ``observed.in_flight`` the requests in flight on each revision that drains, as its engines
+    (the revision's own, read from the body ``snapshot``) answer: its drain ends when their streams are done,
+    not after a guess. A revision whose engines leave the count unknown is left out."""
     for draining in draining_revisions(observed):
         engine = revision_engine(snapshot, draining)
         requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
@@ -291,9 +293,10 @@ async def _read_drain(observed, snapshot: dict) -> None:
             observed.in_flight[draining] = requests
 
 
-async def _stop(tasks: set[asyncio.Task], monitor: AcceptanceMonitor, in_flight: set[Future], namespace: str,
-                name: str) -> None:
-    """Cancel a serving's loop tasks and forget its series, now and once a reconcile still running is done."""
+async def stop_serving_loop(tasks: set[asyncio.Task], monitor: AcceptanceMonitor, in_flight: set[Future],
+                            namespace: str, name: str) -> None:
+    """Cancel a serving's loop tasks and forget its series, now and once a reconcile still running (``in_flight``)
+    is done."""
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -326,22 +329,34 @@ async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> No
     await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
 
 
-def _tick_while_unfinished(memo: kopf.Memo, plural: str, interval: float, reconcile, type, namespace, name, meta,
-                           status) -> None:
-    """Reconcile every `interval` seconds while the object is unfinished, every FINISHED_RESYNC_SECONDS once it
-    finished (object loops, not kopf timers: kopf would put its finalizer on the object)."""
-    key = (plural, namespace, name)
+@dataclass(frozen=True)
+class Ticks:
+    """How a kind's objects are reconciled besides their events: its ``plural``, every ``interval`` seconds while
+    one is unfinished, by ``reconcile(memo, namespace, name)``."""
+
+    plural: str
+    interval: float
+    reconcile: Callable[[kopf.Memo, str, str], Awaitable[None]]
+
+
+def _tick_while_unfinished(memo: kopf.Memo, ticks: Ticks, key: tuple[str, str], type, meta, status) -> None:
+    """Reconcile the object ``key`` (namespace, name) every `ticks.interval` seconds while it is unfinished, every
+    FINISHED_RESYNC_SECONDS once it finished (object loops, not kopf timers: kopf would put its finalizer on the
+    object)."""
+    namespace, name = key
+    loop_key = (ticks.plural, namespace, name)
     exists, finished = object_loops.keeps_running(type, meta), object_loops.finished(status)
-    memo.loops.follow(key, exists and not finished,
-                      lambda: object_loops.every(interval, lambda: reconcile(memo, namespace, name)))
-    memo.loops.follow(key + ("finished",), exists and finished,
-                      lambda: object_loops.every(FINISHED_RESYNC_SECONDS, lambda: reconcile(memo, namespace, name)))
+    memo.loops.follow(loop_key, exists and not finished,
+                      lambda: object_loops.every(ticks.interval, lambda: ticks.reconcile(memo, namespace, name)))
+    memo.loops.follow(loop_key + ("finished",), exists and finished,
+                      lambda: object_loops.every(FINISHED_RESYNC_SECONDS,
+                                                 lambda: ticks.reconcile(memo, namespace, name)))
 
 
 @kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
 async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
-    _tick_while_unfinished(memo, BENCHMARK_PLURAL, BENCHMARK_TICK_SECONDS, _reconcile_benchmark, type, namespace,
-                           name, meta, status)
+    _tick_while_unfinished(memo, Ticks(BENCHMARK_PLURAL, BENCHMARK_TICK_SECONDS, _reconcile_benchmark),
+                           (namespace, name), type, meta, status)
     if type != "DELETED":
         await _reconcile_benchmark(memo, namespace, name)
 
@@ -373,8 +388,8 @@ async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> Non
 
 @kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL)
 async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
-    _tick_while_unfinished(memo, TRAINING_PLURAL, TRAINING_TICK_SECONDS, _reconcile_training, type, namespace,
-                           name, meta, status)
+    _tick_while_unfinished(memo, Ticks(TRAINING_PLURAL, TRAINING_TICK_SECONDS, _reconcile_training),
+                           (namespace, name), type, meta, status)
     if type != "DELETED":
         await _reconcile_training(memo, namespace, name)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from drafter_operator import settings
 from drafter_operator.controllers.leadership import (
-    LEASE_API, Action, Decision, LeaseState, Memory, Timings, decide, lease_manifest, released_manifest,
+    LEASE_API, Action, Decision, LeaseRef, LeaseState, Memory, Timings, decide, lease_manifest, released_manifest,
     request_timeout)
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics
@@ -90,9 +90,10 @@ def _exit_lost(reason: str) -> None:
 class LeaderElector:
     """One candidate for one Lease. `acquire` (main thread), then `start_renewing`, then `release`."""
 
-    def __init__(self, kube: Kube, namespace: str, name: str, identity: str, timings: Timings = Timings(),
+    def __init__(self, kube: Kube, lease: LeaseRef, identity: str, timings: Timings = Timings(),
                  now: Callable[[], float] = clock, on_lost: Callable[[str], None] = _exit_lost):
-        self.kube, self.namespace, self.name, self.identity, self.timings = kube, namespace, name, identity, timings
+        self.kube, self.lease, self.identity, self.timings = kube, lease, identity, timings
+        self.namespace, self.name = lease.namespace, lease.name
         self.now, self.on_lost = now, on_lost
         self.memory = Memory()
         self.seen: LeaseState | None = None  # the Lease as last read
@@ -103,7 +104,7 @@ class LeaderElector:
 
     @property
     def where(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return str(self.lease)
 
     def _path(self, name: str | None = None) -> str:
         return object_path(LEASE_API, "leases", self.namespace, name)
@@ -137,7 +138,7 @@ class LeaderElector:
         return decision
 
     def _write(self, decision: Decision, lease: LeaseState | None) -> None:
-        body = lease_manifest(decision.action, self.name, self.namespace, self.identity, self.timings,
+        body = lease_manifest(decision.action, self.lease, self.identity, self.timings,
                               dt.datetime.now(dt.timezone.utc), lease)
         sent_at = self.now()  # the lease counts from here: no later than the apiserver stores it
         try:
@@ -216,7 +217,7 @@ class LeaderElector:
             if lease is None or lease.holder != self.identity:
                 return False
             self.kube.request("PUT", self._path(self.name),
-                              released_manifest(self.name, self.namespace, dt.datetime.now(dt.timezone.utc), lease),
+                              released_manifest(self.lease, dt.datetime.now(dt.timezone.utc), lease),
                               timeout=self._request_timeout())
         except Exception as exc:  # the successor then waits for the Lease to expire instead
             log.warning("leader election: could not release the Lease %s: %s", self.where, exc)

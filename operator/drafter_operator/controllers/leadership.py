@@ -38,6 +38,17 @@ CLUSTER_WIDE_LEASE = "drafter-operator"
 
 
 @dataclass(frozen=True)
+class LeaseRef:
+    """Which Lease: its namespace and name."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Timings:
     """client-go's and controller-runtime's defaults (seconds)."""
 
@@ -152,12 +163,12 @@ def micro_time(when: dt.datetime) -> str:
     return timestamps.format_micro(when)
 
 
-def lease_manifest(action: Action, name: str, namespace: str, identity: str, timings: Timings,
-                   wall_now: dt.datetime, lease: LeaseState | None) -> dict:
+def lease_manifest(action: Action, where: LeaseRef, identity: str, timings: Timings, wall_now: dt.datetime,
+                   lease: LeaseState | None) -> dict:
     """The body of the write `action` makes: a POST for CREATE, else a PUT carrying the observed
     resourceVersion (optimistic concurrency: 409 when someone wrote in between)."""
     now = micro_time(wall_now)
-    metadata = {"name": name, "namespace": namespace}
+    metadata = {"name": where.name, "namespace": where.namespace}
     if action is Action.CREATE:
         spec = {"acquireTime": now, "leaseTransitions": 0}
     elif action is Action.TAKE_OVER:
@@ -172,10 +183,10 @@ def lease_manifest(action: Action, name: str, namespace: str, identity: str, tim
     return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": metadata, "spec": spec}
 
 
-def released_manifest(name: str, namespace: str, wall_now: dt.datetime, lease: LeaseState) -> dict:
+def released_manifest(where: LeaseRef, wall_now: dt.datetime, lease: LeaseState) -> dict:
     """Our Lease with no holder, so the next candidate takes over at once (client-go's ReleaseOnCancel)."""
     return {"apiVersion": LEASE_API, "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace, "resourceVersion": lease.resource_version},
+            "metadata": {"name": where.name, "namespace": where.namespace, "resourceVersion": lease.resource_version},
             "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": micro_time(wall_now),
                      "acquireTime": lease.acquire_time or micro_time(wall_now), "leaseTransitions": lease.transitions}}
 

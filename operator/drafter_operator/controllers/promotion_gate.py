@@ -62,11 +62,21 @@ class PromotionSwap:
         return f"the gate of {PROMOTION_ANNOTATION} by {self.request.by}" if self.request else SPEC_GATE
 
 
-def promotion_swap(annotations: dict | None, recorded: dict | None, spec: DrafterServingSpec, desired: str,
-                   static_revision: str, good: frozenset[str], action: bool) -> PromotionSwap:
-    """Whether the promotion annotation governs the swap to the ``desired`` revision, whose form without a
-    learned schedule is ``static_revision`` (pure). ``action``: an onDegraded action chose what runs (never
-    a promotion). ``good``: revisions that have served; a promotion ends once its revision has."""
+@dataclass(frozen=True)
+class Desired:
+    """The revision a serving's decision wants to run, and its form without a learned schedule (``static``; the
+    same revision when no schedule is learned): a promotion binds to the static form."""
+
+    revision: str
+    static: str
+
+
+def promotion_swap(annotations: dict | None, recorded: dict | None, spec: DrafterServingSpec, desired: Desired,
+                   good: frozenset[str], action: bool) -> PromotionSwap:
+    """Whether the promotion annotation governs the swap to the ``desired`` revision (pure). ``action``: an
+    onDegraded action chose what runs (never a promotion). ``good``: revisions that have served; a promotion
+    ends once its revision has."""
+    static_revision = desired.static
     raw = (annotations or {}).get(PROMOTION_ANNOTATION)
     if not raw:
         return PromotionSwap()
@@ -83,5 +93,5 @@ def promotion_swap(annotations: dict | None, recorded: dict | None, spec: Drafte
     else:
         return PromotionSwap()  # the spec no longer (or not yet) runs the promoted drafter
     record = {"request": key, "by": request.by, "revision": bound}
-    applies = bound == static_revision and not {static_revision, desired} & good and not action
+    applies = bound == static_revision and not {static_revision, desired.revision} & good and not action
     return PromotionSwap(request if applies else None, record)

@@ -7,6 +7,7 @@ import contextlib
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 
 import kopf
 from prometheus_client import start_http_server
@@ -17,19 +18,37 @@ from drafter_operator.controllers import leadership
 from drafter_operator.settings import MEMORY_RELEASE_SECONDS, SettingError
 
 
-def run(namespaces: list[str], metrics_port: int = OPERATOR_METRICS_PORT, verbose: bool = False,
-        metrics_host: str = "0.0.0.0", health_port: int = 0, health_host: str = "0.0.0.0",
-        leader_election: bool = True, lease_namespace: str | None = None, lease_name: str | None = None,
-        lease_timings: leadership.Timings = leadership.Timings(), log_format: str = "text") -> int:
+@dataclass(frozen=True)
+class Address:
+    """Where a server listens: ``host`` and ``port`` (0: the server is off)."""
+
+    host: str = "0.0.0.0"
+    port: int = 0
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Whether the operator acts only while it holds a Lease (``enabled``), which one (``lease_namespace``,
+    default: leader_election.default_lease_namespace; ``lease_name``, default: named after the scope, see
+    leadership.lease_name) and its ``timings`` (lease duration, renew deadline, retry period; default:
+    client-go's)."""
+
+    enabled: bool = True
+    lease_namespace: str | None = None
+    lease_name: str | None = None
+    timings: leadership.Timings = leadership.Timings()
+
+
+def run(namespaces: list[str], metrics: Address = Address(port=OPERATOR_METRICS_PORT), health: Address = Address(),
+        leader_election: LeaderElection = LeaderElection(), verbose: bool = False, log_format: str = "text") -> int:
     """Run until interrupted. `namespaces` empty: cluster-wide; else only those (namespaced mode).
 
-    `health_port`: serve a liveness endpoint (`/healthz`) for the pod's probes; 0 leaves it off. kopf's
-    answers while the operator leads (200 while its event loop answers); before, the stand-by's does.
+    `metrics`: where the operator's /metrics listens (port 0: off). `health`: serve a liveness endpoint
+    (`/healthz`) for the pod's probes; port 0 leaves it off. kopf's answers while the operator leads (200
+    while its event loop answers); before, the stand-by's does.
 
-    `leader_election`: act only while holding the Lease `lease_name` (default: named after the scope, see
-    leadership.lease_name) in `lease_namespace` (default: leader_election.default_lease_namespace), so a
-    second operator for the same scope stands by instead of acting too (docs/reliability.md).
-    `lease_timings`: its lease duration, renew deadline and retry period; default: client-go's.
+    `leader_election`: when enabled, act only while holding its Lease, so a second operator for the same
+    scope stands by instead of acting too (docs/reliability.md).
     `log_format`: text or json (JSON lines, logs.py).
 
     Exits 2 before kopf starts when the apiserver denies a permission the operator needs where it is to
@@ -39,10 +58,11 @@ def run(namespaces: list[str], metrics_port: int = OPERATOR_METRICS_PORT, verbos
     from drafter_operator.controllers import leader_election as election
     from drafter_operator.monitoring import operator_metrics
 
-    if leader_election:
-        lease_namespace = lease_namespace or election.default_lease_namespace()
-        lease_name = lease_name or leadership.lease_name(namespaces)
-    refused = startup_problem(namespaces, lease_namespace if leader_election else None)
+    lease = None
+    if leader_election.enabled:
+        lease = leadership.LeaseRef(leader_election.lease_namespace or election.default_lease_namespace(),
+                                    leader_election.lease_name or leadership.lease_name(namespaces))
+    refused = startup_problem(namespaces, lease.namespace if lease else None)
     if refused is not None:
         print(refused, file=sys.stderr)
         return 2
@@ -50,14 +70,14 @@ def run(namespaces: list[str], metrics_port: int = OPERATOR_METRICS_PORT, verbos
     if isinstance(release_seconds, str):
         print(release_seconds, file=sys.stderr)
         return 2
-    start_side_services(log_format, verbose, metrics_port, metrics_host, release_seconds)
-    liveness = f"http://{health_host}:{health_port}/healthz" if health_port else None
-    if not leader_election:
+    start_side_services(log_format, verbose, metrics, release_seconds)
+    liveness = f"http://{health.host}:{health.port}/healthz" if health.port else None
+    if lease is None:
         operator_metrics.set_leader(True)
         asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True,
                                   liveness_endpoint=liveness))
         return 0
-    return run_leading(namespaces, liveness, lease_namespace, lease_name, lease_timings, health_host, health_port)
+    return run_leading(namespaces, liveness, lease, leader_election.timings, health)
 
 
 def startup_problem(namespaces: list[str], lease_namespace: str | None) -> str | None:
@@ -91,30 +111,28 @@ def memory_release_seconds() -> float | str:
                 f"set it to e.g. 60, or 0 to turn the periodic release of freed memory off")
 
 
-def start_side_services(log_format: str, verbose: bool, metrics_port: int, metrics_host: str,
-                        release_seconds: float) -> None:
-    """Logging, the operator's /metrics (0: off) and the periodic release of the memory a cold start
+def start_side_services(log_format: str, verbose: bool, metrics: Address, release_seconds: float) -> None:
+    """Logging, the operator's /metrics (port 0: off) and the periodic release of the memory a cold start
     leaves freed (0: off)."""
     logs.configure(log_format, verbose)
-    if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host)
+    if metrics.port:
+        start_http_server(metrics.port, addr=metrics.host)
     if release_seconds > 0:
         memory_release.PeriodicRelease(release_seconds).start()
 
 
-def run_leading(namespaces: list[str], liveness: str | None, lease_namespace: str, lease_name: str,
-                lease_timings: leadership.Timings, health_host: str, health_port: int) -> int:
+def run_leading(namespaces: list[str], liveness: str | None, lease: leadership.LeaseRef,
+                lease_timings: leadership.Timings, health: Address) -> int:
     """Stand by until this process holds the Lease, then run kopf while renewing it; release it once
     nothing acts any more. 0 on a signal, 2 when the Lease's namespace does not exist."""
     from drafter_operator.controllers import leader_election as election
     from drafter_operator.kube import Kube, load_api_client
 
     # Its own client: the lease traffic stays out of drafter_operator_api_requests, the reconciles' figure.
-    elector = election.LeaderElector(Kube(load_api_client()), lease_namespace, lease_name,
-                                     election.holder_identity(), timings=lease_timings)
+    elector = election.LeaderElector(Kube(load_api_client()), lease, election.holder_identity(), timings=lease_timings)
     stop = threading.Event()  # SIGTERM or SIGINT while standing by
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    standby = election.StandbyHealth(health_host, health_port, elector) if health_port else None
+    standby = election.StandbyHealth(health.host, health.port, elector) if health.port else None
     try:
         leading = elector.acquire(stop)
     except election.LeaseNamespaceMissing as exc:

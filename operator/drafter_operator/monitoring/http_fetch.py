@@ -63,15 +63,27 @@ def client(timeout: Timeout | float) -> aiohttp.ClientSession:
                                  timeout=limits.client_timeout(), trust_env=True)
 
 
-async def fetch(client_: aiohttp.ClientSession, method: str, url: str, *, deadline_seconds: float, max_bytes: int,
-                too_large: Callable[[str], Exception], data: Mapping[str, str] | None = None,
-                timeout: Timeout | None = None, shown_as: str | None = None) -> tuple[int, bytes]:
-    """``(status, body)`` of one request, the body read while it streams and refused (``too_large``'s
-    exception) past ``max_bytes``. Raises ``MetricsUnavailable``: ``Timeout`` when the whole answer did
-    not arrive within ``deadline_seconds``, ``Unreachable`` when there was no answer (refused, reset,
-    closed early). The status is the caller's to judge. ``timeout``: per-operation timeouts for this
-    request instead of the client's. ``shown_as``: what messages call the target instead of its URL (an
-    operator-configured endpoint's name: its URL may carry credentials)."""
+@dataclass(frozen=True)
+class AnswerBounds:
+    """What one request waits for and reads: the whole answer within ``deadline_seconds``, at most ``max_bytes``
+    of it (beyond, ``too_large``'s exception, given why), and ``timeout``: per-operation timeouts for this
+    request instead of the client's (None: the client's)."""
+
+    deadline_seconds: float
+    max_bytes: int
+    too_large: Callable[[str], Exception]
+    timeout: Timeout | None = None
+
+
+async def fetch(client_: aiohttp.ClientSession, method: str, url: str, bounds: AnswerBounds, *,
+                data: Mapping[str, str] | None = None, shown_as: str | None = None) -> tuple[int, bytes]:
+    """``(status, body)`` of one request within ``bounds``, the body read while it streams and refused
+    (``bounds.too_large``'s exception) past ``bounds.max_bytes``. Raises ``MetricsUnavailable``: ``Timeout`` when
+    the whole answer did not arrive within ``bounds.deadline_seconds``, ``Unreachable`` when there was no answer
+    (refused, reset, closed early). The status is the caller's to judge. ``shown_as``: what messages call the
+    target instead of its URL (an operator-configured endpoint's name: its URL may carry credentials)."""
+    deadline_seconds, max_bytes, too_large, timeout = bounds.deadline_seconds, bounds.max_bytes, bounds.too_large, \
+        bounds.timeout
     shown = url if shown_as is None else shown_as
     try:
         async with asyncio.timeout(deadline_seconds):

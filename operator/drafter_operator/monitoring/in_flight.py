@@ -46,9 +46,8 @@ async def requests_in_flight(engine_name: str, pod_ips: list[str], port: int) ->
 
     async def one(client, ip: str) -> int:
         url = f"http://{ip}:{port}{engine.METRICS_PATH}"
-        status, body = await http_fetch.fetch(
-            client, "GET", url, deadline_seconds=DEADLINE_SECONDS, max_bytes=mv.DEFAULT_MAX_BODY_BYTES,
-            too_large=lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, why))
+        status, body = await http_fetch.fetch(client, "GET", url, http_fetch.AnswerBounds(
+            DEADLINE_SECONDS, mv.DEFAULT_MAX_BODY_BYTES, lambda why: mv.unusable(mv.UnusableReason.TOO_LARGE, why)))
         if status != 200:
             raise MetricsUnavailable("HTTPError", f"{url}: HTTP {status}")
         return count_in_flight(engine_name, body)

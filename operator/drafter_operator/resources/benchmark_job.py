@@ -11,12 +11,20 @@ in the container's termination message (at most 4 KiB), which the controller cop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from drafter_operator.api.pod import parse_kube_quantity
 from drafter_operator.constants import BENCHMARK_LABEL, INSTANCE_LABEL, NAME_LABEL
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.engine import GPU_TOLERATION
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
+
+if TYPE_CHECKING:
+    from drafter_operator.api.benchmark import BenchmarkPlacement
+    from drafter_operator.api.pod import ContainerResources, PodPolicy
 
 CONTAINER = "bench"
 PROMPTS_VOLUME = "prompts"
@@ -82,12 +90,25 @@ def node_placement(placement=None) -> dict:
     return fields
 
 
-def benchmark_job(namespace: str, benchmark: str, generation: int, image: str, argv: list[str],
-                  timeout_seconds: int, prompts_config_map: tuple[str, str] | None = None,
-                  resources=None, policy=None, placement=None) -> dict:
-    """`argv` is the bench command line after `drafter-operator bench`; `prompts_config_map`
-    (name, key) mounts that key at PROMPTS_DIR/<key>; `resources`, `policy` and `placement` are the spec's
-    (api/pod.py ContainerResources and PodPolicy, api/benchmark.py BenchmarkPlacement)."""
+@dataclass(frozen=True)
+class BenchPod:
+    """The pod that runs a benchmark: ``image``'s ``drafter-operator bench`` with ``argv`` (its command line after
+    ``bench``); ``prompts_config_map`` (name, key) mounts that key at PROMPTS_DIR/<key>; ``resources``, ``policy``
+    and ``placement`` are the spec's (api/pod.py ContainerResources and PodPolicy, api/benchmark.py
+    BenchmarkPlacement)."""
+
+    image: str
+    argv: Sequence[str]
+    prompts_config_map: tuple[str, str] | None = None
+    resources: ContainerResources | None = None
+    policy: PodPolicy | None = None
+    placement: BenchmarkPlacement | None = None
+
+
+def benchmark_job(namespace: str, benchmark: str, generation: int, pod: BenchPod, timeout_seconds: int) -> dict:
+    """The Job of a benchmark's run (its spec ``generation``): ``pod``, ended after ``timeout_seconds``."""
+    image, argv, prompts_config_map = pod.image, pod.argv, pod.prompts_config_map
+    resources, policy, placement = pod.resources, pod.policy, pod.placement
     labels = benchmark_labels(benchmark)
     container = {
         "name": CONTAINER, "image": image, "command": ["drafter-operator", "bench", *argv],

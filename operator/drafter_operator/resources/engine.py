@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
@@ -130,10 +131,26 @@ def preflight_container(serving: DrafterServing, image: str) -> dict | None:
     }
 
 
-def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], port: int, health_path: str,
-                    readiness_path: str, preflight_image: str) -> dict:
-    """The engine pod of a revision. ``preflight_image``: the operator's image, for the drafter preflight
-    init container (`preflight_container`)."""
+@dataclass(frozen=True)
+class EngineHttp:
+    """Where an engine answers: its ``port``, the path that says it is alive (``health_path``: the startup and
+    liveness probes) and the one that says it takes requests (``readiness_path``)."""
+
+    port: int
+    health_path: str
+    readiness_path: str
+
+    @classmethod
+    def of(cls, engine) -> EngineHttp:
+        """An engine module's own (engines/: DEFAULT_PORT, HEALTH_PATH, READINESS_PATH)."""
+        return cls(engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
+
+
+def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: EngineHttp,
+                    preflight_image: str) -> dict:
+    """The engine pod of a revision, its engine answering at ``http``. ``preflight_image``: the operator's
+    image, for the drafter preflight init container (`preflight_container`)."""
+    port, health_path, readiness_path = http.port, http.health_path, http.readiness_path
     spec = serving.spec
     placement = spec.placement
     node_selector = dict(placement.node_selector or {}) if placement else {}

@@ -6,6 +6,8 @@ which still points at the active revision: the gate measures exactly the drafter
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from drafter_operator import engines
 from drafter_operator.api.benchmark_gate import BenchmarkGate
 from drafter_operator.api.serving import DrafterServingSpec
@@ -30,10 +32,21 @@ def gate_name(serving: str, revision: str) -> str:
     return child_name(serving, f"gate-{revision}", CUSTOM_RESOURCE_NAME_MAX)
 
 
-def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, revision: str, pod_ip: str,
-                   port: int, gate: BenchmarkGate | None = None, attempt: str | None = None) -> dict:
+@dataclass(frozen=True)
+class GatedPod:
+    """What a gate measures: the new ``revision``, at the address (``pod_ip``, ``port``) of one of its Ready
+    engine pods."""
+
+    revision: str
+    pod_ip: str
+    port: int
+
+
+def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, measured: GatedPod,
+                   gate: BenchmarkGate | None = None, attempt: str | None = None) -> dict:
     """``gate``: the gate in force for this revision (a promotion's one-shot gate), else spec.swap.gate;
     ``attempt``: the serving's last retry request (status.retryRequest), recorded on the gate."""
+    revision, pod_ip, port = measured.revision, measured.pod_ip, measured.port
     gate = gate or spec.swap.gate
     thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
                                  exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels", "equivalence"})

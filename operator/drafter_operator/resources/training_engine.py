@@ -27,7 +27,7 @@ from drafter_operator.constants import (
 )
 from drafter_operator.engines import engine as engine_module
 from drafter_operator.resources import pod_policy
-from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, serving_service
+from drafter_operator.resources.engine import EngineHttp, engine_deployment, engine_pod_spec, serving_service
 from drafter_operator.resources.names import DEPLOYMENT_NAME_MAX, SERVICE_NAME_MAX, child_name
 from drafter_operator.resources.training import training_labels
 from drafter_operator.resources.training_job import pod_security_context
@@ -96,8 +96,8 @@ def generation_engine(namespace: str, training: str, spec, generation: int, imag
     engine = engine_module(serving.spec.engine)
     name, labels = engine_name(training, generation), engine_labels(training, generation)
     # Method none loads no drafter: the serving's drafter preflight never runs here, so it needs no image.
-    pod_spec = engine_pod_spec(serving, image, engine.render_command(serving.spec), engine.DEFAULT_PORT,
-                               engine.HEALTH_PATH, engine.READINESS_PATH, preflight_image="")
+    pod_spec = engine_pod_spec(serving, image, engine.render_command(serving.spec), EngineHttp.of(engine),
+                               preflight_image="")
     deployment = engine_deployment(serving, f"g{generation}", 1, pod_spec, annotations={ENGINE_ANNOTATION: serving.spec.engine})
     deployment["metadata"].update(name=name, labels=labels)
     deployment["spec"]["selector"] = {"matchLabels": engine_selector(training, generation)}

@@ -20,6 +20,8 @@ from __future__ import annotations
 import copy
 import json
 
+from dataclasses import dataclass
+
 from drafter_operator.api.common import parse_duration
 from drafter_operator.api.training.sections import STAGE_DEADLINE_DEFAULTS
 from drafter_operator.constants import STAGE_LABEL, TRAINING_LABEL
@@ -172,16 +174,35 @@ def stage_volumes(training: str, spec, stage: str, generation: int,
     return volumes, mounts
 
 
-def stage_container(spec, stage: str, generation: int, image: str, paths: TrainingPaths,
-                    render_args: tuple[str, ...], mounts: list[dict]) -> dict:
+@dataclass(frozen=True)
+class StageRun:
+    """Which run of a stage a Job is: the stage, the spec's generation it runs and its ``attempt`` (0, then 1, 2,
+    ... after a disruption); together they name the Job (``stage_job_name``)."""
+
+    stage: str
+    generation: int
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class StageCommand:
+    """What the stage container runs: ``image``'s ``drafter-operator run-stage``, with ``render_args`` (extra
+    options: ``--cpu`` on a machine without GPUs), keeping its files where ``paths`` say."""
+
+    image: str
+    render_args: tuple[str, ...] = ()
+    paths: TrainingPaths = TrainingPaths()
+
+
+def stage_container(spec, run: StageRun, command: StageCommand, mounts: list[dict]) -> dict:
     """The one container: ``drafter-operator run-stage`` on the mounted spec, with the spec's GPUs on a
     GPU stage, its termination message the stage's outcome."""
     own = {"limits": {GPU_RESOURCE: str(spec.resources.gpus)}, "requests": {GPU_RESOURCE: str(spec.resources.gpus)}} \
-        if stage in GPU_STAGES else None
+        if run.stage in GPU_STAGES else None
     container = {
-        "name": CONTAINER, "image": image,
-        "command": ["drafter-operator", "run-stage", "--training", f"{SPEC_DIR}/{SPEC_KEY}", "--stage", stage,
-                    "--generation", str(generation), "--files", paths.files, *render_args],
+        "name": CONTAINER, "image": command.image,
+        "command": ["drafter-operator", "run-stage", "--training", f"{SPEC_DIR}/{SPEC_KEY}", "--stage", run.stage,
+                    "--generation", str(run.generation), "--files", command.paths.files, *command.render_args],
         "env": stage_environment(spec),
         "resources": pod_policy.container_resources(spec.resources, own=own),
         "volumeMounts": mounts,
@@ -210,13 +231,13 @@ def stage_placement(placement, gpu: bool) -> dict:
     return fields
 
 
-def stage_job(namespace: str, training: str, spec, stage: str, generation: int, image: str,
-              paths: TrainingPaths = TrainingPaths(), render_args: tuple[str, ...] = (), attempt: int = 0) -> dict:
-    """The Job of ``stage`` (its ``attempt``) for the DrafterTrainingSpec ``spec`` (pure); ``render_args`` are
-    extra ``run-stage`` options (``--cpu`` on a machine without GPUs)."""
+def stage_job(namespace: str, training: str, spec, run: StageRun, command: StageCommand) -> dict:
+    """The Job of one ``run`` of a stage for the DrafterTrainingSpec ``spec`` (pure), its container running
+    ``command``."""
+    stage, generation = run.stage, run.generation
     labels = {**training_labels(training), STAGE_LABEL: stage}
-    volumes, mounts = stage_volumes(training, spec, stage, generation, paths)
-    container = stage_container(spec, stage, generation, image, paths, render_args, mounts)
+    volumes, mounts = stage_volumes(training, spec, stage, generation, command.paths)
+    container = stage_container(spec, run, command, mounts)
     pod_spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes,
                       **pod_policy.pod_fields(spec.pod)}
     pod_spec["securityContext"] = pod_security_context(spec.pod)
@@ -227,7 +248,7 @@ def stage_job(namespace: str, training: str, spec, stage: str, generation: int, 
         pod_spec["subdomain"] = rendezvous_service_name(training)
     return queueing.queued({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": stage_job_name(training, stage, generation, pods, attempt), "namespace": namespace,
+        "metadata": {"name": stage_job_name(training, stage, generation, pods, run.attempt), "namespace": namespace,
                      "labels": labels},
         "spec": {**job_parallelism(spec, stage), "activeDeadlineSeconds": stage_deadline_seconds(spec, stage),
                  "podFailurePolicy": copy.deepcopy(DISRUPTION_POLICY),

@@ -248,10 +248,19 @@ def rfc3339(at: datetime) -> str:
     return timestamps.format_seconds(at)
 
 
-def record(state: Progress, stage: str, at: datetime, bytes_written: int | None = None,
-           outcome: str | None = None, estimated_bytes: int | None = None, cost: Mapping | None = None) -> dict:
+@dataclass(frozen=True)
+class OutputBytes:
+    """What a stage's outputs hold: ``written`` since it started (None: not grown yet), ``estimated`` when
+    done (the plan's estimate, None without one)."""
+
+    written: int | None = None
+    estimated: int | None = None
+
+
+def record(state: Progress, stage: str, at: datetime, output: OutputBytes = OutputBytes(),
+           outcome: str | None = None, cost: Mapping | None = None) -> dict:
     """The JSON of a ``drafter-progress`` line: the TrainingProgress fields that are known, in
-    camelCase, plus ``stage`` and ``bytesWritten``; ``outcome`` ("Succeeded", "Failed") on the last;
+    camelCase, plus ``stage``, ``bytesWritten`` and ``estimatedBytes``; ``outcome`` ("Succeeded", "Failed") on the last;
     ``cost``, the run's estimate (training/cost.py: ``gpuSeconds`` by stage, ``tokens``, ``basis``)."""
     percent, eta = state.percent(), state.eta_seconds()
     if outcome == "Succeeded":
@@ -262,7 +271,7 @@ def record(state: Progress, stage: str, at: datetime, bytes_written: int | None 
         "epoch": state.epoch, "epochs": state.epochs, "step": state.step, "steps": state.steps,
         "loss": state.loss, "etaSeconds": eta, "percent": percent,
         "summary": state.summary() or (f"{stage} {outcome.lower()}" if outcome else f"{stage} running"),
-        "updated": rfc3339(at), "bytesWritten": bytes_written, "estimatedBytes": estimated_bytes, "outcome": outcome,
+        "updated": rfc3339(at), "bytesWritten": output.written, "estimatedBytes": output.estimated, "outcome": outcome,
         "cost": dict(cost) if cost else None, "resumedFromStep": state.resumed_from_step,
     }
     return {k: v for k, v in fields.items() if v is not None}

@@ -120,8 +120,8 @@ def _main(args, _extra=()) -> int:
     try:
         asyncio.run(regenerate(
             endpoint=args.endpoint, settings=Settings(args.model, args.input, args.max_tokens, args.temperature),
-            output=Path(args.output), num_samples=args.num_samples, concurrency=args.concurrency,
-            retries=args.retries, timeout=args.timeout))
+            output=Path(args.output), num_samples=args.num_samples,
+            requests=Requests(concurrency=args.concurrency, retries=args.retries, timeout=args.timeout)))
     except RegenerateError as exc:
         print(f"regenerate: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -316,10 +316,19 @@ class Progress:
         self.say(f"regenerated {self.done}/{self.total} samples")
 
 
+@dataclass(frozen=True)
+class Requests:
+    """How the target is asked: ``concurrency`` requests at once, each within ``timeout`` seconds and tried
+    again ``retries`` times on a transient failure, ``backoff`` seconds apart (doubling)."""
+
+    concurrency: int = DEFAULT_CONCURRENCY
+    retries: int = DEFAULT_RETRIES
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    backoff: float = 1.0
+
+
 async def regenerate(*, endpoint: str, settings: Settings, output: Path, num_samples: int,
-                     concurrency: int = DEFAULT_CONCURRENCY, retries: int = DEFAULT_RETRIES,
-                     timeout: float = DEFAULT_TIMEOUT_SECONDS, backoff: float = 1.0,
-                     out: TextIO = sys.stdout) -> int:
+                     requests: Requests = Requests(), out: TextIO = sys.stdout) -> int:
     """Regenerate the first ``num_samples`` usable rows of ``settings.input`` into ``output``; the
     samples it holds at the end. Raises RegenerateError naming the failing sample."""
     say = lambda text: print(text, file=out, flush=True)  # noqa: E731
@@ -337,12 +346,12 @@ async def regenerate(*, endpoint: str, settings: Settings, output: Path, num_sam
         say(f"resuming: {len(samples) - len(pending)} samples already in {output}")
     progress.report()
     if pending:
-        await _run(endpoint, settings, output, pending, progress, concurrency, retries, timeout, backoff)
+        await _run(endpoint, settings, output, pending, progress, requests)
     return progress.done
 
 
 async def _run(endpoint: str, settings: Settings, output: Path, pending: list[Sample], progress: Progress,
-               concurrency: int, retries: int, timeout: float, backoff: float) -> None:
+               requests: Requests) -> None:
     from drafter_operator.benchmark_client.stream import stream_session
 
     url = chat_url(endpoint)
@@ -350,11 +359,11 @@ async def _run(endpoint: str, settings: Settings, output: Path, pending: list[Sa
     for sample in pending:
         queue.put_nowait(sample)
 
-    async with stream_session(concurrency, timeout) as session:
+    async with stream_session(requests.concurrency, requests.timeout) as session:
         async def answer(messages: list[dict]) -> str:
             payload = {"model": settings.model, "messages": messages, "max_tokens": settings.max_tokens,
                        "temperature": settings.temperature, "stream": False}
-            return await chat(session, url, payload, retries, backoff)
+            return await chat(session, url, payload, requests.retries, requests.backoff)
 
         with output.open("a", encoding="utf-8") as sink:
             async def worker() -> None:
@@ -369,7 +378,7 @@ async def _run(endpoint: str, settings: Settings, output: Path, pending: list[Sa
                     sink.flush()
                     progress.advance()
 
-            workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(pending)))]
+            workers = [asyncio.create_task(worker()) for _ in range(min(requests.concurrency, len(pending)))]
             try:
                 await asyncio.gather(*workers)
             finally:

@@ -65,9 +65,11 @@ class ProgressReporter:
             self.bytes_written = size
         self.measured = self.clock()
 
+    def _output(self) -> progress.OutputBytes:
+        return progress.OutputBytes(written=self.bytes_written, estimated=self.estimated_bytes)
+
     def _emit(self, outcome: str | None = None) -> None:
-        self.last = progress.record(self.state, self.stage, self.wall(), self.bytes_written, outcome,
-                                    self.estimated_bytes, self.cost)
+        self.last = progress.record(self.state, self.stage, self.wall(), self._output(), outcome, self.cost)
         self.write(progress.format_line(self.last))
         self.emitted = self.clock()
 
@@ -85,8 +87,7 @@ class ProgressReporter:
             return
         if now - self.measured >= self.interval:
             self._measure()
-        candidate = progress.record(self.state, self.stage, self.wall(), self.bytes_written, None, self.estimated_bytes,
-                                    self.cost)
+        candidate = progress.record(self.state, self.stage, self.wall(), self._output(), None, self.cost)
         if self.last is None or {**candidate, "updated": None} != {**self.last, "updated": None}:
             self._emit()
 

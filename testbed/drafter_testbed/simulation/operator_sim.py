@@ -14,7 +14,7 @@ acceptance measurements call `Wakeups.saw`; after a reconcile the loop `expect`s
 `Wakeups.wait` does (woken with its own writes delivered, or `catch_up` past them, which sets the loop's
 `behind`, or the plan's deadline, or the safety interval); the next reconcile is told `view_behind` by
 `take_behind`, so the real reconciler reads the apiserver itself. Before each reconcile the loop reads the
-requests in flight on every draining revision (`handlers._read_drain`): the world's traffic answers for each
+requests in flight on every draining revision (`handlers.read_drain`): the world's traffic answers for each
 pod IP, None when a pod cannot be read (a ghost's IP, a metrics fault).
 
 **Settings.** The operator's environment (`environ`, the chart's values: tenancy.allowedImagePrefixes,
@@ -326,7 +326,7 @@ class OperatorSim:
         return applied
 
     def read_drain(self, observed) -> None:
-        """handlers._read_drain: each draining revision's requests in flight, from its Ready pods' IPs in the view."""
+        """handlers.read_drain: each draining revision's requests in flight, from its Ready pods' IPs in the view."""
         for draining in draining_revisions(observed):
             count = self.world.traffic.in_flight_at(observed.ready_pod_ips.get(draining, []))
             if count is not None:

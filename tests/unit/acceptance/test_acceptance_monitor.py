@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, ready_replicas, ready_with_ip
 from drafter_operator.acceptance import verdict as a
+from drafter_operator.controllers.serving.acceptance import Watched
 from tests.support.emulator_processes import VLLM, emulator, generate
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
@@ -56,10 +57,10 @@ def test_a_bad_drafter_degrades_and_recovers_with_status_and_gauge():
     with emulator(VLLM, 0.15) as replica:
         monitor = AcceptanceMonitor("ns", "kimi", port=replica.port)
         pods = [pod(replica.name, "rev1", replica.ip)]
-        first = asyncio.run(monitor.measure(spec(), "rev1", pods, T0))
+        first = asyncio.run(monitor.measure(Watched(spec(), "rev1"), pods, T0))
         assert first.verdict.status == "Unknown" and first.status is None
         generate(replica, 3)
-        low = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=10)))
+        low = asyncio.run(monitor.measure(Watched(spec(), "rev1"), pods, T0 + dt.timedelta(seconds=10)))
         assert (low.verdict.status, low.verdict.reason) == ("True", a.LOW_RATE) and low.changed
         assert low.status["rate"] < 0.4 and low.status["source"] == "engine" and low.status["windowSeconds"] == 30
         assert degraded_gauge("rev1") == 1.0
@@ -67,11 +68,11 @@ def test_a_bad_drafter_degrades_and_recovers_with_status_and_gauge():
         urllib.request.urlopen(urllib.request.Request(f"http://{replica.ip}:{replica.port}/emulator/acceptance",
                                                       data=body, headers={"Content-Type": "application/json"})).read()
         generate(replica, 3)
-        healed = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=45)))
+        healed = asyncio.run(monitor.measure(Watched(spec(), "rev1"), pods, T0 + dt.timedelta(seconds=45)))
         assert (healed.verdict.status, healed.verdict.reason) == ("False", a.HEALTHY)
         assert degraded_gauge("rev1") == 0.0
         # A new revision starts a fresh watch and drops the old revision's series.
-        fresh = asyncio.run(monitor.measure(spec(), "rev2", [pod(replica.name, "rev2", replica.ip)],
+        fresh = asyncio.run(monitor.measure(Watched(spec(), "rev2"), [pod(replica.name, "rev2", replica.ip)],
                                             T0 + dt.timedelta(seconds=50)))
         assert fresh.verdict.status == "Unknown" and degraded_gauge("rev1") is None
 
@@ -79,7 +80,7 @@ def test_a_bad_drafter_degrades_and_recovers_with_status_and_gauge():
 def test_nothing_is_watched_without_spec_acceptance():
     plain = DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/m"},
                                                "drafter": {"method": "none"}})
-    assert asyncio.run(AcceptanceMonitor("ns", "x").measure(plain, "r", [], T0)) is None
+    assert asyncio.run(AcceptanceMonitor("ns", "x").measure(Watched(plain, "r"), [], T0)) is None
 
 
 def metrics_available_gauge(revision: str) -> float | None:
@@ -93,11 +94,11 @@ def test_engine_metrics_are_not_called_unavailable_while_no_pod_is_ready():
     or DrafterEngineMetricsUnavailable would page for every model load."""
     monitor = AcceptanceMonitor("ns", "kimi", port=9)
     loading = [pod("loading", "rev7", "127.0.0.9", ready=False)]
-    measured = asyncio.run(monitor.measure(spec(), "rev7", loading, T0))
+    measured = asyncio.run(monitor.measure(Watched(spec(), "rev7"), loading, T0))
     assert measured.verdict.status == "Unknown"
     assert metrics_available_gauge("rev7") is None
     # Ready but its port answers nothing (127.0.0.9:9, discard, is closed here): that is unavailable.
-    answered_nothing = asyncio.run(monitor.measure(spec(), "rev7", [pod("loading", "rev7", "127.0.0.9")],
+    answered_nothing = asyncio.run(monitor.measure(Watched(spec(), "rev7"), [pod("loading", "rev7", "127.0.0.9")],
                                                    T0 + dt.timedelta(seconds=5)))
     assert answered_nothing.verdict.status == "Unknown"
     assert metrics_available_gauge("rev7") == 0.0
@@ -110,14 +111,14 @@ def test_the_same_look_is_judged_against_the_figure_at_promotion_when_there_is_o
     with emulator(VLLM, 0.15) as replica:
         monitor = AcceptanceMonitor("ns", "kimi", port=replica.port)
         pods = [pod(replica.name, "rev1", replica.ip)]
-        assert asyncio.run(monitor.measure(spec(), "rev1", pods, T0)).drift is None  # no figure: nothing judged
-        asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=5), baseline=promoted))
+        assert asyncio.run(monitor.measure(Watched(spec(), "rev1"), pods, T0)).drift is None  # no figure: nothing judged
+        asyncio.run(monitor.measure(Watched(spec(), "rev1", baseline=promoted), pods, T0 + dt.timedelta(seconds=5)))
         generate(replica, 3)
-        low = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=10), baseline=promoted))
+        low = asyncio.run(monitor.measure(Watched(spec(), "rev1", baseline=promoted), pods, T0 + dt.timedelta(seconds=10)))
         assert low.drift.baseline == promoted and low.drift.changed and low.changed
         assert (low.drift.condition.status, low.drift.condition.reason) == ("True", d.DRIFTED)  # `for` is 0s here
         assert "< 2.25, more than 25% under the 3.00 gate benchmark kimi-gate-rev1" in low.drift.condition.message
         # A new figure at promotion starts the drift clock afresh; the Degraded verdict runs on.
         again = dataclasses.replace(promoted, benchmark="kimi-gate-rev1-b")
-        fresh = asyncio.run(monitor.measure(spec(), "rev1", pods, T0 + dt.timedelta(seconds=15), baseline=again))
+        fresh = asyncio.run(monitor.measure(Watched(spec(), "rev1", baseline=again), pods, T0 + dt.timedelta(seconds=15)))
         assert fresh.drift.previous is None and fresh.previous is not None

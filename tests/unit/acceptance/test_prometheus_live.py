@@ -176,7 +176,8 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
     matchers = pq.revision_matchers("default", engine, "r1")
 
     asked = time.perf_counter()
-    got = asyncio.run(ps.fetch_acceptance(lab.prometheus_url, engine, matchers, window_seconds, end=end))
+    got = asyncio.run(ps.fetch_acceptance(ps.PrometheusConnection(lab.prometheus_url),
+                                          ps.AcceptanceQuery(engine, matchers, window_seconds), end=end))
     call_seconds = time.perf_counter() - asked
 
     truth = {replica: m.window(before[replica], after[replica]) for replica in REPLICAS}
@@ -232,11 +233,12 @@ def test_window_is_the_sum_of_the_replicas_deltas(lab: Lab, engine: str):
 
 def test_no_series_and_bad_queries_are_unavailable(lab: Lab):
     with pytest.raises(ps.MetricsUnavailable) as exc:
-        asyncio.run(ps.fetch_acceptance(lab.prometheus_url, "vllm", pq.revision_matchers("default", "nope", "r1"), 60))
+        asyncio.run(ps.fetch_acceptance(ps.PrometheusConnection(lab.prometheus_url),
+                                       ps.AcceptanceQuery("vllm", pq.revision_matchers("default", "nope", "r1"), 60)))
     assert exc.value.reason == "NoSeries" and exc.value.condition_reason == "MetricsUnavailable"
     # A server that is not there.
     with pytest.raises(ps.MetricsUnavailable) as exc:
-        asyncio.run(ps.fetch_acceptance(f"http://127.0.0.1:{free_port()}", "vllm", [], 60))
+        asyncio.run(ps.fetch_acceptance(ps.PrometheusConnection(f"http://127.0.0.1:{free_port()}"), ps.AcceptanceQuery("vllm", [], 60)))
     assert exc.value.reason == "Unreachable"
     # A real Prometheus error body (bad_data, HTTP 400) is read as a query error with its message.
     r = httpx.post(lab.prometheus_url + "/api/v1/query", data={"query": "sum(("}, timeout=5)

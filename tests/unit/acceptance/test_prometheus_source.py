@@ -223,7 +223,8 @@ def fetch(handler, url: str | None = None, **kwargs):
         if url is None:
             runner, base = await serve(handler)
         try:
-            return await ps.fetch_acceptance(url or base, "vllm", SEL, 300, end=1700000000.0, **kwargs)
+            return await ps.fetch_acceptance(ps.PrometheusConnection(url or base, **kwargs),
+                                             ps.AcceptanceQuery("vllm", SEL, 300), end=1700000000.0)
         finally:
             if runner is not None:
                 await runner.cleanup()

@@ -91,7 +91,7 @@ def test_the_32_gpu_training_example_runs_across_four_queued_nodes_on_a_shared_c
     from tests.support.target_configs import KIMI
 
     spec = _examples()["kimi-k25-eagle3-32gpu"].spec
-    jobs = {stage: training_job.stage_job("team", "kimi-k25-eagle3-32gpu", spec, stage, 1, "trainer:1")
+    jobs = {stage: training_job.stage_job("team", "kimi-k25-eagle3-32gpu", spec, training_job.StageRun(stage, 1), training_job.StageCommand("trainer:1"))
             for stage in ("Generate", "Extract", "Train", "Export")}
     for job in jobs.values():  # every stage waits in the queue, admitted whole
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-team" and job["spec"]["suspend"] is True

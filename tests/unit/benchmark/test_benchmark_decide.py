@@ -356,11 +356,12 @@ def test_the_pod_always_has_cpu_and_memory_requests_and_limits_never_a_limit_bel
 
 def test_a_gate_benchmark_gets_the_same_defaults():
     from drafter_operator.api import DrafterServing
-    from drafter_operator.resources.gate import gate_benchmark
+    from drafter_operator.resources.gate import GatedPod, gate_benchmark
 
     serving_body = copy.deepcopy(SERVING)
     serving_body["spec"]["swap"] = {"strategy": "BlueGreen", "gate": {"minTokensPerSecond": "50"}}
-    gate = gate_benchmark("team", "kimi", DrafterServing.model_validate(serving_body).spec, "r2", "10.1.0.9", 8000)
+    gate = gate_benchmark("team", "kimi", DrafterServing.model_validate(serving_body).spec,
+                          GatedPod("r2", "10.1.0.9", 8000))
     gate["metadata"].update(uid="g-1", generation=1, creationTimestamp="2026-11-30T12:00:00Z")
     pod = decide(state(gate, None)).create["spec"]["template"]["spec"]
     assert pod["affinity"] == pod_of()["affinity"] and pod["tolerations"] == pod_of()["tolerations"]

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from drafter_operator.api.benchmark import BenchmarkResult
-from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, level_schedule, run, run_level
+from drafter_operator.benchmark_client.run import WARMUP_TOKENS, Options, LevelWork, level_schedule, run, run_level
 from drafter_operator.benchmark_client.stream import Endpoint, event, stream_session
 from drafter_operator.engines import speedup
 from tests.processes import free_port, loopback_http
@@ -210,8 +210,9 @@ def test_a_wave_reaches_the_engine_together():
         async def level():
             async with stream_session(streams, timeout=300) as session:
                 endpoint = Endpoint("target", url, MODEL, max_tokens=1)
-                return await run_level(session, endpoint, None, [f"prompt {i}" for i in range(streams)], waves,
-                                       streams, baseline_tps=1.0)
+                return await run_level(session, endpoint, None,
+                                       LevelWork([f"prompt {i}" for i in range(streams)], waves, streams),
+                                       baseline_tps=1.0)
         measured = asyncio.run(level())
     assert len(measured.streams) == waves * streams and handler.arrivals == waves * streams
     assert handler.released_by_timeout == 0, f"{handler.released_by_timeout} requests waited for a wave that never filled"

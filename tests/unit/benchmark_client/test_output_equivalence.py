@@ -25,7 +25,7 @@ from drafter_operator.controllers.benchmark.decide import bench_argv
 from drafter_operator.controllers.benchmark.outcome import gate_verdict
 from drafter_operator.controllers.serving.decide import gate_verdict as serving_gate_verdict
 from drafter_operator import engines
-from drafter_operator.resources.gate import gate_benchmark
+from drafter_operator.resources.gate import GatedPod, gate_benchmark
 from drafter_testbed.emulator import outputs
 from drafter_testbed.emulator.engine import candidates
 from tests.support.emulator_server import emulator
@@ -176,8 +176,8 @@ async def _check(target_argv, product, prompts=12):
     async with emulator(sglang()) as (base_url, _, _s1), emulator(target_argv, gpu_product=product) as (url, _, _s2):
         async with aiohttp.ClientSession() as session:
             baseline, target = Endpoint("baseline", base_url, "/models/kimi", 96), Endpoint("target", url, "/models/kimi", 96)
-            return await equivalence.check(session, target, baseline, prompt_sets.select(prompt_sets.builtin(), prompts),
-                                           96, 0.5, False)
+            return await equivalence.check(session, equivalence.Sides(target, baseline),
+                                           prompt_sets.select(prompt_sets.builtin(), prompts), 96, 0.5, False)
 
 
 def test_the_check_finds_the_lossy_revision_and_passes_the_clean_one_on_the_emulator():
@@ -225,7 +225,7 @@ def test_a_gate_of_the_output_check_alone_makes_a_benchmark_without_thresholds()
     spec = DrafterServingSpec.model_validate({**SERVING, "env": [{"name": "VLLM_BATCH_INVARIANT", "value": "1"}],
                                               "swap": {"strategy": "BlueGreen", "gate": {"equivalence": {"numPrompts": 4},
                                                                 "baseline": {"servingRef": {"name": "plain"}}}}})
-    body = gate_benchmark("ns", "s", spec, "abc", "10.0.0.1", 8000)
+    body = gate_benchmark("ns", "s", spec, GatedPod("abc", "10.0.0.1", 8000))
     assert "gate" not in body["spec"] and body["spec"]["equivalence"]["numPrompts"] == 4
     assert body["metadata"]["annotations"]["drafter.dev/deterministic"] == "true"
     DrafterBenchmarkSpec.model_validate(body["spec"])

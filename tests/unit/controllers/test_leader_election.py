@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 from drafter_operator.cli import build_parser
 from drafter_operator.controllers import leader_election as election
-from drafter_operator.controllers.leadership import Action, Memory, Timings, request_timeout
+from drafter_operator.controllers.leadership import Action, LeaseRef, Memory, Timings, request_timeout
 from drafter_operator.kube import ApiError
 from drafter_operator.monitoring import operator_metrics
 from tests.processes import free_port
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+LEASE = LeaseRef("ns", "lease")
 
 
 class LeaseApi:
@@ -76,7 +77,7 @@ class Clock:
 
 
 def elector(api, identity, clock, timings=Timings(), on_lost=None):
-    return election.LeaderElector(api, "ns", "lease", identity, timings, now=clock,
+    return election.LeaderElector(api, LEASE, identity, timings, now=clock,
                                   on_lost=on_lost or (lambda reason: pytest.fail(f"unexpected loss: {reason}")))
 
 
@@ -202,7 +203,7 @@ def test_the_renewer_keeps_the_lease_and_the_watchdog_ends_a_leader_that_cannot_
     api = LeaseApi()
     lost = threading.Event()
     reasons, lost_at = [], []
-    a = election.LeaderElector(api, "ns", "lease", "a", FAST, now=time.monotonic,
+    a = election.LeaderElector(api, LEASE, "a", FAST, now=time.monotonic,
                                on_lost=lambda r: (reasons.append(r), lost_at.append(time.monotonic()), lost.set()))
     assert a.acquire(threading.Event())
     a.start_renewing()
@@ -224,7 +225,7 @@ def test_the_renewer_gives_up_at_once_when_the_lease_names_someone_else():
     api = LeaseApi()
     lost = threading.Event()
     reasons = []
-    a = election.LeaderElector(api, "ns", "lease", "a", FAST, on_lost=lambda r: (reasons.append(r), lost.set()))
+    a = election.LeaderElector(api, LEASE, "a", FAST, on_lost=lambda r: (reasons.append(r), lost.set()))
     a.acquire(threading.Event())
     a.start_renewing()
     api.leases["lease"]["spec"]["holderIdentity"] = "intruder"
@@ -234,10 +235,10 @@ def test_the_renewer_gives_up_at_once_when_the_lease_names_someone_else():
 
 def test_acquire_stands_by_until_stopped_and_the_gauge_says_so():
     api = LeaseApi()
-    holder = election.LeaderElector(api, "ns", "lease", "holder", FAST, on_lost=lambda r: None)
+    holder = election.LeaderElector(api, LEASE, "holder", FAST, on_lost=lambda r: None)
     assert holder.acquire(threading.Event())
     assert operator_metrics.LEADER._value.get() == 1.0
-    standby = election.LeaderElector(api, "ns", "lease", "standby", FAST, on_lost=lambda r: None)
+    standby = election.LeaderElector(api, LEASE, "standby", FAST, on_lost=lambda r: None)
     holder.start_renewing()
     stop = threading.Event()
     threading.Timer(0.8, stop.set).start()
@@ -253,7 +254,7 @@ def test_acquire_stands_by_until_stopped_and_the_gauge_says_so():
 
 def test_standby_health_answers_healthz_and_frees_its_port():
     port = free_port()
-    health = election.StandbyHealth("127.0.0.1", port, election.LeaderElector(LeaseApi(), "ns", "l", "me"))
+    health = election.StandbyHealth("127.0.0.1", port, election.LeaderElector(LeaseApi(), LeaseRef("ns", "l"), "me"))
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200

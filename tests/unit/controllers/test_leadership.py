@@ -13,7 +13,8 @@ from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
 from drafter_operator.controllers.leadership import (
-    CLUSTER_WIDE_LEASE, Action, LeaseState, Memory, Timings, decide, lease_manifest, lease_name, released_manifest)
+    CLUSTER_WIDE_LEASE, Action, LeaseRef, LeaseState, Memory, Timings, decide, lease_manifest, lease_name,
+    released_manifest)
 
 T = Timings()  # 15 / 10 / 2 s
 WALL = dt.datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
@@ -90,22 +91,22 @@ def test_timings_that_could_give_two_leaders_are_refused(kwargs, says):
 
 
 def test_create_take_over_and_renew_bodies():
-    created = lease_manifest(Action.CREATE, "l", "ns", "me", T, WALL, None)
+    created = lease_manifest(Action.CREATE, LeaseRef("ns", "l"), "me", T, WALL, None)
     assert created["metadata"] == {"name": "l", "namespace": "ns"}  # no resourceVersion on a create
     assert created["spec"] == {"holderIdentity": "me", "leaseDurationSeconds": 15, "acquireTime": "2026-12-01T12:00:00.123456Z",
                                "renewTime": "2026-12-01T12:00:00.123456Z", "leaseTransitions": 0}
-    taken = lease_manifest(Action.TAKE_OVER, "l", "ns", "me", T, WALL, held("other", "9", transitions=4))
+    taken = lease_manifest(Action.TAKE_OVER, LeaseRef("ns", "l"), "me", T, WALL, held("other", "9", transitions=4))
     assert taken["metadata"]["resourceVersion"] == "9" and taken["spec"]["leaseTransitions"] == 5
     assert taken["spec"]["acquireTime"] == "2026-12-01T12:00:00.123456Z"
-    renewed = lease_manifest(Action.RENEW, "l", "ns", "me", T, WALL, held("me", "10", transitions=5))
+    renewed = lease_manifest(Action.RENEW, LeaseRef("ns", "l"), "me", T, WALL, held("me", "10", transitions=5))
     assert renewed["spec"]["acquireTime"] == "2026-12-01T11:00:00.000000Z"  # kept: when this holder took it
     assert (renewed["spec"]["leaseTransitions"], renewed["metadata"]["resourceVersion"]) == (5, "10")
     with pytest.raises(ValueError):
-        lease_manifest(Action.WAIT, "l", "ns", "me", T, WALL, None)
+        lease_manifest(Action.WAIT, LeaseRef("ns", "l"), "me", T, WALL, None)
 
 
 def test_released_body_clears_the_holder_and_carries_the_version():
-    released = released_manifest("l", "ns", WALL, held("me", "12", transitions=3))
+    released = released_manifest(LeaseRef("ns", "l"), WALL, held("me", "12", transitions=3))
     assert released["spec"]["holderIdentity"] == "" and released["spec"]["leaseTransitions"] == 3
     assert released["metadata"]["resourceVersion"] == "12"
     assert LeaseState.from_manifest({**released, "metadata": {**released["metadata"]}}).holder == ""
@@ -225,7 +226,7 @@ def simulate(steps, rates=(1.0, 1.0), offsets=(0.0, 0.0), timings: Timings = T) 
                     if believed:
                         ends[c.identity] = now
                 elif decision.action is not Action.WAIT:  # the write carries the version it read
-                    body = lease_manifest(decision.action, "l", "ns", c.identity, timings, WALL, lease)
+                    body = lease_manifest(decision.action, LeaseRef("ns", "l"), c.identity, timings, WALL, lease)
                     c.in_flight = (body, decision.action is Action.CREATE, c.clock(now))
             elif kind == "land":
                 for body, create, _ in stray[arg]:
@@ -241,7 +242,7 @@ def simulate(steps, rates=(1.0, 1.0), offsets=(0.0, 0.0), timings: Timings = T) 
                 ends.pop(c.identity, None)
                 current = None if c.cut_off else apiserver.read()
                 if current and current.holder == c.identity:
-                    apiserver.write(released_manifest("l", "ns", WALL, current), create=False)
+                    apiserver.write(released_manifest(LeaseRef("ns", "l"), WALL, current), create=False)
             elif kind in ("cut off", "reconnect"):
                 c.cut_off = kind == "cut off"
             elif kind == "crash":

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.controllers import leader_election, runner
+from drafter_operator.controllers.leadership import LeaseRef
 
 
 @given(st.floats(min_value=0, max_value=1e6, allow_nan=False))
@@ -54,11 +55,11 @@ def test_startup_stops_on_a_denied_permission_or_a_malformed_tenant_setting(apis
 def test_run_exits_2_before_kopf_on_a_startup_problem_or_a_bad_release_setting(apiserver, monkeypatch, capsys):
     monkeypatch.setattr(runner, "start_side_services", lambda *a: pytest.fail("started"))
     apiserver.append("get leases")
-    assert runner.run([], leader_election=False) == 2
+    assert runner.run([], leader_election=runner.LeaderElection(enabled=False)) == 2
     assert "denied" in capsys.readouterr().err
     apiserver.clear()
     monkeypatch.setenv("DRAFTER_MEMORY_RELEASE_SECONDS", "x")
-    assert runner.run([], leader_election=False) == 2
+    assert runner.run([], leader_election=runner.LeaderElection(enabled=False)) == 2
 
 
 def test_side_services_start_only_what_is_asked(monkeypatch):
@@ -67,9 +68,9 @@ def test_side_services_start_only_what_is_asked(monkeypatch):
     monkeypatch.setattr(runner, "start_http_server", lambda port, addr: started.append(("metrics", port)))
     monkeypatch.setattr(runner.memory_release, "PeriodicRelease",
                         lambda s: type("R", (), {"start": lambda self: started.append(("release", s))})())
-    runner.start_side_services("json", False, 0, "0.0.0.0", 0)
+    runner.start_side_services("json", False, runner.Address("0.0.0.0", 0), 0)
     assert started == [("logs", "json")]
-    runner.start_side_services("text", True, 8080, "0.0.0.0", 30.0)
+    runner.start_side_services("text", True, runner.Address("0.0.0.0", 8080), 30.0)
     assert started[1:] == [("logs", "text"), ("metrics", 8080), ("release", 30.0)]
 
 
@@ -129,7 +130,7 @@ def test_run_leading_leads_only_with_the_lease_and_releases_it_after(monkeypatch
     async def lead(*args):
         elector.calls.append("lead")
     monkeypatch.setattr(runner, "lead", lead)
-    assert runner.run_leading([], None, "ops", "lease", None, "0.0.0.0", 0) == code
+    assert runner.run_leading([], None, LeaseRef("ops", "lease"), None, runner.Address("0.0.0.0", 0)) == code
     assert elector.calls == calls
 
 
@@ -154,5 +155,5 @@ def test_the_signal_handlers_come_back_once_the_lease_is_released(monkeypatch):
     async def lead(*args):
         assert install.handlers[signal.SIGTERM] != "term"  # standing by and leading: ours
     monkeypatch.setattr(runner, "lead", lead)
-    assert runner.run_leading([], None, "ops", "lease", None, "0.0.0.0", 0) == 0
+    assert runner.run_leading([], None, LeaseRef("ops", "lease"), None, runner.Address("0.0.0.0", 0)) == 0
     assert install.handlers == {signal.SIGTERM: "term", signal.SIGINT: "int"}

@@ -17,11 +17,11 @@ from kopf._cogs.structs.references import Resource
 from drafter_operator.api import DrafterServing, DrafterTraining
 from drafter_operator.controllers import handlers
 from drafter_operator.controllers.training.stages import JOB_STAGES
-from drafter_operator.resources.benchmark_job import benchmark_job
+from drafter_operator.resources.benchmark_job import BenchPod, benchmark_job
 from drafter_operator.resources.engine import engine_deployment, serving_service
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.training_engine import generation_engine
-from drafter_operator.resources.training_job import stage_job
+from drafter_operator.resources.training_job import StageCommand, StageRun, stage_job
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 CHILD_KINDS = {"Pod", "Deployment", "Service", "Job"}
@@ -57,8 +57,8 @@ def _children() -> list[dict]:
     assert training.spec.data.generation is not None  # the example runs a Generate engine
     return [engine_deployment(serving, "abc1234567", 1, {"containers": []}),
             serving_service(serving, "abc1234567", 8000),
-            benchmark_job("ml", "kimi-bench", 1, "operator:1", ["--help"], 600),
-            *(stage_job("ml", "kimi-ft", training.spec, stage, 1, "trainer:1") for stage in JOB_STAGES),
+            benchmark_job("ml", "kimi-bench", 1, BenchPod("operator:1", ["--help"]), 600),
+            *(stage_job("ml", "kimi-ft", training.spec, StageRun(stage, 1), StageCommand("trainer:1")) for stage in JOB_STAGES),
             *generation_engine("ml", "kimi-ft", training.spec, 1, "vllm:1")]
 
 

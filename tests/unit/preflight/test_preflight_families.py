@@ -272,10 +272,10 @@ def test_whole_preflight_on_tiny_block_checkpoints(tmp_path):
 ])
 def test_the_preflight_init_container_for_block_drafters(drafter, argv):
     from tests.support.engine_pods import OPERATOR_IMAGE, example, with_spec
-    from drafter_operator.resources.engine import engine_pod_spec
+    from drafter_operator.resources.engine import EngineHttp, engine_pod_spec
 
     serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), drafter=drafter)
-    inits = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE).get("initContainers")
+    inits = engine_pod_spec(serving, "img", ["x"], EngineHttp(8000, "/h", "/h"), OPERATOR_IMAGE).get("initContainers")
     if argv is None:
         assert inits is None
         return

@@ -18,6 +18,7 @@ from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.api.serving import StorageSpec
 from drafter_operator.resources.engine import (
     GPU_TOLERATION,
+    EngineHttp,
     engine_deployment,
     engine_pod_spec,
     hub_models,
@@ -123,7 +124,7 @@ def test_revision_hash_is_stable_and_distinct(k, drafter_model):
 
 def test_engine_pod_spec_has_gpus_shm_model_volume_probes_and_tolerations():
     serving = example("serving-vllm-kimi-k25-eagle3.yaml")
-    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve", "m"], 8000, "/health", "/health", OPERATOR_IMAGE)
+    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve", "m"], EngineHttp(8000, "/health", "/health"), OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}} in pod["volumes"]
@@ -138,7 +139,7 @@ def test_engine_pod_spec_has_gpus_shm_model_volume_probes_and_tolerations():
 def test_sglang_readiness_uses_health_generate():
     serving = example("serving-sglang-kimi-k25-eagle3.yaml")
     engine = engines.engine("sglang")
-    pod = engine_pod_spec(serving, "img", ["x"], engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH, OPERATOR_IMAGE)
+    pod = engine_pod_spec(serving, "img", ["x"], EngineHttp(engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH), OPERATOR_IMAGE)
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/health_generate"
     assert pod["containers"][0]["ports"][0]["containerPort"] == 30000
 
@@ -164,8 +165,8 @@ def test_the_operator_owns_hub_offline_and_cache_variables():
     cached = hub.model_copy(update={"storage": hub.storage.model_copy(update={"cache_claim": "hf-cache"})})
     assert operator_environment(cached) == [{"name": "HF_HUB_OFFLINE", "value": "0"},
                                             {"name": "HF_HOME", "value": "/var/cache/huggingface"}]
-    pod = engine_pod_spec(DrafterServing(metadata={"name": "k", "namespace": "n"}, spec=cached), "img", ["x"], 30000,
-                          "/health", "/health_generate", OPERATOR_IMAGE)
+    pod = engine_pod_spec(DrafterServing(metadata={"name": "k", "namespace": "n"}, spec=cached), "img", ["x"],
+                          EngineHttp(30000, "/health", "/health_generate"), OPERATOR_IMAGE)
     assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}} in pod["volumes"]
     assert {"name": "hf-cache", "mountPath": "/var/cache/huggingface"} in pod["containers"][0]["volumeMounts"]
 
@@ -250,7 +251,7 @@ def policy_serving(**changes) -> DrafterServing:
 
 def test_pod_policy_env_and_resources_render_into_the_pod_template():
     serving = policy_serving()
-    pod = engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health", OPERATOR_IMAGE)
+    pod = engine_pod_spec(serving, "img", ["vllm", "serve"], EngineHttp(8000, "/health", "/health"), OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"},
                                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}},
@@ -270,7 +271,7 @@ def test_pod_policy_env_and_resources_render_into_the_pod_template():
 
 
 def test_without_a_policy_the_engine_runs_where_the_upstream_images_run():
-    pod = engine_pod_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), "img", ["x"], 8000, "/health", "/health", OPERATOR_IMAGE)
+    pod = engine_pod_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), "img", ["x"], EngineHttp(8000, "/health", "/health"), OPERATOR_IMAGE)
     (container,) = pod["containers"]
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
     assert "runAsNonRoot" not in str(container["securityContext"])  # vLLM's and SGLang's images run as root
@@ -286,7 +287,7 @@ def test_pod_policy_changes_keep_the_revision():
 def test_a_hub_token_is_never_rendered_as_a_value():
     token = "hf_aVeryRealLookingToken123"
     serving = policy_serving()
-    rendered = json.dumps([engine_pod_spec(serving, "img", ["vllm", "serve"], 8000, "/health", "/health", OPERATOR_IMAGE),
+    rendered = json.dumps([engine_pod_spec(serving, "img", ["vllm", "serve"], EngineHttp(8000, "/health", "/health"), OPERATOR_IMAGE),
                            serving.model_dump(mode="json", by_alias=True)])
     assert token not in rendered and "secretKeyRef" in rendered  # the reference travels, never the value
     with pytest.raises(ValueError, match="must not hold a hub token"):
@@ -299,7 +300,7 @@ def test_a_hub_token_is_never_rendered_as_a_value():
 
 def test_engine_pods_that_load_a_drafter_from_the_volume_get_the_preflight_first():
     serving = example("serving-vllm-kimi-k25-eagle3.yaml")
-    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve"], 8000, "/health", "/health",
+    pod = engine_pod_spec(serving, "vllm/vllm-openai:v0.33.0", ["vllm", "serve"], EngineHttp(8000, "/health", "/health"),
                           OPERATOR_IMAGE)
     (init,) = pod["initContainers"]
     assert init == {
@@ -324,18 +325,18 @@ def test_the_preflight_follows_the_engine_method_runner_and_mount_path():
     serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), storage__mountPath="/weights",
                         target__model="/weights/Kimi-K2.5", drafter__model="/weights/d", drafter__method="eagle",
                         env=[{"name": "VLLM_USE_V2_MODEL_RUNNER", "value": "0"}])
-    (init,) = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    (init,) = engine_pod_spec(serving, "img", ["x"], EngineHttp(8000, "/h", "/h"), OPERATOR_IMAGE)["initContainers"]
     command = init["command"]
     assert command[command.index("--method") + 1] == "eagle" and command[command.index("--drafter") + 1] == "/weights/d"
     assert command[command.index("--vllm-model-runner") + 1] == "v1"  # where vLLM v1 reads the layer ids
     assert init["volumeMounts"] == [{"name": "models", "mountPath": "/weights", "readOnly": True}]
     sglang = example("serving-sglang-kimi-k25-eagle3.yaml")
     on_volume = with_spec(sglang, drafter__model="/models/drafters/kimi-eagle3")
-    (init,) = engine_pod_spec(on_volume, "img", ["x"], 30000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    (init,) = engine_pod_spec(on_volume, "img", ["x"], EngineHttp(30000, "/h", "/h"), OPERATOR_IMAGE)["initContainers"]
     assert "--vllm-model-runner" not in init["command"] and "sglang" in init["command"]
     # mtp: the target's own head is checked; no drafter directory is needed.
     mtp = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), drafter={"method": "mtp", "numSpeculativeTokens": 1})
-    (init,) = engine_pod_spec(mtp, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)["initContainers"]
+    (init,) = engine_pod_spec(mtp, "img", ["x"], EngineHttp(8000, "/h", "/h"), OPERATOR_IMAGE)["initContainers"]
     assert "--drafter" not in init["command"] and init["command"][init["command"].index("--method") + 1] == "mtp"
 
 
@@ -349,5 +350,5 @@ def test_the_preflight_follows_the_engine_method_runner_and_mount_path():
 ])
 def test_no_preflight_where_there_is_nothing_on_the_volume_to_check(changes, why):
     serving = with_spec(example("serving-vllm-kimi-k25-eagle3.yaml"), **changes)
-    pod = engine_pod_spec(serving, "img", ["x"], 8000, "/h", "/h", OPERATOR_IMAGE)
+    pod = engine_pod_spec(serving, "img", ["x"], EngineHttp(8000, "/h", "/h"), OPERATOR_IMAGE)
     assert "initContainers" not in pod, why

@@ -18,13 +18,13 @@ from drafter_operator.api.common import DNS1035_LABEL_PATTERN, DNS_SUBDOMAIN_PAT
 from drafter_operator.api.kind import NAME_MAX_LENGTH
 from drafter_operator.controllers.serving.revisions import REVISION_HASH_LENGTH
 from drafter_operator.controllers.training.promotion import evaluate_benchmark
-from drafter_operator.resources.benchmark_job import benchmark_job, job_name, result_config_map_name
-from drafter_operator.resources.gate import gate_benchmark, gate_name
+from drafter_operator.resources.benchmark_job import BenchPod, benchmark_job, job_name, result_config_map_name
+from drafter_operator.resources.gate import GatedPod, gate_benchmark, gate_name
 from drafter_operator.resources.labels import deployment_name
 from drafter_operator.resources.names import HASH_LENGTH, child_name
 from drafter_operator.resources.training import evaluate_benchmark_name, hidden_states_claim, hidden_states_claim_name
 from drafter_operator.resources.training_engine import engine_name, generation_engine
-from drafter_operator.resources.training_job import spec_config_map, spec_config_map_name, stage_job, stage_job_name
+from drafter_operator.resources.training_job import StageCommand, StageRun, spec_config_map, spec_config_map_name, stage_job, stage_job_name
 from drafter_operator.training.stages import job_stages
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -154,25 +154,25 @@ def test_a_suffix_that_leaves_no_room_is_refused():
 
 def test_the_gate_benchmark_of_a_52_character_serving_is_a_valid_drafter_benchmark():
     assert len(LONGEST) == NAME_MAX_LENGTH and DNS1035.match(LONGEST)
-    manifest = gate_benchmark("team", LONGEST, SERVING.spec, "0123456789", "10.0.0.7", 30000)
+    manifest = gate_benchmark("team", LONGEST, SERVING.spec, GatedPod("0123456789", "10.0.0.7", 30000))
     benchmark = DrafterBenchmark.model_validate(manifest)  # NAME_RULE: at most 52 characters, DNS-1035
     assert benchmark.name == manifest["metadata"]["name"] != f"{LONGEST}-gate-0123456789"
     assert all(len(v) <= 63 and LABEL_VALUE.match(v) for v in manifest["metadata"]["labels"].values())
     # Its own Job, even after many spec changes, still fits the job-name label on its pods.
-    _assert_job_fits(benchmark_job("team", benchmark.name, 10**6, "operator:1", [], 600))
+    _assert_job_fits(benchmark_job("team", benchmark.name, 10**6, BenchPod("operator:1", []), 600))
 
 
 def test_the_evaluate_benchmark_of_a_52_character_training_is_a_valid_drafter_benchmark():
     manifest = evaluate_benchmark("team", LONGEST, TRAINING.spec, 12345)
     benchmark = DrafterBenchmark.model_validate(manifest)
     assert all(len(v) <= 63 and LABEL_VALUE.match(v) for v in manifest["metadata"]["labels"].values())
-    _assert_job_fits(benchmark_job("team", benchmark.name, 10**6, "operator:1", [], 600))
+    _assert_job_fits(benchmark_job("team", benchmark.name, 10**6, BenchPod("operator:1", []), 600))
 
 
 @pytest.mark.parametrize("generation", [1, 99, 123456])
 def test_the_jobs_and_engine_of_a_52_character_training_fit(generation):
     for stage in job_stages(TRAINING.spec):
-        _assert_job_fits(stage_job("team", LONGEST, TRAINING.spec, stage, generation, "trainer:1"))
+        _assert_job_fits(stage_job("team", LONGEST, TRAINING.spec, StageRun(stage, generation), StageCommand("trainer:1")))
     for obj in generation_engine("team", LONGEST, TRAINING.spec, generation, "lmsysorg/sglang:v0.5.23"):
         name = obj["metadata"]["name"]
         assert len(name) <= 63 and DNS1035.match(name), (obj["kind"], name)
@@ -181,7 +181,7 @@ def test_the_jobs_and_engine_of_a_52_character_training_fit(generation):
 
 def test_a_52_character_benchmark_gets_a_job_at_any_generation():
     for generation in (1, 999, 1000, 10**9):
-        _assert_job_fits(benchmark_job("team", LONGEST, generation, "operator:1", [], 600))
+        _assert_job_fits(benchmark_job("team", LONGEST, generation, BenchPod("operator:1", []), 600))
 
 
 def _assert_job_fits(job: dict) -> None:
@@ -206,7 +206,7 @@ def test_every_child_of_a_training_of_any_valid_name_fits_its_kind(parent, gener
     Generate's engine, the Evaluate benchmark), for any valid training name up to the maximum length
     and any generation: its name fits its kind's limit and rule, every label value and selector fits a
     label, and the names its pods refer to (claim, ConfigMap) are the ones created."""
-    created = [stage_job("team", parent, TRAINING.spec, stage, generation, "trainer:1") for stage in STAGES]
+    created = [stage_job("team", parent, TRAINING.spec, StageRun(stage, generation), StageCommand("trainer:1")) for stage in STAGES]
     created.append(spec_config_map("team", parent, TRAINING.spec, generation))
     created.append(hidden_states_claim("team", parent, TRAINING.spec.model_copy(update={
         "hidden_states": TRAINING.spec.hidden_states.model_copy(update={

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from drafter_operator.resources.queueing import QUEUE_LABEL, admission_wait, queued
-from drafter_operator.resources.training_job import stage_job
+from drafter_operator.resources.training_job import StageCommand, StageRun, stage_job
 from tests.support.trainings import Cluster, start, training
 from tests.support.training_families import with_nodes
 
@@ -41,7 +41,7 @@ def test_a_queued_job_carries_the_queue_label_and_is_created_suspended_the_other
 def test_every_stage_job_of_a_queued_training_joins_its_queue():
     spec = with_nodes(2).model_copy(update={"queue_name": "team-gpus"})
     for stage in ("Generate", "Extract", "Train", "Export"):
-        job = stage_job("team", "kimi", spec, stage, 1, "trainer:1")
+        job = stage_job("team", "kimi", spec, StageRun(stage, 1), StageCommand("trainer:1"))
         assert job["metadata"]["labels"][QUEUE_LABEL] == "team-gpus" and job["spec"]["suspend"] is True
 
 

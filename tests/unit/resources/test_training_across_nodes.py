@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.api.kind import NAME_MAX_LENGTH
 from drafter_operator.resources.names import JOB_NAME_MAX
-from drafter_operator.resources.training_job import (rendezvous, rendezvous_args, rendezvous_service, stage_job,
+from drafter_operator.resources.training_job import (StageCommand, StageRun, rendezvous, rendezvous_args, rendezvous_service, stage_job,
                                                      stage_job_name)
 from drafter_operator.training import TrainingPaths, render
 from drafter_operator.training.torchrun import RENDEZVOUS_PORT, Rendezvous, launch
@@ -55,12 +55,12 @@ def test_speculators_trains_under_torchrun_across_nodes(cpu):
 
 
 def test_train_across_nodes_is_one_group_that_fails_as_a_whole():
-    job = stage_job("team", "kimi", with_nodes(3), "Train", 1, "trainer:1")
+    job = stage_job("team", "kimi", with_nodes(3), StageRun("Train", 1), StageCommand("trainer:1"))
     assert {k: job["spec"][k] for k in ("completionMode", "completions", "parallelism", "backoffLimit")} == \
         {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimit": 0}
     assert "backoffLimitPerIndex" not in job["spec"]  # a retried rank alone would join no group
     assert job["spec"]["template"]["spec"]["subdomain"] == "kimi-rendezvous"
-    single = stage_job("team", "kimi", with_nodes(1), "Train", 1, "trainer:1")
+    single = stage_job("team", "kimi", with_nodes(1), StageRun("Train", 1), StageCommand("trainer:1"))
     assert "subdomain" not in single["spec"]["template"]["spec"] and "completionMode" not in single["spec"]
 
 
@@ -68,8 +68,8 @@ def test_the_rendezvous_service_is_headless_resolves_pods_before_ready_and_selec
     service = rendezvous_service("team", "kimi")
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["ports"][0]["port"] == RENDEZVOUS_PORT
-    labels = stage_job("team", "kimi", with_nodes(2), "Train", 1, "trainer:1")["spec"]["template"]["metadata"]["labels"]
-    extract = stage_job("team", "kimi", with_nodes(2), "Extract", 1, "trainer:1")["spec"]["template"]["metadata"]["labels"]
+    labels = stage_job("team", "kimi", with_nodes(2), StageRun("Train", 1), StageCommand("trainer:1"))["spec"]["template"]["metadata"]["labels"]
+    extract = stage_job("team", "kimi", with_nodes(2), StageRun("Extract", 1), StageCommand("trainer:1"))["spec"]["template"]["metadata"]["labels"]
     selector = service["spec"]["selector"].items()
     assert all(labels.get(k) == v for k, v in selector) and not all(extract.get(k) == v for k, v in selector)
 

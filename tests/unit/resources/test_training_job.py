@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.resources.training_job import TRAINER_UID, spec_config_map, stage_job, stage_job_name
+from drafter_operator.resources.training_job import StageCommand, StageRun, TRAINER_UID, spec_config_map, stage_job, stage_job_name
 from tests.support.training_jobs import seed
 
 
@@ -20,8 +20,8 @@ def test_gpu_stages_get_the_gpus_and_export_alone_writes_the_model_volume():
     training = seed(storage={"modelClaim": "models", "mountPath": "/models", "cacheClaim": "hf"},
                     env=[{"name": "NCCL_DEBUG", "value": "WARN"}], envFrom=[{"secretRef": {"name": "hf-token"}}],
                     pod={"serviceAccountName": "trainer"}, placement={"gpuProduct": "NVIDIA-B200"})
-    extract = stage_job("team", "kimi-ft", training.spec, "Extract", 2, "trainer:1")
-    export = stage_job("team", "kimi-ft", training.spec, "Export", 2, "trainer:1", render_args=("--cpu",))
+    extract = stage_job("team", "kimi-ft", training.spec, StageRun("Extract", 2), StageCommand("trainer:1"))
+    export = stage_job("team", "kimi-ft", training.spec, StageRun("Export", 2), StageCommand("trainer:1", render_args=("--cpu",)))
     assert extract["metadata"]["name"] == stage_job_name("kimi-ft", "Extract", 2) == "kimi-ft-extract-g2"
     pod, container = extract["spec"]["template"]["spec"], extract["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8" and pod["nodeSelector"] == {
@@ -57,7 +57,7 @@ def test_export_alone_writes_the_model_volume_and_only_the_output_parent(segment
                                                           "chatTemplate": "qwen"},
                     baseDrafter=None, output={"path": output})
     for stage in STAGES:
-        pod = stage_job("team", "kimi-ft", training.spec, stage, 1, "trainer:1")["spec"]["template"]["spec"]
+        pod = stage_job("team", "kimi-ft", training.spec, StageRun(stage, 1), StageCommand("trainer:1"))["spec"]["template"]["spec"]
         mounts = pod["containers"][0]["volumeMounts"]
         writable = [m for m in mounts if not m.get("readOnly")]
         model_writable = [m for m in writable if m["name"] == "models"]
@@ -82,7 +82,7 @@ def test_fs_group_is_the_trainer_image_user_and_the_pod_policy_wins():
     user = re.search(r"^USER (\d+):(\d+)$", dockerfile, re.M)
     assert user and int(user.group(1)) == TRAINER_UID and int(user.group(2)) == TRAINER_UID
     training = seed(pod={"securityContext": {"runAsNonRoot": True, "fsGroup": 2000}})
-    pod = stage_job("team", "kimi-ft", training.spec, "Train", 1, "trainer:1")["spec"]["template"]["spec"]
+    pod = stage_job("team", "kimi-ft", training.spec, StageRun("Train", 1), StageCommand("trainer:1"))["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"fsGroup": 2000, "fsGroupChangePolicy": "OnRootMismatch", "runAsNonRoot": True}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TOLERATION
-from drafter_operator.resources.training_job import (
+from drafter_operator.resources.training_job import (StageCommand, StageRun,
     GPU_STAGES,
     stage_container,
     stage_job,
@@ -22,11 +22,11 @@ STAGES = ("Generate", "Extract", "Train", "Export")
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_steps_are_the_job(stage):
     spec = seed(placement={"gpuProduct": "NVIDIA-B200"}).spec
-    job = stage_job("ns", "t", spec, stage, 2, "img", render_args=("--cpu",))
+    job = stage_job("ns", "t", spec, StageRun(stage, 2), StageCommand("img", render_args=("--cpu",)))
     pod = job["spec"]["template"]["spec"]
     volumes, mounts = stage_volumes("t", spec, stage, 2, PATHS)
     assert pod["volumes"] == volumes
-    assert pod["containers"] == [stage_container(spec, stage, 2, "img", PATHS, ("--cpu",), mounts)]
+    assert pod["containers"] == [stage_container(spec, StageRun(stage, 2), StageCommand("img", ("--cpu",), PATHS), mounts)]
     placement = stage_placement(spec.placement, stage in GPU_STAGES)
     assert {key: pod[key] for key in placement} == placement
 
@@ -51,7 +51,7 @@ def test_a_cache_claim_adds_a_volume_and_its_mount():
 @pytest.mark.parametrize("stage", STAGES)
 def test_the_container_asks_for_gpus_on_gpu_stages_only(stage):
     spec = seed().spec
-    container = stage_container(spec, stage, 4, "img", PATHS, (), [])
+    container = stage_container(spec, StageRun(stage, 4), StageCommand("img", (), PATHS), [])
     limits = container["resources"].get("limits") or {}
     assert (GPU_RESOURCE in limits) is (stage in GPU_STAGES)
     assert container["command"][:2] == ["drafter-operator", "run-stage"]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServing
-from drafter_operator.controllers.promotion_gate import promotion_annotation, promotion_swap
+from drafter_operator.controllers.promotion_gate import Desired, promotion_annotation, promotion_swap
 from drafter_operator.constants import PROMOTION_ANNOTATION
 from drafter_operator.controllers.serving.revisions import revision_config, revision_hash
 
@@ -57,17 +57,18 @@ def annotations(digest: str | None = DIGEST, gate: dict | None = GATE, by: str =
 
 def test_the_promotion_binds_to_the_first_revision_with_its_drafter_and_its_scheduled_revision_only():
     spec = promoted_spec()
-    first = promotion_swap(annotations(), None, spec, "static", "static", frozenset(), action=False)
+    first = promotion_swap(annotations(), None, spec, Desired("static", "static"), frozenset(), action=False)
     assert first.request is not None and first.request.gate.min_speedup == "1.5"
     assert first.record["revision"] == "static" and first.gate_source.endswith("by ft (generation 1)")
     # the schedule learned from the gate's sweep: the same drafter, a new name; still the promotion's
-    scheduled = promotion_swap(annotations(), first.record, spec, "scheduled", "static", frozenset(), action=False)
+    scheduled = promotion_swap(annotations(), first.record, spec, Desired("scheduled", "static"), frozenset(),
+                               action=False)
     assert scheduled.request is not None
     # once it served, or for any other revision (another image, another k), spec.swap governs
     for desired, static, good in (("static", "static", frozenset({"static"})),
                                   ("scheduled", "static", frozenset({"scheduled"})),
                                   ("other", "other", frozenset())):
-        later = promotion_swap(annotations(), first.record, spec, desired, static, good, action=False)
+        later = promotion_swap(annotations(), first.record, spec, Desired(desired, static), good, action=False)
         assert later.request is None and later.gate_source == "spec.swap.gate" and later.record == first.record
 
 
@@ -82,14 +83,15 @@ def test_no_promotion_without_a_matching_drafter_a_valid_annotation_or_during_an
         ({}, spec, False),
     ]
     for given_annotations, serving_spec, action in cases:
-        swap = promotion_swap(given_annotations, None, serving_spec, "r", "r", frozenset(), action=action)
+        swap = promotion_swap(given_annotations, None, serving_spec, Desired("r", "r"), frozenset(), action=action)
         assert swap.request is None and swap.record is None
 
 
 def test_a_new_annotation_value_is_a_new_promotion():
     spec = promoted_spec()
-    first = promotion_swap(annotations(by="ft (generation 1)"), None, spec, "a", "a", frozenset(), action=False)
-    again = promotion_swap(annotations(by="ft (generation 2)"), first.record, spec, "b", "b", frozenset({"a"}),
+    first = promotion_swap(annotations(by="ft (generation 1)"), None, spec, Desired("a", "a"), frozenset(),
+                           action=False)
+    again = promotion_swap(annotations(by="ft (generation 2)"), first.record, spec, Desired("b", "b"), frozenset({"a"}),
                            action=False)
     assert again.request is not None and again.record["revision"] == "b" and again.record["request"] != first.record["request"]
 

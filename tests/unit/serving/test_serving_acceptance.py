@@ -265,7 +265,7 @@ def watched_verdict(world: World, mean_length: float) -> Measurement:
     watched = watched_revision(world.body)
     revision = watched.revision
     monitor = AcceptanceMonitor("team", "kimi")
-    monitor._restart_if_changed(watched.spec, revision, watched.learned)
+    monitor.follow(watched)
     drafts = 1000.0
     accepted = (mean_length - 1) * drafts
     window = m.AcceptanceWindow(engine="vllm", drafts=drafts, draft_tokens=5 * drafts, accepted_tokens=accepted,

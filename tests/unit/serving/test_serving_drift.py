@@ -55,7 +55,7 @@ def watched(world: World, lengths: list[float], start: float | None = None) -> M
     own path: watched_revision (the baseline from status), then the monitor's drift thresholds and clock."""
     seen = watched_revision(world.body)
     monitor = AcceptanceMonitor("team", "kimi")
-    monitor._restart_if_changed(seen.spec, seen.revision, seen.learned)
+    monitor.follow(seen)
     t = d.thresholds(seen.spec.acceptance, seen.baseline) if seen.baseline else None
     now = world.now.timestamp() if start is None else start
     previous = verdict = drift = None

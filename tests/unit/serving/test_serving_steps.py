@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from drafter_operator import timestamps
 from drafter_operator.api import DrafterServing
 from drafter_operator.controllers.serving import decide as sd
+from drafter_operator.controllers.promotion_gate import Desired
 from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.controllers.serving.acceptance import ACTION_BLOCKED, AcceptanceDecision, action_blocked
 from drafter_operator.controllers.serving.compatibility import Compatibility, compatibility_events
@@ -99,7 +100,7 @@ def test_action_blocked_names_the_action_and_who_keeps_serving():
 @given(st.integers(0, 3600))
 def test_gating_record_keeps_when_gating_began(seconds):
     now = T0 + dt.timedelta(seconds=seconds)
-    promotion = sd.promotion_swap(None, None, serving_of(seed_body()).spec, "r2", "r2", frozenset(), False)
+    promotion = sd.promotion_swap(None, None, serving_of(seed_body()).spec, Desired("r2", "r2"), frozenset(), False)
     assert sd.gating_record({}, SwapPlan(), promotion, now) is None
     began = sd.gating_record({}, SwapPlan(run_gate="r2"), promotion, T0)
     assert sd.gating_record({"gating": began}, SwapPlan(run_gate="r2"), promotion, now)["since"] == began["since"]
@@ -129,7 +130,8 @@ def test_swap_step_holds_a_blocked_first_revision_without_planning():
     world = World(seed_body())
     state = world.state()
     target = sd.choose_revision(serving_of(world.body).spec, IMAGE, {}, {})
-    promotion = sd.promotion_swap(None, None, target.running.spec, target.revision, target.revision, frozenset(), False)
+    promotion = sd.promotion_swap(None, None, target.running.spec, Desired(target.revision, target.revision),
+                                  frozenset(), False)
     blocked = Compatibility(True, Verdict("False", "KnownBadCombination", "bad"), None, None)
     swap, swap_input = sd.swap_step(state, {}, target, None, blocked, promotion)
     assert swap_input is None and swap.ready.reason == "KnownBadCombination" and not swap.scale

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from drafter_operator.cli import build_parser
 from drafter_operator.training.regenerate import (
     RegenerateError,
+    Requests,
     Settings,
     finished_ids,
     read_samples,
@@ -228,8 +229,8 @@ def regenerate_now(endpoint: str, tmp_path: Path, retries: int) -> tuple[int, st
     source = write_jsonl(tmp_path / "in.jsonl", [conversation(0)])
     out = io.StringIO()
     count = asyncio.run(regenerate(endpoint=endpoint, settings=Settings(MODEL, str(source), 8, 0.7),
-                                   output=tmp_path / "out.jsonl", num_samples=1, retries=retries, backoff=0.01,
-                                   timeout=5, out=out))
+                                   output=tmp_path / "out.jsonl", num_samples=1,
+                                   requests=Requests(retries=retries, backoff=0.01, timeout=5), out=out))
     return count, out.getvalue()
 
 

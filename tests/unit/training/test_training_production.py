@@ -10,7 +10,7 @@ import pytest
 
 from drafter_operator.api import DrafterTraining
 from drafter_operator.resources.pod_policy import TenantPolicy
-from drafter_operator.resources.training_job import stage_job
+from drafter_operator.resources.training_job import StageCommand, StageRun, stage_job
 from tests.support.trainings import Cluster, start, training
 
 TIGHT = TenantPolicy(image_prefixes=("registry.internal/", "lmsysorg/"))  # refuses the operator's trainer:1
@@ -176,10 +176,10 @@ def test_a_stage_disrupted_more_often_than_its_retries_fails_naming_them_and_its
 def test_every_stage_job_has_a_deadline_the_spec_may_change(stage, default):
     cluster = Cluster(training(promote=None))
     spec = DrafterTraining.model_validate(cluster.body).spec
-    assert stage_job("team", "kimi-ft", spec, stage, 1, "trainer:1")["spec"]["activeDeadlineSeconds"] == default
+    assert stage_job("team", "kimi-ft", spec, StageRun(stage, 1), StageCommand("trainer:1"))["spec"]["activeDeadlineSeconds"] == default
     own = spec.model_copy(update={"limits": spec.limits.model_copy(update={"deadlines": spec.limits.deadlines.model_copy(
         update={stage.lower(): "90m"})})})
-    job = stage_job("team", "kimi-ft", own, stage, 1, "trainer:1")
+    job = stage_job("team", "kimi-ft", own, StageRun(stage, 1), StageCommand("trainer:1"))
     assert job["spec"]["activeDeadlineSeconds"] == 5400
     assert job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"] == "DisruptionTarget"
 

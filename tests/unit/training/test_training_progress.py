@@ -169,7 +169,7 @@ def test_the_line_round_trips_into_status_progress():
 
 
 def test_the_last_good_line_wins_and_bad_fields_are_dropped():
-    first = p.format_line(p.record(p.Progress(samples_done=1, samples_total=4), "Extract", AT, bytes_written=10))
+    first = p.format_line(p.record(p.Progress(samples_done=1, samples_total=4), "Extract", AT, p.OutputBytes(written=10)))
     second = p.format_line({"stage": "Extract", "samplesDone": "three", "samplesTotal": 4, "percent": 250,
                             "bytesWritten": -1, "loss": float("nan"), "updated": "yesterday"})
     tail = "\n".join([first, second, "drafter-progress {not json", "drafter-progress [1, 2]"])
@@ -222,7 +222,7 @@ def test_arbitrary_log_tails_never_break_the_reader(lines):
                  loss=st.none() | st.floats(-1e6, 1e6, allow_nan=False)),
        st.none() | st.integers(0, 2**50))
 def test_every_record_round_trips(state, written):
-    record = p.record(state, "Train", AT, written)
+    record = p.record(state, "Train", AT, p.OutputBytes(written=written))
     latest = p.latest_status("junk\n" + p.format_line(record) + "\n", AT)
     assert latest.bytes_written == written and latest.stage == "Train"
     assert latest.progress == {k: v for k, v in record.items() if k in p.PROGRESS_FIELDS}

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drafter_operator.resources.training import hidden_states_claim
-from drafter_operator.resources.training_job import stage_job
+from drafter_operator.resources.training_job import StageCommand, StageRun, stage_job
 from drafter_operator.training import TrainingPaths, render, shards
 from drafter_operator.training.stage_runner import run_shard
 from drafter_operator.training.torchrun import Rendezvous
@@ -46,25 +46,25 @@ def test_only_an_extract_across_nodes_has_a_share_and_it_needs_the_index():
 
 def test_with_specforge_extract_stays_one_pod_across_nodes_and_train_spans_them():
     spec = with_nodes(2, framework="specforge", data={**with_nodes(1).data.to_json(), "chatTemplate": "qwen"})
-    extract = stage_job("team", "kimi", spec, "Extract", 1, "trainer:1")["spec"]
+    extract = stage_job("team", "kimi", spec, StageRun("Extract", 1), StageCommand("trainer:1"))["spec"]
     assert extract["backoffLimit"] == 0 and "completionMode" not in extract  # one torch.distributed group, one pod
     assert shards.extract_shard(spec, "Extract", {}) is None
-    train = stage_job("team", "kimi", spec, "Train", 1, "trainer:1")["spec"]
+    train = stage_job("team", "kimi", spec, StageRun("Train", 1), StageCommand("trainer:1"))["spec"]
     assert train["completionMode"] == "Indexed" and train["completions"] == 2
 
 
 def test_extract_across_nodes_is_an_indexed_job_and_generate_and_export_stay_single():
     spec = with_nodes(3)
-    extract = stage_job("team", "kimi", spec, "Extract", 1, "trainer:1")["spec"]
+    extract = stage_job("team", "kimi", spec, StageRun("Extract", 1), StageCommand("trainer:1"))["spec"]
     assert {k: extract[k] for k in ("completionMode", "completions", "parallelism", "backoffLimitPerIndex",
                                     "maxFailedIndexes")} == {"completionMode": "Indexed", "completions": 3,
                                                              "parallelism": 3, "backoffLimitPerIndex": 1,
                                                              "maxFailedIndexes": 0}
     assert "backoffLimit" not in extract
     for stage in ("Generate", "Export"):
-        job = stage_job("team", "kimi", spec, stage, 1, "trainer:1")["spec"]
+        job = stage_job("team", "kimi", spec, StageRun(stage, 1), StageCommand("trainer:1"))["spec"]
         assert job["backoffLimit"] == 0 and "completionMode" not in job
-    assert stage_job("team", "kimi", with_nodes(1), "Extract", 1, "trainer:1")["spec"]["backoffLimit"] == 0
+    assert stage_job("team", "kimi", with_nodes(1), StageRun("Extract", 1), StageCommand("trainer:1"))["spec"]["backoffLimit"] == 0
 
 
 def test_the_claim_is_read_write_many_only_when_nodes_write_it_together():

@@ -39,7 +39,7 @@ from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
-from drafter_operator.resources.benchmark_job import PROMPTS_DIR, benchmark_job, job_name
+from drafter_operator.resources.benchmark_job import PROMPTS_DIR, BenchPod, benchmark_job, job_name
 from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 
 def decide(state: BenchmarkState) -> BenchmarkPlan:
@@ -183,9 +183,10 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
     plan.create = queueing.queued(
-        benchmark_job(namespace, name, generation, state.image, argv, int(parse_duration(spec.timeout)),
-                      (prompts.name, prompts.key) if prompts is not None else None,
-                      resources=spec.resources, policy=spec.pod, placement=spec.placement),
+        benchmark_job(namespace, name, generation,
+                      BenchPod(state.image, argv, (prompts.name, prompts.key) if prompts is not None else None,
+                               resources=spec.resources, policy=spec.pod, placement=spec.placement),
+                      int(parse_duration(spec.timeout))),
         spec.queue_name)
     drafter = drafter_summary(target_spec) if target_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)

@@ -28,7 +28,7 @@ from drafter_operator.api import DrafterServing, parse_duration, serving_problem
 from drafter_operator.api.serving import SwapSpec
 from drafter_operator.controllers import conditions
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.promotion_gate import PromotionSwap, promotion_swap
+from drafter_operator.controllers.promotion_gate import Desired, PromotionSwap, promotion_swap
 from drafter_operator.controllers.serving.revisions import measured_as, pod_settings_hash, revision_hash
 from drafter_operator.controllers.serving.compatibility import Compatibility, check_compatibility, \
     compatibility_events, preflight_ready, refused_revisions, stop_refused
@@ -59,7 +59,7 @@ from drafter_operator.kube import object_path
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
-from drafter_operator.resources.engine import engine_deployment, engine_pod_spec, service_revision, \
+from drafter_operator.resources.engine import EngineHttp, engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
 
@@ -100,8 +100,9 @@ def decide(state: ServingState) -> ServingPlan:
     # revision at once, and the active one is rebuilt from its record where it can be (child_writes).
     # A DrafterTraining's Promote governs the swap to its drafter's revision once (its strategy and gate);
     # every other swap follows spec.swap as the user left it.
-    promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec, desired,
-                               revision_hash(spec, image), _good(status), target.running.action is not None)
+    promotion = promotion_swap(meta.get("annotations"), status.get("promotion"), spec,
+                               Desired(desired, revision_hash(spec, image)), _good(status),
+                               target.running.action is not None)
     swap, swap_input = swap_step(state, status, target, active, compatible, promotion)
     revisions = updated_revisions(status.get("revisions") or [],
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
@@ -270,8 +271,7 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     spec, image, desired = target.running.spec, target.running.image, target.revision
     engine = engines.engine(spec.engine)
     argv = engine.render_command(spec, schedule=target.schedule) if target.schedule else engine.render_command(spec)
-    pod_spec = engine_pod_spec(serving, image, argv, engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH,
-                               state.operator_image)
+    pod_spec = engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image)
     writes: list[Write | None] = []
     for revision, replicas in swap.scale.items():
         if revision == desired:
@@ -310,7 +310,7 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
     spec, image = rebuilt
     engine = engines.engine(spec.engine)
     pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
-                               engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH, state.operator_image)
+                               EngineHttp.of(engine), state.operator_image)
     return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec, pod_spec)
 
 

@@ -18,7 +18,7 @@ from drafter_operator.constants import (
 from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
-from drafter_operator.resources.gate import gate_benchmark
+from drafter_operator.resources.gate import GatedPod, gate_benchmark
 
 
 #: The kind of each resource a serving writes, for the messages that name what was refused or is in the way.
@@ -80,8 +80,8 @@ def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed
         return None
     namespace, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
     attempt = (owner.get("status") or {}).get("retryRequest")
-    manifest = gate_benchmark(namespace, name, spec, revision, observed.ready_pod_ips[revision][0], port, gate=gate,
-                              attempt=attempt)
+    manifest = gate_benchmark(namespace, name, spec, GatedPod(revision, observed.ready_pod_ips[revision][0], port),
+                              gate=gate, attempt=attempt)
     adopt(manifest, owner)
     return Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                  manifest)

@@ -72,8 +72,8 @@ from drafter_operator.resources.training import (
 )
 from drafter_operator.resources.training_engine import engine_name, generation_endpoint
 from drafter_operator.resources.storage_sharing import SHAREABLE_FIX, sharing_problem
-from drafter_operator.resources.training_job import (rendezvous_args, rendezvous_service, spec_config_map,
-                                                     spec_config_map_name, stage_job, stage_job_name)
+from drafter_operator.resources.training_job import (StageCommand, StageRun, rendezvous_args, rendezvous_service,
+                                                     spec_config_map, spec_config_map_name, stage_job, stage_job_name)
 from drafter_operator.training.inputs import stage_inputs
 from drafter_operator.training.stages import job_stages, stage_pods
 
@@ -455,6 +455,6 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
         # too (run-stage renders the whole pipeline) but never call it: its stable name will do.
         render_args += ("--generation-endpoint", endpoint or generation_endpoint(namespace, name, spec, generation))
     creates.append((object_path("batch/v1", "jobs", namespace),
-                    stage_job(namespace, name, spec, stage, generation, spec.image or state.image,
-                              render_args=render_args, attempt=attempt)))
+                    stage_job(namespace, name, spec, StageRun(stage, generation, attempt),
+                              StageCommand(spec.image or state.image, render_args=render_args))))
     return creates
