@@ -25,8 +25,7 @@ PACKAGE = Path(engines.__file__).parent.parent
 ENGINE_NAMES = frozenset(engines.ENGINES)
 
 _LOADER_MODEL = ("the preflight's checkpoint-loader model: the branch restates one engine's loading code for a "
-                 "family (file:line in the rule); its home is the family table's preflight checks (issue 40, "
-                 "family half)")
+                 "family (file:line in the rule); which checks a family gets is its record's (families.py)")
 _CHECKPOINT_FORMAT = ("'sglang' names SpecForge's checkpoint layout (DrafterTraining spec.output.format, a CRD "
                       "enum), not an engine")
 
