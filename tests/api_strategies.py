@@ -12,7 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from drafter_operator.api.serving import METHODS_NEEDING_K_ON_VLLM, SGLANG_BLOCK_METHODS
+from drafter_operator.api.serving import SGLANG_BLOCK_METHODS
+from drafter_operator.engines.vllm import METHODS_NEEDING_K
 from drafter_operator.constants import (
     DRAFTER_METHODS,
     ENGINES,
@@ -168,7 +169,7 @@ def serving_specs(draw) -> dict[str, Any]:
     if method != "none":
         if engine == "vllm":
             bundled_dspark = method == "dspark" and "model" not in drafter  # vLLM needs k for the target's weights
-            if method in METHODS_NEEDING_K_ON_VLLM or bundled_dspark or draw(st.booleans()):
+            if method in METHODS_NEEDING_K or bundled_dspark or draw(st.booleans()):
                 drafter["numSpeculativeTokens"] = draw(st.integers(1, 16))
             drafter.update(draw(family_settings(method)))
             if "model" not in drafter and "dspark" in drafter:

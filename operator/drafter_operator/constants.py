@@ -3,12 +3,15 @@ writes on what it creates, the engines and speculative methods it knows, and its
 
 Everything else imports these (the CRDs, the RBAC rules, the kopf handlers, the builders), so a key is
 spelled once: a typo in a second copy would be a selector that silently matches nothing. This module
-imports nothing from the package: it sits at the bottom of the rooms (tests/unit/policy/test_layering.py).
+imports only families.py (the drafter families' table, which its method sets are derived from): it sits at
+the bottom of the rooms (tests/unit/policy/test_layering.py).
 """
 
 from __future__ import annotations
 
 from typing import Literal, get_args
+
+from drafter_operator import families
 
 # --------------------------------------------------------------------------------------------------
 # The API
@@ -98,26 +101,35 @@ KOPF_ANNOTATION_PREFIX = API_GROUP
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 
-#: The drafter methods spec.drafter.method accepts ("none": no speculation).
+#: The drafter methods spec.drafter.method accepts ("none": no speculation). Everything else about a method lives
+#: on its record in families.py (FAMILIES holds the speculative ones in this order: tests/unit/root/test_families.py).
 DrafterMethod = Literal["eagle3", "eagle", "mtp", "ngram", "ngramGpu", "suffix", "dflash", "dspark", "draftModel", "none"]
 DRAFTER_METHODS: tuple[str, ...] = get_args(DrafterMethod)
 #: The drafter families a DrafterTraining trains (spec.method); a trained drafter is served with the same
-#: spec.drafter.method.
+#: spec.drafter.method. The families whose record says trained, in order (tests/unit/root/test_families.py).
 TrainedMethod = Literal["eagle3", "dflash", "dspark"]
 TRAINED_METHODS: tuple[str, ...] = get_args(TrainedMethod)
-#: The methods that load a drafter model of their own (spec.drafter.model required).
-METHODS_WITH_MODEL: tuple[str, ...] = ("eagle3", "eagle", "draftModel", "dflash")
+#: The methods that speculate (every one but "none"): the families of families.FAMILIES, in its order.
+SPECULATIVE_METHODS: tuple[str, ...] = tuple(method for method in DRAFTER_METHODS if method != "none")
+#: The methods that load a drafter model of their own (spec.drafter.model required), the chain drafters before
+#: the block drafters: the order the CRD's rule and message name them in.
+METHODS_WITH_MODEL: tuple[str, ...] = tuple(sorted(families.methods(weights=("own",)),
+                                                   key=lambda method: families.family(method).drafting == "block"))
 #: The methods that draft from the text itself, with no model (spec.drafter.model forbidden).
-METHODS_WITHOUT_MODEL: tuple[str, ...] = ("ngram", "ngramGpu", "suffix")
+METHODS_WITHOUT_MODEL: tuple[str, ...] = families.methods(weights=("text",))
 #: The methods whose drafter weights may live in the target's checkpoint (spec.drafter.model optional, and may
 #: equal spec.target.model): mtp (the target's MTP layers), dspark (bundled DSpark weights, as
 #: DeepSeek-V4.1-Flash ships them).
-METHODS_IN_TARGET: tuple[str, ...] = ("mtp", "dspark")
-#: The methods that speculate (every one but "none").
-SPECULATIVE_METHODS: tuple[str, ...] = tuple(method for method in DRAFTER_METHODS if method != "none")
+METHODS_IN_TARGET: tuple[str, ...] = families.methods(weights=("target", "own-or-target"))
+#: The methods that always draft with the target's own layers: a drafter given anyway is not used (mtp).
+METHODS_OF_TARGET_ONLY: tuple[str, ...] = families.methods(weights=("target",))
 #: The block drafters: one forward drafts a block of k tokens (DFlash, DSpark); their k is
 #: spec.drafter.numSpeculativeTokens on every engine, checked against the trained block by the preflight.
-BLOCK_METHODS: tuple[str, ...] = ("dflash", "dspark")
+BLOCK_METHODS: tuple[str, ...] = families.methods(drafting=("block",))
+#: The methods that draft by looking the context up: no drafter forward, so no draft cost.
+LOOKUP_METHODS: tuple[str, ...] = families.methods(drafting=("lookup",))
+#: The methods the preflight has checkpoint rules for (preflight/rules: each family's checks).
+CHECKED_METHODS: tuple[str, ...] = families.methods(checked=True)
 
 # --------------------------------------------------------------------------------------------------
 # Ports

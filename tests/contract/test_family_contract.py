@@ -27,7 +27,7 @@ def vllm_full(parsers, config: dict) -> dict:
 def test_the_dynamic_schedule_survives_exactly_where_the_api_allows_it(parsers, method):
     """vLLM's own post-parse code (VllmConfig's runner choice and _maybe_disable_dynamic_sd_for_v1) on the real
     SpeculativeConfig: the schedule is dropped silently for the methods the API refuses spec.drafter.dynamic for."""
-    from drafter_operator.api.serving import METHODS_WITHOUT_DYNAMIC
+    from drafter_operator.engines.vllm import METHODS_WITHOUT_DYNAMIC
 
     body: dict[str, Any] = {"method": method, "numSpeculativeTokens": 4}
     if method in ("eagle3", "eagle", "draftModel", "dflash"):

@@ -191,6 +191,8 @@ WINDOW_GAUGES: tuple[tuple[str, str, str], ...] = (
 # decoding and no GPU n-gram proposer: REFUSED_METHODS (section 0), refused by the CRD.
 SPECULATIVE_ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "ngram": "NGRAM",
                           "dflash": "DFLASH", "dspark": "DSPARK", "draftModel": "STANDALONE"}
+#: The engine's name for each family it implements (the interface's name for SPECULATIVE_ALGORITHMS).
+METHOD_SPELLINGS: dict[str, str] = SPECULATIVE_ALGORITHMS
 #: The block drafters' size flag and what it holds for k = spec.drafter.numSpeculativeTokens (the tokens drafted
 #: per step): a DFlash block is the anchor plus k drafts (_handle_dflash, speculative_hook.py 368-387: the block
 #: is the verify window), a DSpark block size is gamma, the drafts (_handle_dspark 806-850: the window is gamma+1).

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from drafter_operator.constants import METHODS_WITH_MODEL
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
@@ -223,11 +224,28 @@ WINDOW_GAUGES: tuple[tuple[str, str, str], ...] = ()
 # 4. Command rendering
 # --------------------------------------------------------------------------------------------------
 
+#: Methods for which the user must give num_speculative_tokens: vLLM 0.33.0 raises without it
+#: (vllm/config/speculative.py 1614-1618, 1946-1950). Not mtp (the renderer defaults it to 1, one MTP layer as in
+#: DeepSeek-V3/Kimi), dspark (vLLM reads the draft's block_size, 1592-1599) or suffix (vLLM uses the tree depth,
+#: 1732-1739); tests/contract holds each to the real class. The API's rule (api/serving/spec.py) refuses a spec
+#: without it.
+METHODS_NEEDING_K: tuple[str, ...] = (*METHODS_WITH_MODEL, "ngram", "ngramGpu")
+#: The block drafter whose k vLLM 0.33.0 takes from the draft's block_size when numSpeculativeTokens is unset
+#: (1592-1599), and which drafts with the target's bundled weights only when k is given.
+K_FROM_BLOCK_SIZE = "dspark"
+#: Methods for which vLLM 0.33.0 silently drops the dynamic schedule: suffix is not implemented by Model Runner
+#: V2 (config/vllm.py 3067-3068), so vLLM falls back to V1, where _maybe_disable_dynamic_sd_for_v1
+#: (1088-1108) keeps num_speculative_tokens_per_batch_size only for ngram, eagle, eagle3, mtp, draft_model and
+#: dflash. dspark runs on V2 only and ngramGpu on V2 by default, where the schedule is kept.
+METHODS_WITHOUT_DYNAMIC: tuple[str, ...] = ("suffix",)
+
 # spec.drafter.method -> SpeculativeConfig.method (vLLM spells the draft-model method draft_model and the GPU
 # n-gram proposer ngram_gpu; vllm/config/speculative.py 38-83). vLLM implements every method of the API.
 SPECULATIVE_CONFIG_METHODS = {"eagle3": "eagle3", "eagle": "eagle", "mtp": "mtp", "ngram": "ngram",
                               "ngramGpu": "ngram_gpu", "suffix": "suffix", "dflash": "dflash", "dspark": "dspark",
                               "draftModel": "draft_model"}
+#: The engine's name for each family it implements (the interface's name for SPECULATIVE_CONFIG_METHODS).
+METHOD_SPELLINGS: dict[str, str] = SPECULATIVE_CONFIG_METHODS
 #: num_speculative_tokens rendered for method mtp when the spec leaves it unset (vLLM requires it).
 MTP_DEFAULT_SPECULATIVE_TOKENS = 1
 #: suffix_decoding_max_tree_depth's default (vllm/config/speculative.py 538): suffix's k when neither k nor the

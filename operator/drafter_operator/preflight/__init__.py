@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 
 from drafter_operator import engines as engine_modules
-from drafter_operator.constants import METHODS_IN_TARGET
+from drafter_operator.constants import CHECKED_METHODS, METHODS_IN_TARGET, METHODS_OF_TARGET_ONLY
 from drafter_operator.preflight import engines
 from drafter_operator.preflight.checkpoint import Checkpoint, load_checkpoint
-from drafter_operator.preflight.rules import CHECKED_METHODS, Context, Report, check_files, rules_for
+from drafter_operator.preflight.rules import Context, Report, check_files, rules_for
 from drafter_operator.preflight.verdict import CONDITION_TYPE, Finding, PreflightVerdict
 
-__all__ = ["CHECKED_METHODS", "CONDITION_TYPE", "Checkpoint", "Finding", "PreflightVerdict", "load_checkpoint", "preflight"]
+__all__ = ["CONDITION_TYPE", "Checkpoint", "Finding", "PreflightVerdict", "load_checkpoint", "preflight"]
 
 # Rules after which nothing else is meaningful: the drafter is the wrong kind of head for the method.
 _STOP_REASONS = frozenset({"EagleDrafterAsEagle3", "Eagle3DrafterAsEagle", "DrafterMethodMismatch", "ArchitectureMissing",
@@ -45,7 +45,7 @@ def preflight(drafter: str | os.PathLike | None, target: str | os.PathLike, engi
     target_ckpt = load_checkpoint(target)
     report = Report()
     drafter_ckpt = None
-    if drafter is not None and method == "mtp":
+    if drafter is not None and method in METHODS_OF_TARGET_ONLY:
         if os.path.realpath(drafter) != os.path.realpath(target):
             report.warning("mtp-head", "DrafterIgnored",
                            f"method mtp drafts with the target's own MTP layers: the drafter {drafter} is not used.")

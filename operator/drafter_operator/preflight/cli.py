@@ -12,8 +12,7 @@ import time
 from typing import TextIO
 
 from drafter_operator.preflight.engines import CONVENTIONS, VLLM_RUNNERS
-from drafter_operator.preflight.rules import CHECKED_METHODS
-from drafter_operator.constants import ENGINES, METHODS_IN_TARGET
+from drafter_operator.constants import CHECKED_METHODS, ENGINES, METHODS_IN_TARGET, METHODS_OF_TARGET_ONLY
 from drafter_operator.preflight.verdict import Finding, PreflightVerdict, termination_record
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -102,7 +101,7 @@ def render(verdict: PreflightVerdict, width: int = 110) -> str:
     width = max(72, min(width, 160))
     state = "NOT COMPATIBLE" if not verdict.ok else "COMPATIBLE" if verdict.checked else "NOT CHECKED"
     counts = f"{len(verdict.problems)} problem(s), {len(verdict.warnings)} warning(s), {len(verdict.passed)} passed"
-    drafter = verdict.drafter or ("(target's own MTP layers)" if verdict.method == "mtp" else "(target's own DSpark head)")
+    drafter = verdict.drafter or ("(target's own MTP layers)" if verdict.method in METHODS_OF_TARGET_ONLY else "(target's own DSpark head)")
     lines = [f"preflight {verdict.engine} method {verdict.method}: {state} ({counts})",
              f"  drafter {drafter}", f"  target  {verdict.target}", ""]
     rows = [(f.check, {"problem": "PROBLEM", "warning": "warning", "ok": "ok"}[f.severity], f)

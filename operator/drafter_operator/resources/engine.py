@@ -7,8 +7,13 @@ from dataclasses import dataclass
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
-from drafter_operator.constants import BLOCK_METHODS, METHODS_IN_TARGET, REVISION_LABEL
-from drafter_operator.preflight import CHECKED_METHODS
+from drafter_operator.constants import (
+    BLOCK_METHODS,
+    CHECKED_METHODS,
+    METHODS_IN_TARGET,
+    METHODS_OF_TARGET_ONLY,
+    REVISION_LABEL,
+)
 from drafter_operator.resources import pod_policy
 from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
 
@@ -78,7 +83,7 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
     """`drafter-operator preflight` for this serving's drafter, target, engine and method, or None where
     there is nothing it can check before the engine starts:
     - methods without checkpoint rules: none, ngram, ngramGpu and suffix load no drafter, draftModel is a
-      whole LLM the rules do not cover (preflight.CHECKED_METHODS);
+      whole LLM the rules do not cover (constants.CHECKED_METHODS);
     - mtp, and dspark without a model, check the target alone (its MTP layers, its bundled DSpark head);
     - a target or (eagle, eagle3) drafter that is a hub id, not a path on the model volume: it reaches the
       pod only when the engine downloads it, after this container has run, and every rule compares the
@@ -92,7 +97,7 @@ def preflight_argv(spec: DrafterServingSpec) -> list[str] | None:
             "--method", drafter.method]
     if on_model_volume(spec, drafter.model):
         argv += ["--drafter", drafter.model]
-    elif drafter.method == "mtp" or (drafter.method in METHODS_IN_TARGET and not drafter.model):
+    elif drafter.method in METHODS_OF_TARGET_ONLY or (drafter.method in METHODS_IN_TARGET and not drafter.model):
         # mtp drafts with the target's own layers (a drafter given anyway only earns a warning); dspark
         # without a model drafts with the target's bundled DSpark head, which the preflight checks.
         pass

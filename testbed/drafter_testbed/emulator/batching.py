@@ -62,17 +62,30 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from drafter_operator import engines
 from drafter_operator.engines import speedup
+from drafter_operator.families import FAMILIES, Family
 
 #: Tokens per decode step at which the seed's target (Kimi-K2.5 INT4, TP 8) leaves its step-time floor.
 DEFAULT_COMPUTE_KNEE_TOKENS = 32.0
+
+
+def _spellings(family: Family) -> set[str]:
+    """A family's names, lowercased, as the API and each engine spell it (vLLM's speculative_config method,
+    SGLang's algorithm): the emulator is handed any of them."""
+    names = {family.method}
+    for module in engines.ENGINES.values():
+        names |= {spelling for method, spelling in module.METHOD_SPELLINGS.items() if method == family.method}
+    return {name.lower() for name in names}
+
+
 #: Families that draft by looking the context up (vLLM ngram, ngram_gpu, suffix; SGLang NGRAM; the API's
 #: ngramGpu): no model forward, so no draft cost (vllm/v1/spec_decode/ngram_proposer.py, suffix_decoding.py).
-PROMPT_LOOKUP_METHODS = frozenset({"ngram", "ngram_gpu", "ngramgpu", "suffix"})
-#: Block drafters and the queries their one forward computes per request beyond the k drafts: DFlash
-#: runs a 1 + k query block (vllm/v1/spec_decode/dflash.py:40, 126); DSpark k queries, the anchor
-#: being its first prediction (sample_from_anchor, v1/worker/gpu/spec_decode/dspark/speculator.py:49-54).
-BLOCK_METHODS = {"dflash": 1, "dspark": 0}
+PROMPT_LOOKUP_METHODS = frozenset(name for f in FAMILIES if f.drafting == "lookup" for name in _spellings(f))
+#: Block drafters and the queries their one forward computes per request beyond the k drafts
+#: (Family.block_extra_queries): DFlash runs a 1 + k query block; DSpark k queries, the anchor being its first
+#: prediction (sample_from_anchor, v1/worker/gpu/spec_decode/dspark/speculator.py:49-54).
+BLOCK_METHODS = {name: f.block_extra_queries for f in FAMILIES if f.drafting == "block" for name in _spellings(f)}
 
 #: Per-token acceptance: one probability for every position, or one per position (conditional on the
 #: earlier ones accepted; speedup.curve_acceptance_length).

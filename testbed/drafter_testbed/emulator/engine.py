@@ -22,6 +22,8 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 
+from drafter_operator import engines
+
 from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
@@ -39,7 +41,8 @@ VOCABULARY = (
     "replica revision benchmark window counter gauge histogram latency throughput stream chunk"
 ).split()
 
-ENGINE_VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+#: The release each engine's profile emulates: the one the operator pins (engines/<name>.py VERSION).
+ENGINE_VERSIONS = {name: module.VERSION for name, module in engines.ENGINES.items()}
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,8 +25,7 @@ PACKAGE = Path(engines.__file__).parent.parent
 ENGINE_NAMES = frozenset(engines.ENGINES)
 
 _LOADER_MODEL = ("the preflight's checkpoint-loader model: the branch restates one engine's loading code for a "
-                 "family (file:line in the rule); its home is the family table's preflight checks (issue 40, "
-                 "family half)")
+                 "family (file:line in the rule); which checks a family gets is its record's (families.py)")
 _CHECKPOINT_FORMAT = ("'sglang' names SpecForge's checkpoint layout (DrafterTraining spec.output.format, a CRD "
                       "enum), not an engine")
 
@@ -72,7 +71,7 @@ ENGINE_INTERFACE = (
     "RATE_PER_DRAFTED_TOKEN", "RATE_NOT_PER_K_DRAFTS", "WINDOW_COUNTERS", "WINDOW_REQUIRED", "PER_POSITION_COUNTER",
     "WINDOW_GAUGES", "parse_spec_decode_metrics",
     "OWNED_DESTINATIONS", "SECRET_DESTINATIONS", "extra_args_problems", "spec_problems", "render_command",
-    "draft_tokens_per_step", "deterministic", "launch_facts",
+    "draft_tokens_per_step", "deterministic", "launch_facts", "METHOD_SPELLINGS",
 )
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from drafter_operator import constants
 from drafter_operator.controllers.serving.drafter_compatible import PreflightOutcome, known_bad, matching_known_bad, unresolved
-from drafter_operator.preflight.rules import CHECKED_METHODS, rules_for
+from drafter_operator.constants import CHECKED_METHODS
+from drafter_operator.preflight.rules import rules_for
 
 IMAGE = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
 

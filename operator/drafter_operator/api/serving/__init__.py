@@ -21,8 +21,6 @@ from drafter_operator.api.serving.acceptance import (
 )
 from drafter_operator.api.serving.drafter import (
     CONTENT_DIGEST_PATTERN,
-    METHODS_NEEDING_K_ON_VLLM,
-    METHODS_WITHOUT_DYNAMIC,
     ContentDigest,
     DrafterSpec,
 )
@@ -114,9 +112,9 @@ __all__ = [
     "CONTENT_DIGEST_PATTERN",
     "ContentDigest", "DECIMAL_OR_AUTO_PATTERN", "DRAFTER_METHODS", "DecimalOrAuto", "DegradedActionStatus",
     "DrafterMethod", "DrafterServing", "DrafterServingSpec", "DrafterServingStatus", "DrafterSpec", "DsparkSettings",
-    "EndpointName", "METHODS_WITHOUT_DYNAMIC", "NgramSettings", "SGLANG_BLOCK_METHODS", "SGLANG_REFUSED_METHODS",
+    "EndpointName", "NgramSettings", "SGLANG_BLOCK_METHODS", "SGLANG_REFUSED_METHODS",
     "SuffixSettings",
-    "EndpointStatus", "GatingStatus", "LastBenchmarkStatus", "METHODS_NEEDING_K_ON_VLLM", "METHODS_WITH_MODEL",
+    "EndpointStatus", "GatingStatus", "LastBenchmarkStatus", "METHODS_WITH_MODEL",
     "OWNED_FLAG_PREFIXES", "OWNED_FLAG_SPELLINGS", "ParserName", "PromotionStatus", "RATIO_OR_AUTO_PATTERN",
     "RatioOrAuto", "ReplicaAcceptanceStatus", "ResourcesSpec", "RevisionStatus", "SERVING_OPERATOR_CHECKS",
     "ScheduleRangeStatus", "ServingNowStatus", "SpeculationScheduleStatus", "StartupSpec", "StorageSpec",

@@ -9,20 +9,11 @@ from pydantic import Field, StringConstraints
 from drafter_operator.api.common import ApiModel, ModelRef, Rule, cel_in, spoken
 from drafter_operator.api.serving.families import DsparkSettings, NgramSettings, SuffixSettings
 from drafter_operator.constants import METHODS_WITH_MODEL, METHODS_WITHOUT_MODEL, DrafterMethod
+from drafter_operator.engines import vllm
+from drafter_operator.families import settings_methods
 
-# Methods for which the user must give vLLM's num_speculative_tokens: vLLM 0.33.0 raises without it
-# (vllm/config/speculative.py 1614-1618, 1946-1950). Not mtp (the renderer defaults it to 1, one MTP layer as
-# in DeepSeek-V3/Kimi), dspark (vLLM reads the draft's block_size, 1592-1599) or suffix (vLLM uses the tree
-# depth, 1732-1739); tests/contract holds each to the real class.
-METHODS_NEEDING_K_ON_VLLM: tuple[str, ...] = (*METHODS_WITH_MODEL, "ngram", "ngramGpu")
-#: Methods for which vLLM 0.33.0 silently drops the dynamic schedule: suffix is not implemented by Model Runner
-#: V2 (config/vllm.py 3067-3068), so vLLM falls back to V1, where _maybe_disable_dynamic_sd_for_v1
-#: (1088-1108) keeps num_speculative_tokens_per_batch_size only for ngram, eagle, eagle3, mtp, draft_model and
-#: dflash. dspark runs on V2 only and ngramGpu on V2 by default, where the schedule is kept.
-METHODS_WITHOUT_DYNAMIC: tuple[str, ...] = ("suffix",)
-#: Each per-family settings object (its JSON name) and the methods it belongs to.
-FAMILY_SETTINGS: dict[str, tuple[str, ...]] = {"suffix": ("suffix",), "ngram": ("ngram", "ngramGpu"),
-                                               "dspark": ("dspark",)}
+#: Each per-family settings object (its JSON name) and the methods it belongs to (their families' records).
+FAMILY_SETTINGS: dict[str, tuple[str, ...]] = settings_methods()
 
 
 def _family_rule(name: str, methods: tuple[str, ...]) -> Rule:
@@ -107,24 +98,24 @@ class DrafterSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         Rule(
-            cel=f"!has(self.dynamic) || !({cel_in('self.method', METHODS_WITHOUT_DYNAMIC)})",
+            cel=f"!has(self.dynamic) || !({cel_in('self.method', vllm.METHODS_WITHOUT_DYNAMIC)})",
             message=(
-                f"spec.drafter.dynamic is not kept by vLLM 0.33.0 for method {spoken(METHODS_WITHOUT_DYNAMIC, 'or')}: "
+                f"spec.drafter.dynamic is not kept by vLLM 0.33.0 for method {spoken(vllm.METHODS_WITHOUT_DYNAMIC, 'or')}: "
                 "it runs on Model Runner V1, which silently drops the per-batch-size schedule for it; remove dynamic "
                 "(suffix decoding already sizes each draft by its own match)"
             ),
-            check=lambda d: d.dynamic is None or d.method not in METHODS_WITHOUT_DYNAMIC,
+            check=lambda d: d.dynamic is None or d.method not in vllm.METHODS_WITHOUT_DYNAMIC,
             field_path=".dynamic",
             reason="FieldValueForbidden",
         ),
         Rule(
-            cel="!has(self.dynamic) || self.method != 'dspark' || has(self.numSpeculativeTokens)",
+            cel=f"!has(self.dynamic) || self.method != '{vllm.K_FROM_BLOCK_SIZE}' || has(self.numSpeculativeTokens)",
             message=(
                 "spec.drafter.dynamic with method dspark needs spec.drafter.numSpeculativeTokens: the schedule drafts "
                 "k below the break-even and vLLM would otherwise take k from the draft's block size, which the "
                 "operator does not read; set it (e.g. the block size, 7)"
             ),
-            check=lambda d: d.dynamic is None or d.method != "dspark" or d.num_speculative_tokens is not None,
+            check=lambda d: d.dynamic is None or d.method != vllm.K_FROM_BLOCK_SIZE or d.num_speculative_tokens is not None,
             field_path=".numSpeculativeTokens",
             reason="FieldValueRequired",
         ),

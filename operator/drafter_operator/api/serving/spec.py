@@ -13,7 +13,7 @@ from drafter_operator.constants import METHODS_IN_TARGET, Engine
 from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
-from drafter_operator.api.serving.drafter import METHODS_NEEDING_K_ON_VLLM, DrafterSpec
+from drafter_operator.api.serving.drafter import DrafterSpec
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
 from drafter_operator.api.serving.rollout import ResourcesSpec, StartupSpec, StorageSpec, SwapSpec
 from drafter_operator.api.serving.target import TargetSpec
@@ -69,27 +69,27 @@ class DrafterServingSpec(ApiModel):
         ),
         Rule(
             cel=(
-                f"self.engine != '{VLLM}' || !({cel_in('self.drafter.method', METHODS_NEEDING_K_ON_VLLM)}) "
+                f"self.engine != '{VLLM}' || !({cel_in('self.drafter.method', vllm.METHODS_NEEDING_K)}) "
                 "|| has(self.drafter.numSpeculativeTokens)"
             ),
             message=(
                 "spec.drafter.numSpeculativeTokens is required with engine vllm and methods "
-                f"{spoken(METHODS_NEEDING_K_ON_VLLM)}: set the tokens drafted per step (1-16, e.g. 5)"
+                f"{spoken(vllm.METHODS_NEEDING_K)}: set the tokens drafted per step (1-16, e.g. 5)"
             ),
-            check=lambda s: s.engine != VLLM or s.drafter.method not in METHODS_NEEDING_K_ON_VLLM
+            check=lambda s: s.engine != VLLM or s.drafter.method not in vllm.METHODS_NEEDING_K
             or s.drafter.num_speculative_tokens is not None,
             field_path=".drafter",
             reason="FieldValueRequired",
         ),
         Rule(
-            cel=f"self.engine != '{VLLM}' || self.drafter.method != 'dspark' || has(self.drafter.model) "
+            cel=f"self.engine != '{VLLM}' || self.drafter.method != '{vllm.K_FROM_BLOCK_SIZE}' || has(self.drafter.model) "
                 "|| has(self.drafter.numSpeculativeTokens)",
             message=(
                 "spec.drafter.numSpeculativeTokens is required with engine vllm and method dspark without "
                 "drafter.model: vLLM 0.33.0 drafts with the target's bundled DSpark weights only when k is given; "
                 "set it (e.g. 7), or set drafter.model to a DSpark draft (k then defaults to its block size)"
             ),
-            check=lambda s: s.engine != VLLM or s.drafter.method != "dspark" or s.drafter.model is not None
+            check=lambda s: s.engine != VLLM or s.drafter.method != vllm.K_FROM_BLOCK_SIZE or s.drafter.model is not None
             or s.drafter.num_speculative_tokens is not None,
             field_path=".drafter.numSpeculativeTokens",
             reason="FieldValueRequired",

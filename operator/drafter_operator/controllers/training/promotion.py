@@ -31,6 +31,7 @@ from drafter_operator.constants import (
 )
 from drafter_operator.controllers.training.stages import StageJob
 from drafter_operator.controllers.training.state import TrainingState
+from drafter_operator.families import FAMILIES
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 
 def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
@@ -134,7 +135,8 @@ def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, gen
 KEPT_ALWAYS = ("numSpeculativeTokens", "allowKnownBad")
 #: The settings a promotion keeps only where the serving already ran the trained family (SGLang's tree shape,
 #: the schedule, DSpark's own settings): another family's would not mean the same.
-KEPT_WITHIN_FAMILY = ("numSteps", "eagleTopk", "numDraftTokens", "dynamic", "dspark")
+KEPT_WITHIN_FAMILY = ("numSteps", "eagleTopk", "numDraftTokens", "dynamic",
+                      *(f.settings for f in FAMILIES if f.trained and f.settings))
 
 
 def promoted_drafter(serving: dict, spec: DrafterTrainingSpec, digest: str | None) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from drafter_operator.families import family
 from drafter_operator.preflight import families as fam
 from drafter_operator.preflight.rules.block import as_int, block_view, unreadable
 from drafter_operator.preflight.rules.context import Context, Report
@@ -63,12 +64,14 @@ def check_block_size(ctx: Context, r: Report) -> None:
         r.warning(check, "BlockSizeUnknown", "the drafter records no block_size: numSpeculativeTokens cannot be "
                   "checked against the block it was trained with.", "record block_size in config.json")
         return
-    if as_int(size) is None or size < (2 if ctx.method == "dflash" else 1):
+    # The block's queries beyond the k drafts (DFlash's anchor): a block holds them and at least one draft.
+    extra = family(ctx.method).block_extra_queries
+    if as_int(size) is None or size < extra + 1:
         r.problem(check, "BlockSizeInvalid", f"block_size {size!r} is not a usable block: SGLang parses it as a "
                   "positive int (dflash_utils.py:609-617) and a DFlash block holds the anchor plus at least one draft.",
                   "record the block size the drafter was trained with")
         return
-    k = size - 1 if ctx.method == "dflash" else size
+    k = size - extra
     given = ctx.num_speculative_tokens
     if given is not None and given != k:
         r.warning(check, "BlockSizeMismatch",
@@ -78,7 +81,7 @@ def check_block_size(ctx: Context, r: Report) -> None:
                   "drafter never learned.", f"set spec.drafter.numSpeculativeTokens: {k}")
         return
     r.ok(check, f"trained block_size {size}: serve it with numSpeculativeTokens {k} "
-                f"({'the anchor + k drafts' if ctx.method == 'dflash' else 'k drafts'} per block)")
+                f"({'the anchor + k drafts' if extra else 'k drafts'} per block)")
 
 
 def check_block_hidden(ctx: Context, r: Report) -> None:

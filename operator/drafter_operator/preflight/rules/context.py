@@ -12,9 +12,9 @@ from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.safetensors import TensorInfo
 from drafter_operator.preflight.verdict import Finding
 
-CHECKED_METHODS = ("eagle3", "eagle", "mtp", "dflash", "dspark")
-# Methods whose drafter checkpoint is optional are constants.METHODS_IN_TARGET: mtp drafts with the target's
-# layers, dspark with the target's bundled DSpark head (DeepSeek-V4 style) when no drafter is given.
+# The methods with rules are constants.CHECKED_METHODS (each family's checks, families.py). Methods whose drafter
+# checkpoint is optional are constants.METHODS_IN_TARGET: mtp drafts with the target's layers, dspark with the
+# target's bundled DSpark head (DeepSeek-V4 style) when no drafter is given.
 MAPPING_READ_LIMIT = 64 * 1024 * 1024
 
 
