@@ -199,8 +199,13 @@ def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision
         and condition(s, "Ready").get("status") == "True" and s.get("acceptanceThreshold") and s, timeout=180)
     schedule = scheduled["speculationSchedule"]
     assert schedule["source"] == "benchmark sweep" and schedule["scheduledRevision"] == scheduled["activeRevision"]
-    assert [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in schedule["ranges"]] == [(1, off - 1, 5),
-                                                                                               (off, 65536, 0)]
+    # The engine exports per-position acceptance, so the sweep predicts every k from 0 to 5 at each load: k per
+    # band, falling with the load, drafting nothing well above the break-even.
+    ranges = [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in schedule["ranges"]]
+    ks = [k for _, _, k in ranges]
+    assert schedule["basis"] == "kPerBand" and ks == sorted(ks, reverse=True) and ks[-1] == 0, schedule
+    assert ranges[0][0] == 1 and ranges[0][2] >= 3 and ranges[-1][1] == 65536, schedule
+    assert off - 1 <= ranges[-1][0] <= 2 * off, (off, schedule)  # k = 1 may pay a little past the on/off break-even
     threshold = scheduled["acceptanceThreshold"]
     assert threshold["source"] == "benchmark sweep" and threshold["revision"] == static["activeRevision"]
     # break-even length = measured length / speedup at one stream; the good drafter is far above it
@@ -213,7 +218,7 @@ def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision
     import urllib.request
     with urllib.request.urlopen(f"http://{ip}:8000/emulator/state", timeout=10) as response:
         state = json.loads(response.read())
-    assert state["speculation"]["numSpeculativeTokensPerBatchSize"] == [[1, off - 1, 5], [off, 65536, 0]]
+    assert state["speculation"]["numSpeculativeTokensPerBatchSize"] == [list(r) for r in ranges]
 
     apply(cluster, namespace, benchmark("at-load", "kimi", baseline={"servingRef": {"name": "kimi-baseline"}},
                                         concurrencyLevels=[1, 32], numPrompts=4, maxTokens=128))
@@ -224,5 +229,5 @@ def test_a_sweep_run_by_hand_teaches_auto_and_dynamic_and_the_scheduled_revision
     print({"static": static_speedups, "scheduled": speedups})
     # Wall-clock ratios vary with the machine's load (1.50 then 1.74 for the same drafter), so each bound sits
     # midway between the two outcomes it tells apart rather than near the expected value.
-    assert speedups[1] > 1.2, speedups  # still drafts k=5 at one stream (no drafting would be about 1.0)
+    assert speedups[1] > 1.2, speedups  # still drafts at one stream (no drafting would be about 1.0)
     assert speedups[32] > 0.85 and speedups[32] > static_speedups[32], speedups  # drafts nothing (static about 0.6)

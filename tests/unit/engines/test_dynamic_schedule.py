@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.api.serving.status import SpeculationScheduleStatus
 from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.controllers.serving.schedule import speculation_schedule
 from drafter_operator.engines import dynamic, vllm
@@ -147,3 +148,44 @@ def test_wiring_off_without_dynamic():
     assert speculation_schedule(spec(), IMAGE, {}, None) == (None, None)
     base = revision_hash(spec(), IMAGE)
     assert speculation_schedule(spec(), IMAGE, {base: [run("g0", SWEEP)]}, None) == (None, None)
+
+
+def banded_sweep(**acceptance) -> dict:
+    """A finished sweep at k = 5 of the batching model's demo drafter, with the acceptance the engine exported."""
+    from drafter_testbed.emulator import batching
+
+    costs, curve = batching.StepCosts(), [0.9, 0.86, 0.88, 0.97, 0.89]
+    levels = []
+    for c in (1, 8, 14, 15, 32):
+        spec_tps = batching.tokens_per_second(c, curve, batching.Speculation(5), costs)
+        base_tps = batching.tokens_per_second(c, 0.0, batching.NO_SPECULATION, costs)
+        levels.append({"concurrency": c, "tokensPerSecond": spec_tps, "baselineTokensPerSecond": base_tps,
+                       "speedup": spec_tps / base_tps})
+    finished = run("swept", levels)
+    finished["status"]["result"].update(acceptance)
+    return finished
+
+
+@pytest.mark.parametrize("acceptance", [
+    {"perPositionAcceptance": [0.9, 0.774, 0.681, 0.661, 0.588]},  # vLLM's per-position counters
+    {"acceptanceLength": 4.6},  # SGLang exports only the mean: a constant per-token acceptance solved from it
+])
+def test_wiring_k_per_band_where_the_sweep_has_acceptance(acceptance):
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    schedule, status = speculation_schedule(s, IMAGE, {base: [banded_sweep(**acceptance)]}, None)
+    ks = [k for _, _, k in schedule]
+    assert status["basis"] == "kPerBand" and ks == sorted(ks, reverse=True), schedule
+    assert ks[0] >= 3 and ks[-1] == 0 and any(0 < k < ks[0] for k in ks), schedule  # more than on and off
+    assert dynamic.validate_schedule([list(e) for e in schedule]) == schedule
+    assert [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in status["ranges"]] == schedule
+    assert all(r["predictedSpeedup"] >= 1.0 for r in status["ranges"])
+    assert status["scheduledRevision"] == revision_hash(s, IMAGE, schedule)
+    assert "k per load band, predicted from the sweep of swept" in status["message"]
+    SpeculationScheduleStatus.model_validate(status)  # the CRD's schema takes it
+
+
+def test_wiring_on_off_where_the_sweep_has_no_acceptance():
+    s = spec(dynamic="fromBenchmark")
+    schedule, status = speculation_schedule(s, IMAGE, {revision_hash(s, IMAGE): [banded_sweep()]}, None)
+    assert status["basis"] == "onOff" and [k for _, _, k in schedule] == [5, 0]

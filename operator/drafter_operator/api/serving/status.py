@@ -134,7 +134,9 @@ class ScheduleRangeStatus(StatusModel):
     end: int
     """Last batch size of the range (the last range ends at 65536: vLLM clamps it to --max-num-seqs)."""
     num_speculative_tokens: int
-    """Tokens drafted per step at these batch sizes: k, or 0 (no speculation)."""
+    """Tokens drafted per step at these batch sizes: from 0 (no speculation) up to the spec's k."""
+    predicted_speedup: float | None = None
+    """With basis kPerBand: the speedup over no speculation the sweep predicts at the range's first batch size."""
 
 
 class SpeculationScheduleStatus(StatusModel):
@@ -151,8 +153,10 @@ class SpeculationScheduleStatus(StatusModel):
     above_concurrency: int | None = None
     """The highest measured concurrency under crossoverConcurrency (speedup 1.0 or more): the break-even lies between the two."""
     break_even_concurrency: float | None = None
-    """Streams where the speedup crosses 1.0, interpolated between aboveConcurrency and crossoverConcurrency; speculation is off from the first batch size at or above it."""
-    ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=16)] | None = None
+    """Streams where the speedup crosses 1.0, interpolated between aboveConcurrency and crossoverConcurrency; with basis onOff, speculation is off from the first batch size at or above it."""
+    basis: Literal["kPerBand", "onOff"] | None = None
+    """How the ranges were chosen: kPerBand (every k from 0 to the spec's predicted at each load from the sweep's step costs and acceptance, the best chosen per band) or onOff (the sweep had no acceptance to predict from: the spec's k below the break-even, none from it)."""
+    ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=17)] | None = None
     """The schedule rendered into --speculative-config (num_speculative_tokens_per_batch_size); unset with source static."""
     message: str | None = None
     """Why this schedule (e.g. why the static k is served)."""

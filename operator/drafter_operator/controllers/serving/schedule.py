@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from drafter_operator import engines
+from drafter_operator import engines, families
 from drafter_operator.controllers.serving.revisions import revision_hash
-from drafter_operator.engines import dynamic
+from drafter_operator.engines import dynamic, k_bands
+
+Schedule = list[tuple[int, int, int]]
 
 
 def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
-                         known: dict | None) -> tuple[list[tuple[int, int, int]] | None, dict | None]:
+                         known: dict | None) -> tuple[Schedule | None, dict | None]:
     """spec.drafter.dynamic fromBenchmark (pure): the batch-size schedule to render and status.speculationSchedule.
 
     The sweep is the load sweep (status.result.levels) of the newest finished DrafterBenchmark (its gate,
@@ -30,24 +32,7 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     runs = measured.get(measured_revision, [])
     sweep = next((b for b in runs if dynamic.measured(b["status"]["result"].get("levels"))), None)
     if sweep is not None:
-        levels = sweep["status"]["result"]["levels"]
-        schedule = dynamic.schedule_from_levels(levels, k)
-        at, found, off = dynamic.crossover(levels), dynamic.break_even(levels), dynamic.off_from(levels)
-        name = sweep["metadata"]["name"]
-        if found is None:
-            message = f"speculation paid at every level {name} measured: k={k} at every batch size"
-        elif found.estimate is None:
-            message = f"k={k} below {off} concurrent streams, none from {off} ({name}: slower from its lowest level)"
-        else:
-            message = (f"k={k} below {off} concurrent streams, none from {off} (break-even of {name}: "
-                       f"{found.estimate:.1f} streams, between {found.above} and {found.below})")
-        block = {"source": f"benchmark {name}", "revision": measured_revision,
-                 "scheduledRevision": revision_hash(spec, image, schedule), "crossoverConcurrency": at,
-                 "aboveConcurrency": found.above if found else None,
-                 "breakEvenConcurrency": round(found.estimate, 2) if found and found.estimate is not None else None,
-                 "ranges": [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule],
-                 "message": message}
-        return schedule, {key: value for key, value in block.items() if value is not None}
+        return _from_sweep(spec, image, sweep, k, measured_revision)
     known = known or {}
     if known.get("revision") == measured_revision and known.get("ranges") and known.get("source", "").startswith("benchmark"):
         return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
@@ -57,3 +42,38 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     return None, {"source": "static", "revision": measured_revision,
                   "message": f"static k={k}: no load sweep of revision {measured_revision} yet ({why})"}
 
+
+
+def _from_sweep(spec, image: str, sweep: dict, k: int, measured_revision: str) -> tuple[Schedule, dict]:
+    """The schedule of one load sweep at the static k: k per load band where the sweep has the acceptance to
+    predict every smaller k from (engines/k_bands.py), else k below the break-even and none from it."""
+    result = sweep["status"]["result"]
+    levels = result["levels"]
+    name = sweep["metadata"]["name"]
+    at, found = dynamic.crossover(levels), dynamic.break_even(levels)
+    bands = k_bands.bands_from_result(result, k, families.family(spec.drafter.method).drafting, dynamic.MAX_BATCH_SIZE)
+    if bands is not None:
+        schedule = k_bands.schedule(bands)
+        ranges = [{"start": b.start, "end": b.end, "numSpeculativeTokens": b.k, "predictedSpeedup": b.predicted_speedup}
+                  for b in bands]
+        message = (f"k per load band, predicted from the sweep of {name}: "
+                   + ", ".join(f"k={b.k} from {b.start}" for b in bands))
+        basis = "kPerBand"
+    else:
+        schedule = dynamic.schedule_from_levels(levels, k)
+        ranges = [{"start": a, "end": b, "numSpeculativeTokens": n} for a, b, n in schedule]
+        off = dynamic.off_from(levels)
+        if found is None:
+            message = f"speculation paid at every level {name} measured: k={k} at every batch size"
+        elif found.estimate is None:
+            message = f"k={k} below {off} concurrent streams, none from {off} ({name}: slower from its lowest level)"
+        else:
+            message = (f"k={k} below {off} concurrent streams, none from {off} (break-even of {name}: "
+                       f"{found.estimate:.1f} streams, between {found.above} and {found.below})")
+        basis = "onOff"
+    block = {"source": f"benchmark {name}", "revision": measured_revision,
+             "scheduledRevision": revision_hash(spec, image, schedule), "crossoverConcurrency": at,
+             "aboveConcurrency": found.above if found else None,
+             "breakEvenConcurrency": round(found.estimate, 2) if found and found.estimate is not None else None,
+             "basis": basis, "ranges": ranges, "message": message}
+    return schedule, {key: value for key, value in block.items() if value is not None}
