@@ -67,3 +67,22 @@ def job(finished: str | None = None, message: str = "", name: str = "seed-bench-
 
 def condition(plan, kind: str) -> dict:
     return next(c for c in plan.status["conditions"] if c["type"] == kind)
+
+
+def created_job(plan) -> dict | None:
+    """The run's Job a benchmark plan creates (a plan creates one at most), None when it creates none."""
+    (job, *more) = plan.created("jobs") or [None]
+    assert not more, "a benchmark plan creates one Job at most"
+    return job
+
+
+def created_runs(plan) -> list[dict]:
+    """The candidates' own DrafterBenchmarks a comparison's plan creates."""
+    return plan.created("drafterbenchmarks")
+
+
+def created_result(plan) -> dict | None:
+    """The full result's ConfigMap a benchmark plan creates, None when it creates none."""
+    (config_map, *more) = plan.created("configmaps") or [None]
+    assert not more, "a benchmark plan creates one result ConfigMap at most"
+    return config_map

@@ -26,9 +26,8 @@ class RecordingKube:
     def create(self, path: str, body: dict) -> dict:
         self.requests.append(("create", path, body))
         self._refuse(path)
-        from drafter_operator.controllers.serving.state import ServingPlan
-        from drafter_operator.controllers.serving.patches import Write
-        self.world.apply(ServingPlan(writes=[Write("create", path.rsplit("/", 1)[1], path, body)]))
+        from drafter_operator.controllers.plan import Plan, Write
+        self.world.apply(Plan(writes=[Write("create", path.rsplit("/", 1)[1], path, body)]))
         return {"metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self._bump())}}
 
     def patch(self, path: str, body: dict) -> dict:

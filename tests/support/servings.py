@@ -10,7 +10,8 @@ import yaml
 
 from drafter_operator import timestamps
 from drafter_operator.controllers.serving.decide import decide
-from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.plan import Plan
+from drafter_operator.controllers.serving.state import ServingState
 from drafter_operator.controllers.serving.observe import observed_from
 from drafter_operator.resources.labels import REVISION_LABEL
 
@@ -66,10 +67,10 @@ class World:
         return ServingState(serving=copy.deepcopy(self.body), observed=observed, now=self.now, default_images=IMAGES,
                             drain=DRAIN)
 
-    def decide(self) -> ServingPlan:
+    def decide(self) -> Plan:
         return decide(self.state())
 
-    def apply(self, plan: ServingPlan) -> None:
+    def apply(self, plan: Plan) -> None:
         if plan.record_first:
             self.body["status"] = merge_patch(self.body.get("status") or {}, plan.record_first)
         for write in plan.writes:
@@ -144,3 +145,14 @@ def promote(world: World, tokens_per_second: float = 41.0, digest: str = DIGEST)
     world.body = merge_patch(world.body, patch)
     world.body["metadata"]["generation"] += 1
     return patch
+
+
+def swapped(plan: Plan) -> str | None:
+    """The swap strategy of the traffic a serving's plan moves (its swap count), None when it moves none."""
+    count = plan.counted("swap")
+    return count.labels[-1] if count else None
+
+
+def rolled_back(plan: Plan) -> bool:
+    """Whether a serving's plan counts a rollback."""
+    return plan.counted("rollback") is not None

@@ -52,7 +52,7 @@ class Cluster:
                 for name, job in self.jobs.items() if job.get("_message")] + copy.deepcopy(self.running_pods)
 
     def apply(self, plan):
-        for path, manifest in plan.creates:
+        for path, manifest in creates(plan):
             kind = manifest["kind"]
             # As the reconciler's apply: every child it creates is owned by the training.
             manifest = {**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [
@@ -80,7 +80,7 @@ class Cluster:
             self.jobs.pop(path.rsplit("/", 1)[1], None)
             if "/persistentvolumeclaims/" in path:
                 self.claim = None
-        for path, patch in plan.patches:
+        for path, patch in patches(plan):
             self.patches.append((path, patch))
             self.serving["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
             self.serving["spec"]["drafter"] = {k: v for k, v in patch["spec"]["drafter"].items() if v is not None}
@@ -119,3 +119,13 @@ def sglang_serving() -> dict:
 
 
 DIGEST = "sha256:" + "ab" * 32
+
+
+def creates(plan) -> list[tuple[str, dict]]:
+    """A training plan's (or Generate's engine step's) creates as (collection path, manifest), in order."""
+    return [(w.path, w.body) for w in plan.writes if w.verb == "create"]
+
+
+def patches(plan) -> list[tuple[str, dict]]:
+    """A training plan's merge patches as (object path, patch), in order."""
+    return [(w.path, w.body) for w in plan.writes if w.verb == "patch"]

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.training import (
-    torchrun,
+from drafter_operator.training import torchrun
+from drafter_operator.training.rendering import (
     Command,
     ConfigFile,
     RenderOptions,

@@ -38,8 +38,9 @@ from __future__ import annotations
 import json
 
 from drafter_operator.api.training import DrafterTrainingSpec
-from drafter_operator.training import (Command, RenderOptions, Stage, TrainingPaths, export_publish, is_local,
-                                      regeneration, torchrun)
+from drafter_operator.training import torchrun
+from drafter_operator.training.rendering import (Command, RenderOptions, Stage, TrainingPaths, export_publish, is_local,
+                                                 regeneration)
 
 SPECULATORS = "speculators"
 

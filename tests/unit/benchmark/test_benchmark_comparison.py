@@ -14,7 +14,7 @@ from drafter_operator.api import DrafterBenchmark
 from drafter_operator.controllers.benchmark.comparison import candidate_run_name
 from drafter_operator.controllers.benchmark.decide import decide
 from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
-from tests.support.benchmarks import FAST, IMAGE, SERVING, T0, condition
+from tests.support.benchmarks import FAST, IMAGE, SERVING, T0, condition, created_job, created_runs
 
 CANDIDATES = ("kimi-eagle3", "kimi-suffix", "kimi-dspark")
 
@@ -61,8 +61,8 @@ def state(body: dict, runs=(), servings=None) -> BenchmarkState:
 def test_the_first_candidate_is_measured_by_a_run_of_its_own_with_the_comparisons_settings():
     body = comparison()
     plan = decide(state(body))
-    (child,) = plan.benchmarks
-    assert plan.create is None  # no Job of its own: each candidate's run has one
+    (child,) = created_runs(plan)
+    assert created_job(plan) is None  # no Job of its own: each candidate's run has one
     assert child["metadata"]["name"] == "families-c1-g1"
     assert child["metadata"]["labels"]["drafter.dev/comparison"] == "families"
     expected = {k: v for k, v in body["spec"].items() if k != "candidates"}
@@ -75,17 +75,17 @@ def test_the_first_candidate_is_measured_by_a_run_of_its_own_with_the_comparison
 def test_candidates_run_one_after_another_never_together():
     body = comparison()
     running = decide(state(body, [run(body, 0, "Running")]))
-    assert running.benchmarks == [] and running.status["state"] == "Running"
+    assert created_runs(running) == [] and running.status["state"] == "Running"
     assert "DrafterBenchmark families-c1-g1 is Running" in condition(running, "Complete")["message"]
     second = decide(state(body, [run(body, 0, "Succeeded", [(1, 1.7)])]))
-    assert [b["metadata"]["name"] for b in second.benchmarks] == ["families-c2-g1"]
-    assert second.benchmarks[0]["spec"]["servingRef"] == {"name": "kimi-suffix"}
+    assert [b["metadata"]["name"] for b in created_runs(second)] == ["families-c2-g1"]
+    assert created_runs(second)[0]["spec"]["servingRef"] == {"name": "kimi-suffix"}
 
 
 def test_a_failed_candidate_fails_the_comparison_with_its_reason_and_starts_no_other():
     body = comparison()
     plan = decide(state(body, [run(body, 0, "Succeeded", [(1, 1.7)]), run(body, 1, "Failed")]))
-    assert plan.benchmarks == [] and plan.status["state"] == "Failed"
+    assert created_runs(plan) == [] and plan.status["state"] == "Failed"
     failed = condition(plan, "Failed")
     assert failed["reason"] == "CandidateFailed"
     assert failed["message"].startswith("candidate kimi-suffix: DrafterBenchmark families-c2-g1 failed: serving")
@@ -95,7 +95,7 @@ def test_a_missing_candidate_fails_before_any_sweep_is_spent():
     body = comparison()
     servings = (serving_body("kimi-eagle3"), serving_body("kimi-suffix"), None)
     plan = decide(state(body, servings=servings))
-    assert plan.benchmarks == [] and plan.status["state"] == "Failed"
+    assert created_runs(plan) == [] and plan.status["state"] == "Failed"
     failed = condition(plan, "Failed")
     assert failed["reason"] == "ServingNotFound" and "spec.candidates: DrafterServing 'kimi-dspark' not found" in failed["message"]
 
@@ -106,7 +106,7 @@ def test_all_succeeded_the_comparison_picks_per_load_only_where_every_candidate_
             run(body, 1, "Succeeded", [(1, 3.28), (8, 1.40), (32, 0.45)], break_even=12.2),
             run(body, 2, "Succeeded", [(1, 2.42), (8, 1.30), (32, 0.37)])]
     plan = decide(state(body, runs))
-    assert plan.status["state"] == "Succeeded" and plan.benchmarks == []
+    assert plan.status["state"] == "Succeeded" and created_runs(plan) == []
     result = plan.status["comparison"]
     assert [(c["serving"], c.get("breakEven")) for c in result["candidates"]] == [
         ("kimi-eagle3", 14.3), ("kimi-suffix", 12.2), ("kimi-dspark", None)]
@@ -123,7 +123,7 @@ def test_only_runs_this_comparison_controls_count_and_an_older_generations_are_d
     copied = run(body, 0, "Succeeded", [(1, 9.9)], owner="someone-else", generation=2)
     old = run(body, 0, "Succeeded", [(1, 1.5)], generation=1)
     plan = decide(state(body, [copied, old]))
-    assert [b["metadata"]["name"] for b in plan.benchmarks] == ["families-c1-g2"]  # the copy is not its run
+    assert [b["metadata"]["name"] for b in created_runs(plan)] == ["families-c1-g2"]  # the copy is not its run
     assert plan.deletes == ["/apis/drafter.dev/v1alpha1/namespaces/team/drafterbenchmarks/families-c1-g1"]
 
 

@@ -19,12 +19,13 @@ from drafter_operator.controllers.benchmark.state import ObservedServing
 from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, parse_detail, result_pod
 from drafter_operator.controllers.benchmark.outcome import gate_verdict
 from drafter_operator.resources.benchmark_job import DEFAULT_RESOURCES, GPU_NODE_LABEL, benchmark_resources
-from tests.support.benchmarks import FAST, SEED_RESULT, SERVING, T0, benchmark, condition, job, job_pod, serving, state
+from tests.support.benchmarks import (FAST, SEED_RESULT, SERVING, T0, benchmark, condition, created_job, created_result, job,
+                                      job_pod, serving, state)
 
 
 def test_a_ready_serving_gets_one_job_preferring_cpu_nodes_with_every_ready_replicas_metrics():
     plan = decide(state(benchmark(), serving()))
-    manifest = plan.create
+    manifest = created_job(plan)
     assert manifest["metadata"]["name"] == "seed-bench-g1" and manifest["spec"]["backoffLimit"] == 0
     assert manifest["spec"]["activeDeadlineSeconds"] == 600
     pod = manifest["spec"]["template"]["spec"]
@@ -44,7 +45,7 @@ def test_a_ready_serving_gets_one_job_preferring_cpu_nodes_with_every_ready_repl
 
 def test_a_missing_serving_fails_at_once_with_the_field_and_the_fix():
     plan = decide(state(benchmark(), ObservedServing(serving=None)))
-    assert plan.create is None and plan.status["state"] == "Failed"
+    assert created_job(plan) is None and plan.status["state"] == "Failed"
     failed = condition(plan, "Failed")
     assert failed["status"] == "True" and failed["reason"] == "ServingNotFound"
     assert "spec.servingRef" in failed["message"] and "not found" in failed["message"]
@@ -52,7 +53,7 @@ def test_a_missing_serving_fails_at_once_with_the_field_and_the_fix():
 
 def test_a_serving_that_is_not_ready_is_waited_for_then_fails_after_the_timeout():
     waiting = decide(state(benchmark(), serving(ready=False)))
-    assert waiting.create is None and waiting.status["state"] == "Pending"
+    assert created_job(waiting) is None and waiting.status["state"] == "Pending"
     assert condition(waiting, "Complete")["reason"] == "WaitingForServing"
     late = decide(state(benchmark(), serving(ready=False), now=T0 + dt.timedelta(minutes=11)))
     assert late.status["state"] == "Failed" and condition(late, "Failed")["reason"] == "ServingNotReady"
@@ -95,7 +96,7 @@ def test_a_spec_change_is_a_new_run_and_the_old_job_goes():
     body["status"] = {"state": "Succeeded", "observedGeneration": 1, "result": SEED_RESULT}
     plan = decide(state(body, serving(), jobs=[job("Complete")]))
     assert plan.deletes == ["/apis/batch/v1/namespaces/team/jobs/seed-bench-g1"]
-    assert plan.create["metadata"]["name"] == "seed-bench-g2" and plan.status["result"] is None
+    assert created_job(plan)["metadata"]["name"] == "seed-bench-g2" and plan.status["result"] is None
 
 
 def test_gate_thresholds_name_every_figure_missed():
@@ -111,7 +112,7 @@ def test_a_sweep_passes_its_levels_and_its_summary_names_the_crossover():
     import pytest
 
     plan = decide(state(benchmark(concurrencyLevels=[1, 4, 8, 32]), serving()))
-    argv = plan.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    argv = created_job(plan)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert argv[argv.index("--concurrency") + 1] == "1,4,8,32"
     with pytest.raises(pydantic.ValidationError, match="alternatives"):
         decide_body = benchmark(concurrency=4, numPrompts=5, concurrencyLevels=[1, 4])
@@ -143,8 +144,8 @@ def test_the_full_result_goes_to_a_configmap_beside_the_compact_one():
                                        for i in range(5)]}
     plan = decide(dataclasses.replace(state(body, serving(), jobs=[job("Complete")],
                                             job_pods=[job_pod(0, json.dumps(SEED_RESULT))]), detail=full))
-    assert plan.config_map["metadata"]["name"] == "seed-result" and plan.status["resultConfigMap"] == "seed-result"
-    assert json.loads(plan.config_map["data"]["result.json"])["prompts"][4]["index"] == 4
+    assert created_result(plan)["metadata"]["name"] == "seed-result" and plan.status["resultConfigMap"] == "seed-result"
+    assert json.loads(created_result(plan)["data"]["result.json"])["prompts"][4]["index"] == 4
     huge = {**SEED_RESULT, "prompts": [{"index": i, "text": "x" * 1000} for i in range(2000)]}
     from drafter_operator.controllers.benchmark.outcome import MAX_DETAIL_BYTES, result_config_map
     capped = result_config_map("team", "seed", huge)["data"]["result.json"]
@@ -159,11 +160,11 @@ def test_another_benchmarks_result_is_a_baseline_once_it_finished():
     assert missing.status["state"] == "Failed" and condition(missing, "Failed")["reason"] == "BaselineNotFound"
     other = {"metadata": {"name": "kimi-baseline-run"}, "status": {"state": "Running"}}
     waiting = decide(dataclasses.replace(state(body, serving()), baseline_benchmark=other))
-    assert waiting.create is None and waiting.status["state"] == "Pending"
+    assert created_job(waiting) is None and waiting.status["state"] == "Pending"
     assert condition(waiting, "Complete")["reason"] == "WaitingForBaseline"
     other["status"] = {"state": "Succeeded", "result": {"tokensPerSecond": 82.5}}
     run = decide(dataclasses.replace(state(body, serving()), baseline_benchmark=other))
-    argv = run.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    argv = created_job(run)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert argv[argv.index("--baseline-tps") + 1] == "82.5" and "--baseline-url" not in argv
     itself = decide(state(benchmark(baseline={"benchmarkRef": {"name": "seed"}}), serving()))
     assert condition(itself, "Failed")["reason"] == "InvalidReference"
@@ -182,7 +183,7 @@ def test_a_run_records_the_revision_it_measures_and_that_revisions_k():
     plan = decide(state(benchmark(), serving_on("r1", k=3)))
     # mid-swap the spec already says k=5; the Service still serves r1, which drafts 3
     assert (plan.status["revision"], plan.status["numSpeculativeTokens"]) == ("r1", 3)
-    argv = plan.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    argv = created_job(plan)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert argv[argv.index("--num-speculative-tokens") + 1] == "3"  # the bench reads r1's k, not the spec's
     done = benchmark()
     done["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1", "revision": "r1",
@@ -221,7 +222,7 @@ def test_the_benchmark_pod_takes_the_specs_resources_and_pod_policy():
     plan = decide(state(benchmark(resources={"requests": {"cpu": "2", "memory": "1Gi"}},
                                   pod={"serviceAccountName": "bench", "imagePullSecrets": [{"name": "registry"}],
                                        "labels": {"example.com/team": "ml"}}), serving()))
-    template = plan.create["spec"]["template"]
+    template = created_job(plan)["spec"]["template"]
     pod = template["spec"]
     # the spec's requests, with limits filled so a namespace demanding limits admits the pod
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
@@ -230,7 +231,7 @@ def test_the_benchmark_pod_takes_the_specs_resources_and_pod_policy():
     assert template["metadata"]["labels"]["example.com/team"] == "ml"
     assert template["metadata"]["labels"]["drafter.dev/benchmark"] == "seed"
     assert pod["containers"][0]["securityContext"]["runAsNonRoot"] is True  # the default stays without one
-    default = decide(state(benchmark(), serving())).create["spec"]["template"]["spec"]["containers"][0]
+    default = created_job(decide(state(benchmark(), serving())))["spec"]["template"]["spec"]["containers"][0]
     assert default["resources"] == {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
 
 
@@ -261,7 +262,7 @@ def test_a_job_of_the_runs_name_that_is_not_the_benchmarks_fails_the_run_naming_
     failed = condition(plan, "Failed")
     assert plan.status["state"] == "Failed" and failed["reason"] == "JobNotOwned"
     assert "seed-bench-g1" in failed["message"] and "delete that Job" in failed["message"]
-    assert "result" not in plan.status and plan.create is None
+    assert "result" not in plan.status and created_job(plan) is None
 
 
 def test_an_older_generations_job_is_deleted_only_when_it_is_the_benchmarks():
@@ -299,7 +300,7 @@ def test_an_oversize_log_keeps_the_summary_in_the_configmap_and_says_why():
     plan = decide(dataclasses.replace(state(running(), serving(), jobs=[job("Complete")],
                                             job_pods=[job_pod(0, json.dumps(SEED_RESULT))]), detail_problem=problem))
     assert plan.status["state"] == "Succeeded" and plan.status["resultConfigMap"] == "seed-result"
-    kept = json.loads(plan.config_map["data"]["result.json"])
+    kept = json.loads(created_result(plan)["data"]["result.json"])
     assert kept["tokensPerSecond"] == 54.4 and kept["truncated"] == problem
     assert ("Warning", "ResultTruncated", problem) in plan.events
     assert isinstance(parse_detail("[1, 2]"), str) and isinstance(parse_detail("not json"), str)
@@ -309,7 +310,7 @@ def test_an_oversize_log_keeps_the_summary_in_the_configmap_and_says_why():
 
 
 def pod_of(**spec) -> dict:
-    return decide(state(benchmark(**spec), serving())).create["spec"]["template"]["spec"]
+    return created_job(decide(state(benchmark(**spec), serving())))["spec"]["template"]["spec"]
 
 
 def test_the_node_preference_is_rendered_as_asked_and_never_asks_for_a_gpu():
@@ -363,6 +364,6 @@ def test_a_gate_benchmark_gets_the_same_defaults():
     gate = gate_benchmark("team", "kimi", DrafterServing.model_validate(serving_body).spec,
                           GatedPod("r2", "10.1.0.9", 8000))
     gate["metadata"].update(uid="g-1", generation=1, creationTimestamp="2026-11-30T12:00:00Z")
-    pod = decide(state(gate, None)).create["spec"]["template"]["spec"]
+    pod = created_job(decide(state(gate, None)))["spec"]["template"]["spec"]
     assert pod["affinity"] == pod_of()["affinity"] and pod["tolerations"] == pod_of()["tolerations"]
     assert pod["containers"][0]["resources"] == DEFAULT_RESOURCES

@@ -30,10 +30,11 @@ from drafter_operator.controllers.benchmark.observe import (
     swapped_during_run,
 )
 from drafter_operator.controllers.benchmark.outcome import observe_job, result_summary, succeeded
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan, ObservedServing
+from drafter_operator.controllers.benchmark.state import ObservedServing
+from drafter_operator.controllers.plan import Plan
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.resources.pod_policy import TenantPolicy
-from tests.support.benchmarks import SEED_RESULT, T0, benchmark, job, job_pod, serving, state
+from tests.support.benchmarks import SEED_RESULT, T0, benchmark, created_job, job, job_pod, serving, state
 
 
 def spec_of(body: dict):
@@ -41,7 +42,7 @@ def spec_of(body: dict):
 
 
 def finisher(body: dict, now: dt.datetime = T0):
-    plan, observed = BenchmarkPlan(), state(body, serving(), now=now)
+    plan, observed = Plan(), state(body, serving(), now=now)
     return plan, lambda *args, **kwargs: finish_status(plan, observed, *args, **kwargs)
 
 
@@ -105,7 +106,7 @@ def test_start_run_creates_the_job_against_the_recorded_baseline():
     body = benchmark()
     plan, finish = finisher(body)
     start_run(plan, state(body, serving()), spec_of(body), 60.0, finish)
-    argv = plan.create["spec"]["template"]["spec"]["containers"][0]["command"]
+    argv = created_job(plan)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert argv[-2:] == ["--baseline-tps", "60"] and plan.status["jobName"] == "seed-bench-g1"
     assert metrics_urls(serving()) == ["http://10.1.0.1:8000", "http://10.1.0.2:8000"]
 

@@ -9,9 +9,8 @@ import datetime as dt
 from prometheus_client import REGISTRY
 
 from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan
 from drafter_operator.controllers.training.apply import TrainingReconciler
-from drafter_operator.controllers.training.state import TrainingPlan
+from drafter_operator.controllers.plan import Plan
 from drafter_operator.monitoring import operator_metrics as om
 
 # Unique namespace: the registry is process-wide and other tests set series too.
@@ -153,18 +152,18 @@ def test_benchmark_apply_publishes_the_state_the_plan_leaves():
     running = body({"state": "Running"}, spec={"servingRef": {"name": "kimi"}})
     finished = {"state": "Succeeded", "result": {"speedup": 1.62, "crossoverConcurrency": 32,
                                                  "equivalence": {"prompts": 8, "defects": 2}}}
-    reconciler.apply(running, BenchmarkPlan(status=finished), lambda *_: None)
+    reconciler.apply(running, Plan(status=finished), lambda *_: None)
     labels = dict(namespace=NS, benchmark="run", serving="kimi")
     assert value("drafter_benchmark_failed", **labels) == 0.0
     assert value("drafter_benchmark_speedup", **labels) == 1.62
     assert value("drafter_benchmark_crossover_concurrency", **labels) == 32
     assert value("drafter_benchmark_output_defects", **labels) == 2
     # The recorded status alone (an empty plan, e.g. after an operator restart) says the same.
-    reconciler.apply(body(finished, spec={"servingRef": {"name": "kimi"}}), BenchmarkPlan(), lambda *_: None)
+    reconciler.apply(body(finished, spec={"servingRef": {"name": "kimi"}}), Plan(), lambda *_: None)
     assert value("drafter_benchmark_speedup", **labels) == 1.62
     # A new generation fails without a result: failed, and no figures of the earlier run.
     reconciler.apply(body(finished, spec={"servingRef": {"name": "kimi"}}),
-                     BenchmarkPlan(status={"state": "Failed", "result": None}), lambda *_: None)
+                     Plan(status={"state": "Failed", "result": None}), lambda *_: None)
     assert value("drafter_benchmark_failed", **labels) == 1.0
     assert value("drafter_benchmark_speedup", **labels) is None
     assert value("drafter_benchmark_crossover_concurrency", **labels) is None
@@ -177,7 +176,7 @@ def test_benchmark_apply_publishes_the_state_the_plan_leaves():
 def test_a_gate_benchmark_is_labelled_with_its_serving():
     reconciler = BenchmarkReconciler(RecordingKube(), image="img")
     gate = body({"state": "Failed"}, labels={"drafter.dev/serving": "kimi"}, name="kimi-gate-r2")
-    reconciler.apply(gate, BenchmarkPlan(), lambda *_: None)
+    reconciler.apply(gate, Plan(), lambda *_: None)
     assert value("drafter_benchmark_failed", namespace=NS, benchmark="kimi-gate-r2", serving="kimi") == 1.0
     om.forget_benchmark(NS, "kimi-gate-r2")
     assert series("drafter_benchmark_failed", namespace=NS, benchmark="kimi-gate-r2") == []
@@ -186,9 +185,9 @@ def test_a_gate_benchmark_is_labelled_with_its_serving():
 def test_training_apply_publishes_failed_and_forgets_a_deleted_training():
     reconciler = TrainingReconciler(RecordingKube(), image="img")
     training = body({"stage": "Train"}, name="retrain")
-    reconciler.apply(training, TrainingPlan(), lambda *_: None)
+    reconciler.apply(training, Plan(), lambda *_: None)
     assert value("drafter_training_failed", namespace=NS, training="retrain") == 0.0
-    reconciler.apply(training, TrainingPlan(status={"stage": "Failed"}), lambda *_: None)
+    reconciler.apply(training, Plan(status={"stage": "Failed"}), lambda *_: None)
     assert value("drafter_training_failed", namespace=NS, training="retrain") == 1.0
     assert reconciler.observe(NS, "retrain") is None
     assert value("drafter_training_failed", namespace=NS, training="retrain") is None

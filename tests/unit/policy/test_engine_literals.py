@@ -35,7 +35,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # nothing; tests/unit/test_constants.py holds engines.ENGINES to it, in order.
     ("constants.py", "<module>"): "the engines' names, the API's Literal (checked against engines.ENGINES)",
     ("api/training/sections.py", "OutputSpec"): _CHECKPOINT_FORMAT,
-    ("training/__init__.py", "RenderOptions"): _CHECKPOINT_FORMAT,
+    ("training/rendering.py", "RenderOptions"): _CHECKPOINT_FORMAT,
     # The layer-id conventions a drafter was trained with carry the engines' names (preflight --trained-convention).
     ("preflight/engines.py", "trained_positions"): _LOADER_MODEL,
     ("preflight/engines.py", "ids_for_positions"): _LOADER_MODEL,

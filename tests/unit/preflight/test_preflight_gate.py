@@ -23,7 +23,7 @@ from drafter_operator.preflight.verdict import parse_termination_record
 from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.resources.engine import ENGINE_CONTAINER, PREFLIGHT_CONTAINER
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.support.servings import DRAIN, IMAGES, World, seed_body
+from tests.support.servings import DRAIN, IMAGES, rolled_back, seed_body, swapped, World
 
 OPERATOR_IMAGE = "ghcr.io/drafter-dev/drafter-operator:0.1.0"
 TARGET = "/models/tiny-llama"  # matches no known-bad entry (the seed's Kimi target does)
@@ -182,7 +182,7 @@ def test_a_failing_preflight_leaves_the_old_revision_serving_and_its_verdict_out
     world.init[new] = init_status(*records["broken"], again=True)  # seen while the kubelet retries it
     failed = world.decide()
     assert [p.rsplit("/", 1)[1] for p in failed.deletes] == [f"kimi-{new}"]
-    assert failed.rolled_back and not failed.swapped
+    assert rolled_back(failed) and not swapped(failed)
     world.apply(failed)
     assert world.service["spec"]["selector"][REVISION_LABEL] == old
     assert world.condition("Ready")["status"] == "True"  # the old revision never stopped serving

@@ -83,10 +83,10 @@ def test_a_queued_benchmark_job_joins_its_queue_and_says_queued_until_kueue_admi
     import dataclasses
 
     from drafter_operator.controllers.benchmark.decide import decide as decide_benchmark
-    from tests.support.benchmarks import benchmark, condition, job, serving, state
+    from tests.support.benchmarks import benchmark, condition, created_job, job, serving, state
 
     body = benchmark(queueName="bench-cpu")
-    created = decide_benchmark(state(body, serving())).create
+    created = created_job(decide_benchmark(state(body, serving())))
     assert created["metadata"]["labels"][QUEUE_LABEL] == "bench-cpu" and created["spec"]["suspend"] is True
     waiting = job()
     waiting["metadata"]["labels"], waiting["spec"] = {QUEUE_LABEL: "bench-cpu"}, {"suspend": True}

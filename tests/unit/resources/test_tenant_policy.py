@@ -232,14 +232,14 @@ def test_a_training_with_a_refused_image_or_service_account_creates_nothing():
                           image="trainer:1", tenant_policy=TenantPolicy(("trainer:",), {"*": ("trainers",)}))
     # The example regenerates its data with SGLang's default image, which this policy does not allow either.
     plan = training_decide(state)
-    assert plan.creates == [] and plan.status["stage"] == "Failed"
+    assert training.creates(plan) == [] and plan.status["stage"] == "Failed"
     message = plan.status["conditions"][0]["message"]
     assert "spec.image 'ghcr.io/elsewhere/trainer:1' is not an image" in message
     assert "spec.pod.serviceAccountName 'x'" in message and "use one of trainers" in message
     assert "spec.data.generation.image (default for sglang) 'lmsysorg/sglang:v0.5.23'" in message
     del body["spec"]["image"], body["spec"]["pod"]
     allowed = TenantPolicy(("trainer:", "lmsysorg/sglang:"), {"*": ("trainers",)})
-    assert training_decide(dataclasses.replace(state, training=body, tenant_policy=allowed)).creates
+    assert training.creates(training_decide(dataclasses.replace(state, training=body, tenant_policy=allowed)))
 
 
 def test_a_benchmark_with_a_refused_service_account_creates_no_job():
@@ -247,8 +247,8 @@ def test_a_benchmark_with_a_refused_service_account_creates_no_job():
     state = dataclasses.replace(bench.state(body, bench.serving()),
                                 tenant_policy=TenantPolicy(service_accounts={"team": ("bench",)}))
     plan = benchmark_decide(state)
-    assert plan.create is None and plan.status["state"] == "Failed"
+    assert bench.created_job(plan) is None and plan.status["state"] == "Failed"
     failed = bench.condition(plan, "Failed")
     assert failed["reason"] == "InvalidSpec" and "spec.pod.serviceAccountName 'x'" in failed["message"]
     allowed = benchmark_decide(dataclasses.replace(state, benchmark=bench.benchmark(pod={"serviceAccountName": "bench"})))
-    assert allowed.create is not None
+    assert bench.created_job(allowed) is not None

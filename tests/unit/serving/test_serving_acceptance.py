@@ -19,7 +19,7 @@ from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.support.servings import World, seed_body
+from tests.support.servings import rolled_back, seed_body, World
 from tests.support.serving_acceptance import (auto_body, change_drafter, converge_with, gated_swap, look, measured,
                                               on_degraded)
 
@@ -103,7 +103,7 @@ def test_rollback_returns_to_the_last_good_drafter_and_never_back():
     bad = world.body["status"]["activeRevision"]
     assert bad != good and f"kimi-{good}" not in world.deployments  # the good one was deleted after its drain
     acted = look(world, measured(world, "True", 0.15))
-    assert acted.rolled_back and acted.record_first["degradedAction"]["revision"] == good
+    assert rolled_back(acted) and acted.record_first["degradedAction"]["revision"] == good
     assert [(w.verb, w.body["metadata"]["name"]) for w in acted.writes] == [("create", f"kimi-{good}")]
     world.settle()
     # The watch now looks at the rolled-back revision, which is healthy again.
@@ -137,7 +137,7 @@ def test_a_measurement_of_another_revision_is_ignored_mid_swap():
     world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
     world.apply(world.decide())  # the new revision starts beside the old one
     plan = look(world, measured(world, "True", 0.15, revision=old))
-    assert "degradedAction" not in (plan.record_first or {}) and not plan.rolled_back
+    assert "degradedAction" not in (plan.record_first or {}) and not rolled_back(plan)
 
 
 def test_the_watch_measures_the_drafter_the_active_revision_runs():

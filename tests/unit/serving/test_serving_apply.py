@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from drafter_operator.controllers.serving.apply import ServingReconciler
+from drafter_operator.controllers.serving.apply import ServingReconciler, never_the_serving_one
 from drafter_operator.kube import ApiError
 from tests.support.servings import DRAIN, IMAGES, T0, World, seed_body
 from tests.support.recording_kube import RecordingKube
@@ -69,9 +69,9 @@ def test_a_decision_on_a_stale_view_never_deletes_the_revision_the_service_selec
     reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
     stale = [f"/apis/apps/v1/namespaces/team/deployments/kimi-{serving_now}",
              "/apis/apps/v1/namespaces/team/deployments/kimi-0123456789"]
-    assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[1:]
+    assert never_the_serving_one(reconciler.kube, "team", "kimi", stale) == stale[1:]
     world.service["spec"]["selector"]["drafter.dev/revision"] = "0123456789"
-    assert reconciler.never_the_serving_one("team", "kimi", stale) == stale[:1]
+    assert never_the_serving_one(reconciler.kube, "team", "kimi", stale) == stale[:1]
 
 
 def test_a_refused_service_switch_leaves_the_status_on_the_revision_that_still_serves():

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.controllers.serving.decide import decide
-from drafter_operator.controllers.serving.state import ServingPlan
+from drafter_operator.controllers.plan import Plan
 from drafter_operator.resources.labels import REVISION_LABEL
-from tests.support.servings import DIGEST, DRAIN, REPO, World, finish_gate, gated_body, promote, seed_body
+from tests.support.servings import DIGEST, DRAIN, finish_gate, gated_body, promote, REPO, rolled_back, seed_body, swapped, World
 
 
 def test_first_rollout_creates_then_reports_ready_then_writes_nothing():
@@ -44,22 +44,22 @@ def test_a_drafter_change_swaps_bluegreen_counts_one_swap_and_drains_before_dele
     world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
     world.body["metadata"]["generation"] = 2
     started = world.decide()
-    assert [w.verb for w in started.writes] == ["create"] and started.swapped is None
+    assert [w.verb for w in started.writes] == ["create"] and swapped(started) is None
     world.apply(started)
     world.settle()
     switch = world.decide()
-    assert switch.swapped == "BlueGreen" and ("Normal", "Switched") in [(e[0], e[1]) for e in switch.events]
+    assert swapped(switch) == "BlueGreen" and ("Normal", "Switched") in [(e[0], e[1]) for e in switch.events]
     assert switch.deletes == []  # the old revision drains first
     assert switch.recheck_at == world.now + DRAIN + dt.timedelta(seconds=1)
     world.apply(switch)
     after = world.decide()  # still draining: no child write, no second Switched
-    assert (after.writes, after.deletes, after.events, after.swapped) == ([], [], [], None)
+    assert (after.writes, after.deletes, after.events, swapped(after)) == ([], [], [], None)
     assert world.condition("Progressing")["message"].startswith("switched traffic")
     world.apply(after)  # the steady message ("revision ... is serving")
     assert not world.decide().writes_anything()
     world.now = switch.recheck_at
     drained = world.decide()
-    assert [p.rsplit("/", 1)[1] for p in drained.deletes] == [f"kimi-{old}"] and drained.swapped is None
+    assert [p.rsplit("/", 1)[1] for p in drained.deletes] == [f"kimi-{old}"] and swapped(drained) is None
     world.apply(drained)
     assert not world.decide().writes_anything()
     assert [e[1] for e in world.events].count("Switched") == 1
@@ -77,13 +77,13 @@ def test_a_new_revision_that_never_starts_fails_once_with_one_event_and_is_not_r
     world.now = starting.recheck_at
     failed = world.decide()
     assert failed.record_first["revisions"][-1]["good"] is False  # recorded before anything else is written
-    assert failed.rolled_back and [p.rsplit("/", 1)[1] for p in failed.deletes] == [new]
+    assert rolled_back(failed) and [p.rsplit("/", 1)[1] for p in failed.deletes] == [new]
     reasons = [e[1] for e in failed.events]
     assert reasons.count("RevisionFailed") == 1  # the planner's Event, not also the condition's transition
     assert "spec.startup.timeout" in next(e[2] for e in failed.events if e[1] == "RevisionFailed")
     world.apply(failed)
     again = world.decide()  # only the Progressing message settles ("... keeps serving")
-    assert (again.writes, again.deletes, again.events, again.record_first, again.rolled_back) == ([], [], [], {}, False)
+    assert (again.writes, again.deletes, again.events, again.record_first, rolled_back(again)) == ([], [], [], {}, False)
     world.apply(again)
     assert not world.decide().writes_anything()
 
@@ -164,7 +164,7 @@ def test_a_serving_recreated_under_the_same_name_ignores_the_old_ones_children()
     created = [w for w in plan.writes if w.verb == "create"]
     # Its own revision, not a swap from the old one; the Service name is still held by the old owner.
     assert [w.plural for w in created] == ["deployments"]
-    assert plan.status["activeRevision"] != old_revision and not plan.swapped
+    assert plan.status["activeRevision"] != old_revision and not swapped(plan)
     assert all(ref["uid"] == "u-2" for w in created for ref in w.body["metadata"]["ownerReferences"])
 
 
@@ -199,12 +199,12 @@ def test_a_gated_swap_benchmarks_the_ready_revision_before_traffic_moves_and_a_f
     assert write.body["metadata"]["annotations"]["drafter.dev/num-speculative-tokens"] == "5"
     assert write.body["metadata"]["annotations"]["drafter.dev/drafter"] == "eagle3:/models/drafters/emulator-bad-drafter k=5"
     assert next(c for c in gating.status["conditions"] if c["type"] == "Progressing")["reason"] == "Gating"
-    assert not gating.swapped and world.service["spec"]["selector"][REVISION_LABEL] == old
+    assert not swapped(gating) and world.service["spec"]["selector"][REVISION_LABEL] == old
     world.apply(gating)
     assert [w for w in world.decide().writes if w.plural == "drafterbenchmarks"] == []  # created once
     finish_gate(world, False, "speedup 0.64x < 1.20x")
     failed = world.decide()
-    assert [p.rsplit("/", 1)[1] for p in failed.deletes] == [f"kimi-{new}"] and not failed.swapped
+    assert [p.rsplit("/", 1)[1] for p in failed.deletes] == [f"kimi-{new}"] and not swapped(failed)
     assert ("Warning", "GateFailed") in [(e[0], e[1]) for e in failed.events]
     assert failed.record_first["revisions"][-1]["failedReason"] == "failed spec.swap.gate (speedup 0.64x < 1.20x)"
     world.apply(failed)
@@ -224,7 +224,7 @@ def test_a_passed_gate_moves_traffic():
     assert gate["spec"]["concurrencyLevels"] == [1, 8, 32] and "concurrencyLevels" not in gate["spec"]["gate"]
     finish_gate(world, True, "every spec.swap.gate threshold met")
     switched = world.decide()
-    assert switched.swapped == "BlueGreen"
+    assert swapped(switched) == "BlueGreen"
     world.apply(switched)
     world.converge()
     assert world.condition("Ready")["status"] == "True" and len(world.benchmarks) == 1
@@ -329,7 +329,7 @@ def test_pod_settings_change_in_place_on_a_new_generation_but_an_operator_upgrad
     (write,) = [w for w in world.decide().writes if w.plural == "deployments"]
     assert write.body == {"metadata": {"annotations": {"drafter.dev/serving-generation": "3",
                                                        "drafter.dev/pod-settings": settings}}}
-    world.apply(ServingPlan(writes=[write]))
+    world.apply(Plan(writes=[write]))
     # A replicas change (a new generation) after an upgrade that renders differently: scaled, not rewritten.
     world.body["spec"]["replicas"] = 2
     world.body["metadata"]["generation"] = 4
@@ -364,7 +364,7 @@ def test_a_promotion_gates_its_own_revision_only_and_leaves_spec_swap_as_the_use
     assert source in world.condition("Progressing")["message"]
     finish_gate(world, True, "every threshold met")
     switched = world.decide()
-    assert switched.swapped == "BlueGreen"
+    assert swapped(switched) == "BlueGreen"
     world.apply(switched)
     world.converge()
     assert world.body["status"]["activeRevision"] == new and world.body["spec"]["swap"]["strategy"] == "Recreate"

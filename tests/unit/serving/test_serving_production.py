@@ -23,7 +23,7 @@ from drafter_operator.resources.labels import REVISION_LABEL, deployment_name
 from drafter_testbed.simulation.apiserver import FakeApiserver
 from drafter_testbed.simulation.clock import Clock
 from tests.support.recording_kube import RecordingKube
-from tests.support.servings import DRAIN, IMAGES, T0, World, finish_gate, gated_body, seed_body
+from tests.support.servings import DRAIN, finish_gate, gated_body, IMAGES, seed_body, swapped, T0, World
 
 
 def gating_swap() -> tuple[World, str, str]:
@@ -50,7 +50,7 @@ def test_deleting_the_active_deployment_mid_swap_never_moves_traffic_past_the_ga
     plan = world.decide()
     created = [w.body["metadata"]["name"] for w in plan.writes if w.verb == "create" and w.plural == "deployments"]
     assert created == [deployment_name("kimi", old)]  # rebuilt from its record
-    assert plan.swapped is None and not plan.deletes
+    assert swapped(plan) is None and not plan.deletes
     world.apply(plan)
     assert selected(world) == old and world.body["status"]["activeRevision"] == old
     world.settle()
@@ -81,7 +81,7 @@ def test_an_active_revision_that_cannot_be_rebuilt_is_not_replaced_by_an_ungated
     del world.deployments[deployment_name("kimi", old)]
     plan = world.decide()
     assert not [w for w in plan.writes if w.verb == "create" and w.plural == "deployments"]
-    assert plan.swapped is None
+    assert swapped(plan) is None
     world.apply(plan)
     assert selected(world) == old  # nothing serves until the gate passes: what serves is always gated
     finish_gate(world, passed=True, message="1.3x")
@@ -291,7 +291,7 @@ def test_an_allow_list_tightened_mid_swap_keeps_the_active_revision_serving_and_
     world, old, new = gating_swap()
     refused = decide_under(world, ONLY_INTERNAL)
     assert [p.rsplit("/", 1)[1] for p in refused.deletes] == [deployment_name("kimi", new)]
-    assert not refused.writes and refused.swapped is None
+    assert not refused.writes and swapped(refused) is None
     world.apply(refused)
     assert selected(world) == old and sorted(world.deployments) == [deployment_name("kimi", old)]
     ready, progressing = world.condition("Ready"), world.condition("Progressing")

@@ -11,7 +11,7 @@ import datetime as dt
 from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.serving_acceptance import converge_with, look, measured, on_degraded
-from tests.support.servings import World, finish_gate, gated_body, seed_body
+from tests.support.servings import finish_gate, gated_body, seed_body, swapped, World
 
 
 def start_new_revision(world: World, tokens: int = 3) -> None:
@@ -104,7 +104,7 @@ def test_a_gate_that_never_finishes_frees_the_new_revision_at_its_deadline():
     assert not world.decide().deletes  # still within gateTimeout
     world.now = deadline + dt.timedelta(seconds=5)
     timed_out = world.decide()
-    assert [p.rsplit("/", 1)[1] for p in timed_out.deletes] != [] and not timed_out.swapped
+    assert [p.rsplit("/", 1)[1] for p in timed_out.deletes] != [] and not swapped(timed_out)
     assert ("Warning", "GateTimedOut") in [(e[0], e[1]) for e in timed_out.events]
     world.apply(timed_out)
     world.converge()
@@ -123,7 +123,7 @@ def test_a_gate_that_finishes_in_time_is_judged_as_before():
     world.apply(world.decide())
     world.now += dt.timedelta(minutes=29)  # within gateTimeout of the gating
     finish_gate(world, True, "every spec.swap.gate threshold met")
-    assert world.decide().swapped == "BlueGreen"
+    assert swapped(world.decide()) == "BlueGreen"
 
 
 def test_status_serving_and_speedup_describe_the_revision_that_serves_not_the_spec():
@@ -149,7 +149,7 @@ def switched_world(**swap) -> tuple[World, str, str]:
     old = world.body["status"]["activeRevision"]
     start_new_revision(world)
     switched = world.decide()
-    assert switched.swapped == "BlueGreen"
+    assert swapped(switched) == "BlueGreen"
     world.apply(switched)
     return world, old, world.body["status"]["activeRevision"]
 

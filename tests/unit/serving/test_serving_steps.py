@@ -20,7 +20,7 @@ from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.controllers.serving.acceptance import ACTION_BLOCKED, AcceptanceDecision, action_blocked
 from drafter_operator.controllers.serving.compatibility import Compatibility, compatibility_events
 from drafter_operator.controllers.serving.observe import Observed, ready_pod_ips
-from drafter_operator.controllers.serving.patches import Write
+from drafter_operator.controllers.plan import Write
 from drafter_operator.controllers.serving.pointer import pointer_write, switch_record
 from drafter_operator.controllers.swap import SwapPlan, Verdict
 from drafter_operator.constants import PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION

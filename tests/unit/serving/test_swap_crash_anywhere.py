@@ -13,23 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.controllers.serving.decide import decide
-from drafter_operator.controllers.serving.state import ServingPlan
+from drafter_operator.controllers.plan import Plan
 from drafter_operator.resources.labels import REVISION_LABEL
 from tests.support.serving_acceptance import change_drafter, measured, on_degraded
-from tests.support.servings import World, finish_gate, gated_body, merge_patch, seed_body
+from tests.support.servings import finish_gate, gated_body, merge_patch, seed_body, swapped, World
 
 
-def operations(world: World, plan: ServingPlan) -> list:
+def operations(world: World, plan: Plan) -> list:
     """The plan's writes in the order ServingReconciler.apply sends them, each a separate request."""
     ops = []
     if plan.record_first:
         ops.append(lambda: world.body.update(status=merge_patch(world.body.get("status") or {}, plan.record_first)))
     for write in plan.writes:
-        ops.append(lambda write=write: world.apply(ServingPlan(writes=[write])))
+        ops.append(lambda write=write: world.apply(Plan(writes=[write])))
     if plan.status:
         ops.append(lambda: world.body.update(status=merge_patch(world.body.get("status") or {}, plan.status)))
     for path in plan.deletes:
-        ops.append(lambda path=path: world.apply(ServingPlan(deletes=[path])))
+        ops.append(lambda path=path: world.apply(Plan(deletes=[path])))
     return ops
 
 
@@ -105,7 +105,7 @@ def test_killed_right_after_the_service_moved_the_restarted_operator_records_pre
     world.apply(world.decide())
     world.settle()
     switch = world.decide()
-    assert switch.swapped == "BlueGreen"
+    assert swapped(switch) == "BlueGreen"
     ops = operations(world, switch)
     service_write = next(i for i, w in enumerate(switch.writes) if w.plural == "services")
     for op in ops[:service_write + 1 + bool(switch.record_first)]:  # verdicts, children, the Service: then SIGKILL

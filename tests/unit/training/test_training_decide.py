@@ -9,24 +9,24 @@ import json
 
 from drafter_operator.controllers.training.decide import decide
 from drafter_operator.controllers.training.state import TrainingState
-from tests.support.trainings import Cluster, DIGEST, T0, sglang_serving, start, training
+from tests.support.trainings import Cluster, DIGEST, T0, creates, sglang_serving, start, training
 
 
 def test_the_stages_run_one_job_after_the_other_and_the_claim_goes_when_done():
     cluster = Cluster(training(promote=None))
     engine = cluster.decide()  # Generate regenerates answers: the target's engine first
-    assert [m["kind"] for _, m in engine.creates] == ["Deployment", "Service"]
+    assert [m["kind"] for _, m in creates(engine)] == ["Deployment", "Service"]
     cluster.apply(engine)
     first = cluster.decide()
-    kinds = [m["kind"] for _, m in first.creates]
+    kinds = [m["kind"] for _, m in creates(first)]
     assert kinds == ["PersistentVolumeClaim", "ConfigMap", "Job"]
     cluster.apply(first)
-    job = first.creates[2][1]
+    job = creates(first)[2][1]
     assert job["metadata"]["name"] == "kimi-ft-generate-g1" and cluster.body["status"]["stage"] == "Generate"
     # Generate reaches the engine by its Service's cluster IP
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--generation-endpoint") + 1] == "http://10.96.0.9:30000/v1"
-    assert cluster.decide().creates == []  # running: nothing new
+    assert creates(cluster.decide()) == []  # running: nothing new
     for stage in ("Generate", "Extract", "Train", "Export"):
         cluster.finish(stage)
         plan = cluster.decide()
@@ -75,16 +75,16 @@ def test_a_failed_stage_stops_the_run_with_its_error_and_a_spec_change_starts_ag
     ready = cluster.condition("Ready")
     assert cluster.body["status"]["stage"] == "Failed" and ready["reason"] == "StageFailed"
     assert "python prepare_hidden_states.py exited with code 1: torch.OutOfMemoryError" in ready["message"]
-    assert plan.creates == [] and ("Warning", "StageFailed") in [(e[0], e[1]) for e in plan.events]
-    assert cluster.decide().creates == []  # not retried by itself
+    assert creates(plan) == [] and ("Warning", "StageFailed") in [(e[0], e[1]) for e in plan.events]
+    assert creates(cluster.decide()) == []  # not retried by itself
     cluster.body["metadata"]["generation"] = 2
     cluster.body["spec"]["train"]["epochs"] = 3  # only Train reads it: Generate, done, carries over
     again = cluster.decide()
     assert sorted(p.rsplit("/", 1)[1] for p in again.deletes) == ["kimi-ft-extract-g1", "kimi-ft-generate-g1"]
-    assert again.creates == []  # the older generation's Jobs go first
+    assert creates(again) == []  # the older generation's Jobs go first
     cluster.apply(again)
     plan = cluster.decide()
-    assert [m["metadata"]["name"] for _, m in plan.creates] == ["kimi-ft-spec-g2", "kimi-ft-extract-g2"]
+    assert [m["metadata"]["name"] for _, m in creates(plan)] == ["kimi-ft-spec-g2", "kimi-ft-extract-g2"]
     cluster.apply(plan)
     assert cluster.condition("Generated")["status"] == "True" and cluster.body["status"]["stage"] == "Extract"
 
@@ -96,7 +96,7 @@ def test_a_restarted_operator_resumes_and_never_repeats_a_finished_stage_even_wi
     cluster.apply(cluster.decide())  # Extract starts; Generated recorded
     cluster.jobs.pop("kimi-ft-generate-g1")  # a TTL controller removed the finished Job
     plan = cluster.decide()
-    assert plan.creates == [] and cluster.body["status"]["stage"] == "Extract"
+    assert creates(plan) == [] and cluster.body["status"]["stage"] == "Extract"
     assert cluster.condition("Generated")["status"] == "True"
 
 
@@ -104,7 +104,7 @@ def test_a_claim_named_in_the_spec_is_used_and_never_deleted():
     cluster = Cluster(training(hiddenStates={"layers": [2, 30, 58], "storage": {"claimName": "scratch"}}))
     cluster.apply(cluster.decide())  # the engine
     first = cluster.decide()
-    assert [m["kind"] for _, m in first.creates] == ["ConfigMap", "Job"]
+    assert [m["kind"] for _, m in creates(first)] == ["ConfigMap", "Job"]
     cluster.apply(first)
     for stage in ("Generate", "Extract", "Train", "Export"):
         cluster.finish(stage)
@@ -260,7 +260,7 @@ def test_generate_waits_for_its_engine_and_fails_with_the_reason_when_the_engine
     cluster.apply(cluster.decide())
     plan = cluster.decide()
     cluster.apply(plan)
-    assert not [m for _, m in plan.creates if m["kind"] == "Job"]
+    assert not [m for _, m in creates(plan) if m["kind"] == "Job"]
     assert cluster.body["status"]["progress"] == {"summary": "waiting for the target's engine to be Ready"}
     cluster.engine[("Deployment", "kimi-ft-gen-g1")]["status"] = {"conditions": [
         {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
@@ -328,7 +328,7 @@ def test_a_training_created_again_under_its_name_never_takes_the_earlier_ones_jo
     cluster.claim = {"metadata": {"name": "kimi-ft-hidden-states", "ownerReferences": earlier,
                                   "deletionTimestamp": "2026-11-29T12:00:00Z"}}
     waiting = cluster.decide()
-    assert waiting.creates == [] and not [p for p in waiting.deletes if "persistentvolumeclaims" in p]
+    assert creates(waiting) == [] and not [p for p in waiting.deletes if "persistentvolumeclaims" in p]
     assert "kimi-ft-extract-g1" in waiting.status["progress"]["summary"]
     cluster.apply(waiting)
     assert not any(c["type"] == "Extracted" and c["status"] == "True" for c in cluster.body["status"]["conditions"])
@@ -336,10 +336,10 @@ def test_a_training_created_again_under_its_name_never_takes_the_earlier_ones_jo
     cluster.jobs.clear()
     still = decide(TrainingState(training=copy.deepcopy(cluster.body), jobs=(), job_pods=(), claim=None,
                                  config_maps=frozenset(), earlier=("kimi-ft-spec-g1",), now=T0, image="trainer:1"))
-    assert still.creates == []
+    assert creates(still) == []
     started = cluster.decide()
-    assert [m["kind"] for _, m in started.creates] == ["PersistentVolumeClaim", "ConfigMap", "Job"]
-    assert started.creates[2][1]["metadata"]["name"] == "kimi-ft-extract-g1"
+    assert [m["kind"] for _, m in creates(started)] == ["PersistentVolumeClaim", "ConfigMap", "Job"]
+    assert creates(started)[2][1]["metadata"]["name"] == "kimi-ft-extract-g1"
 
 
 def test_a_spec_change_starts_the_new_generation_only_once_the_old_stage_pod_has_stopped():
@@ -354,9 +354,9 @@ def test_a_spec_change_starts_the_new_generation_only_once_the_old_stage_pod_has
     state = TrainingState(training=copy.deepcopy(cluster.body), jobs=(), job_pods=(terminating,), claim=cluster.claim,
                           config_maps=frozenset(cluster.config_maps), now=T0, image="trainer:1")
     waiting = decide(state)
-    assert waiting.creates == [] and "kimi-ft-extract-g1-abcde" in waiting.status["progress"]["summary"]
+    assert creates(waiting) == [] and "kimi-ft-extract-g1-abcde" in waiting.status["progress"]["summary"]
     gone = decide(dataclasses.replace(state, job_pods=({**terminating, "status": {"phase": "Failed"}},)))
-    assert [m["metadata"]["name"] for _, m in gone.creates if m["kind"] == "Job"] == ["kimi-ft-extract-g2"]
+    assert [m["metadata"]["name"] for _, m in creates(gone) if m["kind"] == "Job"] == ["kimi-ft-extract-g2"]
 
 
 def across_two_nodes(**spec) -> Cluster:
@@ -391,12 +391,12 @@ def test_train_across_nodes_starts_its_rendezvous_service_and_every_stage_knows_
     cluster = across_two_nodes()
     cluster.finish("Generate")
     extract = cluster.decide()
-    assert [m["kind"] for _, m in extract.creates] == ["Job"]  # Extract's shares need no rendezvous
+    assert [m["kind"] for _, m in creates(extract)] == ["Job"]  # Extract's shares need no rendezvous
     cluster.apply(extract)
     cluster.finish("Extract")
     plan = cluster.decide()
     cluster.apply(plan)
-    starts = [m for _, m in plan.creates]
+    starts = [m for _, m in creates(plan)]
     assert [m["kind"] for m in starts] == ["Service", "Job"]
     service, train = starts
     assert service["metadata"]["name"] == "kimi-ft-rendezvous" and service["spec"]["clusterIP"] == "None"
@@ -428,7 +428,7 @@ def test_a_claim_that_cannot_be_shared_across_nodes_fails_the_run_and_leaves_no_
     assert "storageClassName" in ready["message"] and "ReadWriteMany" in ready["message"]
     assert f"/apis/batch/v1/namespaces/team/jobs/{pending}" in plan.deletes and cluster.claim is None
     again = cluster.decide()  # the failure stands, and nothing more is deleted or created
-    assert again.creates == [] and cluster.body["status"]["stage"] == "Failed"
+    assert creates(again) == [] and cluster.body["status"]["stage"] == "Failed"
 
 
 def test_a_shareable_or_bound_claim_and_a_single_node_run_are_never_refused():

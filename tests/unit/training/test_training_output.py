@@ -13,7 +13,7 @@ from drafter_operator.api import DrafterTraining
 from drafter_operator.controllers.training.decide import decide
 from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.controllers.training.output import output_conflicts
-from tests.support.trainings import T0, Cluster, training
+from tests.support.trainings import T0, Cluster, creates, training
 
 OUTPUT = "/models/drafters/kimi-k25-eagle3-ft"  # the example's spec.output.path
 
@@ -83,7 +83,7 @@ def test_a_run_whose_output_a_serving_loads_fails_before_any_stage_and_stays_fai
     for attempt in range(2):  # the next reconcile reads the failure back: nothing retries until the spec changes
         plan = cluster.decide()
         cluster.apply(plan)
-        assert not plan.creates and cluster.body["status"]["stage"] == "Failed"
+        assert not creates(plan) and cluster.body["status"]["stage"] == "Failed"
         ready = cluster.condition("Ready")
         assert ready["status"] == "False" and (attempt or ready["reason"] == "OutputInUse")
         assert f"spec.output.path {OUTPUT}" in ready["message"] and "choose a new spec.output.path" in ready["message"]

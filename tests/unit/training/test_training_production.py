@@ -11,7 +11,7 @@ import pytest
 from drafter_operator.api import DrafterTraining
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import StageCommand, StageRun, stage_job
-from tests.support.trainings import Cluster, start, training
+from tests.support.trainings import Cluster, creates, start, training
 
 TIGHT = TenantPolicy(image_prefixes=("registry.internal/", "lmsysorg/"))  # refuses the operator's trainer:1
 OWNER = {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining", "name": "kimi-ft", "uid": "t-1", "controller": True}
@@ -22,7 +22,7 @@ def job_paths(plan) -> list[str]:
 
 
 def job_creates(plan) -> list[str]:
-    return [m["metadata"]["name"] for _, m in plan.creates if m["kind"] == "Job"]
+    return [m["metadata"]["name"] for _, m in creates(plan) if m["kind"] == "Job"]
 
 
 def run_through(cluster: Cluster, *stages: str) -> None:
@@ -58,7 +58,7 @@ def test_an_allow_list_tightened_mid_run_stops_the_stage_job_and_the_engine_and_
     assert "spec.image" in ready["message"] and "allowedImagePrefixes" in ready["message"] and "registry.internal/" in ready["message"]
     assert ("Warning", "InvalidSpec") in [e[:2] for e in plan.events]
     again = cluster.decide()
-    assert again.creates == [] and again.deletes == [] and again.events == []  # said once, nothing left to stop
+    assert creates(again) == [] and again.deletes == [] and again.events == []  # said once, nothing left to stop
 
 
 def job_creates_names(cluster: Cluster) -> list[str]:
@@ -122,7 +122,7 @@ def test_a_drained_train_starts_its_next_attempt_once_its_pods_stopped_and_never
     plan = cluster.decide()
     cluster.apply(plan)
     assert job_creates(plan) == ["kimi-ft-train-g1-r1"] and plan.deletes == []
-    job = next(m for _, m in plan.creates if m["kind"] == "Job")
+    job = next(m for _, m in creates(plan) if m["kind"] == "Job")
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     # The attempt's own pods meet at their own pod 0.
     assert command[command.index("--rendezvous-endpoint") + 1].startswith("kimi-ft-train-g1-r1-0.")
@@ -131,7 +131,7 @@ def test_a_drained_train_starts_its_next_attempt_once_its_pods_stopped_and_never
     (disruption,) = cluster.body["status"]["disruptions"]
     assert disruption["jobName"] == "kimi-ft-train-g1" and disruption["stage"] == "Train" and "DisruptionTarget" in disruption["message"]
     assert cluster.body["status"]["jobName"] == "kimi-ft-train-g1-r1"
-    assert cluster.condition("Extracted")["status"] == "True" and cluster.decide().creates == []
+    assert cluster.condition("Extracted")["status"] == "True" and creates(cluster.decide()) == []
 
 
 def test_a_disruption_seen_on_a_pod_while_it_ran_counts_though_a_peer_failed_the_job_first():
@@ -210,7 +210,7 @@ def test_a_spec_config_map_someone_else_made_first_is_a_name_conflict_never_moun
     plan = cluster.decide()
     cluster.apply(plan)
     ready = cluster.condition("Ready")
-    assert plan.creates == [] and ready["reason"] == "NameConflict" and "ConfigMap kimi-ft-spec-g1" in ready["message"]
+    assert creates(plan) == [] and ready["reason"] == "NameConflict" and "ConfigMap kimi-ft-spec-g1" in ready["message"]
     assert ("Warning", "NameConflict") in [e[:2] for e in plan.events]
     assert cluster.body["status"]["stage"] == "Generate"  # it waits; nothing failed
     cluster.named = [{**foreign, "metadata": {**foreign["metadata"], "ownerReferences": [OWNER]}}]  # its own now
@@ -229,7 +229,7 @@ def test_a_rendezvous_service_someone_else_made_holds_train_only_and_an_unowned_
     fresh.claim = {"metadata": {"name": "kimi-ft-hidden-states"}, "spec": {}}  # made by hand, no owner
     fresh.apply(fresh.decide())
     plan = fresh.decide()
-    assert plan.creates == [] and "PersistentVolumeClaim kimi-ft-hidden-states" in ready_of(plan)["message"]
+    assert creates(plan) == [] and "PersistentVolumeClaim kimi-ft-hidden-states" in ready_of(plan)["message"]
 
 
 

@@ -32,7 +32,7 @@ from drafter_operator.controllers.training.stages import StageDecision, StageJob
 from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.resources.pod_policy import TenantPolicy
 from drafter_operator.resources.training_job import STAGE_LABEL
-from tests.support.trainings import DIGEST, T0, sglang_serving, training
+from tests.support.trainings import DIGEST, T0, creates, sglang_serving, training
 
 
 def state(body: dict | None = None, **fields) -> TrainingState:
@@ -105,8 +105,8 @@ def test_observe_jobs_reads_recorded_stages_kept_failures_and_the_leftovers_in_t
 def test_generates_engine_is_created_then_waited_for_then_served_or_failed():
     spec = spec_of(training(promote=None))
     created = engine_step((), "team", "kimi-ft", spec, 1)
-    assert [m["kind"] for _, m in created.creates] == ["Deployment", "Service"]
-    assert [p for p, _ in created.creates] == ["/apis/apps/v1/namespaces/team/deployments",
+    assert [m["kind"] for _, m in creates(created)] == ["Deployment", "Service"]
+    assert [p for p, _ in creates(created)] == ["/apis/apps/v1/namespaces/team/deployments",
                                                "/api/v1/namespaces/team/services"]
     assert created.waiting == "waiting for the target's engine to start" and created.events[0][1] == "EngineStarting"
     deployment = {"kind": "Deployment", "metadata": {"name": "kimi-ft-gen-g1"}, "status": {}}
@@ -185,11 +185,11 @@ def test_a_stage_is_refused_before_it_starts_when_its_serving_is_unfit_or_its_ou
 def test_a_job_stage_creates_what_is_missing_then_its_job():
     body = training(promote=None)
     spec = spec_of(body)
-    kinds = [m["kind"] for _, m in job_stage_creates(state(body), spec, "Extract", None)]
+    kinds = [w.body["kind"] for w in job_stage_creates(state(body), spec, "Extract", None)]
     assert kinds == ["PersistentVolumeClaim", "ConfigMap", "Job"]
     present = state(body, claim={"metadata": {"name": "c"}}, config_maps=frozenset({"kimi-ft-spec-g1"}))
-    ((_, made),) = job_stage_creates(present, spec, "Generate", "http://10.0.0.1:30000/v1")
-    command = made["spec"]["template"]["spec"]["containers"][0]["command"]
+    (made,) = job_stage_creates(present, spec, "Generate", "http://10.0.0.1:30000/v1")
+    command = made.body["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--generation-endpoint") + 1] == "http://10.0.0.1:30000/v1"
 
 

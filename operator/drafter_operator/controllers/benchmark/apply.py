@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
@@ -23,8 +24,10 @@ from drafter_operator.constants import (
 from drafter_operator.controllers.benchmark.comparison import candidate_run_name
 from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers.benchmark.decide import decide
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState, ObservedServing
+from drafter_operator.controllers.benchmark.state import BenchmarkState, ObservedServing
 from drafter_operator.controllers.benchmark.observe import MAX_LOG_BYTES, controlled_by, parse_detail, result_pod
+from drafter_operator.controllers.apply_plan import Rules, apply_plan
+from drafter_operator.controllers.plan import Plan
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
@@ -125,31 +128,19 @@ class BenchmarkReconciler(OneAtATime):
             return None
         return parse_detail(text)
 
-    def apply(self, body: dict, plan: BenchmarkPlan, post_event: EventSink) -> None:
+    def apply(self, body: dict, plan: Plan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        for path in plan.deletes:
-            log.info("%s/%s: delete %s (an older generation's run)", namespace, name, path)
-            self.kube.delete(path, propagation="Background")
         # What it creates is its own (the Job, a candidate's run, the result): deleted with it, read only by it.
-        owner = {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark", "name": name,
-                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-        if plan.create:
-            manifest = plan.create
-            manifest["metadata"]["ownerReferences"] = [owner]
-            log.info("%s/%s: create Job %s", namespace, name, manifest["metadata"]["name"])
-            self.kube.create(object_path("batch/v1", "jobs", namespace), manifest)
-        for manifest in plan.benchmarks:
-            manifest["metadata"]["ownerReferences"] = [owner]
-            log.info("%s/%s: create DrafterBenchmark %s", namespace, name, manifest["metadata"]["name"])
-            self.kube.create(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace), manifest)
-        if plan.config_map:
-            plan.config_map["metadata"]["ownerReferences"] = [owner]
-            self.kube.create(object_path("v1", "configmaps", namespace), plan.config_map)
-        if plan.status:
-            log.info("%s/%s: status %s", namespace, name, sorted(plan.status))
-            self.kube.patch(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name, "status"), {"status": plan.status})
-        for kind, reason, message in plan.events:
-            post_event(body, kind, reason, message)
+        apply_plan(self.kube, RULES, body, plan, functools.partial(post_event, body), self.clock)
         serving = ((body["metadata"].get("labels") or {}).get(SERVING_LABEL)
                    or ((body.get("spec") or {}).get("servingRef") or {}).get("name") or "")
         metrics.set_benchmark_state(namespace, name, serving, {**(body.get("status") or {}), **plan.status})
+
+
+def status_path(namespace: str, name: str) -> str:
+    return object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, name, "status")
+
+
+#: A benchmark reads no holder of a name its create found taken: its observe reads a same-named Job and the
+#: decision says whose it is not (decide.foreign_job), and its result and candidates' runs are named for it.
+RULES = Rules(kind="DrafterBenchmark", plural=BENCHMARK_PLURAL, status_path=status_path, log=log)

@@ -20,7 +20,8 @@ from drafter_operator.api.benchmark import DrafterBenchmarkSpec, benchmark_probl
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, COMPARISON_LABEL
 from drafter_operator.controllers.benchmark.observe import controlled_by, serving_spec
 from drafter_operator.controllers.benchmark.outcome import Finish
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState
+from drafter_operator.controllers.benchmark.state import BenchmarkState
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.labels import MANAGED_BY
@@ -97,8 +98,8 @@ def compared(spec: DrafterBenchmarkSpec, runs: list[dict | None]) -> dict:
     return comparison
 
 
-def decide_comparison(plan: BenchmarkPlan, state: BenchmarkState, spec: DrafterBenchmarkSpec,
-                      finish: Finish, fail) -> BenchmarkPlan:
+def decide_comparison(plan: Plan, state: BenchmarkState, spec: DrafterBenchmarkSpec,
+                      finish: Finish, fail) -> Plan:
     """Check every candidate; then start the first candidate without a run, wait for a running one, fail with
     a failed one, or, all succeeded, record the comparison."""
     meta = state.benchmark["metadata"]
@@ -115,7 +116,8 @@ def decide_comparison(plan: BenchmarkPlan, state: BenchmarkState, spec: DrafterB
     for index, (ref, run) in enumerate(zip(spec.candidates, runs)):
         status = (run or {}).get("status") or {}
         if run is None:
-            plan.benchmarks.append(candidate_run(state.benchmark, index))
+            plan.writes.append(Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, meta["namespace"]),
+                                     candidate_run(state.benchmark, index)))
             message = f"measuring candidate {index + 1} of {total}: DrafterServing {ref.name}"
             started = {"startTime": timestamps.format_seconds(state.now)} if index == 0 else {}
             return finish({"state": "Running", **started, "comparison": compared(spec, runs)},

@@ -1,4 +1,4 @@
-"""What one DrafterBenchmark reconcile should do, as a pure function: `decide(BenchmarkState) -> BenchmarkPlan`.
+"""What one DrafterBenchmark reconcile should do, as a pure function: `decide(BenchmarkState) -> Plan`.
 
 A benchmark is one recorded run: a Job (resources/benchmark_job.py) runs `drafter-operator bench`
 against the serving's Service (requests) and each Ready pod of its active revision (/metrics, so
@@ -34,7 +34,9 @@ from drafter_operator.controllers.benchmark.observe import (
     service_url,
 )
 from drafter_operator.controllers.benchmark.outcome import Finish, observe_job
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState, Event
+from drafter_operator.controllers.benchmark.state import BenchmarkState
+from drafter_operator.controllers.conditions import Event
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
@@ -42,10 +44,10 @@ from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import PROMPTS_DIR, BenchPod, benchmark_job, job_name
 from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 
-def decide(state: BenchmarkState) -> BenchmarkPlan:
+def decide(state: BenchmarkState) -> Plan:
     """Validate; a finished run stays final; read the run's Job once it exists; else check the references,
     the recorded baseline and the servings' readiness, then start the run."""
-    plan = BenchmarkPlan(deletes=stale_jobs(state))
+    plan = Plan(deletes=stale_jobs(state))
     finish = functools.partial(finish_status, plan, state)
     spec, invalid = validated_spec(state.benchmark)
     if invalid is not None:
@@ -86,8 +88,8 @@ def stale_jobs(state: BenchmarkState) -> list[str]:
             and controlled_by(j, meta.get("uid"))]
 
 
-def finish_status(plan: BenchmarkPlan, state: BenchmarkState, new: dict, complete: Verdict,
-                  gate: Verdict | None = None, events: list[Event] | None = None) -> BenchmarkPlan:
+def finish_status(plan: Plan, state: BenchmarkState, new: dict, complete: Verdict,
+                  gate: Verdict | None = None, events: list[Event] | None = None) -> Plan:
     """Status for `new["state"]`: Complete, Failed (True only when the run failed) and GatePassed; only the
     fields that changed go into the plan, and ``events`` only with a change of state or conditions."""
     meta, status = state.benchmark["metadata"], state.benchmark.get("status") or {}
@@ -103,7 +105,7 @@ def finish_status(plan: BenchmarkPlan, state: BenchmarkState, new: dict, complet
     return plan
 
 
-def _failed(finish: Finish, now: dt.datetime, why: Verdict) -> BenchmarkPlan:
+def _failed(finish: Finish, now: dt.datetime, why: Verdict) -> Plan:
     """The run fails before it started: a Warning with the verdict's reason."""
     return finish({"state": "Failed", "completionTime": timestamps.format_seconds(now)}, why,
                   events=[("Warning", why.reason, why.message)])
@@ -161,8 +163,8 @@ def serving_wait(state: BenchmarkState, spec) -> Verdict | None:
     return Verdict("False", "WaitingForServing", message + ": waiting")
 
 
-def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float | None,
-              finish: Finish) -> BenchmarkPlan:
+def start_run(plan: Plan, state: BenchmarkState, spec, recorded: float | None,
+              finish: Finish) -> Plan:
     """Create the run's Job (the bench command against the serving or the endpoint) and say it started."""
     body, now = state.benchmark, state.now
     meta = body["metadata"]
@@ -182,12 +184,13 @@ def start_run(plan: BenchmarkPlan, state: BenchmarkState, spec, recorded: float 
     if recorded is not None:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
-    plan.create = queueing.queued(
+    job = queueing.queued(
         benchmark_job(namespace, name, generation,
                       BenchPod(state.image, argv, (prompts.name, prompts.key) if prompts is not None else None,
                                resources=spec.resources, policy=spec.pod, placement=spec.placement),
                       int(parse_duration(spec.timeout))),
         spec.queue_name)
+    plan.writes.append(Write("create", "jobs", object_path("batch/v1", "jobs", namespace), job))
     drafter = drafter_summary(target_spec) if target_spec is not None else \
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"

@@ -16,14 +16,16 @@ from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.equivalence import defect_message
 from drafter_operator.benchmark_client.result import TERMINATION_MESSAGE_LIMIT
-from drafter_operator.controllers.benchmark.state import BenchmarkPlan, BenchmarkState
+from drafter_operator.controllers.benchmark.state import BenchmarkState
 from drafter_operator.controllers.benchmark.observe import job_outcome, own_pods, swapped_during_run, termination_message
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.controllers.swap import Verdict
+from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
 from drafter_operator.resources.benchmark_job import benchmark_labels, result_config_map_name
 
 #: Sets the plan's status for a new state (decide.finish_status, bound to one plan and state).
-Finish = Callable[..., "BenchmarkPlan"]
+Finish = Callable[..., Plan]
 
 
 def gate_verdict(result: BenchmarkResult, gate, equivalence=None) -> Verdict | None:
@@ -64,7 +66,7 @@ def _outputs(result: BenchmarkResult) -> str:
     return f"{outputs.identical} of {outputs.prompts} identical, {outputs.near_ties} near-ties" if outputs else ""
 
 
-def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Finish, now: dt.datetime) -> BenchmarkPlan:
+def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Finish, now: dt.datetime) -> Plan:
     """The run's Job: still running, failed with its reason, or succeeded with its result (and the full
     result's ConfigMap, or the summary saying why the full result is missing)."""
     name = job["metadata"]["name"]
@@ -76,15 +78,17 @@ def observe_job(state: BenchmarkState, spec, job: dict, status: dict, finish: Fi
         meta = state.benchmark["metadata"]
         if plan.status.get("state") != "Succeeded":
             return plan
+        config_map = None
         if state.detail is not None:
-            plan.config_map = result_config_map(meta["namespace"], meta["name"], state.detail)
+            config_map = result_config_map(meta["namespace"], meta["name"], state.detail)
         elif state.detail_problem is not None:  # the summary, saying why the detail is missing
-            plan.config_map = result_config_map(meta["namespace"], meta["name"],
-                                                {**(plan.status.get("result") or status.get("result") or {}),
-                                                 "truncated": state.detail_problem})
+            config_map = result_config_map(meta["namespace"], meta["name"],
+                                           {**(plan.status.get("result") or status.get("result") or {}),
+                                            "truncated": state.detail_problem})
             plan.events.append(("Warning", "ResultTruncated", state.detail_problem))
-        if plan.config_map is not None:
-            plan.status["resultConfigMap"] = plan.config_map["metadata"]["name"]
+        if config_map is not None:
+            plan.writes.append(Write("create", "configmaps", object_path("v1", "configmaps", meta["namespace"]), config_map))
+            plan.status["resultConfigMap"] = config_map["metadata"]["name"]
         return plan
     waiting = queueing.admission_wait(job, state.workloads)
     if finished is None and waiting is not None:  # Kueue has not admitted it: spec.timeout starts once it does
@@ -112,7 +116,7 @@ def result_config_map(namespace: str, benchmark: str, detail: dict) -> dict:
             "data": {"result.json": text}}
 
 
-def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str | None = None) -> BenchmarkPlan:
+def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str | None = None) -> Plan:
     """The bench container succeeded: its termination message is the result, checked against spec.gate."""
     try:
         size = len(message.encode())

@@ -1,6 +1,7 @@
 """The DrafterBenchmark decision's state types: what one decision reads (`BenchmarkState`, with each
-DrafterServing it names as `ObservedServing`) and what it does (`BenchmarkPlan`). decide.py and its steps
-(observe.py, outcome.py, comparison.py) read and fill them; apply.py builds the state and writes the plan."""
+DrafterServing it names as `ObservedServing`); what it does is a `Plan` (controllers/plan.py). decide.py and
+its steps (observe.py, outcome.py, comparison.py) read the state and fill the plan; apply.py builds the state
+and writes the plan."""
 
 from __future__ import annotations
 
@@ -8,9 +9,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from drafter_operator.resources.pod_policy import TenantPolicy
-
-Event = tuple[str, str, str]
-
 
 @dataclass(frozen=True)
 class ObservedServing:
@@ -41,16 +39,3 @@ class BenchmarkState:
     candidate_servings: tuple[dict | None, ...] = ()
     candidate_runs: tuple[dict, ...] = ()
     workloads: tuple[dict, ...] = ()  # Kueue's Workloads of the namespace, when spec.queueName is set
-
-
-@dataclass
-class BenchmarkPlan:
-    create: dict | None = None  # the Job to create
-    benchmarks: list[dict] = field(default_factory=list)  # spec.candidates: the next candidate's own run
-    config_map: dict | None = None  # the full result, when it is first known
-    deletes: list[str] = field(default_factory=list)  # Jobs of older generations
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    events: list[Event] = field(default_factory=list)
-
-    def writes_anything(self) -> bool:
-        return bool(self.create or self.benchmarks or self.config_map or self.deletes or self.status or self.events)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,13 +17,22 @@ from drafter_operator import engines
 from drafter_operator.acceptance.measurement import Measurement
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.controllers import conditions
-from drafter_operator.controllers.conditions import Event
+from drafter_operator.controllers.apply_plan import (
+    WRITE_REFUSED,
+    BoundEventSink,
+    NameHeld,
+    Rules,
+    WrittenVersion,
+    apiserver_message,
+    apply_plan,
+)
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.controllers.serving.decide import decide
-from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.serving.state import ServingState
 from drafter_operator.controllers.serving.fresh import read_view
 from drafter_operator.controllers.serving.nodes import NodeProducts
-from drafter_operator.controllers.serving.observe import Observed, owned_by
-from drafter_operator.controllers.serving.patches import Write, changed_fields, name_conflict_message
+from drafter_operator.controllers.serving.observe import Observed
+from drafter_operator.controllers.serving.patches import changed_fields, name_conflict_message
 from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
@@ -33,13 +41,6 @@ from drafter_operator.resources.labels import MANAGED_BY, deployment_name
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
-
-# (type, reason, message) -> posts a Kubernetes Event on the DrafterServing
-BoundEventSink = Callable[[str, str, str], None]
-# (plural, name, resourceVersion) of an object this reconcile wrote: the loop waits for its watch event
-# before deciding again, so it never decides from its own stale view (a second "Switched" Event, say).
-WrittenVersion = tuple[str, str, str]
-
 
 def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
@@ -96,16 +97,16 @@ class ServingReconciler:
                 raise
             metrics.set_reconcile_failing("DrafterServing", namespace, name, False)
             # The alert rules' view (Ready, a swap under way, the last benchmark) is the status just written.
-            metrics.set_serving_state(namespace, name, plan.engine or (body.get("spec") or {}).get("engine", ""),
+            metrics.set_serving_state(namespace, name, (body.get("spec") or {}).get("engine", ""),
                                       {**(body.get("status") or {}), **plan.record_first, **plan.status})
             return applied
 
-    def decide(self, body: dict, observed: Observed, acceptance: Measurement | None, now: dt.datetime) -> ServingPlan:
+    def decide(self, body: dict, observed: Observed, acceptance: Measurement | None, now: dt.datetime) -> Plan:
         return decide(ServingState(serving=body, observed=observed, now=now, default_images=self.default_images,
                                    drain=self.drain, acceptance=acceptance))
 
     def decide_placed(self, body: dict, observed: Observed, acceptance: Measurement | None,
-                      now: dt.datetime) -> ServingPlan:
+                      now: dt.datetime) -> Plan:
         """Decide with the GPU product of the nodes the pods run on, as far as it is known; a decision that waits
         for a node's product (a known-bad row keyed by GPU) reads it and decides again."""
         self.nodes.fill(observed, now)
@@ -115,7 +116,7 @@ class ServingReconciler:
             plan = self.decide(body, observed, acceptance, now)
         return plan
 
-    def check_due(self, namespace: str, name: str, plan: ServingPlan, now: dt.datetime) -> bool:
+    def check_due(self, namespace: str, name: str, plan: Plan, now: dt.datetime) -> bool:
         """Whether a plan that waits on the view should have that view checked now: at most every
         `verify_waiting` per serving, so a ghost (a deleted pod a re-list kept) holds a swap that long at most."""
         key = (namespace, name)
@@ -131,7 +132,7 @@ class ServingReconciler:
         self.verified_at[key] = now
         return True
 
-    def next_check(self, namespace: str, name: str, plan: ServingPlan, recheck_at: dt.datetime | None,
+    def next_check(self, namespace: str, name: str, plan: Plan, recheck_at: dt.datetime | None,
                    now: dt.datetime) -> dt.datetime | None:
         """The plan's own recheck, or sooner the next check of the view of a plan that waits on it: a wait the
         view alone sustains (a drain of a revision the watches no longer show) may have nothing else to wake it."""
@@ -150,191 +151,74 @@ class ServingReconciler:
             self.kube.patch(object_path("apps/v1", "deployments", namespace, name),
                             {"metadata": {"labels": dict(MANAGED_BY)}})
 
-    def never_the_serving_one(self, namespace: str, name: str, deletes: list[str]) -> list[str]:
-        """``deletes`` without the Deployment the Service selects right now, read from the apiserver (one
-        GET, only when something is to be deleted): a decision made on a lagging view of the Service (a
-        switch this operator made, not yet delivered by the watch) must never remove what serves."""
-        service = self.kube.get(object_path("v1", "services", namespace, name))
-        selected = service_revision(service) if service else None
-        if selected is None:
-            return deletes
-        serving_path = f"/{deployment_name(name, selected)}"
-        kept = [path for path in deletes if not path.endswith(serving_path)]
-        if len(kept) != len(deletes):
-            log.warning("%s/%s: not deleting revision %s: the Service selects it (a decision on a stale view)",
-                        namespace, name, selected)
-        return kept
-
-    def apply(self, namespace: str, name: str, plan: ServingPlan, post_event: BoundEventSink, body: dict | None = None,
+    def apply(self, namespace: str, name: str, plan: Plan, post_event: BoundEventSink, body: dict | None = None,
               now: dt.datetime | None = None) -> Applied:
-        """Write the plan in its order: verdict record, children, status, deletions, Events, counters.
+        """Write the plan (apply_plan.py: verdict record, children, status, deletions, Events, counters).
 
         Status patches carry the resourceVersion the decision read (``body``), so a decision made on a stale
         view of the serving is refused (409) instead of overwriting what another writer recorded; the loop
         decides again from a fresh one. A child write the apiserver refuses (admission, policy, quota,
         validation) stops the writes that would follow it and is reported in the same reconcile: Progressing
         WriteRefused with the apiserver's message, and a Warning Event when it is news."""
-        body = body or {}
-        writer = PlanWriter(self.kube, namespace, name, post_event, body, lambda: now or self.clock())
+        body = body or {"metadata": {"namespace": namespace, "name": name}}
         if plan.record_first:
             log.info("%s/%s: recording revision verdicts %s", namespace, name,
                      {r["name"]: r.get("good") for r in plan.record_first.get("revisions") or []})
-            writer.patch_status(plan.record_first)
-        plan, refused = writer.write_children(plan)
-        writer.write_status(plan)
-        deletes = [] if refused else plan.deletes  # nothing is removed on a half-applied plan
-        if deletes:
-            deletes = self.never_the_serving_one(namespace, name, deletes)
-        events, refused_delete = writer.delete(deletes, plan)
-        for kind, reason, message in list(plan.events) + events:
-            post_event(kind, reason, message)
-        if refused or refused_delete:
-            raise refused or refused_delete  # the loop retries after its error delay (the policy or quota may change)
-        if plan.swapped:
-            metrics.swap(namespace, name, plan.engine, plan.swapped)
-        if plan.rolled_back:
-            metrics.rollback(namespace, name, plan.engine)
-        return Applied(written=writer.written, recheck_at=plan.recheck_at)
+        written = apply_plan(self.kube, RULES, body, plan, post_event, lambda: now or self.clock())
+        return Applied(written=written.versions, recheck_at=plan.recheck_at)
 
 
-@dataclass
-class PlanWriter:
-    """The writes of one plan through the Kube client: what it wrote (the loop waits for their watch events),
-    and the serving's resourceVersion as its own status patches move it."""
+def never_the_serving_one(kube: Kube, namespace: str, name: str, deletes: list[str]) -> list[str]:
+    """``deletes`` without the Deployment the Service selects right now, read from the apiserver (one
+    GET, only when something is to be deleted): a decision made on a lagging view of the Service (a
+    switch this operator made, not yet delivered by the watch) must never remove what serves."""
+    service = kube.get(object_path("v1", "services", namespace, name))
+    selected = service_revision(service) if service else None
+    if selected is None:
+        return deletes
+    serving_path = f"/{deployment_name(name, selected)}"
+    kept = [path for path in deletes if not path.endswith(serving_path)]
+    if len(kept) != len(deletes):
+        log.warning("%s/%s: not deleting revision %s: the Service selects it (a decision on a stale view)",
+                    namespace, name, selected)
+    return kept
 
-    kube: Kube
-    namespace: str
-    name: str
-    post_event: BoundEventSink
-    body: dict  # the serving as the decision read it
-    clock: Callable[[], dt.datetime]
-    written: list[WrittenVersion] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.version = (self.body.get("metadata") or {}).get("resourceVersion")
+def holder(kube: Kube, namespace: str, write: Write) -> dict | None:
+    """Who holds the name a create found taken: a Deployment, the Service or a gate benchmark."""
+    if write.plural == "deployments":
+        return kube.get(object_path("apps/v1", "deployments", namespace, write.name))
+    if write.plural == "services":
+        return kube.get(object_path("v1", "services", namespace, write.name))
+    return kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, write.name))
 
-    def remember(self, plural: str, response: dict | None) -> None:
-        if response and response.get("metadata", {}).get("resourceVersion"):
-            self.written.append((plural, response["metadata"]["name"], response["metadata"]["resourceVersion"]))
 
-    def patch_status(self, status: dict) -> None:
-        patch = {"status": status, **({"metadata": {"resourceVersion": self.version}} if self.version else {})}
-        try:
-            response = self.kube.patch(object_path(API_GROUP_VERSION, SERVING_PLURAL, self.namespace, self.name, "status"), patch)
-        except ApiError as exc:
-            if refusal(exc):  # the status cannot say it: an Event must
-                self.post_event("Warning", WRITE_REFUSED, f"status update refused by the apiserver (HTTP "
-                                                          f"{exc.status}): {apiserver_message(exc)}")
-            raise
-        self.remember(SERVING_PLURAL, response)
-        self.version = ((response or {}).get("metadata") or {}).get("resourceVersion") or self.version
-
-    def write_children(self, plan: ServingPlan) -> tuple[ServingPlan, ApiError | None]:
-        """The plan's child writes in order, until the apiserver refuses one: then the plan as far as it can go."""
-        for write in plan.writes:
-            log.info("%s/%s: %s %s", self.namespace, self.name, write.verb, write.path)
-            send = self.kube.create if write.verb == "create" else self.kube.patch
-            try:
-                response = send(write.path, write.body)
-                if write.verb == "create" and response is None:
-                    self.check_owner(write)
-                self.remember(write.plural, response)
-            except ApiError as exc:
-                if not refusal(exc) and not isinstance(exc, NameHeld):
-                    raise
-                log.warning("%s/%s: %s %s refused: %s", self.namespace, self.name, write.verb, write.path, exc)
-                return refused_plan(plan, write, exc, self.body.get("status") or {}, self.clock(),
-                                    (self.body.get("metadata") or {}).get("generation")), exc
-        return plan, None
-
-    def check_owner(self, write: Write) -> None:
-        """A create answered AlreadyExists: the object of that name must be this serving's own. The watches see
-        only labelled children, so a same-named object without the labels (the hand-made Service of a migration)
-        reaches the operator here first, and using it would route the serving's endpoint to someone else's pods.
-        Our own object whose labels someone removed is out of the watches' sight too: its labels are put back."""
-        name = write.body["metadata"]["name"]
-        path = f"{write.path}/{name}"
-        existing = self.kube.get(path)
-        uid = (self.body.get("metadata") or {}).get("uid")
-        if existing is None or not uid:
-            return
-        if not owned_by(existing, uid):
-            raise NameHeld(write, name_conflict_message([write]))
-        labels = existing["metadata"].get("labels") or {}
-        lost = {key: value for key, value in (write.body["metadata"].get("labels") or {}).items()
-                if labels.get(key) != value}
-        if lost:
-            log.warning("%s/%s: %s %s lost its labels %s; putting them back", self.namespace, self.name, write.kind,
-                        name, sorted(lost))
-            self.remember(write.plural, self.kube.patch(path, {"metadata": {"labels": lost}}))
-
-    def write_status(self, plan: ServingPlan) -> None:
-        if not plan.status:
-            return
-        log.info("%s/%s: status %s", self.namespace, self.name, sorted(plan.status))
-        try:
-            self.patch_status(plan.status)
-        except ApiError:
-            for kind, reason, message in plan.events:  # a child's refusal is still told, by its Event
-                if reason == WRITE_REFUSED:
-                    self.post_event(kind, reason, message)
-            raise
-
-    def delete(self, deletes: list[str], plan: ServingPlan) -> tuple[list[Event], ApiError | None]:
-        """Delete the old revisions' Deployments, until the apiserver refuses one: then Progressing says so,
-        and the Events that refusal is worth come back."""
-        for path in deletes:
-            log.info("%s/%s: delete %s", self.namespace, self.name, path)
-            try:
-                self.kube.delete(path)
-            except ApiError as exc:
-                if not refusal(exc):
-                    raise
-                status_now = {**(self.body.get("status") or {}), **plan.record_first, **plan.status}
-                target = Write("delete", path.rsplit("/", 2)[-2], path, {"metadata": {"name": path.rsplit("/", 1)[-1]}})
-                reported = refused_plan(ServingPlan(), target, exc, status_now, self.clock(),
-                                        (self.body.get("metadata") or {}).get("generation"))
-                if reported.status:
-                    self.patch_status(reported.status)
-                return reported.events, exc
-        return [], None
+def status_path(namespace: str, name: str) -> str:
+    return object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, name, "status")
 
 
 #: The apiserver refused the write for what it is (validation, admission webhook or policy, quota,
 #: RBAC): retrying the same write cannot succeed until someone changes something, so a person must see it.
 REFUSAL_CODES = (400, 403, 404, 422)
-WRITE_REFUSED = "WriteRefused"
 NAME_CONFLICT = "NameConflict"
 
 
-def acts_on_the_view(plan: ServingPlan, body: dict) -> bool:
+def acts_on_the_view(plan: Plan, body: dict) -> bool:
     """Whether the plan does something that a stale or ghostly view would make wrong (pure): delete a revision,
     move traffic, record a revision's verdict or an action, start a gate (at a pod's IP), or create a Deployment
     of a serving that already has revisions (one recorded as failed, perhaps). A first rollout's creates and
     status-only refreshes are not checked: they cost a steady serving no request."""
     first_rollout = not (body.get("status") or {}).get("revisions")
-    return bool(plan.deletes or plan.swapped or plan.record_first) or any(
+    return bool(plan.deletes or plan.counted("swap") or plan.record_first) or any(
         write.plural == BENCHMARK_PLURAL or (write.verb == "create" and write.plural == "deployments" and not first_rollout)
         for write in plan.writes)
 
 
-def refusal(exc: ApiError) -> bool:
-    return exc.status in REFUSAL_CODES
-
-
-class NameHeld(ApiError):
-    """A child's name is held by an object this serving does not own (found when its create met AlreadyExists)."""
-
-    def __init__(self, write: Write, message: str):
-        super().__init__(409, "AlreadyExists", json.dumps({"message": message}))
-        self.write, self.message = write, message
-
-
-def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, now: dt.datetime,
-                 generation: int | None) -> ServingPlan:
+def refused_plan(plan: Plan, write: Write, exc: ApiError, status: dict, now: dt.datetime,
+                 generation: int | None) -> Plan:
     """The plan as far as it can go after ``write`` was refused (pure): its status with Progressing
     WriteRefused carrying the apiserver's message (NameConflict when another owner holds the name); the
-    traffic-moving parts after the refused write are not applied, so their Events and counters go too. A
+    traffic-moving parts after the refused write are not applied, so their Events and counts go too. A
     Warning Event only when the refusal is news."""
     target = write.body.get("metadata", {}).get("name") or write.path.rsplit("/", 1)[-1]
     if isinstance(exc, NameHeld):
@@ -357,14 +241,20 @@ def refused_plan(plan: ServingPlan, write: Write, exc: ApiError, status: dict, n
         new_status = changed_fields(status, new_status)
     # The plan's own word on Progressing and on traffic moving no longer holds: the refusal replaces it.
     kept_events = [e for e in plan.events if e[1] != "Switched" and not e[2].startswith("Progressing=")]
-    return ServingPlan(record_first=plan.record_first, status=new_status,
-                       events=kept_events + ([("Warning", reason, message)] if news else []),
-                       engine=plan.engine, recheck_at=plan.recheck_at)
+    return Plan(record_first=plan.record_first, status=new_status,
+                events=kept_events + ([("Warning", reason, message)] if news else []), recheck_at=plan.recheck_at)
 
 
-def apiserver_message(exc: ApiError) -> str:
-    """The Status object's message (what the admission policy, webhook or quota said), else the raw body."""
-    try:
-        return str(json.loads(exc.body).get("message") or exc.body)
-    except (ValueError, AttributeError):
-        return exc.body[:500]
+RULES = Rules(
+    kind="DrafterServing",
+    plural=SERVING_PLURAL,
+    status_path=status_path,
+    log=log,
+    guarded_status=True,
+    reported=REFUSAL_CODES,
+    holder=holder,
+    conflict_message=lambda write: name_conflict_message([write]),
+    refused=refused_plan,
+    restore_labels=True,  # the watches select a serving's children by their labels
+    keep_deletes=never_the_serving_one,
+)

@@ -1,4 +1,4 @@
-"""What one DrafterServing reconcile should do, as a pure function: `decide(ServingState) -> ServingPlan`.
+"""What one DrafterServing reconcile should do, as a pure function: `decide(ServingState) -> Plan`.
 
 Input: the DrafterServing as watched (spec and the status we wrote), its children as the operator's
 kopf indexes see them (`Observed`, observe.py), and the clock. Output: the writes (Deployments and
@@ -50,7 +50,8 @@ from drafter_operator.controllers.serving.pointer import pointer_write, publishe
 from drafter_operator.controllers.serving.drift import at_promotion, drift_events, drift_verdict
 from drafter_operator.controllers.serving.length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
 from drafter_operator.controllers.serving.schedule import speculation_schedule
-from drafter_operator.controllers.serving.state import ServingPlan, ServingState
+from drafter_operator.controllers.plan import Count, Plan
+from drafter_operator.controllers.serving.state import ServingState
 from drafter_operator.controllers.serving.status import acceptance_status, gating_since, last_benchmark, \
     retry_request, serving_now, transition_events, updated_revisions
 from drafter_operator.controllers.swap import SwapInput, SwapPlan, Verdict, draining_revisions, gate_deadline, \
@@ -78,7 +79,7 @@ class DesiredRevision:
     revision: str
 
 
-def decide(state: ServingState) -> ServingPlan:
+def decide(state: ServingState) -> Plan:
     body = state.serving
     status = body.get("status") or {}
     serving = validated(state)
@@ -107,7 +108,7 @@ def decide(state: ServingState) -> ServingPlan:
     revisions = updated_revisions(status.get("revisions") or [],
                                   revision_record(spec, image, desired, timestamps.format_seconds(state.now)),
                                   swap, judged.mark_degraded)
-    plan = ServingPlan(engine=spec.engine, recheck_at=next_deadline(swap_input, swap) if swap_input else None,
+    plan = Plan(recheck_at=next_deadline(swap_input, swap) if swap_input else None,
                        waiting=waits(swap, swap_input), read_nodes=compatible.read_nodes)
     plan.record_first = records_first(status, revisions, swap, judged, retried)
     status = {**status, **plan.record_first}
@@ -131,9 +132,15 @@ def decide(state: ServingState) -> ServingPlan:
     plan.deletes = revision_deletes(meta, swap.delete, observed) + stale_gate_deletes(meta, observed.gates.get(desired),
                                                                                      status)
     plan.events = decision_events(status, new_status, swap, compatible, judged, desired if retried else None)
-    plan.swapped = (promotion.request.strategy if promotion.request else spec.swap.strategy) if swap.switched_from else None
-    plan.rolled_back = bool(swap.mark_failed and active is not None) or judged.rolled_back
+    swapped = (promotion.request.strategy if promotion.request else spec.swap.strategy) if swap.switched_from else None
+    plan.counts = traffic_counts(spec.engine, swapped, bool(swap.mark_failed and active is not None) or judged.rolled_back)
     return plan
+
+
+def traffic_counts(engine: str, swapped: str | None, rolled_back: bool) -> list[Count]:
+    """The counters of traffic this decision moves: a swap by its strategy, a rollback."""
+    return ([Count("swap", (engine, swapped))] if swapped else []) + \
+        ([Count("rollback", (engine,))] if rolled_back else [])
 
 
 def validated(state: ServingState) -> DrafterServing | list[str]:
@@ -427,7 +434,7 @@ def tenancy_problems(serving: DrafterServing, state: ServingState) -> list[str]:
     return problems
 
 
-def refused(state: ServingState, problems: list[str]) -> ServingPlan:
+def refused(state: ServingState, problems: list[str]) -> Plan:
     """A spec the operator refuses (schema, cross-field rules, the administrator's tenancy policy, an upgraded
     operator's rules): what the SRE paged at night wants. What serves keeps serving as it runs, and Ready says
     so; nothing new starts; a swap's pending revision stops (after its drain, if traffic had left it), so no
@@ -463,7 +470,7 @@ def refused(state: ServingState, problems: list[str]) -> ServingPlan:
     new_status = {"observedGeneration": meta.get("generation"), "gating": None, "conditions": conditions.merge(
         status.get("conditions"), updates, meta.get("generation"), now)}
     changed = changed_fields(status, new_status)
-    plan = ServingPlan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
+    plan = Plan(status=changed, events=[("Warning", "InvalidSpec", message)] if "conditions" in changed else [])
     plan.writes = [pointer] if pointer else []
     plan.deletes = revision_deletes(meta, held.delete, observed)
     future = [m + dt.timedelta(seconds=1) for m in drain_moments(inp)]

@@ -5,8 +5,6 @@ merge patch of the status (`changed_fields`). The Service, the traffic pointer, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import kopf
 
 from drafter_operator.constants import (
@@ -15,26 +13,11 @@ from drafter_operator.constants import (
     POD_SETTINGS_ANNOTATION,
     SERVING_GENERATION_ANNOTATION,
 )
+from drafter_operator.controllers.plan import Write
 from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import GatedPod, gate_benchmark
-
-
-#: The kind of each resource a serving writes, for the messages that name what was refused or is in the way.
-KIND_OF_PLURAL = {"deployments": "Deployment", "services": "Service", BENCHMARK_PLURAL: "DrafterBenchmark"}
-
-
-@dataclass(frozen=True)
-class Write:
-    verb: str  # "create" | "patch" (JSON merge patch)
-    plural: str  # a key of KIND_OF_PLURAL
-    path: str
-    body: dict
-
-    @property
-    def kind(self) -> str:
-        return KIND_OF_PLURAL[self.plural]
 
 
 def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:

@@ -13,7 +13,8 @@ from typing import Mapping
 
 from drafter_operator import engines, timestamps
 from drafter_operator.controllers.serving.observe import Observed
-from drafter_operator.controllers.serving.patches import Write, adopt
+from drafter_operator.controllers.plan import Write
+from drafter_operator.controllers.serving.patches import adopt
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import service_revision, serving_service
 from drafter_operator.constants import DRAINS_ANNOTATION, PREVIOUS_REVISION_ANNOTATION, SWITCHED_AT_ANNOTATION

@@ -9,6 +9,7 @@ mount it) is created, and the next decision reports the NameConflict (children.p
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
@@ -23,11 +24,13 @@ from drafter_operator.constants import (
     TRAINING_PLURAL,
 )
 from drafter_operator.controllers.training.decide import decide
-from drafter_operator.controllers.training.state import TrainingPlan, TrainingState
+from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.controllers.training.children import earlier_ones, owned_by
 from drafter_operator.controllers.training.observe import left_by_earlier
 from drafter_operator.controllers.workloads import queue_workloads
 from drafter_operator.controllers import conditions
+from drafter_operator.controllers.apply_plan import Rules, apply_plan
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.monitoring import operator_metrics as metrics
@@ -116,27 +119,12 @@ class TrainingReconciler(OneAtATime):
         """The objects under this generation's spec ConfigMap name and, across nodes, the rendezvous Service
         name, found by name: one made by hand carries no label the lists above select."""
         name = body["metadata"]["name"]
-        found = [{**c, "kind": "ConfigMap"} for c in self._config_map_named(
-            namespace, spec_config_map_name(name, body["metadata"].get("generation") or 1))]
+        found = [{**c, "kind": "ConfigMap"} for c in config_map_named(
+            self.kube, namespace, spec_config_map_name(name, body["metadata"].get("generation") or 1))]
         if (((body.get("spec") or {}).get("resources") or {}).get("nodes") or 1) > 1:
             service = self.kube.get(object_path("v1", "services", namespace, rendezvous_service_name(name)))
             found += [{**service, "kind": "Service"}] if service is not None else []
         return tuple(found)
-
-    def _config_map_named(self, namespace: str, name: str) -> list[dict]:
-        """The ConfigMap ``name``, by a list that selects its name (the operator may list ConfigMaps, not get them)."""
-        return self.kube.list(object_path("v1", "configmaps", namespace), field_selector=f"metadata.name={name}")
-
-    def _holder(self, namespace: str, manifest: dict) -> dict | None:
-        """Who holds the name a create of ``manifest`` found taken, for the children a stage Job uses by name."""
-        kind, name = manifest["kind"], manifest["metadata"]["name"]
-        if kind == "ConfigMap":
-            return next(iter(self._config_map_named(namespace, name)), None)
-        if kind == "Service":
-            return self.kube.get(object_path("v1", "services", namespace, name))
-        if kind == "PersistentVolumeClaim":
-            return self.kube.get(object_path("v1", "persistentvolumeclaims", namespace, name))
-        return None  # a Job, engine or benchmark of the training's names: none is mounted by name
 
     @staticmethod
     def _kinded(items: list[dict], kind: str) -> list[dict]:
@@ -157,33 +145,47 @@ class TrainingReconciler(OneAtATime):
                     log.debug("%s: no log: %s", pod["metadata"]["name"], exc)
         return None
 
-    def apply(self, body: dict, plan: TrainingPlan, post_event: EventSink) -> None:
+    def apply(self, body: dict, plan: Plan, post_event: EventSink) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        owner = {"apiVersion": API_GROUP_VERSION, "kind": "DrafterTraining", "name": name,
-                 "uid": body["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-        for path in plan.deletes:
-            log.info("%s/%s: delete %s", namespace, name, path)
-            self.kube.delete(path, propagation="Background")
-        for path, patch in plan.patches:
-            log.info("%s/%s: patch %s", namespace, name, path)
-            self.kube.patch(path, patch)
-        for path, manifest in plan.creates:
-            manifest["metadata"]["ownerReferences"] = [owner]
-            log.info("%s/%s: create %s %s", namespace, name, manifest["kind"], manifest["metadata"]["name"])
-            if self.kube.create(path, manifest) is not None:
-                continue
-            # Already there (Kube.create answers None): ours (a repeated reconcile) is fine; someone else's must not
-            # be used by what follows (a stage Job would mount it), so the plan stops and the next decision says
-            # NameConflict.
-            there = self._holder(namespace, manifest)
-            if there is not None and not owned_by(there, owner["uid"]):
-                message = (f"{manifest['kind']} {manifest['metadata']['name']} already exists and is not this "
-                           "training's: nothing that would use it was created")
-                log.warning("%s/%s: %s", namespace, name, message)
-                post_event(body, "Warning", "NameConflict", message)
-                return
-        if plan.status:
-            self.kube.patch(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name, "status"), {"status": plan.status})
-        for kind, reason, message in plan.events:
-            post_event(body, kind, reason, message)
-        metrics.set_training_state(namespace, name, {**(body.get("status") or {}), **plan.status})
+        written = apply_plan(self.kube, RULES, body, plan, functools.partial(post_event, body), self.clock)
+        if written.whole:  # a plan a NameConflict stopped wrote no status: the gauges keep what they said
+            metrics.set_training_state(namespace, name, {**(body.get("status") or {}), **plan.status})
+
+
+def config_map_named(kube: Kube, namespace: str, name: str) -> list[dict]:
+    """The ConfigMap ``name``, by a list that selects its name (the operator may list ConfigMaps, not get them)."""
+    return kube.list(object_path("v1", "configmaps", namespace), field_selector=f"metadata.name={name}")
+
+
+def holder(kube: Kube, namespace: str, write: Write) -> dict | None:
+    """Who holds the name a create found taken, for the children a stage Job uses by name."""
+    if write.plural == "configmaps":
+        return next(iter(config_map_named(kube, namespace, write.name)), None)
+    if write.plural == "services":
+        return kube.get(object_path("v1", "services", namespace, write.name))
+    if write.plural == "persistentvolumeclaims":
+        return kube.get(object_path("v1", "persistentvolumeclaims", namespace, write.name))
+    return None  # a Job, engine or benchmark of the training's names: none is mounted by name
+
+
+def refused(plan: Plan, write: Write, exc: ApiError, status: dict, now: dt.datetime, generation: int | None) -> Plan:
+    """After a NameConflict: nothing that would use the object (a stage Job would mount it) is created, and the
+    next decision reports the conflict (children.py); this one only says so."""
+    return Plan(events=[("Warning", "NameConflict", getattr(exc, "message", str(exc)))])
+
+
+def status_path(namespace: str, name: str) -> str:
+    return object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, name, "status")
+
+
+RULES = Rules(
+    kind="DrafterTraining",
+    plural=TRAINING_PLURAL,
+    status_path=status_path,
+    log=log,
+    holder=holder,
+    conflict_message=lambda write: (f"{write.kind} {write.name} already exists and is not this training's: "
+                                    "nothing that would use it was created"),
+    refused=refused,
+    retry_refused=False,  # the next decision reports the conflict: no error to retry after
+)

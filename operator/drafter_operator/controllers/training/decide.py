@@ -1,4 +1,4 @@
-"""What one DrafterTraining reconcile should do, as a pure function: `decide(TrainingState) -> TrainingPlan`.
+"""What one DrafterTraining reconcile should do, as a pure function: `decide(TrainingState) -> Plan`.
 
 The Job stages (Generate, Extract, Train, Export) run as one Job each, in order (stages.py);
 before the first, the hidden-state claim (when the operator owns it) and the spec ConfigMap of this
@@ -28,7 +28,8 @@ import pydantic
 
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.api import DrafterTraining
-from drafter_operator.controllers import conditions
+from drafter_operator.controllers.conditions import Event
+from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.controllers.training.children import conflict_message, conflicts, owned_by
 from drafter_operator.controllers.training.generate import engine_step, idle_engine_deletes
@@ -53,7 +54,8 @@ from drafter_operator.controllers.training.promotion import (
     promotion_patch,
     serving_problems,
 )
-from drafter_operator.controllers.training.state import Event, TrainingPlan, TrainingState
+from drafter_operator.controllers.training.state import TrainingState
+from drafter_operator.controllers.training.status import set_stage_status
 from drafter_operator.controllers.training.stages import (
     JOB_STAGES,
     STAGE_CONDITIONS,
@@ -87,14 +89,14 @@ FIXES = {"StorageNotShared": SHAREABLE_FIX,
 RUN_AGAIN = "change the spec to run again (the stages done whose inputs it keeps are not run again)"
 
 
-def decide(state: TrainingState) -> TrainingPlan:
+def decide(state: TrainingState) -> Plan:
     """Validate, observe, choose the stage, record the run, then end it or start (or wait for) the next stage."""
     meta = state.training["metadata"]
     name, generation = meta["name"], meta.get("generation") or 1
     spec, invalid = validated_spec(state)
     if invalid is not None:
         return refused_plan(state, invalid)
-    plan = TrainingPlan(deletes=stale_children(state, evaluate_benchmark_name(name, generation), API_GROUP_VERSION))
+    plan = Plan(deletes=stale_children(state, evaluate_benchmark_name(name, generation), API_GROUP_VERSION))
     inputs = {stage: stage_inputs(spec.to_json(), stage) for stage in JOB_STAGES}
     seen = observe_jobs(state, inputs)
     promotion = observe_promotion(state, spec)
@@ -129,12 +131,12 @@ def decide(state: TrainingState) -> TrainingPlan:
     if decision.stage == "Succeeded":
         verdicts.append(("Ready", Verdict("True", "Succeeded", _served_where(spec, promotion.evaluation))))
         extra["progress"] = None
-        return _finish(plan, state, "Succeeded", verdicts, extra)
+        return set_stage_status(plan, state, "Succeeded", verdicts, extra)
     return _next_stage(plan, state, spec, decision, seen, promotion, verdicts, extra, generating)
 
 
-def _unshareable_claim(plan: TrainingPlan, state: TrainingState, spec, seen: JobsSeen, verdicts: list, extra: dict,
-                       stage: str, problem: str) -> TrainingPlan:
+def _unshareable_claim(plan: Plan, state: TrainingState, spec, seen: JobsSeen, verdicts: list, extra: dict,
+                       stage: str, problem: str) -> Plan:
     """The run fails where it stands: no stage pod could ever start. Its waiting stage Job goes, and so does a claim
     the operator made (a new generation with a shareable class makes a fresh one, rather than reuse this)."""
     namespace = state.training["metadata"]["namespace"]
@@ -171,26 +173,15 @@ def training_tenancy_problems(spec, namespace: str, state: TrainingState) -> lis
                                                             spec.pod.service_account_name if spec.pod else None))
 
 
-def _finish(plan: TrainingPlan, state: TrainingState, stage: str, verdicts: list[tuple[str, Verdict]],
-            extra: dict | None = None) -> TrainingPlan:
-    """Set plan.status to what changed: the stage, the merged conditions and ``extra``'s fields."""
-    meta, status = state.training["metadata"], state.training.get("status") or {}
-    generation = meta.get("generation") or 1
-    merged = conditions.merge(status.get("conditions"), verdicts, generation, state.now)
-    desired = {"stage": stage, "observedGeneration": generation, "conditions": merged, **(extra or {})}
-    plan.status = {k: v for k, v in desired.items() if status.get(k) != v}
-    return plan
-
-
-def _stage_failed(plan: TrainingPlan, state: TrainingState, verdicts: list, extra: dict, stage: str, reason: str,
-                  message: str, fix: str, announce: bool = True) -> TrainingPlan:
+def _stage_failed(plan: Plan, state: TrainingState, verdicts: list, extra: dict, stage: str, reason: str,
+                  message: str, fix: str, announce: bool = True) -> Plan:
     """The run ends Failed at ``stage``: a Warning (when ``announce``), its condition and Ready say why."""
     if announce:
         plan.events.append(("Warning", "StageFailed", message))
     verdicts += [(STAGE_CONDITIONS[stage], Verdict("False", reason, message)),
                  ("Ready", Verdict("False", reason, f"{message}; {fix}"))]
     extra["progress"] = None
-    return _finish(plan, state, "Failed", verdicts, extra)
+    return set_stage_status(plan, state, "Failed", verdicts, extra)
 
 
 def choose_stage(spec, observed: dict[str, StageJob], recorded: frozenset[str]):
@@ -335,8 +326,8 @@ def start_refusal(spec, state: TrainingState, stage: str | None) -> tuple[list[s
     return None
 
 
-def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageDecision, seen: JobsSeen,
-                promotion: PromotionSeen, verdicts: list, extra: dict, generating: bool) -> TrainingPlan:
+def _next_stage(plan: Plan, state: TrainingState, spec, decision: StageDecision, seen: JobsSeen,
+                promotion: PromotionSeen, verdicts: list, extra: dict, generating: bool) -> Plan:
     """The run goes on: refuse the next stage, wait for Generate's engine, or start the stage and report it."""
     meta = state.training["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
@@ -348,7 +339,7 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
     endpoint = None
     if generating:
         engine = engine_step(state.engine, namespace, name, spec, generation)
-        plan.creates += engine.creates
+        plan.writes += engine.writes
         plan.events += engine.events
         if engine.failed is not None:
             return _stage_failed(plan, state, verdicts, extra, "Generate", "StageFailed",
@@ -357,7 +348,7 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         if engine.waiting is not None:
             extra["progress"] = {"summary": engine.waiting}
             verdicts.append(("Ready", Verdict("False", "Running", f"stage Generate: {engine.waiting}")))
-            return _finish(plan, state, "Generate", verdicts, extra)
+            return set_stage_status(plan, state, "Generate", verdicts, extra)
         endpoint = engine.endpoint
     found = name_conflicts(state, spec, decision.start)
     if found:  # someone else's object holds a name the stage would use: never used; the stage waits for it to go
@@ -366,7 +357,7 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         if (state.training.get("status") or {}).get("progress") != extra["progress"]:
             plan.events.append(("Warning", "NameConflict", message))
         verdicts.append(("Ready", Verdict("False", "NameConflict", message)))
-        return _finish(plan, state, decision.start, verdicts, extra)
+        return set_stage_status(plan, state, decision.start, verdicts, extra)
     _start(plan, state, spec, decision, seen.leftovers, promotion, endpoint, extra)
     pods = stage_pods(spec.framework, spec.resources.nodes, decision.stage)
     job_name = stage_job_name(name, decision.stage, generation, pods, decision.attempt)
@@ -384,7 +375,7 @@ def _next_stage(plan: TrainingPlan, state: TrainingState, spec, decision: StageD
         verdicts.append(("Ready", Verdict("False", "Queued", f"stage {decision.stage} {waiting}")))
     else:
         verdicts.append(("Ready", Verdict("False", "Running", f"stage {decision.stage}")))
-    return _finish(plan, state, decision.stage, verdicts, extra)
+    return set_stage_status(plan, state, decision.stage, verdicts, extra)
 
 
 def name_conflicts(state: TrainingState, spec, stage: str | None) -> list[str]:
@@ -399,7 +390,7 @@ def name_conflicts(state: TrainingState, spec, stage: str | None) -> list[str]:
     return conflicts(tuple(named), meta["name"], meta.get("uid"))
 
 
-def _start(plan: TrainingPlan, state: TrainingState, spec, decision: StageDecision, leftovers: list[str],
+def _start(plan: Plan, state: TrainingState, spec, decision: StageDecision, leftovers: list[str],
            promotion: PromotionSeen, endpoint: str | None, extra: dict) -> None:
     """Start ``decision.start``: Evaluate's benchmark, Promote's serving patch, or a Job stage (its next attempt
     after a disruption; once nothing is left in its way: until then status.progress says what it waits for)."""
@@ -407,34 +398,34 @@ def _start(plan: TrainingPlan, state: TrainingState, spec, decision: StageDecisi
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     start = decision.start
     if start == "Evaluate":
-        plan.creates.append((object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
-                             evaluate_benchmark(namespace, name, spec, generation)))
+        plan.writes.append(Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
+                                 evaluate_benchmark(namespace, name, spec, generation)))
         plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
                                                       f"{spec.promote.serving_ref.name}"))
     elif start == "Promote":
         patch = promotion_patch(state.serving, spec, name, generation,
                                 promotion.evaluation.get("currentTokensPerSecond"), promotion.digest)
         if patch is not None:
-            plan.patches.append((object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace,
-                                             spec.promote.serving_ref.name), patch))
+            plan.writes.append(Write("patch", SERVING_PLURAL, object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace,
+                                                                          spec.promote.serving_ref.name), patch))
         plan.events.append(("Normal", "StageStarted", f"Promote started: {spec.promote.serving_ref.name} swaps to "
                                                       f"{spec.output.path} through its gate"))
     elif start is not None and leftovers:
         extra["progress"] = {"summary": f"{start} waits for {', '.join(leftovers)} to go (an earlier "
                                         "training of this name, a stopped stage's pod, or a claim being deleted)"}
     elif start is not None and decision.retried is not None:
-        plan.creates += job_stage_creates(state, spec, start, endpoint, decision.attempt)
+        plan.writes += job_stage_creates(state, spec, start, endpoint, decision.attempt)
         resumes = ", Train from its last checkpoint" if start == "Train" else ""
         plan.events.append(("Warning", "StageDisrupted",
                             f"{start} was disrupted ({decision.retried.disrupted}): attempt {decision.attempt + 1} of "
                             f"{spec.limits.disruption_retries + 1} starts{resumes}"))
     elif start is not None:
-        plan.creates += job_stage_creates(state, spec, start, endpoint)
+        plan.writes += job_stage_creates(state, spec, start, endpoint)
         plan.events.append(("Normal", "StageStarted", f"{start} started"))
 
 
 def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | None,
-                      attempt: int = 0) -> list[tuple[str, dict]]:
+                      attempt: int = 0) -> list[Write]:
     """What a Job stage needs created, in order: the hidden-state claim (when the operator owns it and it is
     missing), this generation's spec ConfigMap (when missing), Train's rendezvous Service across nodes (when
     missing: kept for the training's life), then the stage's Job (its ``attempt``)."""
@@ -442,11 +433,14 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation") or 1
     creates = []
     if owns_hidden_states_claim(spec) and state.claim is None:
-        creates.append((object_path("v1", "persistentvolumeclaims", namespace), hidden_states_claim(namespace, name, spec)))
+        creates.append(Write("create", "persistentvolumeclaims", object_path("v1", "persistentvolumeclaims", namespace),
+                             hidden_states_claim(namespace, name, spec)))
     if spec_config_map_name(name, generation) not in state.config_maps:
-        creates.append((object_path("v1", "configmaps", namespace), spec_config_map(namespace, name, spec, generation)))
+        creates.append(Write("create", "configmaps", object_path("v1", "configmaps", namespace),
+                             spec_config_map(namespace, name, spec, generation)))
     if stage == "Train" and spec.resources.nodes > 1 and not any(o.get("kind") == "Service" for o in state.named):
-        creates.append((object_path("v1", "services", namespace), rendezvous_service(namespace, name)))
+        creates.append(Write("create", "services", object_path("v1", "services", namespace),
+                             rendezvous_service(namespace, name)))
     train_attempt = attempt if stage == "Train" else 0  # every stage renders Train; only Train's Job runs it
     render_args = state.render_args + rendezvous_args(name, spec, generation, train_attempt) + \
         ("--training-uid", meta["uid"])
@@ -454,7 +448,7 @@ def job_stage_creates(state: TrainingState, spec, stage: str, endpoint: str | No
         # Generate reaches the engine by its Service's cluster IP; the other stages render Generate
         # too (run-stage renders the whole pipeline) but never call it: its stable name will do.
         render_args += ("--generation-endpoint", endpoint or generation_endpoint(namespace, name, spec, generation))
-    creates.append((object_path("batch/v1", "jobs", namespace),
-                    stage_job(namespace, name, spec, StageRun(stage, generation, attempt),
-                              StageCommand(spec.image or state.image, render_args=render_args))))
+    creates.append(Write("create", "jobs", object_path("batch/v1", "jobs", namespace),
+                         stage_job(namespace, name, spec, StageRun(stage, generation, attempt),
+                                   StageCommand(spec.image or state.image, render_args=render_args))))
     return creates

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from drafter_operator.controllers.plan import Write
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.kube import object_path
 from drafter_operator.resources.engine import service_url
@@ -20,7 +21,7 @@ class EngineStep:
     endpoint: str | None = None
     waiting: str | None = None
     failed: str | None = None  # its Deployment gave up (the stage fails)
-    creates: list[tuple[str, dict]] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)  # the engine's Deployment and Service, when missing
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
 
@@ -43,10 +44,12 @@ def engine_step(engine: tuple[dict, ...], namespace: str, name: str, spec, gener
     mine = {obj.get("kind"): obj for obj in engine if obj["metadata"]["name"] == own}
     if not mine:
         image = spec.data.generation.image or DEFAULT_IMAGES[spec.data.generation.engine]
-        creates = [(_engine_path(namespace, manifest["kind"]), manifest)
-                   for manifest in generation_engine(namespace, name, spec, generation, image)]
+        creates = []
+        for manifest in generation_engine(namespace, name, spec, generation, image):
+            collection = _engine_path(namespace, manifest["kind"])
+            creates.append(Write("create", collection.rsplit("/", 1)[-1], collection, manifest))
         event = ("Normal", "EngineStarting", f"{spec.data.generation.engine} serves the target for Generate as {own}")
-        return EngineStep(waiting="waiting for the target's engine to start", creates=creates, events=[event])
+        return EngineStep(waiting="waiting for the target's engine to start", writes=creates, events=[event])
     deployment, service = mine.get("Deployment"), mine.get("Service")
     stalled = next((c for c in ((deployment or {}).get("status") or {}).get("conditions") or []
                     if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"), None)

@@ -21,7 +21,8 @@ from drafter_operator.controllers.swap import Verdict
 from drafter_operator.controllers.training.generate import idle_engine_deletes
 from drafter_operator.controllers.training.observe import left_by_earlier
 from drafter_operator.controllers.training.stages import JOB_STAGES
-from drafter_operator.controllers.training.state import TrainingPlan
+from drafter_operator.controllers.plan import Plan
+from drafter_operator.controllers.training.status import set_stage_status
 from drafter_operator.kube import object_path
 
 #: What a refused run's Ready condition adds to the refusal.
@@ -44,15 +45,13 @@ def resumes_after(status: dict) -> str:
 
 def refused_plan(state, invalid: str):
     """The plan of a refused spec: stop what runs, keep the record, say why and how to go on."""
-    from drafter_operator.controllers.training.decide import _finish
-
     meta = state.training["metadata"]
     namespace = meta["namespace"]
     status = state.training.get("status") or {}
-    plan = TrainingPlan(deletes=running_job_deletes(state, namespace) + idle_engine_deletes(state.engine, namespace, None))
+    plan = Plan(deletes=running_job_deletes(state, namespace) + idle_engine_deletes(state.engine, namespace, None))
     message = f"{invalid}; {KEPT}: {resumes_after(status)}"
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     if ready.get("reason") != "InvalidSpec" or ready.get("message") != message:
         plan.events.append(("Warning", "InvalidSpec", message))
-    return _finish(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", message))],
+    return set_stage_status(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", message))],
                    {"jobName": None, "progress": None})

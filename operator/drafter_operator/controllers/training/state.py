@@ -1,6 +1,6 @@
-"""The DrafterTraining decision's state types: what one decision reads (`TrainingState`) and what it does
-(`TrainingPlan`). decide.py and its steps (observe.py, promotion.py, refusal.py) read and fill them; apply.py
-builds the state and writes the plan."""
+"""What one DrafterTraining decision reads (`TrainingState`); what it does is a `Plan` (controllers/plan.py).
+decide.py and its steps (observe.py, promotion.py, refusal.py, status.py) read the state and fill the plan;
+apply.py builds the state and writes the plan."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from drafter_operator.resources.pod_policy import TenantPolicy
-
-Event = tuple[str, str, str]
-
 
 @dataclass(frozen=True)
 class TrainingState:
@@ -33,12 +30,3 @@ class TrainingState:
     #: The objects found under this generation's spec ConfigMap name and (across nodes) the rendezvous Service
     #: name, read by name whatever their labels (children.py: only its own are used).
     named: tuple[dict, ...] = ()
-
-
-@dataclass
-class TrainingPlan:
-    creates: list[tuple[str, dict]] = field(default_factory=list)  # (collection path, manifest), in order
-    deletes: list[str] = field(default_factory=list)
-    patches: list[tuple[str, dict]] = field(default_factory=list)  # (object path, merge patch)
-    status: dict = field(default_factory=dict)  # only the fields that changed
-    events: list[Event] = field(default_factory=list)
