@@ -37,7 +37,9 @@ def fleet_nodes(local_cluster_only):
     from drafter_testbed import cluster as local
 
     cluster = local_cluster_only
-    have = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={FLEET_PRODUCT}")["items"]
+    # Only kwok nodes count: the fleet's servings select them, and another test's process node may carry the
+    # same GPU product (the output check's SM120 node).
+    have = cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={FLEET_PRODUCT},drafter.dev/node-runtime=kwok")["items"]
     added = local.add_nodes(max(0, NAMESPACES * PER_NAMESPACE + 1 - len(have)), "kwok", 8, FLEET_PRODUCT,
                             "fleet-smoke")
     yield
