@@ -84,9 +84,16 @@ def test_vllm_renders_the_schedule_in_speculative_config():
     assert "num_speculative_tokens_per_batch_size" not in " ".join(vllm.render_command(s))
 
 
-def test_api_refuses_dynamic_on_sglang_and_without_speculation():
-    with pytest.raises(ValidationError, match="vLLM only: SGLang 0.5.23 has no per-batch-size control"):
+def test_api_refuses_dynamic_on_sglang_without_adaptive_speculation_and_without_speculation():
+    with pytest.raises(ValidationError, match="dynamic on sglang needs spec.drafter.numSteps"):
         spec("sglang", dynamic="fromBenchmark")
+    with pytest.raises(ValidationError, match="eagleTopk unset or 1"):
+        spec("sglang", dynamic="fromBenchmark", numSteps=3, eagleTopk=4, numDraftTokens=8)
+    with pytest.raises(ValidationError, match="dynamic on sglang needs method eagle3, eagle or mtp"):
+        DrafterServingSpec.model_validate({"engine": "sglang", "target": {"model": "/models/t"},
+                                           "drafter": {"method": "ngram", "dynamic": "fromBenchmark"}})
+    assert spec("sglang", dynamic="fromBenchmark", numSteps=3).drafter.dynamic == "fromBenchmark"
+    assert spec("sglang", dynamic="fromBenchmark", numSteps=3, eagleTopk=1).drafter.eagle_topk == 1
     with pytest.raises(ValidationError, match="dynamic needs speculation"):
         DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/t"},
                                            "drafter": {"method": "none", "dynamic": "fromBenchmark"}})

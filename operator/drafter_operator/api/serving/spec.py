@@ -57,16 +57,17 @@ class DrafterServingSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         *SGLANG_DRAFTER_RULES,
-        Rule(
+        # Every pinned engine renders a load schedule today; an engine without one would be refused here.
+        *((Rule(
             cel=f"{_cel_engine_not_in(ENGINES_WITHOUT_DYNAMIC)} || !has(self.drafter.dynamic)",
             message=(
-                "spec.drafter.dynamic is vLLM only: SGLang 0.5.23 has no per-batch-size control of the draft "
-                "length; remove dynamic or use engine vllm"
+                f"spec.drafter.dynamic is not offered with engine {spoken(ENGINES_WITHOUT_DYNAMIC, 'or')}: it has no "
+                "per-batch-size control of the draft length; remove dynamic or use another engine"
             ),
             check=lambda s: s.engine not in ENGINES_WITHOUT_DYNAMIC or s.drafter.dynamic is None,
             field_path=".drafter.dynamic",
             reason="FieldValueForbidden",
-        ),
+        ),) if ENGINES_WITHOUT_DYNAMIC else ()),
         Rule(
             cel=(
                 f"self.engine != '{VLLM}' || !({cel_in('self.drafter.method', vllm.METHODS_NEEDING_K)}) "
