@@ -33,6 +33,7 @@ from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
 from drafter_testbed.emulator.scheduler import Scheduler, Ticket
+from drafter_testbed.emulator.sglang_adaptive import AdaptiveSteps
 
 VOCABULARY = (
     "the model drafts tokens and the target verifies them in one forward pass while the scheduler "
@@ -134,19 +135,24 @@ class EmulatedEngine:
         if self.schedule_dropped:
             schedule = ()  # vLLM warns once and serves the static k
         family = Family(shape.decay, shape.match_rate, shape.confidence_recall if capped else 0.0)
+        adaptive = spec.adaptive if spec else None
+        #: SGLang's adaptive speculation (emulator/sglang_adaptive.py): each decode step's steps by batch tier.
+        self.adaptive = None if adaptive is None else AdaptiveSteps(adaptive, config.k)
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
                                rng=self.rng, costs=profile.costs, schedule=schedule,
                                method=spec.method if spec else "", family=family,
                                trained_length=settings.trained_length,
-                               long_context=settings.long_context_acceptance, **_tree_shape(spec))
+                               long_context=settings.long_context_acceptance,
+                               step_choices=adaptive.candidate_steps if adaptive else (), **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
         else:
             self.exporter = SglangExporter(config.model_name, spec.num_steps or 0 if spec else 0,
                                            spec.num_draft_tokens if spec and spec.num_draft_tokens else 0,
-                                           capped=capped and spec.method == "DSPARK")
+                                           capped=capped and spec.method == "DSPARK",
+                                           active_steps=(lambda: self.adaptive.active) if self.adaptive else None)
         # What the target says (emulator/outputs.py): its deterministic mode and a lossy speculative path.
         self.deterministic = (environment or {}).get("VLLM_BATCH_INVARIANT", "0").strip() not in ("", "0") \
             if config.engine == "vllm" else config.ignored.get("--enable-deterministic-inference") is True
@@ -156,7 +162,7 @@ class EmulatedEngine:
         self._kv_tokens = 0
         self.totals = Totals()
         self._streaming: dict[Ticket, bool] = {}
-        self.scheduler = Scheduler(self.decoder, settings.time_scale, self)
+        self.scheduler = Scheduler(self.decoder, settings.time_scale, self, adaptive=self.adaptive)
 
     # ------------------------------------------------------------------------------------- lifecycle
 
@@ -286,6 +292,13 @@ class EmulatedEngine:
                 "numSteps": spec.num_steps,
                 "numSpeculativeTokensPerBatchSize": [list(entry) for entry in self.decoder.schedule] or None,
                 "scheduleDroppedBy": self.schedule_dropped,
+                "adaptive": None if self.adaptive is None else {
+                    "activeSteps": self.adaptive.active,
+                    "tiers": [{"batchSize": batch_size, "candidateSteps": list(rule.candidate_steps),
+                               "steps": self.adaptive.slots[batch_size].steps,
+                               "averageAcceptedDrafts": self.adaptive.slots[batch_size].average}
+                              for batch_size, rule in self.adaptive.config.tiers]},
+                "adaptiveDroppedBy": spec.adaptive_dropped,
             },
             "acceptance": self.decoder.acceptance,
             "acceptanceByPosition": list(self.decoder.curve),

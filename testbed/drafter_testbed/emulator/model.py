@@ -142,15 +142,18 @@ class Decoder:
                  rng: random.Random, costs: batching.StepCosts | None = None,
                  verify_tokens: int | None = None, draft_width: int = 1,
                  schedule: Iterable[tuple[int, int, int]] = (), method: str = "",
-                 family: Family | None = None, trained_length: int | None = None, long_context: float = 1.0) -> None:
+                 family: Family | None = None, trained_length: int | None = None, long_context: float = 1.0,
+                 step_choices: Iterable[int] = ()) -> None:
         """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
         replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting;
         ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size;
         ``method`` picks the family's draft cost (``batching.speculation_for``); ``family`` how its
-        acceptance and drafted length vary per step."""
+        acceptance and drafted length vary per step; ``step_choices`` the other draft lengths a step may
+        take, above k too (SGLang's adaptive candidates, emulator/sglang_adaptive.py)."""
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
+        self.step_choices = tuple(sorted(set(step_choices)))
         #: The drafter's trained context length and the share of acceptance kept past it (``draw``).
         self.trained_length = trained_length
         self.long_context = long_context
@@ -182,19 +185,23 @@ class Decoder:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
             raise ValueError(f"a per-token acceptance lies in [0, 1], got {value!r}")
         self._acceptance = float(value)
-        self._curve = speedup.position_curve(self._acceptance, self.k, self.family.decay)
+        # Long enough for the longest draft a step may take (adaptive steps may rise above the initial k).
+        self._curve = speedup.position_curve(self._acceptance, max(self.k, *self.step_choices, 0), self.family.decay)
         # The speculation depends on the acceptance where the drafted length does (a confidence head).
         self.speculation = self._shape(self.k)
-        # What a step computes when the schedule gives it k' < k: a chain of k' (0: no drafting at all).
-        self._speculation_by_k = {self.k: self.speculation,
+        # What a step computes when the schedule gives it k' < k, or adaptive steps another k': a chain of k'
+        # (0: no drafting at all).
+        self._speculation_by_k = {**{step_k: self._shape(step_k) for step_k in self.step_choices if step_k != self.k},
+                                  self.k: self.speculation,
                                   **{step_k: self._shape(step_k) for _, _, step_k in self.schedule if step_k < self.k}}
 
     @property
     def curve(self) -> tuple[float, ...]:
-        """The per-step acceptance per position the batching model sees (no match: nothing accepted)."""
-        if not self._curve:
+        """The per-step acceptance per position the batching model sees (no match: nothing accepted), for the
+        configured k's positions."""
+        if not self._curve or not self.k:
             return ()
-        return (self._curve[0] * self.family.match_rate, *self._curve[1:])
+        return (self._curve[0] * self.family.match_rate, *self._curve[1:self.k])
 
     @property
     def speculative(self) -> bool:

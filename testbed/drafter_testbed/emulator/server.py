@@ -69,6 +69,7 @@ from drafter_testbed.emulator.openai import (
 )
 from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR
 from drafter_testbed.emulator.profiles import ProfileError, load_profile
+from drafter_testbed.emulator.sglang_adaptive import disabled_warning
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 
@@ -434,6 +435,8 @@ def build_engine(argv: list[str], env: Mapping[str, str], log: Callable[[str], N
     problems = startup_problems(config)
     if problems:  # what the real engine refuses once it reads the model config
         raise ValueError("; ".join(problems))
+    if config.speculation is not None and config.speculation.adaptive_dropped:
+        log(disabled_warning(config.speculation.adaptive_dropped))  # SGLang's warning, and it serves static steps
     settings = Settings.from_env(env)
     profile = load_profile(settings.profile_path)
     names = environment_names(env)
