@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from drafter_operator.engines import sglang
+
 #: SGLang's built-in tiers, used when ``--speculative-adaptive-config`` is not given.
 DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
@@ -35,8 +37,6 @@ DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
     "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
 }
 
-#: The algorithms whose built-in worker implements adaptive steps (after NEXTN resolves to EAGLE).
-ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
 
 
 class AdaptiveConfigRefused(ValueError):
@@ -49,29 +49,10 @@ class AdaptiveConfigRefused(ValueError):
 
 # ------------------------------------------------------------------------------------- when it is dropped
 
-def unsupported_reason(*, algorithm: str | None, eagle_topk: int | None, attention_dp_size: int,
-                       multi_layer_eagle: bool, two_batch_overlap: bool, pdmux: bool) -> str | None:
-    """Why SGLang silently drops ``--speculative-adaptive`` and serves static steps, or None when it keeps it.
-
-    ``algorithm`` as SGLang's speculative hook has resolved it by then (upper case, NEXTN read as EAGLE);
-    ``attention_dp_size`` the attention data-parallel width after the deprecated ``--dp-size N
-    --enable-dp-attention`` became ``--attn-dp-size N``. The checks run in SGLang's order and the first that
-    fails is the reason, in SGLang's words. SGLang also drops it for an out-of-tree platform's own worker,
-    which the emulator never is."""
-    if algorithm not in ADAPTIVE_ALGORITHMS:
-        return f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
-    if eagle_topk is not None and eagle_topk != 1:
-        return f"speculative_eagle_topk={eagle_topk} (only topk=1 is supported)"
-    if attention_dp_size > 1:
-        return "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
-    if multi_layer_eagle:
-        return "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
-    if two_batch_overlap:
-        return ("enable_two_batch_overlap=True is not supported "
-                "(adaptive state swap would discard the TboAttnBackend wrapper)")
-    if pdmux:
-        return "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
-    return None
+#: Why SGLang drops ``--speculative-adaptive`` (or None): the operator's reading, in SGLang's order and words, which
+#: says so in a serving's status before it is served; the emulator serves what it decides, and the contract tier
+#: holds both to SGLang's ``adaptive_unsupported_reason``.
+unsupported_reason = sglang.adaptive_unsupported_reason
 
 
 def disabled_warning(reason: str) -> str:

@@ -111,3 +111,20 @@ def test_a_plain_eagle_spec_keeps_adaptive_and_mtp_runs_as_eagle():
     assert "only topk=1" in sglang.adaptive_unsupported_reason(
         algorithm="EAGLE3", eagle_topk=4, attention_dp_size=1, multi_layer_eagle=False, two_batch_overlap=False,
         pdmux=False)
+
+
+def test_the_emulator_serves_the_rendered_command_with_the_tiers_it_carries(tmp_path):
+    from drafter_testbed.emulator.cmdline import parse_engine_command_line
+
+    path = tmp_path / "adaptive.json"
+    path.write_text(sglang.schedule_files(SCHEDULE)[sglang.ADAPTIVE_CONFIG_PATH])
+    argv = [str(path) if a == sglang.ADAPTIVE_CONFIG_PATH else a
+            for a in sglang.render_command(spec(), schedule=SCHEDULE)]
+    speculation = parse_engine_command_line(argv).speculation
+    assert speculation.adaptive_dropped is None and speculation.num_steps == 4
+    assert [(batch, rule.candidate_steps) for batch, rule in speculation.adaptive.tiers] == [
+        (1, (1, 2, 3, 4)), (7, (1, 2)), (13, (1,)), (25, (0,))]
+    # with two-batch overlap SGLang drops it, and so does the emulator, for the reason the operator gives
+    dropped = parse_engine_command_line([*argv[:3], "--enable-two-batch-overlap", *argv[3:]]).speculation
+    assert dropped.adaptive is None
+    assert dropped.adaptive_dropped == sglang.adaptive_dropped(spec(["--enable-two-batch-overlap"]))
