@@ -448,7 +448,7 @@ def test_a_queued_training_waits_in_kueue_with_its_reason_then_runs_once_the_gpu
 
     def first_trains():
         body, ready = ready_of(first)
-        return body if body["status"].get("stage") == "Train" and ready.get("reason") == "Running" else None
+        return body if (body.get("status") or {}).get("stage") == "Train" and ready.get("reason") == "Running" else None
 
     cluster.wait_for("the first training to be admitted to Train", first_trains, timeout=RUN_TIMEOUT, interval=2)
     job = cluster.get_json("-n", namespace, "job", f"{first}-train-g1")
@@ -457,7 +457,7 @@ def test_a_queued_training_waits_in_kueue_with_its_reason_then_runs_once_the_gpu
 
     def second_queued():
         body, ready = ready_of(second)
-        return ready if ready.get("reason") == "Queued" and body["status"].get("stage") == "Extract" else None
+        return ready if ready.get("reason") == "Queued" and (body.get("status") or {}).get("stage") == "Extract" else None
 
     cluster.wait_for("the second training's Extract to wait in the queue", second_queued,
                      timeout=RUN_TIMEOUT, interval=2)
