@@ -28,7 +28,7 @@ from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_testbed.emulator import outputs
+from drafter_testbed.emulator import categorize, outputs
 from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
@@ -200,15 +200,29 @@ class EmulatedEngine:
                                           speculative=self.decoder.speculative, deterministic=self.deterministic,
                                           fault=self.lossy)
 
+    def traffic_category(self, body: object) -> str | None:
+        """A request body's traffic category (emulator/categorize.py) where acceptance depends on it, else None:
+        the classifier reads the whole prompt, which requests need not pay for when nothing uses the answer."""
+        if not self.settings.category_acceptance or not isinstance(body, dict):
+            return None
+        return categorize.classify(body)
+
+    def rejection_factor(self, category: str | None) -> float:
+        """How often a request of traffic ``category`` has its draft tokens rejected, relative to the drafter's
+        mean: the profile's factor where DRAFTER_EMULATOR_CATEGORIES is on, else 1."""
+        return self.profile.rejection_factor(category) if self.settings.category_acceptance else 1.0
+
     async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool,
-                       continuation: outputs.Continuation | None = None) -> AsyncIterator[list[str]]:
+                       continuation: outputs.Continuation | None = None,
+                       category: str | None = None) -> AsyncIterator[list[str]]:
         """Yield the tokens of each engine step (prefill first) as the step loop produces them: the prompt's
         ``continuation`` (its tokens land in ``continuation.emitted``), or synthetic words without one.
+        ``category``: the request's traffic category (emulator/categorize.py), which its acceptance follows.
 
         Closing the generator before the engine finished the request counts it as aborted.
         """
         self._load_changed(+1, prompt_tokens)
-        ticket = self.scheduler.submit(prompt_tokens, max_tokens)
+        ticket = self.scheduler.submit(prompt_tokens, max_tokens, self.rejection_factor(category))
         self._streaming[ticket] = streaming
         try:
             while (emitted := await ticket.outbox.get()) is not None:

@@ -42,6 +42,8 @@ class Ticket:
     emitted: int = 0
     verify_steps: int = 0
     last_token_at: float = 0.0
+    #: How often its draft tokens are rejected relative to the drafter's mean (its traffic category's factor).
+    rejection: float = 1.0
     finished: bool = False
     cancelled: bool = False
 
@@ -81,9 +83,9 @@ class Scheduler:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def submit(self, prompt_tokens: int, max_tokens: int) -> Ticket:
+    def submit(self, prompt_tokens: int, max_tokens: int, rejection: float = 1.0) -> Ticket:
         """Queue a request for the next step; start the loop if it is idle."""
-        ticket = Ticket(prompt_tokens, max(1, max_tokens), arrival=self._clock())
+        ticket = Ticket(prompt_tokens, max(1, max_tokens), arrival=self._clock(), rejection=rejection)
         self._waiting.append(ticket)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="emulator-step-loop")
@@ -130,8 +132,8 @@ class Scheduler:
             for ticket in running:
                 if ticket.cancelled:
                     continue
-                # fewer than k, even none, for some families; less past the drafter's trained length
-                drafted, accepted = decoder.draw(k, ticket.prompt_tokens + ticket.emitted)
+                # fewer than k, even none, for some families; less past the drafter's trained length; by category
+                drafted, accepted = decoder.draw(k, ticket.prompt_tokens + ticket.emitted, ticket.rejection)
                 accepted_per_request.append(accepted)
                 emitted = min(1 + accepted, ticket.max_tokens - ticket.emitted)
                 ticket.emitted += emitted

@@ -298,12 +298,14 @@ class EmulatorApp:
         if not_ready is not None:
             return not_ready
         try:
-            req = parse_generate(await self._json_body(request), context_length=self.config.context_length)
+            body = await self._json_body(request)
+            req = parse_generate(body, context_length=self.config.context_length)
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
         builder = NativeResponseBuilder(req, draft_per_round=self._draft_per_round())
         arrival = time.monotonic()
-        steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream)
+        steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream,
+                                     category=self.engine.traffic_category(body))
         if not req.stream:
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
@@ -354,7 +356,8 @@ class EmulatorApp:
         # engine by the wall-clock benchmarks).
         continuation = self.engine.continuation(list(req.prompt_ids)) \
             if req.top_logprobs is not None or req.return_token_ids else None
-        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream, continuation=continuation)
+        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream, continuation=continuation,
+                                     category=self.engine.traffic_category(body))
 
         if not req.stream:
             tokens: list[str] = []
