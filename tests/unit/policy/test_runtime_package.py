@@ -114,8 +114,6 @@ NOT_IMPORTED_BUT_USED = {
     "drafter_operator.engines.flagtables": "a data package: the engines' generated flag tables",
     "drafter_operator.training.adapters": "scripts the trainer image runs by path (training/specforge.py, "
                                           "speculators.py: paths.adapters)",
-    "drafter_operator.engines.traffic_mix": "a traffic mix's acceptance for the k-per-band schedule, which does not "
-                                            "read a serving's traffic mix yet: drop this entry when it does",
 }
 #: Where the operator starts: its console scripts (pyproject's [project.scripts]).
 ENTRY_MODULES = ("drafter_operator.cli", "drafter_operator.kubectl_plugin.cli")
