@@ -199,7 +199,8 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--repetitions", type=int, default=1, metavar="N", help="runs of the prompt set (default 1)")
     bench.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
     bench.add_argument("--prompts-file", metavar="PATH",
-                       help="prompts, one per line or a JSON list of strings (default: the built-in set)")
+                       help="prompts, one per line or a JSON list of strings and {\"text\", \"category\"} objects "
+                            "(default: the built-in set)")
     bench.add_argument("--completions", action="store_true",
                        help="use /v1/completions with raw prompts instead of /v1/chat/completions")
     bench.add_argument("--num-speculative-tokens", type=int, metavar="K",
@@ -209,6 +210,9 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--prompt-length-buckets", type=_token_edges, metavar="1024,4096",
                        help="after the measurement, acceptance per bucket of prompt length (upper edges in prompt "
                             "tokens; a last bucket takes longer prompts), each bucket's prompts sent again one at a time")
+    bench.add_argument("--acceptance-by-category", action="store_true",
+                       help="after the measurement, acceptance, tok/s and speedup per traffic category of the tagged "
+                            "prompts, each category's prompts sent again one at a time (and to --baseline-url)")
     bench.add_argument("--equivalence-prompts", type=int, default=0, metavar="N",
                        help="with --baseline-url: compare N prompts' greedy outputs token by token with the baseline's "
                             "after the measurement (default 0: no output check)")

@@ -44,6 +44,8 @@ SERVING_LABEL = f"{API_GROUP}/serving"
 REVISION_LABEL = f"{API_GROUP}/revision"
 #: The DrafterTraining a stage Job, claim or benchmark belongs to.
 TRAINING_LABEL = f"{API_GROUP}/training"
+#: The prefix of the engine pod template's annotations that carry a file the engine reads (resources/engine.py).
+FILE_ANNOTATION_PREFIX = f"{API_GROUP}/file."
 #: The training stage a Job runs.
 STAGE_LABEL = f"{API_GROUP}/training-stage"
 #: The training's spec generation the generation engine was rendered for.

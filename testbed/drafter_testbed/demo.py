@@ -347,14 +347,20 @@ def show_load_sweep(max_tokens: int) -> dict:
 
 
 def show_family_comparison(retrained_sweep: dict, max_tokens: int) -> None:
-    """Suffix decoding and a DSpark drafter on the same target beside the retrained EAGLE-3 serving, compared in
-    one DrafterBenchmark (spec.candidates): which family to serve at 1, 8 and 32 streams."""
-    ensure_engine_nodes(len(SERVINGS) + 1 + len(sweeps.FAMILIES))
-    kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in sweeps.FAMILIES.items()]))
-    console.print(f"\nDeclared {', '.join(sweeps.FAMILIES)} on the same target: two more drafter families to compare.")
-    wait_ready(list(sweeps.FAMILIES))
+    """Suffix decoding and a DSpark drafter on the same target beside the retrained EAGLE-3 drafter, compared in
+    one DrafterBenchmark (spec.candidates): which family to serve at 1, 8 and 32 streams. Each family runs its
+    own static configuration: the swept serving now runs its load schedule, and a schedule beside static
+    families would compare a schedule with a family, so the EAGLE-3 column is a static serving of its drafter."""
+    swept = _servings()[retrained_sweep["spec"]["servingRef"]["name"]]
+    static = {key: value for key, value in swept["spec"]["drafter"].items() if key != "dynamic"}
+    families = {"kimi-vllm-eagle3": {"engine": "vllm", "drafter": static}, **sweeps.FAMILIES}
+    ensure_engine_nodes(len(SERVINGS) + 1 + len(families))
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in families.items()]))
+    console.print(f"\nDeclared {', '.join(families)} on the same target: the retrained EAGLE-3 drafter at its static "
+                  "k, and two more drafter families to compare.")
+    wait_ready(list(families))
     name = "kimi-families"
-    candidates = [retrained_sweep["spec"]["servingRef"]["name"], *sweeps.FAMILIES]
+    candidates = list(families)
     item = sweeps.run_comparison(kubectl, console, NAMESPACE, name, candidates, max_tokens)
     console.print(f"DrafterBenchmark {name}: {watch.condition(item, 'Complete').get('message')}")
     sweeps.show_comparison(kubectl, console, NAMESPACE, [name])

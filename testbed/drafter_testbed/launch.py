@@ -184,17 +184,24 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
     termination = pod_dir / f"{name}.termination-log"
     path_map = {container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH: str(termination)}
     volume_paths = volume_paths or {}
+    claims = {v["name"] for v in pod.get("spec", {}).get("volumes") or [] if "persistentVolumeClaim" in v}
+    private_map = {}  # the pod's own volumes (emptyDir, projected, configMap, ...): never a model's path
     for mount in container.get("volumeMounts") or []:
         host_dir = volume_paths.get(mount["name"], pod_dir / "volumes" / mount["name"])
         if mount.get("subPath"):
             host_dir = Path(host_dir) / mount["subPath"]
         path_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
+        if mount["name"] not in claims:
+            private_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
     argv = host_argv(container_argv(container), python)
     emulated = is_emulated(argv)
     if not emulated:
-        # The emulator reads no files: it keeps the container's paths, so the model name it serves and
-        # labels its metrics with is the one clients send (/models/Kimi-K2.5), as on a real cluster.
         argv = [remap(a, path_map) for a in argv]
+    else:
+        # The emulator keeps the model volume's paths, so the model name it serves and labels its metrics with
+        # is the one clients send (/models/Kimi-K2.5), as on a real cluster; the files it reads (SGLang's
+        # adaptive tier config) live in the pod's own volumes, which map to the pod's directory.
+        argv = [remap(a, private_map) for a in argv]
     env = {k: remap(v, path_map) for k, v in container_env(pod, container, pod_ip, lookup).items()}
     if emulated:
         env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))

@@ -30,26 +30,42 @@ from drafter_operator.api.common import (
     exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.traffic_categories import TrafficCategory
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, ApiGroupVersion
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
 
 
+PromptText = Annotated[str, StringConstraints(min_length=1, max_length=65536)]
+
+
+class CategorizedPrompt(ApiModel):
+    """One prompt and the kind of traffic it stands for."""
+
+    text: PromptText
+    """The prompt itself."""
+    category: TrafficCategory | None = None
+    """Its traffic category (spec.acceptanceByCategory measures each category's prompts on their own); unset: none."""
+
+
 class PromptsSpec(ApiModel):
-    """Where the prompts come from: exactly one of inline or configMap."""
+    """Where the prompts come from: exactly one of inline, categorized or configMap."""
 
     rules = (
         exactly_one_rule(
-            ("inline", "configMap"),
-            "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts) or spec.prompts.configMap (a ConfigMap key)",
+            ("inline", "categorized", "configMap"),
+            "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts), spec.prompts.categorized "
+            "(a list of {text, category}) or spec.prompts.configMap (a ConfigMap key)",
         ),
     )
 
-    inline: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=65536)]], Field(min_length=1, max_length=1000)] | None = None
-    """The prompts themselves."""
+    inline: Annotated[list[PromptText], Field(min_length=1, max_length=1000)] | None = None
+    """The prompts themselves, as plain strings (no category)."""
+    categorized: Annotated[list[CategorizedPrompt], Field(min_length=1, max_length=1000)] | None = None
+    """The prompts as objects carrying their traffic category, e.g. {text: "Write a function that ...", category: code}. A field of its own rather than objects mixed into inline: a CRD schema cannot type one list's items as a string or an object."""
     config_map: ConfigMapKeyReference | None = None
-    """A ConfigMap key holding the prompts (one per line, or a JSON list of strings)."""
+    """A ConfigMap key holding the prompts: one per line, or a JSON list whose items are strings or {"text": ..., "category": ...} objects."""
 
 
 class BenchmarkPlacement(ApiModel):
@@ -98,6 +114,20 @@ class DrafterBenchmarkSpec(ApiModel):
             message="spec.numPrompts exceeds the number of spec.prompts.inline prompts: add prompts or lower numPrompts",
             check=lambda s: s.prompts is None or s.prompts.inline is None or len(s.prompts.inline) >= s.num_prompts,
             field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.categorized) || size(self.prompts.categorized) >= self.numPrompts",
+            message="spec.numPrompts exceeds the number of spec.prompts.categorized prompts: add prompts or lower numPrompts",
+            check=lambda s: s.prompts is None or s.prompts.categorized is None or len(s.prompts.categorized) >= s.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.acceptanceByCategory) || !self.acceptanceByCategory || !has(self.prompts) "
+                "|| !has(self.prompts.inline)",
+            message="spec.acceptanceByCategory needs prompts that carry a category, and spec.prompts.inline are plain "
+                    "strings: give them as spec.prompts.categorized ({text, category}), or use the built-in set",
+            check=lambda s: not s.acceptance_by_category or s.prompts is None or s.prompts.inline is None,
+            field_path=".prompts.inline",
         ),
         Rule(
             cel="!has(self.concurrencyLevels) || self.concurrency == 1",
@@ -190,6 +220,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """Thresholds for a Passed / Failed verdict."""
     prompt_length_buckets: Annotated[list[Annotated[int, Field(ge=1, le=16777216)]], Field(min_length=1, max_length=8)] | None = None
     """Acceptance by prompt length: upper edges in prompt tokens, e.g. [1024, 4096, 16384] (a last bucket takes longer prompts). After the measurement each bucket's prompts are sent again one at a time, with the engine's counters read before and after, so status.result.acceptanceByPromptLength tells a drafter that loses acceptance on long contexts (one trained at a shorter length) from one that is poor everywhere. Needs the serving's /metrics (servingRef, or an endpoint whose /metrics answers)."""
+    acceptance_by_category: bool | None = None
+    """Acceptance and speedup by traffic category (code, math, chat, writing, toolCalls, longContext, nonEnglish): after the measurement each category's prompts of the set (every prompt of it that carries a category, not only the first numPrompts) are sent again one at a time, with the engine's counters read before and after and, with spec.baseline.servingRef, the same prompts on the baseline, so status.result.acceptanceByCategory says which kinds of traffic the drafter serves well. Needs categorized prompts (the built-in set has every category) and the serving's /metrics for acceptance."""
     equivalence: EquivalenceSpec | None = None
     """Also compare the outputs with spec.baseline.servingRef's at temperature 0, token by token (status.result.equivalence): a divergence where the baseline was clearly decided is a defect and fails the run's verdict, naming the prompt and the token."""
     timeout: Duration = "30m"
@@ -297,6 +329,31 @@ class LengthBucketResult(StatusModel):
     """Why there are no figures for this bucket ("<Reason>: <message>")."""
 
 
+class CategoryResult(StatusModel):
+    """Acceptance and throughput over the prompts of one traffic category."""
+
+    category: TrafficCategory
+    """The traffic category."""
+    prompts: int
+    """Prompts of the set in this category (each sent once, one at a time)."""
+    acceptance_length: float | None = None
+    """Mean acceptance length over the category's requests (tokens per verification step)."""
+    acceptance_rate: float | None = None
+    """Accepted / drafted tokens over the category's requests."""
+    per_position_acceptance: list[float] | None = None
+    """Per draft position, how often it was accepted per verification step (vLLM; position 0 first)."""
+    draft_tokens: int | None = None
+    """Tokens drafted over the category's requests."""
+    tokens_per_second: float | None = None
+    """Single-stream output throughput over the category's requests: their tokens / their wall time."""
+    baseline_tokens_per_second: float | None = None
+    """The baseline serving's single-stream throughput on the same prompts (spec.baseline.servingRef or an endpoint)."""
+    speedup: float | None = None
+    """tokensPerSecond / baselineTokensPerSecond."""
+    acceptance_unavailable: str | None = None
+    """Why there are no acceptance figures for this category ("<Reason>: <message>")."""
+
+
 class EquivalenceResult(StatusModel):
     """Served outputs against the no-speculation baseline's at temperature 0 (spec.equivalence)."""
 
@@ -367,6 +424,8 @@ class BenchmarkResult(StatusModel):
     """The break-even bracket of a load sweep with a baseline: the sweep adds levels between the last level at or above 1.0x and the first below until they are within 10% (the added levels are at the end of levels)."""
     acceptance_by_prompt_length: list[LengthBucketResult] | None = None
     """With spec.promptLengthBuckets: acceptance per bucket of prompt length, shortest first (empty buckets left out)."""
+    acceptance_by_category: list[CategoryResult] | None = None
+    """With spec.acceptanceByCategory: acceptance, throughput and speedup per traffic category of the prompt set (categories without prompts left out)."""
     equivalence: EquivalenceResult | None = None
     """With spec.equivalence: the outputs against the baseline's."""
     truncated: bool | None = None

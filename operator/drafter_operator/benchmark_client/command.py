@@ -55,6 +55,7 @@ def options_from(args: argparse.Namespace) -> Options:
                    num_speculative_tokens=args.num_speculative_tokens, timeout=args.timeout,
                    refine=getattr(args, "refine", Options.refine),
                    prompt_length_buckets=getattr(args, "prompt_length_buckets", None) or (),
+                   acceptance_by_category=getattr(args, "acceptance_by_category", False),
                    equivalence_prompts=getattr(args, "equivalence_prompts", 0),
                    equivalence_tokens=getattr(args, "equivalence_tokens", Options.equivalence_tokens),
                    equivalence_margin=getattr(args, "equivalence_margin", Options.equivalence_margin),
@@ -120,6 +121,20 @@ def _f(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def category_table(result: BenchmarkResult):
+    """Acceptance, throughput and speedup per traffic category, one row each."""
+    from rich.table import Table
+
+    table = Table(title="by traffic category (one stream)")
+    for column in ("category", "prompts", "acceptance", "mean length", "tok/s", "baseline tok/s", "speedup"):
+        table.add_column(column, justify="right")
+    for row in result.acceptance_by_category or ():
+        table.add_row(row.category, str(row.prompts), _f(row.acceptance_rate, ".1%"), _f(row.acceptance_length, ".2f"),
+                      _f(row.tokens_per_second, ".1f"), _f(row.baseline_tokens_per_second, ".1f"),
+                      _f(row.speedup, ".2f") + ("x" if row.speedup is not None else ""))
+    return table
+
+
 def print_table(result: BenchmarkResult) -> None:
     """The seed's table: one row per prompt of the first level, totals, baseline, speedup, acceptance."""
     from rich.console import Console
@@ -174,6 +189,8 @@ def print_table(result: BenchmarkResult) -> None:
         console.print(f"prompts of {span} tokens ({bucket.prompts}): acceptance {_f(bucket.acceptance_rate, '.1%')}, "
                       f"mean length {_f(bucket.acceptance_length, '.2f')}"
                       + (f" ({bucket.acceptance_unavailable})" if bucket.acceptance_unavailable else ""))
+    if result.acceptance_by_category:
+        console.print(category_table(result))
     outputs = result.equivalence
     if outputs is not None:
         console.print(f"outputs: {outputs.identical} of {outputs.prompts} prompts identical to the baseline, "

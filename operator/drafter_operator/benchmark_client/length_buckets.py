@@ -4,8 +4,8 @@ A drafter trained at one maximum length accepts less once the context grows past
 run's single acceptance figure averages that away. With bucket edges (``--prompt-length-buckets 1024,4096``)
 the prompts of the set are grouped by their length as the engine counted it in the measured run
 (``usage.prompt_tokens``), and after the measurement each bucket's prompts are sent again, one at a time, with
-the target pods' counters scraped before and after the bucket: the delta is the bucket's acceptance. One at a
-time, so nothing else drafts in between (when nothing else sends traffic to those pods, as for the run itself).
+the target pods' counters scraped before and after the bucket: the delta is the bucket's acceptance
+(``subset.py``, the step acceptance by traffic category shares).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 import aiohttp
 
 from drafter_operator.api.benchmark import LengthBucketResult
-from drafter_operator.benchmark_client import scrape
+from drafter_operator.benchmark_client import scrape, subset
 from drafter_operator.benchmark_client.result import clip_reason
-from drafter_operator.benchmark_client.stream import Endpoint, stream_one
+from drafter_operator.benchmark_client.stream import Endpoint
 from drafter_operator.engines.metrics import AcceptanceWindow
 
 
@@ -57,16 +57,8 @@ async def measure(session: aiohttp.ClientSession, target: Endpoint, prompts: Seq
                   prompt_tokens: Mapping[int, int], edges: Sequence[int],
                   counters: scrape.AcceptanceCounters) -> list[LengthBucketResult]:
     """Each non-empty bucket's acceptance over its prompts, sent again one at a time."""
-    metrics_urls, engine, num_speculative_tokens = counters.metrics_urls, counters.engine, \
-        counters.num_speculative_tokens
     results = []
     for low, high, members in assign(prompt_tokens, edges):
-        before = await scrape.scrape_all(session, metrics_urls, engine, target.model)
-        for index in members:
-            await stream_one(session, target, prompts[index], index)
-        after = await scrape.scrape_all(session, metrics_urls, engine, target.model)
-        window, unavailable = scrape.acceptance_between(before, after, num_speculative_tokens)
-        if window is None and unavailable is None:
-            unavailable = "NotSpeculative: the engine does not speculate"
-        results.append(bucket_result(low, high, members, prompt_tokens, window, unavailable))
+        measured = await subset.measure(session, target, prompts, members, counters)
+        results.append(bucket_result(low, high, members, prompt_tokens, measured.window, measured.unavailable))
     return results

@@ -215,7 +215,8 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
     first five (defects come first); each level's detail (only
     concurrency, tok/s, baseline and speedup stay: the sweep's shape); the levels altogether
     (``crossoverConcurrency`` and the ``crossover`` bracket still answer the sweep's question); the per-position rates and the
-    length of ``acceptanceUnavailable``; every divergence but the first. Anything dropped sets ``truncated``.
+    length of ``acceptanceUnavailable``; every divergence but the first; the buckets' and then the categories'
+    reasons, and the categories' per-position rates. Anything dropped sets ``truncated``.
     """
     message = _compact(result)
     if len(message.encode()) <= limit:
@@ -235,6 +236,9 @@ def termination_message(result: BenchmarkResult, limit: int = TERMINATION_MESSAG
         lambda r: r.model_copy(update={"acceptance_by_prompt_length": [
             b.model_copy(update={"acceptance_unavailable": None}) for b in r.acceptance_by_prompt_length]}
             if r.acceptance_by_prompt_length else {}),
+        lambda r: r.model_copy(update={"acceptance_by_category": [
+            c.model_copy(update={"per_position_acceptance": None, "acceptance_unavailable": None})
+            for c in r.acceptance_by_category]} if r.acceptance_by_category else {}),
     ]
     for step in steps:
         slim = step(slim)

@@ -18,9 +18,10 @@ Acceptance comes from the target pods' counters scraped after the warm-up and af
 so it covers exactly the measured requests (when nothing else sends traffic to those pods).
 
 With ``prompt_length_buckets``, acceptance by prompt length (``length_buckets.py``) is measured next, bucket by
-bucket with scrapes of its own; with ``equivalence_prompts``, the output check (``equivalence.py``) runs last.
-Both come after the run's last scrape: their requests neither overlap a measured wave nor count in the run's
-acceptance window.
+bucket with scrapes of its own; with ``acceptance_by_category``, acceptance and speedup by traffic category
+(``categories.py``) category by category; with ``equivalence_prompts``, the output check (``equivalence.py``)
+runs last. All come after the run's last scrape: their requests neither overlap a measured wave nor count in
+the run's acceptance window.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.engines import DEFAULT_ENGINE, crossover
-from drafter_operator.benchmark_client import equivalence, length_buckets
+from drafter_operator.benchmark_client import categories, equivalence, length_buckets
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client import scrape
 from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
@@ -74,6 +75,8 @@ class Options:
     refine: int = 8
     #: Upper edges of the prompt-length buckets acceptance is measured in (``length_buckets.py``); empty: none.
     prompt_length_buckets: tuple[int, ...] = ()
+    #: Measure acceptance and speedup per traffic category of the tagged prompts (``categories.py``).
+    acceptance_by_category: bool = False
     #: Prompts of the output check against the baseline (``equivalence.py``); 0: no check.
     equivalence_prompts: int = 0
     equivalence_tokens: int = 128
@@ -81,7 +84,8 @@ class Options:
     equivalence_margin: float = 1.0
     #: Both sides run the engines' deterministic modes: every divergence is a defect.
     deterministic: bool = False
-    prompts: tuple[str, ...] = field(default=(), repr=False)  # for callers with prompts in hand (tests)
+    #: For callers with prompts in hand (tests): texts, or Prompts carrying a category.
+    prompts: tuple[str | prompt_sets.Prompt, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.baseline_url and self.baseline_tps is not None:
@@ -104,6 +108,24 @@ class Options:
             raise BenchError(f"--equivalence-margin must be a number >= 0, not {self.equivalence_margin}")
         if self.timeout <= 0:
             raise BenchError("--timeout must be positive")
+
+
+def prompt_set(options: Options) -> list[prompt_sets.Prompt]:
+    """The prompts of the run, each with its category (None: untagged)."""
+    if options.prompts:
+        return [p if isinstance(p, prompt_sets.Prompt) else prompt_sets.Prompt(p) for p in options.prompts]
+    return prompt_sets.load_set(options.prompts_file)
+
+
+def category_members(options: Options, tagged: list[prompt_sets.Prompt]) -> tuple[list[str], dict[str, list[int]]]:
+    """What the measurement by category sends: its prompts' texts and each category's indices among them.
+    Raises :class:`BenchError` before anything is sent when no prompt carries a category."""
+    pool = tagged if options.prompts else prompt_sets.category_set(tagged, options.prompts_file)
+    members = prompt_sets.by_category(pool)
+    if not members:
+        raise BenchError("--acceptance-by-category needs prompts tagged with a traffic category: use the built-in "
+                         "set, or a JSON list of {\"text\": ..., \"category\": ...} objects in --prompts-file")
+    return list(prompt_sets.texts(pool)), members
 
 
 def level_schedule(num_prompts: int, repetitions: int, concurrency: int) -> list[list[int]]:
@@ -157,8 +179,10 @@ async def run_level(session: aiohttp.ClientSession, target: Endpoint, baseline: 
 async def run(options: Options, progress: Progress | None = None) -> BenchmarkResult:
     """Run the benchmark ``options`` describe; raises :class:`BenchError` when a request fails.
     ``progress`` is told after each wave of the target (and its baseline wave)."""
-    prompt_set = list(options.prompts) or prompt_sets.load(options.prompts_file)
-    prompts = prompt_sets.select(prompt_set, options.num_prompts)
+    tagged = prompt_set(options)
+    prompt_texts = list(prompt_sets.texts(tagged))
+    prompts = prompt_sets.select(prompt_texts, options.num_prompts)
+    by_category_work = category_members(options, tagged) if options.acceptance_by_category else None
     base_url = options.url.rstrip("/")
     metrics_urls = options.metrics_urls or (base_url,)
     # One session for the streams and the few one-off requests (model id, /metrics): stream.py says why aiohttp.
@@ -195,14 +219,21 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
             by_length = await length_buckets.measure(
                 session, target, prompts, counted, options.prompt_length_buckets,
                 scrape.AcceptanceCounters(metrics_urls, options.engine, options.num_speculative_tokens))
+        by_category = None
+        if by_category_work is not None:
+            category_prompts, members = by_category_work
+            by_category = await categories.measure(
+                session, target, category_prompts, members,
+                scrape.AcceptanceCounters(metrics_urls, options.engine, options.num_speculative_tokens), baseline)
         outputs = None
         if options.equivalence_prompts and baseline is not None:
             outputs = await equivalence.check(session, equivalence.Sides(target, baseline),
-                                              prompt_sets.select(prompt_set, options.equivalence_prompts),
+                                              prompt_sets.select(prompt_texts, options.equivalence_prompts),
                                               options.equivalence_tokens, options.equivalence_margin,
                                               options.deterministic)
     window, unavailable = scrape.acceptance_between(before, after, options.num_speculative_tokens)
     result = benchmark_result(levels, window, unavailable)
     result.acceptance_by_prompt_length = by_length or None
+    result.acceptance_by_category = by_category or None
     result.equivalence = outputs
     return result

@@ -1,4 +1,4 @@
-"""Load-aware speculation for vLLM: a batch-size schedule of k from a measured load sweep (pure).
+"""Load-aware speculation: a batch-size schedule of k from a measured load sweep, and vLLM's reading of one (pure).
 
 vLLM 0.33.0's ``--speculative-config`` takes ``num_speculative_tokens_per_batch_size``: a list of
 ``(range_start, range_end, num_speculative_tokens)`` with inclusive batch-size ranges. Its validator
@@ -12,7 +12,9 @@ is where the speedup between the last measured level at or above 1.0x and the fi
 those two levels are within 10% of each other, so the break-even is measured rather than taken to
 be the first level below 1.0x: a 1, 8, 32 sweep alone would keep k up to 31 streams where
 speculation already costs a third of the throughput. Without a level at or above 1.0x below the
-first one under it, speculation is off from that level. SGLang 0.5.23 has no per-batch-size control.
+first one under it, speculation is off from that level. This is the on/off schedule, used when the sweep has
+no acceptance to predict each k from (engines/k_bands.py); SGLang runs either as its adaptive speculation
+(engines/sglang.py, section 6).
 """
 
 from __future__ import annotations

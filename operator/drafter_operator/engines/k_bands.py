@@ -317,11 +317,13 @@ def levels_of(result: dict, k: int) -> list[Level]:
             if level.get("concurrency") and level.get("tokensPerSecond") and level.get("baselineTokensPerSecond")]
 
 
-def bands_from_result(result: dict, k: int, mode: str, max_batch_size: int) -> list[Band] | None:
+def bands_from_result(result: dict, k: int, mode: str, max_batch_size: int,
+                      acceptance: Sequence[float] | None = None) -> list[Band] | None:
     """k per load band from a benchmark's load sweep at ``k``; None when the sweep lacks what the prediction
-    needs (throughputs with a baseline at some level, and acceptance)."""
+    needs (throughputs with a baseline at some level, and acceptance). ``acceptance``: per position, instead of
+    the result's overall (a traffic mix's, engines/traffic_mix.py)."""
     levels = levels_of(result, k)
-    acceptance = acceptance_of(result, k)
+    acceptance = acceptance if acceptance is not None else acceptance_of(result, k)
     if not levels or acceptance is None:
         return None
     return choose_bands(step_model(levels, acceptance[:k], mode), max_batch_size)

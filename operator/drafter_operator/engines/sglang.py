@@ -8,6 +8,7 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -34,8 +35,9 @@ DEFAULT_IMAGE = f"lmsysorg/sglang:v{VERSION}"
 # 0. Capabilities: what the operator asks of an engine instead of testing its name
 # --------------------------------------------------------------------------------------------------
 
-#: SGLang 0.5.23 has no per-batch-size control of the draft length: the CRD refuses spec.drafter.dynamic.
-SUPPORTS_DYNAMIC_SCHEDULE = False
+#: spec.drafter.dynamic renders SGLang 0.5.23's adaptive speculation (--speculative-adaptive with a tier config:
+#: the draft steps per batch-size tier, 0 drafting nothing; srt/speculative/adaptive_spec_params.py), section 6.
+SUPPORTS_DYNAMIC_SCHEDULE = True
 #: The speculative methods of the API SGLang 0.5.23 has no algorithm for (refused by the CRD): no suffix decoding
 #: and no GPU n-gram proposer (see SPECULATIVE_ALGORITHMS, section 4).
 REFUSED_METHODS: tuple[str, ...] = ("suffix", "ngramGpu")
@@ -260,6 +262,10 @@ def spec_problems(spec) -> list[str]:
         # SGLang only auto-chooses steps, topk and draft tokens together (it asserts the other two are unset).
         problems.append("spec.drafter.numSteps is required on sglang when eagleTopk or numDraftTokens is set "
                         "(SGLang chooses all three itself only when none is given): set numSteps, or remove the others")
+    if getattr(drafter, "dynamic", None) == "fromBenchmark" and (dropped := adaptive_dropped(spec)):
+        problems.append(f"spec.drafter.dynamic: SGLang 0.5.23 would drop --speculative-adaptive and serve static steps "
+                        f"({dropped}): remove what spec.target.extraArgs or spec.drafter sets for it, or remove "
+                        "spec.drafter.dynamic")
     return problems
 
 
@@ -271,7 +277,7 @@ def draft_tokens_per_step(drafter) -> int | None:
     return drafter.num_steps if drafter.method != "none" else None
 
 
-def speculative_flags(drafter) -> list[str]:
+def speculative_flags(drafter, schedule=None) -> list[str]:
     if drafter.method == "none":
         return []
     flags_ = ["--speculative-algorithm", SPECULATIVE_ALGORITHMS[drafter.method]]
@@ -280,19 +286,27 @@ def speculative_flags(drafter) -> list[str]:
     if drafter.method in BLOCK_SIZE_FLAGS and drafter.num_speculative_tokens is not None:
         flag, anchor = BLOCK_SIZE_FLAGS[drafter.method]
         flags_ += [flag, str(drafter.num_speculative_tokens + anchor)]
-    for flag, value in (("--speculative-num-steps", drafter.num_steps),
+    steps, draft_tokens = drafter.num_steps, drafter.num_draft_tokens
+    if schedule:
+        # SGLang starts from --speculative-num-steps, which must be one of the tiers' candidates, and sets the
+        # draft tokens to steps + 1 itself (speculative_hook._init_adaptive_speculative_params).
+        steps, draft_tokens = adaptive_start_steps(schedule), None
+        flags_ += ["--speculative-adaptive", "--speculative-adaptive-config", ADAPTIVE_CONFIG_PATH]
+    for flag, value in (("--speculative-num-steps", steps),
                         ("--speculative-eagle-topk", drafter.eagle_topk),
-                        ("--speculative-num-draft-tokens", drafter.num_draft_tokens)):
+                        ("--speculative-num-draft-tokens", draft_tokens)):
         if value is not None:
             flags_ += [flag, str(value)]
     return flags_
 
 
-def render_command(spec) -> list[str]:
+def render_command(spec, schedule=None) -> list[str]:
     """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on.
 
     extraArgs come first, before every flag the operator owns: they are checked against the owned
-    destinations, and argparse's last-one-wins rule protects the owned values too.
+    destinations, and argparse's last-one-wins rule protects the owned values too. ``schedule``
+    (spec.drafter.dynamic: ``[(start, end, k), ...]``) turns on adaptive speculation with the tiers in
+    :data:`ADAPTIVE_CONFIG_PATH` (:func:`schedule_files`).
     """
     target = spec.target
     argv = ["python3", "-m", "sglang.launch_server", *(target.extra_args or []),
@@ -311,7 +325,7 @@ def render_command(spec) -> list[str]:
     if target.reasoning_parser:
         argv += ["--reasoning-parser", target.reasoning_parser]
     argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
-    return argv + speculative_flags(spec.drafter)
+    return argv + speculative_flags(spec.drafter, schedule)
 
 
 def deterministic(spec) -> bool:
@@ -349,3 +363,75 @@ def launch_facts(value: Callable[[str], Any], tensor_parallel: int) -> LaunchFac
         # SGLang's counterpart (--enable-memory-saver with /release_memory_occupation) is not modelled: no row
         # needs it.
         sleep_mode=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. Adaptive speculation: spec.drafter.dynamic's schedule as SGLang's batch-size tiers
+# --------------------------------------------------------------------------------------------------
+
+#: Where the engine pod finds the tier config (a file the pod's template carries: resources/engine.py).
+ADAPTIVE_CONFIG_PATH = "/etc/drafter/speculation/adaptive.json"
+#: The algorithms whose built-in worker adapts its steps (NEXTN, the API's mtp, runs as EAGLE by then).
+ADAPTIVE_METHODS: tuple[str, ...] = tuple(m for m, algorithm in SPECULATIVE_ALGORITHMS.items()
+                                          if algorithm in ("EAGLE", "EAGLE3", "NEXTN"))
+
+
+def adaptive_config(schedule) -> dict:
+    """SGLang's adaptive tier config for ``[(start, end, k), ...]``: a tier per range, keyed by its first batch
+    size (SGLang routes a batch to the largest key not above it), whose candidate steps are 1 to k, or 0 where
+    nothing is drafted. The controller keeps moving within them by the acceptance it sees (down when drafts
+    stop being accepted), never above the k the sweep found to pay at that load."""
+    tiers = {}
+    for start, _end, k in sorted(tuple(entry) for entry in schedule):
+        tiers[str(int(start))] = {"candidate_steps": list(range(1, int(k) + 1)) if k > 0 else [0]}
+    return tiers
+
+
+def adaptive_start_steps(schedule) -> int:
+    """The steps SGLang starts from: the largest candidate (the lowest load's k), so that --speculative-num-steps
+    is one of the candidates as SGLang requires."""
+    return max(int(k) for _, _, k in schedule)
+
+
+def schedule_files(schedule) -> dict[str, str]:
+    """The files the engine pod needs to run ``schedule``: the tier config, as SGLang reads it (JSON)."""
+    return {ADAPTIVE_CONFIG_PATH: json.dumps(adaptive_config(schedule), sort_keys=True)} if schedule else {}
+
+
+def adaptive_unsupported_reason(*, algorithm: str | None, eagle_topk: int | None, attention_dp_size: int,
+                                multi_layer_eagle: bool, two_batch_overlap: bool, pdmux: bool) -> str | None:
+    """Why SGLang 0.5.23 silently drops ``--speculative-adaptive`` and serves static steps, or None when it keeps
+    it (speculative/adaptive_spec_params.adaptive_unsupported_reason, in its order and words; the contract tier
+    holds this function to it). ``algorithm`` as resolved (NEXTN read as EAGLE); ``attention_dp_size`` the
+    attention data-parallel width. SGLang also drops it for an out-of-tree platform's worker, never ours."""
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        return f"speculative_algorithm={algorithm} (only EAGLE/EAGLE3 are supported)"
+    if eagle_topk is not None and eagle_topk != 1:
+        return f"speculative_eagle_topk={eagle_topk} (only topk=1 is supported)"
+    if attention_dp_size > 1:
+        return "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
+    if multi_layer_eagle:
+        return "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
+    if two_batch_overlap:
+        return ("enable_two_batch_overlap=True is not supported "
+                "(adaptive state swap would discard the TboAttnBackend wrapper)")
+    if pdmux:
+        return "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
+    return None
+
+
+def adaptive_dropped(spec) -> str | None:
+    """Why SGLang would drop the adaptive speculation spec.drafter.dynamic asks for, from the spec and its
+    extraArgs (None when it runs it)."""
+    try:
+        parsed = parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True)
+    except CommandLineRejected:
+        parsed = {}
+    algorithm = SPECULATIVE_ALGORITHMS.get(spec.drafter.method)
+    attention_dp = int(parsed.get("attn_dp_size") or 1)
+    if parsed.get("enable_dp_attention"):  # deprecated --dp-size N --enable-dp-attention: attention DP of N
+        attention_dp = max(attention_dp, int(parsed.get("dp_size") or 1))
+    return adaptive_unsupported_reason(
+        algorithm="EAGLE" if algorithm == "NEXTN" else algorithm, eagle_topk=spec.drafter.eagle_topk,
+        attention_dp_size=attention_dp, multi_layer_eagle=bool(parsed.get("enable_multi_layer_eagle")),
+        two_batch_overlap=bool(parsed.get("enable_two_batch_overlap")), pdmux=bool(parsed.get("enable_pdmux")))

@@ -369,6 +369,11 @@ def spec_problems(spec) -> list[str]:
     ]
 
 
+def schedule_files(schedule) -> dict[str, str]:
+    """Files the engine pod needs to run ``schedule``: none, the schedule rides in --speculative-config."""
+    return {}
+
+
 def render_command(spec, schedule=None) -> list[str]:
     """`vllm serve` argv for a DrafterServingSpec (``schedule``: see :func:`speculative_config`).
 

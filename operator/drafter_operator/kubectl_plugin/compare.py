@@ -26,6 +26,8 @@ class Candidate:
     method: str
     speedups: dict[int, float]
     break_even: float | None = None  # the sweep's interpolated crossover, in streams
+    revision: str | None = None  # the serving revision the benchmark measured
+    schedule: str = "?"  # how that revision drafts by load: "static", or its schedule (measured_schedule)
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ def candidate(benchmark: dict, serving: dict | None) -> Candidate:
         raise PluginError(f"drafterbenchmark/{name} has no speedup per level: give it spec.concurrencyLevels and a "
                           "spec.baseline, then run it again")
     serving_name = ((benchmark.get("spec") or {}).get("servingRef") or {}).get("name") or "(endpoint)"
-    return Candidate(name, serving_name, measured_method(status.get("revision"), serving), speedups,
-                     (result.get("crossover") or {}).get("estimate"))
+    revision = status.get("revision")
+    return Candidate(name, serving_name, measured_method(revision, serving), speedups,
+                     (result.get("crossover") or {}).get("estimate"), revision, measured_schedule(revision, serving))
 
 
 def runs_of(benchmark: dict) -> list[str]:
@@ -97,14 +100,28 @@ def compare(candidates: list[Candidate]) -> Comparison:
     return Comparison(candidates, levels, picks, labels)
 
 
+def measured_schedule(revision: str | None, serving: dict | None) -> str:
+    """How the measured revision drafts by load: its load schedule when it is the serving's scheduled revision
+    (spec.drafter.dynamic: "k 4/3/2/1/0 by load", "k 5/0 by load"), else "static"; "?" without the serving. A
+    scheduled revision swept beside static ones compares a schedule with a family: the table says so."""
+    if serving is None or revision is None:
+        return "?"
+    schedule = (serving.get("status") or {}).get("speculationSchedule") or {}
+    if schedule.get("scheduledRevision") != revision or not schedule.get("ranges"):
+        return "static"
+    return "k " + "/".join(str(r["numSpeculativeTokens"]) for r in schedule["ranges"]) + " by load"
+
+
 def rows(comparison: Comparison) -> list[list[str]]:
     """The table: a header, per level each candidate's speedup ("-" where it did not measure it) and the pick,
-    then each sweep's break-even in streams ("-" where its levels did not bracket one)."""
+    then each sweep's break-even in streams ("-" where its levels did not bracket one), and the revision each
+    column measured with how it drafts by load."""
     header = ["STREAMS", *(f"{comparison.labels[c.benchmark]} ({c.method})" for c in comparison.candidates), "PICK"]
     body = [[str(level), *(f"{c.speedups[level]:.2f}x" if level in c.speedups else "-" for c in comparison.candidates),
              comparison.picks[level]] for level in comparison.levels]
     footer = ["break-even", *(f"{c.break_even:g}" if c.break_even is not None else "-" for c in comparison.candidates), ""]
-    return [header, *body, footer]
+    measured = ["revision", *(f"{c.revision or '-'} ({c.schedule})" for c in comparison.candidates), ""]
+    return [header, *body, footer, measured]
 
 
 def render(comparison: Comparison) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from drafter_operator import engines
 from drafter_operator.api import DrafterServing, DrafterServingSpec, parse_duration
 from drafter_operator.constants import (
+    FILE_ANNOTATION_PREFIX,
     BLOCK_METHODS,
     CHECKED_METHODS,
     METHODS_IN_TARGET,
@@ -151,10 +154,44 @@ class EngineHttp:
         return cls(engine.DEFAULT_PORT, engine.HEALTH_PATH, engine.READINESS_PATH)
 
 
+#: A file the engine reads rides in a pod template annotation (FILE_ANNOTATION_PREFIX + its name) and is projected
+#: into the pod by the downward API: no object of its own to create, adopt or collect, and it changes exactly when
+#: the revision does.
+FILES_VOLUME = "engine-files"
+
+
+@dataclass(frozen=True)
+class EnginePod:
+    """A revision's engine pod spec and the files its template carries for it (path -> content)."""
+
+    spec: dict
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+def file_annotations(files: Mapping[str, str]) -> dict[str, str]:
+    """The pod template annotations that carry ``files`` (path -> content)."""
+    return {FILE_ANNOTATION_PREFIX + posixpath.basename(path): content for path, content in files.items()}
+
+
+def files_volume(files: Mapping[str, str]) -> tuple[dict, dict] | None:
+    """The volume and mount that project ``files`` (all in one directory) from the template's annotations."""
+    if not files:
+        return None
+    directories = {posixpath.dirname(path) for path in files}
+    if len(directories) != 1:
+        raise ValueError(f"engine files must share one directory, got {sorted(directories)}")
+    items = [{"path": posixpath.basename(path), "fieldRef": {
+        "fieldPath": f"metadata.annotations['{FILE_ANNOTATION_PREFIX}{posixpath.basename(path)}']"}}
+             for path in sorted(files)]
+    return ({"name": FILES_VOLUME, "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
+            {"name": FILES_VOLUME, "mountPath": directories.pop(), "readOnly": True})
+
+
 def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: EngineHttp,
-                    preflight_image: str) -> dict:
+                    preflight_image: str, files: Mapping[str, str] | None = None) -> dict:
     """The engine pod of a revision, its engine answering at ``http``. ``preflight_image``: the operator's
-    image, for the drafter preflight init container (`preflight_container`)."""
+    image, for the drafter preflight init container (`preflight_container`). ``files``: files the engine
+    reads (path -> content; the template carries them: :func:`file_annotations`)."""
     port, health_path, readiness_path = http.port, http.health_path, http.readiness_path
     spec = serving.spec
     placement = spec.placement
@@ -176,6 +213,9 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
     if spec.storage and spec.storage.cache_claim:
         volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": spec.storage.cache_claim}})
         mounts.append({"name": CACHE_VOLUME, "mountPath": spec.storage.cache_path})
+    if (projected := files_volume(files or {})) is not None:
+        volumes.append(projected[0])
+        mounts.append(projected[1])
     gpus = str(spec.resources.gpus_per_replica)
     container = {
         "name": ENGINE_CONTAINER,
@@ -214,9 +254,13 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
 
 
 def engine_deployment(serving: DrafterServing, revision: str, replicas: int, pod_spec: dict,
-                      annotations: dict[str, str] | None = None) -> dict:
+                      annotations: dict[str, str] | None = None, files: Mapping[str, str] | None = None) -> dict:
+    """A revision's Deployment; ``files``: those its pod spec projects (:func:`engine_pod_spec`)."""
     name, namespace = serving.name, serving.namespace
     labels = revision_labels(name, revision)
+    template = pod_policy.template_metadata(labels, serving.spec.pod)
+    if files:
+        template["annotations"] = {**template.get("annotations", {}), **file_annotations(files)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -230,7 +274,7 @@ def engine_deployment(serving: DrafterServing, revision: str, replicas: int, pod
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "revisionHistoryLimit": 1,
             "progressDeadlineSeconds": int(startup_limit_seconds(serving.spec)) + 300,
-            "template": {"metadata": pod_policy.template_metadata(labels, serving.spec.pod), "spec": pod_spec},
+            "template": {"metadata": template, "spec": pod_spec},
         },
     }
 

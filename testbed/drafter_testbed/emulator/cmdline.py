@@ -30,7 +30,7 @@ from typing import Any
 
 from drafter_operator.constants import Engine
 from drafter_operator.engines import command_line, dynamic, flags
-from drafter_testbed.emulator import families
+from drafter_testbed.emulator import families, sglang_adaptive
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SGLANG_LAUNCH_MODULE = "sglang.launch_server"
@@ -54,7 +54,7 @@ MODELLED_DESTINATIONS = {
                          "served_model_name", "speculative_algorithm", "speculative_draft_model_path",
                          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
                          "speculative_ngram_max_bfs_breadth", "speculative_dflash_block_size",
-                         "speculative_dspark_block_size"}),
+                         "speculative_dspark_block_size", "speculative_adaptive", "speculative_adaptive_config"}),
 }
 
 
@@ -78,6 +78,11 @@ class SpeculationConfig:
     #: vLLM's ``num_speculative_tokens_per_batch_size`` as its scheduler normalises it (engines/dynamic.py):
     #: the k each step drafts depends on how many requests the step schedules. Empty: k every step.
     schedule: tuple[tuple[int, int, int], ...] = ()
+    #: SGLang's adaptive speculation in force (``--speculative-adaptive`` kept): the tiers that pick each decode
+    #: step's steps (emulator/sglang_adaptive.py). None: every step drafts ``num_speculative_tokens``.
+    adaptive: sglang_adaptive.AdaptiveConfig | None = None
+    #: Why SGLang dropped a ``--speculative-adaptive`` it was given and serves static steps; None otherwise.
+    adaptive_dropped: str | None = None
 
     @property
     def drafter_key(self) -> str:
@@ -287,6 +292,38 @@ def _sglang_algorithm(name: str | None) -> str | None:
     raise EngineRefused(f"Unknown speculative algorithm name: {name}", status=1)
 
 
+def _sglang_adaptive_dropped(algorithm: str, values: dict[str, Any]) -> str | None:
+    """Why SGLang would drop ``--speculative-adaptive`` for these flags (sglang_adaptive.unsupported_reason), read
+    as its speculative hook reads them: the algorithm upper-cased with its alias resolved, and the deprecated
+    ``--dp-size N --enable-dp-attention`` as ``--attn-dp-size N`` (parallel_hook.handle_deprecated_dp_attention)."""
+    aliases = flags.table("sglang").extras["speculative_algorithms"]["aliases"]
+    attention_dp = values.get("attn_dp_size") or 1
+    if values.get("enable_dp_attention") and attention_dp == 1:
+        attention_dp = values.get("dp_size") or 1
+    return sglang_adaptive.unsupported_reason(
+        algorithm=aliases.get(algorithm, algorithm), eagle_topk=values.get("speculative_eagle_topk"),
+        attention_dp_size=attention_dp, multi_layer_eagle=bool(values.get("enable_multi_layer_eagle")),
+        two_batch_overlap=bool(values.get("enable_two_batch_overlap")), pdmux=bool(values.get("enable_pdmux")))
+
+
+def _sglang_adaptive_speculation(algorithm: str, values: dict[str, Any], given: dict[str, Any]) -> SpeculationConfig:
+    """EAGLE or EAGLE-3 under adaptive speculation, resolved as SGLang's ``_init_adaptive_speculative_params``
+    does: the config read at start-up (refused as SGLang refuses it), topk 1, the steps given or the middle of
+    every tier's candidates (refused when no tier offers them) and one more draft token than steps."""
+    try:
+        config = sglang_adaptive.read_config(values.get("speculative_adaptive_config"))
+    except sglang_adaptive.AdaptiveConfigRefused as exc:
+        raise EngineRefused(f"{exc.kind}: {exc}", status=1) from None
+    steps = values.get("speculative_num_steps")
+    steps = config.default_steps if steps is None else steps
+    refusal = sglang_adaptive.steps_refusal(steps, config)
+    if refusal is not None:
+        raise EngineRefused(f"ValueError: {refusal}", status=1)
+    return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
+                             num_speculative_tokens=steps, eagle_topk=1, num_draft_tokens=steps + 1,
+                             num_steps=steps, options=given, adaptive=config)
+
+
 def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
     algorithm = _sglang_algorithm(values.get("speculative_algorithm"))
     if algorithm is None:
@@ -295,11 +332,15 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
     topk = values.get("speculative_eagle_topk")
     draft_tokens = values.get("speculative_num_draft_tokens")
     given = {key: value for key, value in values.items() if key.startswith("speculative_") and value is not None}
+    dropped = _sglang_adaptive_dropped(algorithm, values) if values.get("speculative_adaptive") else None
+    if values.get("speculative_adaptive") and dropped is None:
+        return _sglang_adaptive_speculation(algorithm, values, given)
     block = families.sglang_block_shape(algorithm, values)
     if block is not None:
         return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
                                  num_speculative_tokens=block.k, eagle_topk=block.topk,
-                                 num_draft_tokens=block.draft_tokens, num_steps=block.steps, options=given)
+                                 num_draft_tokens=block.draft_tokens, num_steps=block.steps, options=given,
+                                 adaptive_dropped=dropped)
     if algorithm == "NGRAM":
         topk = values.get("speculative_ngram_max_bfs_breadth")  # always replaced (_handle_ngram)
         draft_tokens = draft_tokens if draft_tokens is not None else SGLANG_NGRAM_DRAFT_TOKENS
@@ -319,7 +360,7 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
         depth = max(steps, 1)
     return SpeculationConfig(method=algorithm, draft_model=values.get("speculative_draft_model_path"),
                              num_speculative_tokens=depth, eagle_topk=topk, num_draft_tokens=draft_tokens,
-                             num_steps=steps, options=given)
+                             num_steps=steps, options=given, adaptive_dropped=dropped)
 
 
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:

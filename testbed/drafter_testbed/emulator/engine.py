@@ -28,11 +28,12 @@ from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_testbed.emulator import outputs
+from drafter_testbed.emulator import categorize, outputs
 from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
 from drafter_testbed.emulator.scheduler import Scheduler, Ticket
+from drafter_testbed.emulator.sglang_adaptive import AdaptiveSteps
 
 VOCABULARY = (
     "the model drafts tokens and the target verifies them in one forward pass while the scheduler "
@@ -134,19 +135,24 @@ class EmulatedEngine:
         if self.schedule_dropped:
             schedule = ()  # vLLM warns once and serves the static k
         family = Family(shape.decay, shape.match_rate, shape.confidence_recall if capped else 0.0)
+        adaptive = spec.adaptive if spec else None
+        #: SGLang's adaptive speculation (emulator/sglang_adaptive.py): each decode step's steps by batch tier.
+        self.adaptive = None if adaptive is None else AdaptiveSteps(adaptive, config.k)
         self.decoder = Decoder(config.k, acceptance, target_step_ms=profile.target_step_ms,
                                draft_cost=profile.draft_cost if shape.draft_cost is None else shape.draft_cost,
                                rng=self.rng, costs=profile.costs, schedule=schedule,
                                method=spec.method if spec else "", family=family,
                                trained_length=settings.trained_length,
-                               long_context=settings.long_context_acceptance, **_tree_shape(spec))
+                               long_context=settings.long_context_acceptance,
+                               step_choices=adaptive.candidate_steps if adaptive else (), **_tree_shape(spec))
         self.exporter: Exporter
         if config.engine == "vllm":
             self.exporter = VllmExporter(config.model_name, config.k)
         else:
             self.exporter = SglangExporter(config.model_name, spec.num_steps or 0 if spec else 0,
                                            spec.num_draft_tokens if spec and spec.num_draft_tokens else 0,
-                                           capped=capped and spec.method == "DSPARK")
+                                           capped=capped and spec.method == "DSPARK",
+                                           active_steps=(lambda: self.adaptive.active) if self.adaptive else None)
         # What the target says (emulator/outputs.py): its deterministic mode and a lossy speculative path.
         self.deterministic = (environment or {}).get("VLLM_BATCH_INVARIANT", "0").strip() not in ("", "0") \
             if config.engine == "vllm" else config.ignored.get("--enable-deterministic-inference") is True
@@ -156,7 +162,7 @@ class EmulatedEngine:
         self._kv_tokens = 0
         self.totals = Totals()
         self._streaming: dict[Ticket, bool] = {}
-        self.scheduler = Scheduler(self.decoder, settings.time_scale, self)
+        self.scheduler = Scheduler(self.decoder, settings.time_scale, self, adaptive=self.adaptive)
 
     # ------------------------------------------------------------------------------------- lifecycle
 
@@ -194,15 +200,29 @@ class EmulatedEngine:
                                           speculative=self.decoder.speculative, deterministic=self.deterministic,
                                           fault=self.lossy)
 
+    def traffic_category(self, body: object) -> str | None:
+        """A request body's traffic category (emulator/categorize.py) where acceptance depends on it, else None:
+        the classifier reads the whole prompt, which requests need not pay for when nothing uses the answer."""
+        if not self.settings.category_acceptance or not isinstance(body, dict):
+            return None
+        return categorize.classify(body)
+
+    def rejection_factor(self, category: str | None) -> float:
+        """How often a request of traffic ``category`` has its draft tokens rejected, relative to the drafter's
+        mean: the profile's factor where DRAFTER_EMULATOR_CATEGORIES is on, else 1."""
+        return self.profile.rejection_factor(category) if self.settings.category_acceptance else 1.0
+
     async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool,
-                       continuation: outputs.Continuation | None = None) -> AsyncIterator[list[str]]:
+                       continuation: outputs.Continuation | None = None,
+                       category: str | None = None) -> AsyncIterator[list[str]]:
         """Yield the tokens of each engine step (prefill first) as the step loop produces them: the prompt's
         ``continuation`` (its tokens land in ``continuation.emitted``), or synthetic words without one.
+        ``category``: the request's traffic category (emulator/categorize.py), which its acceptance follows.
 
         Closing the generator before the engine finished the request counts it as aborted.
         """
         self._load_changed(+1, prompt_tokens)
-        ticket = self.scheduler.submit(prompt_tokens, max_tokens)
+        ticket = self.scheduler.submit(prompt_tokens, max_tokens, self.rejection_factor(category))
         self._streaming[ticket] = streaming
         try:
             while (emitted := await ticket.outbox.get()) is not None:
@@ -286,6 +306,13 @@ class EmulatedEngine:
                 "numSteps": spec.num_steps,
                 "numSpeculativeTokensPerBatchSize": [list(entry) for entry in self.decoder.schedule] or None,
                 "scheduleDroppedBy": self.schedule_dropped,
+                "adaptive": None if self.adaptive is None else {
+                    "activeSteps": self.adaptive.active,
+                    "tiers": [{"batchSize": batch_size, "candidateSteps": list(rule.candidate_steps),
+                               "steps": self.adaptive.slots[batch_size].steps,
+                               "averageAcceptedDrafts": self.adaptive.slots[batch_size].average}
+                              for batch_size, rule in self.adaptive.config.tiers]},
+                "adaptiveDroppedBy": spec.adaptive_dropped,
             },
             "acceptance": self.decoder.acceptance,
             "acceptanceByPosition": list(self.decoder.curve),

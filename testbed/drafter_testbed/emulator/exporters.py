@@ -33,6 +33,7 @@ by tests/contract/test_emulator_metrics_contract.py.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -151,8 +152,10 @@ class VllmExporter(Exporter):
 
 
 class SglangExporter(Exporter):
-    def __init__(self, model_name: str, num_steps: int, num_draft_tokens: int, *, capped: bool = False) -> None:
-        """``capped``: DSpark's confidence head schedules a verify window per step (``spec_cap_length``)."""
+    def __init__(self, model_name: str, num_steps: int, num_draft_tokens: int, *, capped: bool = False,
+                 active_steps: Callable[[], int] | None = None) -> None:
+        """``capped``: DSpark's confidence head schedules a verify window per step (``spec_cap_length``);
+        ``active_steps``: the steps adaptive speculation has active now (None: static steps)."""
         super().__init__()
         reg = self.registry
         sched = {sg.LABEL_MODEL_NAME: model_name, sg.LABEL_ENGINE_TYPE: sg.ENGINE_TYPE_UNIFIED,
@@ -178,6 +181,7 @@ class SglangExporter(Exporter):
             SGLANG_SPEC_BLOCK_ACCEPT_LENGTH, "Mean uncapped full-block accept length per verify step (accept + "
             "cap-trimmed drafts; exact only in DSpark cap-accept mode).")
         self.capped = capped
+        self._active_steps = active_steps
         self.spec_num_steps = gauge(sg.SPEC_NUM_STEPS, "Currently active speculative_num_steps.")
         self.spec_num_draft_tokens = gauge(
             sg.SPEC_NUM_DRAFT_TOKENS,
@@ -260,6 +264,12 @@ class SglangExporter(Exporter):
             proposed = self._interval_steps * self.draft_per_round
             self.spec_accept_rate.set(self._interval_accepted / proposed if proposed > 0 else 0.0)
             self.spec_cap_length.set(self._interval_cap_tokens / self._interval_steps if self.capped else 0.0)
+            if self._active_steps is not None:
+                # SGLang snapshots the worker's active steps at each decode log (a chain: steps + 1 draft tokens);
+                # spec_accept_rate above keeps dividing by the start-up draft tokens, as SGLang's does.
+                steps = self._active_steps()
+                self.spec_num_steps.set(steps)
+                self.spec_num_draft_tokens.set(steps + 1)
         self._interval_steps = self._interval_step_tokens = self._interval_accepted = self._interval_tokens = 0
         self._interval_cap_tokens = 0
         self._interval_start = now

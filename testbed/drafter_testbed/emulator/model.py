@@ -37,6 +37,10 @@ ENV_DOWNLOAD_SECONDS = "DRAFTER_EMULATOR_DOWNLOAD_SECONDS"
 #: so far) a request's per-token acceptance falls to ENV_LONG_CONTEXT_ACCEPTANCE times its own.
 ENV_TRAINED_LENGTH = "DRAFTER_EMULATOR_TRAINED_LENGTH"
 ENV_LONG_CONTEXT_ACCEPTANCE = "DRAFTER_EMULATOR_LONG_CONTEXT_ACCEPTANCE"
+#: Acceptance by traffic category: each request's category, inferred from its text (emulator/categorize.py),
+#: scales how often its draft tokens are rejected by the profile's ``categories`` factor. Off by default, so
+#: runs calibrated on one acceptance per drafter keep it.
+ENV_CATEGORIES = "DRAFTER_EMULATOR_CATEGORIES"
 #: The node's nvidia.com/gpu.product label (the local process runner sets it from the pod's node).
 ENV_GPU_PRODUCT = "DRAFTER_EMULATOR_GPU_PRODUCT"
 
@@ -68,6 +72,8 @@ class Settings:
     trained_length: int | None = None
     #: Share of its acceptance a request keeps past ``trained_length``.
     long_context_acceptance: float = 0.5
+    #: Whether a request's traffic category scales its acceptance (the profile's ``categories``).
+    category_acceptance: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -86,6 +92,9 @@ class Settings:
         fail = env.get(ENV_FAIL_STARTUP, "").strip().lower()
         if fail not in _TRUE | _FALSE:
             raise ValueError(f"{ENV_FAIL_STARTUP}={fail!r} must be 1 or 0")
+        categories = env.get(ENV_CATEGORIES, "").strip().lower()
+        if categories not in _TRUE | _FALSE:
+            raise ValueError(f"{ENV_CATEGORIES}={categories!r} must be 1 or 0")
         seed_raw = env.get(ENV_SEED, "").strip()
         try:
             seed = int(seed_raw) if seed_raw else None
@@ -104,6 +113,7 @@ class Settings:
             gpu_product=env.get(ENV_GPU_PRODUCT, "").strip() or None,
             trained_length=int(number(ENV_TRAINED_LENGTH, 0.0, 1.0)) if env.get(ENV_TRAINED_LENGTH, "").strip() else None,
             long_context_acceptance=number(ENV_LONG_CONTEXT_ACCEPTANCE, 0.5, 0.0, 1.0),
+            category_acceptance=categories in _TRUE,
         )
 
 
@@ -142,15 +152,18 @@ class Decoder:
                  rng: random.Random, costs: batching.StepCosts | None = None,
                  verify_tokens: int | None = None, draft_width: int = 1,
                  schedule: Iterable[tuple[int, int, int]] = (), method: str = "",
-                 family: Family | None = None, trained_length: int | None = None, long_context: float = 1.0) -> None:
+                 family: Family | None = None, trained_length: int | None = None, long_context: float = 1.0,
+                 step_choices: Iterable[int] = ()) -> None:
         """``costs`` gives the batching parameters (its ``target_step_ms`` and ``draft_cost`` are
         replaced by the arguments); ``verify_tokens`` and ``draft_width`` describe tree drafting;
         ``schedule`` is vLLM's per-batch-size k (engines/dynamic.py), empty for k at every batch size;
         ``method`` picks the family's draft cost (``batching.speculation_for``); ``family`` how its
-        acceptance and drafted length vary per step."""
+        acceptance and drafted length vary per step; ``step_choices`` the other draft lengths a step may
+        take, above k too (SGLang's adaptive candidates, emulator/sglang_adaptive.py)."""
         if k < 0:
             raise ValueError("k must be >= 0")
         self.k = k
+        self.step_choices = tuple(sorted(set(step_choices)))
         #: The drafter's trained context length and the share of acceptance kept past it (``draw``).
         self.trained_length = trained_length
         self.long_context = long_context
@@ -182,19 +195,23 @@ class Decoder:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
             raise ValueError(f"a per-token acceptance lies in [0, 1], got {value!r}")
         self._acceptance = float(value)
-        self._curve = speedup.position_curve(self._acceptance, self.k, self.family.decay)
+        # Long enough for the longest draft a step may take (adaptive steps may rise above the initial k).
+        self._curve = speedup.position_curve(self._acceptance, max(self.k, *self.step_choices, 0), self.family.decay)
         # The speculation depends on the acceptance where the drafted length does (a confidence head).
         self.speculation = self._shape(self.k)
-        # What a step computes when the schedule gives it k' < k: a chain of k' (0: no drafting at all).
-        self._speculation_by_k = {self.k: self.speculation,
+        # What a step computes when the schedule gives it k' < k, or adaptive steps another k': a chain of k'
+        # (0: no drafting at all).
+        self._speculation_by_k = {**{step_k: self._shape(step_k) for step_k in self.step_choices if step_k != self.k},
+                                  self.k: self.speculation,
                                   **{step_k: self._shape(step_k) for _, _, step_k in self.schedule if step_k < self.k}}
 
     @property
     def curve(self) -> tuple[float, ...]:
-        """The per-step acceptance per position the batching model sees (no match: nothing accepted)."""
-        if not self._curve:
+        """The per-step acceptance per position the batching model sees (no match: nothing accepted), for the
+        configured k's positions."""
+        if not self._curve or not self.k:
             return ()
-        return (self._curve[0] * self.family.match_rate, *self._curve[1:])
+        return (self._curve[0] * self.family.match_rate, *self._curve[1:self.k])
 
     @property
     def speculative(self) -> bool:
@@ -217,10 +234,11 @@ class Decoder:
         spec = self.speculation if k is None else self._speculation_by_k[k]
         return batching.step_ms(running, spec, self.costs, prefill_tokens) / 1000.0
 
-    def draw(self, k: int | None = None, context: int = 0) -> tuple[int, int]:
+    def draw(self, k: int | None = None, context: int = 0, rejection: float = 1.0) -> tuple[int, int]:
         """``(drafted, accepted)`` in one verification step of up to ``k`` drafts (default: the configured k), for a
         request with ``context`` tokens so far: past ``trained_length`` each position's acceptance is scaled by
-        ``long_context`` (a drafter trained at a shorter length).
+        ``long_context`` (a drafter trained at a shorter length). ``rejection`` scales how often each position
+        is rejected, ``1 - (1 - p) rejection`` (its traffic category's factor; 1: the drafter's mean).
 
         A prompt-lookup drafter that finds no match drafts nothing; position ``i`` is accepted with the
         curve's ``a decay^i``, stopping at the first rejection; DSpark's confidence head may end the
@@ -232,6 +250,8 @@ class Decoder:
         accepted = 0
         curve = self._curve
         scale = self.long_context if self.trained_length is not None and context > self.trained_length else 1.0
+        if rejection != 1.0:
+            curve = tuple(max(0.0, 1.0 - (1.0 - p) * rejection) for p in curve)
         while accepted < limit and random_() < curve[accepted] * scale:
             accepted += 1
         drafted = limit

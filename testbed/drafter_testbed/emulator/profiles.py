@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES, unknown_category_message
 from drafter_operator.engines import speedup
 from drafter_testbed.emulator import batching
 
@@ -77,6 +78,13 @@ class Profile:
     origin: str
     #: The batching model's parameters (``calibration`` section); ``None``: the defaults.
     step_costs: batching.StepCosts | None = None
+    #: Per traffic category, how often its tokens are rejected relative to the drafter's mean (``categories``
+    #: section; a category left out: 1). Applied where DRAFTER_EMULATOR_CATEGORIES is on (``model.py``).
+    category_rejection: dict[str, float] | None = None
+
+    def rejection_factor(self, category: str | None) -> float:
+        """The ``categories`` factor of ``category`` (1 for none, or one the profile leaves out)."""
+        return (self.category_rejection or {}).get(category or "", 1.0)
 
     @property
     def costs(self) -> batching.StepCosts:
@@ -136,6 +144,19 @@ def _shape(where: str, raw: dict) -> Shape:
     return Shape(**values)
 
 
+def _categories(where: str, value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ProfileError(f"{where}: expected a mapping of traffic category -> rejection factor, e.g. code: 0.6")
+    factors = {}
+    for category, factor in value.items():
+        if category not in TRAFFIC_CATEGORIES:
+            raise ProfileError(unknown_category_message(category, where))
+        factors[category] = _number(f"{where}.{category}", factor)
+        if factors[category] < 0:
+            raise ProfileError(f"{where}.{category}: a rejection factor is >= 0, got {factor!r}")
+    return factors
+
+
 def parse_profile(document: object, origin: str) -> Profile:
     if not isinstance(document, dict):
         raise ProfileError(f"{origin}: expected a mapping at the top level")
@@ -170,7 +191,8 @@ def parse_profile(document: object, origin: str) -> Profile:
             description=str(raw.get("description", "")),
             shape=_shape(where, raw),
         ))
-    return Profile(target_step_ms, draft_cost, default, tuple(entries), origin, costs)
+    categories = _categories(f"{origin}: categories", document["categories"]) if "categories" in document else None
+    return Profile(target_step_ms, draft_cost, default, tuple(entries), origin, costs, categories)
 
 
 def load_profile(path: str | Path | None = None) -> Profile:

@@ -5,7 +5,9 @@ step are admitted and prefilled in it (their first token comes at its end), ever
 verifies one speculative step (``1 + accepted`` tokens, capped at its ``max_tokens``), and the step's
 duration comes from the batching model (``Decoder.step_seconds``) for that batch. With vLLM's
 per-batch-size schedule the step drafts the k the schedule gives for the number of requests it
-schedules (``Decoder.k_at``), possibly none. A request arriving
+schedules (``Decoder.k_at``), possibly none. Under SGLang's adaptive speculation the step drafts the steps
+its decode batch's tier has reached, and the tier learns from the step's accepted drafts
+(``emulator/sglang_adaptive.py``). A request arriving
 mid-step waits for the next one, as it would on a real engine. The loop runs while there is work and
 exits when idle; the next arrival starts it again.
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from drafter_testbed.emulator.model import Decoder
+from drafter_testbed.emulator.sglang_adaptive import AdaptiveSteps
 
 
 @dataclass(eq=False)
@@ -39,6 +42,8 @@ class Ticket:
     emitted: int = 0
     verify_steps: int = 0
     last_token_at: float = 0.0
+    #: How often its draft tokens are rejected relative to the drafter's mean (its traffic category's factor).
+    rejection: float = 1.0
     finished: bool = False
     cancelled: bool = False
 
@@ -55,8 +60,10 @@ class Scheduler:
     """The step loop of one emulated engine (single asyncio event loop)."""
 
     def __init__(self, decoder: Decoder, time_scale: float, observer: Observer,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, adaptive: AdaptiveSteps | None = None) -> None:
+        """``adaptive``: SGLang's adaptive speculation picks each step's k instead of the decoder."""
         self.decoder = decoder
+        self.adaptive = adaptive
         self.time_scale = time_scale
         self.observer = observer
         self._clock = clock
@@ -76,9 +83,9 @@ class Scheduler:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def submit(self, prompt_tokens: int, max_tokens: int) -> Ticket:
+    def submit(self, prompt_tokens: int, max_tokens: int, rejection: float = 1.0) -> Ticket:
         """Queue a request for the next step; start the loop if it is idle."""
-        ticket = Ticket(prompt_tokens, max(1, max_tokens), arrival=self._clock())
+        ticket = Ticket(prompt_tokens, max(1, max_tokens), arrival=self._clock(), rejection=rejection)
         self._waiting.append(ticket)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="emulator-step-loop")
@@ -111,8 +118,7 @@ class Scheduler:
             if not admitted and not running:
                 self._running = []
                 return
-            # vLLM's dynamic speculation picks this step's k from every request it schedules.
-            k = decoder.k_at(len(running) + len(admitted))
+            k = self._step_k(len(running), len(admitted))
             seconds = decoder.step_seconds(len(running), sum(t.prompt_tokens for t in admitted), k)
             self.model_seconds += seconds
             self.steps += 1
@@ -121,12 +127,14 @@ class Scheduler:
             await asyncio.sleep(delay if delay > 0 else 0)
             now = self._clock()
             still_running = []
+            accepted_per_request = []
             # Acceptance is drawn in batch order, so a seeded single stream draws as it always did.
             for ticket in running:
                 if ticket.cancelled:
                     continue
-                # fewer than k, even none, for some families; less past the drafter's trained length
-                drafted, accepted = decoder.draw(k, ticket.prompt_tokens + ticket.emitted)
+                # fewer than k, even none, for some families; less past the drafter's trained length; by category
+                drafted, accepted = decoder.draw(k, ticket.prompt_tokens + ticket.emitted, ticket.rejection)
+                accepted_per_request.append(accepted)
                 emitted = min(1 + accepted, ticket.max_tokens - ticket.emitted)
                 ticket.emitted += emitted
                 ticket.verify_steps += 1
@@ -134,6 +142,8 @@ class Scheduler:
                 ticket.last_token_at = now
                 ticket.outbox.put_nowait(emitted)
                 self._finish_or_keep(ticket, now, still_running)
+            if self.adaptive is not None and running:
+                self.adaptive.on_verify(accepted_per_request, len(running))
             for ticket in admitted:
                 if ticket.cancelled:
                     continue
@@ -143,6 +153,16 @@ class Scheduler:
                 ticket.outbox.put_nowait(1)
                 self._finish_or_keep(ticket, now, still_running)
             self._running = still_running
+
+    def _step_k(self, decoding: int, admitted: int) -> int:
+        """Draft tokens per decoding request in a step that decodes ``decoding`` requests and prefills
+        ``admitted``."""
+        if self.adaptive is None:
+            # vLLM's dynamic speculation picks this step's k from every request it schedules.
+            return self.decoder.k_at(decoding + admitted)
+        # SGLang activates the steps of its decode batch's tier before drafting; a step that only prefills keeps
+        # the steps last active.
+        return self.adaptive.steps_for_batch(decoding) if decoding else self.adaptive.active
 
     def _finish_or_keep(self, ticket: Ticket, now: float, still_running: list[Ticket]) -> None:
         if ticket.emitted >= ticket.max_tokens:

@@ -69,6 +69,7 @@ from drafter_testbed.emulator.openai import (
 )
 from drafter_testbed.emulator.tokenizer import TOKENIZER_DIR
 from drafter_testbed.emulator.profiles import ProfileError, load_profile
+from drafter_testbed.emulator.sglang_adaptive import disabled_warning
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 
@@ -297,12 +298,14 @@ class EmulatorApp:
         if not_ready is not None:
             return not_ready
         try:
-            req = parse_generate(await self._json_body(request), context_length=self.config.context_length)
+            body = await self._json_body(request)
+            req = parse_generate(body, context_length=self.config.context_length)
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
         builder = NativeResponseBuilder(req, draft_per_round=self._draft_per_round())
         arrival = time.monotonic()
-        steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream)
+        steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream,
+                                     category=self.engine.traffic_category(body))
         if not req.stream:
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
@@ -353,7 +356,8 @@ class EmulatorApp:
         # engine by the wall-clock benchmarks).
         continuation = self.engine.continuation(list(req.prompt_ids)) \
             if req.top_logprobs is not None or req.return_token_ids else None
-        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream, continuation=continuation)
+        steps = self.engine.generate(req.prompt_tokens, req.max_tokens, streaming=req.stream, continuation=continuation,
+                                     category=self.engine.traffic_category(body))
 
         if not req.stream:
             tokens: list[str] = []
@@ -434,6 +438,8 @@ def build_engine(argv: list[str], env: Mapping[str, str], log: Callable[[str], N
     problems = startup_problems(config)
     if problems:  # what the real engine refuses once it reads the model config
         raise ValueError("; ".join(problems))
+    if config.speculation is not None and config.speculation.adaptive_dropped:
+        log(disabled_warning(config.speculation.adaptive_dropped))  # SGLang's warning, and it serves static steps
     settings = Settings.from_env(env)
     profile = load_profile(settings.profile_path)
     names = environment_names(env)

@@ -84,9 +84,16 @@ def test_vllm_renders_the_schedule_in_speculative_config():
     assert "num_speculative_tokens_per_batch_size" not in " ".join(vllm.render_command(s))
 
 
-def test_api_refuses_dynamic_on_sglang_and_without_speculation():
-    with pytest.raises(ValidationError, match="vLLM only: SGLang 0.5.23 has no per-batch-size control"):
+def test_api_refuses_dynamic_on_sglang_without_adaptive_speculation_and_without_speculation():
+    with pytest.raises(ValidationError, match="dynamic on sglang needs spec.drafter.numSteps"):
         spec("sglang", dynamic="fromBenchmark")
+    with pytest.raises(ValidationError, match="eagleTopk unset or 1"):
+        spec("sglang", dynamic="fromBenchmark", numSteps=3, eagleTopk=4, numDraftTokens=8)
+    with pytest.raises(ValidationError, match="dynamic on sglang needs method eagle3, eagle or mtp"):
+        DrafterServingSpec.model_validate({"engine": "sglang", "target": {"model": "/models/t"},
+                                           "drafter": {"method": "ngram", "dynamic": "fromBenchmark"}})
+    assert spec("sglang", dynamic="fromBenchmark", numSteps=3).drafter.dynamic == "fromBenchmark"
+    assert spec("sglang", dynamic="fromBenchmark", numSteps=3, eagleTopk=1).drafter.eagle_topk == 1
     with pytest.raises(ValidationError, match="dynamic needs speculation"):
         DrafterServingSpec.model_validate({"engine": "vllm", "target": {"model": "/models/t"},
                                            "drafter": {"method": "none", "dynamic": "fromBenchmark"}})
@@ -189,3 +196,41 @@ def test_wiring_on_off_where_the_sweep_has_no_acceptance():
     s = spec(dynamic="fromBenchmark")
     schedule, status = speculation_schedule(s, IMAGE, {revision_hash(s, IMAGE): [banded_sweep()]}, None)
     assert status["basis"] == "onOff" and [k for _, _, k in schedule] == [5, 0]
+
+
+def test_a_traffic_mix_chooses_the_bands_from_its_categories_acceptance():
+    swept = banded_sweep(perPositionAcceptance=[0.9, 0.774, 0.681, 0.661, 0.588])
+    swept["status"]["result"]["acceptanceByCategory"] = [
+        {"category": "code", "perPositionAcceptance": [0.95, 0.9, 0.86, 0.82, 0.78]},
+        {"category": "chat", "perPositionAcceptance": [0.6, 0.35, 0.2, 0.12, 0.07]}]
+
+    def bands(mix):
+        s = DrafterServingSpec.model_validate({**spec(dynamic="fromBenchmark").model_dump(by_alias=True,
+                                                                                          exclude_none=True),
+                                               **({"traffic": {"mix": mix}} if mix else {})})
+        return speculation_schedule(s, IMAGE, {revision_hash(s, IMAGE): [swept]}, None)
+
+    code, code_status = bands({"code": 100})
+    chat, chat_status = bands({"chat": 100})
+    overall, _ = bands(None)
+    assert "for the traffic mix code 100" in code_status["message"]
+    # code accepts more: it drafts more, further into the load; chat drafts less
+    assert code[0][2] >= overall[0][2] >= chat[0][2] and code != chat
+    assert sum(e - s + 1 for s, e, k in code if k > 0 and e < 65536) > sum(e - s + 1 for s, e, k in chat
+                                                                          if k > 0 and e < 65536)
+    # a mix with a category the sweep did not measure falls back to the sweep's overall acceptance, and says so
+    unmeasured, status = bands({"toolCalls": 100})
+    assert unmeasured == overall and "no acceptance by category in it" in status["message"]
+
+
+def test_a_traffic_mix_is_not_part_of_a_revision_and_needs_a_weight():
+    s = spec(dynamic="fromBenchmark")
+    mixed = DrafterServingSpec.model_validate({**s.model_dump(by_alias=True, exclude_none=True),
+                                               "traffic": {"mix": {"code": 60, "chat": 40}}})
+    assert revision_hash(mixed, IMAGE) == revision_hash(s, IMAGE)
+    with pytest.raises(ValidationError, match="spec.traffic.mix needs a weight above 0"):
+        DrafterServingSpec.model_validate({**s.model_dump(by_alias=True, exclude_none=True),
+                                           "traffic": {"mix": {"code": 0}}})
+    with pytest.raises(ValidationError, match="spec.traffic.mix takes the categories code, math"):
+        DrafterServingSpec.model_validate({**s.model_dump(by_alias=True, exclude_none=True),
+                                           "traffic": {"mix": {"poetry": 10}}})

@@ -40,6 +40,19 @@ def test_the_pick_follows_the_load():
                                 "PICK"]
     assert table[3].split() == ["32", "0.71x", "0.93x", "0.98x", "no", "speculation"]
     assert table[4].split() == ["break-even", "14.27", "-", "-"]
+    assert table[5].split() == ["revision", "r1", "(static)", "r1", "(static)", "r1", "(static)"]
+
+
+def test_the_table_says_which_revision_and_schedule_each_column_measured():
+    # a scheduled revision (spec.drafter.dynamic) beside a static family compares a schedule with a family
+    scheduled = serving("eagle3", revision="r2")
+    scheduled["status"]["speculationSchedule"] = {"scheduledRevision": "r2", "ranges": [
+        {"start": 1, "end": 6, "numSpeculativeTokens": 4}, {"start": 7, "end": 65536, "numSpeculativeTokens": 0}]}
+    eagle = compare.candidate(sweep("eagle", "kimi", {1: 1.6}, revision="r2"), scheduled)
+    static = compare.candidate(sweep("eagle-static", "kimi", {1: 1.6}, revision="r1"), scheduled)
+    assert (eagle.revision, eagle.schedule) == ("r2", "k 4/0 by load") and static.schedule == "static"
+    assert compare.rows(compare.compare([eagle, static]))[-1] == ["revision", "r2 (k 4/0 by load)", "r1 (static)", ""]
+    assert compare.candidate(sweep("b", "s", {1: 1.1}), None).schedule == "?"
 
 
 def test_two_runs_of_one_serving_keep_their_benchmark_names():
@@ -101,4 +114,4 @@ def test_the_pick_is_the_fastest_measured_candidate_and_only_above_one(maps):
             assert max(measured.values()) <= 1.0
         else:
             assert measured[pick] == max(measured.values()) > 1.0
-    assert len(compare.rows(result)) == 2 + len(result.levels)
+    assert len(compare.rows(result)) == 3 + len(result.levels)

@@ -71,6 +71,7 @@ ENGINE_INTERFACE = (
     "RATE_PER_DRAFTED_TOKEN", "RATE_NOT_PER_K_DRAFTS", "WINDOW_COUNTERS", "WINDOW_REQUIRED", "PER_POSITION_COUNTER",
     "WINDOW_GAUGES", "parse_spec_decode_metrics",
     "OWNED_DESTINATIONS", "SECRET_DESTINATIONS", "extra_args_problems", "spec_problems", "render_command",
+    "schedule_files",
     "draft_tokens_per_step", "deterministic", "launch_facts", "METHOD_SPELLINGS",
 )
 

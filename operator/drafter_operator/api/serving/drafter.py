@@ -147,7 +147,7 @@ class DrafterSpec(ApiModel):
     num_draft_tokens: Annotated[int, Field(ge=1, le=256)] | None = None
     """SGLang only: tokens verified per step (--speculative-num-draft-tokens), e.g. 4; numSteps + 1 when eagleTopk is 1. The one ngram setting on SGLang (default 12; steps become numDraftTokens // 10)."""
     dynamic: Literal["fromBenchmark"] | None = None
-    """vLLM only: load-aware speculation. fromBenchmark drafts numSpeculativeTokens below the break-even of the serving's last gate benchmark with a load sweep (where the speedup crosses 1.0 between the last level at or above 1.0x and the first below, which the sweep brackets within 10%) and none from it upwards (vLLM's num_speculative_tokens_per_batch_size). Until such a sweep exists the static k is served; status.speculationSchedule says which. SGLang has no per-batch-size control."""
+    """Load-aware speculation. fromBenchmark drafts, at each batch size, the k from 0 to the spec's (vLLM numSpeculativeTokens, SGLang numSteps) that the load sweep of the serving's static-k revision predicts pays best there (from its step costs and per-position acceptance; without acceptance in the sweep, the spec's k below the break-even and none from it). vLLM runs it as num_speculative_tokens_per_batch_size, SGLang as its adaptive speculation (tiers of candidate steps). Until such a sweep exists the static k is served; status.speculationSchedule says which."""
     suffix: SuffixSettings | None = None
     """vLLM suffix decoding settings (method suffix only)."""
     ngram: NgramSettings | None = None

@@ -68,6 +68,30 @@ SGLANG_DRAFTER_RULES: tuple[Rule, ...] = (
         reason="FieldValueForbidden",
     ),
     Rule(
+        cel=_not_sglang(f"!has(self.drafter.dynamic) || {cel_in('self.drafter.method', sglang.ADAPTIVE_METHODS)}"),
+        message=(
+            f"spec.drafter.dynamic on sglang needs method {spoken(sglang.ADAPTIVE_METHODS, 'or')}: SGLang 0.5.23 adapts "
+            "its draft steps per batch size only for EAGLE and EAGLE-3 (MTP runs as EAGLE); remove dynamic, or use "
+            "engine vllm"
+        ),
+        check=lambda s: s.engine != SGLANG or s.drafter.dynamic is None or s.drafter.method in sglang.ADAPTIVE_METHODS,
+        field_path=".drafter.dynamic",
+        reason="FieldValueForbidden",
+    ),
+    Rule(
+        cel=_not_sglang("!has(self.drafter.dynamic) || (has(self.drafter.numSteps) && "
+                        "(!has(self.drafter.eagleTopk) || self.drafter.eagleTopk == 1))"),
+        message=(
+            "spec.drafter.dynamic on sglang needs spec.drafter.numSteps (the k the load sweep measures, the most the "
+            "schedule drafts) and eagleTopk unset or 1 (SGLang drops adaptive speculation with a tree): set numSteps, "
+            "and remove eagleTopk or set it to 1"
+        ),
+        check=lambda s: s.engine != SGLANG or s.drafter.dynamic is None
+        or (s.drafter.num_steps is not None and s.drafter.eagle_topk in (None, 1)),
+        field_path=".drafter",
+        reason="FieldValueInvalid",
+    ),
+    Rule(
         cel=_not_sglang(" && ".join(f"!has(self.drafter.{name})" for name in _VLLM_ONLY_SETTINGS)),
         message=(
             f"spec.drafter.{spoken(_VLLM_ONLY_SETTINGS)} are vLLM settings: "

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, cel_in, path_on_mount, spoken
 from drafter_operator.constants import METHODS_IN_TARGET, Engine
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
 from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
@@ -30,6 +31,28 @@ def _cel_engine_not_in(engines: tuple[str, ...]) -> str:
     if len(engines) == 1:
         return f"self.engine != '{engines[0]}'"
     return f"!({cel_in('self.engine', engines)})"
+
+
+class TrafficSpec(ApiModel):
+    """What the serving is asked, by category: the load schedule (drafter.dynamic) is predicted for this mix."""
+
+    rules = (
+        Rule(
+            cel=f"self.mix.all(c, {cel_in('c', TRAFFIC_CATEGORIES)})",
+            message=f"spec.traffic.mix takes the categories {spoken(TRAFFIC_CATEGORIES)}: rename or remove the others",
+            check=lambda t: all(category in TRAFFIC_CATEGORIES for category in t.mix),
+            field_path=".mix",
+        ),
+        Rule(
+            cel="self.mix.exists(c, self.mix[c] > 0)",
+            message="spec.traffic.mix needs a weight above 0 for at least one category, e.g. {code: 60, chat: 40}",
+            check=lambda t: any(weight > 0 for weight in t.mix.values()),
+            field_path=".mix",
+        ),
+    )
+
+    mix: Annotated[dict[str, Annotated[int, Field(ge=0, le=100)]], Field(min_length=1, max_length=len(TRAFFIC_CATEGORIES))]
+    """Relative weights of the categories of traffic, e.g. {code: 60, chat: 40} (need not sum to 100). With drafter.dynamic, the schedule's acceptance is this mix of the sweep's acceptance by category (a DrafterBenchmark with acceptanceByCategory), weighted by the verification steps each category's tokens take; without categories in the sweep, its overall acceptance."""
 
 
 class DrafterServingSpec(ApiModel):
@@ -57,16 +80,17 @@ class DrafterServingSpec(ApiModel):
             reason="FieldValueForbidden",
         ),
         *SGLANG_DRAFTER_RULES,
-        Rule(
+        # Every pinned engine renders a load schedule today; an engine without one would be refused here.
+        *((Rule(
             cel=f"{_cel_engine_not_in(ENGINES_WITHOUT_DYNAMIC)} || !has(self.drafter.dynamic)",
             message=(
-                "spec.drafter.dynamic is vLLM only: SGLang 0.5.23 has no per-batch-size control of the draft "
-                "length; remove dynamic or use engine vllm"
+                f"spec.drafter.dynamic is not offered with engine {spoken(ENGINES_WITHOUT_DYNAMIC, 'or')}: it has no "
+                "per-batch-size control of the draft length; remove dynamic or use another engine"
             ),
             check=lambda s: s.engine not in ENGINES_WITHOUT_DYNAMIC or s.drafter.dynamic is None,
             field_path=".drafter.dynamic",
             reason="FieldValueForbidden",
-        ),
+        ),) if ENGINES_WITHOUT_DYNAMIC else ()),
         Rule(
             cel=(
                 f"self.engine != '{VLLM}' || !({cel_in('self.drafter.method', vllm.METHODS_NEEDING_K)}) "
@@ -206,6 +230,8 @@ class DrafterServingSpec(ApiModel):
     """How a new revision replaces the running one."""
     acceptance: AcceptanceSpec | None = None
     """Live acceptance monitoring (needs a drafter)."""
+    traffic: TrafficSpec | None = None
+    """The traffic the serving is asked, by category (see TrafficSpec); not part of a revision: it changes only what the load schedule is predicted for."""
     env: EnvVars | None = None
     """Variables of the engine container (Kubernetes EnvVar: value, or valueFrom a Secret or ConfigMap key), e.g. NCCL and engine tuning flags. The operator's own win: HF_HUB_OFFLINE (from storage.offline) and HF_HOME (with storage.cacheClaim). Like replicas, a change restarts the active revision's pods in place; it never makes a new revision."""
     env_from: EnvFromSources | None = None

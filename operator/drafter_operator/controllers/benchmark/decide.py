@@ -226,6 +226,8 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
     if spec.prompt_length_buckets:
         argv += ["--prompt-length-buckets", ",".join(map(str, spec.prompt_length_buckets))]
+    if spec.acceptance_by_category:
+        argv.append("--acceptance-by-category")
     if spec.equivalence is not None and baseline_url:
         argv += ["--equivalence-prompts", str(spec.equivalence.num_prompts),
                  "--equivalence-tokens", str(spec.equivalence.max_tokens),

@@ -60,7 +60,7 @@ from drafter_operator.kube import object_path
 from drafter_operator.acceptance import drift as d
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
-from drafter_operator.resources.engine import EngineHttp, engine_deployment, engine_pod_spec, service_revision, \
+from drafter_operator.resources.engine import EngineHttp, EnginePod, engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
 from drafter_operator.resources.labels import deployment_name, drafter_summary
 
@@ -278,11 +278,12 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     spec, image, desired = target.running.spec, target.running.image, target.revision
     engine = engines.engine(spec.engine)
     argv = engine.render_command(spec, schedule=target.schedule) if target.schedule else engine.render_command(spec)
-    pod_spec = engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image)
+    files = engine.schedule_files(target.schedule) if target.schedule else {}
+    pod = EnginePod(engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image, files), files)
     writes: list[Write | None] = []
     for revision, replicas in swap.scale.items():
         if revision == desired:
-            writes.append(revision_write(state, serving, revision, replicas, spec, pod_spec))
+            writes.append(revision_write(state, serving, revision, replicas, spec, pod))
         elif revision in observed.deployments:
             writes.append(scale_write(body["metadata"]["namespace"], observed.deployments[revision], replicas))
         elif replicas > 0:
@@ -294,11 +295,11 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
 
 
 def revision_write(state: ServingState, serving: DrafterServing, revision: str, replicas: int, spec,
-                   pod_spec: dict) -> Write | None:
+                   pod: EnginePod) -> Write | None:
     """Create a revision's Deployment, or bring it to ``replicas`` and the spec's pod settings."""
     body = state.serving
     return deployment_write(body, engine_deployment(
-        serving, revision, replicas, pod_spec,
+        serving, revision, replicas, pod.spec, files=pod.files,
         annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
                      SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
                      POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
@@ -318,7 +319,8 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
     engine = engines.engine(spec.engine)
     pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
                                EngineHttp.of(engine), state.operator_image)
-    return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec, pod_spec)
+    return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec,
+                          EnginePod(pod_spec))
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,

@@ -6,7 +6,7 @@ from typing import Mapping
 
 from drafter_operator import engines, families
 from drafter_operator.controllers.serving.revisions import revision_hash
-from drafter_operator.engines import dynamic, k_bands
+from drafter_operator.engines import dynamic, k_bands, traffic_mix
 
 Schedule = list[tuple[int, int, int]]
 
@@ -51,12 +51,18 @@ def _from_sweep(spec, image: str, sweep: dict, k: int, measured_revision: str) -
     levels = result["levels"]
     name = sweep["metadata"]["name"]
     at, found = dynamic.crossover(levels), dynamic.break_even(levels)
-    bands = k_bands.bands_from_result(result, k, families.family(spec.drafter.method).drafting, dynamic.MAX_BATCH_SIZE)
+    mix = spec.traffic.mix if spec.traffic is not None else None
+    mixed = traffic_mix.acceptance_for_mix(result.get("acceptanceByCategory") or [], mix, k) if mix else None
+    bands = k_bands.bands_from_result(result, k, families.family(spec.drafter.method).drafting, dynamic.MAX_BATCH_SIZE,
+                                      mixed)
     if bands is not None:
         schedule = k_bands.schedule(bands)
         ranges = [{"start": b.start, "end": b.end, "numSpeculativeTokens": b.k, "predictedSpeedup": b.predicted_speedup}
                   for b in bands]
-        message = (f"k per load band, predicted from the sweep of {name}: "
+        shares = ", ".join(f"{category} {weight}" for category, weight in (mix or {}).items())
+        basis = (f"for the traffic mix {shares}" if mixed is not None else
+                 f"for its prompts (no acceptance by category in it for the traffic mix {shares})" if mix else "")
+        message = (f"k per load band, predicted from the sweep of {name}{' ' + basis if basis else ''}: "
                    + ", ".join(f"k={b.k} from {b.start}" for b in bands))
         basis = "kPerBand"
     else:

@@ -1,0 +1,121 @@
+"""The emulator's acceptance by traffic category: the classifier, the profile's factors, the draws."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
+from drafter_operator.benchmark_client import prompts as prompt_sets
+from drafter_testbed.emulator import categorize
+from drafter_testbed.emulator.model import Decoder, Settings
+from drafter_testbed.emulator.cmdline import parse_command_line
+from drafter_testbed.emulator.engine import EmulatedEngine
+from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
+from tests.support.emulator_server import vllm_argv
+
+
+def test_the_classifier_agrees_with_every_tag_of_the_built_in_set():
+    every = prompt_sets.category_set(list(prompt_sets.builtin_set()), None)
+    assert {p.text[:40]: categorize.classify_text(p.text) for p in every} == {p.text[:40]: p.category for p in every}
+
+
+@pytest.mark.parametrize("text, category", [
+    ("Here:\n```python\nprint(1)\n```\nwhy does it print 1?", "code"),
+    ("def f(x):\n    return x\nclass A:\n    pass\nimport os\n", "code"),
+    ("Prove that the sum of the first n odd integers is n^2, by induction.", "math"),
+    ("Write a short story about a lighthouse keeper, in a quiet voice.", "writing"),
+    ("What's a good name for a grey cat?", "chat"),
+    ("Wie spät ist es in Tokio, und ist das nicht sehr früh für einen Anruf bei der Familie?", "nonEnglish"),
+    ("Pourquoi le ciel est-il bleu et la mer aussi ? Je ne comprends pas la différence.", "nonEnglish"),
+    ("Объясни, пожалуйста, как работает двигатель внутреннего сгорания.", "nonEnglish"),
+    ("请用简单的语言解释一下光合作用。", "nonEnglish"),
+    ('{"name": "lookup", "parameters": {"type": "object"}} Call it: {"tool": "lookup", "arguments": {}}', "toolCalls"),
+    ("word " * 2000, "longContext"),
+])
+def test_the_classifier_reads_the_kind_of_traffic_from_the_text(text, category):
+    assert categorize.classify_text(text) == category
+
+
+@given(st.text(max_size=400), st.booleans())
+def test_every_text_gets_one_category_of_the_vocabulary_the_same_each_time(text, tools):
+    category = categorize.classify_text(text, tools=tools)
+    assert category in TRAFFIC_CATEGORIES and category == categorize.classify_text(text, tools=tools)
+    assert not tools or category == "toolCalls"
+
+
+def test_a_request_offering_tools_is_a_tool_call_and_the_engine_classifies_only_when_categories_are_on():
+    body = {"model": "m", "messages": [{"role": "user", "content": "What's the weather in Oslo?"}], "max_tokens": 8}
+    tools = {**body, "tools": [{"type": "function", "function": {"name": "weather", "parameters": {}}}]}
+    on = EmulatedEngine(parse_command_line(vllm_argv()), Settings(category_acceptance=True), load_profile())
+    off = EmulatedEngine(parse_command_line(vllm_argv()), Settings(), load_profile())
+    assert (on.traffic_category(body), on.traffic_category(tools)) == ("chat", "toolCalls")
+    assert on.rejection_factor("toolCalls") == 0.89 and on.rejection_factor(None) == 1.0
+    assert off.traffic_category(tools) is None and off.rejection_factor("nonEnglish") == 1.0
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "```\nx = 1\n```"}]}]}
+    assert categorize.classify(parts) == "code" and categorize.classify({"prompt": [1, 2, 3]}) == "chat"
+    assert categorize.classify({"text": "请用简单的语言解释一下光合作用。"}) == "nonEnglish"  # SGLang's native /generate
+
+
+def test_the_packaged_profile_orders_the_categories_as_the_published_drafter_does():
+    profile = load_profile()
+    factor = profile.rejection_factor
+    assert factor("code") < factor("math") < factor("toolCalls") < factor("chat") <= factor("writing") < factor("nonEnglish")
+    assert factor(None) == 1.0 and factor("longContext") == 1.0
+
+
+def _document(categories):
+    return {"default": {"vllm": 0.7, "sglang": 0.7}, "categories": categories}
+
+
+@pytest.mark.parametrize("categories, message", [
+    ({"poetry": 1.0}, "categories: unknown category 'poetry': use one of code"),
+    ({"code": -0.5}, r"categories.code: a rejection factor is >= 0"),
+    ({"code": "low"}, r"categories.code: expected a number"),
+    (["code"], "categories: expected a mapping of traffic category -> rejection factor"),
+])
+def test_a_bad_categories_section_names_the_key_and_the_fix(categories, message):
+    with pytest.raises(ProfileError, match=message):
+        parse_profile(_document(categories), "p.yaml")
+
+
+def test_category_acceptance_is_off_unless_the_environment_turns_it_on():
+    assert Settings.from_env({}).category_acceptance is False
+    assert Settings.from_env({"DRAFTER_EMULATOR_CATEGORIES": "1"}).category_acceptance is True
+    with pytest.raises(ValueError, match="DRAFTER_EMULATOR_CATEGORIES='maybe' must be 1 or 0"):
+        Settings.from_env({"DRAFTER_EMULATOR_CATEGORIES": "maybe"})
+
+
+def _decoder(acceptance, seed, decay=1.0):
+    from drafter_testbed.emulator.model import Family
+    return Decoder(5, acceptance, target_step_ms=10.0, draft_cost=0.3, rng=random.Random(seed), family=Family(decay))
+
+
+@given(st.floats(0.0, 1.0), st.integers(0, 10**6), st.sampled_from((1.0, 0.8, 0.5)))
+def test_a_neutral_factor_draws_exactly_as_before(acceptance, seed, decay):
+    plain, neutral = _decoder(acceptance, seed, decay), _decoder(acceptance, seed, decay)
+    assert [plain.draw(5, 100) for _ in range(50)] == [neutral.draw(5, 100, 1.0) for _ in range(50)]
+
+
+def test_a_lower_rejection_factor_accepts_more_as_the_formula_says():
+    def mean_accepted(rejection):
+        decoder = _decoder(0.7, 7)
+        return sum(decoder.draw(5, 0, rejection)[1] for _ in range(20000)) / 20000
+    expected = {f: sum((1 - 0.3 * f) ** i for i in range(1, 6)) for f in (0.6, 1.0, 1.5)}
+    for f, e in expected.items():
+        assert mean_accepted(f) == pytest.approx(e, rel=0.03)
+    assert _decoder(0.5, 1).draw(5, 0, 2.5) == (5, 0)  # rejected every time: never below probability 0
+
+
+def test_the_packaged_factors_reproduce_the_published_acceptance_lengths():
+    """Calibration anchor (docs/emulator-model.md): at the published drafter's mean per-token acceptance with 8
+    drafts, the factors give 4.57 on code and 2.64 on writing (its figures: 4.573 and 2.636)."""
+    profile = load_profile()
+    def length(category):
+        a = 1 - (1 - 0.6945) * profile.rejection_factor(category)
+        return sum(a ** i for i in range(9))
+    assert length("code") == pytest.approx(4.573, abs=0.02) and length("writing") == pytest.approx(2.636, abs=0.03)
+    assert length("math") == pytest.approx(4.436, abs=0.02) and length("toolCalls") == pytest.approx(3.462, abs=0.02)
