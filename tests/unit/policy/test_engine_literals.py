@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from drafter_operator import constants, engines
 from drafter_operator.engines import sglang
+from tests.support import literal_scan
 
-PACKAGE = Path(engines.__file__).parent.parent
 ENGINE_NAMES = frozenset(engines.ENGINES)
 
 _LOADER_MODEL = ("the preflight's checkpoint-loader model: the branch restates one engine's loading code for a "
@@ -76,38 +75,13 @@ ENGINE_INTERFACE = (
 )
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-
-
-def engine_literals(tree: ast.AST, names: frozenset[str] = ENGINE_NAMES) -> Iterator[tuple[int, str, str]]:
+def engine_literals(tree: ast.Module, names: frozenset[str] = ENGINE_NAMES) -> Iterator[tuple[int, str, str]]:
     """(line, enclosing function or class, the name) for each string constant that is an engine's name."""
-    skip = _docstrings(tree)
-
-    def visit(node: ast.AST, scope: str) -> Iterator[tuple[int, str, str]]:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            scope = node.name
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
-                and id(node) not in skip:
-            yield node.lineno, scope, node.value
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child, scope)
-
-    yield from visit(tree, "<module>")
-
-
-def runtime_modules() -> Iterator[tuple[str, ast.Module]]:
-    """Every runtime module outside engines/, parsed, by its path relative to the package."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
-        if not relative.startswith("engines/"):
-            yield relative, ast.parse(path.read_text(), filename=relative)
+    return literal_scan.literals(tree, names)
 
 
 def _found() -> list[tuple[str, int, str, str]]:
-    return [(relative, line, scope, name) for relative, tree in runtime_modules()
-            for line, scope, name in engine_literals(tree)]
+    return literal_scan.found(("engines/",), ENGINE_NAMES)
 
 
 def test_no_runtime_module_outside_engines_spells_an_engine_name():

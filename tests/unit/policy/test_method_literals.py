@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
 from drafter_operator import constants, engines, families
+from tests.support import literal_scan
 
-PACKAGE = Path(engines.__file__).parent.parent
+PACKAGE = literal_scan.PACKAGE
 #: The checkpoint kinds that are not methods of their own: speculators' P-EAGLE and DFlash-2 layouts, which vLLM
 #: serves under the eagle3 and dflash methods.
 CHECKPOINT_KINDS = frozenset({"peagle", "dflash2"})
@@ -68,47 +68,14 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-
-
-def _assigned_name(node: ast.AST) -> str | None:
-    """The name a top-level statement assigns (NAME = ..., NAME: T = ...), else None."""
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-    names = [target.id for target in targets if isinstance(target, ast.Name)]
-    return names[0] if names else None
-
-
 def method_literals(tree: ast.Module, names: frozenset[str] = METHOD_NAMES) -> Iterator[tuple[int, str, str]]:
     """(line, place, the name) for each string constant that is a method's name; the place is the enclosing
     function or class, or at the top level the name assigned ("<module>" for anything else)."""
-    skip = _docstrings(tree)
-
-    def visit(node: ast.AST, place: str) -> Iterator[tuple[int, str, str]]:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            place = node.name
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
-                and id(node) not in skip:
-            yield node.lineno, place, node.value
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child, place)
-
-    for statement in tree.body:
-        yield from visit(statement, _assigned_name(statement) or "<module>")
-
-
-def runtime_modules() -> Iterator[tuple[str, ast.Module]]:
-    """Every runtime module outside the homes, parsed, by its path relative to the package."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
-        if not relative.startswith(HOMES):
-            yield relative, ast.parse(path.read_text(), filename=relative)
+    return literal_scan.literals(tree, names, name_top_level=True)
 
 
 def _found() -> list[tuple[str, int, str, str]]:
-    return [(relative, line, place, name) for relative, tree in runtime_modules()
-            for line, place, name in method_literals(tree)]
+    return literal_scan.found(HOMES, METHOD_NAMES, name_top_level=True)
 
 
 def test_no_runtime_module_outside_the_homes_spells_a_method_name():
