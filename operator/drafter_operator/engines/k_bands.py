@@ -35,6 +35,7 @@ prediction where the measurement at the k the schedule ran disagrees with it.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -326,4 +327,12 @@ def bands_from_result(result: dict, k: int, mode: str, max_batch_size: int,
     acceptance = acceptance if acceptance is not None else acceptance_of(result, k)
     if not levels or acceptance is None:
         return None
-    return choose_bands(step_model(levels, acceptance[:k], mode), max_batch_size)
+    return list(_bands(tuple(levels), tuple(acceptance[:k]), mode, max_batch_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _bands(levels: tuple[Level, ...], acceptance: tuple[float, ...], mode: str,
+           max_batch_size: int) -> tuple[Band, ...]:
+    """The bands of one sweep, fitted once: every reconcile of a serving with ``drafter.dynamic`` asks again with
+    the same finished sweep, and the fit (a few milliseconds) would otherwise run on each."""
+    return tuple(choose_bands(step_model(levels, acceptance, mode), max_batch_size))
