@@ -16,7 +16,7 @@ import aiohttp
 
 from drafter_operator.api.benchmark import CategoryResult
 from drafter_operator.benchmark_client import scrape, subset
-from drafter_operator.benchmark_client.result import clip_reason, speedup
+from drafter_operator.benchmark_client.result import clip_reason, record_acceptance, speedup
 from drafter_operator.benchmark_client.stream import Endpoint
 
 
@@ -29,14 +29,7 @@ def category_result(category: str, measured: subset.SubsetMeasurement) -> Catego
                             acceptance_unavailable=clip_reason(measured.unavailable))
     ratio = speedup(measured.tokens_per_second, baseline)
     result.speedup = None if ratio is None else round(ratio, 4)
-    window = measured.window
-    if window is not None and window.has_data:
-        result.acceptance_rate = None if window.acceptance_rate is None else round(window.acceptance_rate, 4)
-        result.acceptance_length = None if window.mean_acceptance_length is None else \
-            round(window.mean_acceptance_length, 4)
-        result.draft_tokens = None if window.draft_tokens is None else int(round(window.draft_tokens))
-        result.per_position_acceptance = [round(p, 4) for p in window.per_position] or None
-    return result
+    return record_acceptance(result, measured.window)
 
 
 async def measure(session: aiohttp.ClientSession, target: Endpoint, prompts: Sequence[str],

@@ -16,7 +16,7 @@ import aiohttp
 
 from drafter_operator.api.benchmark import LengthBucketResult
 from drafter_operator.benchmark_client import scrape, subset
-from drafter_operator.benchmark_client.result import clip_reason
+from drafter_operator.benchmark_client.result import clip_reason, record_acceptance
 from drafter_operator.benchmark_client.stream import Endpoint
 from drafter_operator.engines.metrics import AcceptanceWindow
 
@@ -45,12 +45,7 @@ def bucket_result(low: int, high: int | None, members: Sequence[int], prompt_tok
     result = LengthBucketResult(min_prompt_tokens=low, max_prompt_tokens=high, prompts=len(members),
                                 mean_prompt_tokens=round(sum(prompt_tokens[i] for i in members) / len(members), 1),
                                 acceptance_unavailable=clip_reason(unavailable))
-    if window is not None and window.has_data:
-        result.acceptance_rate = None if window.acceptance_rate is None else round(window.acceptance_rate, 4)
-        result.acceptance_length = None if window.mean_acceptance_length is None else \
-            round(window.mean_acceptance_length, 4)
-        result.draft_tokens = None if window.draft_tokens is None else int(round(window.draft_tokens))
-    return result
+    return record_acceptance(result, window)
 
 
 async def measure(session: aiohttp.ClientSession, target: Endpoint, prompts: Sequence[str],

@@ -132,6 +132,21 @@ def _r(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def record_acceptance(result, window: AcceptanceWindow | None):
+    """Write a counter window's acceptance into a result object (the run's, a length bucket's, a category's), as
+    rounded as the run's own figures, in the fields that object has; nothing without drafts."""
+    if window is None or not window.has_data:
+        return result
+    figures = {"acceptance_rate": _r(window.acceptance_rate, 4),
+               "acceptance_length": _r(window.mean_acceptance_length, 4),
+               "draft_tokens": None if window.draft_tokens is None else int(round(window.draft_tokens)),
+               "per_position_acceptance": [round(p, 4) for p in window.per_position] or None}
+    for name, value in figures.items():
+        if name in type(result).model_fields:
+            setattr(result, name, value)
+    return result
+
+
 def prompt_result(stream: Stream) -> PromptResult:
     return PromptResult(index=stream.index, prompt_tokens=stream.prompt_tokens,
                         completion_tokens=stream.completion_tokens, seconds=_r(stream.seconds, 4),
@@ -181,13 +196,10 @@ def benchmark_result(levels: Sequence[Level], acceptance: AcceptanceWindow | Non
         acceptance_unavailable=clip_reason(acceptance_unavailable),
     )
     if acceptance is not None and acceptance.has_data:
-        result.acceptance_rate = _r(acceptance.acceptance_rate, 4)
-        result.acceptance_length = _r(acceptance.mean_acceptance_length, 4)
-        result.draft_tokens = None if acceptance.draft_tokens is None else int(round(acceptance.draft_tokens))
+        record_acceptance(result, acceptance)
         result.accepted_tokens = None if acceptance.accepted_tokens is None else int(round(acceptance.accepted_tokens))
         if acceptance.draft_tokens is not None and not acceptance.estimated:  # SGLang's is k x calls: nothing new
             result.mean_draft_tokens = _r(acceptance.draft_tokens / acceptance.drafts, 4)
-        result.per_position_acceptance = [round(p, 4) for p in acceptance.per_position] or None
     return result
 
 
