@@ -9,9 +9,10 @@ too, in its own section. Remember ``/metrics`` exists only with ``--enable-metri
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from drafter_operator.engines import flags
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
@@ -420,18 +421,27 @@ def adaptive_unsupported_reason(*, algorithm: str | None, eagle_topk: int | None
     return None
 
 
+def adaptive_dropped_by(algorithm: str | None, values: Mapping[str, Any]) -> str | None:
+    """Why SGLang drops ``--speculative-adaptive`` for a launch with ``algorithm`` and the parsed flag ``values``
+    (dests), read as its speculative hook reads them: the algorithm's alias resolved (NEXTN runs as EAGLE), and
+    the deprecated ``--dp-size N --enable-dp-attention`` as ``--attn-dp-size N``
+    (parallel_hook.handle_deprecated_dp_attention). The emulator asks this with its own parse of a command line."""
+    aliases = flags.table(ENGINE).extras["speculative_algorithms"]["aliases"]
+    attention_dp = values.get("attn_dp_size") or 1
+    if values.get("enable_dp_attention") and attention_dp == 1:
+        attention_dp = values.get("dp_size") or 1
+    return adaptive_unsupported_reason(
+        algorithm=aliases.get(algorithm, algorithm), eagle_topk=values.get("speculative_eagle_topk"),
+        attention_dp_size=int(attention_dp), multi_layer_eagle=bool(values.get("enable_multi_layer_eagle")),
+        two_batch_overlap=bool(values.get("enable_two_batch_overlap")), pdmux=bool(values.get("enable_pdmux")))
+
+
 def adaptive_dropped(spec) -> str | None:
     """Why SGLang would drop the adaptive speculation spec.drafter.dynamic asks for, from the spec and its
     extraArgs (None when it runs it)."""
     try:
-        parsed = parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True)
+        given = parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True).values
     except CommandLineRejected:
-        parsed = {}
-    algorithm = SPECULATIVE_ALGORITHMS.get(spec.drafter.method)
-    attention_dp = int(parsed.get("attn_dp_size") or 1)
-    if parsed.get("enable_dp_attention"):  # deprecated --dp-size N --enable-dp-attention: attention DP of N
-        attention_dp = max(attention_dp, int(parsed.get("dp_size") or 1))
-    return adaptive_unsupported_reason(
-        algorithm="EAGLE" if algorithm == "NEXTN" else algorithm, eagle_topk=spec.drafter.eagle_topk,
-        attention_dp_size=attention_dp, multi_layer_eagle=bool(parsed.get("enable_multi_layer_eagle")),
-        two_batch_overlap=bool(parsed.get("enable_two_batch_overlap")), pdmux=bool(parsed.get("enable_pdmux")))
+        given = {}
+    return adaptive_dropped_by(SPECULATIVE_ALGORITHMS.get(spec.drafter.method),
+                               {**given, "speculative_eagle_topk": spec.drafter.eagle_topk})

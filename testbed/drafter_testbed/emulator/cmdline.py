@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drafter_operator.constants import Engine
-from drafter_operator.engines import command_line, dynamic, flags
+from drafter_operator.engines import command_line, dynamic, flags, sglang
 from drafter_testbed.emulator import families, sglang_adaptive
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -292,20 +292,6 @@ def _sglang_algorithm(name: str | None) -> str | None:
     raise EngineRefused(f"Unknown speculative algorithm name: {name}", status=1)
 
 
-def _sglang_adaptive_dropped(algorithm: str, values: dict[str, Any]) -> str | None:
-    """Why SGLang would drop ``--speculative-adaptive`` for these flags (sglang_adaptive.unsupported_reason), read
-    as its speculative hook reads them: the algorithm upper-cased with its alias resolved, and the deprecated
-    ``--dp-size N --enable-dp-attention`` as ``--attn-dp-size N`` (parallel_hook.handle_deprecated_dp_attention)."""
-    aliases = flags.table("sglang").extras["speculative_algorithms"]["aliases"]
-    attention_dp = values.get("attn_dp_size") or 1
-    if values.get("enable_dp_attention") and attention_dp == 1:
-        attention_dp = values.get("dp_size") or 1
-    return sglang_adaptive.unsupported_reason(
-        algorithm=aliases.get(algorithm, algorithm), eagle_topk=values.get("speculative_eagle_topk"),
-        attention_dp_size=attention_dp, multi_layer_eagle=bool(values.get("enable_multi_layer_eagle")),
-        two_batch_overlap=bool(values.get("enable_two_batch_overlap")), pdmux=bool(values.get("enable_pdmux")))
-
-
 def _sglang_adaptive_speculation(algorithm: str, values: dict[str, Any], given: dict[str, Any]) -> SpeculationConfig:
     """EAGLE or EAGLE-3 under adaptive speculation, resolved as SGLang's ``_init_adaptive_speculative_params``
     does: the config read at start-up (refused as SGLang refuses it), topk 1, the steps given or the middle of
@@ -332,7 +318,7 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
     topk = values.get("speculative_eagle_topk")
     draft_tokens = values.get("speculative_num_draft_tokens")
     given = {key: value for key, value in values.items() if key.startswith("speculative_") and value is not None}
-    dropped = _sglang_adaptive_dropped(algorithm, values) if values.get("speculative_adaptive") else None
+    dropped = sglang.adaptive_dropped_by(algorithm, values) if values.get("speculative_adaptive") else None
     if values.get("speculative_adaptive") and dropped is None:
         return _sglang_adaptive_speculation(algorithm, values, given)
     block = families.sglang_block_shape(algorithm, values)

@@ -27,8 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from drafter_operator.engines import sglang
-
 #: SGLang's built-in tiers, used when ``--speculative-adaptive-config`` is not given.
 DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
@@ -49,10 +47,9 @@ class AdaptiveConfigRefused(ValueError):
 
 # ------------------------------------------------------------------------------------- when it is dropped
 
-#: Why SGLang drops ``--speculative-adaptive`` (or None): the operator's reading, in SGLang's order and words, which
-#: says so in a serving's status before it is served; the emulator serves what it decides, and the contract tier
-#: holds both to SGLang's ``adaptive_unsupported_reason``.
-unsupported_reason = sglang.adaptive_unsupported_reason
+# Why SGLang drops it is the operator's reading (engines/sglang.adaptive_dropped_by, which the emulator's command
+# line asks): the spec says so before it is served, the emulator serves what it decides, and the contract tier holds
+# it to SGLang's adaptive_unsupported_reason.
 
 
 def disabled_warning(reason: str) -> str:
