@@ -21,6 +21,7 @@ from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.acceptance import verdict as a
 from drafter_operator.acceptance import break_even as be
 from drafter_operator.acceptance import drift as d
+from drafter_operator.acceptance import schedule_obeyed
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.prometheus_query import revision_matchers
@@ -41,6 +42,8 @@ class Measurement:
     serving_uid: str | None = None
     # Against status.acceptance.atPromotion, when the watched revision has one (DriftDetected).
     drift: d.Drift | None = None
+    # Against the batch-size schedule the watched revision runs, when it runs one (ScheduleIgnored).
+    schedule: schedule_obeyed.ScheduleCheck | None = None
 
     @property
     def changed(self) -> bool:
@@ -94,6 +97,9 @@ class WatchedRevision(Protocol):
 
     @property
     def baseline(self) -> d.Baseline | None: ...
+
+    @property
+    def schedule(self) -> tuple[tuple[int, int, int], ...] | None: ...
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,17 @@ class AcceptanceMonitor:
         if block is not None:
             block["revision"] = revision
         return Measurement(revision=revision, verdict=self.verdict, previous=previous, status=block,
-                           serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, recorded.drift))
+                           serving_uid=serving_uid, drift=self._drift(spec, sample, baseline, recorded.drift),
+                           schedule=self._schedule_check(spec, watched.schedule, sample))
+
+    @staticmethod
+    def _schedule_check(spec, schedule: tuple[tuple[int, int, int], ...] | None,
+                        sample: a.AcceptanceSample) -> schedule_obeyed.ScheduleCheck | None:
+        """The sample's replicas against the schedule the revision runs; None when it runs none."""
+        k = engines.draft_tokens_per_step(spec.engine, spec.drafter)
+        if not schedule or not k:
+            return None
+        return schedule_obeyed.check(schedule, k, sample.replicas if sample.problem is None else ())
 
     def _drift(self, spec, sample: a.AcceptanceSample, baseline: d.Baseline | None,
                resume_drift: a.AcceptanceVerdict | None) -> d.Drift | None:

@@ -97,7 +97,7 @@ class ScrapeHistory:
         for earlier, later in zip(inside, inside[1:]):
             m.window(earlier, later, num_speculative_tokens)
         start, oldest = self._scrapes[first]
-        return m.window(oldest, newest, num_speculative_tokens), end - start
+        return m.load_seen(m.window(oldest, newest, num_speculative_tokens), inside), end - start
 
 
 # --------------------------------------------------------------------------------------------------

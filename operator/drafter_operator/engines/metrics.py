@@ -42,7 +42,9 @@ Definitions (vLLM 0.33.0 ``vllm/v1/spec_decode/metrics.py``; SGLang 0.5.23
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -71,6 +73,8 @@ GAUGE_RANGES: dict[str, float] = {
     "accept_rate_gauge": 1.0,
     "num_steps_gauge": float(DEFAULT_MAX_POSITIONS),
     "num_draft_tokens_gauge": DEFAULT_MAX_POSITIONS + 1.0,
+    # Requests one scheduler runs (vLLM per engine core, SGLang per rank): far above any --max-num-seqs.
+    "running_requests": 1_000_000.0,
 }
 
 
@@ -101,6 +105,9 @@ class SpecDecodeCounters:
     accept_rate_gauge: float | None = None
     num_steps_gauge: float | None = None
     num_draft_tokens_gauge: float | None = None
+    #: Requests running in one scheduler's batch at the scrape (vLLM ``num_requests_running``, SGLang
+    #: ``num_running_reqs``), averaged over engine cores or ranks: the batch size a k-per-batch schedule keys on.
+    running_requests: float | None = None
     #: The counters' individual series ``((name, labels), value)`` when parsed from a body; empty when
     #: built by hand. :func:`window` uses them to find resets per series.
     series: tuple[tuple[SeriesKey, float], ...] = field(default=(), repr=False)
@@ -230,6 +237,12 @@ class AcceptanceWindow:
     reset: bool = False
     #: Per-position unconditional acceptance, ``accepted_per_pos[i] / drafts`` (vLLM).
     per_position: tuple[float, ...] = ()
+    #: The fewest requests any scrape inside the window saw running in a batch (None when the engine
+    #: exported no such gauge): the largest k a batch-size schedule allowed in the window is its k there.
+    fewest_running: float | None = None
+    #: The most draft tokens one step drafted in the window, as far as the engine tells: vLLM's counted
+    #: mean (draft tokens / drafts, an average of its steps), SGLang's highest k its gauges showed at a scrape.
+    drafted_per_step: float | None = None
 
     @property
     def has_data(self) -> bool:
@@ -280,6 +293,23 @@ def window(before: SpecDecodeCounters, after: SpecDecodeCounters,
     """
     if before.engine != after.engine:
         raise ValueError(f"cannot compare a {before.engine} scrape with a {after.engine} scrape")
+    return load_seen(_counted_window(before, after, num_speculative_tokens), (before, after))
+
+
+def load_seen(found: AcceptanceWindow, scrapes: Sequence[SpecDecodeCounters]) -> AcceptanceWindow:
+    """``found`` with the batch sizes and drafted tokens per step the ``scrapes`` inside it show (pure)."""
+    running = [c.running_requests for c in scrapes if c.running_requests is not None]
+    if found.engine == "vllm":
+        drafted = found.draft_tokens / found.drafts if found.drafts > 0 and found.draft_tokens is not None else None
+    else:  # SGLang counts no drafted tokens: its k gauges at each scrape (adaptive speculation moves them)
+        shown = [c.num_speculative_tokens for c in scrapes if c.speculative]
+        drafted = float(max(shown)) if shown and None not in shown else None
+    return dataclasses.replace(found, fewest_running=min(running) if len(running) == len(scrapes) else None,
+                               drafted_per_step=drafted)
+
+
+def _counted_window(before: SpecDecodeCounters, after: SpecDecodeCounters,
+                    num_speculative_tokens: int | None) -> AcceptanceWindow:
     reset = detect_reset(before, after)
     if reset:
         # A restart: the previous values belong to another process; count from zero.

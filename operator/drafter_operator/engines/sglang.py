@@ -124,7 +124,8 @@ E2E_REQUEST_LATENCY_SECONDS = "sglang:e2e_request_latency_seconds"    # + is_str
 # rest of the body is skipped without being kept.
 PARSED_COUNTERS = (SPEC_VERIFY_CALLS, GENERATION_TOKENS, PROMPT_TOKENS)
 PARSED_GAUGES = {SPEC_ACCEPT_LENGTH: "accept_length_gauge", SPEC_ACCEPT_RATE: "accept_rate_gauge",
-                 SPEC_NUM_STEPS: "num_steps_gauge", SPEC_NUM_DRAFT_TOKENS: "num_draft_tokens_gauge"}
+                 SPEC_NUM_STEPS: "num_steps_gauge", SPEC_NUM_DRAFT_TOKENS: "num_draft_tokens_gauge",
+                 NUM_RUNNING_REQS: "running_requests"}
 
 
 def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, *,

@@ -22,14 +22,14 @@ from drafter_operator.engines.extra_args import (
     parser_name_problems,
 )
 from drafter_operator.engines.launch import LaunchFacts
-from drafter_operator.engines.metrics import SpecDecodeCounters
+from drafter_operator.engines.metrics import GAUGE_RANGES, SpecDecodeCounters
 from drafter_operator.engines.metrics_verdicts import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_POSITIONS,
     UnusableReason,
     unusable,
 )
-from drafter_operator.engines.metrics_body import count_total, counter_series, position_totals, read_series
+from drafter_operator.engines.metrics_body import count_total, counter_series, gauge_mean, position_totals, read_series
 
 ENGINE = "vllm"
 #: The release whose command line, metrics and loading code this module restates (tests/contract checks it).
@@ -152,7 +152,7 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
     not "not speculative". The body is refused above ``max_body_bytes`` and a position label at or
     beyond ``max_positions`` (vLLM 0.33.0 labels positions 0..k-1).
     """
-    found = read_series(body, f"{ENGINE}:", PARSED_COUNTERS, {LABEL_MODEL_NAME: model_name},
+    found = read_series(body, f"{ENGINE}:", PARSED_COUNTERS + (NUM_REQUESTS_RUNNING,), {LABEL_MODEL_NAME: model_name},
                         max_body_bytes=max_body_bytes)
     present = [name for name in _SPEC_DECODE_TOTALS if name in found]
     if present and len(present) < len(_SPEC_DECODE_TOTALS):
@@ -183,6 +183,8 @@ def parse_spec_decode_metrics(body: str | bytes, model_name: str | None = None, 
         accepted_per_position=positions,
         generation_tokens=count_total(found, GENERATION_TOKENS),
         prompt_tokens=count_total(found, PROMPT_TOKENS),
+        # Per engine core (the mean over its ``engine`` label): each core schedules its own batch.
+        running_requests=gauge_mean(found, NUM_REQUESTS_RUNNING, 0.0, GAUGE_RANGES["running_requests"]),
         series=counter_series(found, PARSED_COUNTERS),
     )
 

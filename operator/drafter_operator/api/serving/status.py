@@ -237,7 +237,7 @@ class DrafterServingStatus(StatusModel):
     observed_generation: int | None = None
     """The metadata.generation the status reflects."""
     conditions: Annotated[list[Condition], Field(json_schema_extra=CONDITIONS_SCHEMA_EXTRA)] | None = None
-    """Ready, Progressing, Degraded, DrafterCompatible, DriftDetected (the live acceptance length against status.acceptance.atPromotion), LengthCovered (spec.target.maxModelLen against the length a DrafterTraining trained the drafter at)."""
+    """Ready, Progressing, Degraded, DrafterCompatible, DriftDetected (the live acceptance length against status.acceptance.atPromotion), LengthCovered (spec.target.maxModelLen against the length a DrafterTraining trained the drafter at), ScheduleIgnored (for a revision that runs a batch-size schedule: True when a replica drafts more tokens per step than the schedule allows at the batch sizes its metrics showed)."""
     active_revision: str | None = None
     """Revision the Service points at."""
     previous_revision: str | None = None

@@ -107,6 +107,9 @@ class Watched:
     revision: str
     learned: be.BreakEven | None = None
     baseline: d.Baseline | None = None
+    #: The batch-size schedule the revision runs (status.speculationSchedule's ranges, when it is the revision
+    #: that schedule was rendered into), to hold the engine's drafting to (ScheduleIgnored).
+    schedule: tuple[tuple[int, int, int], ...] | None = None
 
 
 def revision_family(spec: DrafterServingSpec, revisions: list[dict], active: str | None) -> tuple[str, str]:
@@ -151,7 +154,15 @@ def watched_revision(body: dict) -> Watched | None:
         return None
     baseline = d.baseline((status.get("acceptance") or {}).get("atPromotion"), spec.acceptance.drift_tolerance,
                           measured_as(active, status.get("speculationSchedule")))
-    return Watched(spec, active, learned, baseline)
+    return Watched(spec, active, learned, baseline, scheduled_ranges(active, status.get("speculationSchedule")))
+
+
+def scheduled_ranges(active: str, block: dict | None) -> tuple[tuple[int, int, int], ...] | None:
+    """The (start, end, k) ranges ``active`` runs: status.speculationSchedule's, when its scheduledRevision is the
+    active revision (pure)."""
+    if not block or block.get("scheduledRevision") != active or not block.get("ranges"):
+        return None
+    return tuple((r["start"], r["end"], r["numSpeculativeTokens"]) for r in block["ranges"])
 
 
 class WatchedByVersion:

@@ -48,6 +48,8 @@ from drafter_operator.constants import DRAFTER_ANNOTATION, ENGINE_ANNOTATION, PO
     PREVIOUS_REVISION_ANNOTATION, RETRY_ANNOTATION, SERVING_GENERATION_ANNOTATION, SWITCHED_AT_ANNOTATION
 from drafter_operator.controllers.serving.pointer import pointer_write, published_port, recorded_drains, switch_record
 from drafter_operator.controllers.serving.drift import at_promotion, drift_events, drift_verdict
+from drafter_operator.controllers.serving.schedule_obeyed import CONDITION as SCHEDULE_CONDITION
+from drafter_operator.controllers.serving.schedule_obeyed import schedule_events, schedule_verdict
 from drafter_operator.controllers.serving.length import CONDITION as LENGTH_CONDITION, length_events, length_verdict
 from drafter_operator.controllers.serving.schedule import speculation_schedule
 from drafter_operator.controllers.plan import Count, Plan
@@ -123,8 +125,11 @@ def decide(state: ServingState) -> Plan:
             judged.degraded = action_blocked(target.running.action, conflict.message, active)
     promoted, drifted = drift_step(state, serving, status, swap, target, judged)
     covered = length_verdict(spec, meta.get("annotations"), _condition(status, LENGTH_CONDITION))
+    obeyed = schedule_verdict(swap.active, target.schedule_status, current_measurement(state),
+                              swap.progressing is not None and swap.progressing.status == "True",
+                              _condition(status, SCHEDULE_CONDITION))
     new_status = status_fields(state, status, swap, revisions, port, judged, compatible.condition,
-                               ((d.CONDITION, drifted), (LENGTH_CONDITION, covered)))
+                               ((d.CONDITION, drifted), (LENGTH_CONDITION, covered), (SCHEDULE_CONDITION, obeyed)))
     new_status.update(gating=gating_record(status, swap, promotion, state.now), promotion=promotion.record)
     acceptance_status(new_status, status, judged, benchmarked, promoted)
     new_status["speculationSchedule"] = target.schedule_status  # None removes it, as gating and promotion
@@ -360,8 +365,8 @@ def gating_record(status: dict, swap: SwapPlan, promotion: PromotionSwap, now: d
 def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: Compatibility,
                     judged: AcceptanceDecision, retried: str | None) -> list[Event]:
     """The Events of a decision: a retry of revision ``retried``, the swap planner's, the condition
-    transitions, a DrafterCompatible problem, the acceptance decision's, drift starting or clearing, and a
-    context length past the trained one."""
+    transitions, a DrafterCompatible problem, the acceptance decision's, drift starting or clearing, a
+    context length past the trained one, and an engine that stops or starts obeying its schedule."""
     events: list[Event] = []
     if retried:
         events.append(("Normal", "RetryRequested", f"{RETRY_ANNOTATION}={status['retryRequest']}: revision "
@@ -372,7 +377,8 @@ def decision_events(status: dict, new_status: dict, swap: SwapPlan, compatible: 
                if event[1] not in posted or event in swap.events]
     return events + compatibility_events(compatible) + judged.events + \
         drift_events(status.get("conditions"), new_status["conditions"]) + \
-        length_events(status.get("conditions"), new_status["conditions"])
+        length_events(status.get("conditions"), new_status["conditions"]) + \
+        schedule_events(status.get("conditions"), new_status["conditions"])
 
 
 
