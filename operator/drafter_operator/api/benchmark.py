@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
@@ -38,6 +39,10 @@ TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
 
 
 PromptText = Annotated[str, StringConstraints(min_length=1, max_length=65536)]
+#: Characters of inline or categorized prompts a run takes: they ride to the benchmark pod in one pod-template
+#: annotation, and the apiserver allows 256 KiB of annotations per object (4 bytes a character at worst, plus
+#: the JSON around each prompt). More prompts go in a ConfigMap (spec.prompts.configMap).
+INLINE_PROMPT_CHARACTERS = 50_000
 
 
 class CategorizedPrompt(ApiModel):
@@ -58,7 +63,26 @@ class PromptsSpec(ApiModel):
             "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts), spec.prompts.categorized "
             "(a list of {text, category}) or spec.prompts.configMap (a ConfigMap key)",
         ),
+        Rule(
+            cel=f"(!has(self.inline) || self.inline.map(p, size(p)).sum() <= {INLINE_PROMPT_CHARACTERS}) && "
+                f"(!has(self.categorized) || self.categorized.map(p, size(p.text)).sum() <= {INLINE_PROMPT_CHARACTERS})",
+            message=f"spec.prompts.inline and spec.prompts.categorized hold at most {INLINE_PROMPT_CHARACTERS} characters "
+                    "in all (they ride to the benchmark pod in an annotation): put a larger set in a ConfigMap and name "
+                    "it in spec.prompts.configMap",
+            check=lambda s: sum(map(len, s.inline or ())) <= INLINE_PROMPT_CHARACTERS
+            and sum(len(p.text) for p in s.categorized or ()) <= INLINE_PROMPT_CHARACTERS,
+        ),
     )
+
+    def as_file(self) -> str | None:
+        """The inline or categorized prompts as the bench client's --prompts-file reads them (a JSON list of
+        strings and {text, category} objects); None for a ConfigMap's (the pod mounts that key)."""
+        if self.inline:
+            return json.dumps(list(self.inline), ensure_ascii=False)
+        if self.categorized:
+            return json.dumps([{"text": p.text, "category": p.category} if p.category else p.text
+                               for p in self.categorized], ensure_ascii=False)
+        return None
 
     inline: Annotated[list[PromptText], Field(min_length=1, max_length=1000)] | None = None
     """The prompts themselves, as plain strings (no category)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from drafter_operator.api.pod import parse_kube_quantity
 from drafter_operator.constants import BENCHMARK_LABEL, INSTANCE_LABEL, NAME_LABEL
 from drafter_operator.resources import pod_policy
-from drafter_operator.resources.engine import GPU_TOLERATION
+from drafter_operator.resources.engine import GPU_TOLERATION, file_annotations, files_volume
 from drafter_operator.resources.labels import MANAGED_BY
 from drafter_operator.resources.names import JOB_NAME_MAX, SUBDOMAIN_NAME_MAX, child_name
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 CONTAINER = "bench"
 PROMPTS_VOLUME = "prompts"
 PROMPTS_DIR = "/etc/drafter/prompts"
+#: Inline or categorized prompts (spec.prompts) as the pod reads them: a file the template carries in an annotation
+#: and the downward API projects, like an engine's files (no object of its own to create or collect).
+INLINE_PROMPTS_FILE = f"{PROMPTS_DIR}/prompts.json"
 #: Labels a GPU node carries (NVIDIA GPU feature discovery); the Job's affinity avoids them.
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 #: A small async client: its CPU is a few percent of one core per 1,000 tokens/s (docs/performance.md). The
@@ -93,13 +96,15 @@ def node_placement(placement=None) -> dict:
 @dataclass(frozen=True)
 class BenchPod:
     """The pod that runs a benchmark: ``image``'s ``drafter-operator bench`` with ``argv`` (its command line after
-    ``bench``); ``prompts_config_map`` (name, key) mounts that key at PROMPTS_DIR/<key>; ``resources``, ``policy``
+    ``bench``); ``prompts_config_map`` (name, key) mounts that key at PROMPTS_DIR/<key>, ``inline_prompts`` (the
+    spec's own prompts, as a --prompts-file reads them) rides in the template to INLINE_PROMPTS_FILE; ``resources``, ``policy``
     and ``placement`` are the spec's (api/pod.py ContainerResources and PodPolicy, api/benchmark.py
     BenchmarkPlacement)."""
 
     image: str
     argv: Sequence[str]
     prompts_config_map: tuple[str, str] | None = None
+    inline_prompts: str | None = None
     resources: ContainerResources | None = None
     policy: PodPolicy | None = None
     placement: BenchmarkPlacement | None = None
@@ -129,9 +134,15 @@ def benchmark_job(namespace: str, benchmark: str, generation: int, pod: BenchPod
         name, key = prompts_config_map
         pod_spec["volumes"] = [{"name": PROMPTS_VOLUME, "configMap": {"name": name, "items": [{"key": key, "path": key}]}}]
         container["volumeMounts"] = [{"name": PROMPTS_VOLUME, "mountPath": PROMPTS_DIR, "readOnly": True}]
+    template = pod_policy.template_metadata(labels, policy)
+    if pod.inline_prompts is not None:
+        files = {INLINE_PROMPTS_FILE: pod.inline_prompts}
+        template["annotations"] = {**template.get("annotations", {}), **file_annotations(files)}
+        volume, mount = files_volume(files, PROMPTS_VOLUME)
+        pod_spec["volumes"], container["volumeMounts"] = [volume], [mount]
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(benchmark, generation), "namespace": namespace, "labels": labels},
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": timeout_seconds,
-                 "template": {"metadata": pod_policy.template_metadata(labels, policy), "spec": pod_spec}},
+                 "template": {"metadata": template, "spec": pod_spec}},
     }

@@ -173,8 +173,9 @@ def file_annotations(files: Mapping[str, str]) -> dict[str, str]:
     return {FILE_ANNOTATION_PREFIX + posixpath.basename(path): content for path, content in files.items()}
 
 
-def files_volume(files: Mapping[str, str]) -> tuple[dict, dict] | None:
-    """The volume and mount that project ``files`` (all in one directory) from the template's annotations."""
+def files_volume(files: Mapping[str, str], volume: str = FILES_VOLUME) -> tuple[dict, dict] | None:
+    """The volume (named ``volume``) and mount that project ``files`` (all in one directory) from the template's
+    annotations."""
     if not files:
         return None
     directories = {posixpath.dirname(path) for path in files}
@@ -183,8 +184,8 @@ def files_volume(files: Mapping[str, str]) -> tuple[dict, dict] | None:
     items = [{"path": posixpath.basename(path), "fieldRef": {
         "fieldPath": f"metadata.annotations['{FILE_ANNOTATION_PREFIX}{posixpath.basename(path)}']"}}
              for path in sorted(files)]
-    return ({"name": FILES_VOLUME, "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
-            {"name": FILES_VOLUME, "mountPath": directories.pop(), "readOnly": True})
+    return ({"name": volume, "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
+            {"name": volume, "mountPath": directories.pop(), "readOnly": True})
 
 
 def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: EngineHttp,

@@ -41,7 +41,7 @@ from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
-from drafter_operator.resources.benchmark_job import PROMPTS_DIR, BenchPod, benchmark_job, job_name
+from drafter_operator.resources.benchmark_job import INLINE_PROMPTS_FILE, PROMPTS_DIR, BenchPod, benchmark_job, job_name
 from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 
 def decide(state: BenchmarkState) -> Plan:
@@ -187,6 +187,7 @@ def start_run(plan: Plan, state: BenchmarkState, spec, recorded: float | None,
     job = queueing.queued(
         benchmark_job(namespace, name, generation,
                       BenchPod(state.image, argv, (prompts.name, prompts.key) if prompts is not None else None,
+                               inline_prompts=spec.prompts.as_file() if spec.prompts is not None else None,
                                resources=spec.resources, policy=spec.pod, placement=spec.placement),
                       int(parse_duration(spec.timeout))),
         spec.queue_name)
@@ -224,6 +225,8 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--baseline-tps", spec.baseline.tokens_per_second]
     if spec.prompts is not None and spec.prompts.config_map is not None:
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
+    elif spec.prompts is not None:  # inline or categorized: the pod template carries them (benchmark_job)
+        argv += ["--prompts-file", INLINE_PROMPTS_FILE]
     if spec.prompt_length_buckets:
         argv += ["--prompt-length-buckets", ",".join(map(str, spec.prompt_length_buckets))]
     if spec.acceptance_by_category:
