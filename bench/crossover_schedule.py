@@ -9,8 +9,9 @@ What it does, as the operator does it:
 2. two schedules from that one sweep: on/off (k = 5 below the break-even, none from it:
    ``engines/dynamic.py``) and k per load band (every k from 0 to 5 predicted at each load from the
    sweep's step costs and acceptance: ``engines/k_bands.py``);
-3. the k-band schedule measured at the sweep's levels and the prediction refined with those levels
-   (``k_bands.refine``); the refined schedule is the one compared;
+3. the k-band schedule measured at the sweep's levels and, where a level is more than 5% off its prediction, the
+   bands fitted again with those levels (``k_bands.refine_bands``, what the operator does with the scheduled
+   revision's own sweep); that schedule is the one compared;
 4. at every level (default 1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64 streams) the output throughput of no
    speculation, of static k = 1 to 5, of both schedules, and the k-band schedule's share of the best
    static k (0 included) and its gain over on/off.
@@ -134,13 +135,15 @@ def k_band_schedule(levels: Sequence[k_bands.Level], acceptance: Sequence[float]
     the sweep and those measurements."""
     model = k_bands.step_model(levels, acceptance, k_bands.CHAIN)
     bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
-    if refine:
+    if refine:  # as the operator refines a schedule from its own sweep (controllers/serving/schedule.py)
         scheduled = argv(k_bands.schedule(bands))
         measured = [k_bands.Level(level.concurrency, dynamic.k_for_batch(k_bands.schedule(bands), level.concurrency, K),
                                   measure(scheduled, level.concurrency), level.baseline_tokens_per_second)
                     for level in levels]
-        model = k_bands.refine(levels, [m for m in measured if m.k > 0], acceptance, k_bands.CHAIN)
-        bands = k_bands.choose_bands(model, dynamic.MAX_BATCH_SIZE)
+        found = k_bands.refine_bands(levels, acceptance, k_bands.CHAIN, dynamic.MAX_BATCH_SIZE, measured)
+        if found is not None and found.bands is not None:
+            bands = list(found.bands)
+            model = k_bands.refine(levels, [m for m in measured if m.k > 0], acceptance, k_bands.CHAIN)
     return bands, model
 
 

@@ -49,6 +49,9 @@ DRAFT_MODES = (CHAIN, BLOCK, LOOKUP)
 #: A k must beat the next smaller one by this share of throughput to be chosen: a prediction within noise
 #: of a cheaper k does not pay for the extra verification it risks.
 MIN_GAIN = 0.01
+#: A schedule whose own sweep lands within this share of the predicted speedup at every level is kept as it is:
+#: a new schedule is a new engine process (a model reload), worth it only where the prediction was off.
+REFINE_TOLERANCE = 0.05
 
 
 def draft_forwards(mode: str, k: int) -> int:
@@ -261,18 +264,21 @@ class Band:
     predicted_speedup: float = field(compare=False)
 
 
-def choose_bands(model: StepModel, max_batch_size: int, up_to: int | None = None) -> list[Band]:
+def choose_bands(model: StepModel, max_batch_size: int, up_to: int | None = None,
+                 ceilings: Sequence[tuple[int, int]] = ()) -> list[Band]:
     """k per batch size from 1 to ``up_to`` (default: the highest measured concurrency), merged into bands;
     the last band runs on to ``max_batch_size`` (vLLM carries the last k forward, so does SGLang's last tier).
 
     Above the sweep the model extrapolates: the highest band keeps the k chosen at the sweep's top. k never
     rises with the load (more streams make every verified token dearer and leave the acceptance as it is), so a
-    prediction that wobbles between two k near a band's edge does not split it into more bands: at most k + 1."""
-    top = up_to or int(max(c for c, _ in model.verify_points))
-    top = max(1, min(top, max_batch_size))
+    prediction that wobbles between two k near a band's edge does not split it into more bands: at most k + 1.
+    ``ceilings``: (batch size, k) pairs: from that batch size on, k is at most that (a measured loss)."""
+    top = max(1, min(up_to or int(max(c for c, _ in model.verify_points)), max_batch_size))
+    top = max(top, min(max((c for c, _ in ceilings), default=1), max_batch_size))
     bands: list[Band] = []
     for batch in range(1, top + 1):
-        k = model.best_k(batch) if not bands else min(model.best_k(batch), bands[-1].k)
+        best = min([model.best_k(batch), *(ceiling for at, ceiling in ceilings if batch >= at)])
+        k = best if not bands else min(best, bands[-1].k)
         if bands and bands[-1].k == k:
             last = bands[-1]
             bands[-1] = Band(last.start, batch, k, last.predicted_speedup)
@@ -336,3 +342,55 @@ def _bands(levels: tuple[Level, ...], acceptance: tuple[float, ...], mode: str,
     """The bands of one sweep, fitted once: every reconcile of a serving with ``drafter.dynamic`` asks again with
     the same finished sweep, and the fit (a few milliseconds) would otherwise run on each."""
     return tuple(choose_bands(step_model(levels, acceptance, mode), max_batch_size))
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """What a schedule's own sweep said of its prediction: the largest relative gap between a level's measured
+    and predicted speedup (``off_by``), and where that exceeds REFINE_TOLERANCE the bands fitted again with those
+    levels added (``bands``; None: the prediction stands)."""
+
+    off_by: float
+    bands: tuple[Band, ...] | None
+
+
+def refinement(result: dict, k: int, mode: str, max_batch_size: int, own: dict,
+               acceptance: Sequence[float] | None = None) -> Refinement | None:
+    """The predicted schedule of the sweep ``result`` (at ``k``) held to ``own``, the status.result of a sweep of
+    the revision that ran that schedule: each of its levels ran the schedule's k at that concurrency. None when
+    either sweep lacks what the prediction needs, or ``own`` has no level that drafted."""
+    levels = levels_of(result, k)
+    acceptance = acceptance if acceptance is not None else acceptance_of(result, k)
+    if not levels or acceptance is None:
+        return None
+    acceptance = tuple(acceptance[:k])
+    predicted = schedule(_bands(tuple(levels), acceptance, mode, max_batch_size))
+    ran = [Level(level.concurrency, min(k, _k_at(predicted, level.concurrency)), level.tokens_per_second,
+                 level.baseline_tokens_per_second) for level in levels_of(own, k)]
+    return refine_bands(levels, acceptance, mode, max_batch_size, ran)
+
+
+def refine_bands(levels: Sequence[Level], acceptance: Sequence[float], mode: str, max_batch_size: int,
+                 ran: Iterable[Level]) -> Refinement | None:
+    """The bands of the sweep ``levels`` held to ``ran``: the levels measured while the predicted schedule ran (each
+    at the k it drafted there). None when none of them drafted."""
+    ran = [level for level in ran if level.k > 0]
+    if not ran:
+        return None
+    model = step_model(levels, acceptance, mode)
+    off_by = max(abs((level.tokens_per_second / level.baseline_tokens_per_second)
+                     / (model.tokens_per_second(level.k, level.concurrency)
+                        / model.tokens_per_second(0, level.concurrency)) - 1.0) for level in ran)
+    if off_by <= REFINE_TOLERANCE:
+        return Refinement(round(off_by, 4), None)
+    # The fit weighs every level; a level where the schedule's k measured slower than none is a fact the refined
+    # schedule must not contradict, whatever the fit makes of it: from there on it drafts fewer.
+    lost = [(level.concurrency, level.k - 1) for level in ran
+            if level.tokens_per_second < level.baseline_tokens_per_second]
+    refined = refine(levels, ran, acceptance, mode)
+    return Refinement(round(off_by, 4), tuple(choose_bands(refined, max_batch_size, ceilings=lost)))
+
+
+def _k_at(ranges: Sequence[tuple[int, int, int]], batch: int) -> int:
+    """k at ``batch`` of bands' ranges (contiguous from 1, the last running on)."""
+    return next((k for start, end, k in ranges if start <= batch <= end), ranges[-1][2])

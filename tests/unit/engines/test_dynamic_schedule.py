@@ -234,3 +234,86 @@ def test_a_traffic_mix_is_not_part_of_a_revision_and_needs_a_weight():
     with pytest.raises(ValidationError, match="spec.traffic.mix takes the categories code, math"):
         DrafterServingSpec.model_validate({**s.model_dump(by_alias=True, exclude_none=True),
                                            "traffic": {"mix": {"poetry": 10}}})
+
+
+def own_sweep(schedule, slower: float = 1.0, name: str = "scheduled-gate") -> dict:
+    """A finished sweep of the revision that runs ``schedule``: each level at the schedule's k there, in the same
+    batching model as banded_sweep; ``slower`` divides the speculative throughput where k > 0 (a prediction that
+    was too kind)."""
+    from drafter_testbed.emulator import batching
+
+    costs, curve = batching.StepCosts(), [0.9, 0.86, 0.88, 0.97, 0.89]
+    levels = []
+    for c in (1, 8, 14, 15, 32):
+        k = dynamic.k_for_batch(schedule, c, 5)
+        base_tps = batching.tokens_per_second(c, 0.0, batching.NO_SPECULATION, costs)
+        spec_tps = batching.tokens_per_second(c, curve[:k], batching.Speculation(k), costs) / (slower if k else 1.0) \
+            if k else base_tps
+        levels.append({"concurrency": c, "tokensPerSecond": spec_tps, "baselineTokensPerSecond": base_tps,
+                       "speedup": spec_tps / base_tps})
+    return run(name, levels, completed="2026-12-02T00:00:00Z")
+
+
+PER_POSITION = {"perPositionAcceptance": [0.9, 0.774, 0.681, 0.661, 0.588]}
+
+
+def test_a_schedule_whose_own_sweep_agrees_with_the_prediction_is_kept():
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    predicted, status = speculation_schedule(s, IMAGE, {base: [banded_sweep(**PER_POSITION)]}, None)
+    again, checked = speculation_schedule(s, IMAGE, {base: [banded_sweep(**PER_POSITION)],
+                                                     status["scheduledRevision"]: [own_sweep(predicted)]}, None)
+    assert again == predicted and checked["scheduledRevision"] == status["scheduledRevision"]
+    assert "refinedWith" not in checked and "the sweep of scheduled-gate of this schedule agrees" in checked["message"]
+
+
+def inflated_sweep() -> dict:
+    """banded_sweep with its speculative throughput 20% low from 8 streams on (a neighbour's prefill shared the GPUs
+    while it ran): its prediction drafts too little there."""
+    swept = banded_sweep(**PER_POSITION)
+    for level in swept["status"]["result"]["levels"]:
+        if level["concurrency"] >= 8:
+            level["tokensPerSecond"] *= 0.8
+            level["speedup"] = level["tokensPerSecond"] / level["baselineTokensPerSecond"]
+    return swept
+
+
+def test_a_schedule_its_own_sweep_finds_faster_than_predicted_is_refined_once_and_kept():
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    honest, _ = speculation_schedule(s, IMAGE, {base: [banded_sweep(**PER_POSITION)]}, None)
+    predicted, status = speculation_schedule(s, IMAGE, {base: [inflated_sweep()]}, None)
+    first = status["scheduledRevision"]
+    assert predicted != honest
+    measured = {base: [inflated_sweep()], first: [own_sweep(predicted)]}  # the schedule measured without the noise
+    refined, block = speculation_schedule(s, IMAGE, measured, status)
+    assert block["refinedWith"] == "scheduled-gate" and block["predictedRevision"] == first
+    assert block["scheduledRevision"] == revision_hash(s, IMAGE, refined) != first
+    assert "refined with the sweep of scheduled-gate of the predicted schedule (off by up to" in block["message"]
+    SpeculationScheduleStatus.model_validate(block)
+
+    def drafted(schedule):
+        return [dynamic.k_for_batch(schedule, c, 5) for c in range(1, 65)]
+
+    # Closer to what the honest sweep predicts at every load than the noisy prediction was.
+    gap = sum(abs(a - b) for a, b in zip(drafted(predicted), drafted(honest)))
+    assert sum(abs(a - b) for a, b in zip(drafted(refined), drafted(honest))) < gap
+    # The refined revision's own sweep is never used: the schedule settles.
+    measured[block["scheduledRevision"]] = [own_sweep(refined, slower=2.0, name="refined-gate")]
+    assert speculation_schedule(s, IMAGE, measured, block) == (refined, block)
+    # The predicted revision's sweep gone (its gate collected): the refined schedule recorded is kept.
+    del measured[first]
+    assert speculation_schedule(s, IMAGE, measured, block)[0] == refined
+
+
+def test_a_load_where_the_schedules_k_measured_slower_than_none_drafts_less_after_refinement():
+    s = spec(dynamic="fromBenchmark")
+    base = revision_hash(s, IMAGE)
+    predicted, status = speculation_schedule(s, IMAGE, {base: [banded_sweep(**PER_POSITION)]}, None)
+    lost = own_sweep(predicted, slower=2.0)  # every drafting level below 1.0x
+    refined, block = speculation_schedule(s, IMAGE, {base: [banded_sweep(**PER_POSITION)],
+                                                     status["scheduledRevision"]: [lost]}, status)
+    for level in lost["status"]["result"]["levels"]:
+        k = dynamic.k_for_batch(predicted, level["concurrency"], 5)
+        if k and level["speedup"] < 1.0:
+            assert all(dynamic.k_for_batch(refined, c, 5) < k for c in range(level["concurrency"], 129)), (level, refined)

@@ -156,6 +156,10 @@ class SpeculationScheduleStatus(StatusModel):
     """Streams where the speedup crosses 1.0, interpolated between aboveConcurrency and crossoverConcurrency; with basis onOff, speculation is off from the first batch size at or above it."""
     basis: Literal["kPerBand", "onOff"] | None = None
     """How the ranges were chosen: kPerBand (every k from 0 to the spec's predicted at each load from the sweep's step costs and acceptance, the best chosen per band) or onOff (the sweep had no acceptance to predict from: the spec's k below the break-even, none from it)."""
+    refined_with: str | None = None
+    """With basis kPerBand: the benchmark that swept the revision running the predicted schedule, when its levels were more than 5% off the prediction and the bands were fitted again with them (a refined schedule is not refined again)."""
+    predicted_revision: str | None = None
+    """The revision that ran the predicted schedule refinedWith swept."""
     ranges: Annotated[list[ScheduleRangeStatus], Field(max_length=17)] | None = None
     """The schedule rendered into --speculative-config (num_speculative_tokens_per_batch_size); unset with source static."""
     message: str | None = None

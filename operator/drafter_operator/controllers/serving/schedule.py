@@ -19,8 +19,9 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     or one run by hand while it served) of the static-k revision of this spec (the revision the spec runs
     before any schedule: its hash, without one). Not the active revision's: once a schedule runs, its
     own benchmarks measure the schedule, and a schedule learned from them would start yet another
-    revision. Without a sweep of it the static k runs, and the status says why. When the benchmark is
-    no longer observed, the schedule already recorded for that revision is kept."""
+    revision; they only refine a k-per-band prediction, once (``_refined``). Without a sweep of it the static
+    k runs, and the status says why. When the benchmark is no longer observed, the schedule already recorded
+    for that revision is kept."""
     drafter = spec.drafter
     schedules = engines.engine(spec.engine).SUPPORTS_DYNAMIC_SCHEDULE
     if getattr(drafter, "dynamic", None) != "fromBenchmark" or not schedules or drafter.method == "none":
@@ -32,7 +33,7 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
     runs = measured.get(measured_revision, [])
     sweep = next((b for b in runs if dynamic.measured(b["status"]["result"].get("levels"))), None)
     if sweep is not None:
-        return _from_sweep(spec, image, sweep, k, measured_revision)
+        return _refined(spec, image, _from_sweep(spec, image, sweep, k, measured_revision), sweep, measured, known)
     known = known or {}
     if known.get("revision") == measured_revision and known.get("ranges") and known.get("source", "").startswith("benchmark"):
         return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
@@ -44,6 +45,53 @@ def speculation_schedule(spec, image: str, measured: Mapping[str, list[dict]],
 
 
 
+def _refined(spec, image: str, predicted: tuple[Schedule, dict], sweep: dict, measured: Mapping[str, list[dict]],
+             known: dict | None) -> tuple[Schedule, dict]:
+    """A k-per-band schedule held to its own sweep: once the revision that runs the predicted schedule was swept
+    (its gate with concurrencyLevels, or a run against the serving while it served), the bands are fitted again
+    with those levels where a level's speedup is more than k_bands.REFINE_TOLERANCE off the prediction
+    (``k_bands.refinement``). The refined schedule is a revision of its own; its sweeps are not used again, so the
+    schedule settles after one refinement, and it is kept (from ``known``) once the predicted revision's sweep is
+    no longer observed."""
+    schedule, block = predicted
+    if block.get("basis") != "kPerBand":
+        return predicted
+    predicted_revision = block["scheduledRevision"]
+    own = next((b for b in measured.get(predicted_revision, [])
+                if dynamic.measured(b["status"]["result"].get("levels"))), None)
+    if own is None:
+        if known and known.get("predictedRevision") == predicted_revision and known.get("refinedWith") \
+                and known.get("ranges"):
+            return [(r["start"], r["end"], r["numSpeculativeTokens"]) for r in known["ranges"]], known
+        return predicted
+    k = engines.draft_tokens_per_step(spec.engine, spec.drafter)
+    mode = families.family(spec.drafter.method).drafting
+    found = k_bands.refinement(sweep["status"]["result"], k, mode, dynamic.MAX_BATCH_SIZE, own["status"]["result"],
+                               _mix_acceptance(spec, sweep["status"]["result"], k))
+    name = own["metadata"]["name"]
+    if found is None:
+        return predicted
+    if found.bands is None:
+        return schedule, {**block, "message": f"{block['message']}; the sweep of {name} of this schedule agrees with "
+                                              f"it (within {found.off_by:.1%} at every level)"}
+    bands = list(found.bands)
+    refined = k_bands.schedule(bands)
+    return refined, {**block, "scheduledRevision": revision_hash(spec, image, refined), "refinedWith": name,
+                     "predictedRevision": predicted_revision,
+                     "ranges": [{"start": b.start, "end": b.end, "numSpeculativeTokens": b.k,
+                                 "predictedSpeedup": b.predicted_speedup} for b in bands],
+                     "message": f"k per load band, refined with the sweep of {name} of the predicted schedule "
+                                f"(off by up to {found.off_by:.1%}): "
+                                + ", ".join(f"k={b.k} from {b.start}" for b in bands)}
+
+
+def _mix_acceptance(spec, result: dict, k: int):
+    """The per-position acceptance of the serving's traffic mix in a sweep's result, None without a mix or the
+    categories it names (engines/traffic_mix.py)."""
+    mix = spec.traffic.mix if spec.traffic is not None else None
+    return traffic_mix.acceptance_for_mix(result.get("acceptanceByCategory") or [], mix, k) if mix else None
+
+
 def _from_sweep(spec, image: str, sweep: dict, k: int, measured_revision: str) -> tuple[Schedule, dict]:
     """The schedule of one load sweep at the static k: k per load band where the sweep has the acceptance to
     predict every smaller k from (engines/k_bands.py), else k below the break-even and none from it."""
@@ -52,7 +100,7 @@ def _from_sweep(spec, image: str, sweep: dict, k: int, measured_revision: str) -
     name = sweep["metadata"]["name"]
     at, found = dynamic.crossover(levels), dynamic.break_even(levels)
     mix = spec.traffic.mix if spec.traffic is not None else None
-    mixed = traffic_mix.acceptance_for_mix(result.get("acceptanceByCategory") or [], mix, k) if mix else None
+    mixed = _mix_acceptance(spec, result, k)
     bands = k_bands.bands_from_result(result, k, families.family(spec.drafter.method).drafting, dynamic.MAX_BATCH_SIZE,
                                       mixed)
     if bands is not None:
