@@ -31,6 +31,7 @@ from drafter_operator.api.common import (
     exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.traffic import TrafficSpec
 from drafter_operator.traffic_categories import TrafficCategory
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, ApiGroupVersion
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
@@ -114,6 +115,13 @@ class DrafterBenchmarkSpec(ApiModel):
             message="spec.candidates are compared by their speedup at each load: set spec.concurrencyLevels (e.g. [1, 8, 32]) and spec.baseline (e.g. servingRef: a no-speculation serving of the same target)",
             check=lambda s: s.candidates is None or (s.concurrency_levels is not None and s.baseline is not None),
             field_path=".candidates",
+        ),
+        Rule(
+            cel="!has(self.traffic) || (has(self.candidates) && has(self.acceptanceByCategory) && self.acceptanceByCategory)",
+            message="spec.traffic picks among spec.candidates from each one's acceptance by category: set spec.candidates "
+                    "and spec.acceptanceByCategory: true, or remove spec.traffic",
+            check=lambda s: s.traffic is None or (s.candidates is not None and bool(s.acceptance_by_category)),
+            field_path=".traffic",
         ),
         Rule(
             cel="!has(self.candidates) || !has(self.gate)",
@@ -244,6 +252,8 @@ class DrafterBenchmarkSpec(ApiModel):
     """Thresholds for a Passed / Failed verdict."""
     prompt_length_buckets: Annotated[list[Annotated[int, Field(ge=1, le=16777216)]], Field(min_length=1, max_length=8)] | None = None
     """Acceptance by prompt length: upper edges in prompt tokens, e.g. [1024, 4096, 16384] (a last bucket takes longer prompts). After the measurement each bucket's prompts are sent again one at a time, with the engine's counters read before and after, so status.result.acceptanceByPromptLength tells a drafter that loses acceptance on long contexts (one trained at a shorter length) from one that is poor everywhere. Needs the serving's /metrics (servingRef, or an endpoint whose /metrics answers)."""
+    traffic: TrafficSpec | None = None
+    """With spec.candidates and acceptanceByCategory: the traffic to pick for, e.g. {mix: {code: 60, chat: 40}}. Each candidate's speedup at each load is predicted for this mix from its sweep and its acceptance by category, and the pick follows that prediction (status.comparison.levels[].speedups[].mixSpeedup) rather than the speedup its prompts measured."""
     acceptance_by_category: bool | None = None
     """Acceptance and speedup by traffic category (code, math, chat, writing, toolCalls, longContext, nonEnglish): after the measurement each category's prompts of the set (every prompt of it that carries a category, not only the first numPrompts) are sent again one at a time, with the engine's counters read before and after and, with spec.baseline.servingRef, the same prompts on the baseline, so status.result.acceptanceByCategory says which kinds of traffic the drafter serves well. Needs categorized prompts (the built-in set has every category) and the serving's /metrics for acceptance."""
     equivalence: EquivalenceSpec | None = None

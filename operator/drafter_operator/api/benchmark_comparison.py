@@ -3,7 +3,7 @@ another, and the one to pick at each load (status.comparison)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -52,6 +52,8 @@ class CandidateSpeedup(StatusModel):
     """Its speedup against the baseline at this level; unset where its sweep did not measure the level."""
     tokens_per_second: float | None = None
     """Its aggregate decode throughput at this level."""
+    mix_speedup: float | None = None
+    """With spec.traffic: its speedup at this level predicted for the traffic mix, from its sweep's step costs and its acceptance by category; the pick follows it."""
 
 
 class ComparedLevel(StatusModel):
@@ -70,3 +72,5 @@ class Comparison(StatusModel):
     """In spec.candidates order."""
     levels: list[ComparedLevel] | None = None
     """Every level any candidate measured, ascending; set once every candidate's run succeeded."""
+    basis: Literal["measured", "trafficMix"] | None = None
+    """What the picks follow: the speedups the candidates' prompts measured, or (spec.traffic) the speedups predicted for the traffic mix; measured where a candidate's sweep cannot predict the mix (no acceptance for one of its categories), and the Complete condition says why."""

@@ -35,6 +35,7 @@ prediction where the measurement at the k the schedule ran disagrees with it.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable, Sequence
@@ -327,21 +328,31 @@ def levels_of(result: dict, k: int) -> list[Level]:
 def bands_from_result(result: dict, k: int, mode: str, max_batch_size: int,
                       acceptance: Sequence[float] | None = None) -> list[Band] | None:
     """k per load band from a benchmark's load sweep at ``k``; None when the sweep lacks what the prediction
-    needs (throughputs with a baseline at some level, and acceptance). ``acceptance``: per position, instead of
-    the result's overall (a traffic mix's, engines/traffic_mix.py)."""
+    needs (throughputs with a baseline at some level, and acceptance). ``acceptance``: per position, to predict
+    with instead of the result's overall (a traffic mix's, engines/traffic_mix.py); the step costs are always
+    fitted with the acceptance the sweep ran at, since that is what its throughputs were measured with."""
     levels = levels_of(result, k)
-    acceptance = acceptance if acceptance is not None else acceptance_of(result, k)
-    if not levels or acceptance is None:
+    measured = acceptance_of(result, k)
+    if not levels or measured is None:
         return None
-    return list(_bands(tuple(levels), tuple(acceptance[:k]), mode, max_batch_size))
+    return list(_bands(tuple(levels), tuple(measured[:k]), mode, max_batch_size, _at_k(acceptance, k)))
+
+
+def _at_k(acceptance: Sequence[float] | None, k: int) -> tuple[float, ...] | None:
+    return None if acceptance is None else tuple(float(a) for a in acceptance[:k])
+
+
+def predicting(model: StepModel, acceptance: Sequence[float] | None) -> StepModel:
+    """``model``'s step costs with the throughput of another traffic's per-position ``acceptance`` (None: its own)."""
+    return model if acceptance is None else dataclasses.replace(model, acceptance=tuple(acceptance))
 
 
 @functools.lru_cache(maxsize=512)
 def _bands(levels: tuple[Level, ...], acceptance: tuple[float, ...], mode: str,
-           max_batch_size: int) -> tuple[Band, ...]:
+           max_batch_size: int, predict_with: tuple[float, ...] | None = None) -> tuple[Band, ...]:
     """The bands of one sweep, fitted once: every reconcile of a serving with ``drafter.dynamic`` asks again with
     the same finished sweep, and the fit (a few milliseconds) would otherwise run on each."""
-    return tuple(choose_bands(step_model(levels, acceptance, mode), max_batch_size))
+    return tuple(choose_bands(predicting(step_model(levels, acceptance, mode), predict_with), max_batch_size))
 
 
 @dataclass(frozen=True)
@@ -360,20 +371,21 @@ def refinement(result: dict, k: int, mode: str, max_batch_size: int, own: dict,
     the revision that ran that schedule: each of its levels ran the schedule's k at that concurrency. None when
     either sweep lacks what the prediction needs, or ``own`` has no level that drafted."""
     levels = levels_of(result, k)
-    acceptance = acceptance if acceptance is not None else acceptance_of(result, k)
-    if not levels or acceptance is None:
+    measured = acceptance_of(result, k)
+    if not levels or measured is None:
         return None
-    acceptance = tuple(acceptance[:k])
-    predicted = schedule(_bands(tuple(levels), acceptance, mode, max_batch_size))
+    measured, predict_with = tuple(measured[:k]), _at_k(acceptance, k)
+    predicted = schedule(_bands(tuple(levels), measured, mode, max_batch_size, predict_with))
     ran = [Level(level.concurrency, min(k, _k_at(predicted, level.concurrency)), level.tokens_per_second,
                  level.baseline_tokens_per_second) for level in levels_of(own, k)]
-    return refine_bands(levels, acceptance, mode, max_batch_size, ran)
+    return refine_bands(levels, measured, mode, max_batch_size, ran, predict_with)
 
 
 def refine_bands(levels: Sequence[Level], acceptance: Sequence[float], mode: str, max_batch_size: int,
-                 ran: Iterable[Level]) -> Refinement | None:
+                 ran: Iterable[Level], predict_with: Sequence[float] | None = None) -> Refinement | None:
     """The bands of the sweep ``levels`` held to ``ran``: the levels measured while the predicted schedule ran (each
-    at the k it drafted there). None when none of them drafted."""
+    at the k it drafted there), both at the per-position ``acceptance`` of the prompts they ran; the bands are
+    chosen for ``predict_with`` (a traffic mix's acceptance; None: the same). None when none of them drafted."""
     ran = [level for level in ran if level.k > 0]
     if not ran:
         return None
@@ -387,7 +399,7 @@ def refine_bands(levels: Sequence[Level], acceptance: Sequence[float], mode: str
     # schedule must not contradict, whatever the fit makes of it: from there on it drafts fewer.
     lost = [(level.concurrency, level.k - 1) for level in ran
             if level.tokens_per_second < level.baseline_tokens_per_second]
-    refined = refine(levels, ran, acceptance, mode)
+    refined = predicting(refine(levels, ran, acceptance, mode), predict_with)
     return Refinement(round(off_by, 4), tuple(choose_bands(refined, max_batch_size, ceilings=lost)))
 
 

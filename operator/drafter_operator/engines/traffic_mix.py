@@ -81,3 +81,18 @@ def acceptance_for_mix(category_results: Sequence[Mapping], mix: Mapping[str, fl
     if any(category not in per_category for category in _shares(mix)):
         return None
     return mixed_per_position(per_category, mix)
+
+
+def speedups_for_mix(result: Mapping, k: int, mode: str, mix: Mapping[str, float]) -> dict[int, float] | None:
+    """A load sweep's speedup at each of its levels (concurrency -> speedup over none), predicted for ``mix``: the
+    step costs fitted to the sweep at the acceptance its prompts ran (``k_bands``), the tokens each step yields at
+    the mix's (:func:`acceptance_for_mix`). None when the sweep lacks a baseline, its acceptance, or a category of
+    the mix."""
+    levels = k_bands.levels_of(dict(result), k)
+    measured = k_bands.acceptance_of(dict(result), k)
+    mixed = acceptance_for_mix(result.get("acceptanceByCategory") or [], mix, k) if k else None
+    if not levels or measured is None or mixed is None:
+        return None
+    model = k_bands.predicting(k_bands.step_model(levels, measured[:k], mode), mixed)
+    return {level.concurrency: model.tokens_per_second(k, level.concurrency) / model.tokens_per_second(0, level.concurrency)
+            for level in levels}

@@ -199,3 +199,71 @@ def test_the_candidates_servings_are_read_until_the_first_run_exists_not_on_ever
     # An older generation's run is no reason to skip the check of the new spec's candidates.
     stale = CountingKube(comparison(generation=2), [run(body, 0, "Succeeded", [(1, 1.5)], generation=1)])
     assert len(BenchmarkReconciler(stale, image=IMAGE).observe("team", "families").candidate_servings) == 3
+
+
+def swept(index: int, by_category: dict[str, float], body: dict) -> dict:
+    """Candidate ``index``'s finished sweep at k = 4 in the batching model (overall per-token acceptance 0.75), with
+    a per-token acceptance per category as its counters measured it."""
+    from drafter_testbed.emulator import batching
+
+    def unconditional(a: float) -> list[float]:
+        return [a ** (i + 1) for i in range(4)]
+
+    costs = batching.StepCosts()
+    levels = []
+    for c in (1, 8, 32):
+        spec_tps = batching.tokens_per_second(c, [0.75] * 4, batching.Speculation(4), costs)
+        base_tps = batching.tokens_per_second(c, 0.0, batching.NO_SPECULATION, costs)
+        levels.append({"concurrency": c, "speedup": spec_tps / base_tps, "tokensPerSecond": spec_tps,
+                       "baselineTokensPerSecond": base_tps})
+    finished = run(body, index, "Succeeded")
+    finished["status"].update(drafter="eagle3:/models/drafters/d%d" % index, numSpeculativeTokens=4)
+    finished["status"]["result"] = {"levels": levels, "perPositionAcceptance": unconditional(0.75),
+                                    "acceptanceByCategory": [{"category": category,
+                                                              "perPositionAcceptance": unconditional(a)}
+                                                             for category, a in by_category.items()]}
+    return finished
+
+
+@pytest.mark.parametrize(("mix", "pick"), [({"code": 100}, "kimi-eagle3"), ({"chat": 100}, "kimi-suffix"),
+                                           ({"code": 10, "chat": 90}, "kimi-suffix")])
+def test_a_traffic_mix_picks_the_candidate_its_categories_favour_where_the_prompts_measured_a_tie(mix, pick):
+    body = comparison(traffic={"mix": mix}, acceptanceByCategory=True,
+                      candidates=[{"name": "kimi-eagle3"}, {"name": "kimi-suffix"}])
+    runs = [swept(0, {"code": 0.9, "chat": 0.55}, body), swept(1, {"code": 0.55, "chat": 0.9}, body)]
+    plan = decide(state(body, runs, servings=tuple(serving_body(n) for n in ("kimi-eagle3", "kimi-suffix"))))
+    compared = plan.status["comparison"]
+    assert compared["basis"] == "trafficMix"
+    assert all(level["pick"] == pick for level in compared["levels"] if level["concurrency"] == 1)
+    one = next(level for level in compared["levels"] if level["concurrency"] == 1)
+    by_name = {s["serving"]: s for s in one["speedups"]}
+    assert by_name["kimi-eagle3"]["speedup"] == by_name["kimi-suffix"]["speedup"]  # the prompts measured a tie
+    assert by_name[pick]["mixSpeedup"] > max(s["mixSpeedup"] for n, s in by_name.items() if n != pick)
+    assert "for the traffic mix" in condition(plan, "Complete")["message"]
+    # Without the mix, the tie goes to the candidate named first.
+    plain = comparison(acceptanceByCategory=True, candidates=[{"name": "kimi-eagle3"}, {"name": "kimi-suffix"}])
+    measured = decide(state(plain, [swept(0, {"code": 0.9, "chat": 0.55}, plain),
+                                    swept(1, {"code": 0.55, "chat": 0.9}, plain)],
+                            servings=tuple(serving_body(n) for n in ("kimi-eagle3", "kimi-suffix"))))
+    assert measured.status["comparison"]["basis"] == "measured"
+    assert next(level for level in measured.status["comparison"]["levels"] if level["concurrency"] == 1)["pick"] \
+        == "kimi-eagle3"
+
+
+def test_a_mix_a_candidate_has_no_acceptance_for_falls_back_to_the_measured_speedups_and_says_why():
+    body = comparison(traffic={"mix": {"math": 100}}, acceptanceByCategory=True,
+                      candidates=[{"name": "kimi-eagle3"}, {"name": "kimi-suffix"}])
+    runs = [swept(0, {"code": 0.9, "math": 0.5}, body), swept(1, {"code": 0.55, "chat": 0.9}, body)]
+    plan = decide(state(body, runs, servings=tuple(serving_body(n) for n in ("kimi-eagle3", "kimi-suffix"))))
+    assert plan.status["comparison"]["basis"] == "measured"
+    assert "cannot predict the traffic mix math 100" in condition(plan, "Complete")["message"]
+
+
+def test_traffic_needs_candidates_and_acceptance_by_category():
+    with pytest.raises(Exception, match="spec.traffic picks among spec.candidates"):
+        DrafterBenchmark.model_validate(comparison(traffic={"mix": {"code": 1}}))
+    # A candidate's own run measures its serving: the mix stays with the comparison.
+    from drafter_operator.controllers.benchmark.comparison import candidate_run
+    body = comparison(traffic={"mix": {"code": 1}}, acceptanceByCategory=True)
+    assert "traffic" not in candidate_run(body, 0)["spec"]
+    DrafterBenchmark.model_validate(candidate_run(body, 0))

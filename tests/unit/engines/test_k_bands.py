@@ -174,3 +174,24 @@ def test_bad_inputs_name_what_is_wrong():
         k_bands.Level(1, 2, 0.0, 80.0)
     with pytest.raises(ValueError, match="per-position acceptance is empty"):
         k_bands.mean_length((), 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.3, 0.95), st.floats(0.3, 0.95))
+def test_another_traffics_acceptance_predicts_with_the_step_costs_the_sweep_measured(ran_at, mix_at):
+    """A sweep's throughputs were measured at its own prompts' acceptance: the step costs are fitted with that, and a
+    traffic mix's acceptance only changes what each k yields. Fitting with the mix's would read a sweep of easy prompts
+    as cheap steps for hard traffic."""
+    costs, k = batching.StepCosts(), 4
+    levels = world_levels(costs, [ran_at] * k, k, (1, 8, 32))
+    result = {"levels": [{"concurrency": l.concurrency, "tokensPerSecond": l.tokens_per_second,
+                          "baselineTokensPerSecond": l.baseline_tokens_per_second} for l in levels],
+              "perPositionAcceptance": list(unconditional([ran_at] * k))}
+    mix = unconditional([mix_at] * k)
+    fitted = k_bands.step_model(levels, unconditional([ran_at] * k), k_bands.CHAIN)
+    expected = k_bands.choose_bands(k_bands.predicting(fitted, mix), dynamic.MAX_BATCH_SIZE)
+    assert k_bands.bands_from_result(result, k, k_bands.CHAIN, dynamic.MAX_BATCH_SIZE, mix) == expected
+    # The mix's prediction is the batching model's truth for the mix, within 5%, at a k the sweep did not run.
+    for streams in (1, 8, 16):
+        truth = batching.tokens_per_second(streams, [mix_at] * 2, batching.Speculation(2), costs)
+        assert k_bands.predicting(fitted, mix).tokens_per_second(2, streams) == pytest.approx(truth, rel=0.05)

@@ -10,7 +10,6 @@ from pydantic import Field
 
 from drafter_operator.api.common import DECIMAL_PATTERN, ApiModel, Image, Rule, cel_in, path_on_mount, spoken
 from drafter_operator.constants import METHODS_IN_TARGET, Engine
-from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
 from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
@@ -18,6 +17,7 @@ from drafter_operator.api.serving.drafter import DrafterSpec
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
 from drafter_operator.api.serving.rollout import ResourcesSpec, StartupSpec, StorageSpec, SwapSpec
 from drafter_operator.api.serving.target import TargetSpec
+from drafter_operator.api.traffic import TrafficSpec
 
 #: The engine whose drafter settings the vLLM rules below hold (its name, as the CRD's CEL compares self.engine
 #: to it).
@@ -31,28 +31,6 @@ def _cel_engine_not_in(engines: tuple[str, ...]) -> str:
     if len(engines) == 1:
         return f"self.engine != '{engines[0]}'"
     return f"!({cel_in('self.engine', engines)})"
-
-
-class TrafficSpec(ApiModel):
-    """What the serving is asked, by category: the load schedule (drafter.dynamic) is predicted for this mix."""
-
-    rules = (
-        Rule(
-            cel=f"self.mix.all(c, {cel_in('c', TRAFFIC_CATEGORIES)})",
-            message=f"spec.traffic.mix takes the categories {spoken(TRAFFIC_CATEGORIES)}: rename or remove the others",
-            check=lambda t: all(category in TRAFFIC_CATEGORIES for category in t.mix),
-            field_path=".mix",
-        ),
-        Rule(
-            cel="self.mix.exists(c, self.mix[c] > 0)",
-            message="spec.traffic.mix needs a weight above 0 for at least one category, e.g. {code: 60, chat: 40}",
-            check=lambda t: any(weight > 0 for weight in t.mix.values()),
-            field_path=".mix",
-        ),
-    )
-
-    mix: Annotated[dict[str, Annotated[int, Field(ge=0, le=100)]], Field(min_length=1, max_length=len(TRAFFIC_CATEGORIES))]
-    """Relative weights of the categories of traffic, e.g. {code: 60, chat: 40} (need not sum to 100). With drafter.dynamic, the schedule's acceptance is this mix of the sweep's acceptance by category (a DrafterBenchmark with acceptanceByCategory), weighted by the verification steps each category's tokens take; without categories in the sweep, its overall acceptance."""
 
 
 class DrafterServingSpec(ApiModel):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pydantic
 
-from drafter_operator import load_picks, timestamps
+from drafter_operator import families, load_picks, timestamps
+from drafter_operator.engines import traffic_mix
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.benchmark import DrafterBenchmarkSpec, benchmark_problems
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, COMPARISON_LABEL
@@ -37,6 +38,7 @@ def candidate_run(body: dict, index: int) -> dict:
     """Candidate ``index``'s own DrafterBenchmark: this spec as the user wrote it, the candidate as servingRef."""
     meta, spec = body["metadata"], dict(body["spec"])
     candidate = spec.pop("candidates")[index]
+    spec.pop("traffic", None)  # the comparison picks for the mix from the runs' results; a run measures its serving
     return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
             "metadata": {"name": candidate_run_name(meta["name"], meta.get("generation") or 1, index),
                          "namespace": meta["namespace"],
@@ -87,15 +89,39 @@ def compared(spec: DrafterBenchmarkSpec, runs: list[dict | None]) -> dict:
         levels = {ref.name: {level["concurrency"]: level for level in
                              (run["status"].get("result") or {}).get("levels") or []}
                   for ref, run in zip(spec.candidates, runs)}
-        picks = load_picks.picks_per_level({name: {c: lv["speedup"] for c, lv in measured.items()
-                                                   if lv.get("speedup") is not None}
-                                            for name, measured in levels.items()})
+        measured_speedups = {name: {c: lv["speedup"] for c, lv in measured.items() if lv.get("speedup") is not None}
+                             for name, measured in levels.items()}
+        for_mix = mix_speedups(spec, runs)
+        comparison["basis"] = "trafficMix" if for_mix else "measured"
+        picks = load_picks.picks_per_level(for_mix or measured_speedups)
         every_level = sorted({c for measured in levels.values() for c in measured})
         comparison["levels"] = [{**({"pick": picks[c]} if picks.get(c) else {}), "concurrency": c, "speedups": [
             {key: value for key, value in {"serving": name, "speedup": measured.get(c, {}).get("speedup"),
-                                           "tokensPerSecond": measured.get(c, {}).get("tokensPerSecond")}.items()
+                                           "tokensPerSecond": measured.get(c, {}).get("tokensPerSecond"),
+                                           "mixSpeedup": round(for_mix[name][c], 4) if for_mix and c in for_mix[name]
+                                           else None}.items()
              if value is not None} for name, measured in levels.items()]} for c in every_level]
     return comparison
+
+
+def mix_speedups(spec: DrafterBenchmarkSpec, runs: list[dict]) -> dict[str, dict[int, float]] | None:
+    """Each candidate's speedup at each level of its sweep predicted for spec.traffic.mix (its drafter's k and
+    drafting from the run's status); None without a mix, or when any candidate's sweep cannot predict it (then the
+    measured speedups decide, and basis says so)."""
+    if spec.traffic is None:
+        return None
+    predicted = {}
+    for ref, run in zip(spec.candidates, runs):
+        status = run["status"]
+        family = families.family((status.get("drafter") or "").split(":", 1)[0])
+        k = status.get("numSpeculativeTokens")
+        if family is None or not k:
+            return None
+        found = traffic_mix.speedups_for_mix(status.get("result") or {}, int(k), family.drafting, spec.traffic.mix)
+        if found is None:
+            return None
+        predicted[ref.name] = found
+    return predicted
 
 
 def decide_comparison(plan: Plan, state: BenchmarkState, spec: DrafterBenchmarkSpec,
@@ -135,7 +161,13 @@ def decide_comparison(plan: Plan, state: BenchmarkState, spec: DrafterBenchmarkS
             return finish({"state": "Running", "comparison": compared(spec, runs)}, Verdict("False", "Running", message))
     comparison = compared(spec, runs)
     summary = ", ".join(f"{level['concurrency']}: {level['pick']}" for level in comparison["levels"] if "pick" in level)
-    message = f"{total} candidates compared; the pick by streams: {summary}"
+    basis = ""
+    if spec.traffic is not None:
+        shares = ", ".join(f"{category} {weight}" for category, weight in spec.traffic.mix.items())
+        basis = (f" for the traffic mix {shares}" if comparison.get("basis") == "trafficMix" else
+                 f" as measured (a candidate's sweep cannot predict the traffic mix {shares}: it needs "
+                 "acceptance for each of its categories)")
+    message = f"{total} candidates compared; the pick by streams{basis}: {summary}"
     return finish({"state": "Succeeded", "completionTime": timestamps.format_seconds(state.now),
                    "comparison": comparison}, Verdict("True", "Complete", message),
                   events=[("Normal", "Compared", message)])
