@@ -37,8 +37,10 @@ def condition(status: dict, kind: str) -> dict:
 def wait_ready(cluster, namespace: str, name: str, revision: str | None = None, timeout: float = 90) -> dict:
     def ready():
         status = serving_status(cluster, namespace, name)
-        ok = condition(status, "Ready").get("status") == "True" and (
-            revision is None or status.get("activeRevision") == revision)
+        said = condition(status, "Ready")
+        # A refused spec never gets Ready: say why now rather than after the whole timeout.
+        assert said.get("reason") != "InvalidSpec", f"DrafterServing {name} refused: {said.get('message')}"
+        ok = said.get("status") == "True" and (revision is None or status.get("activeRevision") == revision)
         return ok and status
     return cluster.wait_for(f"DrafterServing {name} Ready", ready, timeout=timeout)
 
