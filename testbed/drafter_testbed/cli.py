@@ -102,6 +102,12 @@ def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     kueue.add_argument("--stop", action="store_true", help="stop it and unregister its webhooks instead")
     kueue.set_defaults(cluster_handler=_kueue)
 
+    lws = verbs.add_parser("lws", help="build (once) and run LeaderWorkerSet v0.9.0 in the running local cluster "
+                                       "(a serving replica as a leader pod and its workers, created and restarted "
+                                       "as one)")
+    lws.add_argument("--stop", action="store_true", help="stop it and unregister its webhooks instead")
+    lws.set_defaults(cluster_handler=_lws)
+
     cluster.set_defaults(handler=lambda args, extra: args.cluster_handler(args))
 
 
@@ -200,16 +206,30 @@ def _add_nodes(args: argparse.Namespace) -> int:
 
 def _kueue(args: argparse.Namespace) -> int:
     from drafter_testbed import kueue
-    from drafter_testbed.build import BuildError
 
-    if args.stop:
-        print("stopped kueue" if kueue.stop() else "kueue was not running")
+    return _host_manager(kueue, args.stop)
+
+
+def _lws(args: argparse.Namespace) -> int:
+    from drafter_testbed import lws
+
+    return _host_manager(lws, args.stop)
+
+
+def _host_manager(addon, stop: bool) -> int:
+    """`cluster kueue|lws [--stop]`: install (build once) or stop a controller manager that runs beside the cluster."""
+    from drafter_testbed.build import BuildError
+    from drafter_testbed.host_manager import HostManagerError
+
+    name = addon.PROCESS
+    if stop:
+        print(f"stopped {name}" if addon.stop() else f"{name} was not running")
         return 0
     try:
-        done = kueue.install()
-    except (BuildError, kueue.KueueError) as exc:
+        done = addon.install()
+    except (BuildError, HostManagerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     verb = f"started in {done['seconds']}s" if done["started"] else "already running"
-    print(f"kueue {kueue.VERSION} {verb} (pid {done['pid']}, 127.0.0.1 ports {done['ports']})")
+    print(f"{name} {addon.VERSION} {verb} (pid {done['pid']}, 127.0.0.1 ports {done['ports']})")
     return 0

@@ -44,8 +44,8 @@ DEFAULT_PORT_BASE = 16440
 # `down` stops them in reverse order. CoreDNS starts right after the apiserver (`_start`), and is listed just
 # before the runner only so that it stops after the runner's pods, before the apiserver it reads.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "coredns", "runner",
-              # installed on demand (`cluster kueue`, drafter_testbed/kueue.py), after the rest
-              "kueue",
+              # installed on demand (`cluster kueue`, `cluster lws`: drafter_testbed/kueue.py, lws.py), after the rest
+              "kueue", "lws",
               # an operator process older versions of the demo started (it now installs the Helm chart)
               "demo-operator",
               # the Prometheus the demo leaves running with the chart's alert rules (drafter_testbed/demo_alerts.py)
@@ -649,13 +649,13 @@ def _component_env() -> dict[str, str]:
 def down(wipe: bool = False, layout: Layout | None = None) -> list[str]:
     layout = layout or Layout()
     stopped = []
-    if processes.running_pid("kueue", layout.run) is not None and is_up(layout):
-        from drafter_testbed import kueue  # it imports this module
+    from drafter_testbed import kueue, lws  # they import this module
 
-        # First, while the apiserver answers: its webhooks (failurePolicy Fail) go with it, or the next `up`
-        # of this state would refuse every labelled Job until Kueue is installed again.
-        if kueue.stop(layout):
-            stopped.append("kueue")
+    for addon in (lws, kueue):
+        # First, while the apiserver answers: their webhooks (failurePolicy Fail) go with them, or the next `up`
+        # of this state would refuse every labelled Job (Kueue) or LeaderWorkerSet pod (LWS) until it is back.
+        if processes.running_pid(addon.PROCESS, layout.run) is not None and is_up(layout) and addon.stop(layout):
+            stopped.append(addon.PROCESS)
     # Reverse start order: the runner first (it stops its pods' processes), etcd last.
     for name in reversed(COMPONENTS):
         if processes.stop(name, layout.run, timeout=_stop_timeout(name)):

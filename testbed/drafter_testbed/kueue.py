@@ -14,29 +14,19 @@ certificate path Kueue hard-codes.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import ipaddress
 import json
 import os
 import re
 import shutil
-import ssl
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from drafter_testbed import cluster, processes
+from drafter_testbed import cluster, host_manager, processes
 from drafter_testbed.build import BuildError, _run, check_go
+from drafter_testbed.host_manager import HostManagerError, loopback_client_config
 from drafter_testbed.versions import PINS, bin_dir
 
 MODULE = "sigs.k8s.io/kueue"
@@ -68,7 +58,7 @@ WEBHOOK_PREFIX = "kueue-"
 FIELD_MANAGER = "drafter-kueue"
 
 
-class KueueError(RuntimeError):
+class KueueError(HostManagerError):
     """A Kueue step failed; the message names the step and the fix."""
 
 
@@ -87,21 +77,7 @@ def ldflags(version: str = VERSION) -> str:
 
 def source_dir(version: str = VERSION) -> Path:
     """The module's source in the Go module cache (downloaded once): its CRDs and webhook manifests."""
-    env = dict(os.environ, GOFLAGS="", GOWORK="off")
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"], env=env, capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        raise KueueError(f"step 'download {MODULE}@{version}' failed: {proc.stderr.strip() or proc.stdout.strip()}\n"
-                         "Fix: check that the Go module proxy is reachable (GOPROXY) and the version exists.")
-    return Path(json.loads(proc.stdout)["Dir"])
-
-
-def go_mod_replaces(go_mod: str) -> list[str]:
-    """The `replace` directives of a go.mod: `go install module/cmd@version` refuses a module that has any
-    (then it needs a wrapper module, as build.py's kubernetes and etcd steps do). Kueue v0.17.0 has none."""
-    block = re.findall(r"^replace\s*\((.*?)^\)", go_mod, flags=re.M | re.S)
-    lines = [line.strip() for chunk in block for line in chunk.splitlines() if line.strip()]
-    return lines + re.findall(r"^replace\s+([^(\s].*)$", go_mod, flags=re.M)
+    return host_manager.source_dir(MODULE, version)
 
 
 def build(version: str = VERSION, out: Path | None = None) -> Path:
@@ -113,7 +89,7 @@ def build(version: str = VERSION, out: Path | None = None) -> Path:
         return binary
     check_go()
     out.mkdir(parents=True, exist_ok=True)
-    replaces = go_mod_replaces((source_dir(version) / "go.mod").read_text())
+    replaces = host_manager.go_mod_replaces((source_dir(version) / "go.mod").read_text())
     if replaces:
         raise BuildError(f"step 'kueue {version}': its go.mod has replace directives ({replaces[:3]}), so "
                          "`go install` refuses it. Fix: build it through a wrapper module (build.py's "
@@ -201,10 +177,6 @@ def configuration(ports: KueuePorts, cert_dir: Path, frameworks: tuple[str, ...]
     }
 
 
-def _url(port: int, path: str) -> str:
-    return f"https://127.0.0.1:{port}{path}"
-
-
 def webhook_configurations(manifests: list[dict], port: int, ca_bundle: bytes,
                            groups: frozenset[str] = WEBHOOK_GROUPS) -> list[dict]:
     """Kueue's webhook configurations (config/components/webhook/manifests.yaml) as this cluster needs them:
@@ -212,7 +184,6 @@ def webhook_configurations(manifests: list[dict], port: int, ca_bundle: bytes,
     cannot reach a Service here), only the webhooks of `groups` are kept, and the Job webhooks see only
     Jobs that name a LocalQueue (see job_object_selector)."""
     result = []
-    bundle = base64.b64encode(ca_bundle).decode()
     for manifest in manifests:
         if not manifest or manifest.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             continue
@@ -222,8 +193,7 @@ def webhook_configurations(manifests: list[dict], port: int, ca_bundle: bytes,
             if not hook_groups or not hook_groups <= groups:
                 continue
             hook = json.loads(json.dumps(hook))  # a copy: the caller's manifests stay as read
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": _url(port, path), "caBundle": bundle}
+            hook["clientConfig"] = loopback_client_config(hook["clientConfig"], port, ca_bundle)
             if "batch" in hook_groups:
                 hook["objectSelector"] = job_object_selector()
             kept.append(hook)
@@ -251,7 +221,7 @@ def with_conversion(crd: dict, port: int, ca_bundle: bytes) -> dict:
     """A CRD whose versions the apiserver converts by calling Kueue's /convert on 127.0.0.1."""
     crd = json.loads(json.dumps(crd))
     crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
-        "clientConfig": {"url": _url(port, "/convert"), "caBundle": base64.b64encode(ca_bundle).decode()},
+        "clientConfig": loopback_client_config({"service": {"path": "/convert"}}, port, ca_bundle),
         "conversionReviewVersions": ["v1"]}}
     return crd
 
@@ -276,29 +246,8 @@ def command(binary: Path, config: Path, cert_dir: Path, unshare: str = "unshare"
 
 
 def serving_certificate(pki: Path, cert_dir: Path) -> None:
-    """tls.crt/tls.key for 127.0.0.1 signed by the cluster CA (the apiserver checks webhooks against it).
-    Kept when present: they are under the cluster's state directory, which a wipe removes with the CA."""
-    crt, key_path = cert_dir / "tls.crt", cert_dir / "tls.key"
-    if crt.exists() and key_path.exists():
-        return
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
-    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kueue-webhook")]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=365))
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    key_path.chmod(0o600)
-    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    """tls.crt/tls.key for 127.0.0.1 signed by the cluster CA, kept when present (host_manager.serving_certificate)."""
+    host_manager.serving_certificate(pki, cert_dir, "kueue-webhook")
 
 
 # ---------------------------------------------------------------------------------------------- builders
@@ -343,37 +292,12 @@ def condition(obj: dict, kind: str) -> dict | None:
 
 
 def _readyz(ports: KueuePorts) -> bool:
-    with urllib.request.urlopen(f"http://127.0.0.1:{ports.health}/readyz", timeout=2) as resp:
-        return resp.status == 200
+    return host_manager.readyz(ports.health)
 
 
 def _webhooks_answer(layout: cluster.Layout) -> bool:
-    """The apiserver reaches Kueue's webhooks through the rewritten URLs and trusts their certificate: a
-    server-side dry run of a ResourceFlavor passes its mutating and validating webhooks."""
-    probe = resource_flavor("drafter-kueue-probe")
-    return cluster.kubectl(layout, "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(probe)).returncode == 0
-
-
-def _wait(step: str, probe, timeout: float, log: Path, alive=lambda: True) -> None:
-    """Poll `probe` until it says yes; fail with the log's tail on timeout, or at once when `alive` says no
-    (Kueue exited: its log says why, and waiting longer would not change it)."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            if probe():
-                return
-        except (OSError, urllib.error.URLError, ssl.SSLError) as exc:
-            last = str(exc)
-        if not alive():
-            last = "the process exited"
-            break
-        time.sleep(0.5)
-    else:
-        last = f"not ready within {timeout:.0f}s; {last}"
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
-    raise KueueError(f"step '{step}': {last}.\n{tail}\n"
-                     f"Fix: read {log} for the cause; `drafter_testbed.kueue.stop()` cleans up.")
+    """A server-side dry run of a ResourceFlavor passes Kueue's mutating and validating webhooks."""
+    return host_manager.dry_run_passes(layout, resource_flavor("drafter-kueue-probe"))
 
 
 def running(layout: cluster.Layout | None = None) -> int | None:
@@ -382,36 +306,23 @@ def running(layout: cluster.Layout | None = None) -> int | None:
     return processes.running_pid(PROCESS, layout.run)
 
 
-def _apply(layout: cluster.Layout, step: str, manifests: list[dict], fix: str) -> None:
-    proc = cluster.kubectl(layout, "apply", "--server-side", "--force-conflicts", "--field-manager", FIELD_MANAGER,
-                           "-f", "-", input=yaml.safe_dump_all(manifests))
-    if proc.returncode != 0:
-        raise KueueError(f"step '{step}' failed: {proc.stderr.strip()}\nFix: {fix}")
-
-
 def install(layout: cluster.Layout | None = None, version: str = VERSION, timeout: float = 120) -> dict:
     """Build (once), then install and start Kueue in the running local cluster and wait until its readyz
     answers and the apiserver reaches its webhooks. A no-op when it runs already. Returns what it did."""
     layout = layout or cluster.Layout()
     started = time.monotonic()
-    record = cluster.read_record(layout)
-    if not record or not cluster.is_up(layout):
-        raise KueueError("step 'kueue install': no local cluster is running in "
-                         f"{layout.root}. Fix: `drafter-operator cluster up` first.")
+    record = host_manager.running_cluster(layout, "kueue install")
     ports = KueuePorts(record["port_base"])
     klayout = kueue_layout(layout)
     with cluster.exclusive(layout, "kueue"):
         pid = running(layout)
         if pid is not None:
-            if _answers(lambda: _readyz(ports)):
+            if host_manager.answers(lambda: _readyz(ports)):
                 return {"pid": pid, "ports": ports.all(), "started": False, "seconds": 0.0}
             raise KueueError(f"step 'kueue install': Kueue runs (pid {pid}) but its readyz on 127.0.0.1:"
                              f"{ports.health} does not answer. Fix: read {layout.logs / 'kueue.log'}; "
                              "`drafter_testbed.kueue.stop()` then install again.")
-        busy = {n: p for n, p in ports.all().items() if processes.port_in_use(p)}
-        if busy:
-            raise KueueError(f"step 'kueue ports': already in use on 127.0.0.1: {busy}. Fix: stop whatever "
-                             "listens there, or run the cluster with another --port-base.")
+        host_manager.check_ports_free("kueue ports", ports.all())
         binary = build(version)
         source = source_dir(version)
         unshare = _check_mounts()
@@ -419,44 +330,31 @@ def install(layout: cluster.Layout | None = None, version: str = VERSION, timeou
         serving_certificate(layout.pki, klayout.certs)
         klayout.root.mkdir(parents=True, exist_ok=True)
         klayout.config.write_text(yaml.safe_dump(configuration(ports, klayout.certs)))
-        # The admin identity (system:masters): Kueue's own ClusterRoles (config/components/rbac) would need a
-        # client certificate of its own and their bindings; what this cluster shows is admission, not RBAC.
-        server = f"https://127.0.0.1:{record['ports']['apiserver']}"
-        klayout.kubeconfig.write_text(yaml.safe_dump(cluster.kubeconfig_dict(server, layout.pki, "admin")))
-        klayout.kubeconfig.chmod(0o600)
+        # The admin identity (system:masters), not Kueue's own ClusterRoles (config/components/rbac): what this
+        # cluster shows is admission, not RBAC.
+        host_manager.write_admin_kubeconfig(layout, record, klayout.kubeconfig)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         definitions = crds(source, ports.webhook, ca)
-        _apply(layout, "kueue CRDs", definitions + [namespace],
-               f"the CRDs are read from {source}/config/components/crd/bases; `cluster down --wipe` starts afresh")
-        # Kueue sets up its indexes at start and exits if a kind is not served yet ("no matches for kind").
-        names = [f"crd/{d['metadata']['name']}" for d in definitions]
-        established = cluster.kubectl(layout, "wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *names)
-        if established.returncode != 0:
-            raise KueueError(f"step 'kueue CRDs established' failed: {established.stderr.strip()}\n"
-                             "Fix: read the kube-apiserver log; `cluster down --wipe` starts afresh")
+        host_manager.apply(layout, "kueue CRDs", definitions + [namespace], FIELD_MANAGER,
+                           f"the CRDs are read from {source}/config/components/crd/bases; `cluster down --wipe` "
+                           "starts afresh")
+        host_manager.wait_established(layout, "kueue CRDs established", definitions, timeout)
         manifests = list(yaml.safe_load_all((source / "config/components/webhook/manifests.yaml").read_text()))
-        _apply(layout, "kueue webhook configurations", webhook_configurations(manifests, ports.webhook, ca),
-               "read the apiserver's message above")
+        host_manager.apply(layout, "kueue webhook configurations", webhook_configurations(manifests, ports.webhook, ca),
+                           FIELD_MANAGER, "read the apiserver's message above")
         env = dict(os.environ, KUBECONFIG=str(klayout.kubeconfig))
         pid = processes.start(PROCESS, command(binary, klayout.config, klayout.certs, unshare), layout.run,
                               layout.logs, env=env)
         log = layout.logs / f"{PROCESS}.log"
         alive = lambda: running(layout) is not None  # noqa: E731
+        hint = "`drafter_testbed.kueue.stop()`"
         try:
-            _wait("kueue readyz", lambda: _readyz(ports), timeout, log, alive)
-            _wait("kueue webhooks", lambda: _webhooks_answer(layout), timeout, log, alive)
+            host_manager.wait("kueue readyz", lambda: _readyz(ports), timeout, log, hint, alive)
+            host_manager.wait("kueue webhooks", lambda: _webhooks_answer(layout), timeout, log, hint, alive)
         except BaseException:
             stop(layout)
             raise
     return {"pid": pid, "ports": ports.all(), "started": True, "seconds": round(time.monotonic() - started, 2)}
-
-
-def _answers(probe) -> bool:
-    """A probe whose connection fails says "no" (a Kueue still starting, or gone)."""
-    try:
-        return bool(probe())
-    except (OSError, urllib.error.URLError, ssl.SSLError):
-        return False
 
 
 def _check_mounts() -> str:

@@ -27,6 +27,7 @@ class Pins:
     # The cluster's DNS server (pod and Service names): a component added after the cache key was fixed, kept
     # out of `key` like prometheus so that adding or bumping it builds only it (a stamp marks its build).
     kueue: str = "v0.17.0"  # sigs.k8s.io/kueue: gang admission, installed on demand (`cluster kueue`, kueue.py)
+    lws: str = "v0.9.0"  # sigs.k8s.io/lws: LeaderWorkerSet, installed on demand (`cluster lws`, lws.py)
     coredns: str = "v1.14.7"  # github.com/coredns/coredns: a custom main with only the plugins the cluster uses
 
     @property

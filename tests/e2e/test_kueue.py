@@ -11,6 +11,7 @@ import yaml
 
 from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.support.e2e_kueue import gpu_queue, kueue_running
+from tests.support.listening import listening_addresses
 
 
 def gpu_job(namespace: str, name: str, seconds: int, parallelism: int = 1) -> dict:
@@ -117,28 +118,12 @@ def test_a_two_pod_job_beyond_the_quota_starts_no_pod_at_all_until_both_fit(clus
     assert job_state(cluster, namespace, "pair")["status"]["succeeded"] == 2
 
 
-def _listening_addresses(pid: int) -> set[str]:
-    """host:port of every TCP socket `pid` listens on (from /proc/net/tcp{,6}, as the cluster's own check reads)."""
-    from drafter_testbed import processes
-
-    owned = processes.socket_inodes({pid})
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in open(table).read().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and int(fields[9]) in owned:
-                address, port = fields[1].rsplit(":", 1)
-                host = ".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)) if len(address) == 8 else address
-                found.add(f"{host}:{int(port, 16)}")
-    return found
-
-
 def test_kueue_listens_on_loopback_only_and_a_second_install_is_a_no_op(local_cluster_only, kueue_running):
     kueue = kueue_running
     pid = kueue.running()
     again = kueue.install()
     assert again["started"] is False and again["pid"] == pid
-    addresses = _listening_addresses(pid)
+    addresses = listening_addresses(pid)
     assert addresses == {f"127.0.0.1:{port}" for port in again["ports"].values()}, addresses
 
 

@@ -114,12 +114,6 @@ def test_conversion_is_set_for_the_crds_kueues_kustomization_patches_and_not_for
     assert "conversion" not in crd["spec"]
 
 
-def test_go_mod_replaces_are_found_in_blocks_and_single_lines():
-    assert kueue.go_mod_replaces("module x\n\ngo 1.25.0\n\nrequire a v1\n") == []
-    go_mod = "module x\n\nreplace (\n\tk8s.io/api => k8s.io/api v0.35.4\n)\nreplace a => ../a\n"
-    assert kueue.go_mod_replaces(go_mod) == ["k8s.io/api => k8s.io/api v0.35.4", "a => ../a"]
-
-
 def test_kueue_runs_with_its_metrics_certificate_mounted_and_keeps_its_pid(tmp_path):
     argv = kueue.command(tmp_path / "kueue", tmp_path / "config.yaml", tmp_path / "certs")
     assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
