@@ -691,15 +691,17 @@ def use_training_python(python: str, layout: Layout | None = None) -> None:
 
 
 def add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None = None,
-              layout: Layout | None = None) -> list[str]:
-    """Register `count` more nodes on the running cluster; returns their names once Ready."""
+              layout: Layout | None = None, taints: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """Register `count` more nodes on the running cluster; returns their names once Ready. ``taints``: (key, value)
+    NoSchedule taints beside the GPU's, for nodes only some pods may use."""
     layout = layout or Layout()
     with exclusive(layout, "nodes"):
-        return _add_nodes(count, runtime, gpus, gpu_product, name_prefix, layout)
+        return _add_nodes(NodeSpec(name="", runtime=runtime, pod_cidr="", gpus=gpus, gpu_product=gpu_product,
+                                   taints=taints), count, name_prefix, layout)
 
 
-def _add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefix: str | None,
-               layout: Layout) -> list[str]:
+def _add_nodes(like: NodeSpec, count: int, name_prefix: str | None, layout: Layout) -> list[str]:
+    runtime, gpus, gpu_product = like.runtime, like.gpus, like.gpu_product
     record = read_record(layout)
     if not record or not is_up(layout):
         raise ClusterError("no local cluster is running. Fix: `drafter-operator cluster up` first.")
@@ -717,7 +719,8 @@ def _add_nodes(count: int, runtime: str, gpus: int, gpu_product: str, name_prefi
         name = next(f"{prefix}-{i}" for i in range(10_000) if f"{prefix}-{i}" not in names)
         names.add(name)
         specs.append(NodeSpec(name=name, runtime=runtime, pod_cidr=network.pod_cidr(runtime, index), gpus=gpus,
-                              gpu_product=gpu_product, cpu="224" if gpus else "32", memory="2Ti" if gpus else "128Gi"))
+                              gpu_product=gpu_product, cpu="224" if gpus else "32", memory="2Ti" if gpus else "128Gi",
+                              taints=like.taints))
     apply_nodes(layout, specs, record["cluster_id"])
     _wait("new nodes Ready", lambda: _nodes_ready(layout, [s.name for s in specs]), 60 + count / 5)
     return [s.name for s in specs]

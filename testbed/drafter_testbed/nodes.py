@@ -40,6 +40,8 @@ class NodeSpec:
     cpu: str = "32"
     memory: str = "128Gi"
     max_pods: int = 110
+    #: Taints beside the GPU's: a test's own nodes that only its pods tolerate.
+    taints: tuple[tuple[str, str], ...] = ()
 
 
 def gpu_labels(product: str, count: int) -> dict[str, str]:
@@ -79,6 +81,7 @@ def node_manifest(spec: NodeSpec, cluster_id: str) -> dict:
         labels.update(gpu_labels(spec.gpu_product, spec.gpus))
         resources[GPU_RESOURCE] = str(spec.gpus)
         taints.append(dict(GPU_TAINT))
+    taints += [{"key": key, "value": value, "effect": "NoSchedule"} for key, value in spec.taints]
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.support.e2e_lws import LWS_NODES, lws_nodes, lws_running
+from tests.support.e2e_lws import LWS_NODES, LWS_TOLERATION, lws_nodes, lws_running
 from tests.support.listening import listening_addresses
 
 NAME = "engine"
@@ -16,7 +16,7 @@ REPLICAS = 2
 
 def engine_pod_spec(nodes: list[str]) -> dict:
     """A pod of a whole 8-GPU node, on the tests' own kwok nodes only (kwok marks it running)."""
-    return {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    return {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, LWS_TOLERATION],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}},
             "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0", "command": ["sleep", "infinity"],

@@ -23,14 +23,24 @@ def lws_running(local_cluster_only):
         lws.stop()
 
 
-@pytest.fixture(scope="session")
+#: The taint of those nodes, which only these tests' pods tolerate: a serving of another test tolerates the GPU taint
+#: and could otherwise land on them, taking the capacity its own test counts on.
+LWS_TAINT = ("drafter.dev/lws-test", "true")
+LWS_TOLERATION = {"key": LWS_TAINT[0], "operator": "Equal", "value": LWS_TAINT[1], "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
 def lws_nodes(local_cluster_only) -> list[str]:
-    """LWS_NODES 8-GPU kwok nodes only these tests place pods on (by name), per xdist worker: those already there
-    under the prefix, and new ones for the rest."""
+    """LWS_NODES 8-GPU kwok nodes only these tests place pods on (by name and LWS_TAINT), per xdist worker, removed
+    afterwards."""
+    from drafter_testbed import cluster as local
+
     cluster = local_cluster_only
     prefix = f"lws-{XDIST_WORKER}" if XDIST_WORKER else "lws"
     existing = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", "drafter.dev/node-runtime=kwok")["items"]
                 if n["metadata"]["name"].rsplit("-", 1)[0] == prefix]
-    if len(existing) < LWS_NODES:
-        existing += cluster.add_nodes(LWS_NODES - len(existing), "kwok", 8, prefix)
-    return sorted(existing)[:LWS_NODES]
+    added = local.add_nodes(LWS_NODES - len(existing), "kwok", 8, "NVIDIA-H100-80GB-HBM3", prefix,
+                            taints=(LWS_TAINT,)) if len(existing) < LWS_NODES else []
+    yield sorted(existing + added)[:LWS_NODES]
+    if added:
+        cluster.kubectl("delete", "node", *added, "--wait=false", check=False)

@@ -80,6 +80,13 @@ def test_gpu_node_carries_allocatable_gpus_blackwell_labels_and_the_gpu_taint():
     assert node["spec"]["taints"] == [nodes.GPU_TAINT]
 
 
+def test_a_tests_own_node_carries_its_taint_beside_the_gpus():
+    spec = nodes.NodeSpec(name="lws-0", runtime=nodes.KWOK, pod_cidr="127.11.0.0/24", gpus=8,
+                          taints=(("drafter.dev/lws-test", "true"),))
+    assert nodes.node_manifest(spec, "id")["spec"]["taints"] == [
+        nodes.GPU_TAINT, {"key": "drafter.dev/lws-test", "value": "true", "effect": "NoSchedule"}]
+
+
 def test_cpu_node_has_no_gpu_and_no_taint():
     node = nodes.node_manifest(nodes.NodeSpec(name="cpu", runtime=nodes.PROCESS, pod_cidr="127.10.0.0/24"), "id")
     assert "nvidia.com/gpu" not in node["status"]["allocatable"]
