@@ -133,6 +133,30 @@ def family_settings(draw, method: str) -> dict[str, Any]:
 
 
 @st.composite
+def parallel_layout(draw, spec: dict[str, Any], gpus: int) -> int | None:
+    """Sometimes pipeline stages, data-parallel ranks or expert parallelism in spec["target"], each only where the
+    engine runs the drafter with it (api/serving/parallel_rules.py); and the nodes the replica then spans (None:
+    unset, one node). ``gpus``: the pod's GPUs, which the layout fills on every node it spans."""
+    target, engine, method = spec["target"], spec["engine"], spec["drafter"]["method"]
+    if draw(st.booleans()):
+        target["expertParallel"] = draw(st.booleans())
+    if not draw(st.booleans()):
+        return None
+    adaptive = bool((spec["drafter"].get("dspark") or {}).get("adaptiveVerification"))
+    stages_allowed = not adaptive if engine == "vllm" else method in ("none", "eagle", "mtp")
+    pp = draw(st.sampled_from([1, 2])) if stages_allowed else 1
+    ranks_allowed = engine == "vllm" or (method not in ("ngram", "draftModel") and (pp == 1 or method == "none"))
+    dp = draw(st.sampled_from([1, 2])) if ranks_allowed else 1
+    for field, size in (("pipelineParallelSize", pp), ("dataParallelSize", dp)):
+        if size > 1 or draw(st.booleans()):
+            target[field] = size
+    world = target["tensorParallelSize"] * pp * dp  # gpus is tensorParallelSize or twice it: a multiple or a divisor
+    if world > gpus:
+        return world // gpus
+    return 1 if draw(st.booleans()) else None
+
+
+@st.composite
 def serving_specs(draw) -> dict[str, Any]:
     """A valid DrafterServing spec, as JSON (camelCase)."""
     engine = draw(st.sampled_from(ENGINES))
@@ -187,12 +211,15 @@ def serving_specs(draw) -> dict[str, Any]:
         drafter["allowKnownBad"] = draw(st.booleans())
 
     spec: dict[str, Any] = {"engine": engine, "target": target, "drafter": drafter}
+    nodes = draw(parallel_layout(spec, gpus))
     if draw(st.booleans()):
         spec["image"] = draw(st.sampled_from(["vllm/vllm-openai:v0.33.0", "lmsysorg/sglang:v0.5.23", "registry.example.com/llm/engine@sha256:" + "a" * 64]))
     if draw(st.booleans()):
         spec["replicas"] = draw(st.integers(0, 64))
     if gpus != 8 or draw(st.booleans()):
         spec["resources"] = {"gpusPerReplica": gpus}
+    if nodes is not None:
+        spec["resources"] = {"gpusPerReplica": gpus, "nodesPerReplica": nodes}
     if draw(st.booleans()):
         spec["placement"] = draw(placements())
     if claim or draw(st.booleans()):
@@ -334,6 +361,10 @@ def training_specs(draw) -> dict[str, Any]:
 _SERVING_MUTATIONS: tuple[tuple[str, Any], ...] = (
     ("target.tensorParallelSize", st.integers(-1, 70)),
     ("resources.gpusPerReplica", st.integers(0, 70)),
+    ("resources.nodesPerReplica", st.sampled_from([None, 0, 1, 2, 3, 17])),
+    ("target.pipelineParallelSize", st.sampled_from([None, 0, 1, 2, 4])),
+    ("target.dataParallelSize", st.sampled_from([None, 0, 1, 2, 4, 65])),
+    ("target.expertParallel", st.sampled_from([None, True, False])),
     ("drafter.numSpeculativeTokens", st.integers(0, 17)),
     ("drafter.numSteps", st.integers(0, 33)),
     ("drafter.eagleTopk", st.integers(0, 2)),

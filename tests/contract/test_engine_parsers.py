@@ -29,7 +29,9 @@ from hypothesis import strategies as st
 from drafter_operator.api import DrafterServing, DrafterServingSpec
 from tests.api_strategies import serving_specs
 from drafter_operator.engines import sglang as sglang_engine
+from drafter_operator.engines import group
 from drafter_operator.engines import vllm as vllm_engine
+from tests.support.kubernetes_env import expand
 from tests.contract.family_checks import VLLM_MODEL_LESS, VLLM_TUNED, check_vllm_family, vllm_default_k
 from tests.support.contract_parsers import METHODS, PORT, check_sglang, parse
 
@@ -40,7 +42,13 @@ HARNESS = HERE / "engine_parsers.py"
 EXAMPLES = HERE.parents[1] / "examples"
 EXIT_TIMEOUT = 180.0  # one process that imports an engine from a possibly cold disk
 
-RENDER = {"vllm": vllm_engine.render_command, "sglang": sglang_engine.render_command}
+#: The leader's command line as its container receives it: a replica that spans nodes names its node rank and
+#: leader as $(LWS_*) references, which the kubelet expands (tests/contract/test_group_command_contract.py holds
+#: the workers too).
+LEADER_ENV = {group.LEADER_ADDRESS_ENV: "drafter-kimi-0.drafter-kimi.inference", group.GROUP_SIZE_ENV: "2",
+              group.WORKER_INDEX_ENV: "0"}
+RENDER = {name: (lambda serving, module=module: expand(module.render_command(serving), LEADER_ENV))
+          for name, module in (("vllm", vllm_engine), ("sglang", sglang_engine))}
 
 # The drafter families whose k vLLM may choose itself (the API lets the spec leave it unset).
 VLLM_K_FROM_ENGINE = ("mtp", "dspark", "suffix")
@@ -72,6 +80,10 @@ def check_vllm(spec: DrafterServingSpec, result: dict, *, full: bool = True) -> 
     assert args["model_tag"] == target.model
     assert (args["host"], args["port"]) == ("0.0.0.0", PORT["vllm"])
     assert args["tensor_parallel_size"] == target.tensor_parallel_size
+    layout = group.Parallelism.of(spec)
+    assert (args["pipeline_parallel_size"], args["data_parallel_size"], args["nnodes"], args["node_rank"]) == (
+        layout.pipeline, layout.data, layout.nodes, 0)
+    assert bool(args["enable_expert_parallel"]) is layout.expert and not args["headless"]
     assert args["served_model_name"] == ([target.served_model_name] if target.served_model_name else None)
     assert args["max_model_len"] == target.max_model_len
     if target.gpu_memory_utilization is not None:

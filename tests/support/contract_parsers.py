@@ -3,6 +3,7 @@ and what SGLang must have understood of a spec."""
 from __future__ import annotations
 
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.engines.group import Parallelism
 from tests.contract.family_checks import check_sglang_block
 
 PORT = {"vllm": 8000, "sglang": 30000}
@@ -33,7 +34,12 @@ def check_sglang(spec: DrafterServingSpec, result: dict) -> None:
     args, target, drafter = result["args"], spec.target, spec.drafter
     assert args["model_path"] == target.model
     assert (args["host"], args["port"]) == ("0.0.0.0", PORT["sglang"])
-    assert args["tp_size"] == target.tensor_parallel_size
+    layout = Parallelism.of(spec)
+    # attention data parallelism widens the tensor-parallel group to every data-parallel rank's GPUs
+    assert args["tp_size"] == target.tensor_parallel_size * layout.data
+    assert (args["pp_size"], args["attn_dp_size"], args["nnodes"], args["node_rank"]) == (
+        layout.pipeline, layout.data, layout.nodes, 0)
+    assert args["ep_size"] == (args["tp_size"] if layout.expert else 1)
     assert args["served_model_name"] in (target.served_model_name, target.model if not target.served_model_name else None)
     assert args["context_length"] == target.max_model_len
     expected_fraction = float(target.gpu_memory_utilization) if target.gpu_memory_utilization is not None else None

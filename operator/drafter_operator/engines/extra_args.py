@@ -67,8 +67,9 @@ def owned_by_every_engine(port: int) -> dict[str, OwnedDestination]:
                                               "use spec.target.trustRemoteCode"),
         "tool_call_parser": OwnedDestination("the tool-call parser", "use spec.target.toolCallParser"),
         "reasoning_parser": OwnedDestination("the reasoning parser", "use spec.target.reasoningParser"),
-        "nnodes": OwnedDestination("the nodes one replica spans (multi-node replicas are not supported yet)",
-                                   "use spec.resources.gpusPerReplica"),
+        "nnodes": OwnedDestination("the nodes one replica spans", "use spec.resources.nodesPerReplica"),
+        "node_rank": OwnedDestination("this pod's place in a replica that spans nodes (the operator renders it "
+                                      "from the group's environment)", "use spec.resources.nodesPerReplica"),
         "help": OwnedDestination("whether the engine serves (it would print help and exit)", "remove it"),
     }
 
@@ -162,6 +163,32 @@ def checked_extra_args(engine: str, extra_args: list[str], owned: dict[str, Owne
             problems.append(problem)
     return problems
 
+
+
+def parallel_field_problems(engine: str, spec, destinations: dict[str, tuple[str, ...]],
+                            placeholder_positionals: tuple[str, ...] = ()) -> list[str]:
+    """extraArgs items that set what a spec.target parallel field renders, while that field is set too: the two
+    would say one thing twice, and the rendered flag, after extraArgs, wins. ``destinations``: each field (its
+    attribute name) and the parser destinations it renders; extraArgs may still reach them when it is unset.
+    ``placeholder_positionals`` as for :func:`checked_extra_args`."""
+    target = spec.target
+    fields = [(name, dests) for name, dests in destinations.items() if getattr(target, name) is not None]
+    if not fields:
+        return []
+    try:
+        given = parse(engine, [*placeholder_positionals, *(target.extra_args or [])], with_defaults=False,
+                      known_only=True).given
+    except CommandLineRejected:
+        return []  # the parse itself is a problem of its own (checked_extra_args)
+    spelled = first_spellings(engine, list(target.extra_args or []))
+    return [f"{WHERE} item {spelled.get(dest, given[dest])!r} sets what spec.target.{_camel(name)} renders: keep "
+            f"spec.target.{_camel(name)} and remove the item"
+            for name, dests in fields for dest in dests if dest in given]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def other_engine_hint(engine: str, extra_args: list[str]) -> str:

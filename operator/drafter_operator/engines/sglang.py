@@ -19,8 +19,10 @@ from drafter_operator.engines.extra_args import (
     SecretDestination,
     check_extra_args,
     owned_by_every_engine,
+    parallel_field_problems,
     parser_name_problems,
 )
+from drafter_operator.engines.group import LEADER_ADDRESS, NODE_RANK, Parallelism
 from drafter_operator.engines.launch import LaunchFacts
 from drafter_operator.engines.metrics import GAUGE_RANGES, SpecDecodeCounters
 from drafter_operator.engines.metrics_verdicts import DEFAULT_MAX_BODY_BYTES
@@ -42,6 +44,26 @@ SUPPORTS_DYNAMIC_SCHEDULE = True
 #: The speculative methods of the API SGLang 0.5.23 has no algorithm for (refused by the CRD): no suffix decoding
 #: and no GPU n-gram proposer (see SPECULATIVE_ALGORITHMS, section 4).
 REFUSED_METHODS: tuple[str, ...] = ("suffix", "ngramGpu")
+#: Keeps spec.drafter.dynamic's adaptive speculation with data parallelism: no. SGLang 0.5.23 drops
+#: --speculative-adaptive with attention DP, which is how it runs spec.target.dataParallelSize
+#: (adaptive_unsupported_reason, section 6).
+DYNAMIC_WITH_DATA_PARALLEL = False
+#: Drafter methods SGLang 0.5.23 cannot speculate with across pipeline stages: all but EAGLE (mtp runs as EAGLE).
+#: sglang/srt/arg_groups/validation_hook.py check_pipeline_parallel_compat: PP with speculation is EAGLE only
+#: (non-multi-layer), and then only with SGLANG_ENABLE_PP_SPEC (PIPELINE_SPECULATION_ENV) or on PD prefill nodes;
+#: DFLASH (speculative_hook.py _handle_dflash) and DSPARK (_handle_dspark) refuse pp_size > 1 outright.
+PIPELINE_REFUSED_METHODS: tuple[str, ...] = ("eagle3", "ngram", "dflash", "dspark", "draftModel")
+#: The switch SGLang 0.5.23 reads (an EnvBool: true, 1, yes or y) to speculate with pipeline parallelism outside PD
+#: prefill; it refuses it with --speculative-adaptive and with attention DP.
+PIPELINE_SPECULATION_ENV = "SGLANG_ENABLE_PP_SPEC"
+PIPELINE_SPECULATION_ON = ("true", "1", "yes", "y")
+#: Drafter methods SGLang 0.5.23 refuses with attention DP (speculative_hook.py: "Currently ngram speculative
+#: decoding does not support dp attention", "Currently standalone speculative decoding does not support dp
+#: attention").
+DATA_PARALLEL_REFUSED_METHODS: tuple[str, ...] = ("ngram", "draftModel")
+#: Block drafters that need the LM head data-parallel too with attention DP (_handle_dflash: "DFLASH with dp
+#: attention requires --enable-dp-lm-head"; _handle_dspark likewise): the flag is the user's, in extraArgs.
+DATA_PARALLEL_LM_HEAD_METHODS: tuple[str, ...] = ("dflash", "dspark")
 #: SGLang 0.5.23 reads draft configs with transformers' AutoConfig and never reads speculators_model_type: a
 #: speculators checkpoint (no model_type) is refused when its model runner starts (preflight
 #: SpeculatorsFormatOnSglang; DrafterTraining's promote refuses it too).
@@ -217,8 +239,12 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
     "model_path": OwnedDestination("the served model", "use spec.target.model"),
     "tp_size": OwnedDestination("the GPUs one model instance is sharded over", "use spec.target.tensorParallelSize"),
     "pp_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
-                                "use spec.target.tensorParallelSize and spec.resources.gpusPerReplica"),
-    "dp_size": OwnedDestination("the GPUs one replica needs (data-parallel engines)", "use spec.replicas"),
+                                "use spec.target.pipelineParallelSize"),
+    "dp_size": OwnedDestination("the GPUs one replica needs (data-parallel engine copies)",
+                                "use spec.replicas for whole copies, or spec.target.dataParallelSize for attention "
+                                "data parallelism"),
+    "dist_init_addr": OwnedDestination("where a replica's nodes meet (its leader pod)",
+                                       "use spec.resources.nodesPerReplica"),
     "context_length": OwnedDestination("the context length", "use spec.target.maxModelLen"),
     "mem_fraction_static": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
     "enable_metrics": OwnedDestination("whether /metrics exists (the operator always turns it on)",
@@ -264,11 +290,50 @@ def spec_problems(spec) -> list[str]:
         # SGLang only auto-chooses steps, topk and draft tokens together (it asserts the other two are unset).
         problems.append("spec.drafter.numSteps is required on sglang when eagleTopk or numDraftTokens is set "
                         "(SGLang chooses all three itself only when none is given): set numSteps, or remove the others")
+    problems += parallel_problems(spec)
     if getattr(drafter, "dynamic", None) == "fromBenchmark" and (dropped := adaptive_dropped(spec)):
         problems.append(f"spec.drafter.dynamic: SGLang 0.5.23 would drop --speculative-adaptive and serve static steps "
                         f"({dropped}): remove what spec.target.extraArgs or spec.drafter sets for it, or remove "
                         "spec.drafter.dynamic")
     return problems
+
+
+#: spec.target's parallel fields whose flags extraArgs may still set (when the field is unset): the parser
+#: destinations each renders (parallel_flags), the deprecated spelling of attention DP included.
+PARALLEL_FIELD_DESTINATIONS: dict[str, tuple[str, ...]] = {
+    "data_parallel_size": ("attn_dp_size", "enable_dp_attention"), "expert_parallel": ("ep_size",)}
+
+
+def parallel_problems(spec) -> list[str]:
+    """What SGLang 0.5.23 refuses at startup of the drafter with spec.target's pipeline or data-parallel sizes and
+    the API's rules cannot see (they live in spec.env and extraArgs)."""
+    layout, method = Parallelism.of(spec), spec.drafter.method
+    problems = parallel_field_problems(ENGINE, spec, PARALLEL_FIELD_DESTINATIONS)
+    if layout.pipeline > 1 and method != "none" and not _env_on(spec, PIPELINE_SPECULATION_ENV):
+        problems.append(
+            f"spec.target.pipelineParallelSize {layout.pipeline} with a drafter on sglang needs "
+            f"{PIPELINE_SPECULATION_ENV}=1 in spec.env: SGLang 0.5.23 otherwise speculates across pipeline stages "
+            "only on PD prefill nodes and refuses to start; add it, or set pipelineParallelSize 1")
+    if layout.data > 1 and method in DATA_PARALLEL_LM_HEAD_METHODS and not _given(spec, "enable_dp_lm_head"):
+        problems.append(
+            f"spec.target.dataParallelSize {layout.data} with method {method} on sglang needs --enable-dp-lm-head in "
+            "spec.target.extraArgs: SGLang 0.5.23's block drafters borrow the target's LM head, data-parallel with "
+            "attention DP; add it, or set dataParallelSize 1")
+    return problems
+
+
+def _env_on(spec, name: str) -> bool:
+    """spec.env sets ``name`` literally to a value SGLang reads as true (one from a Secret is not known here)."""
+    return any(v.name == name and v.value is not None and v.value.lower() in PIPELINE_SPECULATION_ON
+               for v in spec.env or ())
+
+
+def _given(spec, dest: str) -> bool:
+    """spec.target.extraArgs sets ``dest`` (read with SGLang's parser rules)."""
+    try:
+        return bool(parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True).get(dest))
+    except CommandLineRejected:
+        return False
 
 
 def draft_tokens_per_step(drafter) -> int | None:
@@ -302,8 +367,45 @@ def speculative_flags(drafter, schedule=None) -> list[str]:
     return flags_
 
 
-def render_command(spec, schedule=None) -> list[str]:
-    """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on.
+#: The leader's port a replica's nodes initialise their process group on (--dist-init-addr HOST:PORT).
+GROUP_DIST_INIT_PORT = 20000
+
+
+def tensor_parallel_size(layout: Parallelism) -> int:
+    """SGLang's --tp-size: with attention data parallelism the tensor-parallel group is every data-parallel
+    rank's GPUs together (attention splits it into --attn-dp-size ranks of spec.target.tensorParallelSize GPUs
+    each; the MoE and dense layers shard over all of it)."""
+    return layout.tensor * layout.data
+
+
+def parallel_flags(layout: Parallelism) -> list[str]:
+    """The sizes beyond --tp-size, as flags (none for a plain tensor-parallel replica): pipeline stages,
+    attention data-parallel ranks, and expert parallelism over the whole tensor-parallel group."""
+    argv: list[str] = []
+    if layout.pipeline > 1:
+        argv += ["--pp-size", str(layout.pipeline)]
+    if layout.data > 1:
+        argv += ["--attn-dp-size", str(layout.data)]
+    if layout.expert:
+        argv += ["--ep-size", str(tensor_parallel_size(layout))]
+    return argv
+
+
+def group_flags(layout: Parallelism, *, worker: bool) -> list[str]:
+    """Where this pod sits in a replica that spans nodes (none on one node): the nodes, this pod's node rank from
+    the group's environment, and the leader's address for the process group. SGLang's node rank alone tells a
+    worker from the leader (node 0 serves the API), so every pod runs the same command line."""
+    if not layout.spans_nodes:
+        if worker:
+            raise ValueError("a replica on one node has no workers: render the leader's command")
+        return []
+    return ["--nnodes", str(layout.nodes), "--node-rank", NODE_RANK,
+            "--dist-init-addr", f"{LEADER_ADDRESS}:{GROUP_DIST_INIT_PORT}"]
+
+
+def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
+    """`python3 -m sglang.launch_server` argv for a DrafterServingSpec; metrics are always on. ``worker``: a
+    worker pod's of a replica that spans nodes (:func:`group_flags`; the same flags, drafter's included).
 
     extraArgs come first, before every flag the operator owns: they are checked against the owned
     destinations, and argparse's last-one-wins rule protects the owned values too. ``schedule``
@@ -311,9 +413,11 @@ def render_command(spec, schedule=None) -> list[str]:
     :data:`ADAPTIVE_CONFIG_PATH` (:func:`schedule_files`).
     """
     target = spec.target
+    layout = Parallelism.of(spec)
     argv = ["python3", "-m", "sglang.launch_server", *(target.extra_args or []),
             "--model-path", target.model, "--host", "0.0.0.0",
-            "--port", str(DEFAULT_PORT), "--tp-size", str(target.tensor_parallel_size)]
+            "--port", str(DEFAULT_PORT), "--tp-size", str(tensor_parallel_size(layout)),
+            *parallel_flags(layout), *group_flags(layout, worker=worker)]
     if target.served_model_name:
         argv += ["--served-model-name", target.served_model_name]
     if target.max_model_len is not None:
@@ -438,11 +542,13 @@ def adaptive_dropped_by(algorithm: str | None, values: Mapping[str, Any]) -> str
 
 
 def adaptive_dropped(spec) -> str | None:
-    """Why SGLang would drop the adaptive speculation spec.drafter.dynamic asks for, from the spec and its
-    extraArgs (None when it runs it)."""
+    """Why SGLang would drop the adaptive speculation spec.drafter.dynamic asks for, from the spec (its drafter and
+    the attention data parallelism spec.target.dataParallelSize renders) and its extraArgs (None when it runs it)."""
     try:
         given = parse(ENGINE, list(spec.target.extra_args or []), with_defaults=False, known_only=True).values
     except CommandLineRejected:
         given = {}
+    layout = Parallelism.of(spec)
+    rendered = {"attn_dp_size": layout.data} if layout.data > 1 else {}
     return adaptive_dropped_by(SPECULATIVE_ALGORITHMS.get(spec.drafter.method),
-                               {**given, "speculative_eagle_topk": spec.drafter.eagle_topk})
+                               {**given, **rendered, "speculative_eagle_topk": spec.drafter.eagle_topk})

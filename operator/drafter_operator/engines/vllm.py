@@ -19,8 +19,10 @@ from drafter_operator.engines.extra_args import (
     SecretDestination,
     check_extra_args,
     owned_by_every_engine,
+    parallel_field_problems,
     parser_name_problems,
 )
+from drafter_operator.engines.group import LEADER_ADDRESS, NODE_RANK, Parallelism
 from drafter_operator.engines.launch import LaunchFacts
 from drafter_operator.engines.metrics import GAUGE_RANGES, SpecDecodeCounters
 from drafter_operator.engines.metrics_verdicts import (
@@ -46,6 +48,16 @@ DEFAULT_IMAGE = f"vllm/vllm-openai:v{VERSION}"
 SUPPORTS_DYNAMIC_SCHEDULE = True
 #: The speculative methods of the API this engine has no implementation of (refused by the CRD): none.
 REFUSED_METHODS: tuple[str, ...] = ()
+#: Keeps spec.drafter.dynamic's per-batch-size schedule with data parallelism: no. vLLM 0.33.0 drops
+#: num_speculative_tokens_per_batch_size when data_parallel_size > 1 (its ranks could pick different k and deadlock;
+#: vllm/config/vllm.py _maybe_disable_dynamic_sd_for_data_parallel) and drafts a static k.
+DYNAMIC_WITH_DATA_PARALLEL = False
+#: Drafter methods that cannot run with pipeline parallelism: none (vLLM 0.33.0's V2 runner hands the draft between
+#: stages). DSpark's adaptive verification is refused with it (vllm/config/vllm.py: "Adaptive verification is not
+#: currently compatible with pipeline parallelism"): the API's rule on spec.drafter.dspark.adaptiveVerification.
+PIPELINE_REFUSED_METHODS: tuple[str, ...] = ()
+#: Drafter methods that cannot run with data parallelism: none.
+DATA_PARALLEL_REFUSED_METHODS: tuple[str, ...] = ()
 #: Reads a drafter checkpoint in the speculators format (speculators_model_type, no model_type): vLLM converts it
 #: (vllm/transformers_utils/configs/speculators/algos.py); the preflight and DrafterTraining's promote ask.
 READS_SPECULATORS_FORMAT = True
@@ -328,10 +340,24 @@ OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
     "tensor_parallel_size": OwnedDestination("the GPUs one model instance is sharded over",
                                              "use spec.target.tensorParallelSize"),
     "pipeline_parallel_size": OwnedDestination("the GPUs one replica needs (pipeline stages)",
-                                               "use spec.target.tensorParallelSize and spec.resources.gpusPerReplica"),
-    "data_parallel_size": OwnedDestination("the GPUs one replica needs (data-parallel engines)", "use spec.replicas"),
-    "data_parallel_size_local": OwnedDestination("the GPUs one replica needs (data-parallel engines)",
-                                                 "use spec.replicas"),
+                                               "use spec.target.pipelineParallelSize"),
+    "data_parallel_size": OwnedDestination("the GPUs one replica needs (data-parallel ranks)",
+                                           "use spec.target.dataParallelSize (or spec.replicas for whole replicas)"),
+    "data_parallel_size_local": OwnedDestination("the data-parallel ranks on each node of a replica",
+                                                 "use spec.target.dataParallelSize and spec.resources.nodesPerReplica"),
+    "data_parallel_start_rank": OwnedDestination("the first data-parallel rank of a node (vLLM reads it from the node "
+                                                 "rank the operator renders)",
+                                                 "use spec.target.dataParallelSize and spec.resources.nodesPerReplica"),
+    "data_parallel_rank": OwnedDestination("the one data-parallel rank this engine runs (external load balancing: "
+                                           "the replica's endpoint would serve one rank)",
+                                           "use spec.target.dataParallelSize"),
+    "data_parallel_address": OwnedDestination("where a replica's data-parallel ranks meet (its leader pod)",
+                                              "use spec.resources.nodesPerReplica"),
+    "data_parallel_rpc_port": OwnedDestination("the port a replica's data-parallel ranks meet on",
+                                               "use spec.resources.nodesPerReplica"),
+    "master_addr": OwnedDestination("where a replica's nodes meet (its leader pod)",
+                                    "use spec.resources.nodesPerReplica"),
+    "master_port": OwnedDestination("the port a replica's nodes meet on", "use spec.resources.nodesPerReplica"),
     "max_model_len": OwnedDestination("the context length", "use spec.target.maxModelLen"),
     "gpu_memory_utilization": OwnedDestination("the GPU memory fraction", "use spec.target.gpuMemoryUtilization"),
     "enable_auto_tool_choice": OwnedDestination("automatic tool choice (on with a tool-call parser)",
@@ -362,12 +388,18 @@ def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True)
                             placeholder_positionals=PLACEHOLDER_POSITIONALS, secrets=SECRET_DESTINATIONS)
 
 
+#: spec.target's parallel fields whose flags extraArgs may still set (when the field is unset): the parser
+#: destinations each renders (parallel_flags). The other sizes' destinations are owned.
+PARALLEL_FIELD_DESTINATIONS: dict[str, tuple[str, ...]] = {"expert_parallel": ("enable_expert_parallel",)}
+
+
 def spec_problems(spec) -> list[str]:
     """What vLLM would refuse in a DrafterServingSpec beyond the schema: parser names and extraArgs."""
     target = spec.target
     return [
         *parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
         *parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
+        *parallel_field_problems(ENGINE, spec, PARALLEL_FIELD_DESTINATIONS, PLACEHOLDER_POSITIONALS),
     ]
 
 
@@ -376,16 +408,60 @@ def schedule_files(schedule) -> dict[str, str]:
     return {}
 
 
-def render_command(spec, schedule=None) -> list[str]:
-    """`vllm serve` argv for a DrafterServingSpec (``schedule``: see :func:`speculative_config`).
+#: Where a replica's nodes meet: the leader's torch.distributed port (vLLM's --master-port default) and the port its
+#: data-parallel ranks hand shake on (vLLM's --data-parallel-rpc-port default, ParallelConfig.data_parallel_rpc_port).
+GROUP_MASTER_PORT = 29501
+GROUP_DATA_PARALLEL_RPC_PORT = 29550
+
+
+def parallel_flags(layout: Parallelism) -> list[str]:
+    """The sizes beyond tensor parallelism, as flags (none for a plain tensor-parallel replica): pipeline stages,
+    data-parallel ranks, and expert parallelism, which vLLM spreads over all tensor x data-parallel GPUs."""
+    argv: list[str] = []
+    if layout.pipeline > 1:
+        argv += ["--pipeline-parallel-size", str(layout.pipeline)]
+    if layout.data > 1:
+        argv += ["--data-parallel-size", str(layout.data)]
+    if layout.expert:
+        argv.append("--enable-expert-parallel")
+    return argv
+
+
+def group_flags(layout: Parallelism, *, worker: bool) -> list[str]:
+    """Where this pod sits in a replica that spans nodes (none on one node). vLLM 0.33.0 places every rank from
+    --nnodes and --node-rank: it infers each node's first data-parallel rank from the node rank
+    (EngineArgs.create_engine_config), so one command line serves every pod, the node rank read from the group's
+    environment. Data-parallel ranks meet at the leader (--data-parallel-address); a worker runs --headless: its
+    engines (data parallelism) or its tensor and pipeline ranks join the leader's, which alone serves the API."""
+    if not layout.spans_nodes:
+        if worker:
+            raise ValueError("a replica on one node has no workers: render the leader's command")
+        return []
+    argv = ["--nnodes", str(layout.nodes), "--node-rank", NODE_RANK,
+            "--master-addr", LEADER_ADDRESS, "--master-port", str(GROUP_MASTER_PORT)]
+    if layout.data > 1:
+        argv += ["--data-parallel-size-local", str(layout.data_ranks_per_node),
+                 "--data-parallel-address", LEADER_ADDRESS,
+                 "--data-parallel-rpc-port", str(GROUP_DATA_PARALLEL_RPC_PORT)]
+    if worker:
+        argv.append("--headless")
+    return argv
+
+
+def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
+    """`vllm serve` argv for a DrafterServingSpec (``schedule``: see :func:`speculative_config`): the leader's,
+    or with ``worker`` a worker pod's of a replica that spans nodes (:func:`group_flags`); the speculative config
+    is the same on every pod.
 
     extraArgs come right after the model and before every flag the operator owns: they are checked
     against the owned destinations, and argparse's last-one-wins rule protects the owned values too.
     """
     target = spec.target
+    layout = Parallelism.of(spec)
     argv = ["vllm", "serve", target.model, *(target.extra_args or []),
             "--host", "0.0.0.0", "--port", str(DEFAULT_PORT),
-            "--tensor-parallel-size", str(target.tensor_parallel_size)]
+            "--tensor-parallel-size", str(target.tensor_parallel_size),
+            *parallel_flags(layout), *group_flags(layout, worker=worker)]
     if target.served_model_name:
         argv += ["--served-model-name", target.served_model_name]
     if target.max_model_len is not None:

@@ -72,6 +72,8 @@ ENGINE_INTERFACE = (
     "OWNED_DESTINATIONS", "SECRET_DESTINATIONS", "extra_args_problems", "spec_problems", "render_command",
     "schedule_files",
     "draft_tokens_per_step", "deterministic", "launch_facts", "METHOD_SPELLINGS",
+    "parallel_flags", "group_flags", "PARALLEL_FIELD_DESTINATIONS", "DYNAMIC_WITH_DATA_PARALLEL",
+    "PIPELINE_REFUSED_METHODS", "DATA_PARALLEL_REFUSED_METHODS",
 )
 
 

@@ -14,13 +14,15 @@ from drafter_operator import constants
 from drafter_operator.controllers.serving.drafter_compatible import PreflightOutcome, known_bad, matching_known_bad, unresolved
 from drafter_operator.constants import CHECKED_METHODS
 from drafter_operator.preflight.rules import rules_for
+from tests.support.spec_doubles import UNSET_LAYOUT
 
 IMAGE = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
 
 
 def spec(engine: str, method: str, model: str) -> NS:
     return NS(engine=engine, drafter=NS(method=method, num_speculative_tokens=None, num_steps=None, suffix=None),
-              target=NS(model=model, extra_args=None, tensor_parallel_size=8, max_model_len=None), placement=None,
+              target=NS(model=model, extra_args=None, tensor_parallel_size=8, max_model_len=None, **UNSET_LAYOUT),
+              resources=NS(nodes_per_replica=None), placement=None,
               env=None)
 
 

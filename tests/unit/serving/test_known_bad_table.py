@@ -24,6 +24,7 @@ from drafter_operator.controllers.serving.compatibility import REFUSED_ON_GPU
 from drafter_operator.kubectl_plugin import known_bad as plugin
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
 from tests.support.servings import SEED, World
+from tests.support.spec_doubles import UNSET_LAYOUT
 
 IMAGE = {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.23"}
 B300, H100 = "NVIDIA-B300-SXM6-AC", "NVIDIA-H100-80GB-HBM3"
@@ -31,10 +32,13 @@ B300, H100 = "NVIDIA-B300-SXM6-AC", "NVIDIA-H100-80GB-HBM3"
 
 def spec(engine: str = "vllm", method: str = "eagle3", k: int | None = None, steps: int | None = None,
          model: str = "/models/target", extra: tuple[str, ...] = (), max_len: int | None = None,
-         gpu: str | None = None, env: dict[str, str] | None = None, tp: int = 8) -> NS:
-    """The attributes of a DrafterServingSpec the table reads (its cross-field rules are tested elsewhere)."""
+         gpu: str | None = None, env: dict[str, str] | None = None, tp: int = 8, **layout) -> NS:
+    """The attributes of a DrafterServingSpec the table reads (its cross-field rules are tested elsewhere);
+    ``layout``: spec.target's pipeline_parallel_size, data_parallel_size or expert_parallel, unset by default."""
     return NS(engine=engine, drafter=NS(method=method, num_speculative_tokens=k, num_steps=steps, suffix=None),
-              target=NS(model=model, extra_args=list(extra), tensor_parallel_size=tp, max_model_len=max_len),
+              target=NS(model=model, extra_args=list(extra), tensor_parallel_size=tp, max_model_len=max_len,
+                        **{**UNSET_LAYOUT, **layout}),
+              resources=NS(nodes_per_replica=None),
               placement=NS(gpu_product=gpu, node_selector=None) if gpu else None,
               env=[NS(name=n, value=v) for n, v in (env or {}).items()])
 
@@ -570,3 +574,20 @@ def test_a_refused_revision_serves_once_allowed_and_retried():
     status = world.body["status"]
     assert status["activeRevision"] == refused and status["revisions"][-1]["good"] is True
     assert "serving anyway" in condition(world, "DrafterCompatible")["message"]
+
+
+@given(pp=st.sampled_from([None, 1, 2, 4]), dp=st.sampled_from([None, 1, 2]), ep=st.sampled_from([None, False, True]))
+def test_parallelism_set_in_spec_target_is_read_as_the_command_line_renders_it(pp, dp, ep):
+    facts = serving_facts(spec(method="mtp", tp=4, pipeline_parallel_size=pp, data_parallel_size=dp,
+                               expert_parallel=ep), IMAGE["vllm"])
+    assert (facts.launch.pipeline_parallel, facts.launch.data_parallel) == (pp or 1, dp or 1)
+    assert facts.launch.expert_parallel == (4 * (dp or 1) if ep else 1)
+
+
+def test_rows_on_parallelism_match_the_spec_fields_as_they_matched_extra_args():
+    rows = {r.id: r for r in packaged_table().rows}
+    assert outcome(rows["vllm-mtp-pipeline-parallel"], spec(method="mtp", pipeline_parallel_size=2)) == "match"
+    assert outcome(rows["vllm-mtp-pipeline-parallel"], spec(method="mtp", pipeline_parallel_size=1)) != "match"
+    sglang_decode = spec("sglang", "mtp", steps=3, model="/models/GLM-5.2-FP8", data_parallel_size=8,
+                         extra=("--disaggregation-mode", "decode"))
+    assert outcome(rows["sglang-pd-decode-dp-attention-mtp-hang"], sglang_decode) == "match"

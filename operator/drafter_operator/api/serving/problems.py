@@ -40,7 +40,12 @@ SERVING_OPERATOR_CHECKS: tuple[str, ...] = (
     "on sglang, numSteps is set whenever eagleTopk or numDraftTokens is.",
     "spec.image is not named after the other engine (e.g. an sglang image with engine vllm).",
     "spec.placement.nodeSelector keys are valid label keys.",
-    "spec.resources.gpusPerReplica fits on one node (multi-node replicas are not supported yet).",
+    "spec.resources.gpusPerReplica (the GPUs of each of a replica's pods, one pod per node) fits on one node; a "
+    "replica spans nodes with spec.resources.nodesPerReplica.",
+    "spec.target.extraArgs sets no flag a parallel field that is set renders (SGLang --attn-dp-size and --ep-size, "
+    "vLLM --enable-expert-parallel beside spec.target.dataParallelSize or expertParallel).",
+    "with engine sglang, spec.target.pipelineParallelSize above 1 and a drafter come with SGLANG_ENABLE_PP_SPEC=1 in "
+    "spec.env, and dataParallelSize above 1 with method dflash or dspark with --enable-dp-lm-head in extraArgs.",
 )
 
 
@@ -113,10 +118,13 @@ def node_selector_problems(node_selector: dict[str, str] | None) -> list[str]:
 
 
 def capacity_problems(gpus_per_replica: int, gpus_per_node: int | None) -> list[str]:
-    """One replica is one pod on one node: its GPUs must fit on one (when the node size is known)."""
+    """Each pod of a replica runs on one node, whatever the nodes the replica spans: its GPUs must fit on one (when
+    the node size is known)."""
     if gpus_per_node is None or gpus_per_replica <= gpus_per_node:
         return []
     return [
-        f"spec.resources.gpusPerReplica {gpus_per_replica} exceeds the {gpus_per_node} GPUs of one node: "
-        "multi-node replicas are not supported yet; lower gpusPerReplica and tensorParallelSize"
+        f"spec.resources.gpusPerReplica {gpus_per_replica} exceeds the {gpus_per_node} GPUs of one node: it is the "
+        "GPUs of each of a replica's pods, one pod per node; lower it to the GPUs of a node and spread the replica "
+        "over nodes with spec.resources.nodesPerReplica (tensorParallelSize x pipelineParallelSize x "
+        "dataParallelSize = gpusPerReplica x nodesPerReplica)"
     ]

@@ -27,7 +27,9 @@ class ResourcesSpec(ContainerResources):
     """Resources of one replica: its GPUs, and CPU and memory beside them."""
 
     gpus_per_replica: Annotated[int, Field(ge=1, le=64)] = 8
-    """nvidia.com/gpu per replica (one engine pod)."""
+    """nvidia.com/gpu of each engine pod: the replica's GPUs on one node (a replica that spans nodes has one pod per node, each with these GPUs: gpusPerReplica x nodesPerReplica in all)."""
+    nodes_per_replica: Annotated[int, Field(ge=1, le=16)] | None = None
+    """Nodes one replica spans, one engine pod on each (a leader that serves the API and workers that join its process group); unset: 1. Above 1, spec.target's tensorParallelSize x pipelineParallelSize x dataParallelSize must equal gpusPerReplica x nodesPerReplica."""
 
 
 class StorageSpec(ApiModel):

@@ -14,6 +14,7 @@ from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
 from drafter_operator.api.serving.drafter import DrafterSpec
+from drafter_operator.api.serving.parallel_rules import PARALLEL_RULES
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
 from drafter_operator.api.serving.rollout import ResourcesSpec, StartupSpec, StorageSpec, SwapSpec
 from drafter_operator.api.serving.target import TargetSpec
@@ -38,14 +39,18 @@ class DrafterServingSpec(ApiModel):
 
     rules = (
         Rule(
-            cel="self.resources.gpusPerReplica % self.target.tensorParallelSize == 0",
+            cel=("(has(self.resources.nodesPerReplica) && self.resources.nodesPerReplica > 1) "
+                 "|| self.resources.gpusPerReplica % self.target.tensorParallelSize == 0"),
             message=(
-                "spec.target.tensorParallelSize must divide spec.resources.gpusPerReplica (default 8): e.g. "
-                "tensorParallelSize 8 with gpusPerReplica 8"
+                "spec.target.tensorParallelSize must divide spec.resources.gpusPerReplica (default 8) on one node: "
+                "e.g. tensorParallelSize 8 with gpusPerReplica 8 (a tensor-parallel group wider than a node needs "
+                "spec.resources.nodesPerReplica)"
             ),
-            check=lambda s: s.resources.gpus_per_replica % s.target.tensor_parallel_size == 0,
+            check=lambda s: (s.resources.nodes_per_replica or 1) > 1
+            or s.resources.gpus_per_replica % s.target.tensor_parallel_size == 0,
             field_path=".target.tensorParallelSize",
         ),
+        *PARALLEL_RULES,
         Rule(
             cel=f"self.engine != '{VLLM}' || (!has(self.drafter.numSteps) && !has(self.drafter.eagleTopk) && !has(self.drafter.numDraftTokens))",
             message=(
@@ -197,7 +202,7 @@ class DrafterServingSpec(ApiModel):
     replicas: Annotated[int, Field(ge=0, le=64)] = 1
     """Engine pods of the active revision (0 stops serving but keeps the object)."""
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    """Resources of one replica."""
+    """Resources of one replica (of each of its pods when it spans nodes)."""
     placement: Placement | None = None
     """Where the engine pods may run."""
     storage: StorageSpec | None = None

@@ -54,7 +54,13 @@ class TargetSpec(ApiModel):
     model: ModelRef
     """The target model: an absolute path on the model volume (e.g. /models/Kimi-K2.5) or a hub id ("org/name")."""
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 8
-    """GPUs one model instance is sharded over (vLLM --tensor-parallel-size, SGLang --tp-size); must divide resources.gpusPerReplica."""
+    """GPUs each layer is sharded over within one data-parallel rank (vLLM --tensor-parallel-size; SGLang --tp-size, times dataParallelSize). On one node it must divide resources.gpusPerReplica; tensorParallelSize x pipelineParallelSize x dataParallelSize is the GPUs the model instance runs on."""
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] | None = None
+    """Pipeline stages the layers are split into, each stage tensorParallelSize GPUs (vLLM --pipeline-parallel-size, SGLang --pp-size); unset: 1. Typically one stage per node of a replica that spans nodes (resources.nodesPerReplica)."""
+    data_parallel_size: Annotated[int, Field(ge=1, le=64)] | None = None
+    """Data-parallel ranks of one replica, each with its own batch and KV cache and tensorParallelSize GPUs wide, behind the replica's one endpoint; unset: 1. vLLM --data-parallel-size; SGLang runs them as attention data parallelism (--attn-dp-size, with --tp-size tensorParallelSize x dataParallelSize). spec.replicas adds whole replicas instead."""
+    expert_parallel: bool | None = None
+    """Shard a mixture-of-experts model's experts over all tensorParallelSize x dataParallelSize GPUs rather than splitting every expert (vLLM --enable-expert-parallel, SGLang --ep-size); unset: off."""
     max_model_len: Annotated[int, Field(ge=128, le=16777216)] | None = None
     """Context length in tokens (vLLM --max-model-len, SGLang --context-length); engine default when unset."""
     gpu_memory_utilization: Ratio | None = None

@@ -28,6 +28,7 @@ from drafter_operator import engines
 from drafter_operator.constants import DrafterMethod, Engine
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.flags import table
+from drafter_operator.engines.group import Parallelism as Layout
 from drafter_operator.engines.launch import LaunchFacts
 from drafter_operator.preflight.engines import VllmRunner
 from drafter_operator.resources.engine import GPU_PRODUCT_LABEL
@@ -269,10 +270,17 @@ def serving_facts(spec, image: str, architecture: str | None = None,
     return ServingFacts(
         engine=spec.engine, version=image_version(image), method=drafter.method, model=spec.target.model,
         architecture=architecture, k=engines.draft_tokens_per_step(spec.engine, drafter),
-        launch=launch_facts(spec.engine, tuple(spec.target.extra_args or ()), spec.target.tensor_parallel_size),
+        launch=launch_facts(spec.engine, launch_args(spec), spec.target.tensor_parallel_size),
         max_model_len=spec.target.max_model_len,
         model_runner=engines.engine(spec.engine).model_runner(spec),
         gpu_products=admission_gpu_products(spec) or gpu_products)
+
+
+def launch_args(spec) -> tuple[str, ...]:
+    """The engine flags a launch's facts are read from: extraArgs, then the sizes spec.target's parallel fields
+    render after them (pipeline, data and expert parallelism), which win as they do on the command line."""
+    module = engines.engine(spec.engine)
+    return (*(spec.target.extra_args or ()), *module.parallel_flags(Layout.of(spec)))
 
 
 @lru_cache(maxsize=256)
