@@ -47,6 +47,8 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
     Rule("apps", ("deployments",), ("get", "list", "watch", "create", "patch", "delete"),
          "One Deployment per serving revision (and Generate's engine): watched, created, scaled, patched, deleted; "
          "read by name when its create finds the name taken (whose is it?)."),
+    Rule("leaderworkerset.x-k8s.io", ("leaderworkersets",), ("get", "list", "watch", "create", "patch", "delete"),
+         "A serving revision whose replica spans several nodes is a LeaderWorkerSet, handled as a Deployment is."),
     Rule("", ("services",), ("get", "list", "watch", "create", "patch", "delete"),
          "The serving's Service (its selector points at the active revision) and Generate's engine Service."),
     Rule("", ("pods",), ("list", "watch", "delete"),

@@ -52,6 +52,8 @@ from drafter_operator.constants import (
     TRAINING_PLURAL,
 )
 from drafter_operator.resources.labels import MANAGED_BY
+from drafter_operator.resources.group import LWS_GROUP as GROUP_API, LWS_VERSION as GROUP_VERSION
+from drafter_operator.resources.workloads import GROUP
 from drafter_operator.settings import (
     ACCEPTANCE_INTERVAL_SECONDS,
     CATCH_UP_SECONDS,
@@ -74,7 +76,8 @@ LOOP_STOP_SECONDS = 5.0
 
 
 # The children's kinds the operator watches (indexes and event handlers below). Every child carries MANAGED_BY.
-CHILD_RESOURCES = (("", "v1", "pods"), ("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"))
+CHILD_RESOURCES = (("", "v1", "pods"), ("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"),
+                   (GROUP_API, GROUP_VERSION, GROUP.plural))
 CHILD_SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
 
@@ -155,6 +158,13 @@ def serving_deployments(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
+# A replica over several nodes (resources/group.py). Without the LeaderWorkerSet API in the cluster kopf serves
+# nothing here and says so; a serving that needs it finds its create refused, and Progressing says what to install.
+@kopf.index(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT})
+def serving_groups(namespace, labels, body, **_):
+    return _by_serving(namespace, labels, body)
+
+
 @kopf.index("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT})
 def serving_pods(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
@@ -184,6 +194,11 @@ async def deployment_event(namespace, labels, name, meta, memo: kopf.Memo, **_) 
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "deployments", name, meta.get("resourceVersion"))
 
 
+@kopf.on.event(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT})
+async def group_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
+    memo.wakeups.saw((namespace, labels[SERVING_LABEL]), GROUP.plural, name, meta.get("resourceVersion"))
+
+
 @kopf.on.event("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT})
 async def pod_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "pods", name, meta.get("resourceVersion"))
@@ -203,12 +218,18 @@ class ServingIndexes:
     pods: kopf.Index
     services: kopf.Index
     benchmarks: kopf.Index
+    groups: kopf.Index
 
     @classmethod
     def of(cls, handler_kwargs: dict) -> ServingIndexes:
         """From a handler's keyword arguments: kopf passes every index by its handler's name."""
         return cls(handler_kwargs["serving_deployments"], handler_kwargs["serving_pods"],
-                   handler_kwargs["serving_services"], handler_kwargs["serving_benchmarks"])
+                   handler_kwargs["serving_services"], handler_kwargs["serving_benchmarks"],
+                   handler_kwargs["serving_groups"])
+
+    def workloads(self, key) -> list[dict]:
+        """A serving's revision workloads: its Deployments and LeaderWorkerSets."""
+        return [*self.deployments.get(key, []), *self.groups.get(key, [])]
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
@@ -257,7 +278,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
         # Snapshots taken on the event loop, where kopf updates the indexes and the event handler the body.
         snapshot = kept_copy(body())
         service = next((s for s in indexes.services.get(key, []) if s["metadata"]["name"] == name), None)
-        observed = observed_from(indexes.deployments.get(key, []), indexes.pods.get(key, []), service,
+        observed = observed_from(indexes.workloads(key), indexes.pods.get(key, []), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
                                  benchmarks=indexes.benchmarks.get(key, []))
         await read_drain(observed, snapshot)

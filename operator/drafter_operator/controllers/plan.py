@@ -17,6 +17,7 @@ from drafter_operator.controllers.conditions import Event
 #: The kind of each resource a plan writes, for the messages that name what was refused or is in the way.
 KIND_OF_PLURAL = {
     "deployments": "Deployment",
+    "leaderworkersets": "LeaderWorkerSet",
     "services": "Service",
     "jobs": "Job",
     "configmaps": "ConfigMap",

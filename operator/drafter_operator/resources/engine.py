@@ -162,10 +162,12 @@ FILES_VOLUME = "engine-files"
 
 @dataclass(frozen=True)
 class EnginePod:
-    """A revision's engine pod spec and the files its template carries for it (path -> content)."""
+    """A revision's engine pod spec and the files its template carries for it (path -> content); for a replica that
+    spans nodes, the command of its worker pods (the spec is the leader's)."""
 
     spec: dict
     files: Mapping[str, str] = field(default_factory=dict)
+    worker_argv: list[str] | None = None
 
 
 def file_annotations(files: Mapping[str, str]) -> dict[str, str]:

@@ -51,7 +51,7 @@ def serving(drafter: str, **metadata) -> kopf.Body:
 async def serving_event(memo, event_type, body) -> None:
     no_children: dict = {}
     await handlers.serving_event(type=event_type, body=body, namespace="team", name="kimi", meta=body["metadata"],
-                                 memo=memo, serving_deployments=no_children, serving_pods=no_children,
+                                 memo=memo, serving_deployments=no_children, serving_groups=no_children, serving_pods=no_children,
                                  serving_services=no_children, serving_benchmarks=no_children)
 
 

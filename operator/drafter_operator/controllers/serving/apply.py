@@ -37,7 +37,9 @@ from drafter_operator.controllers.one_at_a_time import ObjectLocks
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.resources.engine import service_revision
+from drafter_operator.resources.group import group_name
 from drafter_operator.resources.labels import MANAGED_BY, deployment_name
+from drafter_operator.resources.workloads import GROUP, KINDS, PLURALS
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
@@ -144,12 +146,12 @@ class ServingReconciler:
             due = now + self.verify_waiting
         return min(recheck_at, due) if recheck_at else due
 
-    def relabel(self, namespace: str, deployments: tuple[str, ...]) -> None:
-        """Put the watches' labels back on our own Deployments that lost them, so the watches see them again."""
-        for name in deployments:
-            log.warning("Deployment %s/%s lost its labels %s; putting them back", namespace, name, sorted(MANAGED_BY))
-            self.kube.patch(object_path("apps/v1", "deployments", namespace, name),
-                            {"metadata": {"labels": dict(MANAGED_BY)}})
+    def relabel(self, namespace: str, workloads: tuple[str, ...]) -> None:
+        """Put the watches' labels back on our own Deployments or LeaderWorkerSets (``workloads``: their paths) that
+        lost them, so the watches see them again."""
+        for path in workloads:
+            log.warning("%s lost its labels %s; putting them back", path, sorted(MANAGED_BY))
+            self.kube.patch(path, {"metadata": {"labels": dict(MANAGED_BY)}})
 
     def apply(self, namespace: str, name: str, plan: Plan, post_event: BoundEventSink, body: dict | None = None,
               now: dt.datetime | None = None) -> Applied:
@@ -176,8 +178,8 @@ def never_the_serving_one(kube: Kube, namespace: str, name: str, deletes: list[s
     selected = service_revision(service) if service else None
     if selected is None:
         return deletes
-    serving_path = f"/{deployment_name(name, selected)}"
-    kept = [path for path in deletes if not path.endswith(serving_path)]
+    serving_paths = (f"/deployments/{deployment_name(name, selected)}", f"/{GROUP.plural}/{group_name(name, selected)}")
+    kept = [path for path in deletes if not path.endswith(serving_paths)]
     if len(kept) != len(deletes):
         log.warning("%s/%s: not deleting revision %s: the Service selects it (a decision on a stale view)",
                     namespace, name, selected)
@@ -186,8 +188,9 @@ def never_the_serving_one(kube: Kube, namespace: str, name: str, deletes: list[s
 
 def holder(kube: Kube, namespace: str, write: Write) -> dict | None:
     """Who holds the name a create found taken: a Deployment, the Service or a gate benchmark."""
-    if write.plural == "deployments":
-        return kube.get(object_path("apps/v1", "deployments", namespace, write.name))
+    for kind in KINDS:
+        if write.plural == kind.plural:
+            return kube.get(kind.path(namespace, write.name))
     if write.plural == "services":
         return kube.get(object_path("v1", "services", namespace, write.name))
     return kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, write.name))
@@ -210,7 +213,7 @@ def acts_on_the_view(plan: Plan, body: dict) -> bool:
     status-only refreshes are not checked: they cost a steady serving no request."""
     first_rollout = not (body.get("status") or {}).get("revisions")
     return bool(plan.deletes or plan.counted("swap") or plan.record_first) or any(
-        write.plural == BENCHMARK_PLURAL or (write.verb == "create" and write.plural == "deployments" and not first_rollout)
+        write.plural == BENCHMARK_PLURAL or (write.verb == "create" and write.plural in PLURALS and not first_rollout)
         for write in plan.writes)
 
 
@@ -226,6 +229,9 @@ def refused_plan(plan: Plan, write: Write, exc: ApiError, status: dict, now: dt.
     else:
         reason = WRITE_REFUSED
         message = f"{write.verb} {write.kind} {target} refused by the apiserver (HTTP {exc.status}): {apiserver_message(exc)}"
+        if write.plural == GROUP.plural and exc.status == 404:
+            message += (f"; the cluster has no {GROUP.kind} API ({GROUP.api_version}), which a replica over several "
+                        "nodes runs on: install LeaderWorkerSet v0.9.0 or later, or set spec.resources.nodesPerReplica to 1")
     verdict = Verdict("False", reason, message[:2000])
     base = plan.status.get("conditions") or status.get("conditions")
     current = next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})

@@ -64,7 +64,9 @@ from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
 from drafter_operator.resources.engine import EngineHttp, EnginePod, engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
-from drafter_operator.resources.labels import deployment_name, drafter_summary
+from drafter_operator.resources.labels import drafter_summary
+from drafter_operator.resources.group import engine_group
+from drafter_operator.resources.workloads import kind_of
 
 if TYPE_CHECKING:
     from drafter_operator.acceptance.measurement import Measurement
@@ -284,7 +286,8 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     engine = engines.engine(spec.engine)
     argv = engine.render_command(spec, schedule=target.schedule) if target.schedule else engine.render_command(spec)
     files = engine.schedule_files(target.schedule) if target.schedule else {}
-    pod = EnginePod(engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image, files), files)
+    pod = EnginePod(engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image, files), files,
+                    worker_argv(spec, target.schedule))
     writes: list[Write | None] = []
     for revision, replicas in swap.scale.items():
         if revision == desired:
@@ -299,16 +302,27 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     return [w for w in writes if w]
 
 
+def worker_argv(spec, schedule) -> list[str] | None:
+    """A worker pod's command of a replica that spans nodes (engines/group.py), None for a replica on one node."""
+    if (spec.resources.nodes_per_replica or 1) <= 1:
+        return None
+    engine = engines.engine(spec.engine)
+    return engine.render_command(spec, schedule=schedule, worker=True) if schedule else \
+        engine.render_command(spec, worker=True)
+
+
 def revision_write(state: ServingState, serving: DrafterServing, revision: str, replicas: int, spec,
                    pod: EnginePod) -> Write | None:
-    """Create a revision's Deployment, or bring it to ``replicas`` and the spec's pod settings."""
+    """Create a revision's Deployment (a LeaderWorkerSet where a replica spans nodes), or bring it to ``replicas``
+    and the spec's pod settings."""
     body = state.serving
-    return deployment_write(body, engine_deployment(
-        serving, revision, replicas, pod.spec, files=pod.files,
-        annotations={DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
-                     SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
-                     POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}),
-        state.observed.deployments.get(revision))
+    annotations = {DRAFTER_ANNOTATION: drafter_summary(spec), ENGINE_ANNOTATION: spec.engine,
+                   SERVING_GENERATION_ANNOTATION: str(body["metadata"].get("generation")),
+                   POD_SETTINGS_ANNOTATION: pod_settings_hash(spec)}
+    manifest = engine_group(serving, revision, replicas, pod, pod.worker_argv, annotations) \
+        if pod.worker_argv is not None else \
+        engine_deployment(serving, revision, replicas, pod.spec, files=pod.files, annotations=annotations)
+    return deployment_write(body, manifest, state.observed.deployments.get(revision))
 
 
 def restore_write(state: ServingState, serving: DrafterServing, revision: str, replicas: int) -> Write | None:
@@ -325,7 +339,7 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
     pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
                                EngineHttp.of(engine), state.operator_image)
     return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec,
-                          EnginePod(pod_spec))
+                          EnginePod(pod_spec, worker_argv=worker_argv(spec, None)))
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,
@@ -390,8 +404,8 @@ def waits(swap: SwapPlan, swap_input: SwapInput | None) -> bool:
 
 
 def revision_deletes(meta: dict, revisions: list[str], observed: Observed) -> list[str]:
-    """The paths of the revisions' Deployments to delete (those that exist)."""
-    return [object_path("apps/v1", "deployments", meta["namespace"], deployment_name(meta["name"], revision))
+    """The paths of the revisions' Deployments or LeaderWorkerSets to delete (those that exist)."""
+    return [kind_of(observed.deployments[revision]).path(meta["namespace"], observed.deployments[revision]["metadata"]["name"])
             for revision in revisions if revision in observed.deployments]
 
 

@@ -17,6 +17,7 @@ from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERV
 from drafter_operator.controllers.serving.observe import Observed, benchmarked_serving, observed_from
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.resources.labels import MANAGED_BY
+from drafter_operator.resources.workloads import KINDS, path_of
 
 
 def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int]) -> tuple[dict, Observed] | None:
@@ -29,7 +30,10 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
     selector = ",".join([f"{SERVING_LABEL}={name}", *(f"{key}={value}" for key, value in MANAGED_BY.items())])
     # Deployments by the serving's label alone: one of ours whose managed-by label someone removed (GitOps, a
     # hand) is gone from the watches, and would hold its GPUs for ever unless seen here.
-    deployments = kube.list(object_path("apps/v1", "deployments", namespace), f"{SERVING_LABEL}={name}")
+    # LeaderWorkerSets too (a replica over several nodes), each list item given its kind, as a watch event's body
+    # has it; without the LeaderWorkerSet API in the cluster, none (the apiserver answers 404).
+    deployments = [{**workload, "kind": kind.kind} for kind in KINDS
+                   for workload in kube.list(kind.path(namespace), f"{SERVING_LABEL}={name}")]
     pods = kube.list(object_path("v1", "pods", namespace), selector)
     service = next((s for s in kube.list(object_path("v1", "services", namespace), selector)
                     if s["metadata"]["name"] == name), None)
@@ -37,7 +41,7 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
                   if benchmarked_serving(b["metadata"].get("labels") or {}, b.get("spec") or {}) == name]
     observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"), benchmarks=benchmarks)
     observed.in_flight = {revision: count for revision, count in in_flight.items() if revision in observed.deployments}
-    observed.unlabelled = tuple(d["metadata"]["name"] for d in observed.deployments.values() if unlabelled(d))
+    observed.unlabelled = tuple(path_of(d) for d in observed.deployments.values() if unlabelled(d))
     return body, observed
 
 

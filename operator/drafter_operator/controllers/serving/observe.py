@@ -16,6 +16,7 @@ from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers.serving import drafter_compatible
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
+from drafter_operator.resources.workloads import kind_of
 from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SERVING_LABEL
 
 
@@ -38,7 +39,7 @@ class Observed:
     in_flight: dict[str, int] = field(default_factory=dict)
     # Names of this serving's own Deployments that lost the labels the watches select (fresh.py reads
     # them), so the reconciler puts the labels back: else a revision is out of the operator's sight for ever.
-    unlabelled: tuple[str, ...] = ()
+    unlabelled: tuple[str, ...] = ()  # their paths
     # revision -> the nodes its current pods are placed on (spec.nodeName), sorted
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # node -> its nvidia.com/gpu.product label ("" when it has none), as the reconciler read it (serving.py
@@ -65,9 +66,9 @@ def observed_from(deployments: Iterable[dict], pods: Iterable[dict], service: di
     under the same name leaves children the garbage collector has not removed yet; taken for the new
     serving's, its Service would look like the active revision and its Deployments like revisions."""
     pods, deployments = list(pods), list(deployments)
-    foreign = {(plural, child["metadata"]["name"]) for plural, children in (("deployments", deployments),
-                                                                           ("services", [service] if service else []))
-               for child in children if not owned_by(child, owner_uid)}
+    foreign = {(kind_of(child).plural, child["metadata"]["name"]) for child in deployments
+               if not owned_by(child, owner_uid)}
+    foreign |= {("services", service["metadata"]["name"])} if service and not owned_by(service, owner_uid) else set()
     observed = Observed(service=service if owned_by(service, owner_uid) else None, foreign=frozenset(foreign))
     for deployment in deployments:
         revision = deployment["metadata"]["labels"].get(REVISION_LABEL)

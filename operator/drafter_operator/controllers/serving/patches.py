@@ -18,6 +18,7 @@ from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import GatedPod, gate_benchmark
+from drafter_operator.resources.workloads import DEPLOYMENT, GROUP, kind_of
 
 
 def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
@@ -29,7 +30,9 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
     strategy), so a serving of several replicas keeps serving. A Deployment from before the settings
     annotation falls back to the generation it was rendered for, and gets both recorded."""
     adopt(manifest, owner)
-    path = object_path("apps/v1", "deployments", manifest["metadata"]["namespace"])
+    if manifest["kind"] == GROUP.kind:
+        return group_write(manifest, existing)
+    path = DEPLOYMENT.path(manifest["metadata"]["namespace"])
     if existing is None:
         return Write("create", "deployments", path, manifest)
     current = existing["spec"]
@@ -56,6 +59,31 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
     return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
 
 
+def group_write(manifest: dict, existing: dict | None) -> Write | None:
+    """Create, or bring the active revision's LeaderWorkerSet to the spec in place, as ``deployment_write`` does a
+    Deployment: its groups' count always, its pod templates (leader's and workers') only when the pod settings
+    changed (LWS rolls one group at a time: the set's rolloutStrategy)."""
+    path = GROUP.path(manifest["metadata"]["namespace"])
+    if existing is None:
+        return Write("create", GROUP.plural, path, manifest)
+    current, wanted_spec = existing["spec"], manifest["spec"]
+    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
+                                                                        POD_SETTINGS_ANNOTATION)}
+    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
+    patch: dict = {}
+    if current.get("replicas") != wanted_spec["replicas"]:
+        patch["replicas"] = wanted_spec["replicas"]
+    if recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]:
+        templates = current.get("leaderWorkerTemplate") or {}
+        if any(template_differs(templates.get(key) or {}, wanted_spec["leaderWorkerTemplate"][key])
+               for key in ("leaderTemplate", "workerTemplate")):
+            patch["leaderWorkerTemplate"] = wanted_spec["leaderWorkerTemplate"]
+    if not patch and recorded == wanted:
+        return None
+    return Write("patch", GROUP.plural, f"{path}/{manifest['metadata']['name']}",
+                 {"metadata": {"annotations": wanted}, **({"spec": patch} if patch else {})})
+
+
 def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed, port: int) -> Write | None:
     """The gate benchmark of a Ready new revision, once per attempt (it is a record: never changed; a failed
     one from before a retry is deleted first, `stale_gate`)."""
@@ -70,11 +98,12 @@ def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed
                  manifest)
 
 
-def scale_write(namespace: str, deployment: dict, replicas: int) -> Write | None:
-    if deployment["spec"].get("replicas") == replicas:
+def scale_write(namespace: str, workload: dict, replicas: int) -> Write | None:
+    """A revision's Deployment or LeaderWorkerSet to ``replicas`` (pods or groups)."""
+    if workload["spec"].get("replicas") == replicas:
         return None
-    return Write("patch", "deployments", object_path("apps/v1", "deployments", namespace, deployment["metadata"]["name"]),
-                 {"spec": {"replicas": replicas}})
+    kind = kind_of(workload)
+    return Write("patch", kind.plural, kind.path(namespace, workload["metadata"]["name"]), {"spec": {"replicas": replicas}})
 
 
 def changed_fields(current: dict, desired: dict) -> dict:

@@ -1,6 +1,6 @@
 """Revisions: one immutable engine + target + drafter configuration, named by a stable hash.
 
-Only what changes the engine process is hashed (engine, image, target, drafter, GPUs per replica, and
+Only what changes the engine process is hashed (engine, image, target, drafter, GPUs and nodes per replica, and
 the batch-size schedule of spec.drafter.dynamic once one is learned): changing replicas, placement or
 the startup timeout updates the running revision in place and never starts a second 547 GB model load.
 """
@@ -28,6 +28,10 @@ def revision_config(spec: DrafterServingSpec, image: str, schedule: Schedule | N
                                            exclude={"allow_known_bad"}),
         "gpusPerReplica": spec.resources.gpus_per_replica,
     }
+    if (spec.resources.nodes_per_replica or 1) > 1:
+        # A replica over several nodes is another engine process (its ranks) and another kind of workload; absent
+        # on one node, so every revision from before keeps its name.
+        config["nodesPerReplica"] = spec.resources.nodes_per_replica
     if schedule:  # absent without one, so a static-k revision keeps its name
         config["schedule"] = [list(entry) for entry in schedule]
     return config

@@ -1,0 +1,97 @@
+"""A serving whose replica spans several nodes (spec.resources.nodesPerReplica): each revision is a LeaderWorkerSet,
+not a Deployment, and every serving promise the World plays (rollout, swap, delete by kind, the Service on the
+leaders) holds for it. The cluster is `World` (tests/support/servings.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from drafter_operator.api import DrafterServing
+from drafter_operator.constants import REVISION_LABEL, SERVING_LABEL
+from drafter_operator.controllers.serving.decide import decide
+from drafter_operator.resources import group
+from drafter_operator.resources.workloads import GROUP, kind_of
+from tests.support.servings import World, seed_body
+
+
+def two_node_body(**changes) -> dict:
+    """The seed on two 8-GPU nodes: tensor parallel 8, data parallel 2 with expert parallelism (16 GPUs a replica)."""
+    body = seed_body(**changes)
+    body["spec"]["target"].update(tensorParallelSize=8, dataParallelSize=2, expertParallel=True)
+    body["spec"]["resources"] = {"gpusPerReplica": 8, "nodesPerReplica": 2}
+    return body
+
+
+def created(plan, plural: str) -> list[dict]:
+    return [w.body for w in plan.writes if w.verb == "create" and w.plural == plural]
+
+
+def test_a_replica_over_two_nodes_is_a_leader_worker_set_of_groups_of_two():
+    world = World(two_node_body())
+    plan = world.decide()
+    assert not created(plan, "deployments")
+    (lws,) = created(plan, GROUP.plural)
+    assert (lws["apiVersion"], lws["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2 and template["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lws["spec"]["replicas"] == 1 and lws["metadata"]["ownerReferences"][0]["kind"] == "DrafterServing"
+    leader, worker = template["leaderTemplate"], template["workerTemplate"]
+    # The Service and the operator's pod index select the leaders: the workers serve no API.
+    assert leader["metadata"]["labels"][SERVING_LABEL] == "kimi"
+    assert SERVING_LABEL not in worker["metadata"]["labels"]
+    assert worker["metadata"]["labels"][REVISION_LABEL] == leader["metadata"]["labels"][REVISION_LABEL]
+    lead, work = leader["spec"]["containers"][0], worker["spec"]["containers"][0]
+    assert "readinessProbe" in lead and "ports" in lead
+    assert not {"readinessProbe", "startupProbe", "livenessProbe", "ports"} & set(work)
+    # One command line but the worker's mark; the node rank and the leader come from LWS's environment.
+    assert lead["command"][lead["command"].index("--nnodes") + 1] == "2"
+    assert lead["command"][lead["command"].index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
+    assert "--headless" in work["command"] and "--headless" not in lead["command"]
+    assert [a for a in work["command"] if a != "--headless"] == lead["command"]
+    # Each pod has its node's 8 GPUs.
+    assert work["resources"]["limits"]["nvidia.com/gpu"] == lead["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_the_group_serves_once_its_groups_are_ready_and_a_swap_deletes_the_old_set_by_kind():
+    world = World(two_node_body())
+    world.converge()
+    assert world.condition("Ready")["status"] == "True"
+    first = world.body["status"]["activeRevision"]
+    assert world.service["spec"]["selector"][REVISION_LABEL] == first
+    (old,) = world.deployments.values()
+    assert kind_of(old) is GROUP
+    world.body["spec"]["drafter"]["numSpeculativeTokens"] = 3
+    world.body["metadata"]["generation"] += 1
+    deleted: list[str] = []
+    for _ in range(12):
+        plan = world.decide()
+        deleted += plan.deletes
+        if not plan.writes_anything():
+            break
+        world.apply(plan)
+        world.settle()
+        world.now += dt.timedelta(seconds=20)
+    second = world.body["status"]["activeRevision"]
+    assert second != first and world.condition("Ready")["status"] == "True"
+    assert deleted == [f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/team/leaderworkersets/{old['metadata']['name']}"]
+    (now,) = world.deployments.values()
+    assert kind_of(now) is GROUP and now["metadata"]["labels"][REVISION_LABEL] == second
+
+
+def test_the_node_count_names_a_revision_of_its_own_and_a_one_node_revision_keeps_its_name():
+    from drafter_operator.controllers.serving.revisions import revision_hash
+    one = DrafterServing.model_validate(seed_body()).spec
+    two = DrafterServing.model_validate(two_node_body()).spec
+    assert revision_hash(one, "img") == revision_hash(DrafterServing.model_validate(seed_body()).spec, "img")
+    assert revision_hash(two, "img") != revision_hash(one, "img")
+
+
+@pytest.mark.parametrize("serving", ["kimi", "k" * 52])
+def test_a_sets_name_leaves_its_stateful_sets_and_pods_room(serving):
+    """LWS names each group's workers' StatefulSet <set>-<group>, whose pods carry controller-revision-hash
+    <statefulset>-<hash of 10>: a label value of at most 63."""
+    name = group.group_name(serving, "0123456789")
+    assert len(f"{name}-{group.MAX_GROUPS - 1}") + 1 + 10 <= 63
+    assert len(f"{name}-{group.MAX_GROUPS - 1}-15") <= 63  # a worker pod's name, a hostname
