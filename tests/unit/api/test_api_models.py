@@ -79,7 +79,23 @@ def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
     assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
-                     "DrafterServing", "DrafterTraining", "DrafterTraining", "DrafterTraining"]
+                     "DrafterServing", "DrafterServing", "DrafterTraining", "DrafterTraining", "DrafterTraining"]
+
+
+def test_the_two_node_example_is_one_replica_over_two_whole_nodes_as_a_leader_worker_set():
+    """What the example's comments promise, from the builders the operator uses."""
+    from drafter_operator.engines import vllm
+    from drafter_operator.resources.engine import EnginePod
+    from drafter_operator.resources.group import engine_group
+
+    serving = _examples()["deepseek-v3-2-nodes"]
+    spec = serving.spec
+    assert spec.target.tensor_parallel_size * spec.target.data_parallel_size == 16
+    leader, worker = vllm.render_command(spec), vllm.render_command(spec, worker=True)
+    assert leader[leader.index("--nnodes") + 1] == "2" and "--headless" in worker
+    lws = engine_group(serving, "0123456789", 1, EnginePod({"containers": [{"name": "engine", "command": leader}]}),
+                       worker)
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
 
 
 def test_the_32_gpu_training_example_runs_across_four_queued_nodes_on_a_shared_claim():
