@@ -79,3 +79,64 @@ def test_a_two_node_serving_is_a_leader_worker_set_the_real_controller_runs_thro
     cluster.wait_for("the old set deleted", lambda: len(sets(cluster, namespace)) == 1, timeout=120)
     (remaining,) = sets(cluster, namespace).values()
     assert remaining["metadata"]["labels"]["drafter.dev/revision"] == swapped["activeRevision"]
+
+
+#: The GPU product of the process nodes the emulated groups run on: no other test's serving selects it together with
+#: the process runtime.
+GROUP_PRODUCT = "NVIDIA-B200"
+
+
+@pytest.fixture
+def group_nodes(cluster, local_cluster_only):
+    """Four 8-GPU nodes run by the local process runner: two groups of two (a BlueGreen swap holds both)."""
+    from tests.e2e.conftest import process_gpu_nodes
+
+    return process_gpu_nodes(local_cluster_only, GROUP_PRODUCT, 4, "e2e-group")
+
+
+@pytest.mark.cluster_lock("group-nodes")
+def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_under_long_streams_cuts_none(
+        cluster, namespace, operator, lws_running, group_nodes, model_volume):  # noqa: F811
+    """The engine emulator as a group on process nodes: the worker resolves its leader through LWS's headless Service
+    and joins it; the leader is Ready only then; the serving's acceptance window is read from the leader's /metrics;
+    a BlueGreen drafter swap under 2,000-token streams moves traffic to the new group and cuts none."""
+    import time
+
+    from drafter_testbed.serving_client import ClientLoop
+    from tests.e2e.conftest import emulator_settings
+
+    emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
+    serving = two_node_serving([], name="kimi-grp")
+    spec = serving["spec"]
+    spec["placement"] = {"gpuProduct": GROUP_PRODUCT, "nodeSelector": {"drafter.dev/node-runtime": "process"}}
+    spec["drafter"] = {"method": "eagle3", "model": "/models/drafters/kimi-k25-eagle3", "numSpeculativeTokens": 3}
+    spec["acceptance"] = {"minAcceptanceRate": "0.05", "window": "1m", "for": "0s", "minDraftTokens": 10}
+    spec["swap"] = {"strategy": "BlueGreen", "drainTimeout": "5m"}
+    apply(cluster, namespace, serving)
+    before = wait_ready(cluster, namespace, "kimi-grp", timeout=180)
+    old = before["activeRevision"]
+    (name, _), = sets(cluster, namespace).items()
+    pods = group_pods(cluster, namespace, name)
+    assert {p["spec"]["nodeName"] for p in pods.values()} <= set(group_nodes) and len(pods) == 2
+
+    service = cluster.get_json("-n", namespace, "service", "kimi-grp")
+    loop = ClientLoop(service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"], "/models/Kimi-K2.5",
+                      max_tokens=2000, streams=3, limit_seconds=300)
+    loop.start()
+    try:
+        # The acceptance watch reads the leader: a window with drafted tokens appears in status.
+        cluster.wait_for("an acceptance window from the leader", lambda: (
+            (serving_status(cluster, namespace, "kimi-grp").get("acceptance") or {}).get("draftTokens")), timeout=120)
+        serving["spec"]["drafter"]["numSpeculativeTokens"] = 4
+        apply(cluster, namespace, serving)
+        status = cluster.wait_for("the new group to serve", lambda: (s := serving_status(
+            cluster, namespace, "kimi-grp")).get("activeRevision") not in (None, old)
+            and condition(s, "Ready").get("status") == "True" and s, timeout=300)
+        cluster.wait_for("the old set removed once drained", lambda: [
+            s["metadata"]["labels"]["drafter.dev/revision"] for s in sets(cluster, namespace).values()]
+            == [status["activeRevision"]], timeout=300)
+        time.sleep(3)  # streams keep flowing to the new group alone
+    finally:
+        loop.stop()
+    assert loop.failures == [] and loop.cut == [], (loop.failures, loop.cut)
+    assert loop.ok >= 3
