@@ -23,7 +23,7 @@ import yaml
 
 # What the stage containers need on a machine without GPUs or internet (the spec's env).
 from drafter_testbed.demo_training import CPU_ENV
-from drafter_testbed.tiny_target import source_pythonpath
+from drafter_testbed.code_roots import source_pythonpath
 from tests import environments
 from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.support.e2e_kueue import gpu_queue, kueue_running
