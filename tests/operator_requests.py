@@ -385,6 +385,9 @@ class Scan:
             raise Unreadable("too deep")
         if isinstance(expr, ast.Call) and _called(expr) == "object_path":
             return self.object_paths(module, expr)
+        if isinstance(expr, ast.IfExp):  # `group_path(...) if ... else deployment_path(...)`: either
+            return self.path_meanings(module, expr.body, scope, depth + 1) | \
+                self.path_meanings(module, expr.orelse, scope, depth + 1)
         if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
             need = need_of_request("POST", expr.value)  # the resource; the verb is the call's
             return {PathMeaning(need.group, need.resource, named=False)}

@@ -1,7 +1,9 @@
 """Turn a pod's container into a host process: the argv, environment and files the runner starts.
 
 Pure functions, no API calls: the runner hands in the pod, its IP and its directory, and gets back a
-plan. Two translations make a container image runnable on a host without containers:
+plan. The command and args first get their `$(VAR)` references expanded from the container's environment, as the
+kubelet expands them (env_expansion.py: the node rank and leader address a LeaderWorkerSet's pods read from it). Two
+translations then make a container image runnable on a host without containers:
 - commands: engine entrypoints (`vllm serve`, `python -m sglang.launch_server`) become the engine
   emulator with the same flags; `drafter-operator` and `python` become this interpreter; a few shell
   tools run as themselves; anything else is refused with a reason, never guessed;
@@ -26,6 +28,7 @@ from pathlib import Path
 from drafter_operator.container_paths import PATH_MAP_ENV, remap
 from drafter_operator.images import TRAINER_REPOSITORY, image_repository
 from drafter_testbed.code_roots import source_pythonpath
+from drafter_testbed.env_expansion import expand, expand_all
 
 EMULATED_PYTHON_MODULES = ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
 HOST_TOOLS = ("sh", "bash", "sleep", "echo", "cat", "true", "false", "env", "ls", "test", "printf")
@@ -56,9 +59,11 @@ class LaunchPlan:
     path_map: dict[str, str] = field(default_factory=dict)
 
 
-def container_argv(container: dict) -> list[str]:
-    command = list(container.get("command") or [])
-    args = list(container.get("args") or [])
+def container_argv(container: dict, env: dict[str, str] | None = None) -> list[str]:
+    """The container's command and args with their `$(VAR)` references expanded from ``env`` (its resolved
+    environment), as the kubelet does; an image entrypoint that stands in for an empty command is never expanded."""
+    command = expand_all(list(container.get("command") or []), env or {})
+    args = expand_all(list(container.get("args") or []), env or {})
     if not command:
         repo = image_repository(container.get("image", ""))
         entry = next((v for k, v in IMAGE_ENTRYPOINTS.items() if repo == k or repo.endswith("/" + k)), None)
@@ -129,10 +134,7 @@ def container_env(pod: dict, container: dict, pod_ip: str, lookup) -> dict[str, 
         name = item["name"]
         if "value" in item:
             # $(VAR) references to earlier variables, as the kubelet expands them.
-            value = item["value"]
-            for known, known_value in env.items():
-                value = value.replace(f"$({known})", known_value)
-            env[name] = value
+            env[name] = expand(item["value"], env)
             continue
         source = item.get("valueFrom") or {}
         if "fieldRef" in source:
@@ -194,7 +196,8 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         path_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
         if mount["name"] not in claims:
             private_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
-    argv = host_argv(container_argv(container), python)
+    resolved_env = container_env(pod, container, pod_ip, lookup)
+    argv = host_argv(container_argv(container, resolved_env), python)
     emulated = is_emulated(argv)
     if not emulated:
         argv = [remap(a, path_map) for a in argv]
@@ -203,7 +206,7 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         # is the one clients send (/models/Kimi-K2.5), as on a real cluster; the files it reads (SGLang's
         # adaptive tier config) live in the pod's own volumes, which map to the pod's directory.
         argv = [remap(a, private_map) for a in argv]
-    env = {k: remap(v, path_map) for k, v in container_env(pod, container, pod_ip, lookup).items()}
+    env = {k: remap(v, path_map) for k, v in resolved_env.items()}
     if emulated:
         env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))
     search_path = os.environ.get("PATH", "/usr/bin:/bin")

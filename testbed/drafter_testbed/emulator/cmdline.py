@@ -15,6 +15,12 @@ After parsing, the checks each engine runs before it loads a model are repeated:
 ``SpeculativeAlgorithm.from_string``. ``tests/contract`` holds a corpus of command lines to the same
 verdicts and resolved values as the real parsers.
 
+The group flags of a replica that spans nodes (vLLM's ``--nnodes --node-rank --master-addr --master-port
+--headless``, SGLang's ``--nnodes --node-rank --dist-init-addr``) become ``EngineConfig.group``; what each engine
+refuses of them once it starts (the nodes not dividing the GPUs, a node rank out of range) is in
+``EngineConfig.group_problems``, refused at the emulator's "load" as the engines refuse it after parsing
+(emulator/group.py plays the group).
+
 What the real engines only find out while loading the model (a drafter checkpoint missing for
 EAGLE-3 on SGLang, vLLM inferring a method from the drafter's config) is checked by
 ``emulator/families.py`` (``startup_problems``) instead, which the emulator runs as its "load".
@@ -31,6 +37,7 @@ from typing import Any
 from drafter_operator.constants import Engine
 from drafter_operator.engines import command_line, dynamic, flags, sglang
 from drafter_testbed.emulator import families, sglang_adaptive
+from drafter_testbed.emulator.group import GroupConfig, parse_host_port
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SGLANG_LAUNCH_MODULE = "sglang.launch_server"
@@ -48,13 +55,15 @@ MODELLED_DESTINATIONS = {
     "vllm": frozenset({"model_tag", "model", "host", "port", "tensor_parallel_size", "max_model_len",
                        "gpu_memory_utilization", "trust_remote_code", "tool_call_parser", "reasoning_parser",
                        "enable_auto_tool_choice", "served_model_name", "speculative_config", "spec_method",
-                       "spec_model", "spec_tokens"}),
+                       "spec_model", "spec_tokens", *("nnodes", "node_rank", "master_addr", "master_port",
+                                                      "headless")}),
     "sglang": frozenset({"model_path", "host", "port", "tp_size", "context_length", "mem_fraction_static",
                          "trust_remote_code", "tool_call_parser", "reasoning_parser", "enable_metrics",
                          "served_model_name", "speculative_algorithm", "speculative_draft_model_path",
                          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
                          "speculative_ngram_max_bfs_breadth", "speculative_dflash_block_size",
-                         "speculative_dspark_block_size", "speculative_adaptive", "speculative_adaptive_config"}),
+                         "speculative_dspark_block_size", "speculative_adaptive", "speculative_adaptive_config",
+                         *("nnodes", "node_rank", "dist_init_addr")}),
 }
 
 
@@ -110,6 +119,14 @@ class EngineConfig:
     speculation: SpeculationConfig | None = None
     #: Real flags given that the emulator accepts but does not model: canonical spelling -> value.
     ignored: dict[str, object] = field(default_factory=dict)
+    #: This process's place in a replica that spans nodes (emulator/group.py); None on one node.
+    group: GroupConfig | None = None
+    #: What the engine refuses of the group flags once it starts (after parsing: its parser accepts them).
+    group_problems: tuple[str, ...] = ()
+
+    @property
+    def serves_api(self) -> bool:
+        return self.group is None or self.group.serves_api
 
     @property
     def model_name(self) -> str:
@@ -251,6 +268,35 @@ def _vllm_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
                              schedule=schedule)
 
 
+def _vllm_group(values: dict[str, Any]) -> tuple[GroupConfig | None, tuple[str, ...]]:
+    """The group flags, and what vLLM 0.33.0 refuses of them when it builds its engine config (EngineArgs.
+    create_engine_config, after parsing): the nodes must divide the world size, the node rank be one of them, the
+    data-parallel backend be MP."""
+    nnodes, node_rank = values["nnodes"], values["node_rank"]
+    if nnodes <= 1:
+        if values.get("headless"):
+            return None, ("--headless on one node: the emulator plays a headless vLLM only as a node of a replica "
+                          "that spans nodes (--nnodes above 1)",)
+        return None, ()
+    problems = []
+    if (values.get("data_parallel_backend") or "mp") != "mp":
+        problems.append(f"ValueError: Invalid data-parallel launch options: `--nnodes {nnodes}` requires "
+                        f"`--data-parallel-backend mp`; got `--data-parallel-backend "
+                        f"{values['data_parallel_backend']}`. Use the MP backend or set `--nnodes 1`.")
+    world_size = (values["tensor_parallel_size"] * (values.get("pipeline_parallel_size") or 1)
+                  * (values.get("prefill_context_parallel_size") or 1) * (values.get("data_parallel_size") or 1))
+    if world_size % nnodes:
+        problems.append(f"ValueError: Invalid data-parallel launch options: `--nnodes {nnodes}` must evenly divide "
+                        f"the total world size ({world_size}). Adjust `--nnodes`, `--data-parallel-size`, "
+                        "`--pipeline-parallel-size`, `--tensor-parallel-size`, or `--prefill-context-parallel-size`.")
+    if not 0 <= node_rank < nnodes:
+        problems.append(f"ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and "
+                        f"{nnodes - 1}; got `--node-rank {node_rank}`. Set it to this node's zero-based index.")
+    group = GroupConfig(nnodes=nnodes, node_rank=node_rank, leader_host=values["master_addr"],
+                        leader_port=values["master_port"], serves_api=not values.get("headless"))
+    return group, tuple(problems)
+
+
 def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
     if hoist_model:
         args = _hoist_vllm_model(args)
@@ -258,6 +304,7 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
     values = parsed.values
     _vllm_validate(values)
     speculation = _vllm_speculation(values)
+    group, group_problems = _vllm_group(values)
     model = values.get("model_tag") or values["model"]
     served = values.get("served_model_name") or []
     return EngineConfig(
@@ -276,6 +323,8 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
         enable_metrics=True,
         speculation=speculation,
         ignored=_ignored("vllm", parsed),
+        group=group,
+        group_problems=group_problems,
     )
 
 
@@ -349,12 +398,36 @@ def _sglang_speculation(values: dict[str, Any]) -> SpeculationConfig | None:
                              num_steps=steps, options=given, adaptive_dropped=dropped)
 
 
+def _sglang_group(values: dict[str, Any]) -> tuple[GroupConfig | None, tuple[str, ...]]:
+    """The group flags, and what SGLang 0.5.23 refuses of them when it launches, after parsing (arg_groups/
+    validation_hook.py check_server_args, and NetworkAddress.parse of --dist-init-addr)."""
+    nnodes, node_rank = values["nnodes"], values["node_rank"]
+    if nnodes <= 1:
+        return None, ()
+    problems = []
+    if values.get("ep_join_mode") != "scale" and (values["tp_size"] * (values.get("pp_size") or 1)) % nnodes:
+        problems.append("AssertionError: tp_size must be divisible by number of nodes")
+    if (values.get("dp_size") or 1) > 1:
+        problems.append("AssertionError: multi-node data-parallel replicas are not supported; use attention DP "
+                        "(--attn-dp-size) across nodes")
+    if not values.get("dist_init_addr"):
+        return None, (*problems, "--nnodes above 1 without --dist-init-addr: the emulator's process group meets "
+                                 "only at an address given")
+    try:
+        host, port = parse_host_port(values["dist_init_addr"])
+    except ValueError as exc:
+        return None, (*problems, f"ValueError: {exc}")
+    return GroupConfig(nnodes=nnodes, node_rank=node_rank, leader_host=host, leader_port=port,
+                       serves_api=node_rank == 0), tuple(problems)
+
+
 def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
     parsed = _parse_flags("sglang", prog, args, "[-h] --model-path MODEL_PATH [options]")
     values = parsed.values
     if values.get("model_path") is None:
         raise EngineRefused(f"{prog}: error: the following arguments are required: --model-path")
     speculation = _sglang_speculation(values)
+    group, group_problems = _sglang_group(values)
     served = values.get("served_model_name")
     return EngineConfig(
         engine="sglang", entrypoint=prog, model=values["model_path"],
@@ -368,6 +441,8 @@ def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
         enable_metrics=bool(values.get("enable_metrics")),
         speculation=speculation,
         ignored=_ignored("sglang", parsed),
+        group=group,
+        group_problems=group_problems,
     )
 
 

@@ -163,12 +163,14 @@ class EmulatedEngine:
         self.totals = Totals()
         self._streaming: dict[Ticket, bool] = {}
         self.scheduler = Scheduler(self.decoder, settings.time_scale, self, adaptive=self.adaptive)
+        #: The group's leader side (emulator/group.py Leader) when this engine is node rank 0 of several.
+        self.group_leader = None
 
     # ------------------------------------------------------------------------------------- lifecycle
 
     @property
     def ready(self) -> bool:
-        if self.settings.fail_startup:
+        if self.settings.fail_startup or self.group_waiting_for:
             return False
         return self._clock() - self.started_at >= self.settings.startup_seconds
 
@@ -176,7 +178,15 @@ class EmulatedEngine:
     def status(self) -> str:
         if self.settings.fail_startup:
             return "failed"
+        if self.group_waiting_for:
+            return "waiting for node ranks " + ", ".join(map(str, self.group_waiting_for))
         return "ready" if self.ready else "starting"
+
+    @property
+    def group_waiting_for(self) -> list[int]:
+        """The node ranks the leader of a replica that spans nodes still waits for (emulator/group.py): a real
+        engine loads until its whole process group has formed."""
+        return self.group_leader.waiting_for if self.group_leader is not None else []
 
     def set_acceptance(self, acceptance: float) -> None:
         self.decoder.acceptance = acceptance
@@ -295,6 +305,8 @@ class EmulatedEngine:
             "model": config.model,
             "servedModelName": config.model_name,
             "status": self.status,
+            "group": None if config.group is None else {
+                **config.group.as_dict(), "waitingFor": self.group_waiting_for},
             "uptimeSeconds": self._clock() - self.started_at,
             "running": self.running,
             "speculation": None if spec is None else {

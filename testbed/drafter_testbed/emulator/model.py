@@ -43,6 +43,8 @@ ENV_LONG_CONTEXT_ACCEPTANCE = "DRAFTER_EMULATOR_LONG_CONTEXT_ACCEPTANCE"
 ENV_CATEGORIES = "DRAFTER_EMULATOR_CATEGORIES"
 #: The node's nvidia.com/gpu.product label (the local process runner sets it from the pod's node).
 ENV_GPU_PRODUCT = "DRAFTER_EMULATOR_GPU_PRODUCT"
+#: How long a worker of a replica that spans nodes tries to reach its leader before it gives up (emulator/group.py).
+ENV_GROUP_JOIN_SECONDS = "DRAFTER_EMULATOR_GROUP_JOIN_SECONDS"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -74,6 +76,9 @@ class Settings:
     long_context_acceptance: float = 0.5
     #: Whether a request's traffic category scales its acceptance (the profile's ``categories``).
     category_acceptance: bool = False
+    #: Wall-clock seconds a group's worker keeps trying to reach its leader (torch.distributed's rendezvous waits
+    #: minutes for its store too; a pod's DNS name and its leader's listener come some seconds after it starts).
+    group_join_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -114,6 +119,7 @@ class Settings:
             trained_length=int(number(ENV_TRAINED_LENGTH, 0.0, 1.0)) if env.get(ENV_TRAINED_LENGTH, "").strip() else None,
             long_context_acceptance=number(ENV_LONG_CONTEXT_ACCEPTANCE, 0.5, 0.0, 1.0),
             category_acceptance=categories in _TRUE,
+            group_join_seconds=number(ENV_GROUP_JOIN_SECONDS, 300.0),
         )
 
 

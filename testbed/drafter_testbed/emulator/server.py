@@ -23,12 +23,18 @@ HTTP API (aiohttp), per engine:
   (``emulator/metrics_faults.py``); ``GET /emulator/state`` returns configuration, model prediction,
   lifetime counts and the metrics fault in force.
 
+A replica that spans nodes (``--nnodes`` above 1, ``emulator/group.py``): node rank 0 also listens on the group's
+meeting port and answers 503 on ``/health`` and the readiness paths until every other rank joined; a worker (vLLM
+``--headless``, SGLang's node rank above 0) serves no API, joins its leader and stays connected.
+
 Environment (see ``emulator/model.py``): ``DRAFTER_EMULATOR_HOST``, ``_STARTUP_SECONDS``,
-``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_DOWNLOAD_SECONDS``.
+``_FAIL_STARTUP``, ``_TIME_SCALE``, ``_SEED``, ``_PROFILE``, ``_ACCEPTANCE``, ``_DOWNLOAD_SECONDS``,
+``_GROUP_JOIN_SECONDS``.
 The names (never the values) of the other variables are logged and reported in ``/emulator/state``;
 hub ids, ``HF_HUB_OFFLINE`` and the hub cache are handled as the engines do (``emulator/hub.py``).
 Exit status: 0 after SIGTERM/SIGINT, 2 for a bad command line or environment, 1 when the port
-cannot be bound or a hub id is offline and not cached (the engine's own error).
+cannot be bound or a hub id is offline and not cached (the engine's own error), and 1 when the replica's process
+group breaks: a rank left (the leader names it), the leader left, or a worker never reached its leader.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from drafter_testbed.emulator.cmdline import (
 )
 from drafter_testbed.emulator.engine import ENGINE_VERSIONS, EmulatedEngine
 from drafter_testbed.emulator.families import startup_problems
+from drafter_testbed.emulator.group import GROUP_BROKEN_STATUS, GroupConfig, GroupRefused, Leader, join, stay
 from drafter_testbed.emulator.exporters import SglangExporter
 from drafter_testbed.emulator.hub import HubModelUnavailable, environment_names, resolve_models
 from drafter_testbed.emulator.metrics_faults import MetricsFault
@@ -435,7 +442,7 @@ def build_engine(argv: list[str], env: Mapping[str, str], log: Callable[[str], N
     download (``emulator/hub.py``).
     """
     config = parse_command_line(argv)
-    problems = startup_problems(config)
+    problems = [*startup_problems(config), *config.group_problems]
     if problems:  # what the real engine refuses once it reads the model config
         raise ValueError("; ".join(problems))
     if config.speculation is not None and config.speculation.adaptive_dropped:
@@ -466,24 +473,82 @@ def _describe(engine: EmulatedEngine, url: str) -> str:
             f"startup {'fails' if engine.settings.fail_startup else f'{engine.settings.startup_seconds:g}s'}")
 
 
+def _describe_group(group: GroupConfig) -> str:
+    role = "leader" if group.is_leader else "worker"
+    api = "serves the API" if group.serves_api else "serves no API"
+    return (f"drafter-operator emulate: node rank {group.node_rank} of {group.nnodes} ({role}, {api}); the process "
+            f"group meets at {group.address}")
+
+
 async def _serve(engine: EmulatedEngine) -> int:
-    server = EmulatorServer(engine, bind_host(engine), engine.config.port)
-    try:
-        await server.start()
-    except OSError as exc:
-        print(f"drafter-operator emulate: cannot listen on {server.host}:{server.port}: {exc}", file=sys.stderr)
-        return 1
-    print(_describe(engine, server.url), file=sys.stderr, flush=True)
+    """Serve until SIGTERM or SIGINT (0), or until the replica's process group breaks (1, the message on stderr).
+    On one node: the API alone. Node rank 0 of several also holds the group's meeting port and is not ready until
+    every other rank joined; a worker joins its leader and serves the API only where its engine would."""
+    group = engine.config.group
     stop = asyncio.Event()
+    broken: list[str] = []
+
+    def group_broken(message: str) -> None:
+        broken.append(message)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    leader: Leader | None = None
+    server: EmulatorServer | None = None
+    member: asyncio.Task | None = None
     try:
+        if group is not None:
+            print(_describe_group(group), file=sys.stderr, flush=True)
+        if group is not None and group.is_leader:
+            leader = Leader(group, group_broken, _log)
+            try:
+                await leader.start(bind_host(engine))
+            except OSError as exc:
+                print(f"drafter-operator emulate: cannot listen on {bind_host(engine)}:{group.leader_port} for the "
+                      f"process group: {exc}", file=sys.stderr)
+                return 1
+            engine.group_leader = leader
+        if engine.config.serves_api:
+            server = EmulatorServer(engine, bind_host(engine), engine.config.port)
+            try:
+                await server.start()
+            except OSError as exc:
+                print(f"drafter-operator emulate: cannot listen on {server.host}:{server.port}: {exc}", file=sys.stderr)
+                server = None
+                return 1
+            print(_describe(engine, server.url), file=sys.stderr, flush=True)
+        if group is not None and not group.is_leader:
+            member = asyncio.create_task(_worker(group, engine.settings.group_join_seconds, group_broken))
         await stop.wait()
     finally:
-        await server.stop()
+        if member is not None:
+            member.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await member
+        if server is not None:
+            await server.stop()
+        if leader is not None:
+            await leader.stop()
+    if broken:
+        print(f"drafter-operator emulate: error: {broken[0]}", file=sys.stderr, flush=True)
+        return GROUP_BROKEN_STATUS
     return 0
+
+
+async def _worker(group: GroupConfig, join_seconds: float, broken: Callable[[str], None]) -> None:
+    """A worker's life in its group: join the leader, then hold the connection; ``broken`` hears why it ended."""
+    try:
+        reader, writer = await join(group, join_seconds, _log)
+    except GroupRefused as exc:
+        broken(str(exc))
+        return
+    try:
+        broken(await stay(reader, writer, group))
+    finally:
+        writer.close()
 
 
 def main(argv: list[str]) -> int:

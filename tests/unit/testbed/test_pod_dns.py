@@ -240,3 +240,57 @@ def test_coredns_is_built_with_only_its_plugins_and_outside_the_cache_key():
     assert PINS.coredns not in PINS.key
     step = next(s for s in build.STEPS if s.name == "coredns")
     assert step.outputs == ("coredns", build.coredns_stamp(PINS))
+
+
+# ---- a LeaderWorkerSet's leader address, from a worker pod ----
+def _resolve(name: str, resolv_conf: str, records: str) -> set[str]:
+    """What a pod's resolver gets for ``name``, as glibc searches: a name with fewer dots than ndots is tried under
+    each search domain first, then as given; the first name the cluster DNS knows answers. The cluster DNS here is
+    CoreDNS's view of the runner's records (its hosts plugin for cluster.local; the Services' ClusterIPs, from its
+    kubernetes plugin, are left out)."""
+    conf = launch.parse_resolv_conf(resolv_conf)
+    ndots = next((int(o.split(":")[1]) for o in conf.options if o.startswith("ndots:")), 1)
+    known: dict[str, set[str]] = {}
+    for line in records.splitlines():
+        if line and not line.startswith("#"):
+            ip, host = line.split()
+            known.setdefault(host, set()).add(ip)
+    searched = [f"{name}.{domain}" for domain in conf.searches]
+    tries = [*searched, name] if name.count(".") < ndots else [name, *searched]
+    return next((known[t] for t in tries if t in known), set())
+
+
+def _lws_pods(publish: bool):
+    """A group of LWS v0.9.0 (the shapes docs/testbed.md observed): set `engine`, group 0, leader unready."""
+    labels = {"leaderworkerset.sigs.k8s.io/name": "engine"}
+    leader = {"metadata": {"name": "engine-0", "namespace": "team", "labels": labels},
+              "spec": {"hostname": "engine-0", "subdomain": "engine"}}
+    worker = {"metadata": {"name": "engine-0-1", "namespace": "team", "labels": labels},
+              "spec": {"hostname": "engine-0-1", "subdomain": "engine"}}
+    # LWS's headless Service (pkg/utils/controller CreateHeadlessServiceIfNotExists): no ports, the set's selector.
+    service = {"metadata": {"name": "engine", "namespace": "team"},
+               "spec": {"clusterIP": "None", "selector": labels, **({"publishNotReadyAddresses": True} if publish else {})}}
+    return leader, worker, service
+
+
+def test_a_worker_resolves_its_unready_leaders_lws_address_through_the_search_path():
+    leader, worker, service = _lws_pods(publish=True)
+    records = launch.pod_name_records([service], [(leader, "127.240.0.2", False), (worker, "127.240.0.3", True)])
+    resolv = launch.resolv_conf(worker, DNS, "")
+    # LWS_LEADER_ADDRESS as LWS v0.9.0 writes it (pkg/utils/pod AddLWSVariables): <set>-<group>.<subdomain>.<ns>
+    address = f"engine-0.{worker['spec']['subdomain']}.{worker['metadata']['namespace']}"
+    assert _resolve(address, resolv, records) == {"127.240.0.2"}
+    assert _resolve("engine-0.engine", resolv, records) == {"127.240.0.2"}
+    assert _resolve("engine-0.engine.team.svc.cluster.local", resolv, records) == {"127.240.0.2"}
+    # The records hold fully qualified names only: the short forms resolve because the resolver searches.
+    names = {line.split()[1] for line in records.splitlines()[1:]}
+    assert address not in names and f"{address}.svc.cluster.local" in names
+
+
+def test_without_publish_not_ready_addresses_an_unready_leader_would_not_resolve_until_ready():
+    leader, worker, service = _lws_pods(publish=False)
+    resolv = launch.resolv_conf(worker, DNS, "")
+    unready = launch.pod_name_records([service], [(leader, "127.240.0.2", False), (worker, "127.240.0.3", True)])
+    assert _resolve("engine-0.engine.team", resolv, unready) == set()
+    ready = launch.pod_name_records([service], [(leader, "127.240.0.2", True), (worker, "127.240.0.3", True)])
+    assert _resolve("engine-0.engine.team", resolv, ready) == {"127.240.0.2"}

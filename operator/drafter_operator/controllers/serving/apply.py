@@ -39,7 +39,7 @@ from drafter_operator.kube import ApiError, Kube, object_path
 from drafter_operator.resources.engine import service_revision
 from drafter_operator.resources.group import group_name
 from drafter_operator.resources.labels import MANAGED_BY, deployment_name
-from drafter_operator.resources.workloads import GROUP, KINDS, PLURALS
+from drafter_operator.resources.workloads import DEPLOYMENT, GROUP, PLURALS, deployment_path, group_path
 from drafter_operator.monitoring import operator_metrics as metrics
 
 log = logging.getLogger("drafter.serving")
@@ -146,10 +146,11 @@ class ServingReconciler:
             due = now + self.verify_waiting
         return min(recheck_at, due) if recheck_at else due
 
-    def relabel(self, namespace: str, workloads: tuple[str, ...]) -> None:
-        """Put the watches' labels back on our own Deployments or LeaderWorkerSets (``workloads``: their paths) that
-        lost them, so the watches see them again."""
-        for path in workloads:
+    def relabel(self, namespace: str, workloads: tuple[tuple[str, str], ...]) -> None:
+        """Put the watches' labels back on our own Deployments or LeaderWorkerSets (``workloads``: (plural, name))
+        that lost them, so the watches see them again."""
+        for plural, name in workloads:
+            path = group_path(namespace, name) if plural == GROUP.plural else deployment_path(namespace, name)
             log.warning("%s lost its labels %s; putting them back", path, sorted(MANAGED_BY))
             self.kube.patch(path, {"metadata": {"labels": dict(MANAGED_BY)}})
 
@@ -188,9 +189,10 @@ def never_the_serving_one(kube: Kube, namespace: str, name: str, deletes: list[s
 
 def holder(kube: Kube, namespace: str, write: Write) -> dict | None:
     """Who holds the name a create found taken: a Deployment, the Service or a gate benchmark."""
-    for kind in KINDS:
-        if write.plural == kind.plural:
-            return kube.get(kind.path(namespace, write.name))
+    if write.plural == DEPLOYMENT.plural:
+        return kube.get(deployment_path(namespace, write.name))
+    if write.plural == GROUP.plural:
+        return kube.get(group_path(namespace, write.name))
     if write.plural == "services":
         return kube.get(object_path("v1", "services", namespace, write.name))
     return kube.get(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace, write.name))

@@ -66,7 +66,7 @@ from drafter_operator.resources.engine import EngineHttp, EnginePod, engine_depl
     startup_limit_seconds
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.resources.group import engine_group
-from drafter_operator.resources.workloads import kind_of
+from drafter_operator.resources.workloads import kind_of, workload_path
 
 if TYPE_CHECKING:
     from drafter_operator.acceptance.measurement import Measurement
@@ -405,7 +405,8 @@ def waits(swap: SwapPlan, swap_input: SwapInput | None) -> bool:
 
 def revision_deletes(meta: dict, revisions: list[str], observed: Observed) -> list[str]:
     """The paths of the revisions' Deployments or LeaderWorkerSets to delete (those that exist)."""
-    return [kind_of(observed.deployments[revision]).path(meta["namespace"], observed.deployments[revision]["metadata"]["name"])
+    return [workload_path(meta["namespace"], kind_of(observed.deployments[revision]),
+                          observed.deployments[revision]["metadata"]["name"])
             for revision in revisions if revision in observed.deployments]
 
 

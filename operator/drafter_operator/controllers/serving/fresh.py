@@ -17,7 +17,7 @@ from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, SERV
 from drafter_operator.controllers.serving.observe import Observed, benchmarked_serving, observed_from
 from drafter_operator.kube import Kube, object_path
 from drafter_operator.resources.labels import MANAGED_BY
-from drafter_operator.resources.workloads import KINDS, path_of
+from drafter_operator.resources.workloads import DEPLOYMENT, GROUP, deployment_path, group_path, kind_of
 
 
 def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int]) -> tuple[dict, Observed] | None:
@@ -32,8 +32,8 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
     # hand) is gone from the watches, and would hold its GPUs for ever unless seen here.
     # LeaderWorkerSets too (a replica over several nodes), each list item given its kind, as a watch event's body
     # has it; without the LeaderWorkerSet API in the cluster, none (the apiserver answers 404).
-    deployments = [{**workload, "kind": kind.kind} for kind in KINDS
-                   for workload in kube.list(kind.path(namespace), f"{SERVING_LABEL}={name}")]
+    deployments = [{**d, "kind": DEPLOYMENT.kind} for d in kube.list(deployment_path(namespace), f"{SERVING_LABEL}={name}")]
+    deployments += [{**g, "kind": GROUP.kind} for g in kube.list(group_path(namespace), f"{SERVING_LABEL}={name}")]
     pods = kube.list(object_path("v1", "pods", namespace), selector)
     service = next((s for s in kube.list(object_path("v1", "services", namespace), selector)
                     if s["metadata"]["name"] == name), None)
@@ -41,7 +41,8 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
                   if benchmarked_serving(b["metadata"].get("labels") or {}, b.get("spec") or {}) == name]
     observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"), benchmarks=benchmarks)
     observed.in_flight = {revision: count for revision, count in in_flight.items() if revision in observed.deployments}
-    observed.unlabelled = tuple(path_of(d) for d in observed.deployments.values() if unlabelled(d))
+    observed.unlabelled = tuple((kind_of(d).plural, d["metadata"]["name"]) for d in observed.deployments.values()
+                                if unlabelled(d))
     return body, observed
 
 

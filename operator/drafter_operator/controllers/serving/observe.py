@@ -39,7 +39,7 @@ class Observed:
     in_flight: dict[str, int] = field(default_factory=dict)
     # Names of this serving's own Deployments that lost the labels the watches select (fresh.py reads
     # them), so the reconciler puts the labels back: else a revision is out of the operator's sight for ever.
-    unlabelled: tuple[str, ...] = ()  # their paths
+    unlabelled: tuple[tuple[str, str], ...] = ()  # (plural, name)
     # revision -> the nodes its current pods are placed on (spec.nodeName), sorted
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # node -> its nvidia.com/gpu.product label ("" when it has none), as the reconciler read it (serving.py

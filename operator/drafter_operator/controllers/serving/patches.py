@@ -18,7 +18,7 @@ from drafter_operator.controllers.serving.observe import Observed
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources.gate import GatedPod, gate_benchmark
-from drafter_operator.resources.workloads import DEPLOYMENT, GROUP, kind_of
+from drafter_operator.resources.workloads import GROUP, deployment_path, group_path, kind_of, workload_path
 
 
 def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Write | None:
@@ -32,7 +32,7 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
     adopt(manifest, owner)
     if manifest["kind"] == GROUP.kind:
         return group_write(manifest, existing)
-    path = DEPLOYMENT.path(manifest["metadata"]["namespace"])
+    path = deployment_path(manifest["metadata"]["namespace"])
     if existing is None:
         return Write("create", "deployments", path, manifest)
     current = existing["spec"]
@@ -63,7 +63,7 @@ def group_write(manifest: dict, existing: dict | None) -> Write | None:
     """Create, or bring the active revision's LeaderWorkerSet to the spec in place, as ``deployment_write`` does a
     Deployment: its groups' count always, its pod templates (leader's and workers') only when the pod settings
     changed (LWS rolls one group at a time: the set's rolloutStrategy)."""
-    path = GROUP.path(manifest["metadata"]["namespace"])
+    path = group_path(manifest["metadata"]["namespace"])
     if existing is None:
         return Write("create", GROUP.plural, path, manifest)
     current, wanted_spec = existing["spec"], manifest["spec"]
@@ -103,7 +103,8 @@ def scale_write(namespace: str, workload: dict, replicas: int) -> Write | None:
     if workload["spec"].get("replicas") == replicas:
         return None
     kind = kind_of(workload)
-    return Write("patch", kind.plural, kind.path(namespace, workload["metadata"]["name"]), {"spec": {"replicas": replicas}})
+    return Write("patch", kind.plural, workload_path(namespace, kind, workload["metadata"]["name"]),
+                 {"spec": {"replicas": replicas}})
 
 
 def changed_fields(current: dict, desired: dict) -> dict:
