@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drafter_testbed import cluster as local
-from drafter_testbed import tiny_target
+from drafter_testbed import code_roots, tiny_target
 from drafter_testbed.volumes import volume_for_claim
 
 TRAINING = "kimi-k25-eagle3-regenerated"
@@ -45,7 +45,7 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
     cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
-    env = {**os.environ, "PYTHONPATH": tiny_target.source_pythonpath(), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": code_roots.source_pythonpath(), "HF_HUB_OFFLINE": "1"}
     for argv in (["target", str(root / target.lstrip("/").removeprefix("models/"))],
                  ["dataset", str(root / "datasets" / "chats.jsonl"), "--conversations", str(CONVERSATIONS)]):
         subprocess.run([python, "-m", "drafter_testbed.tiny_target", *argv], env=env, check=True,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from drafter_operator.container_paths import PATH_MAP_ENV, remap
 from drafter_operator.images import TRAINER_REPOSITORY, image_repository
+from drafter_testbed.code_roots import source_pythonpath
 from drafter_testbed.env_expansion import expand, expand_all
 
 EMULATED_PYTHON_MODULES = ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
@@ -224,6 +225,9 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         "HOME": str(pod_dir),
         "HOSTNAME": pod_hostname(pod),  # what a container runtime sets: the pod's hostname, not always its name
         "PYTHONUNBUFFERED": "1",
+        # A pod's python runs the runner's own checkout (drafter-operator, drafter-testbed), never whatever the
+        # shared virtualenv's editable install was last pointed at by another checkout's `./dev`.
+        "PYTHONPATH": source_pythonpath(),
         # In-cluster clients find the apiserver as a kubelet would tell them.
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
         "KUBERNETES_SERVICE_PORT": str(apiserver_port),

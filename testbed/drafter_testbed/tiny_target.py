@@ -141,16 +141,6 @@ def write_dataset(path: Path, conversations: int = 48, seed: int = 0, exchanges:
     return path
 
 
-def source_pythonpath() -> str:
-    """PYTHONPATH for running this module (``python -m drafter_testbed.tiny_target``) in a Python that has
-    neither package installed (the training environment): drafter-testbed's source root, and the operator's,
-    whose package data holds the tokenizer."""
-    import drafter_operator
-
-    roots = (Path(__file__).resolve().parents[1], Path(drafter_operator.__file__).resolve().parents[1])
-    return os.pathsep.join(map(str, roots))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

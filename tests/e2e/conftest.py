@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -85,22 +86,68 @@ class OperatorProcess(harness.OperatorProcess):
         super().start(keep_running=True)
 
 
+def _pid_alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+@contextlib.contextmanager
+def _demo_operator_held_down(cluster):
+    """One operator per cluster: the demo's would reconcile the same objects as the one under test. The demo
+    installs it with the chart: the first session worker scales its Deployment to zero and records the replicas it
+    found, the last one to end scales it back to them (tests/support/demo_operator.py), so a demo running before
+    `./dev test` runs again after it. Nothing is restored that no session scaled down."""
+    from drafter_testbed import cluster as local
+    from drafter_testbed.demo import OPERATOR_NAMESPACE, OPERATOR_RELEASE
+    from tests.support import demo_operator
+
+    layout = local.Layout()
+    record, deployment = layout.root / "demo-operator-paused.json", f"deployment/{OPERATOR_RELEASE}"
+
+    def replicas(count: int) -> None:
+        cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", deployment, f"--replicas={count}", check=False)
+
+    def update(change) -> None:
+        with local.file_lock(layout.root / "demo-operator.lock"):
+            paused = json.loads(record.read_text()) if record.exists() else None
+            paused, scale_to = change(paused)
+            if paused is None:
+                record.unlink(missing_ok=True)
+            else:
+                record.write_text(json.dumps(paused))
+            if scale_to is not None:
+                replicas(scale_to)
+
+    def found() -> int | None:
+        out = cluster.kubectl("-n", OPERATOR_NAMESPACE, "get", deployment, "-o", "json", check=False)
+        return json.loads(out.stdout)["spec"].get("replicas", 1) if out.returncode == 0 else None
+
+    def enter(paused):
+        paused, scale_down = demo_operator.enter(paused, os.getpid(), _pid_alive, found())
+        return paused, 0 if scale_down else None
+
+    update(enter)
+    try:
+        yield
+    finally:
+        update(lambda paused: demo_operator.leave(paused, os.getpid(), _pid_alive))
+
+
 @pytest.fixture(scope="session")
 def operator(cluster, crds, tmp_path_factory):
-    if cluster.local:
-        # One operator per cluster: the demo's would reconcile the same objects as the one under test.
-        # The demo installs it with the chart (scaled to zero here; its next `helm upgrade` restores it);
-        # older demos started it as a process beside the cluster.
-        from drafter_testbed import cluster as local, processes
-        from drafter_testbed.demo import LEGACY_OPERATOR_PROCESS, OPERATOR_NAMESPACE, OPERATOR_RELEASE
+    """The operator under test, a process watching this session's namespaces. On the local cluster the demo's
+    operator, if one runs, is held at zero replicas meanwhile and given its replicas back when the session's last
+    worker ends; a process started by an older demo is stopped."""
+    with contextlib.ExitStack() as held:
+        if cluster.local:
+            from drafter_testbed import cluster as local, processes
+            from drafter_testbed.demo import LEGACY_OPERATOR_PROCESS
 
-        processes.stop(LEGACY_OPERATOR_PROCESS, local.Layout().run)
-        cluster.kubectl("-n", OPERATOR_NAMESPACE, "scale", f"deployment/{OPERATOR_RELEASE}", "--replicas=0",
-                        check=False)
-    handle = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
-    handle.start()
-    yield handle
-    handle.stop()
+            processes.stop(LEGACY_OPERATOR_PROCESS, local.Layout().run)
+            held.enter_context(_demo_operator_held_down(cluster))
+        handle = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+        handle.start()
+        yield handle
+        handle.stop()
 
 
 def process_gpu_nodes(cluster, product: str, count: int, prefix: str) -> list[str]:

@@ -31,7 +31,7 @@ def pods_of(cluster, namespace: str) -> dict[str, dict]:
 
 def running(pods: dict[str, dict]) -> bool:
     return len(pods) == SIZE * REPLICAS and all(
-        p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") for p in pods.values())
+        (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") for p in pods.values())
 
 
 def env_of(pod: dict) -> dict[str, str]:

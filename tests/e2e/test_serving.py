@@ -134,7 +134,7 @@ def test_recreate_swaps_on_a_single_gpu_node_and_bluegreen_reports_missing_capac
 
     def swapped():
         pods = cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/serving=kimi")["items"]
-        running = {p["metadata"]["labels"]["drafter.dev/revision"] for p in pods if p["status"].get("phase") == "Running"
+        running = {p["metadata"]["labels"]["drafter.dev/revision"] for p in pods if (p.get("status") or {}).get("phase") == "Running"
                    and not p["metadata"].get("deletionTimestamp")}
         seen_both_running.append(len(running) > 1)
         status = serving_status(cluster, namespace, "kimi")

@@ -102,5 +102,5 @@ def test_kube_apiserver_restarted_mid_swap(fast_engines):
     layout = local.Layout()
     assert local.is_up(layout)
     cluster.wait_for("every node Ready", lambda: all(
-        any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+        any(c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or [])
         for n in cluster.get_json("nodes")["items"]), timeout=60)

@@ -115,7 +115,7 @@ def test_failing_command_marks_the_pod_failed_with_its_message(local_cluster_onl
     script = "import sys; open('/dev/termination-log', 'w').write('drafter not found'); sys.exit(3)"
     _apply(cluster, namespace, _pod("fails", ["python3", "-c", script]))
     pod = cluster.wait_for("the pod to fail", lambda: (p := cluster.get_json("-n", namespace, "pod", "fails"))
-                           ["status"].get("phase") == "Failed" and p)
+                           .get("status", {}).get("phase") == "Failed" and p)
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert terminated == {**terminated, "exitCode": 3, "reason": "Error", "message": "drafter not found"}
 
@@ -145,7 +145,7 @@ def test_a_deleted_jobs_pod_reaches_a_terminal_phase_and_a_podfailurepolicy_job_
         return next((p for p in pods if p["metadata"]["uid"] != first["metadata"]["uid"]), None)
     assert cluster.wait_for("a replacement pod", replacement, timeout=90)
     status = cluster.wait_for("the Job to count the failure", lambda: (s := cluster.get_json(
-        "-n", namespace, "job", "replaced")["status"]).get("failed") == 1 and s, timeout=60)
+        "-n", namespace, "job", "replaced").get("status") or {}).get("failed") == 1 and s, timeout=60)
     assert not [c for c in status.get("conditions") or [] if c["type"] == "Failed" and c["status"] == "True"]
 
 
@@ -155,7 +155,7 @@ def test_fallback_to_logs_on_error_reports_the_log_tail(local_cluster_only, name
                container={"terminationMessagePolicy": "FallbackToLogsOnError"})
     _apply(cluster, namespace, pod)
     status = cluster.wait_for("the pod to fail", lambda: (p := cluster.get_json("-n", namespace, "pod", "logs"))
-                              ["status"].get("phase") == "Failed" and p["status"])
+                              .get("status", {}).get("phase") == "Failed" and p["status"])
     assert "loading shard 17 failed" in status["containerStatuses"][0]["state"]["terminated"]["message"]
 
 
@@ -185,7 +185,7 @@ def test_readiness_follows_the_http_probe_of_the_pods_own_process(local_cluster_
     cluster = local_cluster_only
     _apply(cluster, namespace, _server_pod("web", delay=4))
     running = cluster.wait_for("the process to start", lambda: (p := cluster.get_json("-n", namespace, "pod", "web"))
-                               ["status"].get("phase") == "Running" and p)
+                               .get("status", {}).get("phase") == "Running" and p)
     assert _condition(running, "Ready")["status"] == "False"  # the process sleeps before it listens
     ready = cluster.wait_for("readiness", lambda: (p := cluster.get_json("-n", namespace, "pod", "web")) and
                              (_condition(p, "Ready") or {}).get("status") == "True" and p, timeout=30)

@@ -23,7 +23,7 @@ import yaml
 
 # What the stage containers need on a machine without GPUs or internet (the spec's env).
 from drafter_testbed.demo_training import CPU_ENV
-from drafter_testbed.tiny_target import source_pythonpath
+from drafter_testbed.code_roots import source_pythonpath
 from tests import environments
 from tests.e2e.conftest import E2E_GPU_PRODUCT
 from tests.support.e2e_kueue import gpu_queue, kueue_running
@@ -112,9 +112,10 @@ def training(cluster, namespace: str, name: str) -> dict:
 def wait_stage(cluster, namespace: str, name: str, stages: tuple[str, ...], timeout: float = RUN_TIMEOUT) -> dict:
     def reached():
         body = training(cluster, namespace, name)
-        stage = (body.get("status") or {}).get("stage")
+        status = body.get("status") or {}  # none until the operator's first write
+        stage = status.get("stage")
         if stage == "Failed" and "Failed" not in stages:
-            ready = next((c for c in body["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+            ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
             raise AssertionError(f"training failed: {ready.get('message')}\n{stage_logs(cluster, namespace, name)}")
         return body if stage in stages else None
 
@@ -219,7 +220,7 @@ def test_specforge_training_runs_every_stage_as_a_job_trains_across_two_pods_and
     # The hidden-state claim the operator made is deleted once the run succeeded (no stage uses it). That
     # is the reconcile after the one that recorded Export (the stage pods it deletes carry Export's
     # outcome, so it must be in status first): the "Succeeded" read above may come between the two.
-    cluster.wait_for("status.hiddenStates.deleted", lambda: (training(cluster, namespace, name)["status"]
+    cluster.wait_for("status.hiddenStates.deleted", lambda: ((training(cluster, namespace, name).get("status") or {})
                                                             .get("hiddenStates") or {}).get("deleted") is True,
                      timeout=60, interval=1)
     claims = lambda: cluster.get_json("-n", namespace, "pvc", "-l", f"drafter.dev/training={name}")["items"]  # noqa: E731

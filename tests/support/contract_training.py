@@ -19,7 +19,7 @@ from drafter_operator.resources.training_job import rendezvous
 from drafter_operator.training import RenderOptions, Stage, TrainingPaths, export
 from drafter_operator.training.adapters import ADAPTERS_DIR
 from drafter_operator.training.checkpoints import Checkpoint
-from drafter_testbed.tiny_target import source_pythonpath
+from drafter_testbed.code_roots import source_pythonpath
 from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,8 +35,8 @@ def merge_patch(target: dict, patch: dict) -> dict:
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_patch(out[key], value)
+        elif isinstance(value, dict):  # a new object too: its nulls are dropped, as the apiserver drops them
+            out[key] = merge_patch(out[key] if isinstance(out.get(key), dict) else {}, value)
         else:
             out[key] = copy.deepcopy(value)
     return out

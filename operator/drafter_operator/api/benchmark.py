@@ -470,6 +470,18 @@ class BenchmarkResult(StatusModel):
     """Which threshold failed, with the numbers."""
 
 
+class BenchmarkDisplayStatus(StatusModel):
+    """The figures of kubectl get's columns as a person reads them (a printer column cannot format a number);
+    written with the result they show."""
+
+    tokens_per_second: str | None = None
+    """result.tokensPerSecond with one decimal, e.g. "41.2"."""
+    speedup: str | None = None
+    """result.speedup, e.g. "1.68x"."""
+    acceptance: str | None = None
+    """result.acceptanceRate as a percentage, e.g. "15.0%"."""
+
+
 class DrafterBenchmarkStatus(StatusModel):
     """Observed state of a DrafterBenchmark."""
 
@@ -493,6 +505,8 @@ class DrafterBenchmarkStatus(StatusModel):
     """When the run finished."""
     result: BenchmarkResult | None = None
     """What was measured."""
+    display: BenchmarkDisplayStatus | None = None
+    """The Tok/s, SPEEDUP and ACCEPTANCE columns as text: status.result's figures, formatted."""
     result_config_map: str | None = None
     """A ConfigMap holding the full result (every prompt and level, key result.json); status.result keeps what fits the 4 KiB termination message."""
     comparison: Comparison | None = None
@@ -509,9 +523,9 @@ class DrafterBenchmark(KindModel):
     printer_columns: ClassVar[tuple[dict[str, Any], ...]] = (
         {"name": "Serving", "type": "string", "jsonPath": ".spec.servingRef.name"},
         {"name": "Drafter", "type": "string", "jsonPath": ".status.drafter"},
-        {"name": "Tok/s", "type": "number", "jsonPath": ".status.result.tokensPerSecond"},
-        {"name": "Speedup", "type": "number", "jsonPath": ".status.result.speedup"},
-        {"name": "Acceptance", "type": "number", "jsonPath": ".status.result.acceptanceRate"},
+        {"name": "Tok/s", "type": "string", "jsonPath": ".status.display.tokensPerSecond"},
+        {"name": "Speedup", "type": "string", "jsonPath": ".status.display.speedup"},
+        {"name": "Acceptance", "type": "string", "jsonPath": ".status.display.acceptance"},
         {"name": "Status", "type": "string", "jsonPath": ".status.state"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     )

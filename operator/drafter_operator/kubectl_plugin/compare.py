@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drafter_operator import load_picks
+from drafter_operator import figures, load_picks
 from drafter_operator.kubectl_plugin.actions import PluginError
 
 NO_SPECULATION = load_picks.NO_SPECULATION
@@ -117,7 +117,7 @@ def rows(comparison: Comparison) -> list[list[str]]:
     then each sweep's break-even in streams ("-" where its levels did not bracket one), and the revision each
     column measured with how it drafts by load."""
     header = ["STREAMS", *(f"{comparison.labels[c.benchmark]} ({c.method})" for c in comparison.candidates), "PICK"]
-    body = [[str(level), *(f"{c.speedups[level]:.2f}x" if level in c.speedups else "-" for c in comparison.candidates),
+    body = [[str(level), *(figures.speedup(c.speedups[level]) if level in c.speedups else "-" for c in comparison.candidates),
              comparison.picks[level]] for level in comparison.levels]
     footer = ["break-even", *(f"{c.break_even:g}" if c.break_even is not None else "-" for c in comparison.candidates), ""]
     measured = ["revision", *(f"{c.revision or '-'} ({c.schedule})" for c in comparison.candidates), ""]

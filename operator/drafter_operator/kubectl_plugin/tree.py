@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from drafter_operator import timestamps
+from drafter_operator import figures, timestamps
 from drafter_operator.constants import REVISION_LABEL
 
 OK, PROGRESS, BAD, STOPPED = "✔", "◌", "✖", "•"
@@ -120,7 +120,7 @@ def _benchmarks_of(name: str, benchmarks: list[dict]) -> list[dict]:
 def _acceptance(rate: float | None, length: float | None) -> str:
     parts = []
     if rate is not None:
-        parts.append(f"rate {rate:.3f}")
+        parts.append(f"rate {figures.percent(rate)}")
     if length is not None:
         parts.append(f"mean length {length:.2f}")
     return ", ".join(parts)
@@ -129,9 +129,9 @@ def _acceptance(rate: float | None, length: float | None) -> str:
 def _benchmark_summary(result: dict) -> str:
     parts = []
     if result.get("tokensPerSecond") is not None:
-        parts.append(f"{result['tokensPerSecond']:.1f} tok/s")
+        parts.append(f"{figures.throughput(result['tokensPerSecond'])} tok/s")
     if result.get("speedup") is not None:
-        parts.append(f"{result['speedup']:.2f}x")
+        parts.append(figures.speedup(result["speedup"]))
     if acceptance := _acceptance(result.get("acceptanceRate"), result.get("acceptanceLength")):
         parts.append(f"acceptance {acceptance}")
     return ", ".join(parts)

@@ -92,6 +92,19 @@ def test_names_columns_and_categories():
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind_name)
+def test_no_column_prints_a_raw_float(kind):
+    """A printer column cannot format a number: a figure column reads the text the operator writes in
+    status.display ("1.68x", "15.0%"), never the float beside it (1.6793)."""
+    schema = _schema(kind)
+    for column in crd_manifest(kind)["spec"]["versions"][0]["additionalPrinterColumns"]:
+        assert column["type"] != "number", column
+        if column["name"] in ("Speedup", "Acceptance", "Tok/s"):
+            assert column["jsonPath"].startswith(".status.display.") and column["type"] == "string", column
+            key = column["jsonPath"].rsplit(".", 1)[1]
+            assert schema["properties"]["status"]["properties"]["display"]["properties"][key]["type"] == "string"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind_name)
 def test_printer_column_paths_exist_in_the_schema(kind):
     schema = _schema(kind)
     paths = {path for path, _ in iter_nodes(schema)}

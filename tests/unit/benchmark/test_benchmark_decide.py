@@ -65,6 +65,8 @@ def test_the_termination_message_becomes_the_result_and_the_gate_is_judged():
     body["status"] = {"state": "Running", "observedGeneration": 1, "jobName": "seed-bench-g1"}
     plan = decide(state(body, serving(), jobs=[job("Complete")], job_pods=[job_pod(0, json.dumps(SEED_RESULT))]))
     assert plan.status["state"] == "Succeeded" and plan.status["result"]["tokensPerSecond"] == 54.4
+    # the printer columns' text, in the same write as the result
+    assert plan.status["display"] == {"tokensPerSecond": "54.4", "speedup": "0.66x", "acceptance": "15.0%"}
     assert condition(plan, "Complete")["status"] == "True" and condition(plan, "Failed")["status"] == "False"
     gate = condition(plan, "GatePassed")
     assert (gate["status"], gate["message"]) == ("False", "speedup 0.66x < 1.20x")
@@ -97,6 +99,15 @@ def test_a_spec_change_is_a_new_run_and_the_old_job_goes():
     plan = decide(state(body, serving(), jobs=[job("Complete")]))
     assert plan.deletes == ["/apis/batch/v1/namespaces/team/jobs/seed-bench-g1"]
     assert created_job(plan)["metadata"]["name"] == "seed-bench-g2" and plan.status["result"] is None
+    assert "display" not in plan.status  # nothing to remove: the old run had no columns' text
+
+
+def test_a_new_run_clears_the_old_runs_columns_with_its_result():
+    body = benchmark(generation=2)
+    body["status"] = {"state": "Succeeded", "observedGeneration": 1, "result": SEED_RESULT,
+                      "display": {"tokensPerSecond": "54.4", "speedup": "0.66x", "acceptance": "15.0%"}}
+    plan = decide(state(body, serving(), jobs=[job("Complete")]))
+    assert plan.status["result"] is None and plan.status["display"] is None
 
 
 def test_gate_thresholds_name_every_figure_missed():

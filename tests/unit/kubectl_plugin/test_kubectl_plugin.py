@@ -112,8 +112,8 @@ def test_the_header_says_what_serves_acceptance_now_and_at_promotion_the_last_be
     out = tree.render(tree.build(serving, [pod(f"kimi-{new}-a", new)], bench, NOW), NOW)
     assert "Status:                  ✖ Degraded" in out
     assert f"Serving:                 revision {new}: vllm, drafter eagle3 k=3" in out
-    assert "Acceptance now:          rate 0.123, mean length 1.60 over 60s" in out
-    assert "Acceptance at promotion: rate 0.410, mean length 2.00 (benchmark kimi-gate)" in out
+    assert "Acceptance now:          rate 12.3%, mean length 1.60 over 60s" in out
+    assert "Acceptance at promotion: rate 41.0%, mean length 2.00 (benchmark kimi-gate)" in out
     assert "Last benchmark:          kimi-bench-b: 90.5 tok/s, 1.10x" in out
     assert "Degraded          True    LowAcceptance: acceptance 0.123 below 0.3" in out
     assert f"kimi-{new}-a" in out and "✔ Running" in out and "ready:1/1" in out
@@ -131,7 +131,7 @@ def test_identity_rows_say_what_serves_and_where():
 
 def test_acceptance_rows_show_only_the_active_revisions_window():
     status = full_serving()["status"]
-    assert tree.acceptance_rows(status) == [("Acceptance now", "rate 0.123, mean length 1.60 over 60s")]
+    assert tree.acceptance_rows(status) == [("Acceptance now", "rate 12.3%, mean length 1.60 over 60s")]
     assert tree.acceptance_rows({**status, "acceptance": {**status["acceptance"], "revision": "older"}}) == [
         ("Acceptance now", "-")]
     assert tree.acceptance_rows({}) == [("Acceptance now", "-")]
@@ -146,7 +146,7 @@ def test_benchmark_rows():
     assert tree.benchmark_rows("kimi", status, [running])[1] == ("Last benchmark", "kimi-b: Pending")
     done = {**running, "status": {"state": "Succeeded", "revision": "r2", "result": {"acceptanceRate": 0.5}}}
     rows = tree.benchmark_rows("kimi", {**status, "lastBenchmark": {"name": "kimi-b"}}, [done])
-    assert rows == [("Acceptance at promotion", "rate 0.500 (benchmark kimi-b)"), ("Last benchmark", "kimi-b: no figures")]
+    assert rows == [("Acceptance at promotion", "rate 50.0% (benchmark kimi-b)"), ("Last benchmark", "kimi-b: no figures")]
 
 
 def test_action_row():

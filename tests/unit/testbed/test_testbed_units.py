@@ -23,7 +23,8 @@ from drafter_testbed.cluster import (
     restart,
     scheduler_config,
 )
-from drafter_testbed.tiny_target import TOKENIZER_FILES, source_pythonpath
+from drafter_testbed.code_roots import source_pythonpath
+from drafter_testbed.tiny_target import TOKENIZER_FILES
 from drafter_testbed.versions import Pins
 
 KUBERNETES_GO_MOD = """module k8s.io/kubernetes
@@ -295,7 +296,8 @@ def test_tiny_target_runs_from_the_source_roots_alone(tmp_path):
     import os
     import subprocess
 
-    from drafter_testbed.tiny_target import TOKENIZER_FILES, source_pythonpath
+    from drafter_testbed.code_roots import source_pythonpath
+    from drafter_testbed.tiny_target import TOKENIZER_FILES
 
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": source_pythonpath()}
     code = "from drafter_testbed.tiny_target import TOKENIZER_DIR; print(TOKENIZER_DIR)"

@@ -126,6 +126,16 @@ class LastBenchmarkStatus(StatusModel):
     """The revision it measured (the gate benchmark of the active revision)."""
 
 
+class ServingDisplayStatus(StatusModel):
+    """The figures of kubectl get's columns as a person reads them (a printer column cannot format a number);
+    written with the numbers they show."""
+
+    speedup: str | None = None
+    """lastBenchmark.speedup, e.g. "1.68x"."""
+    acceptance: str | None = None
+    """acceptance.rate as a percentage, e.g. "15.0%"."""
+
+
 class ScheduleRangeStatus(StatusModel):
     """One inclusive batch-size range of a speculation schedule and the tokens drafted in it."""
 
@@ -256,6 +266,8 @@ class DrafterServingStatus(StatusModel):
     """The Rollback or DisableSpeculation in force, if any."""
     last_benchmark: LastBenchmarkStatus | None = None
     """The newest finished DrafterBenchmark of the active revision (its gate or one run by hand): where auto thresholds learn."""
+    display: ServingDisplayStatus | None = None
+    """The SPEEDUP and ACCEPTANCE columns as text: lastBenchmark.speedup and acceptance.rate, formatted."""
     speculation_schedule: SpeculationScheduleStatus | None = None
     """With spec.drafter.dynamic: the draft length per batch size in force, and its source."""
     acceptance_threshold: AcceptanceThresholdStatus | None = None

@@ -196,7 +196,7 @@ def start_run(plan: Plan, state: BenchmarkState, spec, recorded: float | None,
         (meta.get("annotations") or {}).get(DRAFTER_ANNOTATION)
     running = f"Job {current}: {spec.num_prompts} prompts x {spec.max_tokens} tokens, concurrency {concurrency_arg(spec)}"
     return finish({"state": "Running", "jobName": current, "startTime": timestamps.format_seconds(now),
-                   "drafter": drafter, "result": None, "completionTime": None, "revision": revision,
+                   "drafter": drafter, "result": None, "display": None, "completionTime": None, "revision": revision,
                    "numSpeculativeTokens": k},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pydantic
 
-from drafter_operator import timestamps
+from drafter_operator import figures, timestamps
 from drafter_operator.api import parse_decimal
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client.equivalence import defect_message
@@ -135,18 +135,21 @@ def succeeded(spec, message: str, finish: Finish, now: dt.datetime, swapped: str
     events = [("Normal", "Completed", summary)]
     if gate is not None and gate.status == "False":
         events.append(("Warning", gate.reason, gate.message))
-    done = {"state": "Succeeded", "completionTime": timestamps.format_seconds(now), "result": result.to_json()}
+    done = {"state": "Succeeded", "completionTime": timestamps.format_seconds(now), "result": result.to_json(),
+            "display": figures.shown({"tokensPerSecond": result.tokens_per_second, "speedup": result.speedup,
+                                      "acceptance": result.acceptance_rate})}
     if swapped:
         done.update(revision=None, numSpeculativeTokens=None)  # never taught to a revision it did not measure
     return finish(done, Verdict("True", "Succeeded", summary), gate, events)
 
 
 def result_summary(result: BenchmarkResult) -> str:
-    parts = [f"{result.tokens_per_second:.1f} tok/s" if result.tokens_per_second is not None else "no throughput"]
+    parts = [f"{figures.throughput(result.tokens_per_second)} tok/s" if result.tokens_per_second is not None
+             else "no throughput"]
     if result.speedup is not None:
-        parts.append(f"{result.speedup:.2f}x against {result.baseline_tokens_per_second:.1f} tok/s")
+        parts.append(f"{figures.speedup(result.speedup)} against {result.baseline_tokens_per_second:.1f} tok/s")
     if result.acceptance_rate is not None:
-        parts.append(f"acceptance {result.acceptance_rate:.1%}")
+        parts.append(f"acceptance {figures.percent(result.acceptance_rate)}")
     if result.equivalence is not None:
         outputs = result.equivalence
         parts.append(f"outputs {outputs.identical}/{outputs.prompts} identical to the baseline, {outputs.defects} defects")

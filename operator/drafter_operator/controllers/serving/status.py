@@ -8,7 +8,7 @@ import datetime as dt
 
 import pydantic
 
-from drafter_operator import engines, timestamps
+from drafter_operator import engines, figures, timestamps
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
 from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
@@ -81,9 +81,18 @@ def acceptance_status(new_status: dict, status: dict, judged: AcceptanceDecision
     # Unchanged, it is no change (changed_fields); None removes it.
     new_status["acceptance"] = acceptance_block(status.get("acceptance"), judged.acceptance, judged.write_acceptance,
                                                 promoted)
+    new_status["display"] = columns_shown(new_status["lastBenchmark"], new_status["acceptance"])
     if judged.end_action:
         new_status["degradedAction"] = None
         new_status["speculationDisabled"] = None
+
+
+def columns_shown(benchmarked: dict | None, acceptance: dict | None) -> dict | None:
+    """status.display (pure): the SPEEDUP and ACCEPTANCE columns' text, from the lastBenchmark and acceptance
+    blocks this decision writes (``acceptance`` as its merge patch: a null rate is one that goes). Derived from
+    them alone, it changes only when they do, so it costs no status write of its own."""
+    return figures.shown({"speedup": (benchmarked or {}).get("speedup"),
+                          "acceptance": (acceptance or {}).get("rate")})
 
 
 def gating_since(record: dict | None, revision: str) -> dt.datetime | None:
