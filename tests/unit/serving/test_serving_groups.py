@@ -95,3 +95,9 @@ def test_a_sets_name_leaves_its_stateful_sets_and_pods_room(serving):
     name = group.group_name(serving, "0123456789")
     assert len(f"{name}-{group.MAX_GROUPS - 1}") + 1 + 10 <= 63
     assert len(f"{name}-{group.MAX_GROUPS - 1}-15") <= 63  # a worker pod's name, a hostname
+
+
+def test_a_fresh_read_lists_leader_worker_sets_only_for_a_serving_that_spans_nodes():
+    from drafter_operator.controllers.serving.fresh import spans_nodes
+    assert spans_nodes(two_node_body()) and not spans_nodes(seed_body())
+    assert not spans_nodes({"spec": {"resources": {"nodesPerReplica": "2"}}})  # a refused spec read leniently

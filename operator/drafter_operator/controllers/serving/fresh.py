@@ -30,10 +30,13 @@ def read_view(kube: Kube, namespace: str, name: str, in_flight: Mapping[str, int
     selector = ",".join([f"{SERVING_LABEL}={name}", *(f"{key}={value}" for key, value in MANAGED_BY.items())])
     # Deployments by the serving's label alone: one of ours whose managed-by label someone removed (GitOps, a
     # hand) is gone from the watches, and would hold its GPUs for ever unless seen here.
-    # LeaderWorkerSets too (a replica over several nodes), each list item given its kind, as a watch event's body
-    # has it; without the LeaderWorkerSet API in the cluster, none (the apiserver answers 404).
+    # Each list item given its kind, as a watch event's body has it. LeaderWorkerSets (a replica over several nodes)
+    # are listed for a serving whose spec spans nodes: one LIST more for every other serving's fresh read is not
+    # worth it (a serving moved back to one node sees its older sets through the watches); without the
+    # LeaderWorkerSet API in the cluster the apiserver answers 404, an empty list.
     deployments = [{**d, "kind": DEPLOYMENT.kind} for d in kube.list(deployment_path(namespace), f"{SERVING_LABEL}={name}")]
-    deployments += [{**g, "kind": GROUP.kind} for g in kube.list(group_path(namespace), f"{SERVING_LABEL}={name}")]
+    if spans_nodes(body):
+        deployments += [{**g, "kind": GROUP.kind} for g in kube.list(group_path(namespace), f"{SERVING_LABEL}={name}")]
     pods = kube.list(object_path("v1", "pods", namespace), selector)
     service = next((s for s in kube.list(object_path("v1", "services", namespace), selector)
                     if s["metadata"]["name"] == name), None)
@@ -50,3 +53,10 @@ def unlabelled(child: dict) -> bool:
     """Whether a child lacks a label the watches select it by."""
     labels = child["metadata"].get("labels") or {}
     return any(labels.get(key) != value for key, value in MANAGED_BY.items())
+
+
+def spans_nodes(body: dict) -> bool:
+    """Whether the serving's spec asks for replicas over several nodes (read leniently: a refused spec too)."""
+    resources = (body.get("spec") or {}).get("resources") or {}
+    nodes = resources.get("nodesPerReplica")
+    return isinstance(nodes, int) and nodes > 1
