@@ -43,7 +43,9 @@ def test_a_healthy_serving_stays_healthy_and_the_seeds_15_percent_degrades_it_in
         header, row = cluster.kubectl("-n", namespace, "get", "drafterserving", "kimi").stdout.splitlines()[:2]
         columns = dict(zip(header.split(), row.split()))
         assert columns["DEGRADED"] == "False"
-        assert float(columns["ACCEPTANCE"]) == pytest.approx(healthy["acceptance"]["rate"], abs=0.02)
+        # Read as people read it: a percentage (status.display.acceptance).
+        assert columns["ACCEPTANCE"].endswith("%")
+        assert float(columns["ACCEPTANCE"].rstrip("%")) / 100 == pytest.approx(healthy["acceptance"]["rate"], abs=0.02)
         labels = {"namespace": namespace, "name": "kimi", "revision": revision}
         assert operator.metric("drafter_degraded", **labels) == 0.0
         assert operator.metric("drafter_acceptance_rate", **labels) > 0.6

@@ -117,7 +117,12 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
     old = before["activeRevision"]
     (name, _), = sets(cluster, namespace).items()
     pods = group_pods(cluster, namespace, name)
-    assert {p["spec"]["nodeName"] for p in pods.values()} <= set(group_nodes) and len(pods) == 2
+    # A whole node each: the leader and the worker on two of the B200 process nodes (another xdist worker's may count).
+    placed = {p["spec"]["nodeName"] for p in pods.values()}
+    assert len(pods) == 2 and len(placed) == 2 and group_nodes
+    for node in placed:
+        labels = cluster.get_json("node", node)["metadata"]["labels"]
+        assert labels["nvidia.com/gpu.product"] == GROUP_PRODUCT and labels["drafter.dev/node-runtime"] == "process"
 
     service = cluster.get_json("-n", namespace, "service", "kimi-grp")
     loop = ClientLoop(service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"], "/models/Kimi-K2.5",

@@ -203,3 +203,13 @@ def test_a_serving_without_a_schedule_has_no_such_condition():
     world = World(seed_body())
     world.converge()
     assert condition_of(world) is None
+
+
+def test_while_the_refined_bands_start_the_predicted_revision_keeps_its_condition():
+    from drafter_operator.controllers.serving.schedule_obeyed import schedule_verdict
+    refining = {"scheduledRevision": "r3", "predictedRevision": "r2", "refinedWith": "gate",
+                "ranges": [{"start": 1, "end": 65536, "numSpeculativeTokens": 2}]}
+    held = {"type": so.CONDITION, "status": "False", "reason": so.OBEYED}
+    assert schedule_verdict("r2", refining, None, False, held) is None
+    # Without a refinement, a revision the ranges were not rendered into runs none.
+    assert schedule_verdict("r2", {**refining, "predictedRevision": None}, None, False, held).reason == so.NO_SCHEDULE

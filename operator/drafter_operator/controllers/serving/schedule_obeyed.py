@@ -26,6 +26,8 @@ def schedule_verdict(active: str | None, schedule_status: dict | None, measureme
     """ScheduleIgnored for this decision, None to leave it as it is. ``schedule_status``: status.speculationSchedule
     after this decision; ``condition``: the recorded one. A new message alone is not written (a message per scrape
     would cost a write per scrape); a new status or reason is."""
+    if active and (schedule_status or {}).get("predictedRevision") == active:
+        return None  # it runs the predicted bands while the refined ones start (a swap): the condition keeps its word
     if not active or scheduled_ranges(active, schedule_status) is None:
         return None if condition is None else Verdict(
             "False", so.NO_SCHEDULE, f"revision {active} runs no batch-size schedule" if active else "nothing serves")
