@@ -20,6 +20,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,51 @@ class HostManagerError(RuntimeError):
 
 
 # ----------------------------------------------------------------------------------------- module source
+
+
+@dataclass(frozen=True)
+class ManagerPorts:
+    """A manager's listeners on 127.0.0.1: webhook, health and metrics at ``base + offset`` and the next two. Each
+    manager has its own offset beyond the eight ports cluster.Ports takes (base .. base+7), so two managers, or two
+    clusters with different port bases, never share one."""
+
+    base: int
+    offset: int
+
+    @property
+    def webhook(self) -> int:
+        return self.base + self.offset
+
+    @property
+    def health(self) -> int:
+        return self.base + self.offset + 1
+
+    @property
+    def metrics(self) -> int:
+        return self.base + self.offset + 2
+
+    def all(self) -> dict[str, int]:
+        return {"webhook": self.webhook, "health": self.health, "metrics": self.metrics}
+
+
+@dataclass(frozen=True)
+class ManagerLayout:
+    """A manager's files under the cluster's state directory (so `cluster down --wipe` removes them with the CA)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def certs(self) -> Path:
+        """tls.crt and tls.key: the webhook server's certDir."""
+        return self.root / "certs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
 
 
 def module_download(module: str, version: str) -> dict:

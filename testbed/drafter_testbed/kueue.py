@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -105,54 +104,20 @@ def build(version: str = VERSION, out: Path | None = None) -> Path:
 # -------------------------------------------------------------------------------------- configuration
 
 
-@dataclass(frozen=True)
-class KueuePorts:
-    """Kueue's listeners, on 127.0.0.1, beyond the eight ports cluster.Ports takes (base .. base+7): two
-    clusters with different port bases never share them."""
-
-    base: int
-
-    @property
-    def webhook(self) -> int:
-        return self.base + 20
-
-    @property
-    def health(self) -> int:
-        return self.base + 21
-
-    @property
-    def metrics(self) -> int:
-        return self.base + 22
-
-    def all(self) -> dict[str, int]:
-        return {"webhook": self.webhook, "health": self.health, "metrics": self.metrics}
+#: Where Kueue's listeners start above the cluster's port base (beyond the eight ports cluster.Ports takes).
+PORT_OFFSET = 20
 
 
-@dataclass(frozen=True)
-class KueueLayout:
-    """Kueue's files under the cluster's state directory (so `cluster down --wipe` removes them with the CA)."""
-
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def certs(self) -> Path:
-        """tls.crt and tls.key: the webhook server's CertDir, also bind-mounted where the metrics server looks."""
-        return self.root / "certs"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
+def ports_of(base: int) -> host_manager.ManagerPorts:
+    """Kueue's listeners on 127.0.0.1 for a cluster of port base ``base``."""
+    return host_manager.ManagerPorts(base, PORT_OFFSET)
 
 
-def kueue_layout(layout: cluster.Layout) -> KueueLayout:
-    return KueueLayout(layout.root / "kueue")
+def kueue_layout(layout: cluster.Layout) -> host_manager.ManagerLayout:
+    return host_manager.ManagerLayout(layout.root / "kueue")
 
 
-def configuration(ports: KueuePorts, cert_dir: Path, frameworks: tuple[str, ...] = FRAMEWORKS) -> dict:
+def configuration(ports: host_manager.ManagerPorts, cert_dir: Path, frameworks: tuple[str, ...] = FRAMEWORKS) -> dict:
     """Kueue's Configuration file (config.kueue.x-k8s.io/v1beta2, decoded strictly: an unknown field stops it)."""
     return {
         "apiVersion": CONFIG_API_VERSION,
@@ -291,7 +256,7 @@ def condition(obj: dict, kind: str) -> dict | None:
 # ------------------------------------------------------------------------------------- install and stop
 
 
-def _readyz(ports: KueuePorts) -> bool:
+def _readyz(ports: host_manager.ManagerPorts) -> bool:
     return host_manager.readyz(ports.health)
 
 
@@ -312,7 +277,7 @@ def install(layout: cluster.Layout | None = None, version: str = VERSION, timeou
     layout = layout or cluster.Layout()
     started = time.monotonic()
     record = host_manager.running_cluster(layout, "kueue install")
-    ports = KueuePorts(record["port_base"])
+    ports = ports_of(record["port_base"])
     klayout = kueue_layout(layout)
     with cluster.exclusive(layout, "kueue"):
         pid = running(layout)

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -110,53 +109,20 @@ def build(version: str = VERSION, out: Path | None = None) -> Path:
 # -------------------------------------------------------------------------------------- configuration
 
 
-@dataclass(frozen=True)
-class LwsPorts:
-    """LWS's listeners, on 127.0.0.1, after Kueue's (base+20 .. base+22, kueue.KueuePorts): both can run."""
-
-    base: int
-
-    @property
-    def webhook(self) -> int:
-        return self.base + 23
-
-    @property
-    def health(self) -> int:
-        return self.base + 24
-
-    @property
-    def metrics(self) -> int:
-        return self.base + 25
-
-    def all(self) -> dict[str, int]:
-        return {"webhook": self.webhook, "health": self.health, "metrics": self.metrics}
+#: Where LWS's listeners start above the cluster's port base (after Kueue's (kueue.PORT_OFFSET), so both can run).
+PORT_OFFSET = 23
 
 
-@dataclass(frozen=True)
-class LwsLayout:
-    """LWS's files under the cluster's state directory (so `cluster down --wipe` removes them with the CA)."""
-
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def certs(self) -> Path:
-        """tls.crt and tls.key: the webhook server's certDir."""
-        return self.root / "certs"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
+def ports_of(base: int) -> host_manager.ManagerPorts:
+    """LWS's listeners on 127.0.0.1 for a cluster of port base ``base``."""
+    return host_manager.ManagerPorts(base, PORT_OFFSET)
 
 
-def lws_layout(layout: cluster.Layout) -> LwsLayout:
-    return LwsLayout(layout.root / "lws")
+def lws_layout(layout: cluster.Layout) -> host_manager.ManagerLayout:
+    return host_manager.ManagerLayout(layout.root / "lws")
 
 
-def configuration(ports: LwsPorts, cert_dir: Path) -> dict:
+def configuration(ports: host_manager.ManagerPorts, cert_dir: Path) -> dict:
     """LWS's Configuration file (config.lws.x-k8s.io/v1alpha1, decoded strictly: an unknown field stops it).
     The release's (config/manager/controller_manager_config.yaml) sets leader election and internal certificate
     management on; everything it leaves unset keeps LWS's defaults here too (client qps and burst 500)."""
@@ -248,7 +214,7 @@ def running(layout: cluster.Layout | None = None) -> int | None:
     return processes.running_pid(PROCESS, layout.run)
 
 
-def _readyz(ports: LwsPorts) -> bool:
+def _readyz(ports: host_manager.ManagerPorts) -> bool:
     return host_manager.readyz(ports.health)
 
 
@@ -265,7 +231,7 @@ def install(layout: cluster.Layout | None = None, version: str = VERSION, timeou
     layout = layout or cluster.Layout()
     started = time.monotonic()
     record = host_manager.running_cluster(layout, "lws install")
-    ports = LwsPorts(record["port_base"])
+    ports = ports_of(record["port_base"])
     llayout = lws_layout(layout)
     with cluster.exclusive(layout, "lws"):
         pid = running(layout)

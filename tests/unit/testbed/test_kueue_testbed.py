@@ -81,7 +81,7 @@ def test_webhooks_call_loopback_by_url_with_the_cluster_ca_and_only_jobs_and_kue
 
 
 def test_configuration_binds_loopback_ports_beyond_the_clusters_and_manages_only_labelled_jobs(tmp_path):
-    ports = kueue.KueuePorts(18440)
+    ports = kueue.ports_of(18440)
     assert ports.all() == {"webhook": 18460, "health": 18461, "metrics": 18462}
     assert min(ports.all().values()) > 18440 + 7  # cluster.Ports takes base .. base+7
     config = kueue.configuration(ports, tmp_path / "certs")

@@ -141,9 +141,9 @@ def test_every_webhook_and_the_crd_conversion_call_loopback_by_url_with_the_clus
 def test_configuration_binds_loopback_ports_after_kueues_and_turns_leader_election_and_cert_rotation_off(tmp_path):
     from drafter_testbed import kueue
 
-    ports = lws.LwsPorts(18440)
+    ports = lws.ports_of(18440)
     assert ports.all() == {"webhook": 18463, "health": 18464, "metrics": 18465}
-    assert not set(ports.all().values()) & set(kueue.KueuePorts(18440).all().values())
+    assert not set(ports.all().values()) & set(kueue.ports_of(18440).all().values())
     assert min(ports.all().values()) > 18440 + 7  # cluster.Ports takes base .. base+7
     config = lws.configuration(ports, tmp_path / "certs")
     assert config["apiVersion"] == "config.lws.x-k8s.io/v1alpha1" and config["kind"] == "Configuration"
