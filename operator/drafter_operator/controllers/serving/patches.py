@@ -36,14 +36,7 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
     if existing is None:
         return Write("create", "deployments", path, manifest)
     current = existing["spec"]
-    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
-                                                                        POD_SETTINGS_ANNOTATION)}
-    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
-    if recorded[POD_SETTINGS_ANNOTATION] is not None:
-        settings_changed = recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]
-    else:
-        generation = recorded[SERVING_GENERATION_ANNOTATION]
-        settings_changed = generation is not None and generation != wanted[SERVING_GENERATION_ANNOTATION]
+    wanted, recorded, settings_changed = recorded_settings(manifest, existing)
     patch: dict = {}
     if current.get("replicas") != manifest["spec"]["replicas"]:
         patch["replicas"] = manifest["spec"]["replicas"]
@@ -53,10 +46,27 @@ def deployment_write(owner: dict, manifest: dict, existing: dict | None) -> Writ
         patch["template"] = merge_overlay(removed_from_template(current["template"], manifest["spec"]["template"]),
                                           manifest["spec"]["template"])
         patch["progressDeadlineSeconds"] = manifest["spec"]["progressDeadlineSeconds"]
+    return settings_patch("deployments", f"{path}/{manifest['metadata']['name']}", (wanted, recorded), patch)
+
+
+def recorded_settings(manifest: dict, existing: dict) -> tuple[dict, dict, bool]:
+    """The pod-settings annotations a workload should carry, those it carries, and whether the settings changed
+    (a workload from before the settings annotation: the generation it was rendered for)."""
+    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
+                                                                        POD_SETTINGS_ANNOTATION)}
+    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
+    if recorded[POD_SETTINGS_ANNOTATION] is not None:
+        return wanted, recorded, recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]
+    generation = recorded[SERVING_GENERATION_ANNOTATION]
+    return wanted, recorded, generation is not None and generation != wanted[SERVING_GENERATION_ANNOTATION]
+
+
+def settings_patch(plural: str, path: str, annotations: tuple[dict, dict], patch: dict) -> Write | None:
+    """The merge patch of a workload's spec changes and its settings annotations; None when nothing changes."""
+    wanted, recorded = annotations
     if not patch and recorded == wanted:
         return None
-    body = {"metadata": {"annotations": wanted}}
-    return Write("patch", "deployments", f"{path}/{manifest['metadata']['name']}", {**body, **({"spec": patch} if patch else {})})
+    return Write("patch", plural, path, {"metadata": {"annotations": wanted}, **({"spec": patch} if patch else {})})
 
 
 def group_write(manifest: dict, existing: dict | None) -> Write | None:
@@ -67,21 +77,16 @@ def group_write(manifest: dict, existing: dict | None) -> Write | None:
     if existing is None:
         return Write("create", GROUP.plural, path, manifest)
     current, wanted_spec = existing["spec"], manifest["spec"]
-    wanted = {key: manifest["metadata"]["annotations"][key] for key in (SERVING_GENERATION_ANNOTATION,
-                                                                        POD_SETTINGS_ANNOTATION)}
-    recorded = {key: (existing["metadata"].get("annotations") or {}).get(key) for key in wanted}
+    wanted, recorded, settings_changed = recorded_settings(manifest, existing)
     patch: dict = {}
     if current.get("replicas") != wanted_spec["replicas"]:
         patch["replicas"] = wanted_spec["replicas"]
-    if recorded[POD_SETTINGS_ANNOTATION] != wanted[POD_SETTINGS_ANNOTATION]:
+    if settings_changed:
         templates = current.get("leaderWorkerTemplate") or {}
         if any(template_differs(templates.get(key) or {}, wanted_spec["leaderWorkerTemplate"][key])
                for key in ("leaderTemplate", "workerTemplate")):
             patch["leaderWorkerTemplate"] = wanted_spec["leaderWorkerTemplate"]
-    if not patch and recorded == wanted:
-        return None
-    return Write("patch", GROUP.plural, f"{path}/{manifest['metadata']['name']}",
-                 {"metadata": {"annotations": wanted}, **({"spec": patch} if patch else {})})
+    return settings_patch(GROUP.plural, f"{path}/{manifest['metadata']['name']}", (wanted, recorded), patch)
 
 
 def gate_write(owner: dict, spec, gate, revision: str | None, observed: Observed, port: int) -> Write | None:
