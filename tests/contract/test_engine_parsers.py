@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServing, DrafterServingSpec
+from drafter_operator.api.serving.problems import serving_problems
 from tests.api_strategies import serving_specs
 from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import group
@@ -256,7 +257,14 @@ def engine_valid_specs(draw) -> DrafterServingSpec:
         target["toolCallParser"] = draw(st.sampled_from(PARSERS["tool"]))
     if "reasoningParser" in target:
         target["reasoningParser"] = draw(st.sampled_from(PARSERS["reasoning"]))
-    return DrafterServingSpec.model_validate(body)
+    if (engine == "sglang" and (target.get("dataParallelSize") or 1) > 1
+            and body["drafter"]["method"] in sglang_engine.DATA_PARALLEL_LM_HEAD_METHODS):
+        # What admission asks of these (serving_problems): SGLang's block drafters borrow a data-parallel LM head.
+        target["extraArgs"] = [*target.get("extraArgs", []), "--enable-dp-lm-head"]
+    spec = DrafterServingSpec.model_validate(body)
+    # The renderers are only ever given what admission lets through.
+    assume(not serving_problems(spec))
+    return spec
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

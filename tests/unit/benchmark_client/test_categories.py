@@ -96,6 +96,7 @@ def test_the_built_in_set_has_several_prompts_of_every_category_and_keeps_its_me
 
 # ------------------------------------------------------------------------------------- against the emulator
 
+@pytest.mark.timing  # orders two categories' speedups measured on the wall clock
 def test_a_run_reports_acceptance_throughput_and_speedup_for_every_category():
     """The emulator with DRAFTER_EMULATOR_CATEGORIES on: each category's acceptance is measured apart, in the
     order the published drafter shows (code and math above tool calls, above chat and writing, other languages

@@ -7,7 +7,9 @@ poll against a deadline that guards a hang. Tests whose point is a wall-clock fi
 ``@pytest.mark.timing`` and run alone after both lanes.
 
 This reads every test module's syntax tree and names each assert that compares an elapsed time (a clock
-reading minus another value, directly or through a local name) as the smaller side.
+reading minus another value, directly or through a local name) as the smaller side, and each assert that orders
+two figures measured on the wall clock (a speedup or a throughput against another): a stall of one of the two
+measurements on a loaded machine flips the order (one such assert failed a stop).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[2]
 CLOCKS = {"monotonic", "perf_counter", "time", "monotonic_ns", "perf_counter_ns"}
+#: Attributes that hold a figure measured on the wall clock by the benchmark client and the emulator's streams.
+MEASURED_FIGURES = {"speedup", "tokens_per_second", "baseline_tokens_per_second", "ms_per_token", "ttft_ms"}
 
 
 def _reads_the_clock(node: ast.AST) -> bool:
@@ -66,6 +70,49 @@ def upper_bounds_on_elapsed_time(source: str) -> list[int]:
                             and not _is_elapsed(larger, elapsed_names):
                         found.append(node.lineno)
     return sorted(set(found))
+
+
+def _is_measured_figure(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr in MEASURED_FIGURES
+
+
+def orders_of_measured_figures(source: str) -> list[int]:
+    """Line numbers of asserts ordering one wall-clock figure against another (``a.speedup > b.speedup``),
+    outside `timing` tests; a figure against a constant (``speedup > 0``) is a floor and passes."""
+    tree = ast.parse(source)
+    found: list[int] = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_timing(function):
+            continue
+        for node in (n for n in ast.walk(function) if isinstance(n, ast.Assert)):
+            for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                sides = [compare.left, *compare.comparators]
+                if any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and _is_measured_figure(left)
+                       and _is_measured_figure(right) for op, (left, right) in zip(compare.ops, zip(sides, sides[1:]))):
+                    found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_the_order_checker_finds_two_measured_figures_and_lets_floors_pass():
+    source = '''
+import pytest
+def test_a():
+    assert rows["code"].speedup > rows["chat"].speedup
+def test_b():
+    assert row.tokens_per_second > 0 and row.speedup == pytest.approx(1.2)
+@pytest.mark.timing
+def test_c():
+    assert a.tokens_per_second < b.tokens_per_second
+'''
+    assert orders_of_measured_figures(source) == [4]
+
+
+def test_no_test_orders_two_wall_clock_figures_outside_the_timing_lane():
+    offenders = [f"{path.relative_to(TESTS.parent)}:{line}"
+                 for path in sorted(TESTS.rglob("*.py"))
+                 for line in orders_of_measured_figures(path.read_text())]
+    assert offenders == [], ("these asserts order two figures measured on the wall clock; a loaded machine flips "
+                             "them. Mark the test `timing`: " + ", ".join(offenders))
 
 
 def test_the_checker_finds_upper_bounds_and_lets_floors_and_guards_pass():
