@@ -37,6 +37,23 @@ def group_pods(cluster, namespace: str, set_name: str) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
 
 
+def drain_report(cluster, namespace: str, name: str, operator_log) -> str:
+    """What a drain that does not end leaves to read: the serving's status, its sets, its pods' readiness and the
+    operator's last words on it."""
+    status = serving_status(cluster, namespace, name)
+    pods = cluster.get_json("-n", namespace, "pods")["items"]
+    lines = [line for line in operator_log.read_text(errors="replace").splitlines()
+             if f"/{name}" in line and " DEBUG " not in line and "succeeded" not in line]
+    return "\n".join([
+        f"status: active={status.get('activeRevision')} previous={status.get('previousRevision')} "
+        f"conditions={[(c['type'], c['status'], c.get('reason')) for c in status.get('conditions') or []]}",
+        f"sets: {[(s['metadata']['name'], bool(s['metadata'].get('deletionTimestamp'))) for s in sets(cluster, namespace).values()]}",
+        "pods: " + "; ".join(f"{p['metadata']['name']} ip={p['status'].get('podIP')} "
+                              f"ready={[c['status'] for c in p['status'].get('conditions') or [] if c['type'] == 'Ready']} "
+                              f"deleting={bool(p['metadata'].get('deletionTimestamp'))}" for p in pods),
+        "operator:", *lines[-40:]])
+
+
 @pytest.mark.cluster_lock("lws-nodes")
 def test_a_two_node_serving_is_a_leader_worker_set_the_real_controller_runs_through_a_lost_worker_and_a_swap(
         cluster, namespace, operator, lws_running, lws_nodes, model_volume):  # noqa: F811
@@ -137,9 +154,12 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
         status = cluster.wait_for("the new group to serve", lambda: (s := serving_status(
             cluster, namespace, "kimi-grp")).get("activeRevision") not in (None, old)
             and condition(s, "Ready").get("status") == "True" and s, timeout=300)
-        cluster.wait_for("the old set removed once drained", lambda: [
-            s["metadata"]["labels"]["drafter.dev/revision"] for s in sets(cluster, namespace).values()]
-            == [status["activeRevision"]], timeout=300)
+        try:
+            cluster.wait_for("the old set removed once drained", lambda: [
+                s["metadata"]["labels"]["drafter.dev/revision"] for s in sets(cluster, namespace).values()]
+                == [status["activeRevision"]], timeout=300)
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{drain_report(cluster, namespace, 'kimi-grp', operator.log_path)}") from None
         time.sleep(3)  # streams keep flowing to the new group alone
     finally:
         loop.stop()
