@@ -141,6 +141,18 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
         labels = cluster.get_json("node", node)["metadata"]["labels"]
         assert labels["nvidia.com/gpu.product"] == GROUP_PRODUCT and labels["drafter.dev/node-runtime"] == "process"
 
+    # The worker's engine dies: the leader's collective breaks, LWS re-creates the whole group, and the serving says
+    # which group restarts (Ready False, GroupRestarting, a Warning Event) until it serves again.
+    worker = next(p for p in pods if p != f"{name}-0")
+    cluster.kubectl("-n", namespace, "delete", "pod", worker, "--wait=false")
+    restarting = cluster.wait_for("Ready to say the group restarts", lambda: (
+        c := condition(serving_status(cluster, namespace, "kimi-grp"), "Ready")).get("reason") == "GroupRestarting" and c,
+        timeout=60)
+    assert f"group 0 (leader {name}-0)" in restarting["message"]
+    wait_ready(cluster, namespace, "kimi-grp", revision=old, timeout=120)
+    events = cluster.get_json("-n", namespace, "events", "--field-selector", "involvedObject.name=kimi-grp")["items"]
+    assert any(e["reason"] == "GroupRestarting" and e["type"] == "Warning" for e in events), [e["reason"] for e in events]
+
     service = cluster.get_json("-n", namespace, "service", "kimi-grp")
     loop = ClientLoop(service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"], "/models/Kimi-K2.5",
                       max_tokens=2000, streams=3, limit_seconds=300)

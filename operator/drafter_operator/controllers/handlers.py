@@ -316,9 +316,10 @@ async def read_drain(observed, snapshot: dict) -> None:
         if requests is not None:
             observed.in_flight[draining] = requests
         else:
+            meta = snapshot.get("metadata") or {}
             DRAIN_LOG.info("%s/%s: revision %s drains with its requests in flight unknown (its engines' metrics did "
-                           "not answer): it is kept until spec.swap.drainTimeout", snapshot["metadata"].get("namespace"),
-                           snapshot["metadata"].get("name"), draining)
+                           "not answer): it is kept until spec.swap.drainTimeout", meta.get("namespace"),
+                           meta.get("name"), draining)
 
 
 async def stop_serving_loop(tasks: set[asyncio.Task], monitor: AcceptanceMonitor, in_flight: set[Future],

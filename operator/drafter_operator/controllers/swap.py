@@ -51,6 +51,11 @@ class RevisionObservation:
     # Whether the Deployment's status describes its latest spec (observedGeneration): right after a scale or an
     # edit (someone's `kubectl scale`) it does not, and its Ready count says nothing yet.
     settled: bool = True
+    # A replica over several nodes (a LeaderWorkerSet): the pods of each group, and the groups not serving now (their
+    # leader missing, going or not Ready). A pod lost takes its whole group down and LeaderWorkerSet re-creates it
+    # (RecreateGroupOnPodRestart), so in a revision that was Ready these are groups restarting, not starting.
+    group_size: int = 1
+    groups_down: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,12 +175,20 @@ def start_deadline(observed: RevisionObservation, inp: SwapInput) -> dt.datetime
     return placement_clock(observed) + inp.placement_timeout
 
 
-def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: int) -> Verdict:
+def _ready_verdict(name: str, observed: RevisionObservation | None, replicas: int,
+                   good: frozenset[str] = frozenset()) -> Verdict:
     if replicas == 0:
         return Verdict("False", "ScaledToZero", f"spec.replicas is 0: revision {name} runs no engine pods")
+    grouped = observed is not None and observed.group_size > 1
+    units = f"groups of {observed.group_size} pods" if grouped else "engine pods"
     if is_ready(observed, replicas):
-        return Verdict("True", "EngineReady", f"revision {name}: {observed.ready}/{replicas} engine pods Ready")
+        return Verdict("True", "EngineReady", f"revision {name}: {observed.ready}/{replicas} {units} Ready")
     ready = observed.ready if observed else 0
+    if grouped and name in good and observed.groups_down:
+        return Verdict("False", "GroupRestarting", (
+            f"revision {name}: {ready}/{replicas} {units} Ready; {', '.join(observed.groups_down)} "
+            "restarting: a pod of the group was lost, and LeaderWorkerSet re-creates the whole group "
+            "(RecreateGroupOnPodRestart), its engine loading again on every node"))
     if observed and observed.unschedulable:
         return Verdict("False", "Unschedulable", f"revision {name}: {ready}/{replicas} Ready; "
                                                    f"scheduler: {observed.unschedulable}")
@@ -228,7 +241,7 @@ def _steady(inp: SwapInput, plan: SwapPlan, active: str) -> SwapPlan:
     plan.scale[active] = inp.replicas
     plan.service_revision = plan.active = active
     plan.delete += [name for name in inp.revisions if name != active and not draining(inp, name)]
-    plan.ready = _ready_verdict(active, observed, inp.replicas)
+    plan.ready = _ready_verdict(active, observed, inp.replicas, inp.good)
     if is_ready(observed, inp.replicas) and inp.replicas > 0:
         plan.mark_good = active
     return plan
@@ -245,7 +258,7 @@ def hold(inp: SwapInput) -> SwapPlan:
     plan.delete = [name for name in inp.revisions if name != active and not draining(inp, name)]
     if active is not None:
         observed = inp.revisions[active]
-        plan.ready = _ready_verdict(active, observed, observed.replicas)
+        plan.ready = _ready_verdict(active, observed, observed.replicas, inp.good)
     return plan
 
 
@@ -339,7 +352,7 @@ def _gate_waits_for_replicas(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
     beside the active one and passes its gate before traffic moves. Switching now would let it serve ungated
     the moment the serving is scaled up."""
     plan.scale[inp.active] = plan.scale[inp.desired] = 0
-    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), 0)
+    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), 0, inp.good)
     plan.progressing = Verdict("False", "ScaledToZero", f"spec.replicas is 0: revision {inp.desired} takes traffic "
                                                         f"once scaled up and through its gate ({inp.gate_source})")
     return plan
@@ -351,7 +364,7 @@ def _keep_active(inp: SwapInput, plan: SwapPlan, failure_reason: str) -> None:
     plan.failure_reason = failure_reason
     plan.delete.append(inp.desired)
     plan.scale[inp.active] = inp.replicas
-    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), inp.replicas)
+    plan.ready = _ready_verdict(inp.active, inp.revisions.get(inp.active), inp.replicas, inp.good)
 
 
 def _gate_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan | None:
@@ -370,7 +383,7 @@ def _gate_step(inp: SwapInput, plan: SwapPlan) -> SwapPlan | None:
         return plan
     if inp.gate is None:
         plan.scale[active] = plan.scale[desired] = inp.replicas
-        plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas)
+        plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas, inp.good)
         plan.run_gate = desired
         plan.progressing = Verdict("True", "Gating", f"revision {desired} is Ready; benchmarking it through its "
                                                      f"own pods before traffic moves ({inp.gate_source})")
@@ -392,7 +405,7 @@ def _switch(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
     plan.switched_from = active  # deleted once drained (see _steady)
     plan.still_draining = {name: left_at(inp, name) for name in draining_revisions(inp) if name not in (active, desired)}
     plan.mark_good = desired if inp.replicas > 0 else None
-    plan.ready = _ready_verdict(desired, inp.revisions.get(desired), inp.replicas)
+    plan.ready = _ready_verdict(desired, inp.revisions.get(desired), inp.replicas, inp.good)
     plan.progressing = Verdict("False", "RevisionActive", f"switched traffic from revision {active} to {desired}")
     plan.events.append(("Normal", "Switched", f"traffic moved from revision {active} to {desired} ({inp.strategy})"))
     return plan
@@ -403,7 +416,7 @@ def _start_beside(inp: SwapInput, plan: SwapPlan) -> SwapPlan:
     desired, active, new = inp.desired, inp.active, inp.revisions.get(inp.desired)
     plan.scale[active] = inp.replicas
     plan.scale[desired] = inp.replicas
-    plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas)
+    plan.ready = _ready_verdict(active, inp.revisions.get(active), inp.replicas, inp.good)
     if new is not None and new.unschedulable:
         plan.progressing = Verdict(
             "True", "InsufficientCapacity",

@@ -101,3 +101,30 @@ def test_a_fresh_read_lists_leader_worker_sets_only_for_a_serving_that_spans_nod
     from drafter_operator.controllers.serving.fresh import spans_nodes
     assert spans_nodes(two_node_body()) and not spans_nodes(seed_body())
     assert not spans_nodes({"spec": {"resources": {"nodesPerReplica": "2"}}})  # a refused spec read leniently
+
+
+def test_a_group_that_served_and_lost_a_pod_is_said_to_restart_as_a_whole_while_a_new_one_is_said_to_start():
+    world = World(two_node_body())
+    plan = world.decide()
+    world.apply(plan)
+    starting = world.condition("Ready")
+    assert (starting["status"], starting["reason"]) == ("False", "EngineStarting")  # never served: it starts
+    world.settle()
+    world.converge()
+    ready = world.condition("Ready")
+    (lws,) = world.deployments.values()
+    assert ready["status"] == "True" and "1/1 groups of 2 pods Ready" in ready["message"]
+    # A worker lost: LeaderWorkerSet takes the group down, and its leader is not Ready until the group is back.
+    lws["status"] = {"readyReplicas": 0, "observedGeneration": lws["metadata"]["generation"]}
+    plan = world.decide()
+    world.apply(plan)
+    restarting = world.condition("Ready")
+    assert (restarting["status"], restarting["reason"]) == ("False", "GroupRestarting")
+    assert f"group 0 (leader {lws['metadata']['name']}-0)" in restarting["message"]
+    assert "RecreateGroupOnPodRestart" in restarting["message"]
+    assert [e[:2] for e in plan.events if e[1] == "GroupRestarting"] == [("Warning", "GroupRestarting")]
+    # Traffic stays where it was, and nothing new starts: a restart is not a failure.
+    assert not [w for w in plan.writes if w.verb == "create"] and not plan.deletes
+    world.settle()
+    world.converge()
+    assert world.condition("Ready")["status"] == "True"

@@ -16,7 +16,7 @@ from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.controllers.serving import drafter_compatible
 from drafter_operator.controllers.swap import RevisionObservation
 from drafter_operator.resources.engine import ENGINE_CONTAINER
-from drafter_operator.resources.workloads import kind_of
+from drafter_operator.resources.workloads import GROUP, kind_of
 from drafter_operator.constants import GATE_LABEL, REVISION_LABEL, SERVING_LABEL
 
 
@@ -130,7 +130,20 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
         scheduled=min(filter(None, map(scheduled_at, current)), default=None),
         placement_started=min((timestamps.parse(p["metadata"]["creationTimestamp"]) for p in current
                                if p["metadata"].get("creationTimestamp")), default=None),
-        replica_failure=replica_failure(deployment))
+        replica_failure=replica_failure(deployment), **group_state(deployment, current))
+
+
+def group_state(workload: dict, current: list[dict]) -> dict:
+    """A LeaderWorkerSet's group size and the groups not serving now, by their leader pods (the only pods of a
+    group the serving's watch sees: the leaders carry its label). LeaderWorkerSet names group i's leader
+    ``<set>-<i>``; a group whose leader is missing, going or not Ready is down. Nothing for a Deployment."""
+    if kind_of(workload) is not GROUP:
+        return {}
+    name, spec = workload["metadata"]["name"], workload.get("spec") or {}
+    serving = {p["metadata"]["name"] for p in current if ready_with_ip(p)}
+    down = tuple(f"group {index} (leader {name}-{index})" for index in range(spec.get("replicas", 1))
+                 if f"{name}-{index}" not in serving)
+    return {"group_size": (spec.get("leaderWorkerTemplate") or {}).get("size", 1), "groups_down": down}
 
 
 def replica_failure(deployment: dict) -> tuple[dt.datetime, str] | None:
