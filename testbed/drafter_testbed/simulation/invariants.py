@@ -144,6 +144,8 @@ class Tracks:
         self.hands: list[tuple[float, str, str | None]] = []  # (time, what, revision) of hands on children
         self.admission_periods: list[tuple[float, float]] = []
         self.progress: dict[str, tuple[str, str, float]] = {}  # uid -> (Progressing reason, message, since)
+        # uid -> since when a revision other than the serving one holds GPUs while Progressing says InvalidSpec
+        self.refused_extra_since: dict[str, float] = {}
         self.asked: Asked | None = None
         self.ask_dirty_at: float | None = 0.0
         self.two_holding: set = set()  # the revisions holding GPUs together since two_since
@@ -874,7 +876,12 @@ def states_end(world) -> list[str]:
         # the revision the operator keeps as active.
         selected = world.selected_revision() or (serving.get("status") or {}).get("activeRevision")
         if not (world.cluster.revisions_holding_gpus(uid) - {selected}):
+            track.refused_extra_since.pop(uid, None)
             return []
+        # The bound is on the other revision's GPUs, so it counts from when they were taken, not from when the spec
+        # was refused: a spec made valid again starts a revision at once, and a crash before the status write
+        # leaves the refusal said beside it until the operator is back (its downtime is not counted).
+        since = max(since, track.refused_extra_since.setdefault(uid, t))
     elif reason in STATE_BOUNDS:
         bound = STATE_BOUNDS[reason](spec)
     else:
