@@ -36,10 +36,6 @@ def pod_gpus(pod: dict) -> int:
     return GPUS_PER_NODE
 
 
-def is_pod(key: str) -> bool:
-    return key.startswith(POD_COLLECTION + "/")
-
-
 def is_workload(key: str) -> bool:
     return any(f"/{plural}/" in key for plural in WORKLOAD_PLURALS)
 
