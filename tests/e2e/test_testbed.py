@@ -61,9 +61,10 @@ def test_gpu_deployment_is_scheduled_on_a_fake_gpu_node_and_becomes_ready(cluste
 
 @pytest.fixture(scope="session")
 def two_h100_nodes(local_cluster_only):
-    """Exactly two 8-GPU kwok nodes of a product no other test uses: a capacity we know."""
+    """Exactly two 8-GPU kwok nodes of a product no other test uses (the LeaderWorkerSet tests add H100 SXM nodes
+    of their own beside these): a capacity we know."""
     cluster = local_cluster_only
-    product = "NVIDIA-H100-80GB-HBM3"
+    product = "NVIDIA-H100-PCIe"
     nodes = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]]
     if not nodes:
         from drafter_testbed import cluster as local
