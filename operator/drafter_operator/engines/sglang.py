@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from drafter_operator.capture.spool import SPOOL_DIRECTORY
 from drafter_operator.engines import flags
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
@@ -552,3 +553,24 @@ def adaptive_dropped(spec) -> str | None:
     rendered = {"attn_dp_size": layout.data} if layout.data > 1 else {}
     return adaptive_dropped_by(SPECULATIVE_ALGORITHMS.get(spec.drafter.method),
                                {**given, **rendered, "speculative_eagle_topk": spec.drafter.eagle_topk})
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. Request capture: SGLang's own request logging into the capture spool (drafter_operator/capture/)
+# --------------------------------------------------------------------------------------------------
+
+#: --log-requests-level 3 logs the input and the output whole (sglang/srt/utils/request_logger.py
+#: _compute_metadata: 0 and 1 skip the text and token ids, 2 cuts each string and list to 2048 items). The output
+#: comes with it at every level that has the prompt; the sidecar drops it unless spec.capture.responses.
+CAPTURE_LOG_LEVEL = 3
+
+
+def capture_flags(capture) -> list[str]:
+    """The flags that make SGLang log each request as one JSON line into the spool: with a directory target,
+    sglang/srt/utils/log_utils.py writes ``<dir>/<hostname>_<rank>.log`` and rotates it hourly to
+    ``<name>.<YYYY-mm-dd_HH>`` without deleting any (backupCount 0): the sidecar deletes what it has read.
+    ``capture``: spec.capture, or None for no flags."""
+    if capture is None:
+        return []
+    return ["--log-requests", "--log-requests-level", str(CAPTURE_LOG_LEVEL), "--log-requests-format", "json",
+            "--log-requests-target", SPOOL_DIRECTORY]

@@ -1,0 +1,54 @@
+"""Which captured files a capture deletes from its claim: those older than the retention, then the oldest beyond
+the size cap. Files are named by the UTC hour their records were written in, so their names sort by age."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+#: A captured hour file: records appended during one UTC hour, one JSON object per line.
+_HOUR_FORMAT = "%Y%m%dT%H"
+_NAME_RE = re.compile(r"^capture-(\d{8}T\d{2})\.jsonl$")
+
+
+def hour_file(now: float) -> str:
+    """The file records written at ``now`` (seconds since the epoch) go to, e.g. capture-20261206T18.jsonl."""
+    return f"capture-{datetime.fromtimestamp(now, timezone.utc).strftime(_HOUR_FORMAT)}.jsonl"
+
+
+def hour_started(name: str) -> float | None:
+    """When the hour of a captured file began (seconds since the epoch), or None for a file that is not one of
+    ours (it is never deleted)."""
+    match = _NAME_RE.match(name)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), _HOUR_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclass(frozen=True)
+class CapturedFile:
+    name: str
+    size: int
+
+
+def to_delete(files: list[CapturedFile], now: float, retention_s: float, max_bytes: int) -> list[str]:
+    """The captured files to delete, oldest first: every file whose hour ended more than ``retention_s`` ago, then
+    the oldest of the rest until they fit in ``max_bytes``. The file of the current hour is never deleted for age;
+    it goes for size only when it alone exceeds the cap (the cap is a promise about the claim). Files that are not
+    ours are neither deleted nor counted."""
+    ours = sorted((started, f) for f in files if (started := hour_started(f.name)) is not None)
+    doomed: list[str] = []
+    kept: list[CapturedFile] = []
+    for started, f in ours:
+        if started + 3600 + retention_s < now:
+            doomed.append(f.name)
+        else:
+            kept.append(f)
+    total = sum(f.size for f in kept)
+    for f in kept:
+        if total <= max_bytes:
+            break
+        doomed.append(f.name)
+        total -= f.size
+    return doomed
