@@ -5,9 +5,9 @@ environment, and prints the lines they wrote as a JSON list.
     $DRAFTER_CLIENTS_PYTHON capture_logger_harness.py sglang <directory> <request id> <prompt> <response>
 
 The vLLM logging configuration's capture file already points into the directory. SGLang's request types import
-its multimodal helpers, which need torchvision: the clients' environment has it on top of the engines'. vLLM applies the file VLLM_LOGGING_CONFIG_PATH names through LoggingConfig's default when
-`vllm serve` configures logging from its arguments (vllm/logger.py configure_logging_from_args); this does the
-same with no arguments.
+its multimodal helpers, which need torchvision: the clients' environment has it on top of the engines'.
+vLLM applies the file VLLM_LOGGING_CONFIG_PATH names through LoggingConfig's default when `vllm serve` configures
+logging from its arguments (vllm/logger.py configure_logging_from_args); this does the same with no arguments.
 """
 
 from __future__ import annotations
