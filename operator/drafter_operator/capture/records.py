@@ -121,8 +121,6 @@ def vllm_line(line: str) -> RequestLine | None:
 
 # ---------------------------------------------------------------------------------------------------
 
-PARSERS = {"sglang": sglang_line, "vllm": vllm_line}
-
 
 def capture_record(engine: str, line: RequestLine, *, responses: bool, time: str) -> dict[str, Any] | None:
     """The record a capture writes for a kept request line, or None for a response when only prompts are kept."""

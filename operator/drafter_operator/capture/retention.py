@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
+
+from drafter_operator.timestamps import UTC, format_hour, parse_hour
 
 #: A captured hour file: records appended during one UTC hour, one JSON object per line.
-_HOUR_FORMAT = "%Y%m%dT%H"
-_NAME_RE = re.compile(r"^capture-(\d{8}T\d{2})\.jsonl$")
+_NAME_RE = re.compile(r"^capture-(\d{4}-\d{2}-\d{2}T\d{2})\.jsonl$")
 
 
 def hour_file(now: float) -> str:
-    """The file records written at ``now`` (seconds since the epoch) go to, e.g. capture-20261206T18.jsonl."""
-    return f"capture-{datetime.fromtimestamp(now, timezone.utc).strftime(_HOUR_FORMAT)}.jsonl"
+    """The file records written at ``now`` (seconds since the epoch) go to, e.g. capture-2026-12-06T18.jsonl."""
+    return f"capture-{format_hour(datetime.fromtimestamp(now, UTC))}.jsonl"
 
 
 def hour_started(name: str) -> float | None:
@@ -23,7 +24,10 @@ def hour_started(name: str) -> float | None:
     match = _NAME_RE.match(name)
     if match is None:
         return None
-    return datetime.strptime(match.group(1), _HOUR_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    try:
+        return parse_hour(match.group(1)).timestamp()
+    except ValueError:  # the right shape but no such hour (month 13)
+        return None
 
 
 @dataclass(frozen=True)

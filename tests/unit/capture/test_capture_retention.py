@@ -19,18 +19,19 @@ def files(*sizes: int) -> list[CapturedFile]:
 
 
 def test_hour_files_are_named_by_their_utc_hour_and_read_back() -> None:
-    assert hour_file(NOW) == "capture-20261206T18.jsonl"
-    assert hour_started("capture-20261206T18.jsonl") == datetime(2026, 12, 6, 18, tzinfo=timezone.utc).timestamp()
+    assert hour_file(NOW) == "capture-2026-12-06T18.jsonl"
+    assert hour_started("capture-2026-12-06T18.jsonl") == datetime(2026, 12, 6, 18, tzinfo=timezone.utc).timestamp()
     assert hour_started("notes.txt") is None
+    assert hour_started("capture-2026-13-06T18.jsonl") is None
 
 
 def test_files_past_retention_go_and_the_rest_stay() -> None:
     # retention 2h: the file of 15:00-16:00 ended 2.5h ago; 16:00-17:00 ended 1.5h ago
-    assert to_delete(files(1, 1, 1, 1), NOW, 2 * HOUR, 10**9) == ["capture-20261206T15.jsonl"]
+    assert to_delete(files(1, 1, 1, 1), NOW, 2 * HOUR, 10**9) == ["capture-2026-12-06T15.jsonl"]
 
 
 def test_the_oldest_go_beyond_the_size_cap() -> None:
-    assert to_delete(files(5, 5, 5), NOW, 100 * HOUR, 10) == ["capture-20261206T16.jsonl"]
+    assert to_delete(files(5, 5, 5), NOW, 100 * HOUR, 10) == ["capture-2026-12-06T16.jsonl"]
 
 
 def test_foreign_files_are_never_deleted_nor_counted() -> None:
