@@ -15,9 +15,11 @@ Phases:
    counted from the audit log (userAgent `kopf/...` for kopf's own watches, patches and Events,
    `drafter-operator/...` for its reconciler's client), reads and writes apart; CPU and RSS sampled from
    /proc every second; reconciles from its /metrics.
-4. New servings while the fleet exists: --samples servings created one at a time (a POST from this
-   process; t0 just before it) in namespace fleet-new, each timed to Deployment created, Deployment
-   Ready and serving Ready.
+4. New servings while the fleet exists: --samples servings on the normal path (a drafter no known-bad row
+   names, no acceptance watch on engine-less kwok pods) created one at a time (a POST from this process; t0
+   just before it) in namespace fleet-new, each timed to Deployment created, Deployment Ready and serving
+   Ready; the operator's writes and Events per serving from the audit log. Then all of them deleted at once:
+   the operator's writes until the garbage collector has removed their Deployments.
 5. Drafter swaps: --swaps servings (spread over the namespaces) get spec.drafter.numSpeculativeTokens
    changed at once (patches sent from --swaps threads); each is timed to "noticed" (status.observedGeneration
    reaches the new generation), to the new activeRevision Ready, and to its old Deployment gone.
@@ -233,6 +235,23 @@ def serving_manifest(namespace: str, name: str, gpus_per_replica: int) -> dict:
     return manifest
 
 
+def normal_path_manifest(namespace: str, name: str, gpus_per_replica: int) -> dict:
+    """A new serving on the normal path: a drafter no known-bad row names (the seed's EAGLE-3 on Kimi-K2.5 is the
+    story's known-bad combination, a Warning Event by design), and no acceptance watch (a kwok pod runs no engine,
+    so every scrape would fail, a MetricsUnavailable Warning by design)."""
+    manifest = serving_manifest(namespace, name, gpus_per_replica)
+    manifest["spec"]["drafter"] = {"method": "ngram", "numSpeculativeTokens": 4}
+    manifest["spec"].pop("acceptance", None)
+    return manifest
+
+
+def per_object(audit: dict, count: int) -> dict:
+    """The operator's writes and Event POSTs for each object of a phase (its ``count`` servings)."""
+    events = sum(n for key, n in audit["byAgentVerbResource"].items() if key.endswith("create events"))
+    return {"writes": round(audit["writes"] / count, 2), "events": round(events / count, 2),
+            "writesButEvents": round((audit["writes"] - events) / count, 2)} if count else {}
+
+
 def prepare(args: argparse.Namespace, cluster: base.Cluster, result: dict) -> None:
     t = time.monotonic()
     cluster.up(audit=True)
@@ -325,7 +344,7 @@ def new_servings(args, cluster, result: dict) -> None:
     try:
         for i in range(args.samples):
             key = (f"{NAMESPACE_PREFIX}new", f"new-{i:03d}")
-            body = serving_manifest(*key, args.gpus_per_replica)
+            body = normal_path_manifest(*key, args.gpus_per_replica)
             t0[key] = time.monotonic()
             custom.create_namespaced_custom_object(GROUP, VERSION, key[0], PLURAL, body)
             watcher.wait_until(f"new serving {key} Ready", lambda: key in watcher.serving_ready, 60)
@@ -333,8 +352,40 @@ def new_servings(args, cluster, result: dict) -> None:
         result["newServing"] = {**shares(watcher, list(t0), t0), "watchErrors": watcher.errors[:5]}
     finally:
         watcher.stop()
+    time.sleep(2)  # the apiserver writes a request's audit event when it completes
     result["newServing"]["audit"] = count_audit(read_audit(cluster.audit_log), wall0, time.time())
-    log(f"new servings: {result['newServing']['applyToReady']}")
+    result["newServing"]["perServing"] = per_object(result["newServing"]["audit"], args.samples)
+    log(f"new servings: {result['newServing']['applyToReady']}; each {result['newServing']['perServing']}")
+
+
+def deletes(args, cluster, result: dict) -> None:
+    """The new servings deleted at once: the operator's writes until their Deployments are gone (the garbage
+    collector deletes the children; the operator only forgets the servings)."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=cluster.kubeconfig)
+    api_client.user_agent = BENCH_AGENT  # not counted as the operator's in the audit log
+    custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
+    namespace = f"{NAMESPACE_PREFIX}new"
+    names = [f"new-{i:03d}" for i in range(args.samples)]
+    wall0, t0 = time.time(), time.monotonic()
+    for name in names:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def left() -> int:
+        items = apps.list_namespaced_deployment(namespace, label_selector=SERVING_LABEL).items
+        return sum(1 for d in items if d.metadata.labels.get(SERVING_LABEL) in names)
+    deadline = time.monotonic() + args.timeout
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if left():
+        raise BenchError(f"the deleted servings' Deployments are still there after {args.timeout} s")
+    gone = time.monotonic() - t0
+    time.sleep(5)  # anything the operator still does about them, and the audit events of the last requests
+    audit = count_audit(read_audit(cluster.audit_log), wall0, time.time())
+    result["deletes"] = {"count": len(names), "childrenGoneSeconds": round(gone, 2), "audit": audit,
+                         "perServing": per_object(audit, len(names))}
+    log(f"deletes: {len(names)} servings' children gone after {gone:.1f} s; each {result['deletes']['perServing']}")
 
 
 def swaps(args, cluster, keys: list[tuple], result: dict) -> None:
@@ -381,8 +432,10 @@ def swaps(args, cluster, keys: list[tuple], result: dict) -> None:
         }
     finally:
         watcher.stop()
+    time.sleep(2)  # the apiserver writes a request's audit event when it completes
     result["swaps"]["audit"] = count_audit(read_audit(cluster.audit_log), wall0, time.time())
-    log(f"swaps: all {len(targets)} done after {result['swaps']['allDoneSeconds']} s")
+    result["swaps"]["perSwap"] = per_object(result["swaps"]["audit"], len(targets))
+    log(f"swaps: all {len(targets)} done after {result['swaps']['allDoneSeconds']} s; each {result['swaps']['perSwap']}")
 
 
 def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result: dict) -> None:
@@ -416,6 +469,8 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
         if args.samples:
             new_servings(args, cluster, result)
             result["machine"]["loadavgAfterSamples"] = os.getloadavg()
+        if args.samples:
+            deletes(args, cluster, result)
         if args.swaps:
             swaps(args, cluster, keys, result)
             result["machine"]["loadavgAfterSwaps"] = os.getloadavg()
@@ -456,6 +511,7 @@ def checks(args, r: dict) -> dict[str, bool]:
         q = r.get("newServing", {}).get("applyToReady", {})
         out["new serving apply->Ready p50 < 0.5 s"] = q.get("p50", 1e9) < 0.5
         out["new serving apply->Ready p99 < 2 s"] = q.get("p99", 1e9) < 2
+        out["at most 4 operator writes per new serving"] = r.get("newServing", {}).get("perServing", {}).get("writes", 1e9) <= 4
     if args.swaps:
         out[f"{args.swaps} swaps finished"] = "swaps" in r
     if args.after_swaps_steady_seconds and args.swaps:
@@ -503,13 +559,20 @@ def report(r: dict) -> None:
                      "operatorDeploymentReadyToServingReady"):
             print(f"  {part}: {fmt(n[part])}")
         print(f"  operator requests meanwhile: {n['audit']['byAgentVerbResource']}")
+        print(f"  operator writes per new serving: {n['perServing']['writes']} ({n['perServing']['events']} Events)")
+    if "deletes" in r:
+        d = r["deletes"]
+        print(f"{d['count']} servings deleted at once: children gone after {d['childrenGoneSeconds']} s; operator writes "
+              f"per delete {d['perServing']['writes']} ({d['perServing']['events']} Events): "
+              f"{d['audit']['byAgentVerbResource']}")
     if "swaps" in r:
         s = r["swaps"]
         print(f"{s['count']} simultaneous drafter swaps ({s['strategy']}; patches sent in {s['patchesSentSeconds']} s): "
               f"all done after {s['allDoneSeconds']} s")
         for part in ("noticed", "newRevisionActiveAndReady", "oldDeploymentGone", "done"):
             print(f"  {part}: {fmt(s[part])}")
-        print(f"  operator requests meanwhile: {s['audit']['reads']} reads, {s['audit']['writes']} writes")
+        print(f"  operator requests meanwhile: {s['audit']['reads']} reads, {s['audit']['writes']} writes; per swap "
+              f"{s['perSwap']['writes']} writes ({s['perSwap']['events']} Events): {s['audit']['byAgentVerbResource']}")
     if "operatorWholeRun" in r:
         print(f"operator over the whole run: {r['operatorWholeRun']}; control plane RSS MiB {r.get('controlPlaneRssMiB')}")
     for check, ok in (r.get("checks") or {}).items():

@@ -339,6 +339,11 @@ STEPS = (
 )
 
 
+#: What the local cluster and the demo run. The other steps (crane, actionlint, helm-docs, krew) serve only the tests
+#: and the release; `./dev test` builds them (`drafter-operator cluster build`), the demo never waits for them.
+CLUSTER_STEPS = ("etcd", "kubernetes", "kwok", "helm", "prometheus", "coredns")
+
+
 def missing_steps(pins: Pins = PINS) -> list[Step]:
     out = bin_dir(pins)
     return [s for s in STEPS if not all((out / o).is_file() for o in s.outputs)]

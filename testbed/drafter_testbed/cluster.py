@@ -26,7 +26,7 @@ import yaml
 from rich.console import Console
 
 from drafter_testbed import certs, processes
-from drafter_testbed.build import ensure_binaries
+from drafter_testbed.build import CLUSTER_STEPS, ensure_binaries
 from drafter_testbed.nodes import (
     KWOK,
     RUNTIME_LABEL,
@@ -525,7 +525,7 @@ def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict
         console.print(f"Stopping leftovers of an unhealthy local cluster: {', '.join(leftovers)}")
         down(layout=layout)
     started = time.monotonic()
-    bins = ensure_binaries()
+    bins = ensure_binaries(only=CLUSTER_STEPS)
     ports = Ports(port_base)
     _check_ports_free(ports)
     try:

@@ -179,12 +179,12 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
     shown = alerts.changes_since(0)
     demo_alerts.print_changes(console, shown, "Alerts the chart's rules raised so far (seconds since kubectl apply)")
-    python = demo_training.training_python()
+    python = demo_training.training_python(console)
     if python:
         servings = show_trained_promotion(layout, python, max_tokens, prompts, results)
     else:
-        console.print("\nDRAFTER_TRAINING_PYTHON is unset (`./dev demo` builds the training environment and sets "
-                      "it): the retrained drafter is declared by hand instead of trained by a DrafterTraining.")
+        console.print("\nNo training environment (`./dev demo` builds it in the background; DRAFTER_TRAINING_PYTHON "
+                      "names one): the retrained drafter is declared by hand instead of trained by a DrafterTraining.")
         servings = show_gated_promotion(max_tokens, prompts, results)
     # Once, after whichever promotion ran: the serving, its revisions, pods and gate benchmarks as one tree.
     show_plugin_tree(DEGRADING)

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -33,10 +34,53 @@ CPU_ENV = [{"name": "VLLM_TARGET_DEVICE", "value": "cpu"}, {"name": "TOKENIZERS_
            {"name": "TRANSFORMERS_OFFLINE", "value": "1"}]
 
 
-def training_python() -> str | None:
-    """The training environment from DRAFTER_TRAINING_PYTHON (`./dev demo` builds and exports it)."""
+#: Where `./dev demo` builds the training environment in the background: a directory that gets ``python`` (the
+#: environment's interpreter) and ``status`` (the build's exit status) when the build ends, ``build.log`` meanwhile.
+TRAINING_ENV_BUILD = "DRAFTER_TRAINING_ENV_BUILD"
+#: How long the training scene waits for that build. A cold one downloads and installs the engines' environment
+#: (about 7 GB: about 3 minutes with the wheels in pip's cache, longer where they download) and then the training
+#: frameworks' (33 s, docs/training.md).
+TRAINING_ENV_WAIT_SECONDS = 45 * 60
+
+
+def training_python(console: Console | None = None) -> str | None:
+    """The training environment: DRAFTER_TRAINING_PYTHON, else the one `./dev demo` builds in the background
+    (waited for here, with its progress); None when neither is there or the build failed (said on ``console``)."""
     python = os.environ.get("DRAFTER_TRAINING_PYTHON")
-    return python if python and os.access(python, os.X_OK) else None
+    if python:
+        return python if os.access(python, os.X_OK) else None
+    build = os.environ.get(TRAINING_ENV_BUILD)
+    return wait_for_background_build(Path(build), console or Console()) if build else None
+
+
+def wait_for_background_build(build: Path, console: Console, timeout: float = TRAINING_ENV_WAIT_SECONDS) -> str | None:
+    """The background build's interpreter once it ends, showing its last log line meanwhile; None (with the log's
+    tail said) when it failed or did not end within ``timeout``."""
+    started = time.monotonic()
+    status_file, log = build / "status", build / "build.log"
+    with console.status("waiting for the training environment") as shown:
+        while not status_file.exists() and time.monotonic() - started < timeout:
+            last = next((line for line in reversed(_read(log).splitlines()) if line.strip()), "")
+            shown.update(f"waiting for the training environment (built in the background since the demo started; "
+                         f"{time.monotonic() - started:.0f} s of up to {timeout / 60:.0f} min here): {last[-100:]}")
+            time.sleep(1)
+    status = _read(status_file).strip()
+    if status == "0" and (build / "python").exists():
+        python = _read(build / "python").strip()
+        if os.access(python, os.X_OK):
+            console.print(f"The training environment is ready ({python}).")
+            return python
+    why = f"exited with status {status}" if status else f"did not finish within {timeout / 60:.0f} min"
+    tail = "\n".join(_read(log).splitlines()[-15:])
+    console.print(f"[yellow]The training environment's build {why}[/] (its log: {log}):\n{tail}")
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def prepare(layout: local.Layout, namespace: str, target: str, python: str, kubectl) -> None:

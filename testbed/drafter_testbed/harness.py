@@ -18,11 +18,12 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from drafter_testbed import cluster as local
 from drafter_testbed.processes import free_port
+from drafter_testbed.reads import ApiReads, ReadFailed
 from drafter_testbed.versions import bin_dir
 
 
@@ -36,6 +37,7 @@ class Cluster:
     kubeconfig: str
     local: bool  # the embedded cluster with a process runner (pods really run)
     bin_dir: Path
+    _reads: ApiReads | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def env(self) -> dict[str, str]:
@@ -50,7 +52,15 @@ class Cluster:
         return proc
 
     def get_json(self, *args: str) -> dict:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        """`kubectl get <args> -o json`'s answer; the plain forms are read over a kept-alive connection instead of
+        a kubectl process each (reads.py says why), the others run kubectl."""
+        if self._reads is None:
+            self._reads = ApiReads(self.kubeconfig)
+        try:
+            answer = self._reads.get(args)
+        except ReadFailed as failed:
+            raise KubectlError(f"kubectl get {' '.join(args)} -o json failed (1): {failed}") from None
+        return answer if answer is not None else json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
     def api_client(self):
         from kubernetes import config

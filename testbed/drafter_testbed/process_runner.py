@@ -756,7 +756,8 @@ class Runner:
         for key in [k for k in self.listeners if k not in wanted]:
             server, _ = self.listeners.pop(key)
             server.close()
-        await asyncio.to_thread(self._publish_pod_names, services)
+        # The routes first, and whatever the names' publication meets never holds them back: a selector that moved
+        # (a BlueGreen switch) must move the connections that follow at once, as kube-proxy's rules do.
         for key, route in wanted.items():
             if key in self.listeners:
                 self.listeners[key][1].update(route)
@@ -769,6 +770,10 @@ class Runner:
                 log.warning("cannot listen on %s:%s for a Service: %s", key[0], key[1], exc)
                 continue
             self.listeners[key] = (server, route)
+        try:
+            await asyncio.to_thread(self._publish_pod_names, services)
+        except Exception:  # noqa: BLE001 - one pod's odd record must not stop the next sync
+            log.exception("publishing the pods' names for CoreDNS failed")
 
     def _publish_pod_names(self, services: list[dict]) -> None:
         """Write the names of pods behind headless Services for CoreDNS (its hosts plugin rereads the file

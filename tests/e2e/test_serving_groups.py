@@ -44,6 +44,10 @@ def drain_report(cluster, namespace: str, name: str, operator_log) -> str:
     pods = cluster.get_json("-n", namespace, "pods")["items"]
     lines = [line for line in operator_log.read_text(errors="replace").splitlines()
              if f"/{name}" in line and " DEBUG " not in line and "succeeded" not in line]
+    from drafter_testbed import cluster as local  # the process runner plays kube-proxy: did its routes follow?
+    runner_log = local.Layout().logs / "runner.log"
+    runner = [line for line in (runner_log.read_text(errors="replace").splitlines() if runner_log.exists() else [])
+              if "failed" in line or "Traceback" in line or "cannot listen" in line]
     return "\n".join([
         f"status: active={status.get('activeRevision')} previous={status.get('previousRevision')} "
         f"conditions={[(c['type'], c['status'], c.get('reason')) for c in status.get('conditions') or []]}",
@@ -51,7 +55,7 @@ def drain_report(cluster, namespace: str, name: str, operator_log) -> str:
         "pods: " + "; ".join(f"{p['metadata']['name']} ip={p['status'].get('podIP')} "
                               f"ready={[c['status'] for c in p['status'].get('conditions') or [] if c['type'] == 'Ready']} "
                               f"deleting={bool(p['metadata'].get('deletionTimestamp'))}" for p in pods),
-        "operator:", *lines[-40:]])
+        "operator:", *lines[-40:], "process runner (its failures):", *runner[-10:]])
 
 
 @pytest.mark.cluster_lock("lws-nodes")

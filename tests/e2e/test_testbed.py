@@ -61,10 +61,12 @@ def test_gpu_deployment_is_scheduled_on_a_fake_gpu_node_and_becomes_ready(cluste
 
 @pytest.fixture(scope="session")
 def two_h100_nodes(local_cluster_only):
-    """Exactly two 8-GPU kwok nodes of a product no other test uses: a capacity we know."""
+    """Exactly two 8-GPU kwok nodes of their own (the LeaderWorkerSet tests add nodes of the same product beside
+    them, tainted for their own pods alone): a capacity we know."""
     cluster = local_cluster_only
     product = "NVIDIA-H100-80GB-HBM3"
-    nodes = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]]
+    nodes = [n["metadata"]["name"] for n in cluster.get_json("nodes", "-l", f"nvidia.com/gpu.product={product}")["items"]
+             if n["metadata"]["name"].rsplit("-", 1)[0] == "capacity"]
     if not nodes:
         from drafter_testbed import cluster as local
 
@@ -328,3 +330,37 @@ def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_
             local.up(port_base=ports.base, layout=layout)
     assert f"apiserver={ports.apiserver}" in str(error.value) and "--port-base" in str(error.value)
     assert local.running_components(layout) == {}
+
+
+def _without_changing_parts(answer: dict) -> dict:
+    """An answer without what moves between two reads (a node's heartbeat, a lease's renewal)."""
+    answer = json.loads(json.dumps(answer))
+    for item in answer["items"] if answer.get("kind") == "List" else [answer]:
+        item.pop("status", None)
+        item.get("spec", {}).pop("renewTime", None)
+        for key in ("resourceVersion", "managedFields"):
+            item.get("metadata", {}).pop(key, None)
+    return answer
+
+
+def test_the_harness_reads_answer_what_kubectl_answers(cluster, namespace):
+    """The harness reads plain `get`s over its own connection (drafter_testbed/reads.py): each answer must be
+    kubectl's, names resolved as kubectl resolves them (short names, kinds, type.group, the core group first)."""
+    _apply(cluster, namespace, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "labels": {"a": "b"}}},
+           {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two"}})
+    # Only what no other worker changes meanwhile: this namespace's objects and cluster-wide objects by name.
+    forms = [("-n", namespace, "cm"), ("configmaps", "-n", namespace, "-l", "a=b"), ("configmap", "two", "-n", namespace),
+             ("cm/one", f"--namespace={namespace}"), ("ns", namespace), ("namespace", namespace),
+             ("crd", "drafterservings.drafter.dev"), ("customresourcedefinitions.apiextensions.k8s.io/drafterservings.drafter.dev",),
+             ("dsv", "-n", namespace), ("drafterservings.drafter.dev", "-n", namespace), ("events", "-n", namespace),
+             ("serviceaccounts", "--namespace", namespace, "--field-selector", "metadata.name=default")]
+    for form in forms:
+        ours = cluster.get_json(*form)
+        kubectls = json.loads(cluster.kubectl("get", *form, "-o", "json").stdout)
+        assert _without_changing_parts(ours) == _without_changing_parts(kubectls), form
+    assert [i["metadata"]["name"] for i in cluster.get_json("-n", namespace, "cm", "-l", "a=b")["items"]] == ["one"]
+    with pytest.raises(AssertionError, match=r'NotFound.*configmaps "three" not found'):
+        cluster.get_json("-n", namespace, "configmap", "three")
+    # A form it does not read (an output option) is kubectl's, and answers the same.
+    names = [i["metadata"]["name"] for i in cluster.get_json("-n", namespace, "cm", "--sort-by", ".metadata.name")["items"]]
+    assert {"one", "two"} <= set(names) and names == sorted(names)

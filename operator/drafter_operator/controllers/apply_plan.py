@@ -1,6 +1,7 @@
 """Carry out any kind's `Plan` (plan.py) through the Kube client, in one order:
 
-1. ``record_first``, a status patch written before any child is touched;
+1. ``record_first``, a status patch written before any child is touched (with no child write in the plan, it
+   is written with ``status`` in one patch: nothing comes between them for a crash to split);
 2. the child ``writes`` in the plan's order. Every create carries the resource as its controlling owner. A
    create that meets AlreadyExists reads the object of that name (where the kind's `Rules.holder` can): ours
    (it names the resource among its owners) is adopted, its lost labels put back where the kind's watches
@@ -27,7 +28,7 @@ from typing import Callable
 
 from drafter_operator.constants import API_GROUP_VERSION
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.controllers.plan import Plan, Write
+from drafter_operator.controllers.plan import Plan, Write, one_status_write
 from drafter_operator.kube import ApiError, Kube
 from drafter_operator.monitoring import operator_metrics as metrics
 
@@ -102,6 +103,7 @@ def apply_plan(kube: Kube, rules: Rules, body: dict, plan: Plan, post_event: Bou
                clock: Callable[[], dt.datetime]) -> Written:
     """Write ``plan`` of the resource ``body`` (as the decision read it) in the order above."""
     writer = PlanWriter(kube, rules, body, post_event, clock)
+    plan = one_status_write(plan)
     if plan.record_first:
         writer.patch_status(plan.record_first)
     plan, refused = writer.write_children(plan)

@@ -74,9 +74,6 @@ LOOP_RESTART_SECONDS = 60.0
 # How long the operator's cleanup waits for the loops' own cleanups (kopf's daemon cancellation timeout was 5 s).
 LOOP_STOP_SECONDS = 5.0
 
-#: The serving loop's own account of a drain it cannot measure (the serving controller's logger).
-DRAIN_LOG = logging.getLogger("drafter.serving")
-
 
 # The children's kinds the operator watches (indexes and event handlers below). Every child carries MANAGED_BY.
 CHILD_RESOURCES = (("", "v1", "pods"), ("apps", "v1", "deployments"), ("", "v1", "services"), ("batch", "v1", "jobs"),
@@ -317,9 +314,9 @@ async def read_drain(observed, snapshot: dict) -> None:
             observed.in_flight[draining] = requests
         else:
             meta = snapshot.get("metadata") or {}
-            DRAIN_LOG.info("%s/%s: revision %s drains with its requests in flight unknown (its engines' metrics did "
-                           "not answer): it is kept until spec.swap.drainTimeout", meta.get("namespace"),
-                           meta.get("name"), draining)
+            serving_loop.log.info("%s/%s: revision %s drains with its requests in flight unknown (its engines' "
+                                  "metrics did not answer): it is kept until spec.swap.drainTimeout",
+                                  meta.get("namespace"), meta.get("name"), draining)
 
 
 async def stop_serving_loop(tasks: set[asyncio.Task], monitor: AcceptanceMonitor, in_flight: set[Future],

@@ -9,7 +9,7 @@ the kind that made them: what differs between kinds is the resource the plan is 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_PLURAL
 from drafter_operator.controllers.conditions import Event
@@ -87,3 +87,22 @@ class Plan:
     def counted(self, counter: str) -> Count | None:
         """The plan's increment of ``counter``, if it has one."""
         return next((c for c in self.counts if c.counter == counter), None)
+
+
+def compose_merge_patches(first: dict, second: dict) -> dict:
+    """One JSON merge patch (RFC 7386) with the effect of ``first`` then ``second``: objects merge key by key, and
+    anything else in ``second`` (a value, a list, a null that removes) replaces what ``first`` said."""
+    out = dict(first)
+    for key, value in second.items():
+        out[key] = compose_merge_patches(out[key], value) \
+            if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def one_status_write(plan: Plan) -> Plan:
+    """The plan with its record written in the same status write as its status when no child write comes between
+    them: the record goes first only so that a crash amid the child writes cannot lose it. A serving's first
+    Ready (its revision recorded good, its conditions) is then one write, not two."""
+    if not plan.record_first or plan.writes:
+        return plan
+    return replace(plan, record_first={}, status=compose_merge_patches(plan.record_first, plan.status))

@@ -22,15 +22,16 @@ from drafter_operator.kube import ApiError, Kube
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-KINDS = {"deployments": "Deployment", "services": "Service", "pods": "Pod",
+KINDS = {"deployments": "Deployment", "leaderworkersets": "LeaderWorkerSet", "services": "Service", "pods": "Pod",
          "drafterservings": "DrafterServing", "drafterbenchmarks": "DrafterBenchmark",
          "draftertrainings": "DrafterTraining", "jobs": "Job", "persistentvolumeclaims": "PersistentVolumeClaim",
          "configmaps": "ConfigMap"}
-GROUPS = {"deployments": "deployments.apps", "drafterservings": "drafterservings.drafter.dev",
+GROUPS = {"deployments": "deployments.apps", "leaderworkersets": "leaderworkersets.leaderworkerset.x-k8s.io",
+          "drafterservings": "drafterservings.drafter.dev",
           "drafterbenchmarks": "drafterbenchmarks.drafter.dev", "services": "services", "pods": "pods",
           "draftertrainings": "draftertrainings.drafter.dev", "jobs": "jobs.batch",
           "persistentvolumeclaims": "persistentvolumeclaims", "configmaps": "configmaps"}
-WITH_STATUS = {"deployments", "drafterservings", "drafterbenchmarks", "services", "pods", "draftertrainings", "jobs",
+WITH_STATUS = {"deployments", "leaderworkersets", "drafterservings", "drafterbenchmarks", "services", "pods", "draftertrainings", "jobs",
                "persistentvolumeclaims"}
 CUSTOM_NAME_MAX = 52
 PVC_PROTECTION = "kubernetes.io/pvc-protection"  # api/kind.py: the CRDs' CEL rule on metadata.name

@@ -1,5 +1,5 @@
-"""The cluster's own controllers: Deployments -> pods (Recreate inside a Deployment), a GPU scheduler
-over a finite set of 8-GPU nodes, the kubelet (slow starts, Ready, engine exits, never-ready starts),
+"""The cluster's own controllers: Deployments -> pods (Recreate inside a Deployment), LeaderWorkerSets -> groups of
+pods (groups.py), a GPU scheduler over a finite set of 8-GPU nodes, the kubelet (slow starts, Ready, engine exits, never-ready starts),
 node loss, the garbage collector's timing, and the benchmark controller finishing gate DrafterBenchmarks.
 
 Every write goes through the fake apiserver (`put`, `patch_as`, `remove`), so the operator's view and
@@ -10,7 +10,6 @@ once per revision from the scenario seed: a broken config crashes every time, as
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 
@@ -19,11 +18,21 @@ from drafter_operator.resources.engine import ENGINE_CONTAINER
 from drafter_operator.resources.gate import GATE_LABEL
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
 
-NS = "team"
-POD_COLLECTION = f"/api/v1/namespaces/{NS}/pods"
-GPUS_PER_NODE = 8
+from drafter_testbed.simulation.groups import GroupController, is_leader, is_worker
+from drafter_testbed.simulation.objects import (  # noqa: F401 - NS, owner_uid, ready: the world's modules read them here
+    GPUS_PER_NODE,
+    NS,
+    POD_COLLECTION,
+    owner_uid,
+    pod_gpus,
+    ready,
+    template_hash,
+    workloads_of,
+)
+
 TERMINATION_GRACE = 10.0  # seconds a deleted pod keeps its GPUs
 FAST_STARTUP = 40.0  # seconds to Ready of a revision in `fast_start`
+WORKER_START = 5.0  # seconds from a group worker's scheduling to its container running
 DEAD_ENDPOINT = "DeadEndpoint"  # a gate's verdict when it was aimed at no live pod (the operator's mistake)
 
 
@@ -47,28 +56,6 @@ def fate_of(seed: int, revision: str) -> Fate:
                 gate_seconds=rng.uniform(120, 1200), acceptance=rng.uniform(0.45, 0.85))
 
 
-def template_hash(template: dict) -> str:
-    return hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
-
-
-def ready(pod: dict) -> bool:
-    status = pod.get("status") or {}
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
-def owner_uid(obj: dict) -> str | None:
-    refs = obj["metadata"].get("ownerReferences") or []
-    return refs[0].get("uid") if refs else None
-
-
-def pod_gpus(pod: dict) -> int:
-    for container in pod["spec"].get("containers") or []:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if "nvidia.com/gpu" in limits:
-            return int(limits["nvidia.com/gpu"])
-    return GPUS_PER_NODE
-
-
 class Cluster:
     def __init__(self, world, nodes: int):
         self.world = world
@@ -84,6 +71,14 @@ class Cluster:
         self.removal_cause: dict[str, str] = {}  # pod key -> why it is going
         self.deleted_by: dict[str, str] = {}  # Deployment uid -> who deleted it (actor)
         self.fast_start: set[str] = set()  # revisions that load quickly (a second swap within the first's drain)
+        self.groups = GroupController(self)
+
+    def workload_changed(self, key: str) -> None:
+        """A pod of this workload changed: its controller looks again."""
+        if "/leaderworkersets/" in key:
+            self.groups.changed(key)
+        else:
+            self.deployment_changed(key)
 
     # ------------------------------------------------------------------ Deployment controller
     def deployment_changed(self, key: str) -> None:
@@ -149,8 +144,12 @@ class Cluster:
                                                  "controller": True}]},
                "spec": {**template.get("spec", {})},
                "status": {"phase": "Pending"}}
-        key = f"{POD_COLLECTION}/{name}"
-        self.api.put("deployment-controller", key, pod)
+        self.add_pod("deployment-controller", f"{POD_COLLECTION}/{name}", pod)
+
+    def add_pod(self, actor: str, key: str, pod: dict) -> None:
+        """A controller's new pod, for the scheduler to place."""
+        assert key not in self.api.store, f"{actor} would replace {key}, which is still there"
+        self.api.put(actor, key, pod)
         self.pending.append(key)
         self.clock.after(0.2, self.schedule)
 
@@ -159,16 +158,17 @@ class Cluster:
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
         self.removal_cause[key] = cause
+        self.groups.pod_leaving(pod, cause)
         self.api.put("deployment-controller", key, {
             **pod, "metadata": {**pod["metadata"], "deletionTimestamp": self.clock.iso()},
             "status": {**pod["status"], "conditions": [c for c in pod["status"].get("conditions") or []
                                                        if c["type"] != "Ready"] + [{"type": "Ready", "status": "False"}]}})
-        self.clock.after(TERMINATION_GRACE, self.pod_gone, key)
+        self.clock.after(TERMINATION_GRACE, self.pod_gone, key, pod["metadata"]["uid"])
 
-    def pod_gone(self, key: str) -> None:
+    def pod_gone(self, key: str, uid: str | None = None) -> None:
         pod = self.api.store.get(key)
-        if pod is None:
-            return
+        if pod is None or (uid is not None and pod["metadata"]["uid"] != uid):
+            return  # gone already (its node was lost), and a group's pod of the same name may be there now
         node = pod["spec"].get("nodeName")
         self.api.store.get(key) and self.api._drop("kubelet", "pods", key)
         if node in self.used:
@@ -177,17 +177,14 @@ class Cluster:
         if key in self.pending:
             self.pending.remove(key)
         self.removal_cause.pop(key, None)
-        uid = owner_uid(pod)
-        owner_key = self.api.by_uid.get(uid)
-        if owner_key:
-            self.deployment_changed(owner_key)
+        self._owner_changed(pod)
 
-    def collect_pods_of_gone_deployments(self) -> None:
-        """The garbage collector's part for pods: a pod whose Deployment is gone terminates."""
+    def collect_pods_of_gone_workloads(self) -> None:
+        """The garbage collector's part for pods: a pod whose Deployment or LeaderWorkerSet is gone terminates."""
         for key, pod in list(self.api.store.items()):
             if key.startswith(POD_COLLECTION + "/") and owner_uid(pod) and owner_uid(pod) not in self.api.by_uid:
                 actor = self.deleted_by.get(owner_uid(pod), "garbage-collector")
-                self.delete_pod(key, "serving-deleted" if actor == "garbage-collector" else f"deployment-deleted:{actor}")
+                self.delete_pod(key, "serving-deleted" if actor == "garbage-collector" else f"workload-deleted:{actor}")
 
     # ------------------------------------------------------------------ scheduler and kubelet
     def schedule(self) -> None:
@@ -212,20 +209,28 @@ class Cluster:
                                             "status": {"phase": "Pending", "conditions": [
                                                 {"type": "PodScheduled", "status": "True",
                                                  "lastTransitionTime": self.clock.iso()}]}})
-            self.world.track.pod_scheduled(pod)
+            worker = is_worker(pod)
+            if not worker:  # a group's worker serves nothing: its leader's times are the revision's
+                self.world.track.pod_scheduled(pod)
             revision = pod["metadata"]["labels"].get(REVISION_LABEL, "")
             fate = fate_of(self.world.seed, revision)
             rng = self.world.rng
+            uid = pod["metadata"]["uid"]
             if fate.broken:
-                self.clock.after(rng.uniform(20, 180), self.engine_exits, key)
+                self.clock.after(rng.uniform(20, 180), self.engine_exits, key, uid)
+            elif worker:  # no probe: Ready once its container runs (its rank joins the leader's engine)
+                self.clock.after(WORKER_START, self.engine_ready, key, uid)
             elif not fate.never_ready:
                 startup = FAST_STARTUP if revision in self.fast_start else fate.startup
-                self.clock.after(startup * rng.uniform(0.8, 1.25), self.engine_ready, key)
+                self.clock.after(startup * rng.uniform(0.8, 1.25), self.engine_ready, key, uid)
 
-    def engine_ready(self, key: str) -> None:
+    def engine_ready(self, key: str, uid: str | None = None) -> None:
         pod = self.api.store.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName") \
+                or (uid is not None and pod["metadata"]["uid"] != uid):
             return
+        if is_leader(pod) and not self.groups.engine_loaded(key, pod):
+            return  # the leader's engine waits for every rank of its group
         self.ip_seq += 1
         status = {"phase": "Running", "podIP": f"10.{self.ip_seq // 65536 % 256}.{self.ip_seq // 256 % 256}.{self.ip_seq % 256}",
                   "conditions": [c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
@@ -233,12 +238,14 @@ class Cluster:
                   "containerStatuses": [{"name": ENGINE_CONTAINER, "ready": True, "started": True,
                                          "state": {"running": {}}, "restartCount": 0}]}
         self.api.put("kubelet", key, {**pod, "status": status})
-        self.world.track.pod_ready(pod)
+        if not is_worker(pod):
+            self.world.track.pod_ready(pod)
         self._owner_changed(pod)
 
-    def engine_exits(self, key: str) -> None:
+    def engine_exits(self, key: str, uid: str | None = None) -> None:
         pod = self.api.store.get(key)
-        if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+        if pod is None or pod["metadata"].get("deletionTimestamp") or not pod["spec"].get("nodeName") \
+                or (uid is not None and pod["metadata"]["uid"] != uid):
             return
         self.world.track.engine_exited(pod)
         status = {"phase": "Running", "conditions": [c for c in pod["status"].get("conditions") or []
@@ -255,7 +262,7 @@ class Cluster:
     def _owner_changed(self, pod: dict) -> None:
         owner_key = self.api.by_uid.get(owner_uid(pod) or "")
         if owner_key:
-            self.deployment_changed(owner_key)
+            self.workload_changed(owner_key)
 
     # ------------------------------------------------------------------ node loss
     def lose_node(self, node: str, back_after: float) -> None:
@@ -266,6 +273,7 @@ class Cluster:
         for key, pod in list(self.api.store.items()):
             if key.startswith(POD_COLLECTION + "/") and pod["spec"].get("nodeName") == node:
                 self.removal_cause[key] = "node-loss"
+                self.groups.pod_leaving(pod, "node-loss")
                 self.api._drop("node-lifecycle", "pods", key)
                 self._owner_changed(pod)
         self.used.pop(node, None)
@@ -278,7 +286,7 @@ class Cluster:
 
     def revisions_holding_gpus(self, uid: str) -> set[str]:
         """Revisions of a serving (by the serving's uid) whose pods hold GPUs (bound to a node)."""
-        owned = {k for k, d in self.api.store.items() if "/deployments/" in k and owner_uid(d) == uid}
+        owned = set(workloads_of(self.api.store, uid))
         out = set()
         for k, pod in self.api.store.items():
             if k.startswith(POD_COLLECTION + "/") and pod["spec"].get("nodeName") and \

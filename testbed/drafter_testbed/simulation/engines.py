@@ -11,7 +11,7 @@ from __future__ import annotations
 from drafter_operator import engines
 from drafter_operator.engines import metrics as m
 from drafter_operator.acceptance import verdict as a
-from drafter_operator.resources.labels import REVISION_LABEL
+from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
 
 from drafter_testbed.simulation.cluster import fate_of, ready
 
@@ -30,8 +30,10 @@ class Engines:
         if self.world.metrics_fault == "unknown":
             return a.AcceptanceSample.unavailable(at, "GET http://10.0.0.1:8000/metrics: connection refused")
         prefix = f"/api/v1/namespaces/{self.world.namespace}/pods/"
+        # The serving's pods as the operator's index holds them (its label): a group's leaders, never its workers.
         pods = [p for k, p in view.items() if k.startswith(prefix) and not p["metadata"].get("deletionTimestamp")
                 and (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision and ready(p)
+                and (p["metadata"].get("labels") or {}).get(SERVING_LABEL) == self.world.name
                 and p["status"].get("podIP")]
         if not pods:
             return a.AcceptanceSample(at=at)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from drafter_testbed.simulation.clock import T0
 from drafter_testbed.simulation.cluster import DEAD_ENDPOINT, fate_of, owner_uid
+from drafter_testbed.simulation.objects import WORKLOAD_PLURALS, pod_templates
 from drafter_testbed.simulation.engines import below
 
 LOW_REASONS = ("LowAcceptanceRate", "LowAcceptanceLength")
@@ -34,6 +35,10 @@ VIEW_CHECK_GRACE = 600.0
 SETTLE_SLACK = 900.0  # scheduling, termination, watch and reconcile delays (generous)
 DELETE_BOUND = 900.0  # a deleted serving's children and the serving itself are gone by then
 NODE_LOSS_GRACE = 3600.0
+#: A StatefulSet's name is at most 52 characters (its pods' controller-revision-hash label holds it and a hash of up to
+#: 10 in 63); LWS names each group's worker StatefulSet <set>-<group index>, and a set has at most 64 groups.
+STATEFULSET_NAME_MAX = 52
+LAST_GROUP_INDEX = 63
 
 
 def startup_limit(spec: dict) -> float:
@@ -144,6 +149,8 @@ class Tracks:
         self.hands: list[tuple[float, str, str | None]] = []  # (time, what, revision) of hands on children
         self.admission_periods: list[tuple[float, float]] = []
         self.progress: dict[str, tuple[str, str, float]] = {}  # uid -> (Progressing reason, message, since)
+        # uid -> since when a revision other than the serving one holds GPUs while Progressing says InvalidSpec
+        self.refused_extra_since: dict[str, float] = {}
         self.asked: Asked | None = None
         self.ask_dirty_at: float | None = 0.0
         self.two_holding: set = set()  # the revisions holding GPUs together since two_since
@@ -170,10 +177,10 @@ class Tracks:
         return any(what == "scale" and r == revision for _, what, r in self.hands)
 
     def facts(self, pod: dict) -> RevisionFacts | None:
-        """The record of the revision a pod belongs to, by the serving uid owning its Deployment."""
+        """The record of the revision a pod belongs to, by the serving uid owning its Deployment or LeaderWorkerSet."""
         api = self.world.api
-        deployment = api.store.get(api.by_uid.get(owner_uid(pod) or "", ""))
-        uid = owner_uid(deployment) if deployment else None
+        workload = api.store.get(api.by_uid.get(owner_uid(pod) or "", ""))
+        uid = owner_uid(workload) if workload else None
         revision = (pod["metadata"].get("labels") or {}).get(REVISION_LABEL)
         if not uid or not revision:
             return None
@@ -266,11 +273,15 @@ class Tracks:
         if old is not None and old["metadata"]["uid"] in self.foreign_uids:
             verb = "deleted" if new is None else "patched"
             self.report("never-adopt", f"the operator {verb} {key}, which the serving does not own")
-        if plural == "deployments":
+        if plural in WORKLOAD_PLURALS:
+            kind = (old or new).get("kind") or "Deployment"
             if old is None and new is not None:  # created
                 name = new["metadata"]["name"]
                 if len(name) > 63:
-                    self.report("names-fit", f"Deployment name {name!r} is {len(name)} characters (> 63)")
+                    self.report("names-fit", f"{kind} name {name!r} is {len(name)} characters (> 63)")
+                if plural == "leaderworkersets" and len(f"{name}-{LAST_GROUP_INDEX}") > STATEFULSET_NAME_MAX:
+                    self.report("names-fit", f"LeaderWorkerSet name {name!r} leaves its last group's StatefulSet "
+                                             f"{name}-{LAST_GROUP_INDEX} over {STATEFULSET_NAME_MAX} characters")
                 revision = new["metadata"]["labels"].get(REVISION_LABEL)
                 gen = self.failed.get((uid, revision))
                 if gen is not None and gen == generation:
@@ -278,8 +289,8 @@ class Tracks:
                                                       f"generation {gen} and re-created with no spec change")
                 self.template_spec[key] = _spec_sans_replicas(w)
             elif old is not None and new is not None:
-                if old["spec"].get("template") != new["spec"].get("template"):
-                    # The operator renders from its own (possibly stale) view: the Deployment's record of the pod
+                if pod_templates(old) != pod_templates(new):
+                    # The operator renders from its own (possibly stale) view: the workload's record of the pod
                     # settings it was rendered from says whether the settings changed, whatever the view was.
                     settings = [((d["metadata"].get("annotations") or {}).get(POD_SETTINGS)) for d in (old, new)]
                     if settings[0] is not None and settings[0] == settings[1]:
@@ -293,7 +304,7 @@ class Tracks:
             elif new is None:
                 revision = old["metadata"]["labels"].get(REVISION_LABEL)
                 if revision is not None and revision == w.selected_revision() and owner_uid(old) == uid:
-                    self.report("no-unplanned-restarts", f"the operator deleted Deployment {old['metadata']['name']} "
+                    self.report("no-unplanned-restarts", f"the operator deleted {kind} {old['metadata']['name']} "
                                                          f"of revision {revision}, which the Service selects")
         if plural == "services" and new is not None and uid and owner_uid(new) == uid:
             self._service_pointed(uid, serving, new)
@@ -755,7 +766,7 @@ def deletes_finish(world) -> list[str]:
 
 
 #: Causes of a pod's going that are someone else's hands, not the operator's (world.op_hands).
-BY_HAND = ("deployment-deleted:user", "deleted-by-hand")
+BY_HAND = ("workload-deleted:user", "deleted-by-hand")
 
 
 def served_passed_gate(world) -> list[str]:
@@ -874,7 +885,12 @@ def states_end(world) -> list[str]:
         # the revision the operator keeps as active.
         selected = world.selected_revision() or (serving.get("status") or {}).get("activeRevision")
         if not (world.cluster.revisions_holding_gpus(uid) - {selected}):
+            track.refused_extra_since.pop(uid, None)
             return []
+        # The bound is on the other revision's GPUs, so it counts from when they were taken, not from when the spec
+        # was refused: a spec made valid again starts a revision at once, and a crash before the status write
+        # leaves the refusal said beside it until the operator is back (its downtime is not counted).
+        since = max(since, track.refused_extra_since.setdefault(uid, t))
     elif reason in STATE_BOUNDS:
         bound = STATE_BOUNDS[reason](spec)
     else:

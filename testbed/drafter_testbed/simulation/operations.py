@@ -4,6 +4,8 @@ kind's watch lagging or stalling, hands on the children (deletes, scales, restar
 administrators changing the operator's settings or upgrading it, long streams, unreadable in-flight
 counts, tenants' benchmarks, scale-downs to zero and back, retries, time.
 
+One scenario in four (`draw_groups`) runs its revisions as LeaderWorkerSets of two-node groups on twice the nodes.
+
 An operation is plain data (a dict), drawn in advance from the seed, so that a recorded list replays
 exactly and a shrinker can drop any of them. Spec edits set one field of a small configuration
 (`Config`), rendered into a full, valid spec by `render`: what the user writes with kubectl apply.
@@ -56,8 +58,11 @@ FIELDS = {  # field -> the values an edit may set it to
     "drainTimeout": DRAIN_TIMEOUTS,
 }
 #: Fields a configuration has without drawing them: a stored spec an older CRD accepted (`legacy`: a field the
-#: operator now refuses, set by an upgrade operation).
-DEFAULT_CONFIG = {"legacy": False, "drainTimeout": None}
+#: operator now refuses, set by an upgrade operation); the nodes a replica spans and how its ranks spread over them
+#: (drawn per scenario, `draw_groups`).
+DEFAULT_CONFIG = {"legacy": False, "drainTimeout": None, "nodesPerReplica": 1, "layout": "data"}
+#: One scenario in this many runs its revisions as LeaderWorkerSets of two-node groups.
+GROUP_SCENARIOS = 4
 
 
 def initial_config(rng: random.Random) -> dict:
@@ -98,11 +103,38 @@ def render(config: dict) -> dict:
     if config["acceptance"] is not None and drafter["method"] != "none":
         spec["acceptance"] = {**ACCEPTANCE[config["acceptance"]], "minDraftTokens": 1000,
                               "onDegraded": config["onDegraded"]}
+    nodes = config.get("nodesPerReplica", 1)
+    if nodes > 1:
+        spec["resources"] = {**spec["resources"], "nodesPerReplica": nodes}
+        spec["target"] = {**spec["target"], group_layout(config, drafter): nodes}
     if config.get("legacy"):  # kept from an older CRD; the operator refuses it now
         spec.setdefault("acceptance", {"minAcceptanceRate": "0.4", "window": "5m", "for": "5m",
                                        "minDraftTokens": 1000, "onDegraded": "Alert"})
         spec["acceptance"]["prometheusUrl"] = "http://prometheus.monitoring:9090"
     return spec
+
+
+def group_layout(config: dict, drafter: dict) -> str:
+    """The spec.target field that spreads a replica's ranks over its nodes (tensorParallelSize 8 fills one node):
+    the drawn layout where the engine allows it with this drafter (api/serving/parallel_rules.py). SGLang 0.5.23 runs
+    its EAGLE drafters across pipeline stages only with SGLANG_ENABLE_PP_SPEC, so it always spreads by data; vLLM
+    0.33.0 drops a dynamic schedule with data parallelism, so a dynamic drafter spreads by pipeline."""
+    if config["engine"] == "sglang":
+        return "dataParallelSize"
+    if drafter.get("dynamic"):
+        return "pipelineParallelSize"
+    return "pipelineParallelSize" if config.get("layout") == "pipeline" else "dataParallelSize"
+
+
+def draw_groups(seed: int, setup: dict) -> None:
+    """One scenario in GROUP_SCENARIOS runs each revision as a LeaderWorkerSet of two-node groups, on twice the nodes
+    (two revisions side by side, as BlueGreen needs, at the same pressure as a one-node scenario). Drawn from a
+    stream of its own, after everything else: every other draw of every seed stays as it was."""
+    rng = random.Random(f"{seed}/groups")
+    if rng.randrange(GROUP_SCENARIOS):
+        return
+    setup["nodes"] *= 2
+    setup["config"].update(nodesPerReplica=2, layout=rng.choice(["data", "pipeline"]))
 
 
 def serving_name(rng: random.Random) -> str:
@@ -187,7 +219,9 @@ def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]
     operations leave the world to run adds up to at least `days` simulated days."""
     rng = random.Random(seed)
     setup = {"name": serving_name(rng), "nodes": rng.choice([1, 2, 3, 4, 6, 8]), "config": initial_config(rng)}
-    return setup, timeline(rng, [{"kind": "create"}], KINDS, draw, count, split=600, at_least=days * DAY)
+    ops = timeline(rng, [{"kind": "create"}], KINDS, draw, count, split=600, at_least=days * DAY)
+    draw_groups(seed, setup)
+    return setup, ops
 
 
 def timeline(rng: random.Random, first: list[dict], kinds: list[tuple[str, int]],

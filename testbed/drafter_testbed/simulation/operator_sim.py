@@ -2,7 +2,7 @@
 its acceptance watch, its settings, crashes and restarts.
 
 **Watches.** One stream per kind the real operator watches (handlers.py): DrafterServings, DrafterBenchmarks,
-and the children's kinds (Deployments, pods, Services), which carry the managed-by label selector
+and the children's kinds (Deployments, LeaderWorkerSets, pods, Services), which carry the managed-by label selector
 (`handlers.CHILD_SELECTOR`): an object without it never reaches the view, and one that loses it leaves the view
 as the apiserver's selected watch says (a DELETED event). Each stream delivers its events in order, `lag`
 seconds late, on its own: kinds are never ordered among themselves. A stream can stall; when it comes back
@@ -49,7 +49,8 @@ ERROR_RETRY = 5.0  # handlers.configure: memo.error_retry_seconds
 CATCH_UP = CATCH_UP_SECONDS.default  # handlers.configure: Wakeups(catch_up=CATCH_UP_SECONDS.read())
 
 #: The kinds the operator watches, and whether the apiserver selects them by the managed-by label.
-WATCHED = {"drafterservings": False, "drafterbenchmarks": False, "deployments": True, "pods": True, "services": True}
+WATCHED = {"drafterservings": False, "drafterbenchmarks": False, "deployments": True, "pods": True, "services": True,
+           "leaderworkersets": True}
 
 
 def json_copy(obj):
@@ -298,10 +299,11 @@ class OperatorSim:
     def reconcile(self, body: dict):
         w = self.world
         name = w.name
-        deployments, pods, services, benchmarks = [], [], [], []
+        deployments, groups, pods, services, benchmarks = [], [], [], [], []
         # kopf's indexes: children by their serving label (handlers.py's labels= filters), benchmarks by the
         # serving they measure.
-        for plural, out in (("deployments", deployments), ("pods", pods), ("services", services)):
+        for plural, out in (("deployments", deployments), ("leaderworkersets", groups), ("pods", pods),
+                            ("services", services)):
             for obj in self.view(plural).values():
                 if (obj["metadata"].get("labels") or {}).get(SERVING_LABEL) == name:
                     out.append(obj)
@@ -310,7 +312,8 @@ class OperatorSim:
                 benchmarks.append(obj)
         service = next((s for s in services if s["metadata"]["name"] == name), None)
         snapshot = json_copy(body)
-        observed = observed_from(deployments, pods, service, owner_uid=body["metadata"].get("uid"),
+        # ServingIndexes.workloads: the Deployments, then the LeaderWorkerSets.
+        observed = observed_from([*deployments, *groups], pods, service, owner_uid=body["metadata"].get("uid"),
                                  benchmarks=benchmarks)
         self.read_drain(observed)
         before = sum(w.api.requests.values())

@@ -19,7 +19,9 @@ from drafter_operator.api import DrafterServingSpec
 from drafter_operator.constants import GATE_LABEL, RETRY_ANNOTATION
 from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.engines import DEFAULT_IMAGES
+from drafter_operator.resources.group import group_name
 from drafter_operator.resources.labels import MANAGED_BY, REVISION_LABEL, SERVING_LABEL, deployment_name
+from drafter_operator.resources.workloads import GROUP
 from drafter_operator.settings import ALLOWED_IMAGE_PREFIXES, PROMETHEUS_ENDPOINTS as PROMETHEUS_ENDPOINTS_SETTING
 
 from drafter_testbed.simulation.apiserver import FakeApiserver
@@ -27,7 +29,9 @@ from drafter_testbed.simulation.clock import Clock
 from drafter_testbed.simulation.cluster import NS, POD_COLLECTION, Cluster, owner_uid, ready
 from drafter_testbed.simulation.engines import Engines
 from drafter_testbed.simulation.fault_operations import FaultOperations
+from drafter_testbed.simulation.groups import SET_LABEL, is_worker
 from drafter_testbed.simulation.invariants import Tracks
+from drafter_testbed.simulation.objects import WORKLOAD_PLURALS, workloads_of
 from drafter_testbed.simulation.operations import DEFAULT_CONFIG, render
 from drafter_testbed.simulation.operator_sim import WATCH_LATENCY, OperatorSim
 from drafter_testbed.simulation.traffic import STREAM_SECONDS, Traffic
@@ -35,6 +39,7 @@ from drafter_testbed.simulation.traffic import STREAM_SECONDS, Traffic
 GROUP_PATH = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterservings"
 BENCHMARKS = f"/apis/drafter.dev/v1alpha1/namespaces/{NS}/drafterbenchmarks"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+GROUPS = f"/apis/{GROUP.api_version}/namespaces/{NS}/{GROUP.plural}"
 
 
 class World(FaultOperations):
@@ -46,6 +51,8 @@ class World(FaultOperations):
         self.namespace, self.name = NS, setup["name"]
         self.serving_key = f"{GROUP_PATH}/{self.name}"
         self.config = {**DEFAULT_CONFIG, **setup["config"]}
+        # Each revision a LeaderWorkerSet of whole-node groups (spec.resources.nodesPerReplica), or a Deployment.
+        self.spans_nodes = self.config["nodesPerReplica"] > 1
         self.settings = AdminSettings()
         self.track = Tracks(self)
         self.api = FakeApiserver(self.clock, lambda: self.rng, self.on_write)
@@ -66,9 +73,9 @@ class World(FaultOperations):
         t = self.clock.t
         if ok:
             self.operator.written(plural, key, old, new)
-            if plural == "deployments":
+            if plural in WORKLOAD_PLURALS:
                 if new is not None:
-                    self.cluster.deployment_changed(key)
+                    self.cluster.workload_changed(key)
                 else:
                     self.cluster.deleted_by[old["metadata"]["uid"]] = actor
                     self.schedule_gc()
@@ -99,7 +106,7 @@ class World(FaultOperations):
 
     def gc(self) -> None:
         self.gc_due = False
-        self.cluster.collect_pods_of_gone_deployments()
+        self.cluster.collect_pods_of_gone_workloads()
         removed = 0
         for key in self.api.orphans():
             if "/pods/" not in key:
@@ -187,10 +194,13 @@ class World(FaultOperations):
         message = (f'admission webhook "policy.example.com" denied the request: {plural} writes are frozen '
                    f'by change freeze CF-{op["salt"]}')
 
-        def rule(method, p, path, body, plural=plural):
+        # A freeze of Deployments freezes the revisions' workloads, of either kind.
+        frozen = WORKLOAD_PLURALS if plural == "deployments" else (plural,)
+
+        def rule(method, p, path, body, frozen=frozen, plural=plural):
             if plural == "status":
                 return (code, message) if p == "drafterservings" and path.endswith("/status") else None
-            return (code, message) if p == plural and method in ("POST", "PATCH") else None
+            return (code, message) if p in frozen and method in ("POST", "PATCH") else None
 
         name = f"freeze-{op['salt']}"
         self.api.faults.admission[name] = rule
@@ -219,14 +229,19 @@ class World(FaultOperations):
                 if not revisions:
                     return
                 revision = revisions[-1]["name"]
-            name = deployment_name(self.name, revision)
-            key = f"{DEPLOYMENTS}/{name}"
-            body = {"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": name, "namespace": NS,
-                                 "labels": {**labels, **({REVISION_LABEL: revision} if labels else {})}},
-                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "hand-made"}},
-                             "template": {"metadata": {"labels": {"app": "hand-made"}},
-                                          "spec": {"containers": [{"name": "x", "image": "busybox"}]}}}}
+            key = self.workload_key(revision)
+            name = key.rsplit("/", 1)[1]
+            template = {"metadata": {"labels": {"app": "hand-made"}},
+                        "spec": {"containers": [{"name": "x", "image": "busybox"}]}}
+            metadata = {"name": name, "namespace": NS,
+                        "labels": {**labels, **({REVISION_LABEL: revision} if labels else {})}}
+            if self.spans_nodes:  # the revision's workload is a LeaderWorkerSet: the hand-made one takes its name
+                body = {"apiVersion": GROUP.api_version, "kind": GROUP.kind, "metadata": metadata,
+                        "spec": {"replicas": 0, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": template,
+                                                                         "workerTemplate": template}}}
+            else:
+                body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+                        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "hand-made"}}, "template": template}}
         if key in self.api.store:
             return
         created = self.api.put("user", key, body)
@@ -254,8 +269,10 @@ class World(FaultOperations):
     def op_watch_lag(self, op: dict) -> None:
         """One kind's watch lags or stalls (its connection dropped; kopf re-lists that kind when it comes back)."""
         kind = op.get("watch", "all")
-        streams = list(self.operator.streams.values()) if kind == "all" else \
-            [self.operator.streams[kind]] if kind in self.operator.streams else []
+        # The drawn "deployments" is the revisions' workloads' watch: the LeaderWorkerSets' where revisions are sets.
+        kinds = [GROUP.plural] if kind == "deployments" and self.spans_nodes else [kind]
+        streams = [s for p, s in self.operator.streams.items() if self.spans_nodes or p != GROUP.plural] \
+            if kind == "all" else [self.operator.streams[k] for k in kinds if k in self.operator.streams]
         for stream in streams:
             if op["stall"]:
                 stream.stall(self.clock.t + op["for"])
@@ -269,11 +286,23 @@ class World(FaultOperations):
             stream.lag = WATCH_LATENCY
 
     # ------------------------------------------------------------------ hands on children (users, GitOps)
-    def owned_children(self, plural: str) -> list[tuple[str, dict]]:
+    def owned_workloads(self) -> list[tuple[str, dict]]:
+        """The serving's Deployments or LeaderWorkerSets, by key."""
         serving = self.serving()
-        uid = serving["metadata"]["uid"] if serving else None
-        return sorted((k, o) for k, o in self.api.store.items()
-                      if f"/{plural}/" in k and uid and owner_uid(o) == uid)
+        return sorted(workloads_of(self.api.store, serving["metadata"]["uid"] if serving else None).items())
+
+    def workload_key(self, revision: str) -> str:
+        """Where the revision's workload lives: a LeaderWorkerSet where a replica spans nodes, else a Deployment."""
+        if self.spans_nodes:
+            return f"{GROUPS}/{group_name(self.name, revision)}"
+        return f"{DEPLOYMENTS}/{deployment_name(self.name, revision)}"
+
+    def serving_pods(self) -> list[str]:
+        """The keys of the pods of the serving's revisions: those carrying its label, and its groups' workers."""
+        sets = {o["metadata"]["name"] for _, o in self.owned_workloads()}
+        return sorted(k for k, p in self.api.store.items() if k.startswith(POD_COLLECTION + "/")
+                      and ((p["metadata"].get("labels") or {}).get(SERVING_LABEL) == self.name
+                           or (is_worker(p) and p["metadata"]["labels"].get(SET_LABEL) in sets)))
 
     def op_hands(self, op: dict) -> None:
         """Someone acts on the serving's children: `kubectl delete deploy` (the active one mid-swap, to restart it),
@@ -281,7 +310,7 @@ class World(FaultOperations):
         the Service deleted, a pod deleted."""
         what = op["what"]
         selected = self.selected_revision()
-        deployments = self.owned_children("deployments")
+        deployments = self.owned_workloads()
         pick = self.rng.choice
         target = None
         if what == "delete_active":
@@ -293,9 +322,8 @@ class World(FaultOperations):
         elif what == "delete_service":
             target = f"/api/v1/namespaces/{NS}/services/{self.name}" if self.owned_service() else None
         elif what == "delete_pod":
-            pods = [k for k, p in self.api.store.items() if k.startswith(POD_COLLECTION + "/")
-                    and (p["metadata"].get("labels") or {}).get(SERVING_LABEL) == self.name]
-            target = pick(sorted(pods)) if pods else None
+            pods = self.serving_pods()
+            target = pick(pods) if pods else None
         if target is None:
             return
         obj = self.api.store[target]
@@ -308,11 +336,7 @@ class World(FaultOperations):
         elif what == "scale":
             self.api.put("user", target, {**obj, "spec": {**obj["spec"], "replicas": op["replicas"]}})
         elif what == "restart":
-            template = obj["spec"]["template"]
-            meta = {**(template.get("metadata") or {})}
-            meta["annotations"] = {**(meta.get("annotations") or {}),
-                                   "kubectl.kubernetes.io/restartedAt": self.clock.iso()}
-            self.api.put("user", target, {**obj, "spec": {**obj["spec"], "template": {**template, "metadata": meta}}})
+            self.api.put("user", target, restarted(obj, self.clock.iso()))
         elif what == "strip_labels":
             labels = {k: v for k, v in obj["metadata"]["labels"].items() if k not in MANAGED_BY}
             self.api.put("user", target, {**obj, "metadata": {**obj["metadata"], "labels": labels}})
@@ -465,18 +489,20 @@ class World(FaultOperations):
         return self._desired_cache[key]
 
     def ready_pods(self, uid: str, revision: str) -> int:
-        """Ready, live pods of a revision of the serving with this uid."""
-        deployments = {o["metadata"]["uid"] for k, o in self.api.store.items() if "/deployments/" in k
-                       and owner_uid(o) == uid and (o["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision}
+        """Ready, live replicas of a revision of the serving with this uid: its pods, a group's leader standing for the
+        group (it is Ready only with every worker running)."""
+        workloads = {o["metadata"]["uid"] for o in workloads_of(self.api.store, uid).values()
+                     if (o["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision}
         return sum(1 for k, p in self.api.store.items() if k.startswith(POD_COLLECTION + "/")
-                   and owner_uid(p) in deployments and not p["metadata"].get("deletionTimestamp") and ready(p))
+                   and owner_uid(p) in workloads and not p["metadata"].get("deletionTimestamp") and ready(p)
+                   and not is_worker(p))
 
     def name_held(self, revision: str | None) -> bool:
         """Whether an object the serving does not own holds the name of its Service or of this revision's Deployment
         (any child's name, for None)."""
         names = {f"/api/v1/namespaces/{NS}/services/{self.name}"}
         if revision:
-            names.add(f"{DEPLOYMENTS}/{deployment_name(self.name, revision)}")
+            names.add(self.workload_key(revision))
         return any(o["metadata"]["uid"] in self.track.foreign_uids and (revision is None or k in names)
                    for k, o in self.api.store.items())
 
@@ -493,6 +519,22 @@ class World(FaultOperations):
         if acceptance.get("prometheus") and not self.settings.prometheus:
             return True
         return "prometheusUrl" in acceptance
+
+
+def restarted(workload: dict, at: str) -> dict:
+    """`kubectl rollout restart`: the pod templates annotated with the time, so every pod is made again."""
+    spec = workload["spec"]
+    keys = ("leaderTemplate", "workerTemplate") if "leaderWorkerTemplate" in spec else ("template",)
+    holder = spec["leaderWorkerTemplate"] if "leaderWorkerTemplate" in spec else spec
+    templates = {}
+    for key in keys:
+        template = holder.get(key) or {}
+        meta = {**(template.get("metadata") or {})}
+        meta["annotations"] = {**(meta.get("annotations") or {}), "kubectl.kubernetes.io/restartedAt": at}
+        templates[key] = {**template, "metadata": meta}
+    if "leaderWorkerTemplate" in spec:
+        return {**workload, "spec": {**spec, "leaderWorkerTemplate": {**holder, **templates}}}
+    return {**workload, "spec": {**spec, **templates}}
 
 
 #: tenancy.allowedImagePrefixes values an administrator sets (None: unset, anything goes).

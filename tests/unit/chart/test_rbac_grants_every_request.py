@@ -124,7 +124,8 @@ def recorded_requests(monkeypatch) -> set[Need]:
         return serve(self, method, path, body, content_type, query, timeout)
 
     monkeypatch.setattr(apiserver.FakeApiserver, "request", request)
-    for family, seeds in (("serving", (0,)), ("batch", (0,))):
+    # Serving seed 0 runs its revisions as LeaderWorkerSets (two-node groups), seed 1 as Deployments.
+    for family, seeds in (("serving", (0, 1)), ("batch", (0,))):
         for seed in seeds:
             run_scenario(seed, 50, family=family)
     return sent
@@ -134,8 +135,8 @@ def test_what_the_reconcilers_send_in_the_simulated_worlds_is_all_read(monkeypat
     """The reading against what the code does: a request of a simulated run that the scan did not find
     means the scan has a blind spot."""
     sent = recorded_requests(monkeypatch)
-    assert {Need("apps", "deployments", "create"), Need("batch", "jobs", "create"),
-            Need("", "pods/log", "get")} <= sent  # both families ran
+    assert {Need("apps", "deployments", "create"), Need("leaderworkerset.x-k8s.io", "leaderworkersets", "create"),
+            Need("batch", "jobs", "create"), Need("", "pods/log", "get")} <= sent  # both families and kinds ran
     unread = sorted(sent - needs())
     assert not unread, f"sent in a simulated run but not found by tests/operator_requests.py: {unread}"
 

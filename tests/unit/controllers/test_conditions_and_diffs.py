@@ -31,15 +31,23 @@ def test_none_leaves_a_condition_alone_and_order_is_stable():
     assert merged[0] == current[0]
 
 
-def test_transition_events_only_for_changed_ready_and_progressing():
+def test_transition_events_only_for_ready_and_progressing_changes_a_person_should_read():
     before = conditions.merge(None, [("Ready", Verdict("False", "EngineStarting", "0/1")),
                                      ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T0)
+    assert transition_events(None, before) == []  # a rollout starting: the conditions say it
     after = conditions.merge(before, [("Ready", Verdict("True", "EngineReady", "1/1")),
                                       ("Progressing", Verdict("True", "RevisionStarting", "starting"))], 1, T1)
-    assert transition_events(before, after) == [("Normal", "EngineReady", "Ready=True: 1/1")]
+    assert transition_events(before, after) == []  # and getting Ready as it should
     failed = conditions.merge(after, [("Progressing", Verdict("False", "RevisionFailed", "rolled back"))], 1, T1)
     assert transition_events(after, failed) == [("Warning", "RevisionFailed", "Progressing=False: rolled back")]
     assert transition_events(failed, failed) == []
+    # Ready lost is news whatever the reason, and so is the way back from a problem.
+    lost = conditions.merge(after, [("Ready", Verdict("False", "EngineStarting", "0/1"))], 1, T1)
+    assert transition_events(after, lost) == [("Warning", "EngineStarting", "Ready=False: 0/1")]
+    exited = conditions.merge(before, [("Ready", Verdict("False", "EngineExited", "exit 1"))], 1, T1)
+    assert transition_events(before, exited) == [("Warning", "EngineExited", "Ready=False: exit 1")]
+    back = conditions.merge(exited, [("Ready", Verdict("True", "EngineReady", "1/1"))], 1, T1)
+    assert transition_events(exited, back) == [("Normal", "EngineReady", "Ready=True: 1/1")]
 
 
 def test_template_comparison_ignores_apiserver_defaults_but_sees_our_changes():

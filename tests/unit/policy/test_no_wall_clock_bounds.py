@@ -42,16 +42,25 @@ def _is_timing(function: ast.AST) -> bool:
     return any("timing" in ast.unparse(d) for d in getattr(function, "decorator_list", []))
 
 
-def upper_bounds_on_elapsed_time(source: str) -> list[int]:
-    """Line numbers of asserts bounding a measured interval from above, outside `timing` tests."""
+def _functions_outside_timing(source: str) -> list[ast.AST]:
+    """The functions of a test module that the `timing` lane does not run (its mark on them or on the module)."""
     tree = ast.parse(source)
     if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)
            and "timing" in ast.unparse(n.value) for n in tree.body):
         return []
+    return [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_timing(f)]
+
+
+def _offenders(checker) -> list[str]:
+    """``path:line`` of every assert ``checker`` finds in the test modules."""
+    return [f"{path.relative_to(TESTS.parent)}:{line}"
+            for path in sorted(TESTS.rglob("*.py")) for line in checker(path.read_text())]
+
+
+def upper_bounds_on_elapsed_time(source: str) -> list[int]:
+    """Line numbers of asserts bounding a measured interval from above, outside `timing` tests."""
     found: list[int] = []
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_timing(function):
-            continue
+    for function in _functions_outside_timing(source):
         elapsed_names = {t.id for n in ast.walk(function) if isinstance(n, ast.Assign)
                          and any(isinstance(v, ast.BinOp) and isinstance(v.op, ast.Sub) and _reads_the_clock(v.left)
                                  for v in ast.walk(n.value))
@@ -79,11 +88,8 @@ def _is_measured_figure(node: ast.AST) -> bool:
 def orders_of_measured_figures(source: str) -> list[int]:
     """Line numbers of asserts ordering one wall-clock figure against another (``a.speedup > b.speedup``),
     outside `timing` tests; a figure against a constant (``speedup > 0``) is a floor and passes."""
-    tree = ast.parse(source)
     found: list[int] = []
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_timing(function):
-            continue
+    for function in _functions_outside_timing(source):
         for node in (n for n in ast.walk(function) if isinstance(n, ast.Assert)):
             for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
                 sides = [compare.left, *compare.comparators]
@@ -108,9 +114,7 @@ def test_c():
 
 
 def test_no_test_orders_two_wall_clock_figures_outside_the_timing_lane():
-    offenders = [f"{path.relative_to(TESTS.parent)}:{line}"
-                 for path in sorted(TESTS.rglob("*.py"))
-                 for line in orders_of_measured_figures(path.read_text())]
+    offenders = _offenders(orders_of_measured_figures)
     assert offenders == [], ("these asserts order two figures measured on the wall clock; a loaded machine flips "
                              "them. Mark the test `timing`: " + ", ".join(offenders))
 
@@ -155,8 +159,6 @@ def test_measured():
 
 
 def test_no_test_bounds_a_measured_time_from_above():
-    offenders = [f"{path.relative_to(TESTS.parent)}:{line}"
-                 for path in sorted(TESTS.rglob("*.py"))
-                 for line in upper_bounds_on_elapsed_time(path.read_text())]
+    offenders = _offenders(upper_bounds_on_elapsed_time)
     assert offenders == [], ("these asserts bound a wall-clock interval from above; a loaded machine breaks them. "
                              "Bound it from below, print it, or mark the test `timing`: " + ", ".join(offenders))

@@ -89,3 +89,27 @@ def test_a_refused_service_switch_leaves_the_status_on_the_revision_that_still_s
     assert world.body["status"]["activeRevision"] == old == world.service["spec"]["selector"]["drafter.dev/revision"]
     assert world.body["status"]["serving"]["revision"] == old
     assert world.condition("Progressing")["reason"] == "WriteRefused"
+
+
+def test_a_new_serving_on_the_normal_path_costs_four_writes_and_posts_no_event():
+    """Its Deployment and Service, the status that says it starts, and the one that says it serves (its revision
+    recorded good in the same patch): no Event, since nothing went wrong that a person should read."""
+    body = seed_body()
+    body["spec"]["drafter"] = {"method": "ngram", "numSpeculativeTokens": 4}  # a combination no known-bad row names
+    world = World(body)
+    world.body["metadata"]["resourceVersion"] = "7"
+    kube = RecordingKube(world)
+    reconciler = ServingReconciler(kube, default_images=IMAGES, clock=lambda: T0, drain=DRAIN, verify=False)
+    events: list[tuple[str, str, str]] = []
+    reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
+    world.settle()
+    reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
+    assert world.condition("Ready")["status"] == "True" and world.body["status"]["revisions"][0]["good"] is True
+    writes = [(verb, path.rsplit("/", 2)[-2] if path.endswith("/status") else path.rsplit("/", 1)[-1])
+              for verb, path, _ in kube.requests if verb in ("create", "patch", "delete")]
+    assert writes == [("create", "deployments"), ("create", "services"), ("patch", "kimi"), ("patch", "kimi")], writes
+    assert events == []
+    # Steady: nothing more.
+    kube.requests.clear()
+    reconciler.reconcile(world.body, lambda *e: events.append(e), world.state().observed)
+    assert [r for r in kube.requests if r[0] != "get"] == [] and events == []

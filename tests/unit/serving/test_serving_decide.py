@@ -31,7 +31,7 @@ def test_first_rollout_creates_then_reports_ready_then_writes_nothing():
     ready = world.decide()
     assert ready.writes == [] and ready.record_first["revisions"][0]["good"] is True
     assert ready.status["conditions"][0]["status"] == "True"
-    assert [e[1] for e in ready.events] == ["EngineReady", "RevisionActive"]
+    assert ready.events == []  # a rollout going as it should: the conditions say it, an Event would be chatter
     world.apply(ready)
     steady = world.decide()
     assert not steady.writes_anything(), steady

@@ -128,3 +128,29 @@ def test_a_group_that_served_and_lost_a_pod_is_said_to_restart_as_a_whole_while_
     world.settle()
     world.converge()
     assert world.condition("Ready")["status"] == "True"
+
+
+def crashed_pod(revision: str, created: str) -> dict:
+    """A pod whose engine exited before it was ever Ready, restarted once by the kubelet."""
+    return {"metadata": {"name": "p", "creationTimestamp": created,
+                         "labels": {REVISION_LABEL: revision, SERVING_LABEL: "kimi"}},
+            "spec": {"nodeName": "node-0"},
+            "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True",
+                                                           "lastTransitionTime": created}],
+                       "containerStatuses": [{"name": "engine", "ready": False, "started": False, "restartCount": 1,
+                                              "lastState": {"terminated": {"exitCode": 1, "message": "bad flag"}}}]}}
+
+
+@pytest.mark.parametrize("kind", ["Deployment", GROUP.kind])
+def test_a_groups_engine_exit_is_final_a_deployments_waits_for_its_restarts(kind: str):
+    """LWS re-creates a group on its engine's first restart, whose new pods count restarts from zero and start the
+    startup clock again: waiting for spec.startup.engineRestarts or the timeout would wait for ever on a group that
+    crashes every time. A Deployment's pod keeps its count, so its exit waits for the restarts."""
+    from drafter_operator.controllers.serving.observe import observed_from
+    created_at = "2026-11-29T12:00:00Z"
+    workload = {"kind": kind, "metadata": {"name": "kimi-r1", "creationTimestamp": created_at, "generation": 1,
+                                           "labels": {REVISION_LABEL: "r1", SERVING_LABEL: "kimi"}},
+                "spec": {"replicas": 1}, "status": {"observedGeneration": 1, "readyReplicas": 0}}
+    observation = observed_from([workload], [crashed_pod("r1", created_at)], None).revisions["r1"]
+    assert observation.exited and "code 1" in observation.exited and observation.exit_restarts == 1
+    assert observation.exit_final is (kind == GROUP.kind)

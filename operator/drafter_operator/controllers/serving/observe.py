@@ -121,6 +121,10 @@ def revision_observation(revision: str, deployment: dict, own: list[dict],
     # A pod being deleted was stopped (a kubelet reports its engine terminated, 143 after SIGTERM): no exit of its own.
     exits = [] if final else sorted(filter(None, map(engine_exit_with_restarts, current)), key=lambda e: -e[1])
     exited, restarts = (preflight.failure(), 0) if final else (exits[0] if exits else (None, 0))
+    # LWS answers a container's restart by re-creating the whole group (RecreateGroupOnPodRestart): its new pods count
+    # restarts from zero and start the startup clock afresh, so neither spec.startup.engineRestarts nor the timeout
+    # would ever come for an engine that exits every time. A group's exit is final.
+    final = final or (exited is not None and kind_of(deployment) is GROUP)
     return RevisionObservation(
         name=revision, replicas=deployment["spec"].get("replicas", 1),
         ready=deployment.get("status", {}).get("readyReplicas", 0) if _current(deployment) else 0,

@@ -11,7 +11,7 @@ import pydantic
 from drafter_operator import engines, figures, timestamps
 from drafter_operator.api.serving import DrafterSpec
 from drafter_operator.controllers.conditions import Event
-from drafter_operator.acceptance.message import DATA_PROBLEMS, SPECULATION_DISABLED
+from drafter_operator.acceptance.message import DATA_PROBLEMS, INSUFFICIENT_DATA, SPECULATION_DISABLED
 from drafter_operator.controllers.serving.acceptance import AcceptanceDecision
 from drafter_operator.controllers.serving.drift import acceptance_block
 from drafter_operator.controllers.serving.observe import benchmark_revision
@@ -118,21 +118,32 @@ def updated_revisions(revisions: list[dict], desired: dict, plan: SwapPlan, mark
     return out[-10:]  # bounded history, newest last
 
 
-# Transitions worth an Event (the rest are visible in the conditions alone).
-_NORMAL_REASONS = {"EngineReady", "RevisionStarting", "RevisionActive"}
+#: The Ready/Progressing reasons of a rollout going as it should: a revision starting, getting Ready, gated, taking
+#: traffic, its predecessor stopping. The conditions say them; an Event would only be chatter (a new serving would
+#: post four, each an API write, and a fleet's Events would bury the ones a person must read).
+PROGRESS_REASONS = frozenset({"EngineStarting", "RevisionStarting", "EngineReady", "RevisionActive", "Gating",
+                              "StoppingOldRevision"})
+#: Of the reasons that do post an Event, those that are good news (the way back from a problem).
+_NORMAL_REASONS = PROGRESS_REASONS - {"EngineStarting"}
 
 
 def transition_events(before: list[dict] | None, after: list[dict]) -> list[Event]:
-    """An Event for each Ready/Progressing condition whose status or reason changed, and for each
+    """An Event for each Ready/Progressing change a person should read: to a reason that is not the rollout's
+    normal progress, back from one (a recovery), or Ready lost (True to False, whatever the reason); and for each
     Degraded change a user acts on (its status; the data going missing or coming back)."""
     old = {c["type"]: c for c in before or []}
     events = []
     for cond in after:
         prior = old.get(cond["type"], {})
         if cond["type"] in ("Ready", "Progressing"):
-            if (prior.get("status"), prior.get("reason")) != (cond["status"], cond["reason"]):
-                kind = "Normal" if cond["reason"] in _NORMAL_REASONS else "Warning"
-                events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
+            if (prior.get("status"), prior.get("reason")) == (cond["status"], cond["reason"]):
+                continue
+            lost = cond["type"] == "Ready" and prior.get("status") == "True" and cond["status"] == "False"
+            recovered = prior.get("reason") is not None and prior["reason"] not in PROGRESS_REASONS
+            if cond["reason"] in PROGRESS_REASONS and not lost and not recovered:
+                continue
+            kind = "Normal" if cond["reason"] in _NORMAL_REASONS and not lost else "Warning"
+            events.append((kind, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}"))
         elif cond["type"] == "Degraded" and _degraded_news(prior, cond):
             kind = "Warning" if cond["status"] == "True" or cond["reason"] in DATA_PROBLEMS else "Normal"
             events.append((kind, cond["reason"], f"Degraded={cond['status']}: {cond['message']}"))
@@ -140,8 +151,9 @@ def transition_events(before: list[dict] | None, after: list[dict]) -> list[Even
 
 
 def _degraded_news(prior: dict, cond: dict) -> bool:
-    """Degraded changes worth an Event: its status (a first InsufficientData is not news), or the
-    metrics becoming unusable or usable again. Not BelowThresholdPending <-> AcceptanceHealthy: the
+    """Degraded changes worth an Event: its status (a first InsufficientData is not news, nor a healthy first
+    verdict after it), or the metrics becoming unusable or usable again. Not BelowThresholdPending <->
+    AcceptanceHealthy: the
     condition exists so that a wobble does not page anyone; and not the action's own reason, whose
     Event (RollingBack, SpeculationDisabled) already says it."""
     if cond["reason"] == SPECULATION_DISABLED:
@@ -149,7 +161,8 @@ def _degraded_news(prior: dict, cond: dict) -> bool:
     if not prior:
         return cond["status"] != "Unknown"
     if prior.get("status") != cond["status"]:
-        return True
+        # A healthy drafter's first verdict (its window filled) is what everyone expects: the condition says it.
+        return not (prior.get("reason") == INSUFFICIENT_DATA and cond["status"] == "False")
     return (prior.get("reason") in DATA_PROBLEMS) != (cond["reason"] in DATA_PROBLEMS) or \
         (cond["reason"] in DATA_PROBLEMS and prior.get("reason") != cond["reason"])
 
