@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drafter_operator.capture.spool import SPOOL_DIRECTORY
+from drafter_operator.capture import records
+from drafter_operator.capture.spool import SPOOL_DIRECTORY, RotatedLogs
 from drafter_operator.engines import flags
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
@@ -563,6 +564,10 @@ def adaptive_dropped(spec) -> str | None:
 #: _compute_metadata: 0 and 1 skip the text and token ids, 2 cuts each string and list to 2048 items). The output
 #: comes with it at every level that has the prompt; the sidecar drops it unless spec.capture.responses.
 CAPTURE_LOG_LEVEL = 3
+#: How the capture sidecar follows the files (drafter_operator/capture/following.py), and reads their lines:
+#: ``<hostname>_<rank>.log``, rotated hourly to ``<hostname>_<rank>.log.<YYYY-mm-dd_HH>``.
+CAPTURE_SPOOL = RotatedLogs(".log")
+capture_line = records.sglang_line
 
 
 def capture_flags(capture) -> list[str]:

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from drafter_operator.capture.spool import SPOOL_DIRECTORY
+from drafter_operator.capture import records
+from drafter_operator.capture.spool import SPOOL_DIRECTORY, ReopenedLog
 from drafter_operator.constants import METHODS_WITH_MODEL
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
@@ -537,7 +538,11 @@ def launch_facts(value: Callable[[str], Any], tensor_parallel: int) -> LaunchFac
 REQUEST_LOGGER = "vllm.entrypoints.serve.utils.request_logger"
 #: The file the request logger writes in the spool. A WatchedFileHandler reopens it when the sidecar has renamed
 #: it away, so the sidecar consumes the log by renaming, waiting a poll, reading and deleting.
-CAPTURE_LOG_FILE = f"{SPOOL_DIRECTORY}/vllm-requests.log"
+CAPTURE_LOG_NAME = "vllm-requests.log"
+CAPTURE_LOG_FILE = f"{SPOOL_DIRECTORY}/{CAPTURE_LOG_NAME}"
+#: How the capture sidecar follows that file (drafter_operator/capture/following.py), and reads its lines.
+CAPTURE_SPOOL = ReopenedLog(CAPTURE_LOG_NAME)
+capture_line = records.vllm_line
 #: Where the pod finds the logging configuration below (a file the pod's template carries).
 CAPTURE_LOGGING_CONFIG_PATH = "/etc/drafter/capture/vllm-logging.json"
 #: vLLM reads its whole logging configuration from this file instead of its default one (vllm/logger.py).
