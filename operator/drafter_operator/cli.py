@@ -181,6 +181,8 @@ def _add_capture_command(subparsers: argparse._SubParsersAction) -> None:
                          help="how long an hour file is kept, e.g. 168h")
     capture.add_argument("--max-size", type=_quantity_bytes, required=True, metavar="QUANTITY",
                          help="the most the hour files may take, e.g. 10Gi; the oldest go first beyond it")
+    capture.add_argument("--writer", default=None, metavar="NAME",
+                         help="the claim's directory this sidecar appends in (default: the host name, a pod's name)")
     capture.add_argument("--poll-seconds", type=_positive_seconds("--poll-seconds"), default=5.0, metavar="SECONDS",
                          help="how often the spool is read (default 5)")
     capture.set_defaults(handler=_capture)
@@ -366,6 +368,7 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _capture(args: argparse.Namespace, extra: list[str]) -> int:
     import logging
+    import socket
     from pathlib import Path
 
     from drafter_operator import engines
@@ -376,7 +379,8 @@ def _capture(args: argparse.Namespace, extra: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format=TEXT_FORMAT)
     engine = engines.engine(args.engine)
     return sidecar.run(sidecar.Sidecar(
-        spool=Path(args.spool), claim=Path(args.claim), kind=engine.CAPTURE_SPOOL,
+        spool=Path(args.spool), claim=Path(args.claim), writer=args.writer or socket.gethostname(),
+        kind=engine.CAPTURE_SPOOL,
         sample=sidecar.Sample(args.engine, engine.capture_line, args.sample_rate, args.responses),
         bounds=sidecar.Bounds(args.retention, args.max_size)), args.poll_seconds)
 

@@ -20,8 +20,8 @@ def hour_file(now: float) -> str:
 
 def hour_started(name: str) -> float | None:
     """When the hour of a captured file began (seconds since the epoch), or None for a file that is not one of
-    ours (it is never deleted)."""
-    match = _NAME_RE.match(name)
+    ours (it is never deleted). ``name`` may be a path in the claim (a pod's directory, then the file)."""
+    match = _NAME_RE.match(name.rpartition("/")[2])
     if match is None:
         return None
     try:
@@ -32,6 +32,7 @@ def hour_started(name: str) -> float | None:
 
 @dataclass(frozen=True)
 class CapturedFile:
+    #: Its path in the claim, e.g. "<pod>/capture-2026-12-06T18.jsonl".
     name: str
     size: int
 
@@ -41,7 +42,9 @@ def to_delete(files: list[CapturedFile], now: float, retention_s: float, max_byt
     the oldest of the rest until they fit in ``max_bytes``. The file of the current hour is never deleted for age;
     it goes for size only when it alone exceeds the cap (the cap is a promise about the claim). Files that are not
     ours are neither deleted nor counted."""
-    ours = sorted((started, f) for f in files if (started := hour_started(f.name)) is not None)
+    # Two pods' files of one hour tie on their start: their paths break the tie.
+    ours = sorted(((started, f) for f in files if (started := hour_started(f.name)) is not None),
+                  key=lambda pair: (pair[0], pair[1].name))
     doomed: list[str] = []
     kept: list[CapturedFile] = []
     for started, f in ours:

@@ -3,6 +3,10 @@ keeps the sampled requests' lines as records (sampling.py, records.py), appends 
 (retention.hour_file) and prunes the claim (retention.to_delete). Every decision is in those pure modules; this
 one only lists, reads, appends, renames and deletes.
 
+Each sidecar appends under a directory of its own in the claim (its pod's name): the pods of a serving never
+append to one file. Each prunes the whole claim, so retention and maxSize hold for the claim, not per pod (two
+sidecars deleting the same file is harmless).
+
 The consumed offsets are saved in the spool (an emptyDir: it outlives a restart of the sidecar's container) after
 the records they produced are appended, so a restarted sidecar goes on where the last one stopped; a crash between
 the append and the save may repeat that one poll's records, never lose them.
@@ -54,6 +58,8 @@ class Bounds:
 class Sidecar:
     spool: Path
     claim: Path
+    #: The directory of the claim this sidecar appends in (its pod's name).
+    writer: str
     kind: SpoolKind
     sample: Sample
     bounds: Bounds
@@ -105,9 +111,20 @@ def append_records(claim: Path, name: str, kept: list[dict[str, Any]]) -> None:
         os.fsync(out.fileno())
 
 
+def claim_files(claim: Path) -> list[retention.CapturedFile]:
+    """The files of the claim and of its directories one level down (every pod's), by their path in it."""
+    files = []
+    for entry in os.scandir(claim):
+        if entry.is_file(follow_symlinks=False):
+            files.append(retention.CapturedFile(entry.name, entry.stat(follow_symlinks=False).st_size))
+        elif entry.is_dir(follow_symlinks=False):
+            files += [retention.CapturedFile(f"{entry.name}/{inner.name}", inner.stat(follow_symlinks=False).st_size)
+                      for inner in os.scandir(entry.path) if inner.is_file(follow_symlinks=False)]
+    return files
+
+
 def prune(claim: Path, now: float, bounds: Bounds) -> list[str]:
-    files = [retention.CapturedFile(entry.name, entry.stat(follow_symlinks=False).st_size)
-             for entry in os.scandir(claim) if entry.is_file(follow_symlinks=False)]
+    files = claim_files(claim)
     doomed = retention.to_delete(files, now, bounds.retention_s, bounds.max_bytes)
     for name in doomed:
         (claim / name).unlink(missing_ok=True)
@@ -124,7 +141,8 @@ def poll(sidecar: Sidecar, offsets: dict[int, int], now: float, *, draining: boo
         with open(sidecar.spool / read.name, "rb") as source:
             source.seek(read.start)
             lines, consumed = following.complete_lines(source.read(), final=read.final)
-        append_records(sidecar.claim, retention.hour_file(now), records(lines, sidecar.sample, time_text))
+        append_records(sidecar.claim / sidecar.writer, retention.hour_file(now),
+                       records(lines, sidecar.sample, time_text))
         if read.final:
             offsets.pop(read.inode, None)
             save_offsets(sidecar.spool, offsets)
@@ -144,7 +162,7 @@ def run(sidecar: Sidecar, poll_s: float, *, clock: Callable[[], float] = time.ti
     stopping: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
     try:
-        sidecar.claim.mkdir(parents=True, exist_ok=True)
+        (sidecar.claim / sidecar.writer).mkdir(parents=True, exist_ok=True)
         offsets = load_offsets(sidecar.spool)
         log.info("capture: following %s into %s, sample rate %g", sidecar.spool, sidecar.claim, sidecar.sample.rate)
         while not stopping:

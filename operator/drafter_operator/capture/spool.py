@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 #: Where the engine's request log goes inside the engine container (and the sidecar's view of the same volume).
 SPOOL_DIRECTORY = "/var/run/drafter/capture"
+#: Where files an engine needs for capture are carried into the engine container (one directory of their own:
+#: the pod projects each directory of carried files as one volume).
+CAPTURE_FILES_DIRECTORY = "/etc/drafter/capture"
 
 
 @dataclass(frozen=True)

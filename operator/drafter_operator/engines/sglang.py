@@ -433,7 +433,7 @@ def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
     if target.reasoning_parser:
         argv += ["--reasoning-parser", target.reasoning_parser]
     argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
-    return argv + speculative_flags(spec.drafter, schedule)
+    return argv + speculative_flags(spec.drafter, schedule) + capture_flags(spec.capture)
 
 
 def deterministic(spec) -> bool:
@@ -579,3 +579,13 @@ def capture_flags(capture) -> list[str]:
         return []
     return ["--log-requests", "--log-requests-level", str(CAPTURE_LOG_LEVEL), "--log-requests-format", "json",
             "--log-requests-target", SPOOL_DIRECTORY]
+
+
+def capture_environment(capture) -> dict[str, str]:
+    """The engine container's variables for capture: none, the flags say it all."""
+    return {}
+
+
+def capture_files(capture) -> dict[str, str]:
+    """The files the engine container reads for capture: none."""
+    return {}

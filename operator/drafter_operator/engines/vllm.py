@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drafter_operator.capture import records
-from drafter_operator.capture.spool import SPOOL_DIRECTORY, ReopenedLog
+from drafter_operator.capture.spool import CAPTURE_FILES_DIRECTORY, SPOOL_DIRECTORY, ReopenedLog
 from drafter_operator.constants import METHODS_WITH_MODEL
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
@@ -479,7 +479,7 @@ def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
     config = speculative_config(spec.drafter, schedule)
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
-    return argv
+    return argv + capture_flags(spec.capture)
 
 
 #: vLLM's batch-invariant mode (vllm/envs.py reads it as ``bool(int(value))``): batch-invariant matmul,
@@ -544,7 +544,7 @@ CAPTURE_LOG_FILE = f"{SPOOL_DIRECTORY}/{CAPTURE_LOG_NAME}"
 CAPTURE_SPOOL = ReopenedLog(CAPTURE_LOG_NAME)
 capture_line = records.vllm_line
 #: Where the pod finds the logging configuration below (a file the pod's template carries).
-CAPTURE_LOGGING_CONFIG_PATH = "/etc/drafter/capture/vllm-logging.json"
+CAPTURE_LOGGING_CONFIG_PATH = f"{CAPTURE_FILES_DIRECTORY}/vllm-logging.json"
 #: vLLM reads its whole logging configuration from this file instead of its default one (vllm/logger.py).
 LOGGING_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"
 #: The level RequestLogger.log_request_body logs the request's JSON body at (vllm/envs.py; default DEBUG). At
@@ -569,6 +569,13 @@ def capture_environment(capture) -> dict[str, str]:
     if capture is None:
         return {}
     return {LOGGING_CONFIG_ENV: CAPTURE_LOGGING_CONFIG_PATH, REQUEST_BODY_LEVEL_ENV: "INFO"}
+
+
+def capture_files(capture) -> dict[str, str]:
+    """The files the engine container reads for capture (path -> content): the logging configuration."""
+    if capture is None:
+        return {}
+    return {CAPTURE_LOGGING_CONFIG_PATH: json.dumps(capture_logging_config(), sort_keys=True)}
 
 
 def capture_logging_config() -> dict:

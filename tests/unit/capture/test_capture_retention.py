@@ -23,6 +23,9 @@ def test_hour_files_are_named_by_their_utc_hour_and_read_back() -> None:
     assert hour_started("capture-2026-12-06T18.jsonl") == datetime(2026, 12, 6, 18, tzinfo=timezone.utc).timestamp()
     assert hour_started("notes.txt") is None
     assert hour_started("capture-2026-13-06T18.jsonl") is None
+    # In a pod's directory of the claim: the file's own name counts, not the directory's.
+    assert hour_started("pod-a/capture-2026-12-06T18.jsonl") == hour_started("capture-2026-12-06T18.jsonl")
+    assert hour_started("capture-2026-12-06T18.jsonl/notes.txt") is None
 
 
 def test_files_past_retention_go_and_the_rest_stay() -> None:
@@ -58,3 +61,11 @@ def test_what_stays_fits_the_cap_and_is_within_retention_and_newest(sizes: list[
         back = next(f for f in present if f.name == newest)
         assert (sum(f.size for f in stay) + back.size > cap
                 or hour_started(newest) + HOUR + retention_hours * HOUR < NOW)
+
+
+def test_two_pods_files_of_one_hour_are_pruned_together_in_path_order() -> None:
+    """Every pod's sidecar writes the same hour's file under its own directory: the size cap counts them all."""
+    name = hour_file(NOW - 2 * HOUR)
+    both = [CapturedFile(f"pod-b/{name}", 100), CapturedFile(f"pod-a/{name}", 100),
+            CapturedFile(f"pod-a/{hour_file(NOW)}", 100)]
+    assert to_delete(both, NOW, 168 * HOUR, 150) == [f"pod-a/{name}", f"pod-b/{name}"]

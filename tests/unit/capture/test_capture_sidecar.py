@@ -26,6 +26,7 @@ from drafter_operator.cli import build_parser
 NOW = datetime(2026, 12, 6, 18, 30, tzinfo=timezone.utc).timestamp()
 HOUR = 3600
 VLLM, SGLANG = engines.engine("vllm"), engines.engine("sglang")
+WRITER = "serving-abc-0"  # the pod's directory in the claim
 
 
 def vllm_prompt(request_id: str, text: str) -> str:
@@ -46,14 +47,15 @@ def make(tmp_path: Path, engine, *, rate: float = 1.0, responses: bool = True,
          bounds: sidecar.Bounds = sidecar.Bounds(168 * HOUR, 10**9)) -> sidecar.Sidecar:
     (tmp_path / "spool").mkdir(exist_ok=True)
     (tmp_path / "claim").mkdir(exist_ok=True)
-    return sidecar.Sidecar(tmp_path / "spool", tmp_path / "claim", engine.CAPTURE_SPOOL,
+    (tmp_path / "claim" / WRITER).mkdir(exist_ok=True)
+    return sidecar.Sidecar(tmp_path / "spool", tmp_path / "claim", WRITER, engine.CAPTURE_SPOOL,
                            sidecar.Sample(engine.ENGINE, engine.capture_line, rate, responses), bounds)
 
 
 def captured(car: sidecar.Sidecar) -> list[tuple[str, str]]:
     """(request id, kind) of every record on the claim, in the order written."""
     return [(record["requestId"], record["kind"])
-            for path in sorted(car.claim.iterdir()) if path.name.startswith("capture-")
+            for path in sorted((car.claim / WRITER).iterdir()) if path.name.startswith("capture-")
             for record in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
 
 
@@ -102,7 +104,7 @@ def test_prompts_only_unless_responses_are_asked_for(tmp_path: Path) -> None:
     log.info(vllm_response("a", "hi there"))
     sidecar.poll(car, sidecar.poll(car, {}, NOW), NOW + 5)
     assert captured(car) == [("a", "prompt")]
-    record = json.loads((car.claim / hour_file(NOW + 5)).read_text())
+    record = json.loads((car.claim / WRITER / hour_file(NOW + 5)).read_text())
     assert record["content"]["messages"][0]["content"] == "hello" and record["engine"] == "vllm"
 
 
@@ -142,7 +144,7 @@ def test_sglang_tail_never_rereads_a_line_nor_keeps_one_torn_across_rotation(tmp
     handler.close()
     assert captured(car) == [("a", "prompt"), ("b", "prompt"), ("c", "prompt"), ("d", "prompt")]
     assert sorted(p.name for p in car.spool.iterdir()) == [sidecar.OFFSETS_FILE, "host_0.log"]  # rotated deleted
-    record = [json.loads(x) for x in (car.claim / hour_file(NOW)).read_text().splitlines()][1]
+    record = [json.loads(x) for x in (car.claim / WRITER / hour_file(NOW)).read_text().splitlines()][1]
     assert record["content"]["text"] == "split across two polls"
 
 
@@ -157,23 +159,32 @@ def test_a_restarted_sidecar_goes_on_from_the_saved_offsets(tmp_path: Path) -> N
     assert captured(car) == [("a", "prompt"), ("b", "prompt")]
 
 
-def test_retention_deletes_only_our_hour_files(tmp_path: Path) -> None:
+def claim_paths(car: sidecar.Sidecar) -> list[str]:
+    return sorted(str(p.relative_to(car.claim)) for p in car.claim.rglob("*") if p.is_file())
+
+
+def test_retention_deletes_only_our_hour_files_in_every_pods_directory(tmp_path: Path) -> None:
     car = make(tmp_path, SGLANG, bounds=sidecar.Bounds(2 * HOUR, 10**9))
+    (car.claim / "other-pod").mkdir()
     old, recent = hour_file(NOW - 5 * HOUR), hour_file(NOW - HOUR)
     for name in (old, recent, "notes.txt", "capture-someone-else.jsonl"):
-        (car.claim / name).write_text("{}\n")
+        for directory in (WRITER, "other-pod", "."):
+            (car.claim / directory / name).write_text("{}\n")
     sidecar.poll(car, {}, NOW)
-    assert sorted(p.name for p in car.claim.iterdir()) == sorted([recent, "notes.txt", "capture-someone-else.jsonl"])
+    assert claim_paths(car) == sorted(f"{d}{n}" for d in (f"{WRITER}/", "other-pod/", "")
+                                      for n in (recent, "notes.txt", "capture-someone-else.jsonl"))
 
 
-def test_the_size_cap_goes_oldest_first_and_spares_foreign_files(tmp_path: Path) -> None:
+def test_the_size_cap_holds_for_the_whole_claim_oldest_first_and_spares_foreign_files(tmp_path: Path) -> None:
     car = make(tmp_path, SGLANG, bounds=sidecar.Bounds(168 * HOUR, 250))
-    names = [hour_file(NOW - n * HOUR) for n in (3, 2, 1)]
-    for name in names:
-        (car.claim / name).write_bytes(b"x" * 100)
+    (car.claim / "other-pod").mkdir()
+    paths = [f"{WRITER}/{hour_file(NOW - 3 * HOUR)}", f"other-pod/{hour_file(NOW - 2 * HOUR)}",
+             f"{WRITER}/{hour_file(NOW - HOUR)}"]
+    for path in paths:
+        (car.claim / path).write_bytes(b"x" * 100)
     (car.claim / "big-foreign.bin").write_bytes(b"y" * 1000)
     sidecar.poll(car, {}, NOW)
-    assert sorted(p.name for p in car.claim.iterdir()) == sorted(names[1:] + ["big-foreign.bin"])
+    assert claim_paths(car) == sorted(paths[1:] + ["big-foreign.bin"])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -217,8 +228,8 @@ def test_run_polls_until_sigterm_then_drains_the_spool(tmp_path: Path) -> None:
 def test_the_capture_command_parses_the_specs_units() -> None:
     args = build_parser().parse_args(["capture", "--spool", "/s", "--claim", "/c", "--engine", "sglang",
                                       "--sample-rate", "0.05", "--retention", "168h", "--max-size", "10Gi"])
-    assert (args.sample_rate, args.responses, args.retention, args.max_size, args.poll_seconds) == (
-        0.05, False, 168 * HOUR, 10 * 2**30, 5.0)
+    assert (args.sample_rate, args.responses, args.retention, args.max_size, args.poll_seconds, args.writer) == (
+        0.05, False, 168 * HOUR, 10 * 2**30, 5.0, None)
 
 
 @pytest.mark.parametrize("option, value", [("--sample-rate", "0"), ("--sample-rate", "1.5"),

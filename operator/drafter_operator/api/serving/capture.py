@@ -1,9 +1,9 @@
 """spec.capture: a sample of a serving's requests kept on a claim in its namespace (opt-in, bounded).
 
 The engines log requests by their own facilities (engines/sglang.py, engines/vllm.py: capture_flags); the
-capture sidecar (drafter_operator/capture/) samples those lines, keeps prompts (and responses when asked),
-passes each kept record through the user's redaction container when one is named, and prunes the claim to
-``retention`` and ``maxSize``.
+capture sidecar (drafter_operator/capture/) samples those lines, keeps prompts (and responses when asked)
+and prunes the claim to ``retention`` and ``maxSize``. A redaction container is part of the schema but refused:
+no pod runs one.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from drafter_operator.api.common import (
     RATIO_PATTERN,
     ApiModel,
     Duration,
+    Rule,
     Image,
     ObjectName,
     Quantity,
@@ -62,6 +63,17 @@ class CaptureSpec(ApiModel):
             f'spec.capture.retention must be between {MIN_RETENTION} and {MAX_RETENTION}, e.g. "{DEFAULT_RETENTION}" '
             "(seven days)",
         ),
+        # The field is in the schema (its contract is written) but no pod runs a redaction container: a record
+        # would reach the claim unredacted, so a spec naming one is refused, never silently served.
+        Rule(
+            cel="!has(self.redaction)",
+            message="spec.capture.redaction: this operator does not run a redaction container; remove "
+                    "spec.capture.redaction (records reach the claim as the engine logged them) or leave "
+                    "spec.capture out",
+            check=lambda capture: capture.redaction is None,
+            field_path=".redaction",
+            reason="FieldValueForbidden",
+        ),
     )
 
     sample_rate: Ratio
@@ -75,4 +87,4 @@ class CaptureSpec(ApiModel):
     claim_name: ObjectName
     """The PersistentVolumeClaim in the serving's namespace the sample is written to (mounted read-write by the capture sidecar only, never by the engine)."""
     redaction: RedactionSpec | None = None
-    """A container that rewrites or drops each kept record before it is written (see RedactionSpec)."""
+    """A container that would rewrite or drop each kept record before it is written (see RedactionSpec). Refused: this operator runs no redaction container yet, and records would reach the claim unredacted."""
