@@ -267,9 +267,20 @@ SECRET_DESTINATIONS: dict[str, SecretDestination] = {
 }
 
 
-def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
-    """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules)."""
-    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+#: What spec.capture owns besides OWNED_DESTINATIONS while it is set: the request logging its flags render
+#: (capture_flags: on, level 3, JSON, into the spool); a prefix, so every --log-requests-* flag is covered.
+CAPTURE_OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "log_requests*": OwnedDestination("SGLang's request logging (whether, how much, in which format, where), which "
+                                      "spec.capture sets", "remove it: spec.capture sets the request logging while "
+                                      "it is set"),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True, capture: bool = False) -> list[str]:
+    """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules); with ``capture``
+    (spec.capture set), the request logging is owned too (CAPTURE_OWNED_DESTINATIONS)."""
+    owned = {**OWNED_DESTINATIONS, **(CAPTURE_OWNED_DESTINATIONS if capture else {})}
+    return check_extra_args(ENGINE, extra_args, owned, known_flags_only=known_flags_only,
                             secrets=SECRET_DESTINATIONS)
 
 

@@ -383,10 +383,30 @@ SECRET_DESTINATIONS: dict[str, SecretDestination] = {
 }
 
 
-def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
-    """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
+#: What spec.capture owns besides OWNED_DESTINATIONS while it is set: the request logging its flags turn on
+#: (capture_flags) and the logging configuration that routes it into the spool (capture_environment).
+_CAPTURE_REMEDY = "remove it: spec.capture sets vLLM's request logging while it is set"
+CAPTURE_OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "enable_log_requests": OwnedDestination("whether requests are logged, which spec.capture needs", _CAPTURE_REMEDY),
+    "enable_log_outputs": OwnedDestination("whether responses are logged (spec.capture.responses)",
+                                           "use spec.capture.responses"),
+    "enable_log_deltas": OwnedDestination("whether a streamed response is logged whole or in fragments (capture "
+                                          "reads whole ones)", _CAPTURE_REMEDY),
+    "max_log_len": OwnedDestination("how much of a request is logged (a cut body is not JSON: capture would "
+                                    "lose the request)", _CAPTURE_REMEDY),
+    "logging_config": OwnedDestination("vLLM's logging configuration, which routes the request log into the "
+                                       "capture spool", _CAPTURE_REMEDY),
+    "log_config_file": OwnedDestination("vLLM's logging configuration file, which routes the request log into "
+                                        "the capture spool", _CAPTURE_REMEDY),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True, capture: bool = False) -> list[str]:
+    """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules); with ``capture``
+    (spec.capture set), the request logging is owned too (CAPTURE_OWNED_DESTINATIONS)."""
+    owned = {**OWNED_DESTINATIONS, **(CAPTURE_OWNED_DESTINATIONS if capture else {})}
     # The operator renders the model positional first; a placeholder keeps the parse faithful.
-    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+    return check_extra_args(ENGINE, extra_args, owned, known_flags_only=known_flags_only,
                             placeholder_positionals=PLACEHOLDER_POSITIONALS, secrets=SECRET_DESTINATIONS)
 
 
