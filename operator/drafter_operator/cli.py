@@ -32,9 +32,10 @@ COMMAND_GROUP = "drafter_operator.commands"
 TESTBED_COMMANDS = ("cluster", "demo", "emulate")
 TESTBED_INSTALL = "pip install -e ./testbed from a checkout of the repository (./dev does it)"
 
-#: Subcommands only the operator's own pods run (a DrafterTraining stage Job's container command): listed
+#: Subcommands only the operator's own pods run (a DrafterTraining stage Job's container command, a serving
+#: pod's capture sidecar): listed
 #: apart in the top-level help, under a heading that says so, not among the commands people type.
-INTERNAL_COMMANDS = ("run-stage", "regenerate")
+INTERNAL_COMMANDS = ("run-stage", "regenerate", "capture")
 
 
 def version() -> str:
@@ -94,6 +95,7 @@ def build_parser(added: dict[str, importlib.metadata.EntryPoint] | None = None) 
     _add_preflight_command(subparsers)
     _add_run_stage_command(subparsers)
     _add_regenerate_command(subparsers)
+    _add_capture_command(subparsers)
     for name in sorted(added):
         added[name].load()(subparsers)
     _list_internal_commands_apart(parser, subparsers)
@@ -146,7 +148,7 @@ def _list_internal_commands_apart(parser: argparse.ArgumentParser, subparsers: a
     subparsers._choices_actions[:] = [action for action in subparsers._choices_actions if action not in internal]
     width = max(len(action.dest) for action in internal) + 2
     lines = [f"  {action.dest:<{width}}{action.help}" for action in internal]
-    parser.epilog = "\n\n".join(filter(None, ["internal commands (run by the operator's Job pods, not by hand):\n"
+    parser.epilog = "\n\n".join(filter(None, ["internal commands (run by the operator's pods, not by hand):\n"
                                                + "\n".join(lines), parser.epilog]))
 
 
@@ -162,6 +164,56 @@ def _add_regenerate_command(subparsers: argparse._SubParsersAction) -> None:
     from drafter_operator.training import regenerate
 
     regenerate.register(subparsers)
+
+
+def _add_capture_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator capture`: the capture sidecar of a serving pod with spec.capture (resources/capture.py
+    # renders these options from the spec; capture/sidecar.py runs the loop).
+    capture = subparsers.add_parser(
+        "capture", help="follow the engine's request log in the spool and keep a sample of it on the claim")
+    capture.add_argument("--spool", required=True, metavar="DIR", help="the directory the engine logs requests into")
+    capture.add_argument("--claim", required=True, metavar="DIR", help="where the hour files of records are written")
+    capture.add_argument("--engine", choices=ENGINES, required=True, help="the engine writing the spool")
+    capture.add_argument("--sample-rate", type=_sample_rate, required=True, metavar="RATE",
+                         help="the fraction of requests kept, above 0 and at most 1")
+    capture.add_argument("--responses", action="store_true", help="keep the responses as well as the prompts")
+    capture.add_argument("--retention", type=_duration, required=True, metavar="DURATION",
+                         help="how long an hour file is kept, e.g. 168h")
+    capture.add_argument("--max-size", type=_quantity_bytes, required=True, metavar="QUANTITY",
+                         help="the most the hour files may take, e.g. 10Gi; the oldest go first beyond it")
+    capture.add_argument("--writer", default=None, metavar="NAME",
+                         help="the claim's directory this sidecar appends in (default: the host name, a pod's name)")
+    capture.add_argument("--poll-seconds", type=_positive_seconds("--poll-seconds"), default=5.0, metavar="SECONDS",
+                         help="how often the spool is read (default 5)")
+    capture.set_defaults(handler=_capture)
+
+
+def _sample_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sample-rate {text!r}: give a decimal, e.g. 0.05") from None
+    if not 0 < rate <= 1:
+        raise argparse.ArgumentTypeError(f"--sample-rate {text!r}: must be above 0 and at most 1")
+    return rate
+
+
+def _duration(text: str) -> float:
+    from drafter_operator.api.common import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _quantity_bytes(text: str) -> int:
+    from drafter_operator.api.pod.values import parse_kube_quantity
+
+    try:
+        return int(parse_kube_quantity(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_preflight_command(subparsers: argparse._SubParsersAction) -> None:
@@ -312,6 +364,25 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
     from drafter_operator.api import generate
 
     return generate.main(output_dir=args.output_dir, docs_path=args.docs or None, check=args.check)
+
+
+def _capture(args: argparse.Namespace, extra: list[str]) -> int:
+    import logging
+    import socket
+    from pathlib import Path
+
+    from drafter_operator import engines
+    from drafter_operator.capture import sidecar
+    from drafter_operator.logs import TEXT_FORMAT
+
+    # Not logs.configure: that sets kopf's logging up, and the sidecar does not import kopf.
+    logging.basicConfig(level=logging.INFO, format=TEXT_FORMAT)
+    engine = engines.engine(args.engine)
+    return sidecar.run(sidecar.Sidecar(
+        spool=Path(args.spool), claim=Path(args.claim), writer=args.writer or socket.gethostname(),
+        kind=engine.CAPTURE_SPOOL,
+        sample=sidecar.Sample(args.engine, engine.capture_line, args.sample_rate, args.responses),
+        bounds=sidecar.Bounds(args.retention, args.max_size)), args.poll_seconds)
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:

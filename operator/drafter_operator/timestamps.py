@@ -45,3 +45,15 @@ def format_seconds(moment: dt.datetime) -> str:
 def format_micro(moment: dt.datetime) -> str:
     """Kubernetes' MicroTime: "2026-01-02T03:04:05.000006Z" (UTC, always six digits of fraction)."""
     return _in_utc(moment).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def format_hour(moment: dt.datetime) -> str:
+    """The UTC hour a moment falls in, "2026-01-02T03" (no colon: it names files, e.g. captured hour files)."""
+    return _in_utc(moment).replace(tzinfo=None).isoformat(timespec="hours")
+
+
+def parse_hour(text: str) -> dt.datetime:
+    """The start of the UTC hour :func:`format_hour` wrote, aware. ValueError for anything else."""
+    if len(text) != len("2026-01-02T03"):
+        raise ValueError(f"not an hour: {text!r}")
+    return dt.datetime.fromisoformat(text).replace(tzinfo=UTC)

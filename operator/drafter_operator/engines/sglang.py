@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from drafter_operator.capture import records
+from drafter_operator.capture.spool import SPOOL_DIRECTORY, RotatedLogs
 from drafter_operator.engines import flags
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
@@ -265,9 +267,20 @@ SECRET_DESTINATIONS: dict[str, SecretDestination] = {
 }
 
 
-def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
-    """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules)."""
-    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+#: What spec.capture owns besides OWNED_DESTINATIONS while it is set: the request logging its flags render
+#: (capture_flags: on, level 3, JSON, into the spool); a prefix, so every --log-requests-* flag is covered.
+CAPTURE_OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "log_requests*": OwnedDestination("SGLang's request logging (whether, how much, in which format, where), which "
+                                      "spec.capture sets", "remove it: spec.capture sets the request logging while "
+                                      "it is set"),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True, capture: bool = False) -> list[str]:
+    """Why these extraArgs cannot go on an SGLang launch line (parsed by SGLang 0.5.23's rules); with ``capture``
+    (spec.capture set), the request logging is owned too (CAPTURE_OWNED_DESTINATIONS)."""
+    owned = {**OWNED_DESTINATIONS, **(CAPTURE_OWNED_DESTINATIONS if capture else {})}
+    return check_extra_args(ENGINE, extra_args, owned, known_flags_only=known_flags_only,
                             secrets=SECRET_DESTINATIONS)
 
 
@@ -431,7 +444,7 @@ def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
     if target.reasoning_parser:
         argv += ["--reasoning-parser", target.reasoning_parser]
     argv.append("--enable-metrics")  # off by default in SGLang; acceptance monitoring needs it
-    return argv + speculative_flags(spec.drafter, schedule)
+    return argv + speculative_flags(spec.drafter, schedule) + capture_flags(spec.capture)
 
 
 def deterministic(spec) -> bool:
@@ -552,3 +565,38 @@ def adaptive_dropped(spec) -> str | None:
     rendered = {"attn_dp_size": layout.data} if layout.data > 1 else {}
     return adaptive_dropped_by(SPECULATIVE_ALGORITHMS.get(spec.drafter.method),
                                {**given, **rendered, "speculative_eagle_topk": spec.drafter.eagle_topk})
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. Request capture: SGLang's own request logging into the capture spool (drafter_operator/capture/)
+# --------------------------------------------------------------------------------------------------
+
+#: --log-requests-level 3 logs the input and the output whole (sglang/srt/utils/request_logger.py
+#: _compute_metadata: 0 and 1 skip the text and token ids, 2 cuts each string and list to 2048 items). The output
+#: comes with it at every level that has the prompt; the sidecar drops it unless spec.capture.responses.
+CAPTURE_LOG_LEVEL = 3
+#: How the capture sidecar follows the files (drafter_operator/capture/following.py), and reads their lines:
+#: ``<hostname>_<rank>.log``, rotated hourly to ``<hostname>_<rank>.log.<YYYY-mm-dd_HH>``.
+CAPTURE_SPOOL = RotatedLogs(".log")
+capture_line = records.sglang_line
+
+
+def capture_flags(capture) -> list[str]:
+    """The flags that make SGLang log each request as one JSON line into the spool: with a directory target,
+    sglang/srt/utils/log_utils.py writes ``<dir>/<hostname>_<rank>.log`` and rotates it hourly to
+    ``<name>.<YYYY-mm-dd_HH>`` without deleting any (backupCount 0): the sidecar deletes what it has read.
+    ``capture``: spec.capture, or None for no flags."""
+    if capture is None:
+        return []
+    return ["--log-requests", "--log-requests-level", str(CAPTURE_LOG_LEVEL), "--log-requests-format", "json",
+            "--log-requests-target", SPOOL_DIRECTORY]
+
+
+def capture_environment(capture) -> dict[str, str]:
+    """The engine container's variables for capture: none, the flags say it all."""
+    return {}
+
+
+def capture_files(capture) -> dict[str, str]:
+    """The files the engine container reads for capture: none."""
+    return {}

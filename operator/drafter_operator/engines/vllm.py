@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from drafter_operator.capture import records
+from drafter_operator.capture.spool import CAPTURE_FILES_DIRECTORY, SPOOL_DIRECTORY, ReopenedLog
 from drafter_operator.constants import METHODS_WITH_MODEL
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
@@ -381,10 +383,30 @@ SECRET_DESTINATIONS: dict[str, SecretDestination] = {
 }
 
 
-def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True) -> list[str]:
-    """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules)."""
+#: What spec.capture owns besides OWNED_DESTINATIONS while it is set: the request logging its flags turn on
+#: (capture_flags) and the logging configuration that routes it into the spool (capture_environment).
+_CAPTURE_REMEDY = "remove it: spec.capture sets vLLM's request logging while it is set"
+CAPTURE_OWNED_DESTINATIONS: dict[str, OwnedDestination] = {
+    "enable_log_requests": OwnedDestination("whether requests are logged, which spec.capture needs", _CAPTURE_REMEDY),
+    "enable_log_outputs": OwnedDestination("whether responses are logged (spec.capture.responses)",
+                                           "use spec.capture.responses"),
+    "enable_log_deltas": OwnedDestination("whether a streamed response is logged whole or in fragments (capture "
+                                          "reads whole ones)", _CAPTURE_REMEDY),
+    "max_log_len": OwnedDestination("how much of a request is logged (a cut body is not JSON: capture would "
+                                    "lose the request)", _CAPTURE_REMEDY),
+    "logging_config": OwnedDestination("vLLM's logging configuration, which routes the request log into the "
+                                       "capture spool", _CAPTURE_REMEDY),
+    "log_config_file": OwnedDestination("vLLM's logging configuration file, which routes the request log into "
+                                        "the capture spool", _CAPTURE_REMEDY),
+}
+
+
+def extra_args_problems(extra_args: list[str], *, known_flags_only: bool = True, capture: bool = False) -> list[str]:
+    """Why these extraArgs cannot go on a `vllm serve` line (parsed by vLLM 0.33.0's rules); with ``capture``
+    (spec.capture set), the request logging is owned too (CAPTURE_OWNED_DESTINATIONS)."""
+    owned = {**OWNED_DESTINATIONS, **(CAPTURE_OWNED_DESTINATIONS if capture else {})}
     # The operator renders the model positional first; a placeholder keeps the parse faithful.
-    return check_extra_args(ENGINE, extra_args, OWNED_DESTINATIONS, known_flags_only=known_flags_only,
+    return check_extra_args(ENGINE, extra_args, owned, known_flags_only=known_flags_only,
                             placeholder_positionals=PLACEHOLDER_POSITIONALS, secrets=SECRET_DESTINATIONS)
 
 
@@ -477,7 +499,7 @@ def render_command(spec, schedule=None, *, worker: bool = False) -> list[str]:
     config = speculative_config(spec.drafter, schedule)
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
-    return argv
+    return argv + capture_flags(spec.capture)
 
 
 #: vLLM's batch-invariant mode (vllm/envs.py reads it as ``bool(int(value))``): batch-invariant matmul,
@@ -525,3 +547,76 @@ def launch_facts(value: Callable[[str], Any], tensor_parallel: int) -> LaunchFac
         pipeline_parallel=int(value("pipeline_parallel_size") or 1),
         roles=KV_ROLES.get(role, frozenset()), page_size=value("block_size"),
         sleep_mode=bool(value("enable_sleep_mode")))
+
+
+# --------------------------------------------------------------------------------------------------
+# Request capture: vLLM's own request logging routed into the capture spool (drafter_operator/capture/)
+# --------------------------------------------------------------------------------------------------
+
+#: The logger vLLM 0.33.0's RequestLogger writes to (vllm/entrypoints/serve/utils/request_logger.py, init_logger
+#: of its module name).
+REQUEST_LOGGER = "vllm.entrypoints.serve.utils.request_logger"
+#: The file the request logger writes in the spool. A WatchedFileHandler reopens it when the sidecar has renamed
+#: it away, so the sidecar consumes the log by renaming, waiting a poll, reading and deleting.
+CAPTURE_LOG_NAME = "vllm-requests.log"
+CAPTURE_LOG_FILE = f"{SPOOL_DIRECTORY}/{CAPTURE_LOG_NAME}"
+#: How the capture sidecar follows that file (drafter_operator/capture/following.py), and reads its lines.
+CAPTURE_SPOOL = ReopenedLog(CAPTURE_LOG_NAME)
+capture_line = records.vllm_line
+#: Where the pod finds the logging configuration below (a file the pod's template carries).
+CAPTURE_LOGGING_CONFIG_PATH = f"{CAPTURE_FILES_DIRECTORY}/vllm-logging.json"
+#: vLLM reads its whole logging configuration from this file instead of its default one (vllm/logger.py).
+LOGGING_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"
+#: The level RequestLogger.log_request_body logs the request's JSON body at (vllm/envs.py; default DEBUG). At
+#: INFO the body reaches the file with the rest; the prompt itself is logged at DEBUG only otherwise.
+REQUEST_BODY_LEVEL_ENV = "VLLM_REQUEST_BODY_LOG_LEVEL"
+#: vLLM's own console format (vllm/logger.py _FORMAT, with an empty VLLM_LOGGING_PREFIX): the configuration
+#: replaces vLLM's default one, so it must keep the engine's console lines as they were.
+_CONSOLE_FORMAT = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
+_CONSOLE_DATE_FORMAT = "%m-%d %H:%M:%S"
+
+
+def capture_flags(capture) -> list[str]:
+    """`vllm serve` flags that turn request logging on: the request body and, with spec.capture.responses, the
+    complete response (never each streamed delta). ``capture``: spec.capture, or None for no flags."""
+    if capture is None:
+        return []
+    return ["--enable-log-requests", *(["--enable-log-outputs", "--no-enable-log-deltas"] if capture.responses else [])]
+
+
+def capture_environment(capture) -> dict[str, str]:
+    """The engine container's variables for capture: the logging configuration's path and the body's level."""
+    if capture is None:
+        return {}
+    return {LOGGING_CONFIG_ENV: CAPTURE_LOGGING_CONFIG_PATH, REQUEST_BODY_LEVEL_ENV: "INFO"}
+
+
+def capture_files(capture) -> dict[str, str]:
+    """The files the engine container reads for capture (path -> content): the logging configuration."""
+    if capture is None:
+        return {}
+    return {CAPTURE_LOGGING_CONFIG_PATH: json.dumps(capture_logging_config(), sort_keys=True)}
+
+
+def capture_logging_config() -> dict:
+    """vLLM's logging configuration with capture: its console handler as by default, and the request logger's
+    lines, bare, in the spool only (not on the console as well: the pod's log would carry the prompts)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "vllm": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": _CONSOLE_DATE_FORMAT,
+                     "format": _CONSOLE_FORMAT},
+            "bare": {"format": "%(message)s"},
+        },
+        "handlers": {
+            "vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": "INFO",
+                     "stream": "ext://sys.stdout"},
+            "capture": {"class": "logging.handlers.WatchedFileHandler", "formatter": "bare", "level": "INFO",
+                        "filename": CAPTURE_LOG_FILE, "encoding": "utf-8", "delay": True},
+        },
+        "loggers": {
+            "vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False},
+            REQUEST_LOGGER: {"handlers": ["capture"], "level": "INFO", "propagate": False},
+        },
+    }

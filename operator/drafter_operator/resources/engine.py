@@ -17,7 +17,8 @@ from drafter_operator.constants import (
     METHODS_OF_TARGET_ONLY,
     REVISION_LABEL,
 )
-from drafter_operator.resources import pod_policy
+from drafter_operator.capture.spool import CAPTURE_FILES_DIRECTORY
+from drafter_operator.resources import capture, pod_policy
 from drafter_operator.resources.labels import deployment_name, revision_labels, revision_selector, serving_labels
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -71,6 +72,7 @@ def operator_environment(spec: DrafterServingSpec) -> list[dict]:
     env = [{"name": HF_HUB_OFFLINE, "value": "1" if runs_offline(spec) else "0"}]
     if spec.storage and spec.storage.cache_claim:
         env.append({"name": HF_HOME, "value": spec.storage.cache_path})
+    env += [{"name": name, "value": value} for name, value in capture.engine_environment(spec).items()]
     return env
 
 
@@ -158,6 +160,8 @@ class EngineHttp:
 #: into the pod by the downward API: no object of its own to create, adopt or collect, and it changes exactly when
 #: the revision does.
 FILES_VOLUME = "engine-files"
+#: The files the engine reads for spec.capture (engines/*.py capture_files), in a directory of their own.
+CAPTURE_FILES_VOLUME = "capture-files"
 
 
 @dataclass(frozen=True)
@@ -193,8 +197,9 @@ def files_volume(files: Mapping[str, str], volume: str = FILES_VOLUME) -> tuple[
 def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: EngineHttp,
                     preflight_image: str, files: Mapping[str, str] | None = None) -> dict:
     """The engine pod of a revision, its engine answering at ``http``. ``preflight_image``: the operator's
-    image, for the drafter preflight init container (`preflight_container`). ``files``: files the engine
-    reads (path -> content; the template carries them: :func:`file_annotations`)."""
+    image, for the drafter preflight init container (`preflight_container`) and the capture sidecar
+    (resources/capture.py). ``files``: files the engine reads (path -> content; the template carries them:
+    :func:`file_annotations`; those of spec.capture's directory get a volume of their own)."""
     port, health_path, readiness_path = http.port, http.health_path, http.readiness_path
     spec = serving.spec
     placement = spec.placement
@@ -216,9 +221,17 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
     if spec.storage and spec.storage.cache_claim:
         volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": spec.storage.cache_claim}})
         mounts.append({"name": CACHE_VOLUME, "mountPath": spec.storage.cache_path})
-    if (projected := files_volume(files or {})) is not None:
-        volumes.append(projected[0])
-        mounts.append(projected[1])
+    files = files or {}
+    captured = {path: content for path, content in files.items() if posixpath.dirname(path) == CAPTURE_FILES_DIRECTORY}
+    for group, name in (({p: c for p, c in files.items() if p not in captured}, FILES_VOLUME),
+                        (captured, CAPTURE_FILES_VOLUME)):
+        if (projected := files_volume(group, name)) is not None:
+            volumes.append(projected[0])
+            mounts.append(projected[1])
+    if spec.capture:
+        # The engine writes its request log into the spool; only the sidecar mounts the claim.
+        volumes += [capture.spool_volume(), capture.claim_volume(spec.capture)]
+        mounts.append(capture.spool_mount())
     gpus = str(spec.resources.gpus_per_replica)
     container = {
         "name": ENGINE_CONTAINER,
@@ -244,9 +257,11 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
         container["envFrom"] = pod_policy.environment_from(spec.env_from)
     pod_spec = {"containers": [container], "volumes": volumes, "tolerations": tolerations,
                 "terminationGracePeriodSeconds": 60, "enableServiceLinks": False, **pod_policy.pod_fields(spec.pod)}
-    preflight = preflight_container(serving, preflight_image)
-    if preflight:
-        pod_spec["initContainers"] = [preflight]
+    # The preflight first: the capture sidecar (a native sidecar) starts once it has passed, before the engine.
+    init = [preflight_container(serving, preflight_image),
+            capture.capture_container(spec, preflight_image) if spec.capture else None]
+    if any(init):
+        pod_spec["initContainers"] = [container for container in init if container]
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     if placement and placement.affinity:

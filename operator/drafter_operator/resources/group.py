@@ -20,6 +20,7 @@ from __future__ import annotations
 from drafter_operator.api import DrafterServing
 from drafter_operator.constants import COMPONENT_LABEL, SERVING_LABEL
 from drafter_operator.resources import pod_policy
+from drafter_operator.resources.capture import CLAIM_VOLUME
 from drafter_operator.resources.engine import EnginePod, file_annotations
 from drafter_operator.resources.labels import revision_labels
 from drafter_operator.resources.names import child_name
@@ -64,6 +65,9 @@ def worker_pod_spec(leader: dict, argv: list[str]) -> dict:
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe"):
         engine.pop(key, None)
     spec.pop("initContainers", None)
+    # Nor the capture sidecar (gone with the init containers) and its claim: a worker serves no requests, and a
+    # claim mounted from every node would need ReadWriteMany for nothing.
+    spec["volumes"] = [volume for volume in leader.get("volumes", []) if volume["name"] != CLAIM_VOLUME]
     return spec
 
 

@@ -31,7 +31,7 @@ def test_version_is_the_installed_distributions():
 def test_internal_commands_are_listed_under_their_own_heading_and_still_run():
     text = build_parser().format_help()
     commands, _, after = text.partition("options:")
-    heading = "internal commands (run by the operator's Job pods, not by hand):"
+    heading = "internal commands (run by the operator's pods, not by hand):"
     assert heading in after
     internal = after.split(heading)[1]
     for command in INTERNAL_COMMANDS:

@@ -54,7 +54,7 @@ def test_every_owned_destination_exists_in_its_engine_table():
     # An owned destination that no longer exists would silently protect nothing.
     for engine, module in ENGINES.items():
         dests = {o.dest for o in flags.table(engine).options} | {p.dest for p in flags.table(engine).positionals}
-        for dest in module.OWNED_DESTINATIONS:
+        for dest in [*module.OWNED_DESTINATIONS, *module.CAPTURE_OWNED_DESTINATIONS]:
             if dest.endswith("*"):
                 assert any(d.startswith(dest[:-1]) for d in dests), dest
             else:

@@ -74,6 +74,8 @@ ENGINE_INTERFACE = (
     "draft_tokens_per_step", "deterministic", "launch_facts", "METHOD_SPELLINGS",
     "parallel_flags", "group_flags", "PARALLEL_FIELD_DESTINATIONS", "DYNAMIC_WITH_DATA_PARALLEL",
     "PIPELINE_REFUSED_METHODS", "DATA_PARALLEL_REFUSED_METHODS",
+    "capture_flags", "capture_environment", "capture_files", "CAPTURE_SPOOL", "capture_line",
+    "CAPTURE_OWNED_DESTINATIONS",
 )
 
 

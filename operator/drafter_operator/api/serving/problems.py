@@ -42,6 +42,9 @@ SERVING_OPERATOR_CHECKS: tuple[str, ...] = (
     "spec.placement.nodeSelector keys are valid label keys.",
     "spec.resources.gpusPerReplica (the GPUs of each of a replica's pods, one pod per node) fits on one node; a "
     "replica spans nodes with spec.resources.nodesPerReplica.",
+    "with spec.capture, spec.target.extraArgs sets none of the engine's request logging (SGLang --log-requests*; "
+    "vLLM --enable-log-requests, --enable-log-outputs, --enable-log-deltas, --max-log-len, --logging-config, "
+    "--log-config-file): spec.capture sets it.",
     "spec.target.extraArgs sets no flag a parallel field that is set renders (SGLang --attn-dp-size and --ep-size, "
     "vLLM --enable-expert-parallel beside spec.target.dataParallelSize or expertParallel).",
     "with engine sglang, spec.target.pipelineParallelSize above 1 and a drafter come with SGLANG_ENABLE_PP_SPEC=1 in "
@@ -63,7 +66,7 @@ def serving_problems(spec: DrafterServingSpec, *, gpus_per_node: int | None = No
     module = engine_module(spec.engine)
     if not shape:
         default_image = spec.image is None or spec.image == DEFAULT_IMAGES[spec.engine]
-        problems += module.extra_args_problems(args, known_flags_only=default_image)
+        problems += module.extra_args_problems(args, known_flags_only=default_image, capture=spec.capture is not None)
     problems += module.spec_problems(spec)
     problems += image_engine_problems(spec.engine, spec.image)
     problems += node_selector_problems(spec.placement.node_selector if spec.placement else None)

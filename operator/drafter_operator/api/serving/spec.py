@@ -13,6 +13,7 @@ from drafter_operator.constants import METHODS_IN_TARGET, Engine
 from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
+from drafter_operator.api.serving.capture import CaptureSpec
 from drafter_operator.api.serving.drafter import DrafterSpec
 from drafter_operator.api.serving.parallel_rules import PARALLEL_RULES
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
@@ -221,6 +222,8 @@ class DrafterServingSpec(ApiModel):
     """Every key of a Secret or ConfigMap as a variable of the engine container, e.g. {secretRef: {name: hf-token}} for the hub token HF_TOKEN (its value never appears in this object, its status or the operator's logs)."""
     pod: PodPolicy | None = None
     """Pod settings a cluster's policies may require: labels, annotations, serviceAccountName, imagePullSecrets, priorityClassName, runtimeClassName (e.g. nvidia), security contexts. Applied to the active revision in place."""
+    capture: CaptureSpec | None = None
+    """Keep a sample of the served requests on a claim in the namespace (see CaptureSpec): the engine logs its requests into a spool in the pod, a sidecar keeps the sample. Like env, a change restarts the active revision's pods in place; it never makes a new revision."""
 
 
 def _min_length_ok(s: DrafterServingSpec) -> bool:

@@ -64,6 +64,7 @@ from drafter_operator.acceptance import prometheus_source as prom
 from drafter_operator.acceptance.message import ACTION_IN_PROGRESS, SPECULATION_DISABLED
 from drafter_operator.resources.engine import EngineHttp, EnginePod, engine_deployment, engine_pod_spec, service_revision, \
     startup_limit_seconds
+from drafter_operator.resources import capture
 from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.resources.group import engine_group
 from drafter_operator.resources.workloads import kind_of, workload_path
@@ -285,7 +286,7 @@ def child_writes(state: ServingState, serving: DrafterServing, target: DesiredRe
     spec, image, desired = target.running.spec, target.running.image, target.revision
     engine = engines.engine(spec.engine)
     argv = engine.render_command(spec, schedule=target.schedule) if target.schedule else engine.render_command(spec)
-    files = engine.schedule_files(target.schedule) if target.schedule else {}
+    files = {**(engine.schedule_files(target.schedule) if target.schedule else {}), **capture.engine_files(spec)}
     pod = EnginePod(engine_pod_spec(serving, image, argv, EngineHttp.of(engine), state.operator_image, files), files,
                     worker_argv(spec, target.schedule))
     writes: list[Write | None] = []
@@ -336,10 +337,11 @@ def restore_write(state: ServingState, serving: DrafterServing, revision: str, r
         return None
     spec, image = rebuilt
     engine = engines.engine(spec.engine)
+    files = capture.engine_files(spec)
     pod_spec = engine_pod_spec(serving.model_copy(update={"spec": spec}), image, engine.render_command(spec),
-                               EngineHttp.of(engine), state.operator_image)
+                               EngineHttp.of(engine), state.operator_image, files)
     return revision_write(state, serving.model_copy(update={"spec": spec}), revision, replicas, spec,
-                          EnginePod(pod_spec, worker_argv=worker_argv(spec, None)))
+                          EnginePod(pod_spec, files, worker_argv=worker_argv(spec, None)))
 
 
 def status_fields(state: ServingState, status: dict, swap: SwapPlan, revisions: list[dict], port: int,

@@ -58,7 +58,9 @@ def measured_as(active: str | None, speculation_schedule: dict | None) -> tuple[
 
 #: The spec fields that shape a revision's pods beyond its engine process: changed, they are rolled into
 #: the running revision's pods in place (one at a time), not a new revision.
-POD_SETTINGS = ("resources", "placement", "storage", "startup", "env", "env_from", "pod")
+#: spec.capture is one: it adds the engine's request logging and a sidecar, and changes nothing the revision's
+#: benchmarks and acceptance describe.
+POD_SETTINGS = ("resources", "placement", "storage", "startup", "env", "env_from", "pod", "capture")
 
 
 def pod_settings_hash(spec: DrafterServingSpec) -> str:
