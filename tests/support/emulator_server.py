@@ -35,9 +35,11 @@ def sglang_argv(*extra: str, metrics: bool = True) -> list[str]:
 @contextlib.asynccontextmanager
 
 
-async def emulator(argv: list[str], **settings) -> AsyncIterator[tuple[str, EmulatedEngine, aiohttp.ClientSession]]:
+async def emulator(argv: list[str], environment: dict[str, str] | None = None,
+                   **settings) -> AsyncIterator[tuple[str, EmulatedEngine, aiohttp.ClientSession]]:
+    """``environment``: the engine's environment (what it reads of it: the request log's variables, ...)."""
     settings = {"host": "127.0.0.1", "time_scale": FAST, "seed": 1, **settings}
-    engine = EmulatedEngine(parse_command_line(argv), Settings(**settings), load_profile())
+    engine = EmulatedEngine(parse_command_line(argv), Settings(**settings), load_profile(), environment=environment)
     server = EmulatorServer(engine, bind_host(engine), engine.config.port)
     await server.start()
     try:

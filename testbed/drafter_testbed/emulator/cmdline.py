@@ -36,7 +36,7 @@ from typing import Any
 
 from drafter_operator.constants import Engine
 from drafter_operator.engines import command_line, dynamic, flags, sglang
-from drafter_testbed.emulator import families, sglang_adaptive
+from drafter_testbed.emulator import families, request_log, sglang_adaptive
 from drafter_testbed.emulator.group import GroupConfig, parse_host_port
 
 VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -56,14 +56,14 @@ MODELLED_DESTINATIONS = {
                        "gpu_memory_utilization", "trust_remote_code", "tool_call_parser", "reasoning_parser",
                        "enable_auto_tool_choice", "served_model_name", "speculative_config", "spec_method",
                        "spec_model", "spec_tokens", *("nnodes", "node_rank", "master_addr", "master_port",
-                                                      "headless")}),
+                                                      "headless"), *request_log.VLLM_FLAGS}),
     "sglang": frozenset({"model_path", "host", "port", "tp_size", "context_length", "mem_fraction_static",
                          "trust_remote_code", "tool_call_parser", "reasoning_parser", "enable_metrics",
                          "served_model_name", "speculative_algorithm", "speculative_draft_model_path",
                          "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
                          "speculative_ngram_max_bfs_breadth", "speculative_dflash_block_size",
                          "speculative_dspark_block_size", "speculative_adaptive", "speculative_adaptive_config",
-                         *("nnodes", "node_rank", "dist_init_addr")}),
+                         *("nnodes", "node_rank", "dist_init_addr"), *request_log.SGLANG_FLAGS}),
 }
 
 
@@ -123,6 +123,9 @@ class EngineConfig:
     group: GroupConfig | None = None
     #: What the engine refuses of the group flags once it starts (after parsing: its parser accepts them).
     group_problems: tuple[str, ...] = ()
+    #: The request-logging flags (``request_log.VLLM_FLAGS`` / ``SGLANG_FLAGS``: parser dest -> value, defaults
+    #: included), read by emulator/request_log.py as the engine's request logger reads them.
+    request_logging: dict[str, Any] = field(default_factory=dict)
 
     @property
     def serves_api(self) -> bool:
@@ -325,6 +328,7 @@ def _parse_vllm(prog: str, args: list[str], hoist_model: bool) -> EngineConfig:
         ignored=_ignored("vllm", parsed),
         group=group,
         group_problems=group_problems,
+        request_logging={name: values.get(name) for name in request_log.VLLM_FLAGS},
     )
 
 
@@ -443,6 +447,7 @@ def _parse_sglang(prog: str, args: list[str]) -> EngineConfig:
         ignored=_ignored("sglang", parsed),
         group=group,
         group_problems=group_problems,
+        request_logging={name: values.get(name) for name in request_log.SGLANG_FLAGS},
     )
 
 

@@ -28,7 +28,7 @@ from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_testbed.emulator import categorize, outputs
+from drafter_testbed.emulator import categorize, outputs, request_log
 from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
@@ -165,6 +165,10 @@ class EmulatedEngine:
         self.scheduler = Scheduler(self.decoder, settings.time_scale, self, adaptive=self.adaptive)
         #: The group's leader side (emulator/group.py Leader) when this engine is node rank 0 of several.
         self.group_leader = None
+        #: The engine's own request logger (emulator/request_log.py), opened as the engine opens it when it starts:
+        #: by the process that serves the API. None: vLLM without --enable-log-requests, or a worker.
+        self.request_log = request_log.request_log_for(config.engine, config.request_logging, environment or {}) \
+            if config.serves_api else None
 
     # ------------------------------------------------------------------------------------- lifecycle
 

@@ -210,11 +210,13 @@ def _top_logprobs(body: dict, chat: bool) -> int | None:
 class ResponseBuilder:
     """Builds the chunks and the final body of one response, in vLLM's OpenAI format."""
 
-    def __init__(self, request: GenerationRequest, model: str, engine: str = "vllm") -> None:
+    def __init__(self, request: GenerationRequest, model: str, engine: str = "vllm", response_id: str | None = None) -> None:
+        """``response_id``: the id the engine answers under (the one its request log names); default a random one
+        with vLLM's endpoint prefix."""
         self.request = request
         self.model = model
         self.engine = engine
-        self.id = ("chatcmpl-" if request.chat else "cmpl-") + uuid.uuid4().hex
+        self.id = response_id or ("chatcmpl-" if request.chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.completion_tokens = 0
         self.text_length = 0

@@ -62,6 +62,7 @@ from drafter_testbed.emulator.families import startup_problems
 from drafter_testbed.emulator.group import GROUP_BROKEN_STATUS, GroupConfig, GroupRefused, Leader, join, stay
 from drafter_testbed.emulator.exporters import SglangExporter
 from drafter_testbed.emulator.hub import HubModelUnavailable, environment_names, resolve_models
+from drafter_testbed.emulator.logged_request import LoggedRequest
 from drafter_testbed.emulator.metrics_faults import MetricsFault
 from drafter_testbed.emulator.model import Pacer, Settings
 from drafter_testbed.emulator.native import NativeResponseBuilder, parse_generate
@@ -310,6 +311,9 @@ class EmulatorApp:
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
         builder = NativeResponseBuilder(req, draft_per_round=self._draft_per_round())
+        logged = LoggedRequest("sglang", self.engine.request_log, body, request.headers, chat=False, native=True,
+                               draft_per_round=self._draft_per_round())
+        logged.accepted_native(req)
         arrival = time.monotonic()
         steps = self.engine.generate(req.prompt_tokens, req.max_new_tokens, streaming=req.stream,
                                      category=self.engine.traffic_category(body))
@@ -317,6 +321,8 @@ class EmulatorApp:
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
                     builder.add_step(step)
+                    logged.step(step, last=False)
+            logged.finished(streamed=False, finish_reason="length")
             return web.json_response(builder.body(finished=True, e2e_latency=time.monotonic() - arrival))
 
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
@@ -326,9 +332,11 @@ class EmulatorApp:
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
                     builder.add_step(step)
+                    logged.step(step, last=False)
                     finished = len(builder.output_ids) >= req.max_new_tokens
                     await response.write(sse(builder.body(
                         finished=finished, e2e_latency=time.monotonic() - arrival if finished else None)))
+            logged.finished(streamed=True, finish_reason="length")
             await response.write(SSE_DONE)
             await response.write_eof()
         except ConnectionResetError:
@@ -351,12 +359,16 @@ class EmulatorApp:
             body = await request.json()
         except json.JSONDecodeError as exc:
             return _error(f"the request body is not JSON: {exc}", 400, "BadRequestError")
+        logged = LoggedRequest(cfg.engine, self.engine.request_log, body, request.headers, chat=chat,
+                               draft_per_round=self._draft_per_round()) if isinstance(body, dict) else None
         try:
             req = parse_request(body, chat=chat, served_names=cfg.served_model_names or (cfg.model,),
                                 context_length=cfg.context_length, strict_model=cfg.engine == "vllm")
         except RequestError as exc:
             return web.json_response(exc.body(), status=exc.status)
-        builder = ResponseBuilder(req, req.model, cfg.engine)
+        assert logged is not None  # parse_request refuses a body that is not an object
+        logged.accepted(req, cfg.context_length)
+        builder = ResponseBuilder(req, req.model, cfg.engine, response_id=logged.response_id)
         # The target's own continuation where the answer shows what it is made of (logprobs, token ids): a client
         # comparing outputs reads it. Other requests get synthetic words, which cost the emulator nothing per token
         # (at a tenth of real time and 32 streams, 2 us a token would be 15% of a modelled step, read as a slower
@@ -371,6 +383,8 @@ class EmulatorApp:
             async with contextlib.aclosing(steps) as generation:
                 async for step in generation:
                     tokens.extend(step)
+                    logged.step(step, last=False)
+            logged.finished(streamed=False, finish_reason=req.finish_reason)
             return web.json_response(builder.full_response(
                 tokens, continuation.tokens() if continuation is not None else None))
 
@@ -385,8 +399,10 @@ class EmulatorApp:
                 async for step in generation:
                     generated = continuation.tokens(emitted, emitted + len(step)) if continuation is not None else None
                     emitted += len(step)
+                    logged.step(step, last=emitted >= req.max_tokens, finish_reason=req.finish_reason)
                     await response.write(sse(builder.text_chunk(step, last=emitted >= req.max_tokens,
                                                                 generated=generated)))
+                logged.finished(streamed=True, finish_reason=req.finish_reason)
             if req.include_usage:
                 await response.write(sse(builder.usage_chunk()))
             await response.write(SSE_DONE)
@@ -428,6 +444,8 @@ class EmulatorServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.engine.request_log is not None:
+            self.engine.request_log.close()  # flushed and closed as the engine's handlers are at exit
 
 
 def _log(line: str) -> None:
