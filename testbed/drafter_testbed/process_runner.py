@@ -98,6 +98,13 @@ class ContainerRun:
     plan: launch.LaunchPlan | None = None
     killed_for: str | None = None
 
+    @property
+    def sidecar(self) -> bool:
+        """A native sidecar (KEP-753): an init container with restartPolicy Always. It starts in the init order,
+        lets the next one start once it has started, runs beside the main containers, is restarted whenever it
+        exits, and is stopped after them."""
+        return self.init and self.spec.get("restartPolicy") == "Always"
+
 
 @dataclass(frozen=True)
 class PodDNS:
@@ -129,7 +136,7 @@ def phase_of(run: PodRun, restart_policy: str) -> str:
     if run.failed_reason:
         return "Failed"
     main = [c for c in run.containers if not c.init]
-    inits = [c for c in run.containers if c.init]
+    inits = [c for c in run.containers if c.init and not c.sidecar]  # a sidecar's exit fails nothing: it restarts
     if any(c.proc is not None for c in main):
         return "Running"
     if main and all(c.terminated is not None and c.proc is None for c in main) and restart_policy != "Always":
@@ -476,7 +483,9 @@ class Runner:
         container.killed_for = None
         log.info("%s/%s[%s] exited %s (%s)", run.namespace, run.name, container.spec["name"], exit_code, reason)
         policy = run.pod["spec"].get("restartPolicy", "Always")
-        if container.init:
+        if container.sidecar:
+            policy = "Always"  # a sidecar restarts whatever the pod's policy
+        elif container.init:
             policy = "Never" if policy == "Never" else "OnFailure"
         if policy == "Always" or (policy == "OnFailure" and exit_code != 0):
             backoff = min(MAX_BACKOFF_SECONDS, 2.0 ** container.restart_count)
@@ -492,7 +501,15 @@ class Runner:
         for container in run.containers:
             self._collect_exit(run, container)
         if not run.failed_reason:
+            terminal = phase_of(run, policy) in ("Succeeded", "Failed")  # a finished pod starts nothing again
             for container in run.containers:
+                if container.sidecar:
+                    if container.proc is None and not terminal and time.monotonic() >= container.restart_at:
+                        container.restart_count += 1 if container.terminated else 0
+                        await self._start(run, container)
+                    if container.proc is not None and container.started:
+                        continue  # started: the next init container (or the main ones) may start
+                    break
                 if container.init:
                     done = container.terminated and container.terminated["exitCode"] == 0 and container.proc is None
                     if done:
@@ -514,7 +531,7 @@ class Runner:
                         container.restart_count += 1 if finished else 0
                         await self._start(run, container)
         for container in run.containers:
-            if container.proc is not None and not container.init:
+            if container.proc is not None and (not container.init or container.sidecar):
                 self._schedule_probes(run, container)
         await self._report(run, policy)
 
@@ -634,7 +651,11 @@ class Runner:
     async def _delete(self, run: PodRun) -> None:
         grace = float(run.pod["spec"].get("terminationGracePeriodSeconds", 30))
         deadline_grace = min(grace, float(run.pod["metadata"].get("deletionGracePeriodSeconds", grace)))
-        await asyncio.gather(*(self._kill(c, "Completed", deadline_grace) for c in run.containers))
+        # As a kubelet does: the main containers first, then the sidecars, so a sidecar sees what they did last.
+        started = time.monotonic()
+        await asyncio.gather(*(self._kill(c, "Completed", deadline_grace) for c in run.containers if not c.sidecar))
+        await asyncio.gather(*(self._kill(c, "Completed", max(deadline_grace - (time.monotonic() - started), 2.0))
+                               for c in run.containers if c.sidecar))
         for c in run.containers:
             self._collect_exit(run, c)
         # As a kubelet does (KEP-3329): a deleted pod reaches a terminal phase before its object goes. The Job
@@ -685,8 +706,10 @@ class Runner:
             succeeded = bool(main) and all(c.terminated and c.terminated["exitCode"] == 0 for c in main)
             phase = "Succeeded" if succeeded and policy != "Always" else "Failed"
         inits = [c for c in run.containers if c.init]
-        inits_done = all(c.terminated and c.terminated["exitCode"] == 0 for c in inits)
-        all_ready = bool(main) and all(c.ready and c.proc is not None for c in main)
+        inits_done = all(c.proc is not None and c.started if c.sidecar else c.terminated and c.terminated["exitCode"] == 0
+                         for c in inits)
+        sidecars = [c for c in inits if c.sidecar]
+        all_ready = bool(main) and all(c.ready and c.proc is not None for c in main + sidecars)
         previous = {c["type"]: c for c in run.pod.get("status", {}).get("conditions") or []}
 
         def condition(kind: str, ok: bool, reason: str | None = None) -> dict:

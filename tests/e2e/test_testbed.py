@@ -364,3 +364,37 @@ def test_the_harness_reads_answer_what_kubectl_answers(cluster, namespace):
     # A form it does not read (an output option) is kubectl's, and answers the same.
     names = [i["metadata"]["name"] for i in cluster.get_json("-n", namespace, "cm", "--sort-by", ".metadata.name")["items"]]
     assert {"one", "two"} <= set(names) and names == sorted(names)
+
+
+def test_a_native_sidecar_starts_before_the_main_container_runs_beside_it_and_outlives_it(local_cluster_only, namespace):
+    """An init container with restartPolicy Always (the capture sidecar is one) runs as a kubelet runs it: it starts
+    in the init order and the main container starts once it has started (without a startup probe, once its process
+    runs), it is restarted when it exits, a Job's pod completes when its main container does, and then the sidecar
+    is stopped and not started again."""
+    cluster = local_cluster_only
+    shared = {"name": "shared", "emptyDir": {}}
+    mount = [{"name": "shared", "mountPath": "/shared"}]
+    # The sidecar appends a line per start; the main container waits for the sidecar's first line, writes, exits.
+    sidecar = {"name": "side", "image": "python:3.11", "restartPolicy": "Always", "volumeMounts": mount,
+               "command": ["python3", "-c", "import time, os\nopen('/shared/side', 'a').write('started\\n')\n"
+                                            "time.sleep(2 if len(open('/shared/side').read().split()) < 2 else 3600)"]}
+    main = {"name": "main", "image": "python:3.11", "volumeMounts": mount,
+            "command": ["python3", "-c", "import os, time\n"
+                                         "while not os.path.exists('/shared/side'): time.sleep(0.1)\n"
+                                         "time.sleep(10)\n"
+                                         "open('/dev/termination-log', 'w').write(open('/shared/side').read())"]}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "with-side"},
+           "spec": {"backoffLimit": 0, "template": {"spec": {
+               "restartPolicy": "Never", "nodeSelector": {"drafter.dev/node-runtime": "process"},
+               "initContainers": [sidecar], "containers": [main], "volumes": [shared]}}}}
+    _apply(cluster, namespace, job)
+    cluster.kubectl("-n", namespace, "wait", "--for=condition=Complete", "job/with-side", "--timeout=90s")
+    pod = cluster.get_json("-n", namespace, "pods", "-l", "job-name=with-side")["items"][0]
+    assert pod["status"]["phase"] == "Succeeded"
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 0, terminated
+    # The sidecar exited after 2 s and was started again while the main container ran.
+    assert terminated["message"].split() == ["started", "started"], terminated
+    (side,) = pod["status"]["initContainerStatuses"]
+    assert side["restartCount"] >= 1
+    assert "running" not in side["state"]  # a finished pod's sidecar is stopped and stays stopped
