@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from drafter_operator import container_paths
 from drafter_operator.engines.vllm import LOGGING_CONFIG_ENV, REQUEST_BODY_LEVEL_ENV, REQUEST_LOGGER
 
 # ------------------------------------------------------------------------------------------------ vLLM
@@ -229,6 +230,12 @@ def vllm_logging_config(flags: Mapping[str, Any], env: Mapping[str, str]) -> dic
             config = json.loads(file.read())
         if not isinstance(config, dict):
             raise RequestLogRefused(f"Invalid logging config. Expected dict, got {type(config).__name__}.")
+        # On the local process runner the file's paths are the container's: a real pod mounts the spool at the path
+        # the file names, a host process opens it where the runner put that volume (container_paths.py).
+        paths = container_paths.from_environment(env) or container_paths.from_environment()
+        for handler in (config.get("handlers") or {}).values():
+            if isinstance(handler, dict) and isinstance(handler.get("filename"), str):
+                handler["filename"] = container_paths.remap(handler["filename"], paths)
     return config
 
 

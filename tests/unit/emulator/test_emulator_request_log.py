@@ -227,3 +227,27 @@ def test_a_worker_of_a_group_opens_no_request_log(tmp_path):
         "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.1:5000", "--tp-size", "2"])
     engine = EmulatedEngine(config, Settings(host="127.0.0.1"), load_profile(), environment={})
     assert engine.request_log is None and not (tmp_path / "spool").exists()
+
+
+def test_vllm_opens_the_file_its_config_names_where_the_process_runner_put_that_volume(tmp_path):
+    """The pod's logging file names the spool's container path; on the local process runner (no mount namespace for
+    volumes) the emulator opens it where DRAFTER_CONTAINER_PATHS maps it, as the runner remaps argv and env."""
+    from drafter_operator.container_paths import PATH_MAP_ENV
+
+    config = vllm_engine.capture_logging_config()
+    container_file = config["handlers"]["capture"]["filename"]
+    spool_on_host = tmp_path / "pod" / "volumes" / "spool"
+    spool_on_host.mkdir(parents=True)
+    (tmp_path / "vllm-logging.json").write_text(json.dumps(config))
+    env = {vllm_engine.LOGGING_CONFIG_ENV: str(tmp_path / "vllm-logging.json"),
+           vllm_engine.REQUEST_BODY_LEVEL_ENV: "INFO",
+           PATH_MAP_ENV: json.dumps({str(Path(container_file).parent): str(spool_on_host)})}
+
+    async def scenario():
+        async with emulator(vllm_argv(*vllm_engine.capture_flags(capture(False))), environment=env) as (_, _, s):
+            return await chat(s, {"model": MODEL, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 4,
+                                  "request_id": "r-9"})
+
+    run(scenario())
+    written = spool_on_host / Path(container_file).name
+    assert [(line.request_id, line.kind) for line in parsed(written.read_text().splitlines(), "vllm")] == [("r-9", "prompt")]
