@@ -416,13 +416,24 @@ PARALLEL_FIELD_DESTINATIONS: dict[str, tuple[str, ...]] = {"expert_parallel": ("
 
 
 def spec_problems(spec) -> list[str]:
-    """What vLLM would refuse in a DrafterServingSpec beyond the schema: parser names and extraArgs."""
+    """What vLLM would refuse in a DrafterServingSpec beyond the schema: parser names, extraArgs, and spec.env
+    against what spec.capture needs."""
     target = spec.target
     return [
         *parser_name_problems(ENGINE, "spec.target.toolCallParser", "tool_call_parser", target.tool_call_parser),
         *parser_name_problems(ENGINE, "spec.target.reasoningParser", "reasoning_parser", target.reasoning_parser),
         *parallel_field_problems(ENGINE, spec, PARALLEL_FIELD_DESTINATIONS, PLACEHOLDER_POSITIONALS),
+        *capture_env_problems(spec),
     ]
+
+
+def capture_env_problems(spec) -> list[str]:
+    """With spec.capture: spec.env sets none of the variables its logging depends on."""
+    if spec.capture is None:
+        return []
+    return [f"spec.env[{index}] {entry.name}: {CAPTURE_OWNED_ENV[entry.name]} while spec.capture is set; remove it "
+            "from spec.env (or remove spec.capture)"
+            for index, entry in enumerate(spec.env or ()) if entry.name in CAPTURE_OWNED_ENV]
 
 
 def schedule_files(schedule) -> dict[str, str]:
@@ -570,6 +581,17 @@ LOGGING_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"
 #: The level RequestLogger.log_request_body logs the request's JSON body at (vllm/envs.py; default DEBUG). At
 #: INFO the body reaches the file with the rest; the prompt itself is logged at DEBUG only otherwise.
 REQUEST_BODY_LEVEL_ENV = "VLLM_REQUEST_BODY_LOG_LEVEL"
+
+#: The variables spec.capture's logging depends on while it is set: VLLM_CONFIGURE_LOGGING=0 makes `vllm serve`
+#: skip the logging configuration (so no request line reaches the spool), and the other two are the ones
+#: capture_environment sets.
+CAPTURE_OWNED_ENV: dict[str, str] = {
+    "VLLM_CONFIGURE_LOGGING": "it decides whether vLLM applies the logging configuration that routes requests to the "
+                              "capture spool",
+    LOGGING_CONFIG_ENV: "spec.capture points it at the logging configuration the pod carries",
+    REQUEST_BODY_LEVEL_ENV: "spec.capture sets it to INFO so that the request's body is logged",
+}
+
 #: vLLM's own console format (vllm/logger.py _FORMAT, with an empty VLLM_LOGGING_PREFIX): the configuration
 #: replaces vLLM's default one, so it must keep the engine's console lines as they were.
 _CONSOLE_FORMAT = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"

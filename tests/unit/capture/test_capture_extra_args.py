@@ -59,3 +59,22 @@ def test_capture_owns_no_destination_the_operator_already_owns():
     for name in engines.ENGINES:
         module = engines.engine(name)
         assert not set(module.CAPTURE_OWNED_DESTINATIONS) & set(module.OWNED_DESTINATIONS), name
+
+
+@pytest.mark.parametrize("name", ["VLLM_CONFIGURE_LOGGING", "VLLM_LOGGING_CONFIG_PATH", "VLLM_REQUEST_BODY_LOG_LEVEL"])
+def test_capture_owns_the_variables_vllms_request_logging_depends_on(name):
+    """VLLM_CONFIGURE_LOGGING=0 would make vllm serve skip the configuration that sends requests to the spool, and
+    the other two are capture's own: with spec.capture each is refused in spec.env, naming the entry and the fix;
+    without capture they are the user's."""
+    def with_env(capture):
+        body = {**SEED["spec"], "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": name, "value": "0"}]}
+        if capture:
+            body["capture"] = capture
+        return serving_problems(DrafterServingSpec.model_validate(body))
+
+    (problem,) = [p for p in with_env(CAPTURE) if name in p]
+    assert problem.startswith(f"spec.env[1] {name}: ") and "remove it from spec.env" in problem
+    assert not [p for p in with_env(None) if name in p]
+    # SGLang's capture reads its flags only: the same variable there is not capture's.
+    sglang = {**SGLANG_SEED["spec"], "env": [{"name": name, "value": "0"}], "capture": CAPTURE}
+    assert not [p for p in serving_problems(DrafterServingSpec.model_validate(sglang)) if name in p]

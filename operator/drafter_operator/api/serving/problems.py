@@ -44,7 +44,8 @@ SERVING_OPERATOR_CHECKS: tuple[str, ...] = (
     "replica spans nodes with spec.resources.nodesPerReplica.",
     "with spec.capture, spec.target.extraArgs sets none of the engine's request logging (SGLang --log-requests*; "
     "vLLM --enable-log-requests, --enable-log-outputs, --enable-log-deltas, --max-log-len, --logging-config, "
-    "--log-config-file): spec.capture sets it.",
+    "--log-config-file): spec.capture sets it; on vllm, spec.env sets none of VLLM_CONFIGURE_LOGGING, "
+    "VLLM_LOGGING_CONFIG_PATH and VLLM_REQUEST_BODY_LOG_LEVEL.",
     "spec.target.extraArgs sets no flag a parallel field that is set renders (SGLang --attn-dp-size and --ep-size, "
     "vLLM --enable-expert-parallel beside spec.target.dataParallelSize or expertParallel).",
     "with engine sglang, spec.target.pipelineParallelSize above 1 and a drafter come with SGLANG_ENABLE_PP_SPEC=1 in "
