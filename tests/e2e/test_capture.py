@@ -22,14 +22,24 @@ def captured_records(claim_root) -> list[dict]:
             for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_a_serving_with_capture_keeps_its_requests_prompts_and_responses_on_its_claim(serving_env, local_cluster_only):
-    cluster, namespace = serving_env
-    from drafter_testbed import cluster as local
+@pytest.fixture
+def capture_claim(serving_env):
+    """A pre-bound claim `captured` (no provisioner runs on the local cluster), its volume removed afterwards."""
     from drafter_testbed.volumes import static_claim
 
+    cluster, namespace = serving_env
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
         static_claim(namespace, "captured", f"/tmp/drafter-e2e/{namespace}-captured")))
-    serving = seed_serving(capture={"sampleRate": "1", "claimName": "captured", "responses": True})
+    yield "captured"
+    cluster.kubectl("delete", "pv", f"{namespace}-captured", "--wait=false", check=False)
+
+
+def test_a_serving_with_capture_keeps_its_requests_prompts_and_responses_on_its_claim(serving_env, capture_claim,
+                                                                                      local_cluster_only):
+    cluster, namespace = serving_env
+    from drafter_testbed import cluster as local
+
+    serving = seed_serving(capture={"sampleRate": "1", "claimName": capture_claim, "responses": True})
     apply(cluster, namespace, serving)
     wait_ready(cluster, namespace, "kimi", timeout=120)
     (pod,) = [p for p in cluster.get_json("-n", namespace, "pods", "-l", "drafter.dev/serving=kimi")["items"]
@@ -40,7 +50,7 @@ def test_a_serving_with_capture_keeps_its_requests_prompts_and_responses_on_its_
     ip = service_ip(cluster, namespace, "kimi")
     answers = [stream_completion(ip, 8000, "/models/Kimi-K2.5", max_tokens=8) for _ in range(3)]
     assert all(answers)
-    claim_root = local.Layout().root / "claims" / namespace / "captured"
+    claim_root = local.Layout().root / "claims" / namespace / capture_claim
 
     def three_of_each():
         records = captured_records(claim_root)
