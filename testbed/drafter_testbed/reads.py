@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from urllib.parse import quote
+
+from drafter_operator.kube import ApiError, Kube, object_path
 
 #: The flags that take a value, by every spelling kubectl accepts for them, and the query they become.
 _VALUE_FLAGS = {"-n": "namespace", "--namespace": "namespace", "-l": "labelSelector", "--selector": "labelSelector",
@@ -36,9 +37,7 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None, name: str | None) -> str:
-        base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
-        scope = f"/namespaces/{quote(namespace, safe='')}" if self.namespaced and namespace else ""
-        return f"{base}{scope}/{self.plural}" + (f"/{quote(name, safe='')}" if name else "")
+        return object_path(self.group_version, self.plural, namespace if self.namespaced else None, name)
 
 
 @dataclass(frozen=True)
@@ -79,13 +78,13 @@ def parse(args: tuple[str, ...]) -> Query | None:
 
 
 class ApiReads:
-    """Reads through one kubernetes ApiClient (the kubeconfig's credentials, one connection pool), resolving
-    resource names from the apiserver's discovery as kubectl does: the core group first, then the groups in the
-    order the apiserver lists them. Discovery is read again when a name is not found (a CRD installed since)."""
+    """Reads through the operator's own REST client (drafter_operator.kube: the kubeconfig's credentials, one
+    connection pool), resolving resource names from the apiserver's discovery as kubectl does: the core group
+    first, then the groups in the order the apiserver lists them. Discovery is read again when a name is not found (a CRD installed since)."""
 
     def __init__(self, kubeconfig: str):
         self.kubeconfig = kubeconfig
-        self._api = None
+        self._kube: Kube | None = None
         self._names: dict[str, Resource] | None = None
         self._default_namespace = "default"
         self._lock = threading.Lock()
@@ -104,29 +103,27 @@ class ApiReads:
         items = [{"apiVersion": resource.group_version, "kind": resource.kind, **item} for item in body.get("items") or []]
         return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
 
-    def _client(self):
-        if self._api is None:
+    def _client(self) -> Kube:
+        if self._kube is None:
             from kubernetes import config
 
-            self._api = config.new_client_from_config(config_file=self.kubeconfig)
+            self._kube = Kube(config.new_client_from_config(config_file=self.kubeconfig))
             _, context = config.list_kube_config_contexts(config_file=self.kubeconfig)
             self._default_namespace = (context or {}).get("context", {}).get("namespace") or "default"
-        return self._api
+        return self._kube
 
     def _read(self, path: str, params: tuple[tuple[str, str], ...]) -> dict:
-        api = self._client()
-        request = api.param_serialize(method="GET", resource_path=path, query_params=list(params),
-                                      header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
         try:
-            response = api.call_api(*request, _request_timeout=60)
-            response.read()
+            return self._client().request("GET", path, query=dict(params)) or {}
+        except ApiError as refused:
+            try:
+                status = json.loads(refused.body)
+            except ValueError:
+                status = {}
+            raise ReadFailed(f"Error from server ({status.get('reason') or refused.status}): "
+                             f"{status.get('message') or refused.body}") from None
         except Exception as exc:  # noqa: BLE001 - urllib3's connection errors: kubectl fails on them too
             raise ReadFailed(f"reading {path} failed: {exc}") from exc
-        body = json.loads(response.data or b"{}")
-        if response.status != 200:
-            reason = body.get("reason") or response.status
-            raise ReadFailed(f"Error from server ({reason}): {body.get('message', response.data)}")
-        return body
 
     def _resolve(self, name: str) -> Resource | None:
         with self._lock:
