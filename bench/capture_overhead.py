@@ -28,7 +28,8 @@ from pathlib import Path
 import aiohttp
 
 from drafter_operator.api.serving.capture import CaptureSpec
-from drafter_operator.capture.spool import SPOOL_DIRECTORY
+from drafter_operator.capture.spool import CAPTURE_FILES_DIRECTORY, SPOOL_DIRECTORY
+from drafter_operator.container_paths import PATH_MAP_ENV, remap
 from drafter_operator.engines import engine as engine_module
 from drafter_testbed.emulator.cmdline import parse_command_line
 from drafter_testbed.emulator.engine import EmulatedEngine
@@ -49,19 +50,16 @@ def argv(engine: str, extra: list[str]) -> list[str]:
 
 
 def capture_setup(engine: str, spool: Path) -> tuple[list[str], dict[str, str]]:
-    """The engine's capture flags and variables with the spool in ``spool`` (the pod's paths, moved here)."""
+    """The engine's capture flags, variables and files with the pod's directories moved under ``spool``'s parent,
+    mapped as the local process runner maps a pod's volumes (container_paths)."""
     module = engine_module(engine)
-    flags = [flag.replace(SPOOL_DIRECTORY, str(spool)) for flag in module.capture_flags(CAPTURE)]
-    environment = dict(module.capture_environment(CAPTURE))
+    paths = {SPOOL_DIRECTORY: str(spool), CAPTURE_FILES_DIRECTORY: str(spool.parent / "files")}
     for path, content in module.capture_files(CAPTURE).items():
-        config = json.loads(content)
-        for handler in config.get("handlers", {}).values():
-            if "filename" in handler:
-                handler["filename"] = str(spool / Path(handler["filename"]).name)
-        local = spool.parent / Path(path).name
-        local.write_text(json.dumps(config))
-        environment = {key: (str(local) if value == path else value) for key, value in environment.items()}
-    return flags, environment
+        local = Path(remap(path, paths))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_text(content)
+    environment = {name: remap(value, paths) for name, value in module.capture_environment(CAPTURE).items()}
+    return [remap(flag, paths) for flag in module.capture_flags(CAPTURE)], {**environment, PATH_MAP_ENV: json.dumps(paths)}
 
 
 async def serve(engine: str, extra: list[str], environment: dict[str, str], requests: int, size: int) -> float:
