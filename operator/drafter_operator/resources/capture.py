@@ -60,9 +60,9 @@ def capture_container(spec, image: str) -> dict:
 
 def engine_files(spec) -> dict[str, str]:
     """The files the engine container reads for capture (path -> content); none without spec.capture."""
-    return engines.engine(spec.engine).capture_files(spec.capture) if spec.capture else {}
+    return engines.engine(spec.engine).capture_files(spec.capture)
 
 
 def engine_environment(spec) -> dict[str, str]:
     """The engine container's variables for capture; none without spec.capture."""
-    return engines.engine(spec.engine).capture_environment(spec.capture) if spec.capture else {}
+    return engines.engine(spec.engine).capture_environment(spec.capture)
