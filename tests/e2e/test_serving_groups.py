@@ -37,13 +37,36 @@ def group_pods(cluster, namespace: str, set_name: str) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
 
 
+def leader_metrics(ip: str) -> tuple[int | str, float]:
+    """What a leader's engine reports on its /metrics, as the operator reads it: the requests in flight (or why that
+    is unknown) and the completions it has finished."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from drafter_operator.monitoring.in_flight import count_in_flight
+
+    try:
+        body = urllib.request.urlopen(f"http://{ip}:8000/metrics", timeout=5).read()
+    except OSError as exc:
+        return f"unreadable: {exc!r}", 0.0
+    try:
+        in_flight: int | str = count_in_flight("vllm", body)
+    except Exception as exc:  # noqa: BLE001 - reported, as the operator would log it
+        in_flight = f"unknown: {exc}"
+    finished = sum(sample.value for family in text_string_to_metric_families(body.decode())
+                   for sample in family.samples if sample.name == "vllm:request_success_total")
+    return in_flight, finished
+
+
 def drain_report(cluster, namespace: str, name: str, operator_log) -> str:
-    """What a drain that does not end leaves to read: the serving's status, its sets, its pods' readiness and the
-    operator's last words on it."""
+    """What a drain that does not end leaves to read: the serving's status, its sets, its pods' readiness and what
+    each leader's engine says is in flight, and the operator's words on it (its periodic acceptance writes left out)."""
     status = serving_status(cluster, namespace, name)
     pods = cluster.get_json("-n", namespace, "pods")["items"]
     lines = [line for line in operator_log.read_text(errors="replace").splitlines()
-             if f"/{name}" in line and " DEBUG " not in line and "succeeded" not in line]
+             if f"/{name}" in line and " DEBUG " not in line and "succeeded" not in line
+             and not line.endswith("status ['acceptance', 'conditions', 'display']")]
     from drafter_testbed import cluster as local  # the process runner plays kube-proxy: did its routes follow?
     runner_log = local.Layout().logs / "runner.log"
     runner = [line for line in (runner_log.read_text(errors="replace").splitlines() if runner_log.exists() else [])
@@ -54,7 +77,10 @@ def drain_report(cluster, namespace: str, name: str, operator_log) -> str:
         f"sets: {[(s['metadata']['name'], bool(s['metadata'].get('deletionTimestamp'))) for s in sets(cluster, namespace).values()]}",
         "pods: " + "; ".join(f"{p['metadata']['name']} ip={p['status'].get('podIP')} "
                               f"ready={[c['status'] for c in p['status'].get('conditions') or [] if c['type'] == 'Ready']} "
-                              f"deleting={bool(p['metadata'].get('deletionTimestamp'))}" for p in pods),
+                              f"deleting={bool(p['metadata'].get('deletionTimestamp'))}"
+                              + (f" metrics(in flight, finished)={leader_metrics(p['status']['podIP'])}"
+                                 if p["metadata"]["name"].endswith("-0") and p["status"].get("podIP") else "")
+                              for p in pods),
         "operator:", *lines[-40:], "process runner (its failures):", *runner[-10:]])
 
 
@@ -121,8 +147,6 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
     """The engine emulator as a group on process nodes: the worker resolves its leader through LWS's headless Service
     and joins it; the leader is Ready only then; the serving's acceptance window is read from the leader's /metrics;
     a BlueGreen drafter swap under 2,000-token streams moves traffic to the new group and cuts none."""
-    import time
-
     from drafter_testbed.serving_client import ClientLoop
     from tests.e2e.conftest import emulator_settings
 
@@ -170,14 +194,20 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
         status = cluster.wait_for("the new group to serve", lambda: (s := serving_status(
             cluster, namespace, "kimi-grp")).get("activeRevision") not in (None, old)
             and condition(s, "Ready").get("status") == "True" and s, timeout=300)
-        try:
-            cluster.wait_for("the old set removed once drained", lambda: [
-                s["metadata"]["labels"]["drafter.dev/revision"] for s in sets(cluster, namespace).values()]
-                == [status["activeRevision"]], timeout=300)
-        except AssertionError as timed_out:
-            raise AssertionError(f"{timed_out}\n{drain_report(cluster, namespace, 'kimi-grp', operator.log_path)}") from None
-        time.sleep(3)  # streams keep flowing to the new group alone
+        new_leader = group_pods(cluster, namespace, f"kimi-grp-{status['activeRevision']}")[
+            f"kimi-grp-{status['activeRevision']}-0"]
+        # Traffic moved: streams that started after the switch finish on the new group's leader.
+        cluster.wait_for("a stream finished on the new group", lambda: leader_metrics(
+            new_leader["status"]["podIP"])[1] >= 1, timeout=120)
     finally:
+        # No stream starts after this: the old group's drain must end when its own last stream does, read from its
+        # leader's /metrics, well before spec.swap.drainTimeout (5m) would end it.
         loop.stop()
+    try:
+        cluster.wait_for("the old set removed once drained", lambda: [
+            s["metadata"]["labels"]["drafter.dev/revision"] for s in sets(cluster, namespace).values()]
+            == [status["activeRevision"]], timeout=200)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{drain_report(cluster, namespace, 'kimi-grp', operator.log_path)}") from None
     assert loop.failures == [] and loop.cut == [], (loop.failures, loop.cut)
     assert loop.ok >= 3

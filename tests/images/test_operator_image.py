@@ -52,10 +52,10 @@ def test_config_runs_drafter_operator_as_a_fixed_non_root_user(image):
 def test_help_lists_the_operator_commands(image, tmp_path):
     result = run(image, tmp_path, "--help")
     assert result.returncode == 0, result.stderr
-    commands, _, internal = result.stdout.partition("internal commands (run by the operator's Job pods, not by hand):")
+    commands, _, internal = result.stdout.partition("internal commands (run by the operator's pods, not by hand):")
     for command in ("run", "crds", "bench", "preflight"):
         assert f"    {command}" in commands
-    for command in ("run-stage", "regenerate"):  # what the Jobs run: listed apart, under their own heading
+    for command in ("run-stage", "regenerate", "capture"):  # what the Jobs and sidecars run: apart, under their own heading
         assert f"  {command} " in internal
     assert "cluster, demo, emulate: developer tools of the drafter-testbed package: pip install -e ./testbed" \
         in result.stdout
