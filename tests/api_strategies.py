@@ -333,6 +333,11 @@ def training_specs(draw) -> dict[str, Any]:
         spec["data"]["maxTokens"] = draw(st.integers(1, 131072))
     if draw(st.booleans()):
         spec["data"]["generation"] = {"engine": draw(st.sampled_from(ENGINES))}
+        if draw(st.booleans()):  # a serving's captured prompts instead of the dataset (they need generation)
+            del spec["data"]["dataset"]
+            spec["data"]["capture"] = {"claimName": draw(_NAME)}
+            if draw(st.booleans()):
+                spec["data"]["capture"]["heldOutFraction"] = draw(st.sampled_from(["0", "0.1", "0.25", "0.9999"]))
     if draw(st.booleans()):
         spec["hiddenStates"]["layers"] = sorted(draw(st.lists(st.integers(0, 1023), min_size=3, max_size=3, unique=True)))
     if draw(st.booleans()):

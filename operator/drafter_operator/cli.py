@@ -33,9 +33,9 @@ TESTBED_COMMANDS = ("cluster", "demo", "emulate")
 TESTBED_INSTALL = "pip install -e ./testbed from a checkout of the repository (./dev does it)"
 
 #: Subcommands only the operator's own pods run (a DrafterTraining stage Job's container command, a serving
-#: pod's capture sidecar): listed
-#: apart in the top-level help, under a heading that says so, not among the commands people type.
-INTERNAL_COMMANDS = ("run-stage", "regenerate", "capture")
+#: pod's capture sidecar): listed apart in the top-level help, under a heading that says so, not among the
+#: commands people type.
+INTERNAL_COMMANDS = ("run-stage", "regenerate", "captured-dataset", "capture")
 
 
 def version() -> str:
@@ -95,6 +95,7 @@ def build_parser(added: dict[str, importlib.metadata.EntryPoint] | None = None) 
     _add_preflight_command(subparsers)
     _add_run_stage_command(subparsers)
     _add_regenerate_command(subparsers)
+    _add_captured_dataset_command(subparsers)
     _add_capture_command(subparsers)
     for name in sorted(added):
         added[name].load()(subparsers)
@@ -164,6 +165,14 @@ def _add_regenerate_command(subparsers: argparse._SubParsersAction) -> None:
     from drafter_operator.training import regenerate
 
     regenerate.register(subparsers)
+
+
+def _add_captured_dataset_command(subparsers: argparse._SubParsersAction) -> None:
+    # `drafter-operator captured-dataset`: a Generate stage's first step when spec.data.capture is the source
+    # (capture/dataset_command.py).
+    from drafter_operator.capture import dataset_command
+
+    dataset_command.register(subparsers)
 
 
 def _add_capture_command(subparsers: argparse._SubParsersAction) -> None:

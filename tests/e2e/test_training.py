@@ -520,3 +520,67 @@ def test_deleting_a_training_mid_stage_leaves_no_job_pod_config_map_or_claim(clu
         return all(not names for names in left.values()) or None
 
     cluster.wait_for("every object of the deleted training to go", nothing_left, timeout=120, interval=2)
+
+
+def chat(ip: str, model: str, question: str) -> None:
+    import urllib.request
+
+    body = json.dumps({"model": model, "messages": [{"role": "system", "content": "Answer briefly."},
+                                                   {"role": "user", "content": question}], "max_tokens": 8}).encode()
+    request = urllib.request.Request(f"http://{ip}:8000/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    assert json.loads(urllib.request.urlopen(request, timeout=60).read())["choices"]
+
+
+def test_a_training_from_a_servings_capture_answers_its_distinct_captured_prompts_and_holds_some_out(
+        fast_engines, tiny, training_python):
+    """What a serving captured becomes a training's data: the Generate pod reads the capture's claim (mounted
+    read-only), writes the distinct prompts as train and held-out conversations, and the target answers the train
+    set; the held-out prompts are not trained on."""
+    from drafter_testbed import cluster as local
+    from drafter_testbed.volumes import static_claim
+    from tests.support.e2e_serving import service_ip
+
+    cluster, namespace, operator = fast_engines
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        static_claim(namespace, "captured", f"/tmp/drafter-e2e/{namespace}-captured")))
+    try:
+        serving = seed_serving("tiny", target={"model": "/models/tiny-target", "tensorParallelSize": 1},
+                               resources={"gpusPerReplica": 1},
+                               capture={"sampleRate": "1", "claimName": "captured"})
+        serving["spec"].pop("acceptance")
+        apply(cluster, namespace, serving)
+        wait_ready(cluster, namespace, "tiny")
+        questions = [f"What is {n} times {n}?" for n in range(12)]
+        ip = service_ip(cluster, namespace, "tiny")
+        for question in questions + questions[:3]:  # three asked twice: trained on once
+            chat(ip, "/models/tiny-target", question)
+        claim = local.Layout().root / "claims" / namespace / "captured"
+        cluster.wait_for("fifteen prompts on the capture's claim", lambda: sum(
+            1 for path in claim.glob("*/capture-*.jsonl") for line in path.read_text().splitlines()
+            if '"kind": "prompt"' in line) >= 15, timeout=60)
+
+        name = "from-capture"
+        body = training_manifest(name, "specforge")
+        body["spec"]["data"] = {"capture": {"claimName": "captured", "heldOutFraction": "0.25"},
+                                "generation": {"engine": "vllm"}, "numSamples": 100, "maxTokens": 64,
+                                "chatTemplate": "qwen"}
+        apply_training(cluster, namespace, body)
+        cluster.wait_for("Generate to finish", lambda: conditions(training(cluster, namespace, name)).get(
+            "Generated", {}).get("status") == "True" or (training(cluster, namespace, name).get("status") or {}).get(
+            "stage") == "Failed", timeout=RUN_TIMEOUT, interval=2)
+        body = training(cluster, namespace, name)
+        assert conditions(body)["Generated"]["status"] == "True", (conditions(body), stage_logs(cluster, namespace, name))
+        data = tiny.parent / f"{name}-hidden-states" / "data"
+        rows = {kind: [json.loads(line) for line in (data / f"captured-{kind}.jsonl").read_text().splitlines()]
+                for kind in ("train", "held-out")}
+        asked = {turns["conversations"][1]["content"] for kind in rows for turns in rows[kind]}
+        assert asked == set(questions) and sum(len(r) for r in rows.values()) == 12  # distinct prompts, each once
+        assert rows["held-out"] and rows["train"]
+        regenerated = [json.loads(line) for line in (data / "regenerated.jsonl").read_text().splitlines()]
+        assert sorted(r["id"] for r in regenerated) == sorted(r["id"] for r in rows["train"])
+        assert all(r["conversations"][-1]["role"] == "assistant" and r["conversations"][-1]["content"]
+                   for r in regenerated)
+        cluster.kubectl("-n", namespace, "delete", "draftertraining", name, "--wait=false")
+    finally:
+        cluster.kubectl("delete", "pv", f"{namespace}-captured", "--wait=false", check=False)

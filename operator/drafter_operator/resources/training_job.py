@@ -150,7 +150,8 @@ def stage_environment(spec) -> list[dict]:
 def stage_volumes(training: str, spec, stage: str, generation: int,
                   paths: TrainingPaths) -> tuple[list[dict], list[dict]]:
     """The stage pod's volumes and the container's mounts of them: the model claim (written only by Export,
-    and only at the output's subPath), the work claim, the mounted spec, the files directory, the HF cache."""
+    and only at the output's subPath), the work claim, the mounted spec, the files directory, the HF cache, and
+    for Generate the claim of spec.data.capture (read-only)."""
     writes_models = stage == "Export"
     storage = spec.storage
     volumes = [
@@ -171,6 +172,11 @@ def stage_volumes(training: str, spec, stage: str, generation: int,
     if storage.cache_claim:
         volumes.append({"name": "hf-cache", "persistentVolumeClaim": {"claimName": storage.cache_claim}})
         mounts.append({"name": "hf-cache", "mountPath": storage.cache_path})
+    if stage == "Generate" and spec.data.capture is not None:
+        # The serving's captured prompts: read (training/rendering.py captured_source), never written.
+        volumes.append({"name": "capture", "persistentVolumeClaim": {"claimName": spec.data.capture.claim_name,
+                                                                     "readOnly": True}})
+        mounts.append({"name": "capture", "mountPath": paths.capture, "readOnly": True})
     return volumes, mounts
 
 

@@ -16,6 +16,8 @@ from drafter_operator.training.checkpoints import Checkpoint
 from drafter_operator.training.torchrun import Rendezvous
 
 FRAMEWORKS = ("specforge", "speculators")
+#: The captured prompts' sets in the work volume's data directory (spec.data.capture; capture/dataset.py).
+CAPTURED_TRAIN, CAPTURED_HELD_OUT = "captured-train.jsonl", "captured-held-out.jsonl"
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class TrainingPaths:
     specforge_scripts: str = "/opt/SpecForge/scripts"
     #: The trainer image's python.
     python: str = "python"
+    #: Where a Generate stage mounts the claim of spec.data.capture, read-only.
+    capture: str = "/capture"
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,21 @@ def export_publish(spec: DrafterTrainingSpec, options: RenderOptions) -> Publish
                    overwrite=spec.output.overwrite, tag=tag)
 
 
-def is_local(ref: str) -> bool:
-    return ref.startswith("/")
+def is_local(ref: str | None) -> bool:
+    """A path on a volume (a hub id is not; nor is an unset dataset, whose source is a capture)."""
+    return ref is not None and ref.startswith("/")
+
+
+def captured_source(spec: DrafterTrainingSpec, paths: TrainingPaths) -> tuple[Command, str] | None:
+    """With spec.data.capture: the Generate command that writes the captured prompts' train and held-out sets to
+    the work volume, and the train set's path (what the regeneration answers); None for a dataset."""
+    from drafter_operator.capture.dataset_command import command_line
+
+    if spec.data.capture is None:
+        return None
+    train = f"{paths.work}/data/{CAPTURED_TRAIN}"
+    return Command(command_line(paths.capture, train, f"{paths.work}/data/{CAPTURED_HELD_OUT}",
+                                spec.data.capture.held_out_fraction)), train
 
 
 def regeneration(spec: DrafterTrainingSpec, options: RenderOptions, source: str, output: str) -> Command:

@@ -39,8 +39,8 @@ import json
 
 from drafter_operator.api.training import DrafterTrainingSpec
 from drafter_operator.training import torchrun
-from drafter_operator.training.rendering import (Command, RenderOptions, Stage, TrainingPaths, export_publish, is_local,
-                                                 regeneration)
+from drafter_operator.training.rendering import (Command, RenderOptions, Stage, TrainingPaths, captured_source,
+                                                 export_publish, is_local, regeneration)
 
 SPECULATORS = "speculators"
 
@@ -120,6 +120,9 @@ def generate_commands(spec: DrafterTrainingSpec, paths: TrainingPaths, options: 
     work, url, target = work_paths(paths), _local_url(options), spec.target.model
     generate: list[Command] = []
     data = spec.data.dataset
+    if (captured := captured_source(spec, paths)) is not None:
+        command, data = captured
+        generate.append(command)
     if spec.data.generation is not None:
         if not is_local(data):
             # prepare-data reads speculators' presets itself; regeneration needs the conversations as a file.

@@ -79,7 +79,8 @@ def test_examples_exist_for_every_kind_and_validate():
     objs = _examples()
     kinds = sorted(type(o).__name__ for o in objs.values())
     assert kinds == ["DrafterBenchmark", "DrafterServing", "DrafterServing", "DrafterServing", "DrafterServing",
-                     "DrafterServing", "DrafterServing", "DrafterTraining", "DrafterTraining", "DrafterTraining"]
+                     "DrafterServing", "DrafterServing", "DrafterTraining", "DrafterTraining", "DrafterTraining",
+                     "DrafterTraining"]
 
 
 def test_the_two_node_example_is_one_replica_over_two_whole_nodes_as_a_leader_worker_set():

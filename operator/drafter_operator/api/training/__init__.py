@@ -17,6 +17,7 @@ from drafter_operator.api.training.problems import (
 from drafter_operator.api.training.sections import (
     LEARNING_RATE_PATTERN,
     STAGES,
+    CapturedData,
     DataSpec,
     GenerationSpec,
     HiddenStatesSpec,
@@ -65,7 +66,7 @@ class DrafterTraining(KindModel):
 
 
 __all__ = [
-    "Artifact", "DataSpec", "DrafterTraining", "DrafterTrainingSpec", "DrafterTrainingStatus", "EvaluationResult",
+    "Artifact", "CapturedData", "DataSpec", "DrafterTraining", "DrafterTrainingSpec", "DrafterTrainingStatus", "EvaluationResult",
     "GenerationSpec", "HiddenStatesSpec", "HiddenStatesStatus", "HiddenStatesStorage", "LEARNING_RATE_PATTERN",
     "OutputSpec", "PromoteSpec", "STAGES", "TRAINING_OPERATOR_CHECKS", "TrainSpec", "TrainingProgress",
     "TrainingResources", "TrainingStorage", "TrainingTarget", "training_problems",

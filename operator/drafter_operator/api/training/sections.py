@@ -19,6 +19,8 @@ from drafter_operator.api.common import (
     ObjectName,
     Quantity,
     Duration,
+    RATIO_PATTERN,
+    Ratio,
     Rule,
     decimal_range_rule,
     duration_range_rule,
@@ -88,11 +90,56 @@ class GenerationSpec(ApiModel):
     """Engine image; defaults per engine from the operator's configuration."""
 
 
-class DataSpec(ApiModel):
-    """Training data."""
+#: The held-out share of a captured dataset when spec.data.capture.heldOutFraction is unset.
+DEFAULT_HELD_OUT_FRACTION = "0.1"
 
-    dataset: ModelRef
-    """Prompt dataset: a path on the model volume (JSONL conversations) or a hub dataset id, e.g. "sharegpt"."""
+
+class CapturedData(ApiModel):
+    """Prompts a DrafterServing captured (its spec.capture), as the training data: read from the capture's claim,
+    de-duplicated, and split by a hash of each prompt into a train set and a held-out set (a prompt stays on its
+    side in every retraining from the claim). The target answers them again (spec.data.generation)."""
+
+    rules = (
+        decimal_range_rule(
+            "heldOutFraction", RATIO_PATTERN,
+            'spec.data.capture.heldOutFraction must be at least 0 and below 1 (the share of prompts kept out of '
+            'training, for evaluation), e.g. "0.1"',
+            minimum=0.0, maximum=0.9999,  # the pattern's four decimals: below 1
+        ),
+    )
+
+    claim_name: ObjectName
+    """The PersistentVolumeClaim a serving's capture writes to (its spec.capture.claimName), in this namespace; the Generate stage mounts it read-only."""
+    held_out_fraction: Ratio = DEFAULT_HELD_OUT_FRACTION
+    """The share of distinct prompts held out of training, a decimal string at least 0 and below 1, e.g. "0.1"."""
+
+
+class DataSpec(ApiModel):
+    """Training data: a dataset, or a serving's captured prompts."""
+
+    rules = (
+        Rule(
+            cel="has(self.dataset) != has(self.capture)",
+            message="spec.data needs exactly one source: dataset (a JSONL path on the model volume or a hub id, "
+                    "e.g. sharegpt) or capture (a serving's captured prompts, e.g. {claimName: kimi-capture})",
+            check=lambda d: (d.dataset is None) != (d.capture is None),
+            field_path=".dataset",
+            reason="FieldValueInvalid",
+        ),
+        Rule(
+            cel="!has(self.capture) || has(self.generation)",
+            message="spec.data.capture needs spec.data.generation: captured prompts are answered again by the "
+                    "target (add generation: {} for the default engine)",
+            check=lambda d: d.capture is None or d.generation is not None,
+            field_path=".generation",
+            reason="FieldValueRequired",
+        ),
+    )
+
+    dataset: ModelRef | None = None
+    """Prompt dataset: a path on the model volume (JSONL conversations) or a hub dataset id, e.g. "sharegpt". Unset when capture is the source."""
+    capture: CapturedData | None = None
+    """A serving's captured prompts as the source instead of dataset (needs generation)."""
     num_samples: Annotated[int, Field(ge=1, le=100000000)]
     """Samples to use, e.g. 10000."""
     max_tokens: Annotated[int, Field(ge=1, le=131072)] = 2048

@@ -107,10 +107,10 @@ class DrafterTrainingSpec(ApiModel):
         _normalised_rule("output.path", lambda s: s.output.path, "/models/drafters/kimi-k25-eagle3"),
         _normalised_rule("target.model", lambda s: s.target.model, "/models/Kimi-K2.5"),
         _normalised_rule("baseDrafter", lambda s: s.base_drafter, "/models/drafters/kimi-k2-eagle3", optional=True),
-        _normalised_rule("data.dataset", lambda s: s.data.dataset, "/models/datasets/prompts.jsonl"),
+        _normalised_rule("data.dataset", lambda s: s.data.dataset, "/models/datasets/prompts.jsonl", optional=True),
         _under_mount_rule("target.model", lambda s: s.target.model),
         _under_mount_rule("baseDrafter", lambda s: s.base_drafter, optional=True),
-        _under_mount_rule("data.dataset", lambda s: s.data.dataset),
+        _under_mount_rule("data.dataset", lambda s: s.data.dataset, optional=True),
         Rule(
             cel="self.framework != 'specforge' || has(self.data.chatTemplate)",
             message="spec.data.chatTemplate is required with framework specforge (its loss masks follow the target's template): e.g. kimi-k2-instruct, deepseek-v3, qwen or llama3",
@@ -137,7 +137,7 @@ class DrafterTrainingSpec(ApiModel):
         ),
         _apart_rule("target.model", lambda s: s.target.model),
         _apart_rule("baseDrafter", lambda s: s.base_drafter, optional=True),
-        _apart_rule("data.dataset", lambda s: s.data.dataset),
+        _apart_rule("data.dataset", lambda s: s.data.dataset, optional=True),
     )
 
     target: TrainingTarget
