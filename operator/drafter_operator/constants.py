@@ -56,6 +56,9 @@ BENCHMARK_LABEL = f"{API_GROUP}/benchmark"
 GATE_LABEL = f"{API_GROUP}/gate"
 #: The comparing DrafterBenchmark (spec.candidates) a candidate's own DrafterBenchmark belongs to.
 COMPARISON_LABEL = f"{API_GROUP}/comparison"
+#: On a DrafterTraining a serving's spec.retraining started: the serving (the owner reference says so too; the label
+#: is what the operator lists them by).
+RETRAINING_LABEL = f"{API_GROUP}/retraining-of"
 
 #: Label keys a user's own pod labels must not use (api/pod.py refuses them): the operator's selectors.
 OPERATOR_LABEL_PREFIX = f"{API_GROUP}/"
@@ -85,6 +88,10 @@ GATE_ATTEMPT_ANNOTATION = f"{API_GROUP}/gate-attempt"
 PROMOTION_ANNOTATION = f"{API_GROUP}/promotion"
 #: On a serving: the training whose drafter it serves.
 PROMOTED_BY_ANNOTATION = f"{API_GROUP}/promoted-by"
+#: On a serving with spec.retraining: a new value starts a retraining now (kubectl annotate ... drafter.dev/retrain=$(date +%s)).
+RETRAIN_ANNOTATION = f"{API_GROUP}/retrain"
+#: On a DrafterTraining a serving started: what started it (Requested, DriftDetected, Interval).
+RETRAINING_TRIGGER_ANNOTATION = f"{API_GROUP}/retraining-trigger"
 #: On a serving, set by a DrafterTraining's Promote: the length it trained the drafter at, bound to the drafter
 #: (JSON {by, model, contentDigest, maxLength}). A drafter checkpoint does not record it: speculators and SpecForge
 #: copy max_position_embeddings from the target's config. What the LengthCovered condition holds maxModelLen to.

@@ -34,9 +34,12 @@ _CUSTOM = (SERVING_PLURAL, BENCHMARK_PLURAL, TRAINING_PLURAL)
 
 #: Everything the operator does in a namespace it watches (the ClusterRole, or a Role per namespace).
 NAMESPACED_RULES: tuple[Rule, ...] = (
-    Rule(API_GROUP, (SERVING_PLURAL, TRAINING_PLURAL), ("get", "list", "watch", "patch"),
+    Rule(API_GROUP, (SERVING_PLURAL,), ("get", "list", "watch", "patch"),
          "kopf lists and watches them; it removes, with a patch, the finalizer older operator versions left "
          "(this one adds none); a DrafterTraining's Promote patches the serving's drafter."),
+    Rule(API_GROUP, (TRAINING_PLURAL,), ("get", "list", "watch", "create", "patch", "delete"),
+         "kopf lists and watches them (and removes older versions' finalizers with a patch); a serving's "
+         "spec.retraining creates its trainings and deletes the finished ones beyond its historyLimit."),
     Rule(API_GROUP, (BENCHMARK_PLURAL,), ("get", "list", "watch", "create", "patch", "delete"),
          "A serving creates its gate benchmarks and a training its Evaluate benchmark; older ones are deleted."),
     Rule(API_GROUP, tuple(f"{kind}/status" for kind in _CUSTOM), ("patch",),

@@ -532,11 +532,12 @@ def chat(ip: str, model: str, question: str) -> None:
     assert json.loads(urllib.request.urlopen(request, timeout=60).read())["choices"]
 
 
-def test_a_training_from_a_servings_capture_answers_its_distinct_captured_prompts_and_holds_some_out(
+def test_a_retraining_asked_of_a_serving_trains_on_its_distinct_captured_prompts_and_goes_with_it(
         fast_engines, tiny, training_python):
-    """What a serving captured becomes a training's data: the Generate pod reads the capture's claim (mounted
-    read-only), writes the distinct prompts as train and held-out conversations, and the target answers the train
-    set; the held-out prompts are not trained on."""
+    """The serving's spec.retraining closes the loop from what it was asked: a new drafter.dev/retrain value makes
+    it start its own DrafterTraining from the template; that training's Generate pod reads the serving's capture
+    (mounted read-only), writes the distinct prompts as train and held-out conversations, and the target answers
+    the train set; status.retraining says what started it; deleting the serving deletes the training."""
     from drafter_testbed import cluster as local
     from drafter_testbed.volumes import static_claim
     from tests.support.e2e_serving import service_ip
@@ -545,11 +546,17 @@ def test_a_training_from_a_servings_capture_answers_its_distinct_captured_prompt
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
         static_claim(namespace, "captured", f"/tmp/drafter-e2e/{namespace}-captured")))
     try:
+        template = training_manifest("unused", "specforge")["spec"]
+        template["data"] = {"capture": {"claimName": "captured", "heldOutFraction": "0.25"},
+                            "generation": {"engine": "vllm"}, "numSamples": 100, "maxTokens": 64, "chatTemplate": "qwen"}
+        template["output"] = {"path": "/models/drafters/tiny-retrained"}
         serving = seed_serving("tiny", target={"model": "/models/tiny-target", "tensorParallelSize": 1},
-                               resources={"gpusPerReplica": 1},
-                               capture={"sampleRate": "1", "claimName": "captured"})
+                               resources={"gpusPerReplica": 1}, capture={"sampleRate": "1", "claimName": "captured"},
+                               # n-gram speculation until a drafter is trained from its traffic (no base to warm-start)
+                               drafter={"method": "ngram", "numSpeculativeTokens": 3},
+                               retraining={"template": {"spec": template}, "onDrift": False})
         serving["spec"].pop("acceptance")
-        apply(cluster, namespace, serving)
+        cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(serving))  # YAML: 1e-4 a number
         wait_ready(cluster, namespace, "tiny")
         questions = [f"What is {n} times {n}?" for n in range(12)]
         ip = service_ip(cluster, namespace, "tiny")
@@ -560,12 +567,15 @@ def test_a_training_from_a_servings_capture_answers_its_distinct_captured_prompt
             1 for path in claim.glob("*/capture-*.jsonl") for line in path.read_text().splitlines()
             if '"kind": "prompt"' in line) >= 15, timeout=60)
 
-        name = "from-capture"
-        body = training_manifest(name, "specforge")
-        body["spec"]["data"] = {"capture": {"claimName": "captured", "heldOutFraction": "0.25"},
-                                "generation": {"engine": "vllm"}, "numSamples": 100, "maxTokens": 64,
-                                "chatTemplate": "qwen"}
-        apply_training(cluster, namespace, body)
+        name = "tiny-r1"
+        hidden_states_volume(cluster, namespace, name)  # the claim the training will make (no provisioner here)
+        cluster.kubectl("-n", namespace, "annotate", "drafterserving", "tiny", "drafter.dev/retrain=first")
+        body = cluster.wait_for("the serving to start its retraining", lambda: cluster.get_json(
+            "-n", namespace, "draftertrainings")["items"], timeout=60)[0]
+        assert body["metadata"]["name"] == name
+        assert body["spec"]["output"]["path"] == "/models/drafters/tiny-retrained-r1"
+        assert body["spec"]["promote"]["servingRef"] == {"name": "tiny"}
+        assert body["metadata"]["ownerReferences"][0]["kind"] == "DrafterServing"
         cluster.wait_for("Generate to finish", lambda: conditions(training(cluster, namespace, name)).get(
             "Generated", {}).get("status") == "True" or (training(cluster, namespace, name).get("status") or {}).get(
             "stage") == "Failed", timeout=RUN_TIMEOUT, interval=2)
@@ -581,6 +591,12 @@ def test_a_training_from_a_servings_capture_answers_its_distinct_captured_prompt
         assert sorted(r["id"] for r in regenerated) == sorted(r["id"] for r in rows["train"])
         assert all(r["conversations"][-1]["role"] == "assistant" and r["conversations"][-1]["content"]
                    for r in regenerated)
-        cluster.kubectl("-n", namespace, "delete", "draftertraining", name, "--wait=false")
+        retraining = cluster.get_json("-n", namespace, "drafterserving", "tiny")["status"]["retraining"]
+        assert retraining["runs"] == 1 and retraining["request"] == "first"
+        assert retraining["history"][0]["name"] == name and retraining["history"][0]["trigger"] == "Requested"
+
+        cluster.kubectl("-n", namespace, "delete", "drafterserving", "tiny", "--wait=false")
+        cluster.wait_for("the retraining deleted with its serving", lambda: not cluster.get_json(
+            "-n", namespace, "draftertrainings")["items"], timeout=120)
     finally:
         cluster.kubectl("delete", "pv", f"{namespace}-captured", "--wait=false", check=False)

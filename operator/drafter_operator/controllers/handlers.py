@@ -34,6 +34,7 @@ from drafter_operator.controllers.serving.apply import ServingReconciler, now_ut
 from drafter_operator.controllers.serving.acceptance import WatchedByVersion
 from drafter_operator.controllers.serving.observe import benchmarked_serving, observed_from
 from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
+from drafter_operator.controllers.retraining.apply import RetrainingReconciler
 from drafter_operator.controllers.training.apply import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
 from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
@@ -46,6 +47,7 @@ from drafter_operator.constants import (
     BENCHMARK_PLURAL,
     COMPARISON_LABEL,
     KOPF_ANNOTATION_PREFIX,
+    RETRAINING_LABEL,
     SERVING_LABEL,
     SERVING_PLURAL,
     TRAINING_LABEL,
@@ -66,6 +68,9 @@ from drafter_operator.settings import (
 # progress is read from a pod's log) are reconciled besides their watch events.
 BENCHMARK_TICK_SECONDS = 3.0
 TRAINING_TICK_SECONDS = 5.0
+# A serving with spec.retraining is looked at this often besides its events and its trainings' (the cooldown and
+# the interval end with no event).
+RETRAINING_TICK_SECONDS = 60.0
 # A finished one is still reconciled now and then: its cleanup (the hidden-state claim, old Jobs) may have been
 # refused, and the event that would retry it lost (the simulation's seed 305 left a claim for good otherwise).
 FINISHED_RESYNC_SECONDS = 300.0
@@ -112,10 +117,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
-    operator_metrics.start_reconcile_counters(("DrafterServing", BenchmarkReconciler.kind, TrainingReconciler.kind))
+    operator_metrics.start_reconcile_counters(("DrafterServing", BenchmarkReconciler.kind, TrainingReconciler.kind,
+                                               RetrainingReconciler.kind))
     memo.reconciler = ServingReconciler(kube, drain=dt.timedelta(seconds=DRAIN_SECONDS.read()))
     memo.benchmarks = BenchmarkReconciler(kube)
     memo.trainings = TrainingReconciler(kube)
+    memo.retrainings = RetrainingReconciler(kube)
     # Set here, before kopf copies the memo for each object: every handler shares these two.
     memo.loops = object_loops.ObjectLoops(restart_backoff=LOOP_RESTART_SECONDS)
     memo.serving_bodies = {}  # (namespace, name) -> the serving's body from its latest watch event
@@ -433,3 +440,26 @@ async def training_benchmark_event(namespace, labels, memo: kopf.Memo, **_) -> N
 @kopf.on.event("", "v1", "pods", labels={TRAINING_LABEL: kopf.PRESENT})
 async def training_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
+
+
+# --------------------------------------------------------------------------------------------------
+# spec.retraining: reconciled when its serving or one of the trainings it started changes, and every minute
+# while it has one (controllers/retraining).
+
+
+async def _reconcile_retraining(memo: kopf.Memo, namespace: str, name: str) -> None:
+    await _in_pool(memo, memo.retrainings.reconcile, namespace, name)
+
+
+@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
+async def retraining_serving_event(type, namespace, name, meta, spec, memo: kopf.Memo, **_) -> None:
+    wanted = object_loops.keeps_running(type, meta) and bool(spec.get("retraining"))
+    memo.loops.follow(("retraining", namespace, name), wanted, lambda: object_loops.every(
+        RETRAINING_TICK_SECONDS, lambda: _reconcile_retraining(memo, namespace, name)))
+    if wanted:
+        await _reconcile_retraining(memo, namespace, name)
+
+
+@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL, labels={RETRAINING_LABEL: kopf.PRESENT})
+async def retraining_training_event(namespace, labels, memo: kopf.Memo, **_) -> None:
+    await _reconcile_retraining(memo, namespace, labels[RETRAINING_LABEL])

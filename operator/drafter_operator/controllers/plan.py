@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field, replace
 
-from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_PLURAL
+from drafter_operator.constants import BENCHMARK_PLURAL, SERVING_PLURAL, TRAINING_PLURAL
 from drafter_operator.controllers.conditions import Event
 
 #: The kind of each resource a plan writes, for the messages that name what was refused or is in the way.
@@ -24,6 +24,7 @@ KIND_OF_PLURAL = {
     "persistentvolumeclaims": "PersistentVolumeClaim",
     BENCHMARK_PLURAL: "DrafterBenchmark",
     SERVING_PLURAL: "DrafterServing",
+    TRAINING_PLURAL: "DrafterTraining",
 }
 
 

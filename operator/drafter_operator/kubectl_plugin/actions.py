@@ -1,8 +1,10 @@
-"""What `kubectl drafter retry`, `rollback` and `benchmark` ask of the cluster, pure: the API the
+"""What `kubectl drafter retry`, `retrain`, `rollback` and `benchmark` ask of the cluster, pure: the API the
 operator already honours, nothing new.
 
 - retry: a new value of the `drafter.dev/retry` annotation starts the failed desired revision again
   (controllers/serving/status.py retry_request).
+- retrain: a new value of the `drafter.dev/retrain` annotation asks spec.retraining for a training now
+  (controllers/retraining/decide.py).
 - rollback: the spec of the last good revision, restored from what the serving's status recorded of it
   (engine, image, drafter exactly as it ran). The revision name is a hash of that configuration
   (controllers/serving/revisions.py), so the restored spec names the same revision and the operator swaps back
@@ -16,7 +18,7 @@ from __future__ import annotations
 import copy
 
 from drafter_operator.api import DrafterServingSpec
-from drafter_operator.constants import API_GROUP_VERSION, RETRY_ANNOTATION
+from drafter_operator.constants import API_GROUP_VERSION, RETRAIN_ANNOTATION, RETRY_ANNOTATION
 from drafter_operator.controllers.serving.revisions import revision_hash
 
 
@@ -36,6 +38,18 @@ def retry_annotation(serving: dict, value: str) -> dict:
     if (serving["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION) == value:
         raise PluginError(f"{name}: {RETRY_ANNOTATION} is already {value!r}: retry needs a new value")
     return {"metadata": {"annotations": {RETRY_ANNOTATION: value}}}
+
+
+def retrain_annotation(serving: dict, value: str) -> dict:
+    """The metadata patch that asks the serving's spec.retraining for a training now; PluginError when it has no
+    spec.retraining (nothing would read the annotation)."""
+    name = serving["metadata"]["name"]
+    if not (serving.get("spec") or {}).get("retraining"):
+        raise PluginError(f"{name}: it has no spec.retraining, so nothing would start a training: add spec.retraining "
+                          "(docs/serving.md, Retraining), or apply a DrafterTraining yourself")
+    if (serving["metadata"].get("annotations") or {}).get(RETRAIN_ANNOTATION) == value:
+        raise PluginError(f"{name}: {RETRAIN_ANNOTATION} is already {value!r}: retrain needs a new value")
+    return {"metadata": {"annotations": {RETRAIN_ANNOTATION: value}}}
 
 
 def rollback_target(status: dict) -> dict:

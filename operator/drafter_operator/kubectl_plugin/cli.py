@@ -63,6 +63,17 @@ def retry(kubectl: Kubectl, args: argparse.Namespace) -> int:
     return 0
 
 
+def retrain(kubectl: Kubectl, args: argparse.Namespace) -> int:
+    serving = kubectl.get("drafterserving", args.name)
+    patch = actions.retrain_annotation(serving, str(int(time.time())))
+    kubectl.run("patch", "drafterserving", args.name, "--type=merge", "-p", json.dumps(patch))
+    waiting = ((serving.get("status") or {}).get("retraining") or {}).get("waiting")
+    print(f"drafterserving/{args.name}: retraining asked "
+          f"({actions.RETRAIN_ANNOTATION}={patch['metadata']['annotations'][actions.RETRAIN_ANNOTATION]}); "
+          + (f"it waits: {waiting}" if waiting else "status.retraining.history names the training it starts"))
+    return 0
+
+
 def rollback(kubectl: Kubectl, args: argparse.Namespace) -> int:
     serving = kubectl.get("drafterserving", args.name)
     patch, revision = actions.rollback_patch(serving)
@@ -152,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, handler, text in (
             ("get", get, "the serving as a tree: revisions, pods, what serves, acceptance, benchmarks, conditions"),
             ("retry", retry, "start the serving's failed newest revision again (drafter.dev/retry)"),
+            ("retrain", retrain, "ask the serving's spec.retraining for a training now (drafter.dev/retrain)"),
             ("rollback", rollback, "restore the spec of the last revision that served well; the operator swaps to it")):
         command = commands.add_parser(name, help=text)
         command.add_argument("name", metavar="NAME", help="the DrafterServing")

@@ -218,6 +218,17 @@ def test_retry_sets_a_new_annotation_only_for_a_failed_newest_revision():
         actions.retry_annotation(serving, "17")
 
 
+def test_retrain_asks_only_a_serving_with_retraining_and_only_with_a_new_value():
+    serving = full_serving()
+    with pytest.raises(actions.PluginError, match="no spec.retraining"):
+        actions.retrain_annotation(serving, "1")
+    serving["spec"]["retraining"] = {"template": {"spec": {}}}
+    assert actions.retrain_annotation(serving, "17") == {"metadata": {"annotations": {"drafter.dev/retrain": "17"}}}
+    serving["metadata"]["annotations"] = {"drafter.dev/retrain": "17"}
+    with pytest.raises(actions.PluginError, match="needs a new value"):
+        actions.retrain_annotation(serving, "17")
+
+
 def test_the_benchmark_object_validates_against_the_api_model():
     from drafter_operator.api import DrafterBenchmark
 

@@ -25,6 +25,7 @@ from drafter_operator.api.serving.drafter import (
     DrafterSpec,
 )
 from drafter_operator.api.serving.families import DsparkSettings, NgramSettings, SuffixSettings
+from drafter_operator.api.serving.retraining import RetrainingSpec, RetrainingTemplate
 from drafter_operator.api.serving.sglang_rules import SGLANG_BLOCK_METHODS, SGLANG_REFUSED_METHODS
 from drafter_operator.constants import (
     API_GROUP_VERSION,
@@ -108,6 +109,7 @@ class DrafterServing(KindModel):
 
 
 __all__ = [
+    "RetrainingSpec", "RetrainingTemplate",
     "AUTO", "AcceptanceSpec", "AcceptanceStatus", "AcceptanceThresholdStatus", "AtPromotionStatus",
     "CONTENT_DIGEST_PATTERN",
     "ContentDigest", "DECIMAL_OR_AUTO_PATTERN", "DRAFTER_METHODS", "DecimalOrAuto", "DegradedActionStatus",

@@ -14,6 +14,7 @@ from drafter_operator.engines import engines_without, vllm
 from drafter_operator.api.pod import EnvFromSources, EnvVars, Placement, PodPolicy
 from drafter_operator.api.serving.acceptance import AcceptanceSpec
 from drafter_operator.api.serving.capture import CaptureSpec
+from drafter_operator.api.serving.retraining import RetrainingSpec
 from drafter_operator.api.serving.drafter import DrafterSpec
 from drafter_operator.api.serving.parallel_rules import PARALLEL_RULES
 from drafter_operator.api.serving.sglang_rules import SGLANG_DRAFTER_RULES
@@ -224,6 +225,8 @@ class DrafterServingSpec(ApiModel):
     """Pod settings a cluster's policies may require: labels, annotations, serviceAccountName, imagePullSecrets, priorityClassName, runtimeClassName (e.g. nvidia), security contexts. Applied to the active revision in place."""
     capture: CaptureSpec | None = None
     """Keep a sample of the served requests on a claim in the namespace (see CaptureSpec): the engine logs its requests into a spool in the pod, a sidecar keeps the sample. Like env, a change restarts the active revision's pods in place; it never makes a new revision."""
+    retraining: RetrainingSpec | None = None
+    """Start DrafterTrainings from a template when the drafter drifts, on an interval or when asked (the drafter.dev/retrain annotation), one at a time, and promote what passes spec.retraining.gate (see RetrainingSpec). Read by the operator's retraining controller only: a change starts no new revision."""
 
 
 def _min_length_ok(s: DrafterServingSpec) -> bool:

@@ -217,6 +217,34 @@ class PromotionStatus(StatusModel):
     """The revision it applies to (without a learned schedule; the scheduled revision of the same drafter too). Every other swap follows spec.swap."""
 
 
+class RetrainingRunStatus(StatusModel):
+    """One DrafterTraining spec.retraining started."""
+
+    name: str | None = None
+    """The DrafterTraining, e.g. "kimi-r3"."""
+    trigger: str | None = None
+    """What started it: Requested (the drafter.dev/retrain annotation), DriftDetected or Interval."""
+    started_at: str | None = None
+    """When the serving created it (RFC 3339)."""
+    stage: str | None = None
+    """Its stage as it last reported it, e.g. "Train", "Succeeded" or "Failed"; "Deleted" once gone while unfinished."""
+
+
+class RetrainingStatus(StatusModel):
+    """What spec.retraining started, and what it waits for."""
+
+    runs: int | None = None
+    """Trainings started so far (the next is r<runs+1>)."""
+    last_start: str | None = None
+    """When the last one was started (RFC 3339): the cooldown and the interval count from it."""
+    request: str | None = None
+    """The last value of the drafter.dev/retrain annotation acted on."""
+    waiting: str | None = None
+    """Why a trigger has not started a training yet (one is running, the cooldown), e.g. "DriftDetected: cooldown until 2026-12-07T03:00:00Z"."""
+    history: Annotated[list[RetrainingRunStatus], Field(max_length=21)] | None = None
+    """The trainings it started that still exist, newest first (spec.retraining.historyLimit finished ones, and the one running)."""
+
+
 class ServingNowStatus(StatusModel):
     """What receives traffic now: the active revision as it runs (after an onDegraded action, not the spec's drafter)."""
 
@@ -276,6 +304,8 @@ class DrafterServingStatus(StatusModel):
     """While a Ready new revision is benchmarked by its gate: which, and since when."""
     retry_request: str | None = None
     """The last value of the drafter.dev/retry annotation acted on: a new value starts a failed revision again."""
+    retraining: RetrainingStatus | None = None
+    """With spec.retraining: the trainings it started and what a trigger waits for."""
     promotion: PromotionStatus | None = None
     """The DrafterTraining promotion (drafter.dev/promotion annotation) in force, and the revision it applies to."""
     serving: ServingNowStatus | None = None

@@ -1,0 +1,68 @@
+"""spec.retraining: the serving starts DrafterTrainings from a template of its own, when its drafter drifts, every
+interval, or when a person asks (the drafter.dev/retrain annotation), one at a time, with a cooldown between
+automatic starts, and keeps a bounded history of them (as a CronJob keeps its Jobs).
+
+Each training is the template with two things set by the serving: its output, a directory of its own beside the
+template's (``<output.path>-r<N>``: Export never overwrites what serves), and its promotion into this serving
+through the template's gate (controllers/retraining/decide.py renders it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from drafter_operator.api.benchmark_gate import BenchmarkGate
+from drafter_operator.api.common import ApiModel, Duration, Rule, duration_range_rule
+from drafter_operator.api.training.spec import DrafterTrainingSpec
+
+#: The least time between two automatic starts when spec.retraining.cooldown is unset.
+DEFAULT_COOLDOWN = "24h"
+#: Bounds of the cooldown and the interval: a training of a 1T target takes hours; a year is no longer a policy.
+MIN_COOLDOWN, MAX_PERIOD = "1m", "8760h"
+#: The finished trainings kept when spec.retraining.historyLimit is unset.
+DEFAULT_HISTORY_LIMIT = 3
+
+
+class RetrainingTemplate(ApiModel):
+    """The DrafterTraining a retraining starts: its spec, less what the serving sets (output path and promotion)."""
+
+    spec: DrafterTrainingSpec
+    """The training's spec. Its output.path is the prefix of each run's (<path>-r<N>); its promote, if set, is replaced by a promotion into this serving through gate."""
+
+
+class RetrainingSpec(ApiModel):
+    """When and how the serving retrains its drafter."""
+
+    rules = (
+        duration_range_rule(
+            "cooldown", MIN_COOLDOWN, MAX_PERIOD,
+            f'spec.retraining.cooldown must be between {MIN_COOLDOWN} and {MAX_PERIOD}, e.g. "{DEFAULT_COOLDOWN}"',
+        ),
+        duration_range_rule(
+            "interval", MIN_COOLDOWN, MAX_PERIOD,
+            f'spec.retraining.interval must be between {MIN_COOLDOWN} and {MAX_PERIOD}, e.g. "168h" (weekly)',
+        ),
+        Rule(
+            cel="!has(self.template.spec.promote)",
+            message="spec.retraining.template.spec.promote: a retraining always promotes into this serving; remove "
+                    "promote and set spec.retraining.gate for the benchmark it must pass",
+            check=lambda r: r.template.spec.promote is None,
+            field_path=".template.spec.promote",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    template: RetrainingTemplate
+    """The training each retraining runs (see RetrainingTemplate)."""
+    on_drift: bool = True
+    """Start one when the DriftDetected condition turns True (the live acceptance fell below what the drafter's gate measured at its promotion)."""
+    interval: Duration | None = None
+    """Start one this long after the last start, e.g. "168h"; unset: no schedule."""
+    cooldown: Duration = DEFAULT_COOLDOWN
+    """The least time after a start before drift or the interval starts another; a request by annotation does not wait for it."""
+    gate: BenchmarkGate | None = None
+    """The benchmark the new drafter must pass on this serving, besides beating the drafter serving now, before it is swapped in (the training's promote.gate)."""
+    history_limit: Annotated[int, Field(ge=1, le=20)] = DEFAULT_HISTORY_LIMIT
+    """The finished trainings kept; older ones are deleted (their exported drafters stay on the volume)."""

@@ -1,0 +1,1 @@
+"""The retraining controller: a DrafterServing's spec.retraining starts DrafterTrainings (decide.py, pure; apply.py)."""

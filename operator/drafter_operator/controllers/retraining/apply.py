@@ -1,0 +1,67 @@
+"""Reconcile one DrafterServing's spec.retraining: read the serving and the trainings labelled as its retrainings,
+decide (decide.py, pure), write the plan. Runs beside the serving's own loop, which never reads or writes
+status.retraining; this one writes nothing else of the serving."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+from drafter_operator.constants import API_GROUP_VERSION, RETRAINING_LABEL, SERVING_PLURAL, TRAINING_PLURAL
+from drafter_operator.controllers.apply_plan import Rules, apply_plan
+from drafter_operator.controllers.one_at_a_time import EventSink, ObjectLocks, OneAtATime
+from drafter_operator.controllers.plan import Plan, Write
+from drafter_operator.controllers.retraining.decide import RetrainingState, decide
+from drafter_operator.kube import ApiError, Kube, object_path
+
+log = logging.getLogger("drafter.retraining")
+
+
+@dataclass
+class RetrainingReconciler(OneAtATime):
+    kube: Kube
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
+    locks: ObjectLocks = field(default_factory=ObjectLocks)
+    kind: ClassVar[str] = "Retraining"
+    decide = staticmethod(decide)
+    body_field: ClassVar[str] = "serving"
+
+    def observe(self, namespace: str, name: str) -> RetrainingState | None:
+        body = self.kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, name))
+        if body is None or not (body.get("spec") or {}).get("retraining"):
+            return None
+        trainings = self.kube.list(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace),
+                                   label_selector=f"{RETRAINING_LABEL}={name}")
+        return RetrainingState(serving=body, trainings=tuple(trainings), now=self.clock())
+
+    def apply(self, body: dict, plan: Plan, post_event: EventSink) -> None:
+        apply_plan(self.kube, RULES, body, plan, functools.partial(post_event, body), self.clock)
+
+
+def status_path(namespace: str, name: str) -> str:
+    return object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace, name, "status")
+
+
+def _holder(kube: Kube, namespace: str, write: Write) -> dict | None:
+    return kube.get(object_path(API_GROUP_VERSION, TRAINING_PLURAL, namespace, write.name))
+
+
+def _refused(plan: Plan, write: Write, exc: ApiError, status: dict, now: dt.datetime, generation) -> Plan:
+    """A training the apiserver refused (its template breaks a rule of DrafterTraining, a quota) or whose name
+    someone else's training holds: nothing counts as started; status.retraining and a Warning say why, and the
+    next reconcile tries again."""
+    message = f"DrafterTraining {write.name} was not created: {getattr(exc, 'message', None) or exc}"[:1024]
+    recorded = status.get("retraining") or {}
+    return Plan(status={"retraining": {**recorded, "waiting": message}},
+                events=[("Warning", "RetrainingRefused", message)])
+
+
+#: The trainings it creates carry their owner reference. A create that meets AlreadyExists reads the holder: ours
+#: is the run already started (its run number is in the name); someone else's is refused, never used.
+RULES = Rules(kind="DrafterServing", plural=SERVING_PLURAL, status_path=status_path, log=log, holder=_holder,
+              conflict_message=lambda write: f"a DrafterTraining named {write.name} exists and is not this "
+                                             "serving's: rename or delete it",
+              reported=(403, 422), refused=_refused)
