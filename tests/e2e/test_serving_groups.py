@@ -196,9 +196,9 @@ def test_an_emulated_two_node_group_serves_once_its_worker_joined_and_a_swap_und
             and condition(s, "Ready").get("status") == "True" and s, timeout=300)
         new_leader = group_pods(cluster, namespace, f"kimi-grp-{status['activeRevision']}")[
             f"kimi-grp-{status['activeRevision']}-0"]
+        leader_ip = new_leader["status"]["podIP"]  # Ready, so it has one
         # Traffic moved: streams that started after the switch finish on the new group's leader.
-        cluster.wait_for("a stream finished on the new group", lambda: leader_metrics(
-            new_leader["status"]["podIP"])[1] >= 1, timeout=120)
+        cluster.wait_for("a stream finished on the new group", lambda: leader_metrics(leader_ip)[1] >= 1, timeout=120)
     finally:
         # No stream starts after this: the old group's drain must end when its own last stream does, read from its
         # leader's /metrics, well before spec.swap.drainTimeout (5m) would end it.
