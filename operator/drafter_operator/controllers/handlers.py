@@ -37,11 +37,12 @@ from drafter_operator.controllers.serving.pointer import draining_revisions, rev
 from drafter_operator.controllers.retraining.apply import RetrainingReconciler
 from drafter_operator.controllers.training.apply import TrainingReconciler
 from drafter_operator.controllers.watched_copies import kept_copy
-from drafter_operator.kube import Kube, kopf_connection, kopf_timeouts, load_api_client
+from drafter_operator.kube import ApiError, Kube, kopf_connection, kopf_timeouts, load_api_client, object_path
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring.in_flight import requests_in_flight
 from drafter_operator.constants import (
     API_GROUP,
+    API_GROUP_VERSION,
     API_VERSION,
     BENCHMARK_LABEL,
     BENCHMARK_PLURAL,
@@ -295,7 +296,15 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
                                              observed, latest.get("acceptance"), memo.wakeups.take_behind(key))
         in_flight.add(running)
         running.add_done_callback(in_flight.discard)
-        return await asyncio.wrap_future(running)
+        try:
+            return await asyncio.wrap_future(running)
+        except ApiError as refused:
+            # A 404: the serving (or its namespace) may be gone without a DELETED event (kopf stops watching a
+            # namespace once it is marked for deletion). Asked, the apiserver says so, and the loop ends.
+            if refused.status == 404 and await asyncio.to_thread(serving_gone, memo.reconciler.kube, snapshot):
+                memo.serving_bodies.pop(key, None)
+                raise serving_loop.ObjectGone(f"{namespace}/{name}") from refused
+            raise
 
     tasks = {asyncio.create_task(serving_loop.run(key, memo.wakeups, reconcile_once, memo.recheck_seconds,
                                                   memo.error_retry_seconds, now_utc)),
@@ -307,6 +316,13 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
     for task in tasks:
         if not task.cancelled() and task.exception():
             raise task.exception()  # ObjectLoops starts the loop again after its backoff
+
+
+def serving_gone(kube: Kube, snapshot: dict) -> bool:
+    """Whether the apiserver no longer has this serving: none of its name, or one of another uid (re-created)."""
+    meta = snapshot["metadata"]
+    current = kube.get(object_path(API_GROUP_VERSION, SERVING_PLURAL, meta["namespace"], meta["name"]))
+    return current is None or current["metadata"].get("uid") != meta.get("uid")
 
 
 async def read_drain(observed, snapshot: dict) -> None:
@@ -351,15 +367,18 @@ def _post_event(body: dict, kind: str, reason: str, message: str) -> None:
     kopf.event(body, type=kind, reason=reason, message=message[:1024])
 
 
-async def _in_pool(memo: kopf.Memo, reconcile, namespace: str, name: str) -> None:
+async def _in_pool(memo: kopf.Memo, reconcile, namespace: str, name: str) -> object:
+    """Run one reconcile of a kind that observes, decides and applies one object at a time (OneAtATime) in the
+    pool; object_loops.GONE when it found the object gone or going (the object's tick loop ends)."""
     # In this task's context: kopf.event() finds kopf's Event queue through context variables.
     context = contextvars.copy_context()
-    await asyncio.get_running_loop().run_in_executor(memo.reconcile_pool, context.run, reconcile, namespace, name,
-                                                     _post_event)
+    plan = await asyncio.get_running_loop().run_in_executor(memo.reconcile_pool, context.run, reconcile, namespace,
+                                                            name, _post_event)
+    return object_loops.GONE if plan is None else plan
 
 
-async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> None:
-    await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
+async def _reconcile_benchmark(memo: kopf.Memo, namespace: str, name: str) -> object:
+    return await _in_pool(memo, memo.benchmarks.reconcile, namespace, name)
 
 
 @dataclass(frozen=True)
@@ -369,7 +388,7 @@ class Ticks:
 
     plural: str
     interval: float
-    reconcile: Callable[[kopf.Memo, str, str], Awaitable[None]]
+    reconcile: Callable[[kopf.Memo, str, str], Awaitable[object]]
 
 
 def _tick_while_unfinished(memo: kopf.Memo, ticks: Ticks, key: tuple[str, str], type, meta, status) -> None:
@@ -415,8 +434,8 @@ async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
 # while a stage runs (its progress is read from the stage pod's log; nothing announces it).
 
 
-async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> None:
-    await _in_pool(memo, memo.trainings.reconcile, namespace, name)
+async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> object:
+    return await _in_pool(memo, memo.trainings.reconcile, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL)
@@ -447,8 +466,8 @@ async def training_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
 # while it has one (controllers/retraining).
 
 
-async def _reconcile_retraining(memo: kopf.Memo, namespace: str, name: str) -> None:
-    await _in_pool(memo, memo.retrainings.reconcile, namespace, name)
+async def _reconcile_retraining(memo: kopf.Memo, namespace: str, name: str) -> object:
+    return await _in_pool(memo, memo.retrainings.reconcile, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)

@@ -8,6 +8,11 @@ carries an ownerReference, and the garbage collector removes it), and the finali
 cancelled from the DELETED event, or from the first event carrying a deletionTimestamp, and all of them
 at the operator's cleanup; the object itself never waits for us.
 
+A loop also ends by itself once its object is gone from the apiserver (`every`'s action answers `GONE`; the
+serving loop's reconcile raises `serving.loop.ObjectGone`): kopf stops watching a namespace as soon as the
+namespace is marked for deletion, before the objects in it are deleted, so their DELETED events never come, and a
+loop waiting for one would run against a deleted object for as long as the operator does.
+
 Used from the event loop's thread only (kopf's handlers are async).
 """
 
@@ -20,6 +25,8 @@ from typing import Awaitable, Callable, Hashable, Mapping
 log = logging.getLogger("drafter.loops")
 
 LoopFn = Callable[[], Awaitable[None]]
+#: What an `every` action answers when its object is gone: the loop ends (an event of the object starts it again).
+GONE = "gone"
 
 
 def keeps_running(event_type: str | None, meta: Mapping) -> bool:
@@ -36,12 +43,14 @@ def finished(status: Mapping | None) -> bool:
     return status.get("state", status.get("stage")) in ("Succeeded", "Failed")
 
 
-async def every(interval: float, action: LoopFn) -> None:
+async def every(interval: float, action: Callable[[], Awaitable[object]]) -> None:
     """kopf's timer without its finalizer: `action` once `interval` seconds have passed since the last
-    one ended. The first run waits too: the watch event that starts the loop has just reconciled."""
+    one ended. The first run waits too: the watch event that starts the loop has just reconciled. It ends when
+    `action` answers GONE."""
     while True:
         await asyncio.sleep(interval)
-        await action()
+        if await action() == GONE:
+            return
 
 
 class ObjectLoops:

@@ -129,3 +129,64 @@ def test_a_finished_object_is_still_resynced_now_and_then(memo, monkeypatch, plu
         assert (plural, "team", "run", "finished") not in memo.loops
 
     asyncio.run(scenario())
+
+
+class GoneServing:
+    """A serving reconciler whose status write answers 404, and an apiserver that has `current` under its name."""
+
+    def __init__(self, current: dict | None) -> None:
+        self.current, self.attempts = current, 0
+        self.kube = self
+
+    def get(self, path: str) -> dict | None:
+        assert path == "/apis/drafter.dev/v1alpha1/namespaces/team/drafterservings/kimi"
+        return self.current
+
+    def reconcile(self, *args):
+        from drafter_operator.kube import ApiError
+
+        self.attempts += 1
+        raise ApiError(404, "Not Found", '{"message": "drafterservings.drafter.dev \\"kimi\\" not found"}')
+
+
+@pytest.mark.parametrize("current, ends", [
+    (None, True),  # its namespace went: kopf stopped watching it, and no DELETED event came
+    ({"metadata": {"uid": "u2"}}, True),  # deleted and created again under its name: another object
+    ({"metadata": {"uid": "u1"}}, False),  # still there (the 404 was a child's): the loop retries
+])
+def test_a_servings_loop_ends_when_the_apiserver_no_longer_has_it_though_no_deleted_event_came(memo, current, ends):
+    key = ("drafterservings", "team", "kimi")
+    memo.reconciler = GoneServing(current)
+    memo.error_retry_seconds = 0.05
+
+    async def scenario():
+        await serving_event(memo, None, serving("1"))
+        if ends:
+            await until(lambda: key not in memo.loops)
+            assert memo.serving_bodies == {} and memo.reconciler.attempts == 1
+        else:
+            await until(lambda: memo.reconciler.attempts >= 3)
+            assert key in memo.loops
+            memo.loops.stop(key)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("plural, handler, reconciler", [
+    ("drafterbenchmarks", handlers.benchmark_event, "benchmarks"),
+    ("draftertrainings", handlers.training_event, "trainings"),
+])
+def test_a_tick_loop_ends_once_its_object_is_gone_from_the_apiserver(memo, monkeypatch, plural, handler, reconciler):
+    """The reconcile found nothing (observe answered None): no DELETED event will come to stop the ticks."""
+    monkeypatch.setattr(handlers, "BENCHMARK_TICK_SECONDS", 0.05)
+    monkeypatch.setattr(handlers, "TRAINING_TICK_SECONDS", 0.05)
+    stand_in = getattr(memo, reconciler)
+    stand_in.reconcile = lambda *args: stand_in.seen.append(args[:2])  # answers None: gone
+    key = (plural, "team", "run")
+
+    async def scenario():
+        await handler(type=None, namespace="team", name="run", meta={}, status={}, memo=memo)
+        await until(lambda: key not in memo.loops)
+        assert len(stand_in.seen) == 2  # the event's reconcile, then one tick that found it gone
+
+    asyncio.run(scenario())

@@ -198,3 +198,17 @@ def test_every_waits_the_interval_before_each_run_and_a_failure_ends_it():
     assert len(times) == 3
     assert times[0] >= 0.05  # the event that started it has just reconciled
     assert all(later - earlier >= 0.05 for earlier, later in zip(times, times[1:]))
+
+
+def test_every_ends_when_its_action_answers_gone():
+    from drafter_operator.controllers.object_loops import GONE, every
+
+    answers = iter([None, {"plan": 1}, GONE, None])
+    calls = []
+
+    async def action():
+        calls.append(1)
+        return next(answers)
+
+    asyncio.run(asyncio.wait_for(every(0.01, action), 2))
+    assert len(calls) == 3

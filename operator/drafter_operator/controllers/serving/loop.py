@@ -111,13 +111,22 @@ class Wakeups:
                 pass
 
 
+class ObjectGone(Exception):
+    """The serving a loop reconciles is gone from the apiserver though no DELETED event said so (kopf stops watching
+    a namespace once it is marked for deletion, before the objects in it go): the loop ends."""
+
+
 async def run(key: Hashable, wakeups: Wakeups, reconcile: Callable[[], Awaitable[Applied]], interval: float,
               error_retry: float, clock: Callable[[], dt.datetime]) -> None:
-    """Reconcile, then wait; forever (the caller's daemon is cancelled when the serving is deleted)."""
+    """Reconcile, then wait; until the caller cancels it (the serving's DELETED event) or a reconcile finds the
+    serving gone (ObjectGone)."""
     try:
         while True:
             try:
                 applied = await reconcile()
+            except ObjectGone as gone:
+                log.info("%s is gone from the apiserver (no DELETED event came): its loop ends", gone)
+                return
             except Exception:  # noqa: BLE001 - the loop outlives a failed write; the next turn retries
                 log.exception("reconcile of %s failed; retrying in %s s", key, error_retry)
                 await wakeups.wait(key, error_retry)
