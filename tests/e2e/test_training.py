@@ -452,8 +452,10 @@ def test_a_queued_training_waits_in_kueue_with_its_reason_then_runs_once_the_gpu
         return body if (body.get("status") or {}).get("stage") == "Train" and ready.get("reason") == "Running" else None
 
     cluster.wait_for("the first training to be admitted to Train", first_trains, timeout=RUN_TIMEOUT, interval=2)
-    job = cluster.get_json("-n", namespace, "job", f"{first}-train-g1")
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team" and not job["spec"].get("suspend")
+    # Admitted: Kueue lifts the Job's suspend (the training may say Running from the Workload's admission first).
+    job = cluster.wait_for("the admitted Train Job unsuspended", lambda: (j := cluster.get_json(
+        "-n", namespace, "job", f"{first}-train-g1")) and not j["spec"].get("suspend") and j, timeout=60)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team"
     apply_training(cluster, namespace, training_manifest(second, "specforge", queueName="team"))
 
     def second_queued():

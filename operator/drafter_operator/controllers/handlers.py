@@ -331,12 +331,15 @@ async def read_drain(observed, snapshot: dict) -> None:
     not after a guess. A revision whose engines leave the count unknown is left out."""
     for draining in draining_revisions(observed):
         engine = revision_engine(snapshot, draining)
-        requests = await requests_in_flight(engine, observed.ready_pod_ips.get(draining, []),
-                                            engines.engine(engine).DEFAULT_PORT)
+        ips = observed.ready_pod_ips.get(draining, [])
+        requests = await requests_in_flight(engine, ips, engines.engine(engine).DEFAULT_PORT)
+        meta = snapshot.get("metadata") or {}
         if requests is not None:
             observed.in_flight[draining] = requests
+            if requests:  # what keeps the revision: said at each look (every few seconds, for as long as it drains)
+                serving_loop.log.info("%s/%s: revision %s drains: %d requests in flight on %s", meta.get("namespace"),
+                                      meta.get("name"), draining, requests, ", ".join(ips))
         else:
-            meta = snapshot.get("metadata") or {}
             serving_loop.log.info("%s/%s: revision %s drains with its requests in flight unknown (its engines' "
                                   "metrics did not answer): it is kept until spec.swap.drainTimeout",
                                   meta.get("namespace"), meta.get("name"), draining)

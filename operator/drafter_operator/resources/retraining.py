@@ -26,9 +26,10 @@ def retraining_training(namespace: str, serving: str, serving_uid: str, spec: Dr
     """The DrafterTraining manifest of run ``run``, started by ``trigger``; owned by the serving (deleted with it)."""
     retraining = spec.retraining
     assert retraining is not None
-    body = retraining.template.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    body["output"]["path"] = run_output(retraining.template.spec.output.path, run)
-    if retraining.template.spec.base_drafter is None and spec.drafter.model:
+    template = retraining.template.training_spec()
+    body = template.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body["output"]["path"] = run_output(template.output.path, run)
+    if template.base_drafter is None and spec.drafter.model:
         body["baseDrafter"] = spec.drafter.model  # a retraining costs a fraction of the first from the current drafter
     body["promote"] = {"servingRef": {"name": serving}}
     if retraining.gate is not None:

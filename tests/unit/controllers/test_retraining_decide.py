@@ -225,3 +225,20 @@ def test_any_run_of_triggers_and_lost_writes_keeps_one_at_a_time_and_the_cooldow
         request = annotations.get(RETRAIN_ANNOTATION)
         if request and idle:  # nothing ran when it was looked at: the request is started (now or before)
             assert request in started_requests
+
+
+def test_a_template_is_held_to_the_training_spec_by_the_model_though_the_crd_keeps_it_without_a_schema():
+    import pydantic
+    import pytest
+
+    from drafter_operator.api import DrafterServing
+
+    promoting = serving({})
+    promoting["spec"]["retraining"]["template"]["spec"]["promote"] = {"servingRef": {"name": "another"}}
+    with pytest.raises(pydantic.ValidationError, match="a retraining always promotes into this serving"):
+        DrafterServing.model_validate(promoting)
+    broken = serving({})
+    broken["spec"]["retraining"]["template"]["spec"]["train"] = {"epochs": 0}
+    with pytest.raises(pydantic.ValidationError, match="epochs"):
+        DrafterServing.model_validate(broken)
+    assert not run(broken).writes  # a refused spec starts nothing (the serving says InvalidSpec)

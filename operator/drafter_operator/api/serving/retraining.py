@@ -9,12 +9,12 @@ through the template's gate (controllers/retraining/decide.py renders it).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from drafter_operator.api.benchmark_gate import BenchmarkGate
-from drafter_operator.api.common import ApiModel, Duration, Rule, duration_range_rule
+from drafter_operator.api.common import ApiModel, Duration, duration_range_rule
 from drafter_operator.api.training.spec import DrafterTrainingSpec
 
 #: The least time between two automatic starts when spec.retraining.cooldown is unset.
@@ -26,10 +26,28 @@ DEFAULT_HISTORY_LIMIT = 3
 
 
 class RetrainingTemplate(ApiModel):
-    """The DrafterTraining a retraining starts: its spec, less what the serving sets (output path and promotion)."""
+    """The DrafterTraining a retraining starts: its spec, less what the serving sets (output path and promotion).
 
-    spec: DrafterTrainingSpec
-    """The training's spec. Its output.path is the prefix of each run's (<path>-r<N>); its promote, if set, is replaced by a promotion into this serving through gate."""
+    The CRD keeps the template's spec without a schema of its own (x-kubernetes-preserve-unknown-fields): the whole
+    DrafterTraining schema embedded here would double the DrafterServing CRD, past the 256 KiB that `kubectl apply`
+    keeps in its last-applied annotation. The model checks it as a DrafterTraining spec, so the operator refuses a
+    bad template (InvalidSpec, naming spec.retraining.template.spec's field), and every training it creates is held
+    to the DrafterTraining CRD by the apiserver."""
+
+    spec: Annotated[dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})]
+    """The training's spec, as a DrafterTraining's (checked by the operator, not by the CRD). Its output.path is the prefix of each run's (<path>-r<N>); it has no promote: each run is promoted into this serving through spec.retraining.gate."""
+
+    @field_validator("spec")
+    @classmethod
+    def _a_training_spec(cls, value: dict[str, Any]) -> dict[str, Any]:
+        spec = DrafterTrainingSpec.model_validate(value)
+        if spec.promote is not None:
+            raise ValueError("spec.retraining.template.spec.promote: a retraining always promotes into this serving; "
+                             "remove promote and set spec.retraining.gate for the benchmark it must pass")
+        return value
+
+    def training_spec(self) -> DrafterTrainingSpec:
+        return DrafterTrainingSpec.model_validate(self.spec)
 
 
 class RetrainingSpec(ApiModel):
@@ -43,14 +61,6 @@ class RetrainingSpec(ApiModel):
         duration_range_rule(
             "interval", MIN_COOLDOWN, MAX_PERIOD,
             f'spec.retraining.interval must be between {MIN_COOLDOWN} and {MAX_PERIOD}, e.g. "168h" (weekly)',
-        ),
-        Rule(
-            cel="!has(self.template.spec.promote)",
-            message="spec.retraining.template.spec.promote: a retraining always promotes into this serving; remove "
-                    "promote and set spec.retraining.gate for the benchmark it must pass",
-            check=lambda r: r.template.spec.promote is None,
-            field_path=".template.spec.promote",
-            reason="FieldValueForbidden",
         ),
     )
 
