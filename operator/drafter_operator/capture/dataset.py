@@ -65,22 +65,24 @@ def _chat(messages: Any) -> list[dict[str, str]]:
     return turns
 
 
+def _strings(value: Any) -> list[str]:
+    """A prompt field as its texts: a string, or a non-empty list of strings; [] for anything else."""
+    if isinstance(value, str):
+        return [value]
+    return list(value) if isinstance(value, list) and value and all(isinstance(v, str) for v in value) else []
+
+
 def prompt_conversations(record: dict[str, Any]) -> list[list[dict[str, str]]]:
     """The conversations (system and user turns) in one captured prompt record; raises ``Skipped``."""
     content = record.get("content")
     if not isinstance(content, dict):
         raise Skipped("a record without content")
+    # vLLM's completions `prompt` and SGLang's `text`: a string, or a batch of strings (each its own conversation).
+    texts = _strings(content.get("prompt")) or _strings(content.get("text"))
     if "messages" in content:
         conversations = [_chat(content["messages"])]
-    elif isinstance(content.get("prompt"), str):
-        conversations = [[{"role": "user", "content": content["prompt"]}]]
-    elif isinstance(content.get("prompt"), list) and content["prompt"] \
-            and all(isinstance(p, str) for p in content["prompt"]):
-        conversations = [[{"role": "user", "content": p}] for p in content["prompt"]]
-    elif isinstance(content.get("text"), str):
-        conversations = [[{"role": "user", "content": content["text"]}]]
-    elif isinstance(content.get("text"), list) and content["text"] and all(isinstance(t, str) for t in content["text"]):
-        conversations = [[{"role": "user", "content": t}] for t in content["text"]]
+    elif texts:
+        conversations = [[{"role": "user", "content": text}] for text in texts]
     elif "input_ids" in content or isinstance(content.get("prompt"), list):
         raise Skipped("a prompt given as token ids")
     else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drafter_operator.api.training import DrafterTrainingSpec
+from drafter_operator.capture.dataset_command import command_line as captured_dataset_command
 from drafter_operator.training.checkpoints import Checkpoint
 from drafter_operator.training.torchrun import Rendezvous
 
@@ -156,12 +157,10 @@ def is_local(ref: str | None) -> bool:
 def captured_source(spec: DrafterTrainingSpec, paths: TrainingPaths) -> tuple[Command, str] | None:
     """With spec.data.capture: the Generate command that writes the captured prompts' train and held-out sets to
     the work volume, and the train set's path (what the regeneration answers); None for a dataset."""
-    from drafter_operator.capture.dataset_command import command_line
-
     if spec.data.capture is None:
         return None
     train = f"{paths.work}/data/{CAPTURED_TRAIN}"
-    return Command(command_line(paths.capture, train, f"{paths.work}/data/{CAPTURED_HELD_OUT}",
+    return Command(captured_dataset_command(paths.capture, train, f"{paths.work}/data/{CAPTURED_HELD_OUT}",
                                 spec.data.capture.held_out_fraction)), train
 
 
