@@ -138,7 +138,7 @@ def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term
 
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(serving))
         wait("the serving reconciled", lambda: reconciled(1), 60, candidates)
-        assert leader.reconciles() > 0
+        wait("the leader's reconcile counted", lambda: leader.reconciles() > 0, 30, candidates)
         time.sleep(2)  # the standby would have acted by now: its loop would start at once on the watch event
         assert standby.reconciles() == 0 and standby.metric("drafter_reconcile_total", kind="DrafterServing",
                                                            result="error") is None
@@ -159,7 +159,8 @@ def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term
         assert unrenewed >= Timings().lease_duration, f"taken over {unrenewed:.1f}s after the last renewal"
         cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
         wait("the spec change reconciled by the new leader", lambda: reconciled(2), 60, candidates)
-        assert standby.reconciles() > 0
+        # The counter goes up when the reconcile returns, after the status write the wait above saw.
+        wait("the new leader's reconcile counted", lambda: standby.reconciles() > 0, 30, candidates)
 
         # SIGTERM (a helm upgrade stopping the old pod): the leader releases the Lease; a new standby
         # (the restarted pod) takes over within a retry.
@@ -174,7 +175,7 @@ def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term
         assert "released the Lease" in leader.log(60)
         cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":1}}')
         wait("the spec change reconciled by the successor", lambda: reconciled(3), 60, candidates)
-        assert successor.reconciles() > 0
+        wait("the successor's reconcile counted", lambda: successor.reconciles() > 0, 30, candidates)
         # It took over because the Lease was released, not because it expired (the time is printed only).
         whole_log = successor.log_path.read_text(errors="replace")
         assert f"as {lease_after_term['holderIdentity']} (released)" in whole_log, successor.log()
