@@ -192,6 +192,9 @@ def _add_capture_command(subparsers: argparse._SubParsersAction) -> None:
                          help="the most the hour files may take, e.g. 10Gi; the oldest go first beyond it")
     capture.add_argument("--writer", default=None, metavar="NAME",
                          help="the claim's directory this sidecar appends in (default: the host name, a pod's name)")
+    capture.add_argument("--redaction-dir", default=None, metavar="DIR",
+                         help="the directory shared with the redaction container: every record goes through it before "
+                              "it is written (default: none, records are written as the engine logged them)")
     capture.add_argument("--poll-seconds", type=_positive_seconds("--poll-seconds"), default=5.0, metavar="SECONDS",
                          help="how often the spool is read (default 5)")
     capture.set_defaults(handler=_capture)
@@ -382,6 +385,7 @@ def _capture(args: argparse.Namespace, extra: list[str]) -> int:
 
     from drafter_operator import engines
     from drafter_operator.capture import sidecar
+    from drafter_operator.capture.redaction import Redaction
     from drafter_operator.logs import TEXT_FORMAT
 
     # Not logs.configure: that sets kopf's logging up, and the sidecar does not import kopf.
@@ -391,7 +395,8 @@ def _capture(args: argparse.Namespace, extra: list[str]) -> int:
         spool=Path(args.spool), claim=Path(args.claim), writer=args.writer or socket.gethostname(),
         kind=engine.CAPTURE_SPOOL,
         sample=sidecar.Sample(args.engine, engine.capture_line, args.sample_rate, args.responses),
-        bounds=sidecar.Bounds(args.retention, args.max_size)), args.poll_seconds)
+        bounds=sidecar.Bounds(args.retention, args.max_size),
+        redaction=Redaction(Path(args.redaction_dir)) if args.redaction_dir else None), args.poll_seconds)
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:

@@ -66,3 +66,39 @@ def test_a_serving_with_capture_keeps_its_requests_prompts_and_responses_on_its_
     # Nothing is written twice: three requests, three records of each kind.
     assert len(prompts) == 3 and len(records) == 6, records
 
+
+
+def complete(ip: str, prompt: str) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(f"http://{ip}:8000/v1/completions", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"model": "/models/Kimi-K2.5", "prompt": prompt,
+                                                      "max_tokens": 4}).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def test_a_redaction_container_rewrites_every_record_before_it_reaches_the_claim(serving_env, capture_claim,
+                                                                                 local_cluster_only):
+    cluster, namespace = serving_env
+    from drafter_testbed import cluster as local
+
+    # A redaction a user would write: e-mail addresses masked by sed, in a stock image with a shell.
+    mask = ["sed", "-e", r"s/[A-Za-z0-9._%+-]*@[A-Za-z0-9.-]*\.[a-z]*/<email>/g"]
+    serving = seed_serving(capture={"sampleRate": "1", "claimName": capture_claim,
+                                    "redaction": {"image": "busybox:1.36", "command": mask}})
+    apply(cluster, namespace, serving)
+    wait_ready(cluster, namespace, "kimi", timeout=120)
+    ip = service_ip(cluster, namespace, "kimi")
+    prompts = [f"Reply to customer{n}@example.com about invoice {n}" for n in range(3)]
+    assert all(complete(ip, prompt)["choices"] for prompt in prompts)
+    claim_root = local.Layout().root / "claims" / namespace / capture_claim
+
+    def three_prompts():
+        records = [r for r in captured_records(claim_root) if r["kind"] == "prompt"]
+        return records if len(records) >= 3 else None
+    records = cluster.wait_for("three prompt records on the claim", three_prompts, timeout=60)
+    texts = sorted(json.dumps(r["content"]) for r in records)
+    assert all("<email>" in text and "invoice" in text for text in texts), texts
+    on_claim = "".join(path.read_text() for path in claim_root.rglob("*") if path.is_file())
+    assert "@example.com" not in on_claim, "an address reached the claim unredacted"

@@ -1,6 +1,7 @@
 """The capture sidecar's loop (`drafter-operator capture`): each poll it follows the spool as following.plan says,
 keeps the sampled requests' lines as records (sampling.py, records.py), appends them to the hour file on the claim
-(retention.hour_file) and prunes the claim (retention.to_delete). Every decision is in those pure modules; this
+(retention.hour_file), through the user's redaction container first when spec.capture.redaction names one
+(redaction.py), and prunes the claim (retention.to_delete). Every decision is in those pure modules; this
 one only lists, reads, appends, renames and deletes.
 
 Each sidecar appends under a directory of its own in the claim (its pod's name): the pods of a serving never
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from drafter_operator.capture import following, retention, sampling
+from drafter_operator.capture.redaction import Redaction, redact
 from drafter_operator.capture.records import RequestLine, capture_record
 from drafter_operator.capture.spool import SpoolKind
 from drafter_operator.timestamps import UTC, format_seconds
@@ -63,6 +65,8 @@ class Sidecar:
     kind: SpoolKind
     sample: Sample
     bounds: Bounds
+    #: spec.capture.redaction's shared directory; None: records are written as the engine logged them.
+    redaction: Redaction | None = None
 
 
 def records(lines: Iterable[str], sample: Sample, time_text: str) -> list[dict[str, Any]]:
@@ -141,8 +145,10 @@ def poll(sidecar: Sidecar, offsets: dict[int, int], now: float, *, draining: boo
         with open(sidecar.spool / read.name, "rb") as source:
             source.seek(read.start)
             lines, consumed = following.complete_lines(source.read(), final=read.final)
-        append_records(sidecar.claim / sidecar.writer, retention.hour_file(now),
-                       records(lines, sidecar.sample, time_text))
+        kept = records(lines, sidecar.sample, time_text)
+        if sidecar.redaction is not None:  # RedactionFailed: nothing appended, the offsets stay, the next poll retries
+            kept = redact(sidecar.redaction, kept)
+        append_records(sidecar.claim / sidecar.writer, retention.hour_file(now), kept)
         if read.final:
             offsets.pop(read.inode, None)
             save_offsets(sidecar.spool, offsets)
@@ -164,7 +170,8 @@ def run(sidecar: Sidecar, poll_s: float, *, clock: Callable[[], float] = time.ti
     try:
         (sidecar.claim / sidecar.writer).mkdir(parents=True, exist_ok=True)
         offsets = load_offsets(sidecar.spool)
-        log.info("capture: following %s into %s, sample rate %g", sidecar.spool, sidecar.claim, sidecar.sample.rate)
+        log.info("capture: following %s into %s, sample rate %g%s", sidecar.spool, sidecar.claim, sidecar.sample.rate,
+                 f", redacted through {sidecar.redaction.directory}" if sidecar.redaction else "")
         while not stopping:
             try:
                 offsets = poll(sidecar, offsets, clock())

@@ -1,17 +1,26 @@
 """Pure builders of what spec.capture adds to an engine pod: the spool both containers share, the claim only the
-capture sidecar mounts, and the sidecar itself (the operator's image running `drafter-operator capture`). The
-engine's own part (its flags, variables and files) is the engine module's: engines/*.py capture_*."""
+capture sidecar mounts, the sidecar itself (the operator's image running `drafter-operator capture`) and, with
+spec.capture.redaction, the user's redaction container and the directory it shares with the sidecar only
+(capture/redaction.py has the protocol). The engine's own part (its flags, variables and files) is the engine
+module's: engines/*.py capture_*."""
 
 from __future__ import annotations
 
 from drafter_operator import engines
 from drafter_operator.api.serving.capture import CaptureSpec
+from drafter_operator.capture.redaction import WRAPPER_SCRIPT
 from drafter_operator.capture.spool import SPOOL_DIRECTORY
 from drafter_operator.resources import pod_policy
 
 CAPTURE_CONTAINER = "capture"
 SPOOL_VOLUME = "capture-spool"
 CLAIM_VOLUME = "capture-claim"
+REDACTION_CONTAINER = "redaction"
+REDACTION_VOLUME = "capture-redaction"
+#: Where the capture sidecar and the redaction container see the batches they hand each other.
+REDACTION_DIRECTORY = "/var/run/drafter/redaction"
+#: A batch is one poll's sample of one spool file: megabytes at most, and deleted once answered.
+REDACTION_SIZE_LIMIT = "1Gi"
 #: Where the sidecar mounts spec.capture.claimName; it writes under a directory named after its pod there, so the
 #: pods of a serving never append to one file.
 CLAIM_MOUNT = "/var/lib/drafter/capture"
@@ -35,11 +44,25 @@ def claim_volume(capture: CaptureSpec) -> dict:
     return {"name": CLAIM_VOLUME, "persistentVolumeClaim": {"claimName": capture.claim_name}}
 
 
+def redaction_volume() -> dict:
+    return {"name": REDACTION_VOLUME, "emptyDir": {"sizeLimit": REDACTION_SIZE_LIMIT}}
+
+
+def redaction_mount() -> dict:
+    return {"name": REDACTION_VOLUME, "mountPath": REDACTION_DIRECTORY}
+
+
+def capture_volumes(capture: CaptureSpec) -> list[dict]:
+    """The pod's volumes for capture: the spool, the claim and, with a redaction, the directory it shares."""
+    return [spool_volume(), claim_volume(capture), *([redaction_volume()] if capture.redaction else [])]
+
+
 def capture_argv(engine: str, capture: CaptureSpec) -> list[str]:
     """The sidecar's command (cli.py `capture`): the spec's values as the API spells them."""
     return ["drafter-operator", "capture", "--spool", SPOOL_DIRECTORY, "--claim", CLAIM_MOUNT, "--engine", engine,
             "--sample-rate", capture.sample_rate, *(["--responses"] if capture.responses else []),
-            "--retention", capture.retention, "--max-size", capture.max_size]
+            "--retention", capture.retention, "--max-size", capture.max_size,
+            *(["--redaction-dir", REDACTION_DIRECTORY] if capture.redaction else [])]
 
 
 def capture_container(spec, image: str) -> dict:
@@ -53,7 +76,27 @@ def capture_container(spec, image: str) -> dict:
         "command": capture_argv(spec.engine, spec.capture),
         "restartPolicy": "Always",
         "resources": {kind: dict(values) for kind, values in CAPTURE_RESOURCES.items()},
-        "volumeMounts": [spool_mount(), {"name": CLAIM_VOLUME, "mountPath": CLAIM_MOUNT}],
+        "volumeMounts": [spool_mount(), {"name": CLAIM_VOLUME, "mountPath": CLAIM_MOUNT},
+                         *([redaction_mount()] if spec.capture.redaction else [])],
+        "securityContext": pod_policy.container_security(spec.pod, pod_policy.DEFAULT_ENGINE_SECURITY_CONTEXT),
+    }
+
+
+def redaction_container(spec) -> dict | None:
+    """The user's redaction container (spec.capture.redaction), a native sidecar started before the capture
+    sidecar, so it stops after it (native sidecars stop in reverse order) and answers the final drain's batches.
+    Its command runs under the wrapper that hands it one batch at a time on standard input; it mounts the shared
+    directory only, never the claim or the spool."""
+    redaction = spec.capture.redaction if spec.capture else None
+    if redaction is None:
+        return None
+    return {
+        "name": REDACTION_CONTAINER,
+        "image": redaction.image,
+        "command": ["sh", "-c", WRAPPER_SCRIPT, "redact", REDACTION_DIRECTORY, *redaction.command],
+        "restartPolicy": "Always",
+        "resources": {kind: dict(values) for kind, values in CAPTURE_RESOURCES.items()},
+        "volumeMounts": [redaction_mount()],
         "securityContext": pod_policy.container_security(spec.pod, pod_policy.DEFAULT_ENGINE_SECURITY_CONTEXT),
     }
 

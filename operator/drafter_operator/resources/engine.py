@@ -230,7 +230,7 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
             mounts.append(projected[1])
     if spec.capture:
         # The engine writes its request log into the spool; only the sidecar mounts the claim.
-        volumes += [capture.spool_volume(), capture.claim_volume(spec.capture)]
+        volumes += capture.capture_volumes(spec.capture)
         mounts.append(capture.spool_mount())
     gpus = str(spec.resources.gpus_per_replica)
     container = {
@@ -257,8 +257,9 @@ def engine_pod_spec(serving: DrafterServing, image: str, argv: list[str], http: 
         container["envFrom"] = pod_policy.environment_from(spec.env_from)
     pod_spec = {"containers": [container], "volumes": volumes, "tolerations": tolerations,
                 "terminationGracePeriodSeconds": 60, "enableServiceLinks": False, **pod_policy.pod_fields(spec.pod)}
-    # The preflight first: the capture sidecar (a native sidecar) starts once it has passed, before the engine.
-    init = [preflight_container(serving, preflight_image),
+    # The preflight first: the capture sidecars (native sidecars: the redaction container, then the capture one)
+    # start once it has passed, before the engine.
+    init = [preflight_container(serving, preflight_image), capture.redaction_container(spec),
             capture.capture_container(spec, preflight_image) if spec.capture else None]
     if any(init):
         pod_spec["initContainers"] = [container for container in init if container]

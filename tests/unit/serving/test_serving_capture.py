@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import yaml
@@ -12,6 +13,7 @@ from drafter_operator.capture.spool import SPOOL_DIRECTORY
 from drafter_operator.constants import FILE_ANNOTATION_PREFIX
 from drafter_operator.controllers.serving.revisions import revision_hash
 from drafter_operator.api import DrafterServingSpec
+from drafter_operator.controllers.serving.decide import decide
 from drafter_operator.resources import capture
 from drafter_operator.resources.workloads import GROUP
 from tests.support.servings import REPO, World, seed_body
@@ -128,3 +130,49 @@ def test_a_group_runs_the_sidecar_on_its_leader_only_and_logs_on_every_pod():
     assert "--enable-log-requests" in worker["spec"]["containers"][0]["command"]
     for side in (leader, worker):  # vLLM reads its logging file on every pod the variable names it in
         assert FILE_ANNOTATION_PREFIX + "vllm-logging.json" in side["metadata"]["annotations"]
+
+
+def test_a_redaction_runs_the_users_container_before_the_sidecar_sharing_one_directory_and_never_the_claim():
+    from drafter_operator.capture.redaction import WRAPPER_SCRIPT
+    from drafter_operator.cli import build_parser
+
+    redaction = {"image": "registry.example/redact:2", "command": ["python3", "/redact.py", "--strict"]}
+    pod = pod_template(seed_body(capture={**CAPTURE, "redaction": redaction}))["spec"]
+    names = [c["name"] for c in pod["initContainers"]]
+    # Native sidecars stop in reverse order: the redaction outlives the capture sidecar's final drain.
+    assert names.index(capture.REDACTION_CONTAINER) < names.index(capture.CAPTURE_CONTAINER)
+    redact = next(c for c in pod["initContainers"] if c["name"] == capture.REDACTION_CONTAINER)
+    assert redact["image"] == "registry.example/redact:2" and redact["restartPolicy"] == "Always"
+    assert redact["command"] == ["sh", "-c", WRAPPER_SCRIPT, "redact", capture.REDACTION_DIRECTORY,
+                                 "python3", "/redact.py", "--strict"]
+    assert [m["name"] for m in redact["volumeMounts"]] == [capture.REDACTION_VOLUME]
+    assert volumes(pod)[capture.REDACTION_VOLUME]["emptyDir"] == {"sizeLimit": capture.REDACTION_SIZE_LIMIT}
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == capture.CAPTURE_CONTAINER)
+    assert {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}[capture.REDACTION_VOLUME] \
+        == capture.REDACTION_DIRECTORY
+    # What the sidecar is told parses as the operator's own command line does.
+    args = build_parser().parse_args(sidecar["command"][1:])
+    assert args.redaction_dir == capture.REDACTION_DIRECTORY
+    assert capture.REDACTION_VOLUME not in {m["name"] for m in pod["containers"][0]["volumeMounts"]}
+
+
+def test_without_a_redaction_no_container_nor_directory_is_added():
+    pod = pod_template(seed_body(capture=CAPTURE))["spec"]
+    assert capture.REDACTION_CONTAINER not in [c["name"] for c in pod["initContainers"]]
+    assert capture.REDACTION_VOLUME not in volumes(pod)
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == capture.CAPTURE_CONTAINER)
+    assert "--redaction-dir" not in sidecar["command"]
+
+
+def test_a_redaction_image_the_administrator_does_not_allow_is_refused_naming_the_field():
+    from drafter_operator.resources.pod_policy import TenantPolicy
+
+    body = seed_body(capture={**CAPTURE, "redaction": {"image": "docker.io/someone/redact:1", "command": ["cat"]}})
+    body_without = seed_body(capture=CAPTURE)
+    state = World(body_without).state()
+    engine_image = body["spec"].get("image") or state.default_images[body["spec"]["engine"]]
+    allowed = dataclasses.replace(state, tenant_policy=TenantPolicy(image_prefixes=(engine_image,)))
+    assert created(decide(allowed), "deployments")  # the engine's image alone passes without a redaction
+    plan = decide(dataclasses.replace(allowed, serving=body))
+    assert not created(plan, "deployments")
+    assert "spec.capture.redaction.image" in json.dumps(plan.status)

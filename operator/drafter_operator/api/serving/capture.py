@@ -2,8 +2,8 @@
 
 The engines log requests by their own facilities (engines/sglang.py, engines/vllm.py: capture_flags); the
 capture sidecar (drafter_operator/capture/) samples those lines, keeps prompts (and responses when asked)
-and prunes the claim to ``retention`` and ``maxSize``. A redaction container is part of the schema but refused:
-no pod runs one.
+and prunes the claim to ``retention`` and ``maxSize``. A redaction container the user names rewrites or drops each
+kept record before it is written (capture/redaction.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from drafter_operator.api.common import (
     RATIO_PATTERN,
     ApiModel,
     Duration,
-    Rule,
     Image,
     ObjectName,
     Quantity,
@@ -39,9 +38,10 @@ CommandItem = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 class RedactionSpec(ApiModel):
     """A container the user names that rewrites each kept record before it reaches the claim.
 
-    Contract: the container reads one JSON record per line on standard input and writes exactly one JSON line
-    per record read, in order, on standard output (the record rewritten, or ``null`` to drop it). It never sees
-    the claim."""
+    Contract: the command is run once per batch of records, reads one JSON record per line on standard input until
+    its end, writes exactly one JSON line per record read, in order, on standard output (the record rewritten, or
+    ``null`` to drop it; a rewritten record keeps its engine, requestId and kind), and exits 0. The image needs a
+    POSIX ``sh`` (the wrapper that hands it the batches). It never sees the claim."""
 
     image: Image
     """The redaction container's image."""
@@ -63,17 +63,6 @@ class CaptureSpec(ApiModel):
             f'spec.capture.retention must be between {MIN_RETENTION} and {MAX_RETENTION}, e.g. "{DEFAULT_RETENTION}" '
             "(seven days)",
         ),
-        # The field is in the schema (its contract is written) but no pod runs a redaction container: a record
-        # would reach the claim unredacted, so a spec naming one is refused, never silently served.
-        Rule(
-            cel="!has(self.redaction)",
-            message="spec.capture.redaction: this operator does not run a redaction container; remove "
-                    "spec.capture.redaction (records reach the claim as the engine logged them) or leave "
-                    "spec.capture out",
-            check=lambda capture: capture.redaction is None,
-            field_path=".redaction",
-            reason="FieldValueForbidden",
-        ),
     )
 
     sample_rate: Ratio
@@ -87,4 +76,4 @@ class CaptureSpec(ApiModel):
     claim_name: ObjectName
     """The PersistentVolumeClaim in the serving's namespace the sample is written to (mounted read-write by the capture sidecar only, never by the engine)."""
     redaction: RedactionSpec | None = None
-    """A container that would rewrite or drop each kept record before it is written (see RedactionSpec). Refused: this operator runs no redaction container yet, and records would reach the claim unredacted."""
+    """A container that rewrites or drops each kept record before it is written (see RedactionSpec). A record it gives no valid answer for is not written; the capture retries it the next poll."""

@@ -450,9 +450,11 @@ def tenancy_problems(serving: DrafterServing, state: ServingState) -> list[str]:
     spec = serving.spec
     image = spec.image or state.default_images[spec.engine]
     pod = spec.pod
+    images = [("spec.image" if spec.image else f"spec.image (default for {spec.engine})", image)]
+    if spec.capture is not None and spec.capture.redaction is not None:
+        images.append(("spec.capture.redaction.image", spec.capture.redaction.image))
     problems = state.tenant_policy.problems(
-        serving.namespace, [("spec.image" if spec.image else f"spec.image (default for {spec.engine})", image)],
-        ("spec.pod.serviceAccountName", pod.service_account_name if pod else None))
+        serving.namespace, images, ("spec.pod.serviceAccountName", pod.service_account_name if pod else None))
     if spec.acceptance is not None and spec.acceptance.source == "prometheus":
         problem = prom.endpoint_problem(spec.acceptance.prometheus, state.prometheus_endpoints)
         problems += [problem] if problem else []
