@@ -195,6 +195,11 @@ def _add_capture_command(subparsers: argparse._SubParsersAction) -> None:
     capture.add_argument("--redaction-dir", default=None, metavar="DIR",
                          help="the directory shared with the redaction container: every record goes through it before "
                               "it is written (default: none, records are written as the engine logged them)")
+    capture.add_argument("--samples-port", type=int, default=None, metavar="PORT",
+                         help="answer GET /samples?since=<time> (prompts on the claim since then) on this port "
+                              "(default: not served)")
+    capture.add_argument("--samples-host", default=None, metavar="HOST",
+                         help="the address it listens on (default: $POD_IP, else every address)")
     capture.add_argument("--poll-seconds", type=_positive_seconds("--poll-seconds"), default=5.0, metavar="SECONDS",
                          help="how often the spool is read (default 5)")
     capture.set_defaults(handler=_capture)
@@ -380,6 +385,7 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _capture(args: argparse.Namespace, extra: list[str]) -> int:
     import logging
+    import os
     import socket
     from pathlib import Path
 
@@ -396,7 +402,9 @@ def _capture(args: argparse.Namespace, extra: list[str]) -> int:
         kind=engine.CAPTURE_SPOOL,
         sample=sidecar.Sample(args.engine, engine.capture_line, args.sample_rate, args.responses),
         bounds=sidecar.Bounds(args.retention, args.max_size),
-        redaction=Redaction(Path(args.redaction_dir)) if args.redaction_dir else None), args.poll_seconds)
+        redaction=Redaction(Path(args.redaction_dir)) if args.redaction_dir else None,
+        samples_address=((args.samples_host or os.environ.get("POD_IP") or "0.0.0.0", args.samples_port)
+                         if args.samples_port else None)), args.poll_seconds)
 
 
 def _bench(args: argparse.Namespace, extra: list[str]) -> int:

@@ -556,7 +556,10 @@ def test_a_retraining_asked_of_a_serving_trains_on_its_distinct_captured_prompts
                                resources={"gpusPerReplica": 1}, capture={"sampleRate": "1", "claimName": "captured"},
                                # n-gram speculation until a drafter is trained from its traffic (no base to warm-start)
                                drafter={"method": "ngram", "numSpeculativeTokens": 3},
-                               retraining={"template": {"spec": template}, "onDrift": False})
+                               # The interval comes due a minute after creation, but asks for one more prompt
+                               # than the test sends: it waits, saying how many the capture sidecar counted.
+                               retraining={"template": {"spec": template}, "onDrift": False, "interval": "1m",
+                                           "minNewSamples": 16})
         serving["spec"].pop("acceptance")
         cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(serving))  # YAML: 1e-4 a number
         wait_ready(cluster, namespace, "tiny")
@@ -569,8 +572,17 @@ def test_a_retraining_asked_of_a_serving_trains_on_its_distinct_captured_prompts
             1 for path in claim.glob("*/capture-*.jsonl") for line in path.read_text().splitlines()
             if '"kind": "prompt"' in line) >= 15, timeout=60)
 
+        def waiting_for_samples() -> str | None:
+            status = cluster.get_json("-n", namespace, "drafterserving", "tiny").get("status") or {}
+            text = (status.get("retraining") or {}).get("waiting") or ""
+            return text if "minNewSamples" in text else None
+        waiting = cluster.wait_for("the interval to wait for new prompts", waiting_for_samples, timeout=150, interval=2)
+        assert waiting.startswith("Interval: 15 prompts captured since ") and waiting.endswith("minNewSamples is 16")
+        assert not cluster.get_json("-n", namespace, "draftertrainings")["items"]
+
         name = "tiny-r1"
         hidden_states_volume(cluster, namespace, name)  # the claim the training will make (no provisioner here)
+        # A person asking does not wait for the minimum.
         cluster.kubectl("-n", namespace, "annotate", "drafterserving", "tiny", "drafter.dev/retrain=first")
         body = cluster.wait_for("the serving to start its retraining", lambda: cluster.get_json(
             "-n", namespace, "draftertrainings")["items"], timeout=60)[0]

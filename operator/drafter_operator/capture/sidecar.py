@@ -19,7 +19,11 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,9 +32,10 @@ from typing import Any
 
 from drafter_operator.capture import following, retention, sampling
 from drafter_operator.capture.redaction import Redaction, redact
+from drafter_operator.capture.samples import SAMPLES_PATH, PromptTally
 from drafter_operator.capture.records import RequestLine, capture_record
 from drafter_operator.capture.spool import SpoolKind
-from drafter_operator.timestamps import UTC, format_seconds
+from drafter_operator.timestamps import UTC, format_seconds, parse_aware
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,8 @@ class Sidecar:
     bounds: Bounds
     #: spec.capture.redaction's shared directory; None: records are written as the engine logged them.
     redaction: Redaction | None = None
+    #: Where it answers how many prompts the claim holds since a time (samples.py); None: it does not.
+    samples_address: tuple[str, int] | None = None
 
 
 def records(lines: Iterable[str], sample: Sample, time_text: str) -> list[dict[str, Any]]:
@@ -162,11 +169,46 @@ def poll(sidecar: Sidecar, offsets: dict[int, int], now: float, *, draining: boo
     return offsets
 
 
+def serve_samples(claim: Path, address: tuple[str, int]) -> ThreadingHTTPServer:
+    """Answer ``GET /samples?since=<time>`` with ``{"prompts": N, "since": <time>}`` from a daemon thread (the count
+    of prompt records on the whole claim written at or after that time); the server, to shut it down."""
+    tally = PromptTally(claim)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            url = urlsplit(self.path)
+            since = parse_aware((parse_qs(url.query).get("since") or [""])[0])
+            if url.path != SAMPLES_PATH:
+                self._answer(HTTPStatus.NOT_FOUND, {"error": f"only {SAMPLES_PATH}?since=<time> is served"})
+            elif since is None:
+                self._answer(HTTPStatus.BAD_REQUEST,
+                             {"error": 'since: give a time with its zone, e.g. since=2026-12-07T02:00:00Z'})
+            else:
+                self._answer(HTTPStatus.OK, {"prompts": tally.count_since(since), "since": format_seconds(since)})
+
+        def _answer(self, status: HTTPStatus, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 (the standard library's signature)
+            log.debug("samples: " + format, *args)
+
+    server = ThreadingHTTPServer(address, Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="samples", daemon=True).start()
+    return server
+
+
 def run(sidecar: Sidecar, poll_s: float, *, clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep) -> int:
     """Poll until SIGTERM (the pod's end), then drain the spool once: by then the engine has stopped writing."""
     stopping: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    server = serve_samples(sidecar.claim, sidecar.samples_address) if sidecar.samples_address else None
     try:
         (sidecar.claim / sidecar.writer).mkdir(parents=True, exist_ok=True)
         offsets = load_offsets(sidecar.spool)
@@ -182,3 +224,6 @@ def run(sidecar: Sidecar, poll_s: float, *, clock: Callable[[], float] = time.ti
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if server is not None:
+            server.shutdown()
+            server.server_close()

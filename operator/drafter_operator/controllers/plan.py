@@ -77,6 +77,9 @@ class Plan:
     # Nodes whose nvidia.com/gpu.product a known-bad row keyed by GPU waits for (the desired revision's pods run
     # there): the reconciler reads their labels and decides again.
     read_nodes: tuple[str, ...] = ()
+    # A retraining's automatic trigger waits on spec.retraining.minNewSamples: the reconciler asks the capture for the
+    # prompts it holds since this moment and decides again.
+    count_samples_since: dt.datetime | None = None
 
     def writes_anything(self) -> bool:
         return bool(self.record_first or self.writes or self.status or self.deletes or self.events)

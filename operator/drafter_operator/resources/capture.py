@@ -9,12 +9,14 @@ from __future__ import annotations
 from drafter_operator import engines
 from drafter_operator.api.serving.capture import CaptureSpec
 from drafter_operator.capture.redaction import WRAPPER_SCRIPT
+from drafter_operator.capture.samples import SAMPLES_PORT
 from drafter_operator.capture.spool import SPOOL_DIRECTORY
 from drafter_operator.resources import pod_policy
 
 CAPTURE_CONTAINER = "capture"
 SPOOL_VOLUME = "capture-spool"
 CLAIM_VOLUME = "capture-claim"
+SAMPLES_PORT_NAME = "samples"
 REDACTION_CONTAINER = "redaction"
 REDACTION_VOLUME = "capture-redaction"
 #: Where the capture sidecar and the redaction container see the batches they hand each other.
@@ -62,7 +64,8 @@ def capture_argv(engine: str, capture: CaptureSpec) -> list[str]:
     return ["drafter-operator", "capture", "--spool", SPOOL_DIRECTORY, "--claim", CLAIM_MOUNT, "--engine", engine,
             "--sample-rate", capture.sample_rate, *(["--responses"] if capture.responses else []),
             "--retention", capture.retention, "--max-size", capture.max_size,
-            *(["--redaction-dir", REDACTION_DIRECTORY] if capture.redaction else [])]
+            *(["--redaction-dir", REDACTION_DIRECTORY] if capture.redaction else []),
+            "--samples-port", str(SAMPLES_PORT)]
 
 
 def capture_container(spec, image: str) -> dict:
@@ -75,6 +78,9 @@ def capture_container(spec, image: str) -> dict:
         "image": image,
         "command": capture_argv(spec.engine, spec.capture),
         "restartPolicy": "Always",
+        # It answers how many prompts the claim holds since a time (spec.retraining.minNewSamples) on the pod's IP.
+        "ports": [{"name": SAMPLES_PORT_NAME, "containerPort": SAMPLES_PORT, "protocol": "TCP"}],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": {kind: dict(values) for kind, values in CAPTURE_RESOURCES.items()},
         "volumeMounts": [spool_mount(), {"name": CLAIM_VOLUME, "mountPath": CLAIM_MOUNT},
                          *([redaction_mount()] if spec.capture.redaction else [])],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.constants import RETRAIN_ANNOTATION, RETRAINING_LABEL, RETRAINING_TRIGGER_ANNOTATION
-from drafter_operator.controllers.retraining.decide import RetrainingState, decide
+from drafter_operator.controllers.retraining.decide import SAMPLES_RECHECK, NewSamples, RetrainingState, decide
 from drafter_operator.timestamps import format_seconds
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -242,3 +243,84 @@ def test_a_template_is_held_to_the_training_spec_by_the_model_though_the_crd_kee
     with pytest.raises(pydantic.ValidationError, match="epochs"):
         DrafterServing.model_validate(broken)
     assert not run(broken).writes  # a refused spec starts nothing (the serving says InvalidSpec)
+
+
+# --------------------------------------------------------------------------------------------------- minNewSamples
+
+def with_capture(body: dict) -> dict:
+    body["spec"]["capture"] = {"sampleRate": "0.05", "claimName": "kimi-capture"}
+    return body
+
+
+def counted(state: RetrainingState, count: int | None, problem: str = "") -> RetrainingState:
+    """The reconciler's second pass: the first plan's question answered."""
+    first = decide(state)
+    assert first.count_samples_since is not None and not created(first)
+    return dataclasses.replace(state, new_samples=NewSamples(first.count_samples_since, count, problem))
+
+
+def test_drift_waits_for_enough_new_prompts_counted_since_the_last_start_then_starts():
+    last = T0 - dt.timedelta(days=3)
+    body = with_capture(serving({"minNewSamples": 500}, drift_since=T0 - dt.timedelta(hours=1)))
+    state = RetrainingState(body, (training("kimi-k25-sglang-eagle3-r1", last, "Succeeded"),), T0)
+    assert decide(state).count_samples_since == last
+    short = decide(counted(state, 499))
+    assert not created(short)
+    assert short.status["retraining"]["waiting"] == (
+        f"DriftDetected: 499 prompts captured since {format_seconds(last)}; spec.retraining.minNewSamples is 500")
+    assert short.recheck_at == T0 + SAMPLES_RECHECK
+    enough = decide(counted(state, 500))
+    (body,) = created(enough)
+    assert body["metadata"]["annotations"][RETRAINING_TRIGGER_ANNOTATION] == "DriftDetected"
+    assert not enough.status["retraining"].get("waiting")
+
+
+def test_an_unreadable_count_waits_and_says_why_and_a_first_run_counts_from_the_servings_creation():
+    body = with_capture(serving({"minNewSamples": 10, "interval": "24h", "onDrift": False}))
+    state = RetrainingState(body, (), T0)
+    created_at = T0 - dt.timedelta(days=30)
+    assert decide(state).count_samples_since == created_at
+    plan = decide(counted(state, None, "no Ready pod of the serving to ask"))
+    assert not created(plan)
+    assert "the capture's count could not be read (no Ready pod of the serving to ask)" in \
+        plan.status["retraining"]["waiting"]
+
+
+def test_a_request_never_waits_for_samples_and_a_count_for_another_moment_is_not_taken():
+    body = with_capture(serving({"minNewSamples": 10}, annotations={RETRAIN_ANNOTATION: "now"}))
+    plan = decide(RetrainingState(body, (), T0))
+    assert plan.count_samples_since is None and len(created(plan)) == 1
+    drifting = with_capture(serving({"minNewSamples": 10}, drift_since=T0))
+    stale = NewSamples(T0 - dt.timedelta(days=1), 10_000)  # counted for another start: asked again
+    assert decide(RetrainingState(drifting, (), T0, new_samples=stale)).count_samples_since is not None
+
+
+def test_min_new_samples_without_capture_is_refused_naming_the_field():
+    from pydantic import ValidationError
+
+    from drafter_operator.api import DrafterServingSpec
+
+    spec = serving({"minNewSamples": 10})["spec"]
+    try:
+        DrafterServingSpec.model_validate(spec)
+    except ValidationError as exc:
+        assert "spec.retraining.minNewSamples counts the prompts spec.capture keeps" in str(exc)
+    else:
+        raise AssertionError("minNewSamples without spec.capture was accepted")
+
+
+def test_the_reconciler_asks_the_capture_only_when_a_decision_needs_the_count_and_decides_with_its_answer():
+    from drafter_operator.controllers.retraining.apply import RetrainingReconciler
+
+    asked = []
+
+    def count(namespace, name, since):
+        asked.append((namespace, name, since))
+        return NewSamples(since, 20)
+
+    reconciler = RetrainingReconciler(kube=None, clock=lambda: T0, count_samples=count)
+    idle = with_capture(serving({"minNewSamples": 10}))
+    assert not created(reconciler.decide(RetrainingState(idle, (), T0))) and asked == []
+    drifting = with_capture(serving({"minNewSamples": 10}, drift_since=T0))
+    assert len(created(reconciler.decide(RetrainingState(drifting, (), T0)))) == 1
+    assert asked == [("team", "kimi-k25-sglang-eagle3", T0 - dt.timedelta(days=30))]

@@ -57,7 +57,9 @@ def test_a_vllm_serving_with_capture_logs_its_requests_into_the_spool_and_runs_t
     assert sidecar["image"] == World(seed_body()).state().operator_image
     assert sidecar["command"] == ["drafter-operator", "capture", "--spool", SPOOL_DIRECTORY,
                                   "--claim", capture.CLAIM_MOUNT, "--engine", "vllm", "--sample-rate", "0.05",
-                                  "--responses", "--retention", "168h", "--max-size", "10Gi"]
+                                  "--responses", "--retention", "168h", "--max-size", "10Gi",
+                                  "--samples-port", str(capture.SAMPLES_PORT)]
+    assert sidecar["ports"] == [{"name": "samples", "containerPort": capture.SAMPLES_PORT, "protocol": "TCP"}]
     assert {m["name"]: m.get("readOnly", False) for m in sidecar["volumeMounts"]} == {
         capture.SPOOL_VOLUME: False, capture.CLAIM_VOLUME: False}
     assert sidecar["securityContext"] == engine["securityContext"]

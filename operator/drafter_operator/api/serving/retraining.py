@@ -1,6 +1,7 @@
 """spec.retraining: the serving starts DrafterTrainings from a template of its own, when its drafter drifts, every
 interval, or when a person asks (the drafter.dev/retrain annotation), one at a time, with a cooldown between
-automatic starts, and keeps a bounded history of them (as a CronJob keeps its Jobs).
+automatic starts and, if asked, a minimum of newly captured prompts, and keeps a bounded history of them (as a
+CronJob keeps its Jobs).
 
 Each training is the template with two things set by the serving: its output, a directory of its own beside the
 template's (``<output.path>-r<N>``: Export never overwrites what serves), and its promotion into this serving
@@ -72,6 +73,8 @@ class RetrainingSpec(ApiModel):
     """Start one this long after the last start, e.g. "168h"; unset: no schedule."""
     cooldown: Duration = DEFAULT_COOLDOWN
     """The least time after a start before drift or the interval starts another; a request by annotation does not wait for it."""
+    min_new_samples: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    """Drift and the interval start one only once the capture holds at least this many prompts captured since the last start (or since the serving was created), as its capture sidecar counts them; needs spec.capture. A request by annotation does not wait for them. Unset: no minimum."""
     gate: BenchmarkGate | None = None
     """The benchmark the new drafter must pass on this serving, besides beating the drafter serving now, before it is swapped in (the training's promote.gate)."""
     history_limit: Annotated[int, Field(ge=1, le=20)] = DEFAULT_HISTORY_LIMIT

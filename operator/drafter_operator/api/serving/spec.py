@@ -117,6 +117,16 @@ class DrafterServingSpec(ApiModel):
             field_path=".drafter.model",
         ),
         Rule(
+            cel="!has(self.retraining) || !has(self.retraining.minNewSamples) || has(self.capture)",
+            message=(
+                "spec.retraining.minNewSamples counts the prompts spec.capture keeps: set spec.capture (e.g. "
+                '{sampleRate: "0.05", claimName: captured}) or remove minNewSamples'
+            ),
+            check=lambda s: s.retraining is None or s.retraining.min_new_samples is None or s.capture is not None,
+            field_path=".retraining.minNewSamples",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
             cel="!has(self.acceptance) || self.drafter.method != 'none'",
             message=(
                 "spec.acceptance needs speculation but spec.drafter.method is none: remove spec.acceptance or "

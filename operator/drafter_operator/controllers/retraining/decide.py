@@ -12,8 +12,10 @@ The triggers, in the order they are looked at:
   training: a drift that outlived a retraining does not start another until it clears and comes back).
 - **Interval**: spec.retraining.interval has passed since the last start (or since the serving was created).
 
-Automatic triggers wait for the cooldown after the last start. Nothing starts while a training the serving
-started is unfinished. What a start records is in the training itself (its run number in its name, its trigger and
+Automatic triggers wait for the cooldown after the last start, then, with spec.retraining.minNewSamples, for that
+many prompts captured since the last start (or the serving's creation): the first decision asks for the count
+(`Plan.count_samples_since`), the reconciler reads it from the capture sidecar and decides again with it
+(`RetrainingState.new_samples`). Nothing starts while a training the serving started is unfinished. What a start records is in the training itself (its run number in its name, its trigger and
 request in its annotations, its creation time), so a crash between creating it and writing the status neither
 loses the start nor repeats it.
 """
@@ -45,11 +47,26 @@ FINISHED_STAGES = ("Succeeded", "Failed")
 _RUN_RE = re.compile(r"-r(\d+)$")
 
 
+#: How soon a trigger waiting for captured prompts looks again (the reconciler's tick comes every minute anyway).
+SAMPLES_RECHECK = dt.timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class NewSamples:
+    """The capture's answer: the prompts it holds captured at or after ``since``; ``count`` None when no pod could
+    say (``problem`` says why)."""
+
+    since: dt.datetime
+    count: int | None
+    problem: str = ""
+
+
 @dataclass(frozen=True)
 class RetrainingState:
     serving: dict  # the DrafterServing as read
     trainings: tuple[dict, ...]  # the DrafterTrainings labelled as its retrainings
     now: dt.datetime
+    new_samples: NewSamples | None = None  # read only when a decision asked for it
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,18 @@ def decide(state: RetrainingState) -> Plan:
     unfinished = next((run for run in runs if not run.finished), None)
     if trigger is not None and unfinished is not None:
         waiting, trigger = f"{trigger}: {unfinished.name} is still running ({unfinished.stage})", None
+    needed = retraining.min_new_samples
+    if trigger in (DRIFT, INTERVAL) and needed is not None:
+        since = last_start or timestamps.parse(meta["creationTimestamp"])
+        counted = state.new_samples if state.new_samples is not None and state.new_samples.since == since else None
+        if counted is None:
+            plan.count_samples_since, trigger = since, None  # decided again with the count
+        elif counted.count is None or counted.count < needed:
+            found = (f"the capture's count could not be read ({counted.problem})" if counted.count is None
+                     else f"{counted.count} prompts captured")
+            waiting = (f"{trigger}: {found} since {timestamps.format_seconds(since)}; spec.retraining.minNewSamples "
+                       f"is {needed}")
+            plan.recheck_at, trigger = now + SAMPLES_RECHECK, None
 
     started: Run | None = None
     if trigger is not None:
