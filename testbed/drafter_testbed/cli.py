@@ -35,10 +35,17 @@ def register_demo(subparsers: argparse._SubParsersAction) -> None:
         "demo", help="the main job on the embedded local cluster: baseline vs two drafters, measured")
     demo.add_argument("--max-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
     demo.add_argument("--prompts", type=int, default=3, help="prompts per serving, 1-5 (default 3)")
+    demo.add_argument("--story", choices=("seed", "retraining"), default="seed",
+                      help="seed: the seed's drafters measured, degraded, retrained and swept (default); retraining: "
+                           "traffic shifts, the acceptance drifts, the serving retrains from its captured prompts")
     demo.set_defaults(handler=_demo)
 
 
 def _demo(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.story == "retraining":
+        from drafter_testbed import demo_retraining
+
+        return demo_retraining.main()
     from drafter_testbed import demo
 
     return demo.main(max_tokens=args.max_tokens, prompts=max(1, min(5, args.prompts)))

@@ -83,9 +83,9 @@ def _read(path: Path) -> str:
         return ""
 
 
-def prepare(layout: local.Layout, namespace: str, target: str, python: str, kubectl) -> None:
+def prepare(layout: local.Layout, namespace: str, target: str, python: str, kubectl, name: str = TRAINING) -> None:
     """The stand-in target and a chat dataset on the model volume, the training environment recorded for
-    the runner, no earlier run's training, and a volume pre-bound to the hidden-state claim (the local
+    the runner, no earlier run's training ``name``, and a volume pre-bound to its hidden-state claim (the local
     cluster has no provisioner)."""
     local.use_training_python(python, layout)
     root = layout.root / "claims" / namespace / "models"
@@ -97,20 +97,26 @@ def prepare(layout: local.Layout, namespace: str, target: str, python: str, kube
     (root / "drafters").mkdir(exist_ok=True)  # Export writes only into an existing parent (docs/training.md)
     # An earlier run's training goes first: its claim holds the volume, which is then made afresh (a
     # released volume binds to no new claim).
-    kubectl("-n", namespace, "delete", "draftertrainings", TRAINING, "--ignore-not-found", "--wait=true",
+    kubectl("-n", namespace, "delete", "draftertrainings", name, "--ignore-not-found", "--wait=true",
             "--timeout=120s")
-    kubectl("-n", namespace, "delete", "pvc", f"{TRAINING}-hidden-states", "--ignore-not-found", "--wait=true",
+    hidden_states_volume(namespace, name, kubectl)
+
+
+def hidden_states_volume(namespace: str, name: str, kubectl) -> None:
+    """A fresh volume pre-bound to training ``name``'s hidden-state claim (an earlier run's claim and volume gone)."""
+    kubectl("-n", namespace, "delete", "pvc", f"{name}-hidden-states", "--ignore-not-found", "--wait=true",
             "--timeout=120s")
-    volume = volume_for_claim(namespace, f"{TRAINING}-hidden-states", f"/tmp/drafter-demo-{TRAINING}")
+    volume = volume_for_claim(namespace, f"{name}-hidden-states", f"/tmp/drafter-demo-{namespace}-{name}")
     kubectl("delete", "pv", volume["metadata"]["name"], "--ignore-not-found", "--wait=true", "--timeout=60s")
     kubectl("apply", "-f", "-", input=json.dumps(volume))
 
 
-def manifest(namespace: str, target: str, output: str, serving: str, gate: dict, placement: dict) -> dict:
+def manifest(namespace: str, target: str, output: str, serving: str, gate: dict, placement: dict,
+             name: str = TRAINING) -> dict:
     """``placement``: where the GPU stages run (the process nodes: on a kwok node a pod only pretends)."""
     return {
         "apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterTraining",
-        "metadata": {"name": TRAINING, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "target": {"model": target, "tensorParallelSize": 1},
             "framework": "speculators",
@@ -133,30 +139,36 @@ def manifest(namespace: str, target: str, output: str, serving: str, gate: dict,
 def run(console: Console, kubectl, namespace: str, body: dict, timeout: float = 900) -> dict:
     """Apply the training and follow it: each stage and its progress as the operator reports them."""
     kubectl("apply", "-f", "-", input=json.dumps(body))  # JSON: YAML would read "1e-4" as a number
+    return follow(console, kubectl, namespace, body["metadata"]["name"], timeout)
+
+
+def follow(console: Console, kubectl, namespace: str, name: str, timeout: float = 900) -> dict:
+    """Follow training ``name`` to its end: each stage and its progress as the operator reports them."""
     started = time.monotonic()
     seen: list[tuple[float, str, str]] = []
-    with console.status(f"DrafterTraining {TRAINING}") as status:
+    stage, state = "Pending", {}
+    with console.status(f"DrafterTraining {name}") as status:
         while time.monotonic() - started < timeout:
-            item = json.loads(kubectl("-n", namespace, "get", "draftertrainings", TRAINING, "-o", "json").stdout)
+            item = json.loads(kubectl("-n", namespace, "get", "draftertrainings", name, "-o", "json").stdout)
             state = item.get("status") or {}
             stage, summary = state.get("stage") or "Pending", (state.get("progress") or {}).get("summary") or ""
             if not seen or seen[-1][1:] != (stage, summary):
                 seen.append((time.monotonic() - started, stage, summary))
                 console.print(f"  {seen[-1][0]:5.0f} s  {stage:<9} {summary}")
-            status.update(f"DrafterTraining {TRAINING}: {stage} {summary}")
+            status.update(f"DrafterTraining {name}: {stage} {summary}")
             if stage in ("Succeeded", "Failed"):
                 break
             time.sleep(1)
     if stage != "Succeeded":
         ready = next((c for c in state.get("conditions") or [] if c["type"] == "Ready"), {})
-        raise local.ClusterError(f"DrafterTraining {TRAINING}: {stage}: {ready.get('message')}; "
-                                 f"see `kubectl -n {namespace} describe draftertraining {TRAINING}`")
+        raise local.ClusterError(f"DrafterTraining {name}: {stage}: {ready.get('message')}; "
+                                 f"see `kubectl -n {namespace} describe draftertraining {name}`")
     return item
 
 
 def report(console: Console, item: dict, kubectl, namespace: str) -> None:
-    status = item["status"]
-    table = Table(title=f"DrafterTraining {TRAINING}: stages (from their conditions)")
+    status, name = item["status"], item["metadata"]["name"]
+    table = Table(title=f"DrafterTraining {name}: stages (from their conditions)")
     for column in ("stage", "finished at", "what"):
         table.add_column(column)
     order = ("Generated", "Extracted", "Trained", "Exported", "Evaluated", "Promoted")
@@ -172,10 +184,10 @@ def report(console: Console, item: dict, kubectl, namespace: str) -> None:
     for share in hidden.get("shardSizes") or []:
         console.print(f"    share {share['index']}: {share.get('bytesWritten', 0) / 1e6:.2f} MB written, "
                       f"{share.get('estimatedBytes', 0) / 1e6:.2f} MB estimated")
-    train = json.loads(kubectl("-n", namespace, "get", "job", f"{TRAINING}-train-g1", "-o", "json").stdout)
+    train = json.loads(kubectl("-n", namespace, "get", "job", f"{name}-train-g1", "-o", "json").stdout)
     console.print(f"  Train: one torchrun group of {train['spec'].get('completions', 1)} pods (Indexed Job, pods "
                   f"{train['status'].get('completedIndexes', '-')} succeeded), meeting at "
-                  f"{TRAINING}-train-g1-0.{TRAINING}-rendezvous through the cluster DNS")
+                  f"{name}-train-g1-0.{name}-rendezvous through the cluster DNS")
     estimate = status.get("estimate") or {}
     console.print(f"  estimate before the run: {estimate.get('gpuHours', 0) * 3600:.3g} GPU-seconds "
                   f"({estimate.get('basis')})")

@@ -118,10 +118,12 @@ class EmulatedEngine:
         self.text_rng = random.Random(None if settings.seed is None else f"text-{settings.seed}")
         spec = config.speculation
         shape = DEFAULT_SHAPE
+        #: The drafter's profile entry (its own category factors, if any); None without speculation.
+        self.drafter_entry = None
         if spec is None:
             acceptance, source = 0.0, "no speculation"
         else:
-            found = profile.lookup(config.engine, spec.drafter_key)
+            found = self.drafter_entry = profile.lookup(config.engine, spec.drafter_key)
             acceptance, source, shape = found.acceptance, found.source, found.shape
             if settings.acceptance is not None:
                 acceptance, source = settings.acceptance, "env:DRAFTER_EMULATOR_ACCEPTANCE"
@@ -223,8 +225,8 @@ class EmulatedEngine:
 
     def rejection_factor(self, category: str | None) -> float:
         """How often a request of traffic ``category`` has its draft tokens rejected, relative to the drafter's
-        mean: the profile's factor where DRAFTER_EMULATOR_CATEGORIES is on, else 1."""
-        return self.profile.rejection_factor(category) if self.settings.category_acceptance else 1.0
+        mean: its entry's or the profile's factor where DRAFTER_EMULATOR_CATEGORIES is on, else 1."""
+        return self.profile.rejection_factor(category, self.drafter_entry) if self.settings.category_acceptance else 1.0
 
     async def generate(self, prompt_tokens: int, max_tokens: int, *, streaming: bool,
                        continuation: outputs.Continuation | None = None,

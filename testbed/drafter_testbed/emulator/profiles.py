@@ -54,6 +54,9 @@ class DrafterEntry:
     acceptance: dict[str, float]
     description: str = ""
     shape: Shape = DEFAULT_SHAPE
+    #: This drafter's own rejection factors by traffic category (its ``categories``), over the profile's: a
+    #: drafter trained on other data than the calibrated one's (code only, or the traffic it serves).
+    category_rejection: dict[str, float] | None = None
 
     def matches(self, key: str) -> bool:
         candidates = {key.lower(), key.rstrip("/").rsplit("/", 1)[-1].lower()}
@@ -67,6 +70,7 @@ class Lookup:
     acceptance: float
     source: str  # "profile:<entry name>" or "profile:default"
     shape: Shape = DEFAULT_SHAPE
+    category_rejection: dict[str, float] | None = None  # the entry's own factors, where it has them
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,12 @@ class Profile:
     #: section; a category left out: 1). Applied where DRAFTER_EMULATOR_CATEGORIES is on (``model.py``).
     category_rejection: dict[str, float] | None = None
 
-    def rejection_factor(self, category: str | None) -> float:
-        """The ``categories`` factor of ``category`` (1 for none, or one the profile leaves out)."""
+    def rejection_factor(self, category: str | None, drafter: Lookup | None = None) -> float:
+        """The factor of ``category`` for ``drafter``: its entry's own ``categories`` where they name it, else the
+        profile's (1 for none, or one both leave out)."""
+        own = (drafter.category_rejection if drafter is not None else None) or {}
+        if category in own:
+            return own[category]
         return (self.category_rejection or {}).get(category or "", 1.0)
 
     @property
@@ -96,7 +104,7 @@ class Profile:
     def lookup(self, engine: str, drafter_key: str) -> Lookup:
         for entry in self.drafters:
             if entry.matches(drafter_key) and engine in entry.acceptance:
-                return Lookup(entry.acceptance[engine], f"profile:{entry.name}", entry.shape)
+                return Lookup(entry.acceptance[engine], f"profile:{entry.name}", entry.shape, entry.category_rejection)
         return Lookup(self.default[engine], "profile:default")
 
 
@@ -190,6 +198,7 @@ def parse_profile(document: object, origin: str) -> Profile:
             acceptance=_per_engine(f"{where}.acceptance", raw["acceptance"], required=False),
             description=str(raw.get("description", "")),
             shape=_shape(where, raw),
+            category_rejection=_categories(f"{where}.categories", raw["categories"]) if "categories" in raw else None,
         ))
     categories = _categories(f"{origin}: categories", document["categories"]) if "categories" in document else None
     return Profile(target_step_ms, draft_cost, default, tuple(entries), origin, costs, categories)

@@ -119,3 +119,43 @@ def test_the_packaged_factors_reproduce_the_published_acceptance_lengths():
         return sum(a ** i for i in range(9))
     assert length("code") == pytest.approx(4.573, abs=0.02) and length("writing") == pytest.approx(2.636, abs=0.03)
     assert length("math") == pytest.approx(4.436, abs=0.02) and length("toolCalls") == pytest.approx(3.462, abs=0.02)
+
+
+def _engine_for(drafter: str) -> EmulatedEngine:
+    import json
+
+    spec = json.dumps({"method": "eagle3", "model": drafter, "num_speculative_tokens": 5})
+    argv = ["vllm", "serve", "/models/Kimi-K2.5", "--speculative-config", spec]
+    return EmulatedEngine(parse_command_line(argv), Settings(category_acceptance=True), load_profile())
+
+
+def test_a_drafters_own_categories_replace_the_profiles_for_those_it_names_only():
+    profile = load_profile()
+    code_trained = _engine_for("/models/drafters/kimi-k25-eagle3-code")
+    retrained = _engine_for("/models/drafters/kimi-k25-eagle3-from-traffic-r1")
+    other = _engine_for("/models/drafters/kimi-k25-eagle3-regenerated")
+    assert code_trained.acceptance_source == "profile:code-trained-kimi-k2.5-eagle3"
+    assert retrained.acceptance_source == "profile:retrained-from-traffic"
+    assert code_trained.rejection_factor("nonEnglish") == 3.0 and retrained.rejection_factor("nonEnglish") == 1.0
+    assert other.rejection_factor("nonEnglish") == profile.rejection_factor("nonEnglish") == 1.5
+    for category in ("code", "chat", "math"):  # not named by the entries: the profile's
+        assert code_trained.rejection_factor(category) == retrained.rejection_factor(category) \
+            == profile.rejection_factor(category)
+
+
+def test_the_retraining_storys_drafters_give_the_lengths_their_descriptions_state():
+    """docs/demo.md's retraining story: at k = 5, E = (1 - a^6) / (1 - a) with a = 1 - (1 - p) factor."""
+    def length(drafter: str, category: str) -> float:
+        engine = _engine_for(drafter)
+        a = 1 - (1 - engine.decoder.acceptance) * engine.rejection_factor(category)
+        return sum(a ** i for i in range(6))
+    assert length("/models/drafters/kimi-k25-eagle3-code", "code") == pytest.approx(4.8, abs=0.05)
+    assert length("/models/drafters/kimi-k25-eagle3-code", "nonEnglish") == pytest.approx(2.2, abs=0.05)
+    assert length("/models/drafters/kimi-k25-eagle3-from-traffic-r1", "nonEnglish") == pytest.approx(4.6, abs=0.05)
+
+
+def test_a_bad_drafter_categories_entry_names_the_entry():
+    document = {**_document({"code": 0.6}),
+                "drafters": [{"name": "x", "acceptance": {"vllm": 0.8}, "categories": {"klingon": 2.0}}]}
+    with pytest.raises(ProfileError, match=r"drafters\[0\]\.categories: unknown category 'klingon'"):
+        parse_profile(document, "p.yaml")

@@ -1,0 +1,56 @@
+"""The retraining story's declarations (drafter_testbed/demo_retraining.py), checked without a cluster: the serving
+it applies is one the operator accepts, each retraining it would start is a valid DrafterTraining warm-started
+from the drafter serving then, its traffic is of the kinds the story says, and the emulator profile gives its
+drafters the acceptance the story needs (the code drafter drifts on the shifted traffic; the retrained one does
+not)."""
+
+from __future__ import annotations
+
+from drafter_operator.acceptance.drift import Baseline
+from drafter_operator.api import DrafterServing
+from drafter_operator.api.training.spec import DrafterTrainingSpec
+from drafter_operator.resources.retraining import retraining_training
+from drafter_testbed import demo_retraining as story
+from drafter_testbed.emulator import categorize
+from drafter_testbed.emulator.profiles import load_profile
+
+
+def test_the_serving_is_accepted_and_its_retraining_trains_on_the_capture_from_the_code_drafter():
+    body = story.serving_manifest()
+    body["metadata"]["uid"] = "uid-1"
+    serving = DrafterServing.model_validate(body)
+    assert serving.spec.capture.claim_name == story.CAPTURE_CLAIM == serving.spec.retraining.template.spec["data"][
+        "capture"]["claimName"]
+    promoted = serving.spec.model_copy(update={"drafter": serving.spec.drafter.model_copy(
+        update={"method": "eagle3", "model": story.CODE_DRAFTER})})
+    manifest = retraining_training(story.NAMESPACE, story.SERVING, "uid-1", promoted, 1, "DriftDetected")
+    spec = DrafterTrainingSpec.model_validate(manifest["spec"])
+    assert spec.base_drafter == story.CODE_DRAFTER  # warm-started from what serves
+    assert spec.output.path == f"{story.RETRAINED_PREFIX}-r1"
+    assert manifest["metadata"]["name"] == f"{story.SERVING}-r1"
+
+
+def test_the_traffic_is_code_then_other_languages():
+    assert {categorize.classify_text(p) for p in story.CODE_PROMPTS} == {"code"}
+    assert {categorize.classify_text(p) for p in story.NON_ENGLISH_PROMPTS} == {"nonEnglish"}
+
+
+def test_the_code_drafter_drifts_on_the_shifted_traffic_and_the_retrained_one_does_not():
+    profile = load_profile()
+
+    def length(model: str, category: str) -> float:
+        found = profile.lookup("vllm", model)
+        a = 1 - (1 - found.acceptance) * profile.rejection_factor(category, found)
+        return sum(a ** i for i in range(6))  # k = 5, the bonus token included
+
+    gate_mix = ("chat", "code", "math")  # the built-in set's first three prompts, which the gate's numPrompts take
+    tolerance = float(story.ACCEPTANCE["driftTolerance"])
+    code_gate = Baseline("r", "b", sum(length(story.CODE_DRAFTER, c) for c in gate_mix) / 3, tolerance)
+    assert length(story.CODE_DRAFTER, "code") > code_gate.floor  # before the shift: no drift
+    assert length(story.CODE_DRAFTER, "nonEnglish") < code_gate.floor  # after it: drift
+    retrained = f"{story.RETRAINED_PREFIX}-r1"
+    retrained_gate = Baseline("r", "b", sum(length(retrained, c) for c in gate_mix) / 3, tolerance)
+    assert length(retrained, "nonEnglish") > retrained_gate.floor
+    # The gate's prompts are the built-in set's first three, of those kinds.
+    from drafter_operator.benchmark_client.prompts import builtin_set
+    assert tuple(p.category for p in builtin_set()[:story.GATE["numPrompts"]]) == gate_mix
