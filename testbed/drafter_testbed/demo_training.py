@@ -191,9 +191,11 @@ def report(console: Console, item: dict, kubectl, namespace: str) -> None:
     estimate = status.get("estimate") or {}
     console.print(f"  estimate before the run: {estimate.get('gpuHours', 0) * 3600:.3g} GPU-seconds "
                   f"({estimate.get('basis')})")
+    speedup = evaluation.get("speedup")  # none without a baseline in the gate
     console.print(f"  Evaluate: the current drafter measured {evaluation.get('currentTokensPerSecond', 0):.1f} tok/s; "
-                  f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate "
-                  f"(speedup {evaluation.get('speedup') or 0:.2f}x); promoted as revision {status.get('promotedRevision')}")
+                  f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate"
+                  f"{'' if speedup is None else f' (speedup {speedup:.2f}x)'}; promoted as revision "
+                  f"{status.get('promotedRevision')}")
 
 
 if __name__ == "__main__":  # pragma: no cover - run through `drafter-operator demo`
