@@ -385,11 +385,10 @@ def _generate_crds(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _capture(args: argparse.Namespace, extra: list[str]) -> int:
     import logging
-    import os
     import socket
     from pathlib import Path
 
-    from drafter_operator import engines
+    from drafter_operator import engines, settings
     from drafter_operator.capture import sidecar
     from drafter_operator.capture.redaction import Redaction
     from drafter_operator.logs import TEXT_FORMAT
@@ -403,7 +402,7 @@ def _capture(args: argparse.Namespace, extra: list[str]) -> int:
         sample=sidecar.Sample(args.engine, engine.capture_line, args.sample_rate, args.responses),
         bounds=sidecar.Bounds(args.retention, args.max_size),
         redaction=Redaction(Path(args.redaction_dir)) if args.redaction_dir else None,
-        samples_address=((args.samples_host or os.environ.get("POD_IP") or "0.0.0.0", args.samples_port)
+        samples_address=((args.samples_host or settings.POD_IP.read() or "0.0.0.0", args.samples_port)
                          if args.samples_port else None)), args.poll_seconds)
 
 

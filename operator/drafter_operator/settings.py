@@ -141,6 +141,9 @@ POD_NAME: Setting[str | None] = Setting(
 POD_NAMESPACE: Setting[str | None] = Setting(
     "POD_NAMESPACE", None, text,
     "The operator's namespace (downward API): where its Lease lives.")
+POD_IP: Setting[str | None] = Setting(
+    "POD_IP", None, text,
+    "The capture sidecar's pod IP (downward API): the address it answers the count of captured prompts on.")
 KUBECONFIG: Setting[str | None] = Setting(
     "KUBECONFIG", None, text,
     "Outside a cluster: the kubeconfig whose current context's namespace holds the Lease.")
@@ -157,5 +160,5 @@ ALL: tuple[Setting, ...] = (
     WORKERS, RECHECK_SECONDS, CATCH_UP_SECONDS, ACCEPTANCE_INTERVAL_SECONDS, DRAIN_SECONDS, MEMORY_RELEASE_SECONDS,
     OPERATOR_IMAGE, TRAINER_IMAGE, TRAINING_CPU, CONTAINER_PATHS,
     ALLOWED_IMAGE_PREFIXES, ALLOWED_SERVICE_ACCOUNTS, PROMETHEUS_ENDPOINTS,
-    POD_NAME, POD_NAMESPACE, KUBECONFIG, KUBECTL,
+    POD_NAME, POD_NAMESPACE, POD_IP, KUBECONFIG, KUBECTL,
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +46,21 @@ def prompt_times(chunk: bytes) -> tuple[list[str], int]:
 
 @dataclass
 class _FileTally:
-    #: The file's first line as read: a file pruned and begun again under its name (the size cap took the current
-    #: hour's file) starts with another record, where its inode and size may not tell.
+    #: The file's first line and the last line read: a file pruned and begun again under its name (the size cap took
+    #: the current hour's file) is shorter than what was read, or differs there, where its inode may not tell (a
+    #: freed inode is given again at once).
     head: bytes = b""
+    tail: bytes = b""
     read: int = 0
     times: list[str] = field(default_factory=list)  # sorted: a sidecar appends in time order
+
+    def still_the_file_read(self, source) -> bool:
+        if not self.read:
+            return True
+        if os.fstat(source.fileno()).st_size < self.read or source.read(len(self.head)) != self.head:
+            return False
+        source.seek(self.read - len(self.tail))
+        return source.read(len(self.tail)) == self.tail
 
 
 class PromptTally:
@@ -77,13 +88,16 @@ class PromptTally:
                 try:
                     with open(path, "rb") as source:
                         tally = self._files.get(name)
-                        if tally is None or not tally.head or source.read(len(tally.head)) != tally.head:
+                        if tally is None or not tally.still_the_file_read(source):
                             tally = self._files[name] = _FileTally()  # new, or begun again since the last read
                         source.seek(tally.read)
                         chunk = source.read()
                         times, consumed = prompt_times(chunk)
-                        if not tally.head and consumed:
-                            tally.head = chunk[:chunk.find(b"\n") + 1]
+                        if consumed:
+                            whole = chunk[:consumed]
+                            if not tally.head:
+                                tally.head = whole[:whole.find(b"\n") + 1]
+                            tally.tail = whole[whole.rfind(b"\n", 0, consumed - 1) + 1:]
                 except FileNotFoundError:  # pruned between the listing and the read
                     present.discard(name)
                     continue

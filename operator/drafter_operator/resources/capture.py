@@ -6,7 +6,7 @@ module's: engines/*.py capture_*."""
 
 from __future__ import annotations
 
-from drafter_operator import engines
+from drafter_operator import engines, settings
 from drafter_operator.api.serving.capture import CaptureSpec
 from drafter_operator.capture.redaction import WRAPPER_SCRIPT
 from drafter_operator.capture.samples import SAMPLES_PORT
@@ -80,7 +80,7 @@ def capture_container(spec, image: str) -> dict:
         "restartPolicy": "Always",
         # It answers how many prompts the claim holds since a time (spec.retraining.minNewSamples) on the pod's IP.
         "ports": [{"name": SAMPLES_PORT_NAME, "containerPort": SAMPLES_PORT, "protocol": "TCP"}],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "env": [{"name": settings.POD_IP.name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": {kind: dict(values) for kind, values in CAPTURE_RESOURCES.items()},
         "volumeMounts": [spool_mount(), {"name": CLAIM_VOLUME, "mountPath": CLAIM_MOUNT},
                          *([redaction_mount()] if spec.capture.redaction else [])],
