@@ -68,8 +68,10 @@ CODE_PROMPTS = (
     "Write a Python function that merges two sorted lists.\n```python\ndef merge(a, b):\n```",
     "Fix this:\n```js\nconst total = items.reduce((a, b) => a + b.price);\n```\nIt returns NaN on an empty list.",
     "Refactor this to use asyncio:\n```python\nfor url in urls:\n    results.append(fetch(url))\n```",
-    "Write a SQL query:\n```sql\nSELECT customer_id, SUM(amount) FROM orders GROUP BY customer_id;\n```\nAdd the top 5 only.",
-    "Add type hints and a docstring:\n```python\ndef parse(line):\n    key, value = line.split('=')\n    return key, value\n```",
+    "Write a SQL query:\n```sql\nSELECT customer_id, SUM(amount) FROM orders GROUP BY customer_id;\n```\n"
+    "Add the top 5 only.",
+    "Add type hints and a docstring:\n```python\ndef parse(line):\n    key, value = line.split('=')\n"
+    "    return key, value\n```",
     "Explain this Rust error:\n```rust\nlet s = String::from(\"x\");\nlet t = s;\nprintln!(\"{}\", s);\n```",
 )
 NON_ENGLISH_PROMPTS = (
@@ -88,7 +90,8 @@ NON_ENGLISH_PROMPTS = (
 def retraining_template() -> dict:
     """The DrafterTraining each retraining runs: the story's first training, trained on the serving's capture
     instead of a dataset, without promote (the serving promotes each run itself)."""
-    spec = demo_training.manifest(NAMESPACE, TARGET, RETRAINED_PREFIX, SERVING, GATE, demo.BASE_SPEC["placement"])["spec"]
+    placement = demo.BASE_SPEC["placement"]
+    spec = demo_training.manifest(NAMESPACE, TARGET, RETRAINED_PREFIX, SERVING, GATE, placement)["spec"]
     spec.pop("promote")
     spec["output"] = {"path": RETRAINED_PREFIX}
     spec["data"] = {"capture": {"claimName": CAPTURE_CLAIM, "heldOutFraction": "0.2"}, "generation": {"engine": "vllm"},
@@ -130,7 +133,8 @@ class Traffic:
             # it was opened to, and would keep a swapped-out revision busy (and measured) until its drain timeout.
             try:
                 with httpx.Client(timeout=60) as client:
-                    bench.stream_completion(client, self.base_url, TARGET, prompts[n % len(prompts)], TRAFFIC_MAX_TOKENS)
+                    bench.stream_completion(client, self.base_url, TARGET, prompts[n % len(prompts)],
+                                            TRAFFIC_MAX_TOKENS)
                 self.sent += 1
             except httpx.HTTPError:
                 self.stop_event.wait(0.5)  # a swap moving the Service; the next request finds the new pods

@@ -128,7 +128,8 @@ def redact(redaction: Redaction, records: list[dict[str, Any]], *, clock: Callab
         if failed.exists():
             status = failed.read_text().strip()
             failed.unlink(missing_ok=True)
-            raise RedactionFailed(f"the redaction command exited with status {status}; see the redaction container's log")
+            raise RedactionFailed(f"the redaction command exited with status {status}; see the redaction "
+                                  "container's log")
         if clock() >= deadline:
             (directory / f"{batch}.in").unlink(missing_ok=True)
             raise RedactionFailed(f"no answer from the redaction container within {redaction.timeout_s:g}s (is it "

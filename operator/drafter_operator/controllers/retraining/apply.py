@@ -73,7 +73,8 @@ def ask_capture(kube: Kube, namespace: str, name: str, since: dt.datetime) -> Ne
     """The prompts the serving's capture holds since ``since``, from the first of its Ready pods that answers (each
     capture sidecar counts the whole claim: capture/samples.py). The operator gets a number, never a prompt."""
     pods = kube.list(object_path("v1", "pods", namespace), label_selector=f"{SERVING_LABEL}={name}")
-    ready = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("podIP")
+    ready = [pod for pod in pods
+             if not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("podIP")
              and any(c.get("type") == "Ready" and c.get("status") == "True"
                      for c in (pod.get("status") or {}).get("conditions") or [])]
     if not ready:

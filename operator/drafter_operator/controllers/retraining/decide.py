@@ -15,9 +15,9 @@ The triggers, in the order they are looked at:
 Automatic triggers wait for the cooldown after the last start, then, with spec.retraining.minNewSamples, for that
 many prompts captured since the last start (or the serving's creation): the first decision asks for the count
 (`Plan.count_samples_since`), the reconciler reads it from the capture sidecar and decides again with it
-(`RetrainingState.new_samples`). Nothing starts while a training the serving started is unfinished. What a start records is in the training itself (its run number in its name, its trigger and
-request in its annotations, its creation time), so a crash between creating it and writing the status neither
-loses the start nor repeats it.
+(`RetrainingState.new_samples`). Nothing starts while a training the serving started is unfinished. What a start
+records is in the training itself (its run number in its name, its trigger and request in its annotations, its
+creation time), so a crash between creating it and writing the status neither loses the start nor repeats it.
 """
 
 from __future__ import annotations
