@@ -90,6 +90,9 @@ def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--only", default="", metavar="STEP[,STEP]",
                        help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint, helm-docs, krew), "
                             "e.g. --only crane,helm for images/publish and packaging the chart")
+    build.add_argument("--managers", action="store_true",
+                       help="also the controller managers the tests start beside the cluster (Kueue, LeaderWorkerSet): "
+                            "a cold build of them takes minutes, which a test's timeout would otherwise pay")
     build.set_defaults(cluster_handler=_build)
 
     add = verbs.add_parser("add-nodes", help="register more nodes on the running local cluster")
@@ -166,6 +169,11 @@ def _build(args: argparse.Namespace) -> int:
 
     try:
         print(ensure_binaries(only=tuple(step for step in args.only.split(",") if step)))
+        if args.managers:
+            from drafter_testbed import kueue, lws
+
+            print(kueue.build())
+            print(lws.build())
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
