@@ -38,6 +38,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from drafter_operator import timestamps
 from drafter_testbed import cluster as local
 from drafter_testbed import demo, demo_training, harness
 from drafter_testbed import demo_acceptance as watch
@@ -172,6 +173,18 @@ def serving() -> dict:
     return json.loads(demo.kubectl("-n", NAMESPACE, "get", "drafterserving", SERVING, "-o", "json").stdout)
 
 
+def ready(item: dict) -> bool:
+    return watch.condition(item, "Ready").get("status") == "True"
+
+
+def serving_when(predicate):
+    """A poll for wait_for: the serving as read, once ``predicate`` holds of it; None before."""
+    def poll():
+        item = serving()
+        return item if predicate(item) else None
+    return poll
+
+
 def active_drafter(item: dict) -> str:
     drafter = demo.running_drafter(item)
     return drafter.get("model") or drafter.get("method", "-")
@@ -199,8 +212,6 @@ def live_window(revision: str, since: float):
     end = acceptance.get("windowEnd")
     if acceptance.get("revision") != revision or acceptance.get("meanLength") is None or not end:
         return None
-    from drafter_operator import timestamps
-
     return item if timestamps.parse(end).timestamp() > since else None
 
 
@@ -280,7 +291,7 @@ def main() -> int:
     demo.kubectl("-n", NAMESPACE, "apply", "-f", "-", input=json.dumps(serving_manifest()))
     story.say(f"{SERVING}: vLLM, the seed's drafter, capturing every request to claim {CAPTURE_CLAIM}; "
               f"spec.retraining: on drift, at least {MIN_NEW_SAMPLES} new prompts, gate {GATE}")
-    wait_for(f"{SERVING} Ready", lambda: watch.condition(serving(), "Ready").get("status") == "True", 300)
+    wait_for(f"{SERVING} Ready", serving_when(ready), 300)
     item = serving()
     ip = json.loads(demo.kubectl("-n", NAMESPACE, "get", "service", SERVING, "-o", "json").stdout)["spec"]["clusterIP"]
     url = f"http://{ip}:{item['status']['endpoint']['port']}"
@@ -290,8 +301,8 @@ def main() -> int:
     body = demo_training.manifest(NAMESPACE, TARGET, CODE_DRAFTER, SERVING, GATE, demo.BASE_SPEC["placement"],
                                   name=CODE_TRAINING)
     demo_training.run(console, demo.kubectl, NAMESPACE, body)
-    item = wait_for("the code drafter serving", lambda: (lambda i: i if active_drafter(i) == CODE_DRAFTER and
-                    watch.condition(i, "Ready").get("status") == "True" else None)(serving()), 300)
+    item = wait_for("the code drafter serving", serving_when(lambda i: active_drafter(i) == CODE_DRAFTER and ready(i)),
+                    300)
     at_promotion = (item["status"].get("acceptance") or {}).get("atPromotion") or {}
     story.say(f"{CODE_DRAFTER} serves; its gate measured acceptance length {at_promotion.get('acceptanceLength')} "
               f"(status.acceptance.atPromotion, benchmark {at_promotion.get('benchmark')})")
@@ -303,8 +314,8 @@ def main() -> int:
         traffic.prompts = NON_ENGLISH_PROMPTS
         shifted = time.time()
         story.say("The traffic shifts to chat in other languages")
-        item = wait_for("DriftDetected", lambda: (lambda i: i if watch.condition(i, "DriftDetected").get("status")
-                                                  == "True" else None)(serving()), 240,
+        item = wait_for("DriftDetected", serving_when(
+            lambda i: watch.condition(i, "DriftDetected").get("status") == "True"), 240,
                         show=lambda: watch.condition(serving(), "DriftDetected").get("message", "")[:100])
         drift = watch.condition(item, "DriftDetected")
         story.say(f"DriftDetected {drift['reason']}: {drift.get('message')}")
@@ -327,8 +338,8 @@ def main() -> int:
                   "captured prompts, warm-started from the code drafter")
         finished = demo_training.follow(console, demo.kubectl, NAMESPACE, run, timeout=1200)
         demo_training.report(console, finished, demo.kubectl, NAMESPACE)
-        item = wait_for(f"{run}'s drafter serving", lambda: (lambda i: i if active_drafter(i).startswith(
-            RETRAINED_PREFIX) and watch.condition(i, "Ready").get("status") == "True" else None)(serving()), 300)
+        item = wait_for(f"{run}'s drafter serving", serving_when(
+            lambda i: active_drafter(i).startswith(RETRAINED_PREFIX) and ready(i)), 300)
         settle_and_read(story, "after the promotion", "other languages")
     finally:
         traffic.stop()

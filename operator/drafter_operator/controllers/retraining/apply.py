@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from drafter_operator import timestamps
+from drafter_operator.acceptance.measurement import ready_with_ip
 from drafter_operator.capture.samples import SAMPLES_PATH, SAMPLES_PORT
 from drafter_operator.constants import (
     API_GROUP_VERSION,
@@ -73,10 +74,7 @@ def ask_capture(kube: Kube, namespace: str, name: str, since: dt.datetime) -> Ne
     """The prompts the serving's capture holds since ``since``, from the first of its Ready pods that answers (each
     capture sidecar counts the whole claim: capture/samples.py). The operator gets a number, never a prompt."""
     pods = kube.list(object_path("v1", "pods", namespace), label_selector=f"{SERVING_LABEL}={name}")
-    ready = [pod for pod in pods
-             if not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("podIP")
-             and any(c.get("type") == "Ready" and c.get("status") == "True"
-                     for c in (pod.get("status") or {}).get("conditions") or [])]
+    ready = [pod for pod in pods if ready_with_ip(pod)]
     if not ready:
         return NewSamples(since, None, "no Ready pod of the serving to ask")
     problems = []
