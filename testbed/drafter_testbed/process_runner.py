@@ -705,6 +705,14 @@ class Runner:
         if deleting and phase not in ("Succeeded", "Failed"):
             succeeded = bool(main) and all(c.terminated and c.terminated["exitCode"] == 0 for c in main)
             phase = "Succeeded" if succeeded and policy != "Always" else "Failed"
+        if phase in ("Succeeded", "Failed") and any(c.proc is not None for c in run.containers):
+            # As a kubelet's status manager does: a pod is written terminal only once none of its containers
+            # runs. Its main containers finished; what still runs (its sidecars, or what a failure stops) is
+            # stopped first, a sidecar with the pod's grace period to finish its last work.
+            grace = float(run.pod["spec"].get("terminationGracePeriodSeconds", 30))
+            await asyncio.gather(*(self._kill(c, "Completed", grace if c.sidecar else 1.0) for c in run.containers))
+            for c in run.containers:
+                self._collect_exit(run, c)
         inits = [c for c in run.containers if c.init]
         inits_done = all(c.proc is not None and c.started if c.sidecar else c.terminated and c.terminated["exitCode"] == 0
                          for c in inits)
@@ -746,9 +754,6 @@ class Runner:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-        if phase in ("Succeeded", "Failed"):
-            for c in run.containers:
-                await self._kill(c, "Completed", 1.0)
 
     # ---- service proxy ----
     async def proxy_services(self) -> None:
