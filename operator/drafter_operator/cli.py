@@ -17,10 +17,12 @@ import re
 import sys
 from typing import Callable
 
-# Standard library only: the fixed names, and the Lease timings' defaults and checks (with the leader election).
+# Standard library only: the fixed names, the Lease timings' defaults and checks (with the leader election), the
+# shard count's bounds.
 from drafter_operator.constants import ENGINES, OPERATOR_METRICS_PORT
 from drafter_operator.engines import DEFAULT_ENGINE
 from drafter_operator.controllers.leadership import Timings
+from drafter_operator.controllers.sharding import MAX_SHARDS, MAX_SUFFIX
 
 DISTRIBUTION = "drafter-operator"
 
@@ -139,6 +141,11 @@ def _add_run_command(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--retry-period", type=_positive_seconds("--retry-period"), default=defaults.retry_period,
                      metavar="SECONDS", help="how often the leader renews and a stand-by tries; "
                                              f"default: {defaults.retry_period:g}")
+    run.add_argument("--shards", type=_shard_count, default=1, metavar="N",
+                     help="split the servings, trainings and benchmarks between N leaders by a stable hash of "
+                          "namespace and name, each holding a Lease of its own (<lease>-shard-<i>-of-N); run at "
+                          "least N replicas with the same N, any more stand by for whichever shard is lost. "
+                          "Needs leader election; default: 1 (one leader for everything)")
     run.set_defaults(handler=_run_operator)
 
 
@@ -331,6 +338,16 @@ def _dns_subdomain(option: str):
     return parse
 
 
+def _shard_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"--shards {text!r}: a whole number of shards from 1 to {MAX_SHARDS}")
+    return count
+
+
 def _positive_seconds(flag: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -362,11 +379,16 @@ def _run_operator(args: argparse.Namespace, extra: list[str]) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2  # a usage error, as argparse's
+    if args.shards > 1 and args.lease_name and len(args.lease_name) + MAX_SUFFIX > 253:
+        print(f"drafter-operator run: --lease-name {args.lease_name!r} leaves no room for the shard suffix "
+              f"(-shard-<i>-of-<N>, up to {MAX_SUFFIX} characters) within an object name's 253: "
+              "shorten it", file=sys.stderr)
+        return 2
     return runner.run(namespaces=args.namespace,
                       metrics=runner.Address(args.metrics_host, args.metrics_port),
                       health=runner.Address(args.health_host, args.health_port),
                       leader_election=runner.LeaderElection(args.leader_election, args.lease_namespace,
-                                                            args.lease_name, timings),
+                                                            args.lease_name, timings, args.shards),
                       verbose=args.verbose, log_format=args.log_format)
 
 

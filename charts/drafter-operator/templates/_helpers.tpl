@@ -105,6 +105,13 @@ registry, so setting image.registry moves both. */}}
 
 {{/* Values that are valid one by one but not together: refused at install with the values and the fix. */}}
 {{- define "drafter-operator.valuesChecked" -}}
+{{- $shards := int (.Values.sharding | default dict).replicas | default 1 -}}
+{{- if and (gt $shards 1) (not .Values.operator.leaderElection.enabled) -}}
+{{- fail (printf "sharding.replicas is %d but operator.leaderElection.enabled is false: each shard is led through a Lease of its own. Fix: set operator.leaderElection.enabled=true, or sharding.replicas=1" $shards) -}}
+{{- end -}}
+{{- if gt $shards (int .Values.replicaCount) -}}
+{{- fail (printf "sharding.replicas (%d) is above replicaCount (%d): a shard without a replica to lead it would never be reconciled. Fix: raise replicaCount to at least %d (any more stand by for a lost shard)" $shards (int .Values.replicaCount) $shards) -}}
+{{- end -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.operator.leaderElection.enabled) -}}
 {{- fail (printf "replicaCount is %d but operator.leaderElection.enabled is false: without the Lease every replica would reconcile the same objects at once. Fix: set operator.leaderElection.enabled=true (the standbys wait on the Lease), or replicaCount=1" (int .Values.replicaCount)) -}}
 {{- end -}}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import kopf
 
 from drafter_operator import engines
-from drafter_operator.controllers import object_loops
+from drafter_operator.controllers import object_loops, sharding
 from drafter_operator.controllers.serving import loop as serving_loop
 from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, incarnation
@@ -126,6 +126,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     memo.retrainings = RetrainingReconciler(kube)
     # Set here, before kopf copies the memo for each object: every handler shares these two.
     memo.loops = object_loops.ObjectLoops(restart_backoff=LOOP_RESTART_SECONDS)
+    operator_metrics.track_followed(memo.loops, {"DrafterServing": SERVING_PLURAL, BenchmarkReconciler.kind:
+                                                 BENCHMARK_PLURAL, TrainingReconciler.kind: TRAINING_PLURAL})
+    if "shard" not in memo:  # set by the runner once this process leads a shard (`--shards`); else the whole
+        memo.shard = sharding.WHOLE
     memo.serving_bodies = {}  # (namespace, name) -> the serving's body from its latest watch event
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
@@ -156,63 +160,96 @@ for _group, _version, _plural in CHILD_RESOURCES:
     kopf.on.event(_group, _version, _plural, id=f"count_watch_event_{_plural}")(_count_watch_event)
 
 
+# --------------------------------------------------------------------------------------------------
+# Sharding (controllers/sharding.py): every handler below acts only for the objects of this process's shard, each
+# filtered by the key it dispatches to: an object's own name, or the owner its label names (a serving's children
+# and gate benchmarks go to the serving's shard). tests/unit/controllers/test_sharding.py checks that each
+# registered handler has one of these filters and that exactly one shard matches any event.
+
+
+def _shard(memo: kopf.Memo) -> sharding.Shard:
+    return getattr(memo, "shard", None) or sharding.WHOLE
+
+
+def mine(memo: kopf.Memo, namespace: str | None, name: str, **_) -> bool:
+    """The object itself is this shard's."""
+    return _shard(memo).owns(namespace, name)
+
+
+def owner_mine(label: str) -> Callable[..., bool]:
+    """The object whose name the label ``label`` carries (the owner the event is dispatched to) is this shard's."""
+    def when(memo: kopf.Memo, namespace: str | None, labels: kopf.Labels, **_) -> bool:
+        return _shard(memo).owns(namespace, labels.get(label))
+    when.__qualname__ = f"owner_mine({label!r})"
+    return when
+
+
+def benchmarked_serving_mine(memo: kopf.Memo, namespace: str | None, labels: kopf.Labels, spec, **_) -> bool:
+    """The serving a benchmark measures (its gate's or its target's) is this shard's."""
+    return _shard(memo).owns(namespace, benchmarked_serving(labels, spec))
+
+
+_SERVING_OWNS = owner_mine(SERVING_LABEL)
+
+
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:
     # A snapshot: kopf's body is a live view, and the reconciler reads it from another thread.
     return {(namespace, labels[SERVING_LABEL]): kept_copy(body)}
 
 
-@kopf.index("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.index("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 def serving_deployments(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
 # A replica over several nodes (resources/group.py). Without the LeaderWorkerSet API in the cluster kopf serves
 # nothing here and says so; a serving that needs it finds its create refused, and Progressing says what to install.
-@kopf.index(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.index(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 def serving_groups(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-@kopf.index("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.index("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 def serving_pods(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-@kopf.index("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.index("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
-@kopf.index(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
+@kopf.index(API_GROUP, API_VERSION, BENCHMARK_PLURAL, when=benchmarked_serving_mine)
 def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
     serving = benchmarked_serving(labels, spec)
     return {(namespace, serving): kept_copy(body)} if serving else None
 
 
-@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, when=benchmarked_serving_mine)
 async def serving_benchmark_event(namespace, labels, spec, name, meta, memo: kopf.Memo, **_) -> None:
     serving = benchmarked_serving(labels, spec)
     if serving:
         memo.wakeups.saw((namespace, serving), BENCHMARK_PLURAL, name, meta.get("resourceVersion"))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.on.event("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 async def deployment_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "deployments", name, meta.get("resourceVersion"))
 
 
-@kopf.on.event(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.on.event(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT},
+                when=_SERVING_OWNS)
 async def group_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), GROUP.plural, name, meta.get("resourceVersion"))
 
 
-@kopf.on.event("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 async def pod_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "pods", name, meta.get("resourceVersion"))
 
 
-@kopf.on.event("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
 async def service_event(namespace, labels, name, meta, memo: kopf.Memo, **_) -> None:
     memo.wakeups.saw((namespace, labels[SERVING_LABEL]), "services", name, meta.get("resourceVersion"))
 
@@ -240,7 +277,7 @@ class ServingIndexes:
         return [*self.deployments.get(key, []), *self.groups.get(key, [])]
 
 
-@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL, when=mine)
 async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf.Memo, **kwargs) -> None:
     # Every serving's first event (kopf lists them all at startup) starts its loop; spec changes and our own
     # status writes wake it. The loop reads the body this event leaves in `serving_bodies`.
@@ -408,7 +445,7 @@ def _tick_while_unfinished(memo: kopf.Memo, ticks: Ticks, key: tuple[str, str], 
                                                  lambda: ticks.reconcile(memo, namespace, name)))
 
 
-@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, when=mine)
 async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
     _tick_while_unfinished(memo, Ticks(BENCHMARK_PLURAL, BENCHMARK_TICK_SECONDS, _reconcile_benchmark),
                            (namespace, name), type, meta, status)
@@ -416,18 +453,19 @@ async def benchmark_event(type, namespace, name, meta, status, memo: kopf.Memo, 
         await _reconcile_benchmark(memo, namespace, name)
 
 
-@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={COMPARISON_LABEL: kopf.PRESENT})
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={COMPARISON_LABEL: kopf.PRESENT},
+                when=owner_mine(COMPARISON_LABEL))
 async def comparison_candidate_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     # A candidate's run moved on: its comparison starts the next one or records the result at once.
     await _reconcile_benchmark(memo, namespace, labels[COMPARISON_LABEL])
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={BENCHMARK_LABEL: kopf.PRESENT})
+@kopf.on.event("batch", "v1", "jobs", labels={BENCHMARK_LABEL: kopf.PRESENT}, when=owner_mine(BENCHMARK_LABEL))
 async def benchmark_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_benchmark(memo, namespace, labels[BENCHMARK_LABEL])
 
 
-@kopf.on.event("", "v1", "pods", labels={BENCHMARK_LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "pods", labels={BENCHMARK_LABEL: kopf.PRESENT}, when=owner_mine(BENCHMARK_LABEL))
 async def benchmark_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_benchmark(memo, namespace, labels[BENCHMARK_LABEL])
 
@@ -441,7 +479,7 @@ async def _reconcile_training(memo: kopf.Memo, namespace: str, name: str) -> obj
     return await _in_pool(memo, memo.trainings.reconcile, namespace, name)
 
 
-@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL, when=mine)
 async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, **_) -> None:
     _tick_while_unfinished(memo, Ticks(TRAINING_PLURAL, TRAINING_TICK_SECONDS, _reconcile_training),
                            (namespace, name), type, meta, status)
@@ -449,17 +487,18 @@ async def training_event(type, namespace, name, meta, status, memo: kopf.Memo, *
         await _reconcile_training(memo, namespace, name)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={TRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event("batch", "v1", "jobs", labels={TRAINING_LABEL: kopf.PRESENT}, when=owner_mine(TRAINING_LABEL))
 async def training_job_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
 
-@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={TRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, labels={TRAINING_LABEL: kopf.PRESENT},
+                when=owner_mine(TRAINING_LABEL))
 async def training_benchmark_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
 
-@kopf.on.event("", "v1", "pods", labels={TRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "pods", labels={TRAINING_LABEL: kopf.PRESENT}, when=owner_mine(TRAINING_LABEL))
 async def training_pod_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_training(memo, namespace, labels[TRAINING_LABEL])
 
@@ -473,7 +512,7 @@ async def _reconcile_retraining(memo: kopf.Memo, namespace: str, name: str) -> o
     return await _in_pool(memo, memo.retrainings.reconcile, namespace, name)
 
 
-@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL)
+@kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL, when=mine)
 async def retraining_serving_event(type, namespace, name, meta, spec, memo: kopf.Memo, **_) -> None:
     wanted = object_loops.keeps_running(type, meta) and bool(spec.get("retraining"))
     memo.loops.follow(("retraining", namespace, name), wanted, lambda: object_loops.every(
@@ -482,6 +521,7 @@ async def retraining_serving_event(type, namespace, name, meta, spec, memo: kopf
         await _reconcile_retraining(memo, namespace, name)
 
 
-@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL, labels={RETRAINING_LABEL: kopf.PRESENT})
+@kopf.on.event(API_GROUP, API_VERSION, TRAINING_PLURAL, labels={RETRAINING_LABEL: kopf.PRESENT},
+                when=owner_mine(RETRAINING_LABEL))
 async def retraining_training_event(namespace, labels, memo: kopf.Memo, **_) -> None:
     await _reconcile_retraining(memo, namespace, labels[RETRAINING_LABEL])

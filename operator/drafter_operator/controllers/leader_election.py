@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from drafter_operator import settings
+from drafter_operator.controllers import sharding
 from drafter_operator.controllers.leadership import (
     LEASE_API, Action, Decision, LeaseRef, LeaseState, Memory, Timings, decide, lease_manifest, released_manifest,
     request_timeout)
@@ -172,13 +173,17 @@ class LeaderElector:
                 log.info("leader election: leading through the Lease %s as %s (%s)", self.where, self.identity,
                          decision.reason)
                 return True
-            holder = self.seen.holder if self.seen else None
-            if decision.action is Action.WAIT and holder and holder != self._last_holder:
-                self._last_holder = holder
-                log.info("leader election: standing by as %s, the Lease %s is held by %s", self.identity, self.where,
-                         holder)
+            self.note_standby(decision)
             stop.wait(self.timings.retry_period * random.uniform(1.0, 1.2))
         return False
+
+    def note_standby(self, decision: Decision) -> None:
+        """Log who holds the Lease while this process stands by, once per holder."""
+        holder = self.seen.holder if self.seen else None
+        if decision.action is Action.WAIT and holder and holder != self._last_holder:
+            self._last_holder = holder
+            log.info("leader election: standing by as %s, the Lease %s is held by %s", self.identity, self.where,
+                     holder)
 
     def start_renewing(self) -> None:
         """Renew every retryPeriod in one thread; end the process from another once the deadline passes."""
@@ -226,19 +231,63 @@ class LeaderElector:
         return True
 
 
+class ShardElection:
+    """One candidate for any of the shards' Leases (sharding.lease_names): each round it steps every shard's
+    elector in turn, shard 0 first, and leads the first one it takes; a replica holds at most one shard. Of
+    replicas starting together, each takes the lowest shard nobody holds (a lost race is a 409, and the
+    loser goes on to the next shard in the same round); a standby takes whichever shard's Lease expires or is
+    released first."""
+
+    def __init__(self, electors: list[LeaderElector]):
+        if not electors:
+            raise ValueError("a shard election needs at least one Lease")
+        self.electors = electors
+
+    @property
+    def where(self) -> str:
+        if len(self.electors) == 1:
+            return self.electors[0].where
+        return f"one of {', '.join(e.where for e in self.electors)}"
+
+    def acquire(self, stop: threading.Event) -> int | None:
+        """Try every retryPeriod (jittered) until this process leads one shard (its index) or `stop` is set
+        (None). Raises LeaseNamespaceMissing when there is nowhere to create the Leases."""
+        retry = self.electors[0].timings.retry_period
+        while not stop.is_set():
+            index = self.try_once(stop)
+            if index is not None:
+                return index
+            stop.wait(retry * random.uniform(1.0, 1.2))
+        return None
+
+    def try_once(self, stop: threading.Event | None = None) -> int | None:
+        """One round: step each shard's elector in turn until one leads (its index; the rest are not tried)."""
+        for index, elector in enumerate(self.electors):
+            if stop is not None and stop.is_set():
+                return None
+            decision = elector.step()
+            if elector.memory.leading:
+                operator_metrics.set_shard(sharding.Shard(index, len(self.electors)))
+                operator_metrics.set_leader(True)
+                shard = f"shard {index} of {len(self.electors)} " if len(self.electors) > 1 else ""
+                log.info("leader election: leading %sthrough the Lease %s as %s (%s)", shard, elector.where,
+                         elector.identity, decision.reason)
+                return index
+            elector.note_standby(decision)
+        return None
+
+
 class StandbyHealth:
     """/healthz while the process stands by: 200 with who holds the Lease, so liveness and readiness
     probes pass (a rolling upgrade proceeds) without kopf running. Stopped before kopf serves the port."""
 
-    def __init__(self, host: str, port: int, elector: LeaderElector):
-        elector_ref = elector
-
+    def __init__(self, host: str, port: int, where: str):
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path.split("?")[0] != "/healthz":
                     self.send_error(404)
                     return
-                body = json.dumps({"leaderElection": "standby", "lease": elector_ref.where}).encode()
+                body = json.dumps({"leaderElection": "standby", "lease": where}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

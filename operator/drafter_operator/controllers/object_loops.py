@@ -70,6 +70,11 @@ class ObjectLoops:
     def __len__(self) -> int:
         return len(self._running)
 
+    def count(self, prefix: str) -> int:
+        """How many objects have a running loop whose key starts with ``prefix`` (a kind's plural): keys are
+        (prefix, namespace, name, ...), and an object with two loops (a finished one's resync) counts once."""
+        return len({key[1:3] for key in list(self._running) if isinstance(key, tuple) and key[:1] == (prefix,)})
+
     def follow(self, key: Hashable, wanted: bool, loop: LoopFn) -> None:
         """Start `loop` for `key` when `wanted` and none runs yet; stop the running one when not wanted."""
         if wanted:

@@ -14,7 +14,7 @@ from prometheus_client import start_http_server
 
 from drafter_operator import logs, memory_release
 from drafter_operator.constants import OPERATOR_METRICS_PORT
-from drafter_operator.controllers import leadership
+from drafter_operator.controllers import leadership, sharding
 from drafter_operator.settings import MEMORY_RELEASE_SECONDS, SettingError
 
 
@@ -31,12 +31,14 @@ class LeaderElection:
     """Whether the operator acts only while it holds a Lease (``enabled``), which one (``lease_namespace``,
     default: leader_election.default_lease_namespace; ``lease_name``, default: named after the scope, see
     leadership.lease_name) and its ``timings`` (lease duration, renew deadline, retry period; default:
-    client-go's)."""
+    client-go's). ``shards`` above 1 splits the objects between that many leaders, each holding a Lease of its own
+    (sharding.py); a process leads one shard at most, and a replica beyond the count stands by for any of them."""
 
     enabled: bool = True
     lease_namespace: str | None = None
     lease_name: str | None = None
     timings: leadership.Timings = leadership.Timings()
+    shards: int = 1
 
 
 def run(namespaces: list[str], metrics: Address = Address(port=OPERATOR_METRICS_PORT), health: Address = Address(),
@@ -58,11 +60,17 @@ def run(namespaces: list[str], metrics: Address = Address(port=OPERATOR_METRICS_
     from drafter_operator.controllers import leader_election as election
     from drafter_operator.monitoring import operator_metrics
 
-    lease = None
+    leases: list[leadership.LeaseRef] = []
     if leader_election.enabled:
-        lease = leadership.LeaseRef(leader_election.lease_namespace or election.default_lease_namespace(),
-                                    leader_election.lease_name or leadership.lease_name(namespaces))
-    refused = startup_problem(namespaces, lease.namespace if lease else None)
+        lease_namespace = leader_election.lease_namespace or election.default_lease_namespace()
+        base = leader_election.lease_name or leadership.lease_name(namespaces)
+        leases = [leadership.LeaseRef(lease_namespace, name)
+                  for name in sharding.lease_names(base, leader_election.shards)]
+    elif leader_election.shards != 1:
+        print("drafter-operator run: --shards needs leader election (a Lease per shard): drop "
+              "--no-leader-election", file=sys.stderr)
+        return 2
+    refused = startup_problem(namespaces, leases[0].namespace if leases else None)
     if refused is not None:
         print(refused, file=sys.stderr)
         return 2
@@ -72,12 +80,13 @@ def run(namespaces: list[str], metrics: Address = Address(port=OPERATOR_METRICS_
         return 2
     start_side_services(log_format, verbose, metrics, release_seconds)
     liveness = f"http://{health.host}:{health.port}/healthz" if health.port else None
-    if lease is None:
+    if not leases:
         operator_metrics.set_leader(True)
+        operator_metrics.set_shard(sharding.WHOLE)
         asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, standalone=True,
                                   liveness_endpoint=liveness))
         return 0
-    return run_leading(namespaces, liveness, lease, leader_election.timings, health)
+    return run_leading(namespaces, liveness, leases, leader_election.timings, health)
 
 
 def startup_problem(namespaces: list[str], lease_namespace: str | None) -> str | None:
@@ -121,30 +130,35 @@ def start_side_services(log_format: str, verbose: bool, metrics: Address, releas
         memory_release.PeriodicRelease(release_seconds).start()
 
 
-def run_leading(namespaces: list[str], liveness: str | None, lease: leadership.LeaseRef,
+def run_leading(namespaces: list[str], liveness: str | None, leases: list[leadership.LeaseRef],
                 lease_timings: leadership.Timings, health: Address) -> int:
-    """Stand by until this process holds the Lease, then run kopf while renewing it; release it once
-    nothing acts any more. 0 on a signal, 2 when the Lease's namespace does not exist."""
+    """Stand by until this process holds a Lease (``leases``: one per shard, sharding.lease_names), then run kopf
+    for that shard while renewing it; release it once nothing acts any more. 0 on a signal, 2 when the Leases'
+    namespace does not exist."""
     from drafter_operator.controllers import leader_election as election
     from drafter_operator.kube import Kube, load_api_client
 
     # Its own client: the lease traffic stays out of drafter_operator_api_requests, the reconciles' figure.
-    elector = election.LeaderElector(Kube(load_api_client()), lease, election.holder_identity(), timings=lease_timings)
+    kube, identity = Kube(load_api_client()), election.holder_identity()
+    shards = election.ShardElection([election.LeaderElector(kube, lease, identity, timings=lease_timings)
+                                     for lease in leases])
     stop = threading.Event()  # SIGTERM or SIGINT while standing by
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    standby = election.StandbyHealth(health.host, health.port, elector) if health.port else None
+    standby = election.StandbyHealth(health.host, health.port, shards.where) if health.port else None
     try:
-        leading = elector.acquire(stop)
+        index = shards.acquire(stop)
     except election.LeaseNamespaceMissing as exc:
         print(f"drafter-operator: {exc}", file=sys.stderr)
         return 2
     finally:
         if standby:
             standby.stop()  # kopf serves /healthz on the same port from here on
-    if not leading:
+    if index is None:
         return 0
+    elector = shards.electors[index]
     elector.start_renewing()
     memo = kopf.Memo()
+    memo.shard = sharding.Shard(index, len(leases))  # what every handler's filter asks (handlers.py)
     try:
         asyncio.run(lead(namespaces, liveness, memo, tuple(previous), stop))
     finally:

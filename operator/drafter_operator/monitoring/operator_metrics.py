@@ -106,6 +106,11 @@ TRAINING_FAILED = Gauge("drafter_training_failed", "1 when the DrafterTraining's
                         TRAINING_LABELS)
 LEADER = Gauge("drafter_operator_leader", "1 while this operator process leads (holds the leader Lease, or runs "
                "with --no-leader-election), 0 while it stands by: only a leader runs handlers.")
+SHARD = Gauge("drafter_operator_shard", "1 for the shard this operator process leads (label shard, of shards; "
+              "--shards): it reconciles only the objects whose namespace and name hash to it. Absent while it "
+              "stands by.", ("shard", "shards"))
+FOLLOWED = Gauge("drafter_operator_followed_objects", "Objects this operator process follows (a loop per object), "
+                 "by kind: with --shards, its shard's share.", ("kind",))
 API_REQUESTS = Gauge("drafter_operator_api_requests", "Kubernetes API requests made by the operator, by verb.",
                      ("verb",))
 WATCH_EVENTS = Counter("drafter_watch_events", "Watch events the operator received for its children's kinds "
@@ -321,6 +326,18 @@ def set_reconcile_failing(kind: str, namespace: str, name: str, failing: bool) -
 
 def set_leader(leading: bool) -> None:
     LEADER.set(1.0 if leading else 0.0)
+
+
+def set_shard(shard) -> None:
+    """The shard (sharding.Shard) this process leads from now on, for as long as it runs."""
+    SHARD.labels(str(shard.index), str(shard.count)).set(1.0)
+
+
+def track_followed(loops, kinds: dict[str, str]) -> None:
+    """Expose how many objects of each kind ``loops`` (object_loops.ObjectLoops) follows, read at scrape time;
+    ``kinds`` maps each kind's name to its loops' key prefix."""
+    for kind, prefix in kinds.items():
+        FOLLOWED.labels(kind).set_function(lambda prefix=prefix: loops.count(prefix))
 
 
 def track_api_requests(kube) -> None:

@@ -577,11 +577,27 @@ def test_replicas_bring_a_disruption_budget_and_a_spread_across_nodes_and_stand_
     (("replicaCount=2", "podDisruptionBudget.minAvailable=2"),
      "podDisruptionBudget.minAvailable (2) must be below replicaCount (2)"),
     (("commonLabels.app\\.kubernetes\\.io/name=mine",), "commonLabels.app.kubernetes.io/name: the chart sets"),
+    (("sharding.replicas=2",), "sharding.replicas (2) is above replicaCount (1)"),
+    (("replicaCount=2", "sharding.replicas=2", "operator.leaderElection.enabled=false"),
+     "sharding.replicas is 2 but operator.leaderElection.enabled is false"),
 ])
 def test_values_that_conflict_are_refused_naming_them_and_the_fix(sets, says):
     args = [arg for value in sets for arg in ("--set", value)]
     proc = helm("template", "d", str(CHART), *args, check=False)
     assert proc.returncode != 0 and says in proc.stderr and "Fix:" in proc.stderr, proc.stderr
+
+
+def test_sharding_runs_that_many_leaders_each_through_its_shards_lease(tmp_path):
+    from drafter_operator.cli import build_parser
+
+    deployment = one(render("replicaCount=3", "sharding.replicas=2"), "Deployment")
+    args = build_parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert (deployment["spec"]["replicas"], args.shards, args.leader_election) == (3, 2, True)
+    assert build_parser().parse_args(one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+                                     ["args"]).shards == 1
+    notes = _notes(tmp_path, "replicaCount=3", "sharding.replicas=2")
+    assert "2 act, each for its shard" in notes and "-shard-<i>-of-2 in drafter-system" in notes, notes
+    assert "the others stand by for any shard" in notes
 
 
 def test_common_labels_are_on_every_object_and_the_operator_pod():

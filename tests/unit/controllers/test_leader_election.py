@@ -254,7 +254,7 @@ def test_acquire_stands_by_until_stopped_and_the_gauge_says_so():
 
 def test_standby_health_answers_healthz_and_frees_its_port():
     port = free_port()
-    health = election.StandbyHealth("127.0.0.1", port, election.LeaderElector(LeaseApi(), LeaseRef("ns", "l"), "me"))
+    health = election.StandbyHealth("127.0.0.1", port, str(LeaseRef("ns", "l")))
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200
@@ -308,6 +308,16 @@ def test_run_options():
     assert (args.leader_election, args.lease_namespace, args.lease_name) == (False, "ops", "drafter.shard-1")
 
 
+def test_shard_options(capsys):
+    from drafter_operator.cli import main
+
+    assert build_parser().parse_args(["run"]).shards == 1
+    assert build_parser().parse_args(["run", "--shards", "3"]).shards == 3
+    # A Lease name that leaves no room for the shard suffix within 253 characters: refused before the apiserver.
+    assert main(["run", "--shards", "2", "--lease-name", ".".join(["a" * 60] * 4)]) == 2
+    assert "leaves no room for the shard suffix" in capsys.readouterr().err
+
+
 def test_lease_timings_default_to_client_gos_and_follow_the_flags():
     from drafter_operator.cli import lease_timings
 
@@ -343,6 +353,8 @@ def test_run_with_lease_timings_that_do_not_fit_exits_2_before_reaching_the_apis
     ("--renew-deadline", "soon", "give seconds as a number"),
     ("--lease-duration", "0", "must be a finite number of seconds above 0"),
     ("--retry-period", "inf", "must be a finite number of seconds above 0"),
+    ("--shards", "0", "a whole number of shards from 1 to 1024"),
+    ("--shards", "two", "a whole number of shards from 1 to 1024"),
 ])
 def test_bad_lease_options_are_refused_naming_the_option(capsys, option, value, says):
     with pytest.raises(SystemExit):

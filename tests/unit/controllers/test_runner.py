@@ -62,6 +62,12 @@ def test_run_exits_2_before_kopf_on_a_startup_problem_or_a_bad_release_setting(a
     assert runner.run([], leader_election=runner.LeaderElection(enabled=False)) == 2
 
 
+def test_shards_without_leader_election_are_refused_before_anything_starts(apiserver, monkeypatch, capsys):
+    monkeypatch.setattr(runner, "start_side_services", lambda *a: pytest.fail("started"))
+    assert runner.run([], leader_election=runner.LeaderElection(enabled=False, shards=2)) == 2
+    assert "--shards needs leader election" in capsys.readouterr().err
+
+
 def test_side_services_start_only_what_is_asked(monkeypatch):
     started = []
     monkeypatch.setattr(runner.logs, "configure", lambda fmt, verbose: started.append(("logs", fmt)))
@@ -116,6 +122,22 @@ class Elector:
         self.calls.append("release")
 
 
+class Shards:
+    """leader_election.ShardElection over fakes: ``elector`` leads shard ``index`` of as many as it is given."""
+
+    def __init__(self, elector: Elector, index: int = 0):
+        self.elector, self.index = elector, index
+
+    def __call__(self, electors):
+        self.electors = [self.elector] * len(electors)
+        return self
+
+    where = "ops/lease"
+
+    def acquire(self, stop):
+        return self.index if self.elector.acquire(stop) else None
+
+
 @pytest.mark.parametrize("elector, code, calls", [
     (Elector(), 0, ["acquire", "renew", "lead", "release"]),
     (Elector(leading=False), 0, ["acquire"]),
@@ -125,13 +147,30 @@ def test_run_leading_leads_only_with_the_lease_and_releases_it_after(monkeypatch
     monkeypatch.setattr(signal, "signal", recording_signal(monkeypatch))
     from drafter_operator import kube
     monkeypatch.setattr(kube, "load_api_client", lambda: None)
-    monkeypatch.setattr(leader_election, "LeaderElector", lambda *a, **k: elector)
+    monkeypatch.setattr(leader_election, "ShardElection", Shards(elector))
 
     async def lead(*args):
         elector.calls.append("lead")
     monkeypatch.setattr(runner, "lead", lead)
-    assert runner.run_leading([], None, LeaseRef("ops", "lease"), None, runner.Address("0.0.0.0", 0)) == code
+    assert runner.run_leading([], None, [LeaseRef("ops", "lease")], None, runner.Address("0.0.0.0", 0)) == code
     assert elector.calls == calls
+
+
+def test_the_shard_it_leads_is_what_its_handlers_filter_by(monkeypatch):
+    """Of two shard Leases it took the second: kopf runs with memo.shard = shard 1 of 2."""
+    monkeypatch.setattr(signal, "signal", recording_signal(monkeypatch))
+    from drafter_operator import kube
+    from drafter_operator.controllers.sharding import Shard
+    monkeypatch.setattr(kube, "load_api_client", lambda: None)
+    monkeypatch.setattr(leader_election, "ShardElection", Shards(Elector(), index=1))
+    seen = []
+
+    async def lead(namespaces, liveness, memo, signals, stop):
+        seen.append(memo.shard)
+    monkeypatch.setattr(runner, "lead", lead)
+    leases = [LeaseRef("ops", "l-shard-0-of-2"), LeaseRef("ops", "l-shard-1-of-2")]
+    assert runner.run_leading([], None, leases, None, runner.Address("0.0.0.0", 0)) == 0
+    assert seen == [Shard(1, 2)]
 
 
 def recording_signal(monkeypatch):
@@ -150,10 +189,10 @@ def test_the_signal_handlers_come_back_once_the_lease_is_released(monkeypatch):
     install = recording_signal(monkeypatch)
     monkeypatch.setattr(signal, "signal", install)
     monkeypatch.setattr(kube, "load_api_client", lambda: None)
-    monkeypatch.setattr(leader_election, "LeaderElector", lambda *a, **k: Elector())
+    monkeypatch.setattr(leader_election, "ShardElection", Shards(Elector()))
 
     async def lead(*args):
         assert install.handlers[signal.SIGTERM] != "term"  # standing by and leading: ours
     monkeypatch.setattr(runner, "lead", lead)
-    assert runner.run_leading([], None, LeaseRef("ops", "lease"), None, runner.Address("0.0.0.0", 0)) == 0
+    assert runner.run_leading([], None, [LeaseRef("ops", "lease")], None, runner.Address("0.0.0.0", 0)) == 0
     assert install.handlers == {signal.SIGTERM: "term", signal.SIGINT: "int"}
