@@ -242,6 +242,7 @@ class ShardElection:
         if not electors:
             raise ValueError("a shard election needs at least one Lease")
         self.electors = electors
+        operator_metrics.set_shard_count(len(electors))
 
     @property
     def where(self) -> str:

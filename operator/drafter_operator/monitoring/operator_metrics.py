@@ -109,6 +109,8 @@ LEADER = Gauge("drafter_operator_leader", "1 while this operator process leads (
 SHARD = Gauge("drafter_operator_shard", "1 for the shard this operator process leads (label shard, of shards; "
               "--shards): it reconciles only the objects whose namespace and name hash to it. Absent while it "
               "stands by.", ("shard", "shards"))
+SHARDS = Gauge("drafter_operator_shards", "The shard count this operator process was started with (--shards), leading "
+               "or standing by: a shard nobody leads shows as fewer drafter_operator_shard series than this.")
 FOLLOWED = Gauge("drafter_operator_followed_objects", "Objects this operator process follows (a loop per object), "
                  "by kind: with --shards, its shard's share.", ("kind",))
 API_REQUESTS = Gauge("drafter_operator_api_requests", "Kubernetes API requests made by the operator, by verb.",
@@ -330,7 +332,13 @@ def set_leader(leading: bool) -> None:
 
 def set_shard(shard) -> None:
     """The shard (sharding.Shard) this process leads from now on, for as long as it runs."""
+    SHARDS.set(shard.count)
     SHARD.labels(str(shard.index), str(shard.count)).set(1.0)
+
+
+def set_shard_count(count: int) -> None:
+    """How many shards this process's election is for, said while it stands by too."""
+    SHARDS.set(count)
 
 
 def track_followed(loops, kinds: dict[str, str]) -> None:

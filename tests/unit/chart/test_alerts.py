@@ -257,6 +257,42 @@ CASES: dict[str, dict] = {
                           "0x20")],
         "quiet": "10m", "fires": "20m", "alerts": [],
     },
+    "DrafterOperatorShardWithoutLeader": {
+        # --shards 2: shard 0's and shard 1's leaders and a standby; at 5m shard 1's leader is gone and nobody takes
+        # its shard (the standby stays one); another release's operators (another job) lead only one of their two.
+        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "2"}, "1x30"),
+                   series("drafter_operator_shard", {**TARGET, "instance": "b", "shard": "1", "shards": "2"}, "1x5"),
+                   *[series("drafter_operator_shards", {**TARGET, "instance": i}, "2x30") for i in "abc"],
+                   series("drafter_operator_shard", {"job": "other-metrics", "namespace": "other", "instance": "d",
+                                                     "shard": "0", "shards": "2"}, "1x30"),
+                   series("drafter_operator_shards", {"job": "other-metrics", "namespace": "other", "instance": "d"},
+                          "2x30")],
+        "quiet": "9m", "fires": "16m",
+        "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
+            "summary": "A shard of the drafter-operator has no leader",
+            "description": f'The operators of job="{OPERATOR_JOB}", namespace="{NAMESPACE}" have led only 1 shards, '
+                           "fewer than they were started with (--shards), for 5m: the servings, trainings and "
+                           "benchmarks of a shard nobody leads are not reconciled (no swap, acceptance watch or "
+                           "action).",
+            "runbook_url": runbook("operator-shard-without-leader")}}],
+    },
+    "DrafterOperatorShardWithoutLeader, a takeover": {
+        # Shard 1's leader is killed at 5m and the standby leads shard 1 from 6m (its gauge appears): quiet.
+        "alertname": "DrafterOperatorShardWithoutLeader",
+        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "2"}, "1x30"),
+                   series("drafter_operator_shard", {**TARGET, "instance": "b", "shard": "1", "shards": "2"}, "1x5"),
+                   series("drafter_operator_shard", {**TARGET, "instance": "c", "shard": "1", "shards": "2"},
+                          "_x6 1x24"),
+                   *[series("drafter_operator_shards", {**TARGET, "instance": i}, "2x30") for i in "abc"]],
+        "quiet": "20m", "fires": "30m", "alerts": [],
+    },
+    "DrafterOperatorShardWithoutLeader, unsharded": {
+        # One shard (no --shards), led: count 1 is not below 1.
+        "alertname": "DrafterOperatorShardWithoutLeader",
+        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "1"}, "1x30"),
+                   series("drafter_operator_shards", {**TARGET, "instance": "a"}, "1x30")],
+        "quiet": "20m", "fires": "30m", "alerts": [],
+    },
     "DrafterOperatorNotReconciling, a standby and a takeover": {
         # The leader reconciles until it is killed at 10m (its series end); the standby, which exported no
         # serving or reconcile series, takes over and reconciles from 11m on. Quiet throughout.
