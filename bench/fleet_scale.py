@@ -24,6 +24,10 @@ Phases:
    changed at once (patches sent from --swaps threads); each is timed to "noticed" (status.observedGeneration
    reaches the new generation), to the new activeRevision Ready, and to its old Deployment gone.
 
+With --shards N the operator is N processes, each `run --shards N` (controllers/sharding.py): each takes one shard's
+Lease and reconciles its share. Their CPU and RSS are summed as "operator", and each one's RSS is reported too; the
+checks hold each process to the RSS goal.
+
 Times come from cluster-wide watches (DrafterServings; Deployments labelled drafter.dev/serving) opened
 before each phase, stamped on receipt with this process's monotonic clock. The operator's share of a
 serving's apply -> Ready is apply -> Deployment created plus Deployment Ready -> serving Ready; the
@@ -66,9 +70,9 @@ BENCH_AGENT = "fleet-scale-bench"  # the watches' userAgent: never counted as th
 class ProcessSampler(threading.Thread):
     """CPU seconds and RSS of some processes from /proc once a second."""
 
-    def __init__(self, pids: dict[str, int]):
+    def __init__(self, pids: dict[str, int | list[int]]):
         super().__init__(daemon=True)
-        self.pids = pids
+        self.pids = {name: pid if isinstance(pid, list) else [pid] for name, pid in pids.items()}  # a group: summed
         self.samples: dict[str, list[tuple[float, float, float]]] = {n: [] for n in pids}  # (t, cpu s, rss MiB)
         self.stop_event = threading.Event()
         self.ticks = os.sysconf("SC_CLK_TCK")
@@ -76,11 +80,12 @@ class ProcessSampler(threading.Thread):
     def run(self) -> None:
         while not self.stop_event.is_set():
             now = time.monotonic()
-            for name, pid in self.pids.items():
+            for name, pids in self.pids.items():
                 try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-                    self.samples[name].append((now, (int(fields[11]) + int(fields[12])) / self.ticks, rss))
+                    stats = [Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() for pid in pids]
+                    rss = sum(int(fields[21]) for fields in stats) * os.sysconf("SC_PAGE_SIZE") / 2**20
+                    cpu = sum(int(fields[11]) + int(fields[12]) for fields in stats) / self.ticks
+                    self.samples[name].append((now, cpu, rss))
                 except (OSError, IndexError, ValueError):
                     continue
             self.stop_event.wait(1.0)
@@ -278,7 +283,7 @@ def prepare(args: argparse.Namespace, cluster: base.Cluster, result: dict) -> No
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]))
 
 
-def cold_start(args, cluster, operator: base.Operator, sampler_holder: list, result: dict) -> list[tuple]:
+def cold_start(args, cluster, operator: "Operators", sampler_holder: list, result: dict) -> list[tuple]:
     keys = spread(args.servings, args.namespaces)
     manifests = yaml.safe_dump_all([serving_manifest(ns, name, args.gpus_per_replica) for ns, name in keys])
     t = time.monotonic()
@@ -286,11 +291,11 @@ def cold_start(args, cluster, operator: base.Operator, sampler_holder: list, res
     result["applyWithoutOperatorSeconds"] = round(time.monotonic() - t, 1)
     log(f"{len(keys)} servings applied in {result['applyWithoutOperatorSeconds']} s with no operator running")
     watcher = FleetWatcher(cluster.kubeconfig)
-    watcher.operator_exited = lambda: operator.proc and operator.proc.poll()
+    watcher.operator_exited = lambda: operator.exited()
     try:
         t0 = time.monotonic()
         operator.start()
-        sampler = ProcessSampler({"operator": operator.proc.pid, **component_pids(cluster)})
+        sampler = ProcessSampler({"operator": operator.pids(), **component_pids(cluster)})
         sampler.start()
         sampler_holder.append(sampler)
         watcher.wait_until(f"{len(keys)} servings Ready after a cold start",
@@ -445,13 +450,18 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
     prepare(args, cluster, result)
     log_path = Path(args.operator_log or f"{os.environ['DRAFTER_STATE_DIR']}-operator.log")
     os.environ["DRAFTER_DRAIN_SECONDS"] = str(args.drain_seconds)  # read by the operator subprocess only
-    operator = base.Operator(cluster, log_path, args.recheck_seconds)
-    if not args.leader_election:
-        operator.extra_args = ["--no-leader-election"]
+    processes = [base.Operator(cluster, log_path.with_name(f"{log_path.stem}-shard{i}{log_path.suffix}")
+                               if args.shards > 1 else log_path, args.recheck_seconds) for i in range(args.shards)]
+    for process in processes:
+        if not args.leader_election:
+            process.extra_args = ["--no-leader-election"]
+        elif args.shards > 1:
+            process.extra_args = ["--shards", str(args.shards)]
     if args.heap_snapshots:
-        operator.command = [sys.executable, str(Path(__file__).resolve().parent / "operator_heap.py"), "run",
-                            str(args.heap_snapshots), *(["--figures-only"] if args.heap_figures_only else [])]
+        processes[0].command = [sys.executable, str(Path(__file__).resolve().parent / "operator_heap.py"), "run",
+                                str(args.heap_snapshots), *(["--figures-only"] if args.heap_figures_only else [])]
         result["heapSnapshots"] = str(args.heap_snapshots)
+    operator = Operators(processes)
     holder.append(operator)
     result["operatorLog"] = str(log_path)
     samplers: list[ProcessSampler] = []
@@ -486,7 +496,47 @@ def bench(args: argparse.Namespace, cluster: base.Cluster, holder: list, result:
     result["checks"] = checks(args, result)
 
 
-def heap_snapshot(args, operator: base.Operator, moment: str, signum: int = signal.SIGUSR1) -> None:
+class Operators:
+    """The operator as the phases see it: one process, or with --shards N, N of them (one per shard), their
+    reconcile figures summed and their RSS reported each and at most."""
+
+    def __init__(self, processes: list[base.Operator]):
+        self.processes = processes
+
+    @property
+    def proc(self):
+        return self.processes[0].proc
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+    def exited(self):
+        return next((code for p in self.processes if p.proc and (code := p.proc.poll()) is not None), None)
+
+    def pids(self) -> list[int]:
+        return [p.proc.pid for p in self.processes]
+
+    def metrics(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for process in self.processes:
+            for key, value in process.metrics().items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def rss_mib(self) -> dict:
+        each = [p.rss_mib() for p in self.processes]
+        out = {key: max(e[key] for e in each) for key in each[0]}  # the largest process: what the goal is about
+        if len(each) > 1:
+            out["each"] = each
+        return out
+
+
+def heap_snapshot(args, operator: Operators, moment: str, signum: int = signal.SIGUSR1) -> None:
     """With --heap-snapshots: the operator (under bench/operator_heap.py) writes its heap figures and a
     tracemalloc snapshot (SIGUSR1), or trims the C heap and writes the figures before and after (SIGUSR2)."""
     if not args.heap_snapshots:
@@ -598,6 +648,8 @@ def main() -> int:
     parser.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
                         help="run the operator with its Lease (default); on this 2-core machine under other work the "
                              "500-serving cold start starved the Lease renewal past its 10-s deadline")
+    parser.add_argument("--shards", type=int, default=1, help="operator processes, each `run --shards N` (one per "
+                        "shard, each with its own Lease); needs leader election")
     parser.add_argument("--timeout", type=float, default=900, help="bound of every single wait")
     parser.add_argument("--operator-log", default=None)
     parser.add_argument("--heap-snapshots", type=Path, default=None, metavar="DIR",
@@ -611,6 +663,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster running (default: down --wipe)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    if args.shards < 1 or (args.shards > 1 and (not args.leader_election or args.heap_snapshots)):
+        parser.error("--shards: 1 or more; above 1 it needs leader election (a Lease per shard) and no --heap-snapshots")
     outcome: dict = {}
 
     def report_and_keep(result: dict) -> None:

@@ -6,7 +6,7 @@ ENTRY_MODULES = ("controllers.handlers", "controllers.runner")
 
 TIERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "constants", "settings", "timestamps", "images", "container_paths", "logs", "kube", "permissions",
-     "memory_release", "data", "load_picks", "families", "traffic_categories", "figures", "capture"),
+     "memory_release", "data", "load_picks", "families", "traffic_categories", "figures", "capture", "schedules"),
     ("engines",),
     ("api",),
     ("benchmark_client",),

@@ -141,6 +141,37 @@ def test_the_interval_starts_a_training_once_due_and_says_when_to_look_again_bef
     assert body["metadata"]["annotations"][RETRAINING_TRIGGER_ANNOTATION] == "Interval"
 
 
+def test_a_schedule_starts_a_training_at_its_next_time_in_its_zone_and_once_for_times_missed():
+    """Sundays at 03:00 in Paris (UTC+1 in December): the last start on Sunday 2026-11-29 at 02:00 UTC (03:00 there),
+    so the next time is 2026-12-06 02:00 UTC, before T0 (Sunday 12:00 UTC): one training, and the time after that
+    is a week later. A week of missed times (the operator down) starts one, not several."""
+    weekly = {"schedule": "0 3 * * 0", "timeZone": "Europe/Paris", "onDrift": False, "cooldown": "1h"}
+    last = dt.datetime(2026, 11, 29, 2, 0, tzinfo=dt.timezone.utc)
+    done = [training("kimi-k25-sglang-eagle3-r1", last, "Succeeded", trigger="Schedule")]
+    early = run(serving(weekly), done, now=dt.datetime(2026, 12, 6, 1, 59, tzinfo=dt.timezone.utc))
+    assert not created(early) and early.recheck_at == dt.datetime(2026, 12, 6, 2, 0, tzinfo=dt.timezone.utc)
+    (body,) = created(run(serving(weekly), done))
+    assert body["metadata"]["annotations"][RETRAINING_TRIGGER_ANNOTATION] == "Schedule"
+    assert body["metadata"]["name"] == "kimi-k25-sglang-eagle3-r2"
+    started = training("kimi-k25-sglang-eagle3-r2", T0, "Succeeded", trigger="Schedule")
+    after = run(serving(weekly), [started, *done], now=T0 + dt.timedelta(hours=1))
+    assert not created(after) and after.recheck_at == dt.datetime(2026, 12, 13, 2, 0, tzinfo=dt.timezone.utc)
+    # Three weeks with no start (the operator down): one training when it looks again, then the next Sunday.
+    missed = run(serving(weekly), done, now=T0 + dt.timedelta(days=14))
+    assert len(created(missed)) == 1
+
+
+def test_a_scheduled_time_waits_for_the_running_training_and_the_cooldown():
+    hourly = {"schedule": "@hourly", "onDrift": False, "cooldown": "6h"}
+    running = [training("kimi-k25-sglang-eagle3-r1", T0 - dt.timedelta(hours=2), "Train", trigger="Schedule")]
+    busy = run(serving({**hourly, "cooldown": "1m"}), running)
+    assert not created(busy) and busy.status["retraining"]["waiting"].startswith("Schedule: kimi-k25-sglang-eagle3-r1")
+    done = [training("kimi-k25-sglang-eagle3-r1", T0 - dt.timedelta(hours=2), "Succeeded", trigger="Schedule")]
+    cooling = run(serving(hourly), done)
+    assert not created(cooling) and cooling.recheck_at == T0 + dt.timedelta(hours=4)
+    assert cooling.status["retraining"]["waiting"].startswith("Schedule: cooldown until")
+
+
 def test_history_keeps_the_newest_finished_trainings_and_deletes_the_rest_but_never_one_running_or_anothers():
     trainings = [training(f"kimi-k25-sglang-eagle3-r{n}", T0 - dt.timedelta(days=10 - n), "Succeeded")
                  for n in range(1, 6)]

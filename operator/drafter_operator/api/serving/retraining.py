@@ -1,5 +1,5 @@
 """spec.retraining: the serving starts DrafterTrainings from a template of its own, when its drafter drifts, every
-interval, or when a person asks (the drafter.dev/retrain annotation), one at a time, with a cooldown between
+interval or at the times of a cron schedule, or when a person asks (the drafter.dev/retrain annotation), one at a time, with a cooldown between
 automatic starts and, if asked, a minimum of newly captured prompts, and keeps a bounded history of them (as a
 CronJob keeps its Jobs).
 
@@ -14,8 +14,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
+from drafter_operator import schedules
 from drafter_operator.api.benchmark_gate import BenchmarkGate
-from drafter_operator.api.common import ApiModel, Duration, duration_range_rule
+from drafter_operator.api.common import ApiModel, Duration, Rule, duration_range_rule
 from drafter_operator.api.training.spec import DrafterTrainingSpec
 
 #: The least time between two automatic starts when spec.retraining.cooldown is unset.
@@ -63,6 +64,19 @@ class RetrainingSpec(ApiModel):
             "interval", MIN_COOLDOWN, MAX_PERIOD,
             f'spec.retraining.interval must be between {MIN_COOLDOWN} and {MAX_PERIOD}, e.g. "168h" (weekly)',
         ),
+        Rule(
+            cel="!has(self.interval) || !has(self.schedule)",
+            message="spec.retraining: set interval (this long after the last start) or schedule (at the times a cron "
+                    "schedule names), not both",
+            check=lambda r: r.interval is None or r.schedule is None,
+            field_path=".schedule",
+        ),
+        Rule(
+            cel="!has(self.timeZone) || has(self.schedule)",
+            message="spec.retraining.timeZone is the zone of spec.retraining.schedule: set a schedule, or remove it",
+            check=lambda r: r.time_zone is None or r.schedule is not None,
+            field_path=".timeZone",
+        ),
     )
 
     template: RetrainingTemplate
@@ -71,6 +85,10 @@ class RetrainingSpec(ApiModel):
     """Start one when the DriftDetected condition turns True (the live acceptance fell below what the drafter's gate measured at its promotion)."""
     interval: Duration | None = None
     """Start one this long after the last start, e.g. "168h"; unset: no schedule."""
+    schedule: Annotated[str, Field(pattern=schedules.PATTERN, max_length=128)] | None = None
+    """Start one at the times this cron schedule names, as a CronJob's schedule: five fields (minute, hour, day of month, month, day of week) or @hourly, @daily, @weekly, @monthly, @yearly, e.g. "0 3 * * 0" (Sundays at 03:00). A time missed (the operator down, a training running, the cooldown) starts one once, as soon as it may. Not with interval."""
+    time_zone: Annotated[str, Field(pattern=r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$", max_length=64)] | None = None
+    """The IANA time zone the schedule is read in, e.g. "Europe/Paris"; unset: UTC."""
     cooldown: Duration = DEFAULT_COOLDOWN
     """The least time after a start before drift or the interval starts another; a request by annotation does not wait for it."""
     min_new_samples: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
@@ -79,3 +97,17 @@ class RetrainingSpec(ApiModel):
     """The benchmark the new drafter must pass on this serving, besides beating the drafter serving now, before it is swapped in (the training's promote.gate)."""
     history_limit: Annotated[int, Field(ge=1, le=20)] = DEFAULT_HISTORY_LIMIT
     """The finished trainings kept; older ones are deleted (their exported drafters stay on the volume)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _a_cron_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            schedules.fields_of(value)  # ValueError naming what is wrong, reported on spec.retraining.schedule
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _an_iana_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            schedules.zone(value)
+        return value

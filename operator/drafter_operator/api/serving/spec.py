@@ -236,7 +236,7 @@ class DrafterServingSpec(ApiModel):
     capture: CaptureSpec | None = None
     """Keep a sample of the served requests on a claim in the namespace (see CaptureSpec): the engine logs its requests into a spool in the pod, a sidecar keeps the sample. Like env, a change restarts the active revision's pods in place; it never makes a new revision."""
     retraining: RetrainingSpec | None = None
-    """Start DrafterTrainings from a template when the drafter drifts, on an interval or when asked (the drafter.dev/retrain annotation), one at a time, and promote what passes spec.retraining.gate (see RetrainingSpec). Read by the operator's retraining controller only: a change starts no new revision."""
+    """Start DrafterTrainings from a template when the drafter drifts, on an interval or a cron schedule, or when asked (the drafter.dev/retrain annotation), one at a time, and promote what passes spec.retraining.gate (see RetrainingSpec). Read by the operator's retraining controller only: a change starts no new revision."""
 
 
 def _min_length_ok(s: DrafterServingSpec) -> bool:

@@ -223,7 +223,7 @@ class RetrainingRunStatus(StatusModel):
     name: str | None = None
     """The DrafterTraining, e.g. "kimi-r3"."""
     trigger: str | None = None
-    """What started it: Requested (the drafter.dev/retrain annotation), DriftDetected or Interval."""
+    """What started it: Requested (the drafter.dev/retrain annotation), DriftDetected, Interval or Schedule."""
     started_at: str | None = None
     """When the serving created it (RFC 3339)."""
     stage: str | None = None

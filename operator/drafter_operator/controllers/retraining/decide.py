@@ -11,6 +11,9 @@ The triggers, in the order they are looked at:
 - **DriftDetected**: the DriftDetected condition is True and turned True after the last start (one drift, one
   training: a drift that outlived a retraining does not start another until it clears and comes back).
 - **Interval**: spec.retraining.interval has passed since the last start (or since the serving was created).
+- **Schedule**: a time spec.retraining.schedule names (in its timeZone) has come since the last start (or since the
+  serving was created). Times missed meanwhile (the operator down, a training running) start one training, as soon
+  as it may, as a CronJob without a starting deadline would.
 
 Automatic triggers wait for the cooldown after the last start, then, with spec.retraining.minNewSamples, for that
 many prompts captured since the last start (or the serving's creation): the first decision asks for the count
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 
 import pydantic
 
-from drafter_operator import timestamps
+from drafter_operator import schedules, timestamps
 from drafter_operator.acceptance.drift import CONDITION as DRIFT_CONDITION
 from drafter_operator.api import DrafterServing, parse_duration
 from drafter_operator.constants import (
@@ -41,7 +44,9 @@ from drafter_operator.controllers.plan import Plan, Write
 from drafter_operator.kube import object_path
 from drafter_operator.resources.retraining import retraining_training
 
-REQUESTED, DRIFT, INTERVAL = "Requested", "DriftDetected", "Interval"
+REQUESTED, DRIFT, INTERVAL, SCHEDULE = "Requested", "DriftDetected", "Interval", "Schedule"
+#: The triggers that wait for the cooldown and the new samples (a person's request does not).
+AUTOMATIC = (DRIFT, INTERVAL, SCHEDULE)
 #: A training's stages once it will do nothing more.
 FINISHED_STAGES = ("Succeeded", "Failed")
 _RUN_RE = re.compile(r"-r(\d+)$")
@@ -140,14 +145,17 @@ def decide(state: RetrainingState) -> Plan:
         trigger = REQUESTED
     elif drift_since is not None and (last_start is None or drift_since > last_start):
         trigger = DRIFT
-    elif retraining.interval is not None:
-        due = (last_start or timestamps.parse(meta["creationTimestamp"])) \
-            + dt.timedelta(seconds=parse_duration(retraining.interval))
+    elif retraining.interval is not None or retraining.schedule is not None:
+        since = last_start or timestamps.parse(meta["creationTimestamp"])
+        if retraining.interval is not None:
+            due = since + dt.timedelta(seconds=parse_duration(retraining.interval))
+        else:
+            due = schedules.next_after(retraining.schedule, retraining.time_zone, since)
         if now >= due:
-            trigger = INTERVAL
+            trigger = INTERVAL if retraining.interval is not None else SCHEDULE
         else:
             plan.recheck_at = due
-    if trigger in (DRIFT, INTERVAL) and last_start is not None and now < last_start + cooldown:
+    if trigger in AUTOMATIC and last_start is not None and now < last_start + cooldown:
         waiting = f"{trigger}: cooldown until {timestamps.format_seconds(last_start + cooldown)}"
         plan.recheck_at = last_start + cooldown
         trigger = None
@@ -155,7 +163,7 @@ def decide(state: RetrainingState) -> Plan:
     if trigger is not None and unfinished is not None:
         waiting, trigger = f"{trigger}: {unfinished.name} is still running ({unfinished.stage})", None
     needed = retraining.min_new_samples
-    if trigger in (DRIFT, INTERVAL) and needed is not None:
+    if trigger in AUTOMATIC and needed is not None:
         since = last_start or timestamps.parse(meta["creationTimestamp"])
         counted = state.new_samples if state.new_samples is not None and state.new_samples.since == since else None
         if counted is None:
