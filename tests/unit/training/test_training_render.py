@@ -258,7 +258,10 @@ def test_speculators_from_scratch_and_cpu() -> None:
     assert train.argv[:3] == ("/venv/bin/python", "/a/cpu_trainer.py", "train")
     assert flag(train.argv, "--draft-vocab-size") == "32000"
     assert flag(train.argv, "--draft-attn-impl") == "sdpa" and flag(train.argv, "--loss-implementation") == "eager"
+    assert flag(train.argv, "--max-anchors") == "32"  # a CPU's DFlash-family step stays seconds
     assert "--from-pretrained" not in train.argv
+    (on_gpus,) = stages(spec, OPTIONS, paths)["Train"].commands
+    assert "--max-anchors" not in on_gpus.argv  # speculators' default on GPUs
 
 
 def test_speculators_regenerates_only_a_conversations_file() -> None:
