@@ -16,6 +16,7 @@ from drafter_operator.api.common import (
     Rule,
     decimal_range_rule,
     exactly_one_rule,
+    needs_rule,
 )
 
 
@@ -130,13 +131,8 @@ class BenchmarkGate(Gate):
             check=lambda g: levels_distinct(g.concurrency_levels),
             field_path=".concurrencyLevels",
         ),
-        Rule(
-            cel="!has(self.minSpeedup) || has(self.baseline)",
-            message="gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or a recorded tokensPerSecond)",
-            check=lambda g: g.min_speedup is None or g.baseline is not None,
-            field_path=".baseline",
-            reason="FieldValueRequired",
-        ),
+        needs_rule("minSpeedup", "baseline", "gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or "
+                   "a recorded tokensPerSecond)", field_path=".baseline", reason="FieldValueRequired"),
     )
 
     baseline: Baseline | None = None

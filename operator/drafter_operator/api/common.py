@@ -335,6 +335,23 @@ def spoken(values: tuple[str, ...], conjunction: str = "and") -> str:
     return f"{', '.join(values[:-1])} {conjunction} {values[-1]}"
 
 
+def needs_rule(name: str, needed: str, message: str, field_path: str, reason: str | None = None) -> Rule:
+    """The field `name` (its JSON name) may be set only with the field `needed`, in CEL and in Python, reported at
+    `field_path` (the one to set or the one to remove)."""
+    (path, attr), (needed_path, needed_attr) = field_names(name), field_names(needed)
+    return Rule(cel=f"!has({path}) || has({needed_path})", message=message,
+                check=lambda model: getattr(model, attr) is None or getattr(model, needed_attr) is not None,
+                field_path=field_path, reason=reason)
+
+
+def not_both_rule(first: str, second: str, message: str, field_path: str) -> Rule:
+    """At most one of the fields `first` and `second` (JSON names) is set, in CEL and in Python."""
+    (path, attr), (other_path, other_attr) = field_names(first), field_names(second)
+    return Rule(cel=f"!has({path}) || !has({other_path})", message=message,
+                check=lambda model: getattr(model, attr) is None or getattr(model, other_attr) is None,
+                field_path=field_path)
+
+
 def exactly_one_rule(names: tuple[str, ...], message: str) -> Rule:
     """Exactly one of the fields `names` (JSON names) is set, in CEL and in Python."""
     paths, attrs = zip(*(field_names(name) for name in names))

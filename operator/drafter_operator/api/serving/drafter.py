@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from drafter_operator.api.common import ApiModel, ModelRef, Rule, cel_in, spoken
+from drafter_operator.api.common import ApiModel, ModelRef, Rule, cel_in, needs_rule, spoken
 from drafter_operator.api.serving.families import DsparkSettings, NgramSettings, SuffixSettings
 from drafter_operator.constants import METHODS_WITH_MODEL, METHODS_WITHOUT_MODEL, DrafterMethod
 from drafter_operator.engines import vllm
@@ -83,13 +83,8 @@ class DrafterSpec(ApiModel):
             or d.num_draft_tokens == d.num_steps + 1,
             field_path=".numDraftTokens",
         ),
-        Rule(
-            cel="!has(self.contentDigest) || has(self.model)",
-            message="spec.drafter.contentDigest names what is at drafter.model: set drafter.model or remove contentDigest",
-            check=lambda d: d.content_digest is None or d.model is not None,
-            field_path=".contentDigest",
-            reason="FieldValueForbidden",
-        ),
+        needs_rule("contentDigest", "model", "spec.drafter.contentDigest names what is at drafter.model: set "
+                   "drafter.model or remove contentDigest", field_path=".contentDigest", reason="FieldValueForbidden"),
         Rule(
             cel="self.method != 'none' || !has(self.dynamic)",
             message="spec.drafter.dynamic needs speculation but spec.drafter.method is none: remove dynamic or choose a method",

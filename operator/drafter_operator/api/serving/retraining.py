@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 
 from drafter_operator import schedules
 from drafter_operator.api.benchmark_gate import BenchmarkGate
-from drafter_operator.api.common import ApiModel, Duration, Rule, duration_range_rule
+from drafter_operator.api.common import ApiModel, Duration, duration_range_rule, needs_rule, not_both_rule
 from drafter_operator.api.training.spec import DrafterTrainingSpec
 
 #: The least time between two automatic starts when spec.retraining.cooldown is unset.
@@ -64,19 +64,10 @@ class RetrainingSpec(ApiModel):
             "interval", MIN_COOLDOWN, MAX_PERIOD,
             f'spec.retraining.interval must be between {MIN_COOLDOWN} and {MAX_PERIOD}, e.g. "168h" (weekly)',
         ),
-        Rule(
-            cel="!has(self.interval) || !has(self.schedule)",
-            message="spec.retraining: set interval (this long after the last start) or schedule (at the times a cron "
-                    "schedule names), not both",
-            check=lambda r: r.interval is None or r.schedule is None,
-            field_path=".schedule",
-        ),
-        Rule(
-            cel="!has(self.timeZone) || has(self.schedule)",
-            message="spec.retraining.timeZone is the zone of spec.retraining.schedule: set a schedule, or remove it",
-            check=lambda r: r.time_zone is None or r.schedule is not None,
-            field_path=".timeZone",
-        ),
+        not_both_rule("interval", "schedule", "spec.retraining: set interval (this long after the last start) or "
+                      "schedule (at the times a cron schedule names), not both", field_path=".schedule"),
+        needs_rule("timeZone", "schedule", "spec.retraining.timeZone is the zone of spec.retraining.schedule: set a "
+                   "schedule, or remove it", field_path=".timeZone"),
     )
 
     template: RetrainingTemplate

@@ -25,6 +25,7 @@ from drafter_operator.api.common import (
     decimal_range_rule,
     duration_range_rule,
     cel_path_normalised,
+    needs_rule,
     path_normalised,
 )
 from drafter_operator.constants import Engine
@@ -126,14 +127,9 @@ class DataSpec(ApiModel):
             field_path=".dataset",
             reason="FieldValueInvalid",
         ),
-        Rule(
-            cel="!has(self.capture) || has(self.generation)",
-            message="spec.data.capture needs spec.data.generation: captured prompts are answered again by the "
-                    "target (add generation: {} for the default engine)",
-            check=lambda d: d.capture is None or d.generation is not None,
-            field_path=".generation",
-            reason="FieldValueRequired",
-        ),
+        needs_rule("capture", "generation", "spec.data.capture needs spec.data.generation: captured prompts are "
+                   "answered again by the target (add generation: {} for the default engine)",
+                   field_path=".generation", reason="FieldValueRequired"),
     )
 
     dataset: ModelRef | None = None
