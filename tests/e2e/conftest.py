@@ -150,6 +150,17 @@ def operator(cluster, crds, tmp_path_factory):
         handle.stop()
 
 
+@pytest.fixture
+def own_namespace(local_cluster_only, crds):
+    """A namespace outside the session operator's prefix, for operator processes a test runs itself
+    (tests/support/operator_candidates.py) with their Leases in it: they exclude each other and nobody else."""
+    from tests.support.e2e_chart import delete_namespaces, make_namespace
+
+    namespace = make_namespace(local_cluster_only, "lease-e2e")
+    yield local_cluster_only, namespace
+    delete_namespaces(local_cluster_only, namespace)
+
+
 def process_gpu_nodes(cluster, product: str, count: int, prefix: str) -> list[str]:
     """``count`` 8-GPU nodes of ``product`` run by the local process runner, per xdist worker (the GPUs its tests
     fill are its own): those already there under the worker's prefix, and new ones for the rest."""

@@ -11,25 +11,14 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 import yaml
 
 from drafter_operator.controllers.leadership import Timings, lease_name
 from drafter_operator.controllers.sharding import lease_names, shard_of
-from tests.support.e2e_chart import delete_namespaces, example_serving, make_namespace
-from tests.support.operator_candidates import Candidate, micro_time, wait
+from tests.support.e2e_chart import example_serving
+from tests.support.operator_candidates import KILL_TAKEOVER_LIMIT, Candidate, unrenewed_seconds, wait
 
 SHARDS = 2
-#: A guard against hanging, not a measure: the Lease duration after the last renewal, two jittered retries, slack.
-KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + 30
-
-
-@pytest.fixture
-def shard_namespace(local_cluster_only, crds):
-    cluster = local_cluster_only
-    namespace = make_namespace(cluster, "shards-e2e")
-    yield cluster, namespace
-    delete_namespaces(cluster, namespace)
 
 
 def names_per_shard(namespace: str, each: int) -> dict[int, list[str]]:
@@ -44,9 +33,9 @@ def names_per_shard(namespace: str, each: int) -> dict[int, list[str]]:
     return found
 
 
-def test_two_shards_split_the_servings_and_a_standby_takes_over_the_shard_of_a_killed_leader(shard_namespace, tmp_path,
+def test_two_shards_split_the_servings_and_a_standby_takes_over_the_shard_of_a_killed_leader(own_namespace, tmp_path,
                                                                                               capsys):
-    cluster, namespace = shard_namespace
+    cluster, namespace = own_namespace
     candidates: list[Candidate] = []
     by_shard = names_per_shard(namespace, 3)
     everything = [name for names in by_shard.values() for name in names]
@@ -103,7 +92,7 @@ def test_two_shards_split_the_servings_and_a_standby_takes_over_the_shard_of_a_k
         takeover = time.monotonic() - killed
         taken = lease(1)
         assert taken["holderIdentity"].startswith(f"{standby.name}_")
-        unrenewed = micro_time(taken["acquireTime"]) - micro_time(last["renewTime"])
+        unrenewed = unrenewed_seconds(last, taken)
         assert unrenewed >= Timings().lease_duration, f"taken over {unrenewed:.1f}s after the last renewal"
         assert lease(0)["holderIdentity"].startswith(f"{leaders[0].name}_")  # shard 0 never changed hands
         wait("the new leader to follow shard 1's servings",

@@ -11,34 +11,17 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 import yaml
 
 from drafter_operator.controllers import leader_election as election
 from drafter_operator.controllers.leadership import Timings, lease_name
-from tests.support.e2e_chart import delete_namespaces, example_serving, make_namespace
-from tests.support.operator_candidates import Candidate, micro_time, wait
-
-#: How long the test waits for a standby to lead, a guard against hanging rather than a measure (a loaded
-#: 2-core machine stretches every step; what is asserted is why it took over, from the Lease and the log).
-#: After the leader's death: the Lease duration after it saw the last renewal (seen up to a jittered retry
-#: late, acted on at the first retry after), and the slack.
-SLACK_SECONDS = 30
-KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + SLACK_SECONDS
-#: After a clean stop (the Lease released): one retry and the slack.
-TERM_TAKEOVER_LIMIT = 1.2 * Timings().retry_period + SLACK_SECONDS
+from tests.support.e2e_chart import example_serving
+from tests.support.operator_candidates import (
+    KILL_TAKEOVER_LIMIT, SLACK_SECONDS, TERM_TAKEOVER_LIMIT, Candidate, unrenewed_seconds, wait)
 
 
-@pytest.fixture
-def lease_namespace(local_cluster_only, crds):
-    cluster = local_cluster_only
-    namespace = make_namespace(cluster, "lease-e2e")
-    yield cluster, namespace
-    delete_namespaces(cluster, namespace)
-
-
-def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term(lease_namespace, tmp_path, capsys):
-    cluster, namespace = lease_namespace
+def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term(own_namespace, tmp_path, capsys):
+    cluster, namespace = own_namespace
     candidates: list[Candidate] = []
 
     def start(name: str) -> Candidate:
@@ -84,7 +67,7 @@ def test_only_the_lease_holder_acts_and_a_standby_takes_over_after_kill_and_term
         assert taken["holderIdentity"].startswith(f"{standby.name}_")
         assert taken["leaseTransitions"] == last.get("leaseTransitions", 0) + 1
         # Not before the Lease expired: both times are this machine's clock.
-        unrenewed = micro_time(taken["acquireTime"]) - micro_time(last["renewTime"])
+        unrenewed = unrenewed_seconds(last, taken)
         assert unrenewed >= Timings().lease_duration, f"taken over {unrenewed:.1f}s after the last renewal"
         cluster.kubectl("-n", namespace, "patch", "drafterserving", name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
         wait("the spec change reconciled by the new leader", lambda: reconciled(2), 60, candidates)

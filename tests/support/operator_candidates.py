@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 import signal
 import subprocess
@@ -12,7 +11,18 @@ import time
 import urllib.request
 from pathlib import Path
 
+from drafter_operator import timestamps
+from drafter_operator.controllers.leadership import Timings
 from tests.processes import free_port
+
+#: How long a test waits for a standby to lead, a guard against hanging rather than a measure (a loaded
+#: 2-core machine stretches every step; what is asserted is why it took over, from the Lease and the log).
+#: After the leader's death: the Lease duration after it saw the last renewal (seen up to a jittered retry
+#: late, acted on at the first retry after), and the slack.
+SLACK_SECONDS = 30
+KILL_TAKEOVER_LIMIT = Timings().lease_duration + 2 * 1.2 * Timings().retry_period + SLACK_SECONDS
+#: After a clean stop (the Lease released): one retry and the slack.
+TERM_TAKEOVER_LIMIT = 1.2 * Timings().retry_period + SLACK_SECONDS
 
 
 class Candidate:
@@ -65,8 +75,10 @@ class Candidate:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def micro_time(text: str) -> float:
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+def unrenewed_seconds(last: dict, taken: dict) -> float:
+    """From a dead leader's last renewal to its successor's acquisition, on the Lease's own times (both this
+    machine's clock): never below the lease duration when the successor waited as it must."""
+    return (timestamps.parse(taken["acquireTime"]) - timestamps.parse(last["renewTime"])).total_seconds()
 
 
 def wait(what: str, predicate, timeout: float, candidates=(), interval: float = 0.1):

@@ -62,6 +62,14 @@ def series(metric: str, labels: dict[str, str], values: str) -> dict:
     return {"series": f"{metric}{{{inner}}}", "values": values}
 
 
+def sharded(instance: str, shard: int, shards: int, values: str, job: dict[str, str] = TARGET) -> list[dict]:
+    """An operator process of ``shards`` leading ``shard`` (its drafter_operator_shard series), and its
+    drafter_operator_shards: its shard count, exported for the whole window whether it leads or not."""
+    labels = {**job, "instance": instance}
+    return [series("drafter_operator_shard", {**labels, "shard": str(shard), "shards": str(shards)}, values),
+            series("drafter_operator_shards", labels, f"{shards}x30")]
+
+
 CASES: dict[str, dict] = {
     "DrafterAcceptanceLow": {
         "series": [series("drafter_acceptance_rate", {**REVISION, "name": "low"}, "0.2x30"),
@@ -260,13 +268,9 @@ CASES: dict[str, dict] = {
     "DrafterOperatorShardWithoutLeader": {
         # --shards 2: shard 0's and shard 1's leaders and a standby; at 5m shard 1's leader is gone and nobody takes
         # its shard (the standby stays one); another release's operators (another job) lead only one of their two.
-        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "2"}, "1x30"),
-                   series("drafter_operator_shard", {**TARGET, "instance": "b", "shard": "1", "shards": "2"}, "1x5"),
-                   *[series("drafter_operator_shards", {**TARGET, "instance": i}, "2x30") for i in "abc"],
-                   series("drafter_operator_shard", {"job": "other-metrics", "namespace": "other", "instance": "d",
-                                                     "shard": "0", "shards": "2"}, "1x30"),
-                   series("drafter_operator_shards", {"job": "other-metrics", "namespace": "other", "instance": "d"},
-                          "2x30")],
+        "series": [*sharded("a", 0, 2, "1x30"), *sharded("b", 1, 2, "1x5"),
+                   series("drafter_operator_shards", {**TARGET, "instance": "c"}, "2x30"),
+                   *sharded("d", 0, 2, "1x30", job={"job": "other-metrics", "namespace": "other"})],
         "quiet": "9m", "fires": "16m",
         "alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": {
             "summary": "A shard of the drafter-operator has no leader",
@@ -279,18 +283,13 @@ CASES: dict[str, dict] = {
     "DrafterOperatorShardWithoutLeader, a takeover": {
         # Shard 1's leader is killed at 5m and the standby leads shard 1 from 6m (its gauge appears): quiet.
         "alertname": "DrafterOperatorShardWithoutLeader",
-        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "2"}, "1x30"),
-                   series("drafter_operator_shard", {**TARGET, "instance": "b", "shard": "1", "shards": "2"}, "1x5"),
-                   series("drafter_operator_shard", {**TARGET, "instance": "c", "shard": "1", "shards": "2"},
-                          "_x6 1x24"),
-                   *[series("drafter_operator_shards", {**TARGET, "instance": i}, "2x30") for i in "abc"]],
+        "series": [*sharded("a", 0, 2, "1x30"), *sharded("b", 1, 2, "1x5"), *sharded("c", 1, 2, "_x6 1x24")],
         "quiet": "20m", "fires": "30m", "alerts": [],
     },
     "DrafterOperatorShardWithoutLeader, unsharded": {
         # One shard (no --shards), led: count 1 is not below 1.
         "alertname": "DrafterOperatorShardWithoutLeader",
-        "series": [series("drafter_operator_shard", {**TARGET, "instance": "a", "shard": "0", "shards": "1"}, "1x30"),
-                   series("drafter_operator_shards", {**TARGET, "instance": "a"}, "1x30")],
+        "series": sharded("a", 0, 1, "1x30"),
         "quiet": "20m", "fires": "30m", "alerts": [],
     },
     "DrafterOperatorNotReconciling, a standby and a takeover": {
