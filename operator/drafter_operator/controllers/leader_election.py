@@ -165,17 +165,8 @@ class LeaderElector:
 
     def acquire(self, stop: threading.Event) -> bool:
         """Try every retryPeriod (jittered, as client-go) until this process leads (True) or `stop` is set.
-        Raises LeaseNamespaceMissing when there is nowhere to create the Lease."""
-        while not stop.is_set():
-            decision = self.step()
-            if self.memory.leading:
-                operator_metrics.set_leader(True)
-                log.info("leader election: leading through the Lease %s as %s (%s)", self.where, self.identity,
-                         decision.reason)
-                return True
-            self.note_standby(decision)
-            stop.wait(self.timings.retry_period * random.uniform(1.0, 1.2))
-        return False
+        Raises LeaseNamespaceMissing when there is nowhere to create the Lease. The election of one shard."""
+        return ShardElection([self]).acquire(stop) is not None
 
     def note_standby(self, decision: Decision) -> None:
         """Log who holds the Lease while this process stands by, once per holder."""
@@ -251,8 +242,8 @@ class ShardElection:
         return f"one of {', '.join(e.where for e in self.electors)}"
 
     def acquire(self, stop: threading.Event) -> int | None:
-        """Try every retryPeriod (jittered) until this process leads one shard (its index) or `stop` is set
-        (None). Raises LeaseNamespaceMissing when there is nowhere to create the Leases."""
+        """Try every retryPeriod (jittered, as client-go) until this process leads one shard (its index) or `stop`
+        is set (None). Raises LeaseNamespaceMissing when there is nowhere to create the Leases."""
         retry = self.electors[0].timings.retry_period
         while not stop.is_set():
             index = self.try_once(stop)
