@@ -20,7 +20,7 @@ from drafter_operator import __version__
 from drafter_operator.resources.engine import PORT_NAME
 from drafter_operator.resources.labels import SERVING_LABEL
 from drafter_testbed.versions import bin_dir
-from tests.support.chart import CHART, KUBE_VERSION, ROOT, helm, one, operator_container, render
+from tests.support.chart import CHART, KUBE_VERSION, ROOT, documents, helm, one, operator_container, render
 
 DOCS = ROOT / "docs" / "chart.md"
 APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
@@ -459,7 +459,7 @@ def test_schema_refuses_bad_values_naming_the_field(value, field, says):
 def test_helm_template_and_lint_need_no_kube_version(tmp_path):
     """GitOps tools and CI render without a cluster: helm's offline Kubernetes version must satisfy the chart's
     kubeVersion. The pinned helm is built as helm's Makefile builds releases (drafter_testbed/build.py: build_helm)."""
-    objects = [d for d in yaml.safe_load_all(helm("template", "drafter", str(CHART)).stdout) if d]
+    objects = documents(helm("template", "drafter", str(CHART)).stdout)
     assert one(objects, "Deployment")["spec"]["replicas"] == 1
     proc = helm("lint", "--strict", str(CHART), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -499,7 +499,7 @@ def test_chart_works_as_a_subchart_of_an_umbrella_chart(tmp_path):
     assert (umbrella / "charts" / "drafter-operator-0.1.0.tgz").is_file()
     lint = helm("lint", "--strict", str(umbrella), check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    objects = [d for d in yaml.safe_load_all(helm("template", "platform", str(umbrella), "-n", "ops").stdout) if d]
+    objects = documents(helm("template", "platform", str(umbrella), "-n", "ops").stdout)
     deployment = one(objects, "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == f"mirror.internal:5000/drafter-dev/drafter-operator:{__version__}"
