@@ -11,6 +11,7 @@ import difflib
 import functools
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from drafter_operator.engines.command_line import CommandLineRejected, parse, rewrite
 from drafter_operator.engines.flags import Option, table
@@ -176,14 +177,21 @@ def parallel_field_problems(engine: str, spec, destinations: dict[str, tuple[str
     if not fields:
         return []
     try:
-        given = parse(engine, [*placeholder_positionals, *(target.extra_args or [])], with_defaults=False,
-                      known_only=True).given
+        given = _given_destinations(engine, (*placeholder_positionals, *(target.extra_args or [])))
     except CommandLineRejected:
         return []  # the parse itself is a problem of its own (checked_extra_args)
     spelled = first_spellings(engine, list(target.extra_args or []))
     return [f"{WHERE} item {spelled.get(dest, given[dest])!r} sets what spec.target.{_camel(name)} renders: keep "
             f"spec.target.{_camel(name)} and remove the item"
             for name, dests in fields for dest in dests if dest in given]
+
+
+# Cached: every reconcile of a serving with a parallel field set asks again of the same extraArgs (1,771 parses
+# in four simulated scenarios); the parse reads no file here, so equal arguments give equal answers.
+@functools.lru_cache(maxsize=256)
+def _given_destinations(engine: str, args: tuple[str, ...]) -> MappingProxyType:
+    """The destinations ``args`` set, each with the spelling written (parse's ``given``), read-only."""
+    return MappingProxyType(parse(engine, list(args), with_defaults=False, known_only=True).given)
 
 
 def _camel(name: str) -> str:
