@@ -31,7 +31,8 @@ from typing import Any
 
 #: The redaction container's command line runs the user's command under this wrapper: ``sh -c WRAPPER_SCRIPT redact
 #: <directory> <command...>``. It traps TERM (a shell as a container's PID 1 would otherwise ignore it until the
-#: grace period ends) and looks for batches every second.
+#: grace period ends) and looks for batches every second. A batch's input is gone before its answer appears, and an
+#: answer appears whole (renamed into place): the sidecar, once it has read one, finds nothing of that batch left.
 WRAPPER_SCRIPT = """\
 trap 'exit 0' TERM
 cd "$1" || exit 1
@@ -42,8 +43,8 @@ while :; do
     id="${batch%.in}"
     "$@" < "$batch" > "$id.partial"
     status=$?
-    if [ "$status" -eq 0 ]; then mv "$id.partial" "$id.out"; else rm -f "$id.partial"; echo "$status" > "$id.failed"; fi
     rm -f "$batch"
+    if [ "$status" -ne 0 ]; then echo "$status" > "$id.partial"; mv "$id.partial" "$id.failed"; else mv "$id.partial" "$id.out"; fi
   done
   sleep 1
 done
