@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drafter_operator.preflight import engines as eng
+from drafter_operator.engines import sglang_loading, vllm_loading
 from drafter_operator.preflight import preflight
 from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.preflight.safetensors import read_header
@@ -238,26 +238,26 @@ def test_hidden_and_vocab_mismatches_pass_vllm_config_and_load(probes, ck):
 
 def test_architecture_tables(probes):
     registry = set(probes["vllm"].ok("registry"))
-    assert eng.VLLM_EAGLE3_ARCHITECTURES | eng.VLLM_EAGLE_ARCHITECTURES <= registry
-    assert {a for a in registry if "Eagle3" in a} <= eng.VLLM_EAGLE3_ARCHITECTURES
+    assert vllm_loading.EAGLE3_ARCHITECTURES | vllm_loading.EAGLE_ARCHITECTURES <= registry
+    assert {a for a in registry if "Eagle3" in a} <= vllm_loading.EAGLE3_ARCHITECTURES
     entry = probes["sglang"].ok("entry_classes")
-    assert set(entry["llama_eagle3"] + entry["kimi_k25_eagle3"]) == eng.SGLANG_EAGLE3_ARCHITECTURES
+    assert set(entry["llama_eagle3"] + entry["kimi_k25_eagle3"]) == sglang_loading.EAGLE3_ARCHITECTURES
     assert set(entry["llama_eagle"] + entry["qwen2_eagle"] + entry["mistral_eagle"]
-               + entry["mistral_large_3_eagle"]) == eng.SGLANG_EAGLE_ARCHITECTURES
+               + entry["mistral_large_3_eagle"]) == sglang_loading.EAGLE_ARCHITECTURES
 
 
 layer_lists = st.lists(st.integers(min_value=0, max_value=70), min_size=1, max_size=4)
 
 
-@pytest.mark.parametrize("arch", sorted(eng.SGLANG_CAPTURE_RULES))
+@pytest.mark.parametrize("arch", sorted(sglang_loading.CAPTURE_RULES))
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(min_value=4, max_value=64), data=st.data())
 def test_sglang_layer_rule_table(probes, arch, n, data):
     some = st.lists(st.integers(min_value=0, max_value=n + 2), min_size=1, max_size=4)
     ids = data.draw(st.one_of(st.none(), some, some.map(lambda x: [1] + x), some.map(lambda x: x + [n])))
     real = probes["sglang"].ok("capture", arch=arch, layer_ids=ids, num_layers=n)
-    rule, known = eng.sglang_capture_rule(arch)
-    assert known and real == eng.sglang_layers_to_capture(rule, ids, n)
+    rule, known = sglang_loading.capture_rule(arch)
+    assert known and real == sglang_loading.layers_to_capture(rule, ids, n)
 
 
 ids_or_none = st.one_of(st.none(), st.just([]), layer_lists)
@@ -274,7 +274,7 @@ def test_vllm_layer_reading(probes, top, eagle, eagle_layer_ids, has_eagle_confi
         config["eagle_config"] = {k: v for k, v in (("eagle_aux_hidden_state_layer_ids", eagle),
                                                      ("layer_ids", eagle_layer_ids)) if v is not None}
     real = probes["vllm"].ok("capture", config=config, num_layers=n, runner=runner)
-    ours = eng.vllm_capture(config, n, runner)  # type: ignore[arg-type]
+    ours = vllm_loading.capture(config, n, runner)  # type: ignore[arg-type]
     assert (list(ours.layer_ids) if ours.layer_ids else None) == (real["ids"] or None)
     assert sorted(set(ours.requested)) == real["kept"]
 
@@ -285,5 +285,5 @@ def test_sglang_reads_only_eagle_config_ids(probes, ck, tmp_path):
         eagle_aux_hidden_state_layer_ids=[1, 2, 3]) | {"eagle_config": {}})
     config = probes["sglang"].ok("config", target=ck["target"], drafter=str(drafter))
     assert config["eagle_aux_ids"] is None and config["layers_to_capture"] == [2, 2, 1]
-    capture = eng.sglang_capture(json.loads((drafter / "config.json").read_text()), tiny.LAYERS, "LlamaForCausalLM")
+    capture = sglang_loading.capture(json.loads((drafter / "config.json").read_text()), tiny.LAYERS, "LlamaForCausalLM")
     assert list(capture.requested) == config["layers_to_capture"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_operator.preflight import families as fam
+from drafter_operator.engines import sglang_loading, vllm_loading
 from drafter_operator.preflight import preflight
 from drafter_testbed import tiny_blocks as tb
 from drafter_testbed import tiny_checkpoints as tiny
@@ -309,21 +309,21 @@ def test_out_of_range_layers_and_mask_pass_vllm_config(probes, ck):
 
 def test_block_architecture_tables(probes):
     registry = set(probes["vllm"].ok("registry"))
-    assert fam.VLLM_DFLASH_ARCHITECTURES | fam.VLLM_DSPARK_ARCHITECTURES <= registry
+    assert vllm_loading.DFLASH_ARCHITECTURES | vllm_loading.DSPARK_ARCHITECTURES <= registry
     entry = probes["sglang"].ok("block_entry_classes")
-    assert set(entry["dflash"]) == fam.SGLANG_DFLASH_ARCHITECTURES
-    assert set(entry["dspark"]) == fam.SGLANG_DSPARK_ARCHITECTURES
+    assert set(entry["dflash"]) == sglang_loading.DFLASH_ARCHITECTURES
+    assert set(entry["dspark"]) == sglang_loading.DSPARK_ARCHITECTURES
 
 
-MTP_CASES = ([(t, "X") for t in fam.VLLM_MTP_BY_MODEL_TYPE]
-             + [("x", a) for a in fam.VLLM_MTP_BY_ARCHITECTURE]
-             + [(t, "X") for t in sorted(fam.VLLM_MTP_UNMAPPED_MODEL_TYPES)])
+MTP_CASES = ([(t, "X") for t in vllm_loading.MTP_BY_MODEL_TYPE]
+             + [("x", a) for a in vllm_loading.MTP_BY_ARCHITECTURE]
+             + [(t, "X") for t in sorted(vllm_loading.MTP_UNMAPPED_MODEL_TYPES)])
 
 
 @pytest.mark.parametrize("model_type,architecture", MTP_CASES)
 def test_vllm_mtp_variant_table(probes, model_type, architecture):
     real = probes["vllm"].ok("mtp_variant", model_type=model_type, architecture=architecture)
-    ours = fam.vllm_mtp_variant(model_type, architecture)
+    ours = vllm_loading.mtp_variant(model_type, architecture)
     assert real["mtp"] == (ours is not None)
     if ours is not None:
         assert real["model_type"] == ours
@@ -340,4 +340,4 @@ def test_kimi_targets_refused_for_mtp_on_vllm(tmp_path):
 
 
 def test_sglang_nextn_target_table(probes):
-    assert set(probes["sglang"].ok("nextn_targets")) == fam.SGLANG_NEXTN_TARGETS
+    assert set(probes["sglang"].ok("nextn_targets")) == sglang_loading.NEXTN_TARGETS

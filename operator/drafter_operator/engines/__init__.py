@@ -8,8 +8,9 @@ from drafter_operator.engines import extra_args, flags, sglang, vllm
 
 #: Each engine's module by its name (constants.ENGINES, in that order: tests/unit/root/test_constants.py). An engine
 #: module is the one home of what the operator knows of that engine: its release, image, ports and paths, metric
-#: names and parsing, rendering, flags it owns, and its capabilities (section 0 of each module), which the rest
-#: of the package asks instead of testing the engine's name (tests/unit/policy/test_engine_literals.py).
+#: names and parsing, rendering, flags it owns, and its capabilities (section 0 of each module, with
+#: CHECKPOINT_LOADING, how it loads a drafter checkpoint: engines/checkpoint_loading.py), which the rest of the
+#: package asks instead of testing the engine's name (tests/unit/policy/test_engine_literals.py).
 ENGINES: dict[str, ModuleType] = {module.ENGINE: module for module in (vllm, sglang)}
 # The engines' upstream images, at the versions whose flags and metrics the contract tier checks (tests/contract).
 DEFAULT_IMAGES: dict[str, str] = {name: module.DEFAULT_IMAGE for name, module in ENGINES.items()}

@@ -14,7 +14,7 @@ from typing import Any
 
 from drafter_operator.capture import records
 from drafter_operator.capture.spool import SPOOL_DIRECTORY, RotatedLogs
-from drafter_operator.engines import flags
+from drafter_operator.engines import flags, sglang_loading
 from drafter_operator.engines.command_line import CommandLineRejected, parse
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
@@ -70,6 +70,9 @@ DATA_PARALLEL_LM_HEAD_METHODS: tuple[str, ...] = ("dflash", "dspark")
 #: speculators checkpoint (no model_type) is refused when its model runner starts (preflight
 #: SpeculatorsFormatOnSglang; DrafterTraining's promote refuses it too).
 READS_SPECULATORS_FORMAT = False
+#: How SGLang loads a drafter checkpoint: the layer ids it reads, the class it builds, the fields it requires (the
+#: facts and their sources: engines/sglang_loading.py). The preflight's rules ask it instead of the engine's name.
+CHECKPOINT_LOADING = sglang_loading.LOADING
 #: The launch line takes no positionals: extraArgs are parsed as they are.
 PLACEHOLDER_POSITIONALS: tuple[str, ...] = ()
 #: SGLang has one model runner: no variable chooses it.

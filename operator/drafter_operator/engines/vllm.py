@@ -15,6 +15,7 @@ from typing import Any
 from drafter_operator.capture import records
 from drafter_operator.capture.spool import CAPTURE_FILES_DIRECTORY, SPOOL_DIRECTORY, ReopenedLog
 from drafter_operator.constants import METHODS_WITH_MODEL
+from drafter_operator.engines import vllm_loading
 from drafter_operator.engines.dynamic import SCHEDULE_KEY
 from drafter_operator.engines.extra_args import (
     OwnedDestination,
@@ -63,12 +64,15 @@ DATA_PARALLEL_REFUSED_METHODS: tuple[str, ...] = ()
 #: Reads a drafter checkpoint in the speculators format (speculators_model_type, no model_type): vLLM converts it
 #: (vllm/transformers_utils/configs/speculators/algos.py); the preflight and DrafterTraining's promote ask.
 READS_SPECULATORS_FORMAT = True
+#: How vLLM loads a drafter checkpoint: the layer ids it reads, the class it builds, the fields it requires (the
+#: facts and their sources: engines/vllm_loading.py). The preflight's rules ask it instead of the engine's name.
+CHECKPOINT_LOADING = vllm_loading.LOADING
 #: Positionals `vllm serve` takes before the flags (the model), as placeholders: extraArgs are parsed after them.
 PLACEHOLDER_POSITIONALS: tuple[str, ...] = ("/model",)
 # vllm/envs.py: VLLM_USE_V2_MODEL_RUNNER is read with maybe_convert_bool (bool(int(value))); unset, the v2
 # runner is the GPU default (vllm/config/vllm.py VllmConfig.use_v2_model_runner).
 #: The environment variable that chooses the model runner, and the runners (where vLLM reads EAGLE-3 layer ids
-#: depends on it: preflight/engines.py vllm_capture; known-bad rows may name one).
+#: depends on it: engines/vllm_loading.py capture; known-bad rows may name one).
 MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 MODEL_RUNNERS: tuple[str, ...] = ("v1", "v2")
 

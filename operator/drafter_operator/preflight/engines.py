@@ -1,29 +1,24 @@
-"""What vLLM 0.33.0 and SGLang 0.5.23 do with a drafter checkpoint, as pure functions of its config.
+"""The preflight's view of how the engines load an EAGLE drafter, as pure functions of its config.
 
-Every function here restates one piece of the installed engines' loading code (file and function named
-in its docstring); tests/contract/test_preflight_contract.py runs the real code on the same inputs and
-asserts the same answers. Nothing here imports an engine.
+What each engine does differently is its record, ``engines.engine(name).CHECKPOINT_LOADING``
+(engines/checkpoint_loading.py; vLLM 0.33.0's in engines/vllm_loading.py, SGLang 0.5.23's in
+engines/sglang_loading.py), each fact with the engine source it restates. Here: what the rules read the same way on
+every engine (whether the drafter takes auxiliary hidden states, how many; the speculators format as vLLM, its one
+reader, converts it; MTP weight names) and the layer-id conventions a drafter is trained in (named after the
+engines). Nothing here imports an engine.
 
-Layer positions. Both engines feed an EAGLE-3 drafter the target's residual stream at a few depths. A
-*position* p below is "the residual stream after p target layers": 0 is the embeddings, N (the
-target's num_hidden_layers) the last layer's output before the final norm. Each engine turns the
-drafter's ``eagle_aux_hidden_state_layer_ids`` into positions its own way:
-
-- vLLM (vllm/model_executor/models/llama.py LlamaModel.forward, interfaces.py
-  EagleModelMixin._maybe_add_hidden_state): an id is a position; 0..N can be captured.
-- SGLang (python/sglang/srt/models/llama.py LlamaForCausalLM.set_eagle3_layers_to_capture,
-  LlamaModel.forward): ``layers_to_capture`` holds layer indices whose *input* is captured, so a value
-  is a position too, but only 0..N-1 exist; the id -> value rule depends on the target's class.
+Layer positions: a *position* p is "the residual stream after p target layers" (engines/checkpoint_loading.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Literal, Sequence
 
 from drafter_operator import engines as engine_modules
 from drafter_operator.constants import ENGINES, Engine
 from drafter_operator.engines import vllm as vllm_engine
+from drafter_operator.engines.checkpoint_loading import Capture, eagle_config
+from drafter_operator.engines.sglang_loading import capture_rule as sglang_capture_rule
 
 #: The engine whose layer-id convention a drafter was trained with (the same two names as the engines).
 Convention = Engine
@@ -37,26 +32,8 @@ ENGINE_VERSIONS: dict[str, str] = {name: module.VERSION for name, module in engi
 vllm_runner_from_env = vllm_engine.model_runner_from_env
 
 # ---------------------------------------------------------------------------------------------------
-# Architectures
+# Architectures the rules read on every engine
 
-# vllm/model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS: the EAGLE-3 heads.
-VLLM_EAGLE3_ARCHITECTURES: frozenset[str] = frozenset({
-    "Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
-    "Eagle3Qwen3vlForCausalLM", "Eagle3Qwen3ForCausalLM", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
-    "PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM",
-})
-# ... and the EAGLE(-1/2) heads.
-VLLM_EAGLE_ARCHITECTURES: frozenset[str] = frozenset({
-    "EagleLlamaForCausalLM", "EagleLlama4ForCausalLM", "EagleMiniCPMForCausalLM", "EagleCohereForCausalLM",
-    "EagleMistralForCausalLM", "EagleMistralLarge3ForCausalLM", "EagleDeepSeekMTPModel",
-})
-# SGLang loads the draft under the architecture its config.json names (python/sglang/srt/models/*: the
-# EntryClass lists of llama_eagle3.py and kimi_k25_eagle3.py; llama_eagle.py, qwen2_eagle.py,
-# mistral_eagle.py, mistral_large_3_eagle.py).
-SGLANG_EAGLE3_ARCHITECTURES: frozenset[str] = frozenset({"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"})
-SGLANG_EAGLE_ARCHITECTURES: frozenset[str] = frozenset({
-    "LlamaForCausalLMEagle", "Qwen2ForCausalLMEagle", "MistralForCausalLMEagle", "MistralLarge3ForCausalLMEagle",
-})
 # Llama-style EAGLE-3 heads: fc + one decoder layer + norm + lm_head (+ d2t/t2d), the tensor rules' shape.
 LLAMA_STYLE_EAGLE3 = frozenset({"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "LlamaForCausalLM"})
 # vllm/transformers_utils/configs/speculators/algos.py: the speculators_model_type values vLLM reads,
@@ -66,93 +43,32 @@ VLLM_SPECULATORS_EAGLE3_MODEL_TYPES: dict[str, str] = {"llama": "Eagle3LlamaForC
                                                        "qwen3": "Eagle3Qwen3ForCausalLM"}
 
 
-def vllm_eagle_architecture(architecture: str, method: str) -> str:
-    """The architecture vLLM loads a drafter as (vllm/transformers_utils/configs/eagle.py
-    EAGLEConfig.__init__): eagle prefixes "Eagle", eagle3 prefixes "Eagle3", unless already marked."""
-    if method == "eagle":
-        return architecture if architecture.startswith("Eagle") else f"Eagle{architecture}"
-    if architecture.startswith("Eagle3") or architecture.endswith("Eagle3"):
-        return architecture
-    return f"Eagle3{architecture}"
-
-
 # ---------------------------------------------------------------------------------------------------
 # Layer ids -> positions
 
 
-def vllm_default_layers(num_layers: int) -> tuple[int, ...]:
-    """interfaces.py SupportsEagle3.get_eagle3_default_aux_hidden_state_layers."""
-    return (2, num_layers // 2, num_layers - 3)
-
-
-# SGLang 0.5.23: how each target class's set_eagle3_layers_to_capture maps ids to layers_to_capture.
-PLUS_ONE = "plus-one"  # [id + 1 ...]: llama.py, qwen2.py, qwen3_moe.py, glm4_moe.py, minimax_m2.py, ...
-PLUS_ONE_IF_FIRST_IS_ONE = "plus-one-if-first-is-one"  # deepseek_v2.py, glm4_moe_lite.py
-AS_WRITTEN_IF_MAX_IS_N = "as-written-if-max-is-n"  # gpt_oss.py
-SGLANG_CAPTURE_RULES: dict[str, str] = {
-    "LlamaForCausalLM": PLUS_ONE,
-    "Qwen2ForCausalLM": PLUS_ONE,
-    "Qwen3ForCausalLM": PLUS_ONE,
-    "Qwen3MoeForCausalLM": PLUS_ONE,
-    "Glm4MoeForCausalLM": PLUS_ONE,
-    "MiniMaxM2ForCausalLM": PLUS_ONE,
-    "DeepseekV2ForCausalLM": PLUS_ONE_IF_FIRST_IS_ONE,
-    "DeepseekV3ForCausalLM": PLUS_ONE_IF_FIRST_IS_ONE,
-    "DeepseekV32ForCausalLM": PLUS_ONE_IF_FIRST_IS_ONE,
-    "KimiK25ForConditionalGeneration": PLUS_ONE_IF_FIRST_IS_ONE,  # delegates to its DeepseekV3ForCausalLM
-    "Glm4MoeLiteForCausalLM": PLUS_ONE_IF_FIRST_IS_ONE,
-    "GptOssForCausalLM": AS_WRITTEN_IF_MAX_IS_N,
-}
-
-
-def sglang_capture_rule(target_architecture: str | None) -> tuple[str, bool]:
-    """(rule, known): the rule for this target class; unknown classes are assumed to add 1 (most do)."""
-    rule = SGLANG_CAPTURE_RULES.get(target_architecture or "")
-    return (rule, True) if rule else (PLUS_ONE, False)
-
-
-def sglang_layers_to_capture(rule: str, layer_ids: Sequence[int] | None, num_layers: int) -> list[int]:
-    """``model.layers_to_capture`` after set_eagle3_layers_to_capture(layer_ids) (None: the default)."""
-    if layer_ids is None:
-        return [2, num_layers // 2, num_layers - 3]
-    ids = list(layer_ids)
-    if rule == PLUS_ONE_IF_FIRST_IS_ONE:
-        return [i + 1 for i in ids] if ids and ids[0] == 1 else ids
-    if rule == AS_WRITTEN_IF_MAX_IS_N:
-        return ids if ids and max(ids) == num_layers else [i + 1 for i in ids]
-    return [i + 1 for i in ids]
-
-
 def trained_positions(layer_ids: Sequence[int], convention: Convention) -> tuple[int, ...]:
-    """The positions a drafter was trained on: vLLM/speculators ids are positions; SGLang/SpecForge
-    ids name the layer whose output is taken (position id + 1)."""
-    return tuple(i + 1 for i in layer_ids) if convention == "sglang" else tuple(layer_ids)
+    """The positions a drafter was trained on, from the ids it records in ``convention`` (an engine's: its
+    CHECKPOINT_LOADING.layer_id_offset; vLLM/speculators ids are positions, SGLang/SpecForge ids name the layer whose
+    output is taken, position id + 1). Ids that are positions already are kept as written."""
+    offset = engine_modules.engine(convention).CHECKPOINT_LOADING.layer_id_offset
+    return tuple(i + offset for i in layer_ids) if offset else tuple(layer_ids)
 
 
 def ids_for_positions(engine: Engine, positions: Sequence[int], rule: str, num_layers: int) -> list[int] | None:
-    """Layer ids that make ``engine`` capture ``positions`` (None if no list of ids can)."""
-    wanted = sorted(set(positions))
-    if engine == "vllm":
-        return list(positions)
-    for candidate in ([p - 1 for p in positions], list(positions)):
-        if sorted(set(sglang_layers_to_capture(rule, candidate, num_layers))) == wanted:
-            return candidate
-    return None
+    """Layer ids that make ``engine`` capture ``positions`` (None if no list of ids can); ``rule`` is the target
+    class's, where the engine's mapping depends on it (SGLang's, sglang_capture_rule)."""
+    return engine_modules.engine(engine).CHECKPOINT_LOADING.layer_ids_for_positions(positions, rule, num_layers)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Which config field each engine reads
-
-
-def _eagle_config(config: dict) -> dict:
-    value = config.get("eagle_config")
-    return value if isinstance(value, dict) else {}
+# What both engines read the same way, and the capture each makes
 
 
 def uses_aux_hidden_states(config: dict) -> bool:
     """eagle_config.use_aux_hidden_state (default true): vLLM eagle3_utils.requires_aux_hidden_states,
     SGLang spec_aux_hidden_state._resolve_eagle_aux_hidden_state."""
-    return bool(_eagle_config(config).get("use_aux_hidden_state", True))
+    return bool(eagle_config(config).get("use_aux_hidden_state", True))
 
 
 def num_aux_hidden_states(config: dict) -> int:
@@ -162,84 +78,15 @@ def num_aux_hidden_states(config: dict) -> int:
     explicit = config.get("num_aux_hidden_states")
     if explicit is not None:
         return int(explicit)
-    ids = _eagle_config(config).get("eagle_aux_hidden_state_layer_ids")
+    ids = eagle_config(config).get("eagle_aux_hidden_state_layer_ids")
     return len(ids) if ids else 3
-
-
-@dataclass(frozen=True)
-class Capture:
-    """What one engine captures from the target for this drafter."""
-
-    engine: str
-    source: str  # where the ids came from, e.g. "eagle_config.eagle_aux_hidden_state_layer_ids"
-    layer_ids: tuple[int, ...] | None  # as read (None: the engine's default)
-    requested: tuple[int, ...]  # positions asked for (vLLM: the ids; SGLang: layers_to_capture)
-    valid: tuple[int, int]  # the positions that exist, inclusive
-    captured: tuple[int, ...] = field(default=())  # positions really captured, in order, each once
-
-    @property
-    def out_of_range(self) -> tuple[int, ...]:
-        lo, hi = self.valid
-        return tuple(p for p in self.requested if not lo <= p <= hi)
-
-
-def vllm_capture(config: dict, num_layers: int, runner: VllmRunner = "v2") -> Capture:
-    """The positions vLLM captures for an EAGLE-3 drafter whose (vLLM-side) hf_config is ``config``.
-
-    v2 (the default model runner on GPUs in 0.33.0, vllm/config/vllm.py VllmConfig.use_v2_model_runner):
-    vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config reads the
-    top-level eagle_aux_hidden_state_layer_ids, then dflash/dspark fields, then eagle_config["layer_ids"]
-    -- never eagle_config["eagle_aux_hidden_state_layer_ids"]. v1 (VLLM_USE_V2_MODEL_RUNNER=0):
-    vllm/v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config reads the
-    top-level list, else eagle_config["eagle_aux_hidden_state_layer_ids"]. With neither, the target's
-    default (2, N//2, N-3). EagleModelMixin._set_aux_hidden_state_layers sorts and de-duplicates.
-    """
-    eagle = _eagle_config(config)
-    ids: Any = config.get("eagle_aux_hidden_state_layer_ids") or None
-    source = "eagle_aux_hidden_state_layer_ids"
-    if not ids:
-        if runner == "v1" and eagle.get("eagle_aux_hidden_state_layer_ids"):
-            ids, source = eagle["eagle_aux_hidden_state_layer_ids"], "eagle_config.eagle_aux_hidden_state_layer_ids"
-        elif runner == "v2" and eagle.get("layer_ids"):
-            ids, source = eagle["layer_ids"], "eagle_config.layer_ids"
-    if ids and isinstance(ids, (list, tuple)):
-        layer_ids: tuple[int, ...] | None = tuple(int(i) for i in ids)
-        requested = layer_ids
-    else:
-        layer_ids, source = None, f"target default (2, N//2, N-3) for N={num_layers}"
-        requested = vllm_default_layers(num_layers)
-    valid = (0, num_layers)
-    captured = tuple(p for p in sorted(set(requested)) if valid[0] <= p <= valid[1])
-    return Capture("vllm", source, layer_ids, tuple(requested), valid, captured)
-
-
-def sglang_capture(config: dict, num_layers: int, target_architecture: str | None) -> Capture:
-    """The positions SGLang captures for an EAGLE-3 drafter.
-
-    python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py
-    _resolve_eagle_aux_hidden_state reads only eagle_config["eagle_aux_hidden_state_layer_ids"] (a
-    top-level list is ignored; no eagle_config means None, the target's default); the target class's
-    set_eagle3_layers_to_capture maps the ids (sglang_layers_to_capture); its forward captures the
-    input of each listed layer index that exists (0..N-1).
-    """
-    ids = _eagle_config(config).get("eagle_aux_hidden_state_layer_ids")
-    rule, _ = sglang_capture_rule(target_architecture)
-    if ids:
-        layer_ids: tuple[int, ...] | None = tuple(int(i) for i in ids)
-        source = f"eagle_config.eagle_aux_hidden_state_layer_ids ({rule} for {target_architecture})"
-    else:
-        layer_ids, source = None, f"target default [2, N//2, N-3] for N={num_layers}"
-    requested = tuple(sglang_layers_to_capture(rule, layer_ids, num_layers))
-    valid = (0, num_layers - 1)
-    captured = tuple(p for p in sorted(set(requested)) if valid[0] <= p <= valid[1])
-    return Capture("sglang", source, layer_ids, requested, valid, captured)
 
 
 def engine_capture(engine: Engine, config: dict, num_layers: int, target_architecture: str | None,
                    runner: VllmRunner = "v2") -> Capture:
-    if engine == "vllm":
-        return vllm_capture(config, num_layers, runner)
-    return sglang_capture(config, num_layers, target_architecture)
+    """The positions ``engine`` captures for an EAGLE-3 drafter (its CHECKPOINT_LOADING.capture; ``runner`` counts
+    only where the engine has model runners to choose between)."""
+    return engine_modules.engine(engine).CHECKPOINT_LOADING.capture(config, num_layers, target_architecture, runner)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """One home for each engine (issue 40): outside engines/, no runtime module spells an engine's name.
 
 What differs between engines (ports, metric names, the Prometheus window, the per-batch-size schedule, the model
-runner, the methods refused, the speculators format, the launch facts, the release and image) is a capability on
-the engine's module (engines/vllm.py, engines/sglang.py, section 0 and below), which the rest of the package asks
-through ``engines.engine(name)``. A new ``if spec.engine == "vllm":`` elsewhere fails here, naming file:line.
+runner, the methods refused, the speculators format, the launch facts, the release and image, how it loads a
+drafter checkpoint) is a capability on the engine's module (engines/vllm.py, engines/sglang.py, section 0 and below;
+CHECKPOINT_LOADING, the preflight's, is a record of its own: engines/checkpoint_loading.py), which the rest of the
+package asks through ``engines.engine(name)``. A new ``if spec.engine == "vllm":`` elsewhere fails here, naming file:line.
 
 The scan reads the syntax tree of every runtime module outside engines/ and flags a string constant (not a
 docstring) equal to a name in engines.ENGINES, unless its file and enclosing function are in ALLOWED, each with
@@ -23,8 +24,6 @@ from tests.support import literal_scan
 
 ENGINE_NAMES = frozenset(engines.ENGINES)
 
-_LOADER_MODEL = ("the preflight's checkpoint-loader model: the branch restates one engine's loading code for a "
-                 "family (file:line in the rule); which checks a family gets is its record's (families.py)")
 _CHECKPOINT_FORMAT = ("'sglang' names SpecForge's checkpoint layout (DrafterTraining spec.output.format, a CRD "
                       "enum), not an engine")
 
@@ -35,29 +34,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("constants.py", "<module>"): "the engines' names, the API's Literal (checked against engines.ENGINES)",
     ("api/training/sections.py", "OutputSpec"): _CHECKPOINT_FORMAT,
     ("training/rendering.py", "RenderOptions"): _CHECKPOINT_FORMAT,
-    # The layer-id conventions a drafter was trained with carry the engines' names (preflight --trained-convention).
-    ("preflight/engines.py", "trained_positions"): _LOADER_MODEL,
-    ("preflight/engines.py", "ids_for_positions"): _LOADER_MODEL,
-    ("preflight/engines.py", "vllm_capture"): _LOADER_MODEL,
-    ("preflight/engines.py", "sglang_capture"): _LOADER_MODEL,
-    ("preflight/engines.py", "engine_capture"): _LOADER_MODEL,
-    ("preflight/rules/architecture.py", "check_eagle3_architecture"): _LOADER_MODEL,
-    ("preflight/rules/architecture.py", "check_eagle_architecture"): _LOADER_MODEL,
-    ("preflight/rules/aux_layers.py", "recorded_layer_ids"): _LOADER_MODEL,
-    ("preflight/rules/aux_layers.py", "_fix_for"): _LOADER_MODEL,
-    ("preflight/rules/aux_layers.py", "check_aux_layers"): _LOADER_MODEL,
-    ("preflight/rules/aux_layers.py", "describe_capture"): _LOADER_MODEL,
-    ("preflight/rules/aux_layers.py", "trained_position_problems"): _LOADER_MODEL,
-    ("preflight/rules/block.py", "block_view"): _LOADER_MODEL,
-    ("preflight/rules/block.py", "check_block_architecture"): _LOADER_MODEL,
-    ("preflight/rules/block.py", "check_mask_token"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_target_layers"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_markov"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_dflash_attention"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_bundled_dspark"): _LOADER_MODEL,
-    ("preflight/rules/mapping.py", "check_mapping"): _LOADER_MODEL,
-    ("preflight/rules/mtp.py", "check_mtp_target"): _LOADER_MODEL,
-    ("preflight/rules/vocab.py", "check_draft_vocab"): _LOADER_MODEL,
 }
 
 #: What every engine module declares: what the rest of the package asks of an engine (docs/architecture.md,
@@ -75,7 +51,7 @@ ENGINE_INTERFACE = (
     "parallel_flags", "group_flags", "PARALLEL_FIELD_DESTINATIONS", "DYNAMIC_WITH_DATA_PARALLEL",
     "PIPELINE_REFUSED_METHODS", "DATA_PARALLEL_REFUSED_METHODS",
     "capture_flags", "capture_environment", "capture_files", "CAPTURE_SPOOL", "capture_line",
-    "CAPTURE_OWNED_DESTINATIONS",
+    "CAPTURE_OWNED_DESTINATIONS", "CHECKPOINT_LOADING",
 )
 
 

@@ -46,8 +46,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("training/adapters/hf_hidden_states.py", "specforge_parser"): _FRAMEWORK,
     ("training/speculators.py", "CONVERTERS"): _FRAMEWORK,
     ("preflight/engines.py", "VLLM_SPECULATORS_TYPES"): _LOADER_MODEL,
-    ("preflight/engines.py", "vllm_eagle_architecture"): _LOADER_MODEL,
-    ("preflight/families.py", "VLLM_MTP_REFUSED_MODEL_TYPES"): _LOADER_MODEL,
     ("preflight/families.py", "speculators_required_keys"): _LOADER_MODEL,
     ("preflight/families.py", "speculators_as_vllm_block_config"): _LOADER_MODEL,
     ("preflight/rules/architecture.py", "head_kind"): _LOADER_MODEL,
@@ -60,10 +58,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("preflight/rules/block.py", "_default_arch"): _LOADER_MODEL,
     ("preflight/rules/block.py", "_check_vllm_class"): _LOADER_MODEL,
     ("preflight/rules/block.py", "_check_sglang_class"): _LOADER_MODEL,
-    ("preflight/rules/block.py", "check_mask_token"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_target_layers"): _LOADER_MODEL,
     ("preflight/rules/block_fields.py", "check_block_size"): _LOADER_MODEL,
-    ("preflight/rules/block_fields.py", "check_bundled_dspark"): _LOADER_MODEL,
     ("preflight/rules/hidden.py", "check_hidden"): _LOADER_MODEL,
 }
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator import cli as top_cli
+from drafter_operator.engines import sglang_loading
 from drafter_operator.preflight import cli as pf_cli
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight import preflight
@@ -493,14 +494,14 @@ def test_truncated_header_is_an_error(tmp_path):
         read_header(path)
 
 
-@given(rule=st.sampled_from([eng.PLUS_ONE, eng.PLUS_ONE_IF_FIRST_IS_ONE, eng.AS_WRITTEN_IF_MAX_IS_N]),
+@given(rule=st.sampled_from([sglang_loading.PLUS_ONE, sglang_loading.PLUS_ONE_IF_FIRST_IS_ONE, sglang_loading.AS_WRITTEN_IF_MAX_IS_N]),
        n=st.integers(min_value=4, max_value=96), data=st.data())
 def test_sglang_fix_ids_capture_the_positions(rule, n, data):
     positions = data.draw(st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True))
     ids = eng.ids_for_positions("sglang", positions, rule, n)
     if ids is not None:
-        assert sorted(set(eng.sglang_layers_to_capture(rule, ids, n))) == sorted(positions)
-    if rule == eng.PLUS_ONE:
+        assert sorted(set(sglang_loading.layers_to_capture(rule, ids, n))) == sorted(positions)
+    if rule == sglang_loading.PLUS_ONE:
         assert ids == [p - 1 for p in positions]
 
 
@@ -523,7 +524,7 @@ def test_layer_verdict_and_its_fix(tmp_path_factory, engine, convention, ids):
                                              for p in trained)
     if not verdict.ok and fixable:
         config = json.loads((drafter / "config.json").read_text())
-        fixed = eng.ids_for_positions(engine, trained, eng.PLUS_ONE, tiny.LAYERS)
+        fixed = eng.ids_for_positions(engine, trained, sglang_loading.PLUS_ONE, tiny.LAYERS)
         if engine == "vllm":
             config["eagle_aux_hidden_state_layer_ids"] = fixed
         else:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.preflight import families as fam
+from drafter_operator.engines import vllm_loading
 from drafter_operator.preflight import preflight
 from drafter_testbed import tiny_blocks as tb
 from drafter_testbed import tiny_checkpoints as tiny
@@ -115,11 +115,11 @@ def test_architectures(engine):
 
 
 def test_vllm_architecture_renames():
-    assert fam.vllm_dflash_architecture("DFlashDraftModel") == "DFlashDraftModel"
-    assert fam.vllm_dflash_architecture("Qwen3ForCausalLM") == "DFlashQwen3ForCausalLM"
-    assert fam.vllm_dspark_architecture("DSparkDraftModel", "qwen3") == "Qwen3DSparkModel"
-    assert fam.vllm_dspark_architecture("DSparkDraftModel", "llama") == "DSparkDraftModel"
-    assert fam.vllm_dspark_architecture("Gemma4DSparkModel", "gemma4") == "Gemma4DSparkModel"
+    assert vllm_loading.dflash_architecture("DFlashDraftModel") == "DFlashDraftModel"
+    assert vllm_loading.dflash_architecture("Qwen3ForCausalLM") == "DFlashQwen3ForCausalLM"
+    assert vllm_loading.dspark_architecture("DSparkDraftModel", "qwen3") == "Qwen3DSparkModel"
+    assert vllm_loading.dspark_architecture("DSparkDraftModel", "llama") == "DSparkDraftModel"
+    assert vllm_loading.dspark_architecture("Gemma4DSparkModel", "gemma4") == "Gemma4DSparkModel"
 
 
 def test_mask_token():
@@ -134,10 +134,10 @@ def test_mask_token():
             assert problems(nested(tb.flattened_dspark_config(), mask_token_id=bad), "dspark", engine) \
                 == {"MaskTokenOutOfVocab"}
     # vLLM's lookup order: dflash_config first, then the top level, then the DSpark/PARD names.
-    assert fam.vllm_mask_token_id({"mask_token_id": 7, "dflash_config": {"mask_token_id": 3}}) == \
+    assert vllm_loading.mask_token_id({"mask_token_id": 7, "dflash_config": {"mask_token_id": 3}}) == \
         (3, "dflash_config.mask_token_id")
-    assert fam.vllm_mask_token_id({"pard_token": 9}) == (9, "pard_token")
-    assert fam.vllm_mask_token_id({}) == (None, None)
+    assert vllm_loading.mask_token_id({"pard_token": 9}) == (9, "pard_token")
+    assert vllm_loading.mask_token_id({}) == (None, None)
 
 
 @given(ids=st.lists(st.integers(min_value=-2, max_value=2 * tiny.LAYERS), min_size=1, max_size=5),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.preflight import engines as eng
+from drafter_operator.engines import sglang_loading, vllm_loading
 from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.rules import Context, Report
 from drafter_operator.preflight.rules.architecture import (
@@ -137,7 +137,7 @@ def test_recorded_layers_take_the_convention_given_or_the_formats():
 
 
 def test_aux_layer_facts():
-    capture = eng.vllm_capture(_hf(top_ids=[2, 16, 29]), 32)
+    capture = vllm_loading.capture(_hf(top_ids=[2, 16, 29]), 32)
     facts = aux_layer_facts(32, 3, capture, RecordedLayers((1, 15, 28), "f", "sglang", (2, 16, 29)))
     assert facts == {"target_layers": 32, "recorded_ids": [1, 15, 28], "recorded_field": "f",
                      "trained_convention": "sglang", "trained_positions": [2, 16, 29],
@@ -152,18 +152,18 @@ def test_note_sglang_capture_rule(target_class, known):
     ctx, report = _ctx(_hf(), "sglang", target={**TARGET, "architectures": [target_class]}), Report()
     ctx.facts["aux_layers"] = {}
     note_sglang_capture_rule(ctx, report)
-    assert ctx.facts["aux_layers"]["sglang_rule"] == eng.PLUS_ONE
+    assert ctx.facts["aux_layers"]["sglang_rule"] == sglang_loading.PLUS_ONE
     assert _said(report) == ([] if known else [("warning", "CaptureRuleUnverified")])
 
 
 def test_describe_capture():
     ctx = _ctx(_hf([1, 15, 28]), vllm_runner="v2")
     recorded = recorded_layers(ctx)
-    default = describe_capture(ctx, eng.vllm_capture(ctx.draft, 32, "v2"), recorded)
+    default = describe_capture(ctx, vllm_loading.capture(ctx.draft, 32, "v2"), recorded)
     assert default.startswith("vllm (v2 model runner) finds no layer ids (it does not read "
                               "eagle_config.eagle_aux_hidden_state_layer_ids) and uses the target default")
     sglang = _ctx(_hf([1, 15, 28]), "sglang")
-    said = describe_capture(sglang, eng.sglang_capture(sglang.draft, 32, "LlamaForCausalLM"), recorded)
+    said = describe_capture(sglang, sglang_loading.capture(sglang.draft, 32, "LlamaForCausalLM"), recorded)
     assert said.startswith("sglang reads [1, 15, 28] from eagle_config") and "captures the residual stream" in said
 
 
@@ -174,7 +174,7 @@ def test_describe_capture():
 ])
 def test_capture_problems(config, num_aux, said, fixed):
     ctx, report = _ctx(config), Report()
-    capture = eng.vllm_capture(ctx.draft, 32)
+    capture = vllm_loading.capture(ctx.draft, 32)
     bad = capture_problems(ctx, report, "what", capture, RecordedLayers(None, "", "vllm", None), num_aux, 32)
     assert bad == bool(said) and _said(report) == said
     if fixed:
@@ -190,7 +190,7 @@ def test_capture_problems(config, num_aux, said, fixed):
 ])
 def test_trained_position_problems(positions, bad_before, said, bad_after):
     ctx, report = _ctx(_hf(top_ids=[2, 16, 29])), Report()
-    capture = eng.vllm_capture(ctx.draft, 32)
+    capture = vllm_loading.capture(ctx.draft, 32)
     recorded = RecordedLayers(positions, "eagle_aux_hidden_state_layer_ids", "vllm", positions)
     assert trained_position_problems(ctx, report, "what", capture, recorded, 32, bad_before) is bad_after
     assert _said(report) == said
@@ -198,7 +198,7 @@ def test_trained_position_problems(positions, bad_before, said, bad_after):
 
 def test_trained_positions_warn_when_the_other_vllm_runner_captures_others():
     ctx, report = _ctx(_hf([1, 15, 28], top_ids=None), vllm_runner="v1"), Report()  # v1 reads eagle_config's list
-    capture = eng.vllm_capture(ctx.draft, 32, "v1")
+    capture = vllm_loading.capture(ctx.draft, 32, "v1")
     recorded = RecordedLayers((1, 15, 28), "eagle_config.eagle_aux_hidden_state_layer_ids", "vllm", (1, 15, 28))
     assert trained_position_problems(ctx, report, "what", capture, recorded, 32, False) is False
     assert _said(report) == [("warning", "VllmRunnerDiffers")]

@@ -2,8 +2,9 @@
 
 Each rule adds findings to a `Report`: a problem when the engine would refuse the drafter after its
 model load or serve it with collapsed acceptance, a warning when something deserves a look, an ok
-line with what was verified. The engine facts each rule relies on are in engines.py and
-docs/preflight.md. One module per check (files, architecture, mtp, hidden, vocab, mapping, aux_layers; block and block_fields for
+line with what was verified. The engine facts each rule relies on are the serving engine's CHECKPOINT_LOADING
+record (engines/checkpoint_loading.py; ``Context.checkpoint_loading``), engines.py and docs/preflight.md.
+One module per check (files, architecture, mtp, hidden, vocab, mapping, aux_layers; block and block_fields for
 the block drafters dflash and dspark), each
 reading a `Context` (context.py); `rules_for` gives a method the checks its family lists (families.py), from `CHECKS`.
 """

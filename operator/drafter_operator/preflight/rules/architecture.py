@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.rules.context import Context, Report
+from drafter_operator.engines import vllm_loading
 
 CHECK = "architecture"
 
@@ -107,13 +108,15 @@ def check_speculators_architecture(ctx: Context, r: Report) -> None:
 
 
 def check_eagle3_architecture(ctx: Context, r: Report, kind: str, archs: list[str]) -> None:
-    """Method eagle3 on an HF checkpoint: not an EAGLE head, and a class the engine builds as its EAGLE3 draft."""
-    engine, arch = ctx.engine, archs[0]
+    """Method eagle3 on an HF checkpoint: not an EAGLE head, and a class the engine builds as its EAGLE3 draft (an
+    engine that renames config.json's class for the method, vLLM, builds the renamed one)."""
+    loading, arch = ctx.checkpoint_loading, archs[0]
+    classes = loading.draft_classes["eagle3"]
     if kind == "eagle":
-        if engine == "vllm":
-            loaded = eng.vllm_eagle_architecture(arch, "eagle3")
+        if loading.renames_draft_class:
+            loaded = loading.draft_class(arch, "eagle3", ctx.raw.get("model_type"))
             how = (f"vLLM accepts it as {loaded} (configs/eagle.py EAGLEConfig renames it) and only the weight "
-                   "load, after the target's, fails on fc.weight" if loaded in eng.VLLM_EAGLE3_ARCHITECTURES
+                   "load, after the target's, fails on fc.weight" if loaded in classes
                    else f"vLLM refuses {loaded} (not registered)")
         else:
             how = (f"SGLang does not rename architectures: it would build {arch} as the EAGLE3 draft model, "
@@ -124,9 +127,9 @@ def check_eagle3_architecture(ctx: Context, r: Report, kind: str, archs: list[st
                   "set spec.drafter.method: eagle (with an architecture the engine serves as EAGLE), or use an "
                   "EAGLE-3 drafter")
         return
-    if engine == "vllm":
-        loaded = eng.vllm_eagle_architecture(arch, "eagle3")
-        if loaded not in eng.VLLM_EAGLE3_ARCHITECTURES:
+    if loading.renames_draft_class:
+        loaded = loading.draft_class(arch, "eagle3", ctx.raw.get("model_type"))
+        if loaded not in classes:
             r.problem(CHECK, "ArchitectureUnsupported",
                       f"vLLM loads architectures {archs} with method eagle3 as {loaded} "
                       "(configs/eagle.py EAGLEConfig), which vLLM 0.33.0 does not register: "
@@ -135,10 +138,10 @@ def check_eagle3_architecture(ctx: Context, r: Report, kind: str, archs: list[st
             return
         r.ok(CHECK, f"{arch} with method eagle3: vLLM loads it as {loaded}")
     else:
-        if arch not in eng.SGLANG_EAGLE3_ARCHITECTURES:
+        if arch not in classes:
             r.problem(CHECK, "ArchitectureUnsupported",
                       f"SGLang loads the draft under the architecture its config names ({arch}); for EAGLE3 "
-                      f"it has {sorted(eng.SGLANG_EAGLE3_ARCHITECTURES)}: {arch} would load as a "
+                      f"it has {sorted(classes)}: {arch} would load as a "
                       "different model (or fail) after the target has loaded.",
                       "set architectures: [LlamaForCausalLMEagle3] (what `specforge export --to sglang` writes)")
             return
@@ -149,29 +152,31 @@ def check_eagle3_architecture(ctx: Context, r: Report, kind: str, archs: list[st
 
 
 def check_eagle_architecture(ctx: Context, r: Report, kind: str, archs: list[str]) -> None:
-    """Method eagle on an HF checkpoint: not an EAGLE-3 head, and a class the engine builds as its EAGLE draft."""
-    engine, arch = ctx.engine, archs[0]
+    """Method eagle on an HF checkpoint: not an EAGLE-3 head, and a class the engine builds as its EAGLE draft (an
+    engine that renames config.json's class for the method, vLLM, builds the renamed one)."""
+    loading, arch = ctx.checkpoint_loading, archs[0]
     if kind == "eagle3":
         r.problem(CHECK, "Eagle3DrafterAsEagle",
                   f"the drafter is an EAGLE-3 head ({arch}) but the method is eagle: vLLM refuses "
-                  f"{eng.vllm_eagle_architecture(arch, 'eagle')} (SpeculativeConfig), SGLang runs it under "
+                  f"{vllm_loading.eagle_architecture(arch, 'eagle')} (SpeculativeConfig), SGLang runs it under "
                   "--speculative-algorithm EAGLE without the auxiliary hidden states it was trained on "
                   "(about 1 token per step).",
                   "set spec.drafter.method: eagle3")
         return
-    if engine == "vllm":
-        loaded = eng.vllm_eagle_architecture(arch, "eagle")
-        if loaded not in eng.VLLM_EAGLE_ARCHITECTURES:
+    classes = loading.draft_classes["eagle"]
+    if loading.renames_draft_class:
+        loaded = loading.draft_class(arch, "eagle", ctx.raw.get("model_type"))
+        if loaded not in classes:
             r.problem(CHECK, "ArchitectureUnsupported",
                       f"vLLM loads {archs} with method eagle as {loaded}, which 0.33.0 does not register.",
                       "use architectures [LlamaForCausalLM] (vLLM prefixes Eagle) for a Llama EAGLE head")
             return
         r.ok(CHECK, f"{arch} with method eagle: vLLM loads it as {loaded}")
     else:
-        if arch not in eng.SGLANG_EAGLE_ARCHITECTURES:
+        if arch not in classes:
             r.problem(CHECK, "ArchitectureUnsupported",
                       f"SGLang loads the draft as {arch}; its EAGLE draft classes are "
-                      f"{sorted(eng.SGLANG_EAGLE_ARCHITECTURES)}.",
+                      f"{sorted(classes)}.",
                       "set architectures: [LlamaForCausalLMEagle]")
             return
         r.ok(CHECK, f"{arch}: SGLang's EAGLE draft class")

@@ -5,37 +5,51 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from drafter_operator import engines as engine_modules
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.rules.context import Context, Report
 
 CHECK = "aux-layers"
 
 
+def _config_value(config: dict, dotted: str) -> Any:
+    """The value at a dotted key ("eagle_config.eagle_aux_hidden_state_layer_ids"), None where a level is missing
+    or not an object."""
+    value: Any = config
+    for key in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _layer_id_fields() -> list[tuple[str, str]]:
+    """(field, convention): where a drafter trained in each engine's convention records its layer ids, a nested
+    field before a top-level one (SpecForge writes eagle_config's list, and an export may carry vLLM's top-level list
+    beside it: the nested one says how it was trained)."""
+    fields = [(module.CHECKPOINT_LOADING.layer_ids_field, name) for name, module in engine_modules.ENGINES.items()]
+    return sorted(fields, key=lambda entry: -entry[0].count("."))
+
+
 def recorded_layer_ids(ctx: Context) -> tuple[tuple[int, ...] | None, str, str]:
-    """(ids, field, default convention) the drafter records for its training."""
+    """(ids, field, default convention) the drafter records for its training. A speculators checkpoint records them
+    where, and as, the engine that reads the format does; other checkpoints in the first field of _layer_id_fields
+    that holds ids. Without ids the convention is moot: the default engine's."""
     raw = ctx.raw
-    eagle = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
     if ctx.is_speculators:
-        ids = raw.get("eagle_aux_hidden_state_layer_ids")
-        return (tuple(ids) if ids else None), "eagle_aux_hidden_state_layer_ids", "vllm"
-    if eagle.get("eagle_aux_hidden_state_layer_ids"):
-        return tuple(eagle["eagle_aux_hidden_state_layer_ids"]), "eagle_config.eagle_aux_hidden_state_layer_ids", "sglang"
-    if raw.get("eagle_aux_hidden_state_layer_ids"):
-        return tuple(raw["eagle_aux_hidden_state_layer_ids"]), "eagle_aux_hidden_state_layer_ids", "vllm"
-    return None, "", "vllm"
+        convention = next(name for name, module in engine_modules.ENGINES.items() if module.READS_SPECULATORS_FORMAT)
+        field = engine_modules.engine(convention).CHECKPOINT_LOADING.layer_ids_field
+        ids = _config_value(raw, field)
+        return (tuple(ids) if ids else None), field, convention
+    for field, convention in _layer_id_fields():
+        ids = _config_value(raw, field)
+        if ids:
+            return tuple(ids), field, convention
+    return None, "", engine_modules.DEFAULT_ENGINE
 
 
 def _fix_for(ctx: Context, positions: tuple[int, ...], n_layers: int) -> str:
-    if ctx.engine == "vllm":
-        ids = eng.ids_for_positions("vllm", positions, "", n_layers)
-        return (f'add "eagle_aux_hidden_state_layer_ids": {list(ids or [])} at the top level of the drafter\'s '
-                "config.json (vLLM reads the top-level list first with either model runner; SGLang ignores it)")
-    rule, _ = eng.sglang_capture_rule(ctx.target_architecture)
-    ids = eng.ids_for_positions("sglang", positions, rule, n_layers)
-    if ids is None:
-        return (f"no eagle_aux_hidden_state_layer_ids make SGLang capture positions {list(positions)} on "
-                f"{ctx.target_architecture} ({rule}): serve this drafter with vLLM")
-    return f"set eagle_config.eagle_aux_hidden_state_layer_ids to {ids} (SGLang {rule} for {ctx.target_architecture})"
+    return ctx.checkpoint_loading.layer_ids_fix(positions, n_layers, ctx.target_architecture)
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,7 @@ class RecordedLayers:
 
     ids: tuple[int, ...] | None
     field: str  # where the ids were found ("" when none)
-    convention: str  # vllm or sglang: as given, else inferred from the checkpoint's format
+    convention: str  # an engine's name (its layer-id convention): as given, else inferred from the checkpoint's format
     positions: tuple[int, ...] | None  # the trained positions; None without ids
 
 
@@ -66,11 +80,10 @@ def check_aux_layers(ctx: Context, r: Report) -> None:
         r.warning(CHECK, "TargetLayersUnknown", "the target's config has no num_hidden_layers: layer ids not checked.")
         return
     num_aux = eng.num_aux_hidden_states(ctx.draft)
-    capture = eng.engine_capture(ctx.engine, ctx.draft, n_layers, ctx.target_architecture, ctx.vllm_runner)  # type: ignore[arg-type]
+    capture = ctx.checkpoint_loading.capture(ctx.draft, n_layers, ctx.target_architecture, ctx.vllm_runner)
     recorded = recorded_layers(ctx)
     ctx.facts["aux_layers"] = aux_layer_facts(n_layers, num_aux, capture, recorded)
-    if ctx.engine == "sglang":
-        note_sglang_capture_rule(ctx, r)
+    note_sglang_capture_rule(ctx, r)
     what = describe_capture(ctx, capture, recorded)
     bad = capture_problems(ctx, r, what, capture, recorded, num_aux, n_layers)
     if recorded.positions is not None:
@@ -100,8 +113,12 @@ def aux_layer_facts(n_layers: int, num_aux: int, capture: eng.Capture, recorded:
 
 
 def note_sglang_capture_rule(ctx: Context, r: Report) -> None:
-    """Record SGLang's layer-id rule for the target's class; warn when the preflight's table does not know it."""
-    rule, known = eng.sglang_capture_rule(ctx.target_architecture)
+    """Record the engine's layer-id rule for the target's class, where its mapping depends on the class (SGLang's);
+    warn when the preflight's table does not know the class."""
+    rule_for = ctx.checkpoint_loading.capture_rule
+    if rule_for is None:
+        return  # the engine reads ids the same way on every target (vLLM)
+    rule, known = rule_for(ctx.target_architecture)
     ctx.facts["aux_layers"]["sglang_rule"] = rule
     if not known:
         r.warning(CHECK, "CaptureRuleUnverified",
@@ -111,7 +128,7 @@ def note_sglang_capture_rule(ctx: Context, r: Report) -> None:
 
 def describe_capture(ctx: Context, capture: eng.Capture, recorded: RecordedLayers) -> str:
     """Where the engine reads the layer ids and which layers it captures, for the messages."""
-    runner = f" ({ctx.vllm_runner} model runner)" if ctx.engine == "vllm" else ""
+    runner = f" ({ctx.vllm_runner} model runner)" if engine_modules.engine(ctx.engine).MODEL_RUNNERS else ""
     if capture.layer_ids:
         read = f"reads {list(capture.layer_ids)} from {capture.source}"
     else:
@@ -167,12 +184,13 @@ def trained_position_problems(ctx: Context, r: Report, what: str, capture: eng.C
                   "(one model's position-0 acceptance fell from 45% to 10%).",
                   _fix_for(ctx, trained, n_layers))
         return True
-    if ctx.engine == "vllm" and not bad:
+    engine = engine_modules.engine(ctx.engine)
+    if engine.MODEL_RUNNERS and not bad:  # where vLLM reads the ids depends on its model runner
         other = "v1" if ctx.vllm_runner == "v2" else "v2"
-        alt = eng.vllm_capture(ctx.draft, n_layers, other)  # type: ignore[arg-type]
+        alt = ctx.checkpoint_loading.capture(ctx.draft, n_layers, ctx.target_architecture, other)
         if alt.captured != capture.captured:
             r.warning(CHECK, "VllmRunnerDiffers",
-                      f"with the {other} model runner (VLLM_USE_V2_MODEL_RUNNER={'0' if other == 'v1' else '1'}) "
+                      f"with the {other} model runner ({engine.MODEL_RUNNER_ENV}={'0' if other == 'v1' else '1'}) "
                       f"vLLM would read {alt.source} and capture {eng.describe_positions(alt.captured)} instead.",
                       _fix_for(ctx, trained, n_layers))
     return bad

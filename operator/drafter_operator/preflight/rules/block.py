@@ -1,5 +1,7 @@
 """Block drafters (methods dflash and dspark): the class each engine builds, the mask token, the target
-layers, the block size and the hidden width, as vLLM 0.33.0 and SGLang 0.5.23 read them (families.py)."""
+layers, the block size and the hidden width, as vLLM 0.33.0 and SGLang 0.5.23 read them (the engine's
+CHECKPOINT_LOADING record: engines/vllm_loading.py, engines/sglang_loading.py; the speculators format:
+preflight/families.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,16 @@ from typing import Any
 
 from drafter_operator.preflight import families as fam
 from drafter_operator.preflight.rules.context import Context, Report
+from drafter_operator.engines import sglang_loading
 
 SPECULATORS_KINDS = {"dflash": ("dflash", "dflash2"), "dspark": ("dspark",)}
 
 
 def block_view(ctx: Context) -> dict[str, Any] | None:
-    """The drafter's config as the engine reads it: vLLM converts a speculators config (algos.py); SGLang
-    and vLLM read an HF config as is. None when vLLM's conversion itself raises (a required key missing)."""
-    if ctx.engine == "vllm" and ctx.is_speculators:
+    """The drafter's config as the engine reads it: an engine that reads the speculators format (vLLM) converts a
+    speculators config (algos.py); both engines read an HF config as is. None when vLLM's conversion itself raises
+    (a required key missing)."""
+    if ctx.is_speculators and not ctx.speculators_refused:
         try:
             return fam.speculators_as_vllm_block_config(ctx.raw)
         except KeyError:
@@ -36,7 +40,7 @@ def drafter_kind(raw: dict) -> str | None:
     archs = " ".join(raw.get("architectures") or [])
     merged = {**fam.nested(raw, "dflash_config"), **fam.nested(raw, "dspark_config")}
     if "DSpark" in archs or merged.get("projector_type") == "dspark" or "markov_rank" in merged \
-            or "markov_rank" in raw or any(k in raw for k in fam.SGLANG_BUNDLED_DSPARK_KEYS):
+            or "markov_rank" in raw or any(k in raw for k in sglang_loading.BUNDLED_DSPARK_KEYS):
         return "dspark"
     if "DFlash" in archs or "dflash_config" in raw:
         return "dflash"
@@ -66,7 +70,7 @@ def check_block_architecture(ctx: Context, r: Report) -> None:
         r.problem(check, "ModelTypeMissing", f"the drafter's config.json ({archs[0]}) has no model_type: both engines "
                   "read it with transformers' AutoConfig, which refuses it.", 'add "model_type": "qwen3"')
         return
-    if ctx.engine == "vllm":
+    if ctx.checkpoint_loading.renames_draft_class:
         _check_vllm_class(ctx, r, archs[0])
     else:
         _check_sglang_class(ctx, r, archs[0])
@@ -111,10 +115,12 @@ def _check_speculators(ctx: Context, r: Report) -> None:
 
 
 def _check_vllm_class(ctx: Context, r: Report, arch: str) -> None:
-    check = "architecture"
+    """An engine that renames config.json's class for the method (vLLM): the class it builds, registered, and for
+    dspark the separate draft the checkpoint holds."""
+    check, loading = "architecture", ctx.checkpoint_loading
+    loaded = loading.draft_class(arch, ctx.method, ctx.raw.get("model_type"))
     if ctx.method == "dflash":
-        loaded = fam.vllm_dflash_architecture(arch)
-        if loaded not in fam.VLLM_DFLASH_ARCHITECTURES:
+        if loaded not in loading.draft_classes[ctx.method]:
             r.problem(check, "ArchitectureUnsupported",
                       f"vLLM renames {arch} to {loaded} for method dflash (configs/eagle.py EAGLEConfig), which 0.33.0 "
                       "does not register (model_executor/models/registry.py:664-697): SpeculativeConfig refuses it.",
@@ -122,10 +128,9 @@ def _check_vllm_class(ctx: Context, r: Report, arch: str) -> None:
             return
         r.ok(check, f"{arch} with method dflash: vLLM builds {loaded}")
         return
-    loaded = fam.vllm_dspark_architecture(arch, ctx.raw.get("model_type"))
-    if loaded == "DSparkDraftModel":
+    if loaded not in loading.draft_classes[ctx.method]:
         r.problem(check, "DSparkArchitectureRewritten",
-                  f"vLLM 0.33.0 serves a separate DSpark draft only as {sorted(fam.VLLM_DSPARK_ARCHITECTURES)} or "
+                  f"vLLM 0.33.0 serves a separate DSpark draft only as {sorted(loading.draft_classes[ctx.method])} or "
                   f"DSparkDraftModel with model_type qwen3; it rewrites {arch} (model_type "
                   f"{ctx.raw.get('model_type')!r}) to DeepSeek-V4's bundled DSparkDraftModel with model_type "
                   "deepseek_v4 (config/speculative.py:1542-1567), a different model than the checkpoint holds.",
@@ -135,7 +140,8 @@ def _check_vllm_class(ctx: Context, r: Report, arch: str) -> None:
 
 
 def _check_sglang_class(ctx: Context, r: Report, arch: str) -> None:
-    table = fam.SGLANG_DFLASH_ARCHITECTURES if ctx.method == "dflash" else fam.SGLANG_DSPARK_ARCHITECTURES
+    """An engine that builds the class config.json names (SGLang): one of its classes for the method."""
+    table = ctx.checkpoint_loading.draft_classes[ctx.method]
     if arch not in table:
         source = "models/dflash.py:1317-1324" if ctx.method == "dflash" else "models/dspark.py:995"
         r.problem("architecture", "ArchitectureUnsupported",
@@ -154,15 +160,9 @@ def check_mask_token(ctx: Context, r: Report) -> None:
     if unreadable(ctx):
         return
     check, view = "mask-token", block_view(ctx) or {}
-    if ctx.engine == "vllm":
-        value, field = fam.vllm_mask_token_id(view)
-        required, where = True, "llm_base_proposer.py:355-379 (raises ValueError when the drafter is built)"
-    elif ctx.method == "dspark":
-        value, field = fam.sglang_dspark_fields(view)["mask_token_id"], "dflash_config/dspark_config.mask_token_id"
-        required, where = True, "speculative/dspark_components/dspark_config.py:119-122 (ValueError at startup)"
-    else:
-        value, field = fam.sglang_dflash_fields(view)["mask_token_id"], "dflash_config.mask_token_id"
-        required, where = False, ""
+    read = ctx.checkpoint_loading.mask_token(view, ctx.method)
+    value, field = read.value, read.field
+    required, where = read.required_by is not None, read.required_by or ""
     ctx.facts["mask_token_id"] = value
     if value is None:
         if required:

@@ -1,19 +1,19 @@
 """Block drafters' fields (methods dflash and dspark): target layers, block size, hidden width, the DSpark
-Markov head, vLLM's DFlash attention mask, and a target's bundled DSpark head (families.py has the engine
-facts, each with its source line)."""
+Markov head, vLLM's DFlash attention mask, and a target's bundled DSpark head (the engine facts, each with its
+source line, are the engine's CHECKPOINT_LOADING record: engines/vllm_loading.py, engines/sglang_loading.py)."""
 
 from __future__ import annotations
-
-import os
 
 from drafter_operator.families import family
 from drafter_operator.preflight import families as fam
 from drafter_operator.preflight.rules.block import as_int, block_view, unreadable
 from drafter_operator.preflight.rules.context import Context, Report
+from drafter_operator.engines import sglang_loading
 
 
 def check_target_layers(ctx: Context, r: Report) -> None:
-    """The target layers the drafter reads exist in this target, as each engine numbers them."""
+    """The target layers the drafter reads exist in this target, as the engine numbers them (its
+    block_target_layers: vLLM positions 0..N, SGLang ids 0..N-1)."""
     if unreadable(ctx):
         return
     check, view = "target-layers", block_view(ctx) or {}
@@ -21,18 +21,13 @@ def check_target_layers(ctx: Context, r: Report) -> None:
     if n is None:
         r.warning(check, "TargetLayersUnknown", "the target's config has no num_hidden_layers: layer ids not checked.")
         return
-    if ctx.engine == "vllm":
-        positions, field = fam.vllm_block_positions(view)
-        valid, where = (0, n), "vLLM captures positions 0..N (eagle3_utils.py:111-145 adds 1 to target_layer_ids)"
-        ids = positions
-    else:
-        fields = fam.sglang_dspark_fields(view) if ctx.method == "dspark" else fam.sglang_dflash_fields(view)
-        ids, field = fields["target_layer_ids"], "target_layer_ids"
-        valid, where = (0, n - 1), "SGLang refuses an id outside 0..N-1 (dflash_utils.py:577-584)"
-        if fields["num_hidden_layers"] is None:
-            r.problem(check, "DraftLayersMissing", "the drafter's config has no num_hidden_layers: SGLang requires it "
-                      "(dflash_utils.py:545-551 require_num_layers, at startup).", "add num_hidden_layers")
-            return
+    loading = ctx.checkpoint_loading
+    read = loading.block_target_layers(view, ctx.method, n)
+    ids, field, valid, where = read.ids, read.field, read.valid, read.rule
+    if loading.requires_draft_num_hidden_layers and view.get("num_hidden_layers") is None:
+        r.problem(check, "DraftLayersMissing", "the drafter's config has no num_hidden_layers: SGLang requires it "
+                  "(dflash_utils.py:545-551 require_num_layers, at startup).", "add num_hidden_layers")
+        return
     ctx.facts["block_layers"] = {"target_layers": n, "field": field or None, "read": list(ids) if ids else None}
     if not ids:
         r.warning(check, "TargetLayersNotRecorded", f"the drafter records no target_layer_ids: {ctx.engine} picks "
@@ -56,9 +51,9 @@ def check_block_size(ctx: Context, r: Report) -> None:
     # What the drafter was trained with, as recorded (vLLM's speculators conversion drops block_size).
     check, view = "block-size", ctx.raw if ctx.is_speculators else (block_view(ctx) or {})
     if ctx.method == "dspark":
-        size = fam.sglang_dspark_fields(view)["block_size"]
+        size = sglang_loading.dspark_fields(view)["block_size"]
     else:
-        size = fam.sglang_dflash_fields(view)["block_size"]
+        size = sglang_loading.dflash_fields(view)["block_size"]
     ctx.facts["block_size"] = size
     if size is None:
         r.warning(check, "BlockSizeUnknown", "the drafter records no block_size: numSpeculativeTokens cannot be "
@@ -105,15 +100,21 @@ def check_block_hidden(ctx: Context, r: Report) -> None:
 
 
 def check_markov(ctx: Context, r: Report) -> None:
-    """DSpark's Markov head: where each engine reads markov_rank and which head types it builds."""
+    """DSpark's Markov head: where the engine reads markov_rank and which head types it builds."""
     if unreadable(ctx):
         return
     view = block_view(ctx) or {}
-    if ctx.engine == "vllm":
+    if ctx.checkpoint_loading.reads_markov_head_nested:
+        _sglang_markov(ctx, r, view)
+    else:
         _vllm_markov(ctx, r, view)
-        return
-    fields = fam.sglang_dspark_fields(view)
+
+
+def _sglang_markov(ctx: Context, r: Report, view: dict) -> None:
+    """An engine that reads the head from dflash_config/dspark_config and the dspark_* keys (SGLang)."""
+    fields = sglang_loading.dspark_fields(view)
     rank, head = fields["markov_rank"], fields["markov_head_type"]
+    head_types = ctx.checkpoint_loading.markov_head_types
     if rank <= 0:
         r.problem("markov-head", "MarkovRankMissing", f"markov_rank is {rank}: SGLang's DSpark requires markov_rank "
                   "> 0 (dspark_config.py:94-98 resolve_runtime_config).",
@@ -121,16 +122,18 @@ def check_markov(ctx: Context, r: Report) -> None:
     elif head is None and not fields["prefixed"]:
         r.problem("markov-head", "MarkovHeadTypeMissing", "markov_rank is set but markov_head_type is not: SGLang "
                   "raises ValueError (dspark_config.py:265-268).", "record dflash_config.markov_head_type")
-    elif head is not None and str(head).lower() not in fam.SGLANG_MARKOV_HEAD_TYPES:
+    elif head is not None and str(head).lower() not in head_types:
         r.problem("markov-head", "MarkovHeadUnsupported", f"markov_head_type {head!r}: SGLang builds "
-                  f"{list(fam.SGLANG_MARKOV_HEAD_TYPES)} (dspark_config.py:22, 269-275).", "use one of those heads")
+                  f"{list(head_types)} (dspark_config.py:22, 269-275).", "use one of those heads")
     else:
         r.ok("markov-head", f"markov_rank {rank}, head {head or 'from the dspark_* keys'} (SGLang)")
 
 
 def _vllm_markov(ctx: Context, r: Report, view: dict) -> None:
-    arch = fam.vllm_dspark_architecture((view.get("architectures") or [""])[0], view.get("model_type"))
-    if arch not in ("Qwen3DSparkModel", "Qwen3OmniDSparkModel"):
+    """An engine whose DSpark classes read the head at config.json's top level (vLLM's Qwen3DSparkModel)."""
+    loading = ctx.checkpoint_loading
+    arch = loading.draft_class((view.get("architectures") or [""])[0], ctx.method, view.get("model_type"))
+    if arch not in loading.top_level_markov_classes:
         return  # other classes read their own fields (the architecture check covers them)
     nested = {**fam.nested(view, "dflash_config"), **fam.nested(view, "dspark_config")}
     head = view.get("markov_head_type", nested.get("markov_head_type"))
@@ -150,7 +153,7 @@ def _vllm_markov(ctx: Context, r: Report, view: dict) -> None:
                       "reads config.markov_rank (models/qwen3_dspark.py:209-213) and fails with AttributeError.",
                       "record markov_rank at the top level of config.json")
         return
-    if head is not None and str(head).lower() != "vanilla":
+    if head is not None and str(head).lower() not in loading.markov_head_types:
         r.problem("markov-head", "MarkovHeadUnsupported",
                   f"markov_head_type {head!r}: vLLM 0.33.0 builds only the low-rank (vanilla) DSparkMarkovHead "
                   "whatever the config says (models/qwen3_dspark.py:209-218); the trained head is not served.",
@@ -161,7 +164,7 @@ def _vllm_markov(ctx: Context, r: Report, view: dict) -> None:
 
 def check_dflash_attention(ctx: Context, r: Report) -> None:
     """vLLM's DFlash: the anchor layout it serves and the attention mask it builds per draft layer."""
-    if ctx.engine != "vllm" or unreadable(ctx):
+    if not ctx.checkpoint_loading.dflash_layout_limits or unreadable(ctx):
         return
     check, view, raw = "attention", block_view(ctx) or {}, ctx.raw
     if fam.nested(view, "dflash_config").get("sample_from_anchor", False):
@@ -192,17 +195,7 @@ def check_dflash_attention(ctx: Context, r: Report) -> None:
 
 def check_bundled_dspark(ctx: Context, r: Report) -> None:
     """Method dspark with no drafter: the target must carry its own DSpark head."""
-    config = ctx.target.config or {}
-    model_type = ctx.target_config.get("model_type")
-    if ctx.engine == "vllm":
-        ok = model_type in fam.VLLM_DSPARK_BUNDLED_TARGETS
-        why = (f"vLLM builds DeepSeek-V4's DSparkDraftModel from the target's config when no draft is given "
-               f"(config/speculative.py:1269-1275, 1542-1567); the target's model_type is {model_type!r}")
-    else:
-        subfolder = os.path.isfile(os.path.join(ctx.target.path, "dspark", "config.json"))
-        ok = subfolder or any(config.get(k) is not None for k in fam.SGLANG_BUNDLED_DSPARK_KEYS)
-        why = ("SGLang uses the target as the draft only when its config has dspark_* keys, or its dspark/ "
-               "subfolder holds a draft (arg_groups/speculative_hook.py:720-755), else raises ValueError")
+    ok, why = ctx.checkpoint_loading.bundled_dspark_head(ctx.target.path, ctx.target.config or {}, ctx.target_config)
     if not ok:
         r.problem("dspark-bundled", "NoBundledDSpark", f"method dspark with no drafter checkpoint: {why}.",
                   "set spec.drafter.model to a DSpark drafter trained for this target")

@@ -1,5 +1,5 @@
-"""What every rule reads (Context: the checkpoints, the engine, the method, the drafter as the engine sees
-it) and writes (Report: problems, warnings and ok lines; Context.facts for the verdict)."""
+"""What every rule reads (Context: the checkpoints, the engine and how it loads a drafter, the method, the drafter
+as the engine sees it) and writes (Report: problems, warnings and ok lines; Context.facts for the verdict)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drafter_operator import engines as engine_modules
+from drafter_operator.engines.checkpoint_loading import CheckpointLoading
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.checkpoint import Checkpoint
 from drafter_operator.preflight.safetensors import TensorInfo
@@ -42,6 +43,12 @@ class Context:
     def speculators_refused(self) -> bool:
         """A speculators checkpoint on an engine that cannot read the format (its READS_SPECULATORS_FORMAT)."""
         return self.is_speculators and not engine_modules.engine(self.engine).READS_SPECULATORS_FORMAT
+
+    @property
+    def checkpoint_loading(self) -> CheckpointLoading:
+        """How the engine loads a drafter checkpoint (its module's CHECKPOINT_LOADING): what a rule asks where the
+        engines differ, instead of the engine's name."""
+        return engine_modules.engine(self.engine).CHECKPOINT_LOADING
 
     @property
     def draft(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def check_mapping(ctx: Context, r: Report) -> None:
         return
     needs_mapping = dv_effective < vocab or (lm_rows is not None and lm_rows < vocab)
     if not needs_mapping:
-        if d2t is not None and ctx.engine == "vllm":
+        if d2t is not None and ctx.checkpoint_loading.refuses_d2t_with_full_vocab:
             r.problem(check, "DraftVocabMappingUnexpected",
                       f"the drafter ships d2t but its draft vocabulary is the whole vocabulary ({vocab}): vLLM then has "
                       "no draft_id_to_target_id parameter and refuses the d2t weight after the model load "

@@ -2,46 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from drafter_operator.preflight import engines as eng
-from drafter_operator.preflight import families as fam
 from drafter_operator.preflight.rules.context import Context, Report
 
 
 def check_mtp_target(ctx: Context, r: Report) -> None:
-    """The engine has an MTP variant for the target's architecture (vLLM) or drafts from the target itself
-    when no draft path is given (SGLang NEXTN)."""
-    check, model_type, arch = "mtp-target", ctx.target_config.get("model_type"), ctx.target_architecture
-    if ctx.engine == "vllm":
-        if model_type in fam.VLLM_MTP_REFUSED_MODEL_TYPES:
-            r.problem(check, "MtpVariantRefused",
-                      f"the target's model_type {model_type!r} ships DSpark stages, not a classic MTP head: vLLM "
-                      "0.33.0 refuses method mtp for it (config/speculative.py:1474-1485).",
-                      f"set spec.drafter.method: {fam.VLLM_MTP_REFUSED_MODEL_TYPES[model_type]}")
-            return
-        variant = fam.vllm_mtp_variant(model_type, arch)
-        ctx.facts["vllm_mtp_variant"] = variant
-        if variant is None and model_type in fam.VLLM_MTP_UNMAPPED_MODEL_TYPES:
-            r.problem(check, "MtpVariantMissing",
-                      f"vLLM 0.33.0 has no MTP variant for the target's model_type {model_type!r} ({arch}): "
-                      "hf_config_override (config/speculative.py:711-1182) leaves it as it is, and SpeculativeConfig "
-                      "raises NotImplementedError(\"Unsupported speculative method: 'mtp'\") at engine start "
-                      "(config/speculative.py:1496-1501).",
-                      "serve mtp on SGLang (NEXTN), or use method eagle3 with an EAGLE-3 drafter")
-            return
-        if variant is None:
-            r.warning(check, "MtpVariantUnverified",
-                      f"the target's model_type {model_type!r} ({arch}) is not in the preflight's table of vLLM "
-                      "0.33.0's MTP variants (config/speculative.py:711-1182): vLLM refuses mtp unless it maps it.")
-            return
-        r.ok(check, f"vLLM serves the target's MTP layers as {variant}")
+    """The engine makes an MTP model of the target's layers (vLLM) or drafts from the target itself when no draft
+    path is given (SGLang NEXTN)."""
+    check, arch, loading = "mtp-target", ctx.target_architecture, ctx.checkpoint_loading
+    if loading.mtp_variant is not None:
+        _check_mtp_variant(ctx, r, loading.mtp_variant)
         return
-    if arch not in fam.SGLANG_NEXTN_TARGETS:
+    if arch not in loading.nextn_target_classes:
         r.warning(check, "NextnDraftPathNotDefaulted",
-                  f"SGLang uses the target as its own NEXTN draft only for {sorted(fam.SGLANG_NEXTN_TARGETS)} "
+                  f"SGLang uses the target as its own NEXTN draft only for {sorted(loading.nextn_target_classes)} "
                   f"(arg_groups/speculative_hook.py:1120-1148); for {arch} it needs a draft model path.",
                   "set spec.drafter.model to the target's own path")
         return
     r.ok(check, f"SGLang drafts NEXTN with the target ({arch}) itself")
+
+
+def _check_mtp_variant(ctx: Context, r: Report, variant_of: Callable[[str | None, str | None], str | None]) -> None:
+    """An engine that makes an MTP model of the target's layers (``variant_of``, vLLM's): one exists for the
+    target."""
+    check, model_type, arch = "mtp-target", ctx.target_config.get("model_type"), ctx.target_architecture
+    loading = ctx.checkpoint_loading
+    if model_type in loading.mtp_refused_model_types:
+        r.problem(check, "MtpVariantRefused",
+                  f"the target's model_type {model_type!r} ships DSpark stages, not a classic MTP head: vLLM "
+                  "0.33.0 refuses method mtp for it (config/speculative.py:1474-1485).",
+                  f"set spec.drafter.method: {loading.mtp_refused_model_types[model_type]}")
+        return
+    variant = variant_of(model_type, arch)
+    ctx.facts["vllm_mtp_variant"] = variant
+    if variant is None and model_type in loading.mtp_unmapped_model_types:
+        r.problem(check, "MtpVariantMissing",
+                  f"vLLM 0.33.0 has no MTP variant for the target's model_type {model_type!r} ({arch}): "
+                  "hf_config_override (config/speculative.py:711-1182) leaves it as it is, and SpeculativeConfig "
+                  "raises NotImplementedError(\"Unsupported speculative method: 'mtp'\") at engine start "
+                  "(config/speculative.py:1496-1501).",
+                  "serve mtp on SGLang (NEXTN), or use method eagle3 with an EAGLE-3 drafter")
+        return
+    if variant is None:
+        r.warning(check, "MtpVariantUnverified",
+                  f"the target's model_type {model_type!r} ({arch}) is not in the preflight's table of vLLM "
+                  "0.33.0's MTP variants (config/speculative.py:711-1182): vLLM refuses mtp unless it maps it.")
+        return
+    r.ok(check, f"vLLM serves the target's MTP layers as {variant}")
 
 
 def check_mtp(ctx: Context, r: Report) -> None:

@@ -91,7 +91,7 @@ def check_draft_vocab(ctx: Context, r: Report) -> None:
                       .replace("{rows}", str(rows)),
                       f'add "draft_vocab_size": {rows} to config.json')
             return
-        if ctx.engine == "sglang" and not ctx.draft.get("tie_word_embeddings"):
+        if ctx.checkpoint_loading.lm_head_from_target_without_draft_vocab and not ctx.draft.get("tie_word_embeddings"):
             r.warning(check, "LmHeadFromTarget",
                       "no draft_vocab_size: SGLang sets load_lm_head_from_target and replaces the drafter's lm_head "
                       "with the target's (llama_eagle3.py LlamaForCausalLMEagle3, eagle_worker_v2.init_lm_head); "
@@ -118,7 +118,7 @@ def check_draft_vocab(ctx: Context, r: Report) -> None:
                       "after the model load.",
                       "set draft_vocab_size (and hidden_size) to the exported head's shape")
             bad = True
-    if ctx.engine == "sglang" and ctx.draft.get("tie_word_embeddings") and dv != vocab:
+    if ctx.checkpoint_loading.tied_head_ignores_draft_vocab and ctx.draft.get("tie_word_embeddings") and dv != vocab:
         r.problem(check, "TiedHeadIgnoresDraftVocab",
                   "tie_word_embeddings is true: SGLang then uses embed_tokens (vocab_size rows) as the drafter's "
                   f"lm_head (llama_eagle3.py) and ignores the {dv}-token draft head.",
