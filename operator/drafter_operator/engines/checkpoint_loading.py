@@ -150,3 +150,10 @@ class CheckpointLoading:
     mtp_unmapped_model_types: frozenset[str]
     #: Target classes the engine drafts with when no draft path is given.
     nextn_target_classes: frozenset[str]
+
+    def recorded_layer_ids(self, config: dict) -> Any:
+        """What a drafter's config.json holds at ``layer_ids_field`` (None where a level is missing)."""
+        *sections, key = self.layer_ids_field.split(".")
+        for section in sections:
+            config = nested(config, section)
+        return config.get(key)

@@ -6,45 +6,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from drafter_operator import engines as engine_modules
+from drafter_operator.engines.checkpoint_loading import CheckpointLoading
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.rules.context import Context, Report
 
 CHECK = "aux-layers"
 
 
-def _config_value(config: dict, dotted: str) -> Any:
-    """The value at a dotted key ("eagle_config.eagle_aux_hidden_state_layer_ids"), None where a level is missing
-    or not an object."""
-    value: Any = config
-    for key in dotted.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _layer_id_fields() -> list[tuple[str, str]]:
-    """(field, convention): where a drafter trained in each engine's convention records its layer ids, a nested
-    field before a top-level one (SpecForge writes eagle_config's list, and an export may carry vLLM's top-level list
-    beside it: the nested one says how it was trained)."""
-    fields = [(module.CHECKPOINT_LOADING.layer_ids_field, name) for name, module in engine_modules.ENGINES.items()]
-    return sorted(fields, key=lambda entry: -entry[0].count("."))
+def _conventions() -> list[tuple[str, CheckpointLoading]]:
+    """(engine, its loading record) for each layer-id convention, one recording its ids in a nested field first
+    (SpecForge writes eagle_config's list, and an export may carry vLLM's top-level list beside it: the nested one
+    says how it was trained)."""
+    records = [(name, module.CHECKPOINT_LOADING) for name, module in engine_modules.ENGINES.items()]
+    return sorted(records, key=lambda entry: -entry[1].layer_ids_field.count("."))
 
 
 def recorded_layer_ids(ctx: Context) -> tuple[tuple[int, ...] | None, str, str]:
     """(ids, field, default convention) the drafter records for its training. A speculators checkpoint records them
-    where, and as, the engine that reads the format does; other checkpoints in the first field of _layer_id_fields
-    that holds ids. Without ids the convention is moot: the default engine's."""
+    where, and as, the engine that reads the format does; other checkpoints in the first convention of _conventions
+    whose field holds ids. Without ids the convention is moot: the default engine's."""
     raw = ctx.raw
     if ctx.is_speculators:
         convention = next(name for name, module in engine_modules.ENGINES.items() if module.READS_SPECULATORS_FORMAT)
-        field = engine_modules.engine(convention).CHECKPOINT_LOADING.layer_ids_field
-        ids = _config_value(raw, field)
-        return (tuple(ids) if ids else None), field, convention
-    for field, convention in _layer_id_fields():
-        ids = _config_value(raw, field)
+        loading = engine_modules.engine(convention).CHECKPOINT_LOADING
+        ids = loading.recorded_layer_ids(raw)
+        return (tuple(ids) if ids else None), loading.layer_ids_field, convention
+    for convention, loading in _conventions():
+        ids = loading.recorded_layer_ids(raw)
         if ids:
-            return tuple(ids), field, convention
+            return tuple(ids), loading.layer_ids_field, convention
     return None, "", engine_modules.DEFAULT_ENGINE
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from drafter_operator.preflight import engines as eng
 from drafter_operator.preflight.rules.context import Context, Report
 
@@ -13,7 +11,7 @@ def check_mtp_target(ctx: Context, r: Report) -> None:
     path is given (SGLang NEXTN)."""
     check, arch, loading = "mtp-target", ctx.target_architecture, ctx.checkpoint_loading
     if loading.mtp_variant is not None:
-        _check_mtp_variant(ctx, r, loading.mtp_variant)
+        _check_mtp_variant(ctx, r)
         return
     if arch not in loading.nextn_target_classes:
         r.warning(check, "NextnDraftPathNotDefaulted",
@@ -24,9 +22,9 @@ def check_mtp_target(ctx: Context, r: Report) -> None:
     r.ok(check, f"SGLang drafts NEXTN with the target ({arch}) itself")
 
 
-def _check_mtp_variant(ctx: Context, r: Report, variant_of: Callable[[str | None, str | None], str | None]) -> None:
-    """An engine that makes an MTP model of the target's layers (``variant_of``, vLLM's): one exists for the
-    target."""
+def _check_mtp_variant(ctx: Context, r: Report) -> None:
+    """An engine that makes an MTP model of the target's layers (its record's ``mtp_variant``, vLLM's): one exists
+    for the target."""
     check, model_type, arch = "mtp-target", ctx.target_config.get("model_type"), ctx.target_architecture
     loading = ctx.checkpoint_loading
     if model_type in loading.mtp_refused_model_types:
@@ -35,7 +33,7 @@ def _check_mtp_variant(ctx: Context, r: Report, variant_of: Callable[[str | None
                   "0.33.0 refuses method mtp for it (config/speculative.py:1474-1485).",
                   f"set spec.drafter.method: {loading.mtp_refused_model_types[model_type]}")
         return
-    variant = variant_of(model_type, arch)
+    variant = loading.mtp_variant(model_type, arch)
     ctx.facts["vllm_mtp_variant"] = variant
     if variant is None and model_type in loading.mtp_unmapped_model_types:
         r.problem(check, "MtpVariantMissing",
