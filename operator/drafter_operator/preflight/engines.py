@@ -18,7 +18,6 @@ from drafter_operator import engines as engine_modules
 from drafter_operator.constants import ENGINES, Engine
 from drafter_operator.engines import vllm as vllm_engine
 from drafter_operator.engines.checkpoint_loading import Capture, eagle_config
-from drafter_operator.engines.sglang_loading import capture_rule as sglang_capture_rule
 
 #: The engine whose layer-id convention a drafter was trained with (the same two names as the engines).
 Convention = Engine
@@ -55,11 +54,6 @@ def trained_positions(layer_ids: Sequence[int], convention: Convention) -> tuple
     return tuple(i + offset for i in layer_ids) if offset else tuple(layer_ids)
 
 
-def ids_for_positions(engine: Engine, positions: Sequence[int], rule: str, num_layers: int) -> list[int] | None:
-    """Layer ids that make ``engine`` capture ``positions`` (None if no list of ids can); ``rule`` is the target
-    class's, where the engine's mapping depends on it (SGLang's, sglang_capture_rule)."""
-    return engine_modules.engine(engine).CHECKPOINT_LOADING.layer_ids_for_positions(positions, rule, num_layers)
-
 
 # ---------------------------------------------------------------------------------------------------
 # What both engines read the same way, and the capture each makes
@@ -81,12 +75,6 @@ def num_aux_hidden_states(config: dict) -> int:
     ids = eagle_config(config).get("eagle_aux_hidden_state_layer_ids")
     return len(ids) if ids else 3
 
-
-def engine_capture(engine: Engine, config: dict, num_layers: int, target_architecture: str | None,
-                   runner: VllmRunner = "v2") -> Capture:
-    """The positions ``engine`` captures for an EAGLE-3 drafter (its CHECKPOINT_LOADING.capture; ``runner`` counts
-    only where the engine has model runners to choose between)."""
-    return engine_modules.engine(engine).CHECKPOINT_LOADING.capture(config, num_layers, target_architecture, runner)
 
 
 # ---------------------------------------------------------------------------------------------------

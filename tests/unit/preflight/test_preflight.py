@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator import cli as top_cli
+from drafter_operator import engines
 from drafter_operator.engines import sglang_loading
 from drafter_operator.preflight import cli as pf_cli
 from drafter_operator.preflight import engines as eng
@@ -498,7 +499,7 @@ def test_truncated_header_is_an_error(tmp_path):
        n=st.integers(min_value=4, max_value=96), data=st.data())
 def test_sglang_fix_ids_capture_the_positions(rule, n, data):
     positions = data.draw(st.lists(st.integers(min_value=0, max_value=n - 1), min_size=1, max_size=4, unique=True))
-    ids = eng.ids_for_positions("sglang", positions, rule, n)
+    ids = sglang_loading.layer_ids_for_positions(positions, rule, n)
     if ids is not None:
         assert sorted(set(sglang_loading.layers_to_capture(rule, ids, n))) == sorted(positions)
     if rule == sglang_loading.PLUS_ONE:
@@ -516,7 +517,8 @@ def test_layer_verdict_and_its_fix(tmp_path_factory, engine, convention, ids):
     drafter = tiny.make_specforge(root / "d", layer_ids=ids)
     verdict = run(drafter, target, engine, trained_convention=convention)
     trained = eng.trained_positions(ids, convention)
-    capture = eng.engine_capture(engine, tiny.specforge_config(layer_ids=ids), tiny.LAYERS, "LlamaForCausalLM")
+    capture = engines.engine(engine).CHECKPOINT_LOADING.capture(tiny.specforge_config(layer_ids=ids), tiny.LAYERS,
+                                                             "LlamaForCausalLM", "v2")
     expected_ok = tuple(sorted(set(trained))) == capture.captured and len(set(trained)) == 3 and \
         not capture.out_of_range
     assert verdict.ok == expected_ok, [f.line() for f in verdict.problems]
@@ -524,7 +526,8 @@ def test_layer_verdict_and_its_fix(tmp_path_factory, engine, convention, ids):
                                              for p in trained)
     if not verdict.ok and fixable:
         config = json.loads((drafter / "config.json").read_text())
-        fixed = eng.ids_for_positions(engine, trained, sglang_loading.PLUS_ONE, tiny.LAYERS)
+        fixed = engines.engine(engine).CHECKPOINT_LOADING.layer_ids_for_positions(trained, sglang_loading.PLUS_ONE,
+                                                                                  tiny.LAYERS)
         if engine == "vllm":
             config["eagle_aux_hidden_state_layer_ids"] = fixed
         else:
