@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from drafter_operator.api import DrafterServingSpec, serving_problems
@@ -237,6 +237,10 @@ def test_a_secret_flag_whose_value_is_an_env_reference_passes(engine):
 @given(secret=st.text(alphabet=st.characters(codec="ascii", categories=("L", "N")), min_size=8, max_size=40))
 def test_a_refused_secret_never_appears_in_the_message(secret):
     for engine, flag in (("vllm", "--hf-token"), ("vllm", "--api-key"), ("sglang", "--ssl-keyfile-password")):
+        # A secret that is a word of the message itself ("Deployme") says nothing: the message for a value made of
+        # other characters shows what the text holds whatever the value.
+        wording = ENGINES[engine].extra_args_problems([f"{flag}=~~~~~~~~"])
+        assume(not any(secret in p for p in wording))
         problems = ENGINES[engine].extra_args_problems([f"{flag}={secret}"])
         assert problems and all(secret not in p for p in problems)
 
