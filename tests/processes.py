@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from drafter_testbed.processes import free_port, listens_on  # free_port: the tests import it from here
 
 
-def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.0) -> None:
+# How long a started server may take to listen. Generous on purpose: CI runs the end-to-end lane (apiserver,
+# etcd, kubelets) beside these tests on 2 cores, and an emulator's interpreter start and imports took over 30 s
+# there once. A server that fails exits, and that is reported at once; this bound only catches a hang.
+STARTUP_TIMEOUT_S = 180.0
+
+
+def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = STARTUP_TIMEOUT_S) -> None:
     """Return once ``proc`` (or its child) listens on 127.0.0.1:port and accepts connections; fail with the
     process's stderr if it exits first. A listener of another process does not count: a connection to it
     would let the test talk to the wrong server."""
@@ -32,7 +38,7 @@ def wait_until_listening(proc: subprocess.Popen, port: int, timeout: float = 30.
 
 @contextlib.contextmanager
 def listening_process(argv: list[str], env: dict[str, str], port: int,
-                      timeout: float = 30.0) -> Iterator[subprocess.Popen]:
+                      timeout: float = STARTUP_TIMEOUT_S) -> Iterator[subprocess.Popen]:
     """Start ``argv``, yield it once it listens on 127.0.0.1:port, and always stop it afterwards."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

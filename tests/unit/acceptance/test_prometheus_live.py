@@ -134,7 +134,7 @@ async def _traffic(url: str, engine: str, requests: int, max_tokens: int) -> Non
 def _wait_scraped(lab: Lab, engine: str, after: dict[str, m.SpecDecodeCounters]) -> None:
     """Until Prometheus holds each replica's final drafts count: then idle samples follow the traffic."""
     metric = ps.COUNTERS[engine]["drafts"]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while True:
         seen = {s.labels["pod"]: s.value for s in lab.query(f'sum by (pod) ({metric}{{job="{engine}"}})')}
         if all(seen.get(r) == after[r].drafts for r in REPLICAS):
@@ -149,7 +149,7 @@ def _wait_sampled_after(lab: Lab, engine: str, moment: float) -> None:
     stamped when it starts and stored when it ends: one that started just before ``moment`` can land
     between two queries and move ``increase()``'s extrapolation for one replica only.)"""
     metric = ps.COUNTERS[engine]["drafts"]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while True:
         stamps = {s.labels["pod"]: s.value for s in lab.query(f'timestamp({metric}{{job="{engine}"}})')}
         if len(stamps) == len(REPLICAS) and min(stamps.values()) > moment:

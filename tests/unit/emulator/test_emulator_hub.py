@@ -280,7 +280,7 @@ def test_a_secret_value_is_in_neither_the_state_nor_the_log(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "drafter_operator.cli", "emulate",
                              *sglang_argv("/models/kimi-k2.5", DRAFTER, port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until_listening(proc, port, timeout=30)
+        wait_until_listening(proc, port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/emulator/state", timeout=10) as r:
             body = r.read().decode()
         proc.send_signal(signal.SIGTERM)

@@ -371,7 +371,7 @@ def test_cli_subprocess_binds_the_env_host_and_stops_on_sigterm():
                              "--host", "192.0.2.1", "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until_listening(proc, port, timeout=20)
+        wait_until_listening(proc, port)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=10)
         assert proc.returncode == 0, stderr

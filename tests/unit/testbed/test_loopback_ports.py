@@ -39,7 +39,7 @@ def test_waiting_accepts_the_process_own_listener_and_refuses_anothers():
     port = free_port()
     child = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], stderr=subprocess.PIPE, text=True)
     try:
-        wait_until_listening(child, port, timeout=30)
+        wait_until_listening(child, port)
         assert listens_on(child.pid, port) is True
         # a second server on the same port cannot bind: waiting on it fails, it does not reach the first
         second = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], stderr=subprocess.PIPE, text=True)
