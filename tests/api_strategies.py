@@ -102,7 +102,18 @@ def gates(draw, *, allow_acceptance: bool = True, benchmark_gate: bool = True) -
         if draw(st.booleans()):
             out["numPrompts"] = draw(st.integers(1, 1000))
             out["maxTokens"] = draw(st.integers(1, 65536))
+        if draw(st.booleans()):  # a gate's own prompts: a file on a claim (any count), maybe by category
+            out["prompts"] = {"persistentVolumeClaim": draw(claim_prompts())}
+            if draw(st.booleans()):
+                out["acceptanceByCategory"] = draw(st.booleans())
     return out
+
+
+@st.composite
+def claim_prompts(draw) -> dict[str, Any]:
+    """spec.prompts.persistentVolumeClaim: a claim and a relative path inside it (no '..' segment)."""
+    segment = st.from_regex(r"[a-z0-9_][a-z0-9._-]{0,12}", fullmatch=True).filter(lambda s: s not in (".", ".."))
+    return {"claimName": draw(_NAME), "path": "/".join(draw(st.lists(segment, min_size=1, max_size=4)))}
 
 
 @st.composite
@@ -274,8 +285,12 @@ def benchmark_specs(draw) -> dict[str, Any]:
     if draw(st.booleans()):
         if draw(st.booleans()):
             spec["prompts"] = {"inline": draw(st.lists(st.text(min_size=1, max_size=40), min_size=num_prompts, max_size=num_prompts + 3))}
-        else:
+        elif draw(st.booleans()):
             spec["prompts"] = {"configMap": {"name": draw(_NAME), "key": draw(st.sampled_from(["prompts", "prompts.txt"]))}}
+        else:
+            spec["prompts"] = {"persistentVolumeClaim": draw(claim_prompts())}
+            if draw(st.booleans()):
+                spec["acceptanceByCategory"] = True
     spec["maxTokens"] = draw(st.integers(1, 65536))
     spec["concurrency"] = draw(st.integers(1, num_prompts))
     if draw(st.booleans()):

@@ -249,6 +249,8 @@ def _add_preflight_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     # The options are the contract with the DrafterBenchmark controller, which renders them into its Job.
+    from drafter_operator.constants import CAPTURED_PER_CATEGORY
+
     bench = subparsers.add_parser(
         "bench", help="benchmark an OpenAI-compatible endpoint: tok/s, acceptance from /metrics, speedup against a baseline")
     bench.add_argument("--url", required=True, help="OpenAI-compatible base URL of the target, without /v1")
@@ -277,6 +279,16 @@ def _add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--prompts-file", metavar="PATH",
                        help="prompts, one per line or a JSON list of strings and {\"text\", \"category\"} objects "
                             "(default: the built-in set)")
+    bench.add_argument("--captured-prompts", metavar="DIR",
+                       help="instead of --prompts-file: the held-out prompts of the serving capture mounted at DIR, "
+                            "each tagged with its traffic category (the split a retraining from it made)")
+    bench.add_argument("--held-out-fraction", type=float, metavar="F",
+                       help="with --captured-prompts: the held-out share the training used, above 0 and below 1")
+    bench.add_argument("--captured-before", metavar="TIME",
+                       help="with --captured-prompts: only prompts captured before this RFC 3339 time")
+    bench.add_argument("--captured-per-category", type=int, default=CAPTURED_PER_CATEGORY, metavar="N",
+                       help=f"with --captured-prompts: the first N prompts of each category (default "
+                            f"{CAPTURED_PER_CATEGORY})")
     bench.add_argument("--completions", action="store_true",
                        help="use /v1/completions with raw prompts instead of /v1/chat/completions")
     bench.add_argument("--num-speculative-tokens", type=int, metavar="K",

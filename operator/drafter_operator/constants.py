@@ -146,3 +146,7 @@ CHECKED_METHODS: tuple[str, ...] = families.methods(checked=True)
 #: Where the operator serves its own /metrics unless told otherwise (`drafter-operator run --metrics-port`;
 #: the chart's metrics.port defaults to the same).
 OPERATOR_METRICS_PORT = 8080
+
+#: Prompts of each traffic category a benchmark takes from a serving's held-out captured prompts unless told otherwise
+#: (the first captured): a measurement by category sends each of them once, one at a time.
+CAPTURED_PER_CATEGORY = 8

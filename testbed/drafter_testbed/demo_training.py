@@ -196,6 +196,16 @@ def report(console: Console, item: dict, kubectl, namespace: str) -> None:
                   f"the new one {evaluation.get('tokensPerSecond', 0):.1f} tok/s through the gate"
                   f"{'' if speedup is None else f' (speedup {speedup:.2f}x)'}; promoted as revision "
                   f"{status.get('promotedRevision')}")
+    by_category = evaluation.get("byCategory") or []
+    if by_category:
+        table = Table(title="Both drafters by traffic category, on the same prompts (status.evaluation.byCategory)")
+        for column in ("category", "prompts", "current drafter: acceptance length", "new drafter: acceptance length"):
+            table.add_column(column)
+        for row in by_category:
+            table.add_row(row["category"], str(row.get("prompts", "")),
+                          *(f"{row[key]:.2f}" if row.get(key) is not None else "-"
+                            for key in ("currentAcceptanceLength", "newAcceptanceLength")))
+        console.print(table)
 
 
 if __name__ == "__main__":  # pragma: no cover - run through `drafter-operator demo`

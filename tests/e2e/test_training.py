@@ -609,6 +609,21 @@ def test_a_retraining_asked_of_a_serving_trains_on_its_distinct_captured_prompts
         assert retraining["runs"] == 1 and retraining["request"] == "first"
         assert retraining["history"][0]["name"] == name and retraining["history"][0]["trigger"] == "Requested"
 
+        # What the training's Evaluate and gate send: the held-out prompts, read by a benchmark pod from the capture
+        # itself (mounted read-only) with the same split, each with its category, captured before a bound.
+        from tests.support.e2e_benchmark import benchmark, finished
+        held_out_bench = benchmark("held-out", "tiny", numPrompts=2, maxTokens=16, acceptanceByCategory=True,
+                                   prompts={"capture": {"claimName": "captured", "heldOutFraction": "0.25",
+                                                        "capturedBefore": "2099-01-01T00:00:00Z"}})
+        cluster.kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps(held_out_bench))
+        status = finished(cluster, namespace, "held-out")
+        assert status["state"] == "Succeeded", status
+        by_category = status["result"]["acceptanceByCategory"]
+        assert [(c["category"], c["prompts"]) for c in by_category] == [("chat", len(rows["held-out"]))]
+        job = cluster.get_json("-n", namespace, "jobs", "-l", "drafter.dev/benchmark=held-out")["items"][0]
+        volumes = job["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "prompts-claim", "persistentVolumeClaim": {"claimName": "captured", "readOnly": True}} in volumes
+
         cluster.kubectl("-n", namespace, "delete", "drafterserving", "tiny", "--wait=false")
         cluster.wait_for("the retraining deleted with its serving", lambda: not cluster.get_json(
             "-n", namespace, "draftertrainings")["items"], timeout=120)

@@ -141,7 +141,7 @@ def promote(world: World, tokens_per_second: float = 41.0, digest: str = DIGEST)
 
     training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
     spec = DrafterTraining.model_validate(training).spec
-    patch = promotion_patch(world.body, spec, "kimi-ft", 1, tokens_per_second, digest)
+    patch = promotion_patch(world.body, spec, "kimi-ft (generation 1)", tokens_per_second, digest)
     world.body = merge_patch(world.body, patch)
     world.body["metadata"]["generation"] += 1
     return patch

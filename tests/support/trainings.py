@@ -28,6 +28,7 @@ class Cluster:
         self.body, self.jobs, self.claim, self.config_maps, self.events = body, {}, None, set(), []
         self.deleted: list[str] = []
         self.serving, self.benchmarks, self.patches = serving, {}, []
+        self.gate_benchmarks: list[dict] = []  # the serving's gate DrafterBenchmarks (one per revision gated)
         self.log: str | None = None
         self.engine: dict[tuple[str, str], dict] = {}  # (kind, name) -> Generate's engine objects
         self.engine_starts_ready = True
@@ -41,6 +42,7 @@ class Cluster:
                                     job_pods=tuple(self.pods()), claim=self.claim, config_maps=frozenset(self.config_maps),
                                     now=T0, image="trainer:1", serving=copy.deepcopy(self.serving),
                                     benchmarks=tuple(copy.deepcopy(list(self.benchmarks.values()))),
+                                    gate_benchmarks=tuple(copy.deepcopy(self.gate_benchmarks)),
                                     progress_log=self.log, engine=tuple(copy.deepcopy(list(self.engine.values()))),
                                     workloads=copy.deepcopy(self.workloads), tenant_policy=self.policy,
                                     named=tuple(copy.deepcopy(self.named))))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
@@ -20,7 +19,6 @@ from drafter_operator.api.common import (
     CONDITIONS_SCHEMA_EXTRA,
     ApiModel,
     Condition,
-    ConfigMapKeyReference,
     Duration,
     LocalObjectReference,
     QueueName,
@@ -31,66 +29,13 @@ from drafter_operator.api.common import (
     exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
+from drafter_operator.api.prompts import PromptsSpec
 from drafter_operator.api.traffic import TrafficSpec
 from drafter_operator.traffic_categories import TrafficCategory
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, ApiGroupVersion
 from drafter_operator.api.pod import ContainerResources, PodPolicy, Toleration
 
 TEMPERATURE_PATTERN = r"^([01](\.[0-9]{1,3})?|2(\.0{1,3})?)$"
-
-
-PromptText = Annotated[str, StringConstraints(min_length=1, max_length=65536)]
-#: Characters of inline or categorized prompts a run takes: they ride to the benchmark pod in one pod-template
-#: annotation, and the apiserver allows 256 KiB of annotations per object (4 bytes a character at worst, plus
-#: the JSON around each prompt). More prompts go in a ConfigMap (spec.prompts.configMap).
-INLINE_PROMPT_CHARACTERS = 50_000
-
-
-class CategorizedPrompt(ApiModel):
-    """One prompt and the kind of traffic it stands for."""
-
-    text: PromptText
-    """The prompt itself."""
-    category: TrafficCategory | None = None
-    """Its traffic category (spec.acceptanceByCategory measures each category's prompts on their own); unset: none."""
-
-
-class PromptsSpec(ApiModel):
-    """Where the prompts come from: exactly one of inline, categorized or configMap."""
-
-    rules = (
-        exactly_one_rule(
-            ("inline", "categorized", "configMap"),
-            "spec.prompts needs exactly one of spec.prompts.inline (a list of prompts), spec.prompts.categorized "
-            "(a list of {text, category}) or spec.prompts.configMap (a ConfigMap key)",
-        ),
-        Rule(
-            cel=f"(!has(self.inline) || self.inline.map(p, size(p)).sum() <= {INLINE_PROMPT_CHARACTERS}) && "
-                f"(!has(self.categorized) || self.categorized.map(p, size(p.text)).sum() <= {INLINE_PROMPT_CHARACTERS})",
-            message=f"spec.prompts.inline and spec.prompts.categorized hold at most {INLINE_PROMPT_CHARACTERS} characters "
-                    "in all (they ride to the benchmark pod in an annotation): put a larger set in a ConfigMap and name "
-                    "it in spec.prompts.configMap",
-            check=lambda s: sum(map(len, s.inline or ())) <= INLINE_PROMPT_CHARACTERS
-            and sum(len(p.text) for p in s.categorized or ()) <= INLINE_PROMPT_CHARACTERS,
-        ),
-    )
-
-    def as_file(self) -> str | None:
-        """The inline or categorized prompts as the bench client's --prompts-file reads them (a JSON list of
-        strings and {text, category} objects); None for a ConfigMap's (the pod mounts that key)."""
-        if self.inline:
-            return json.dumps(list(self.inline), ensure_ascii=False)
-        if self.categorized:
-            return json.dumps([{"text": p.text, "category": p.category} if p.category else p.text
-                               for p in self.categorized], ensure_ascii=False)
-        return None
-
-    inline: Annotated[list[PromptText], Field(min_length=1, max_length=1000)] | None = None
-    """The prompts themselves, as plain strings (no category)."""
-    categorized: Annotated[list[CategorizedPrompt], Field(min_length=1, max_length=1000)] | None = None
-    """The prompts as objects carrying their traffic category, e.g. {text: "Write a function that ...", category: code}. A field of its own rather than objects mixed into inline: a CRD schema cannot type one list's items as a string or an object."""
-    config_map: ConfigMapKeyReference | None = None
-    """A ConfigMap key holding the prompts: one per line, or a JSON list whose items are strings or {"text": ..., "category": ...} objects."""
 
 
 class BenchmarkPlacement(ApiModel):

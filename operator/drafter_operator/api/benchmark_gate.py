@@ -18,6 +18,7 @@ from drafter_operator.api.common import (
     exactly_one_rule,
     needs_rule,
 )
+from drafter_operator.api.prompts import PromptsSpec
 
 
 class EquivalenceSpec(ApiModel):
@@ -133,6 +134,30 @@ class BenchmarkGate(Gate):
         ),
         needs_rule("minSpeedup", "baseline", "gate.minSpeedup needs gate.baseline (a no-speculation DrafterServing or "
                    "a recorded tokensPerSecond)", field_path=".baseline", reason="FieldValueRequired"),
+        # The gate benchmark's spec (resources/gate.py gate_benchmark) takes prompts, numPrompts and
+        # acceptanceByCategory as they are: the DrafterBenchmark spec's rules on them, said of the gate's fields.
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
+            message="gate.numPrompts exceeds the number of gate.prompts.inline prompts: add prompts or lower numPrompts",
+            check=lambda g: g.prompts is None or g.prompts.inline is None or len(g.prompts.inline) >= g.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.categorized) || size(self.prompts.categorized) >= self.numPrompts",
+            message="gate.numPrompts exceeds the number of gate.prompts.categorized prompts: add prompts or lower "
+                    "numPrompts",
+            check=lambda g: g.prompts is None or g.prompts.categorized is None
+            or len(g.prompts.categorized) >= g.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.acceptanceByCategory) || !self.acceptanceByCategory || !has(self.prompts) "
+                "|| !has(self.prompts.inline)",
+            message="gate.acceptanceByCategory needs prompts that carry a category, and gate.prompts.inline are plain "
+                    "strings: give them as gate.prompts.categorized ({text, category}), or use the built-in set",
+            check=lambda g: not g.acceptance_by_category or g.prompts is None or g.prompts.inline is None,
+            field_path=".prompts.inline",
+        ),
     )
 
     baseline: Baseline | None = None
@@ -145,3 +170,7 @@ class BenchmarkGate(Gate):
     """Compare the revision's outputs with gate.baseline.servingRef's at temperature 0: a divergence where the baseline was clearly decided fails the gate, naming the prompt and the token."""
     concurrency_levels: Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=2, max_length=16)] | None = None
     """A load sweep in the gate benchmark, e.g. [1, 4, 8, 32]: the thresholds judge its first level, and the sweep gives spec.drafter.dynamic fromBenchmark its crossover."""
+    prompts: PromptsSpec | None = None
+    """Prompts the gate benchmark sends, as a DrafterBenchmark's spec.prompts: inline, categorized, a ConfigMap key or a file on a PersistentVolumeClaim (e.g. {persistentVolumeClaim: {claimName: kimi-ft-work, path: data/held-out-prompts.json}}); default: the operator's built-in set (a DrafterTraining's promote.gate: the captured prompts it held out, when it trains from a capture). A DrafterTraining's Evaluate benchmark sends the same prompts, so the current and the new drafter are measured on one set."""
+    acceptance_by_category: bool | None = None
+    """Also measure acceptance and speedup by traffic category in the gate benchmark (its status.result.acceptanceByCategory), as a DrafterBenchmark's spec.acceptanceByCategory: it needs prompts that carry a category (gate.prompts.categorized, a ConfigMap key or claim file of {"text", "category"} objects, or the built-in set). The thresholds still judge the whole run. A DrafterTraining's promote.gate measures its held-out captured prompts by category unless this is false."""

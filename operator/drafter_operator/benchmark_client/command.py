@@ -16,9 +16,12 @@ import asyncio
 import contextlib
 import json
 import sys
+from pathlib import Path
 
+from drafter_operator import timestamps
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.benchmark_client import equivalence
+from drafter_operator.benchmark_client.captured import CapturedPrompts
 from drafter_operator.benchmark_client.prompts import PromptsError
 from drafter_operator.benchmark_client.result import termination_message
 from drafter_operator.benchmark_client.run import Options, run
@@ -46,8 +49,24 @@ def token_edges(text: str) -> tuple[int, ...]:
     return _positive_list(text, "token counts", "bucket edge", "a token count", "1024,4096")
 
 
+def captured_from(args: argparse.Namespace) -> CapturedPrompts | None:
+    """--captured-prompts and its options, or None without it."""
+    claim = getattr(args, "captured_prompts", None)
+    if not claim:
+        return None
+    if args.held_out_fraction is None:
+        raise BenchError("--captured-prompts needs --held-out-fraction (the held-out share the training used)")
+    before = None
+    if args.captured_before:
+        before = timestamps.parse_aware(args.captured_before)
+        if before is None:
+            raise BenchError(f"--captured-before {args.captured_before!r} is not an RFC 3339 time with a zone, "
+                             "e.g. 2026-12-07T10:00:00Z")
+    return CapturedPrompts(Path(claim), args.held_out_fraction, before, args.captured_per_category)
+
+
 def options_from(args: argparse.Namespace) -> Options:
-    return Options(url=args.url, engine=args.engine, model=args.model, metrics_urls=tuple(args.metrics_url),
+    return Options(captured=captured_from(args), url=args.url, engine=args.engine, model=args.model, metrics_urls=tuple(args.metrics_url),
                    baseline_url=args.baseline_url, baseline_metrics_urls=tuple(args.baseline_metrics_url),
                    baseline_tps=args.baseline_tps, num_prompts=args.num_prompts, max_tokens=args.max_tokens,
                    concurrency=args.concurrency, repetitions=args.repetitions, temperature=args.temperature,

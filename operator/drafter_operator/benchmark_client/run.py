@@ -37,6 +37,7 @@ import aiohttp
 from drafter_operator.api.benchmark import BenchmarkResult
 from drafter_operator.engines import DEFAULT_ENGINE, crossover
 from drafter_operator.benchmark_client import categories, equivalence, length_buckets
+from drafter_operator.benchmark_client import captured as captured_prompts
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.benchmark_client import scrape
 from drafter_operator.benchmark_client.result import Level, Stream, benchmark_result
@@ -68,6 +69,8 @@ class Options:
     repetitions: int = 1
     temperature: float = 0.0
     prompts_file: str | None = None
+    #: The held-out prompts of a serving's capture (``captured.py``), instead of a file or the built-in set.
+    captured: captured_prompts.CapturedPrompts | None = None
     completions: bool = False
     num_speculative_tokens: int | None = None
     timeout: float = 600.0
@@ -88,6 +91,8 @@ class Options:
     prompts: tuple[str | prompt_sets.Prompt, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
+        if self.prompts_file and self.captured:
+            raise BenchError("--prompts-file and --captured-prompts are alternatives: pass one")
         if self.baseline_url and self.baseline_tps is not None:
             raise BenchError("--baseline-url and --baseline-tps are alternatives: pass one")
         if self.baseline_tps is not None and not (math.isfinite(self.baseline_tps) and self.baseline_tps > 0):
@@ -114,13 +119,16 @@ def prompt_set(options: Options) -> list[prompt_sets.Prompt]:
     """The prompts of the run, each with its category (None: untagged)."""
     if options.prompts:
         return [p if isinstance(p, prompt_sets.Prompt) else prompt_sets.Prompt(p) for p in options.prompts]
+    if options.captured is not None:
+        return captured_prompts.load(options.captured)
     return prompt_sets.load_set(options.prompts_file)
 
 
 def category_members(options: Options, tagged: list[prompt_sets.Prompt]) -> tuple[list[str], dict[str, list[int]]]:
     """What the measurement by category sends: its prompts' texts and each category's indices among them.
     Raises :class:`BenchError` before anything is sent when no prompt carries a category."""
-    pool = tagged if options.prompts else prompt_sets.category_set(tagged, options.prompts_file)
+    given = options.prompts or options.captured is not None  # the set is what was given: no built-in additions
+    pool = tagged if given else prompt_sets.category_set(tagged, options.prompts_file)
     members = prompt_sets.by_category(pool)
     if not members:
         raise BenchError("--acceptance-by-category needs prompts tagged with a traffic category: use the built-in "

@@ -14,6 +14,11 @@ so only the system and user turns are kept, and the captured responses are not u
   trains the drafter once. The first capture of it is kept.
 - **Split by a hash of that text**, not at random: a prompt lands on the same side in every retraining from the
   same claim, so a held-out prompt never leaks into a later train set, and a prompt's id is the same hash.
+- **Held-out prompts by category.** Each held-out conversation is also a benchmark prompt, ``{"text", "category"}``:
+  a training's Evaluate benchmark and its promotion gate read the capture themselves and keep this same held-out
+  side (benchmark_client/captured.py), so the drafter trained on the train set is measured by traffic category on
+  prompts it never saw. The text is its turns as the engine reads them (capture/categorize.py ``request_text``),
+  the category what ``classify_text`` makes of that text, a tool call where the captured request offered ``tools``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from drafter_operator.capture import retention
+from drafter_operator.capture.categorize import classify_text, request_text
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES, TrafficCategory
 
 #: The roles regeneration keeps (training/regenerate.py drops and regenerates the assistant turns).
 PROMPT_ROLES = ("system", "user")
@@ -100,6 +107,18 @@ def prompt_key(turns: list[dict[str, str]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def prompt_text(turns: list[dict[str, str]]) -> str:
+    """A conversation's text as the engine reads it: its turns' contents, joined as a chat request's messages are."""
+    return request_text({"messages": turns})
+
+
+def offers_tools(record: dict[str, Any]) -> bool:
+    """Whether a captured prompt record's request offered tools (function calling): vLLM's record is the OpenAI
+    request body, ``tools`` included; SGLang's native request has no tools field."""
+    content = record.get("content")
+    return isinstance(content, dict) and bool(content.get("tools"))
+
+
 def is_held_out(key: str, fraction: float) -> bool:
     """Whether the conversation ``key`` names is held out, for a held-out share ``fraction`` (0 to 1)."""
     return int(key[:12], 16) % _SPLIT_PARTS < round(fraction * _SPLIT_PARTS)
@@ -109,13 +128,22 @@ def is_held_out(key: str, fraction: float) -> bool:
 class CapturedDataset:
     train: list[dict[str, Any]] = field(default_factory=list)
     held_out: list[dict[str, Any]] = field(default_factory=list)
+    held_out_categories: list[TrafficCategory] = field(default_factory=list)  # held_out's, row for row
     prompts: int = 0  # prompt records read
     duplicates: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> records
 
+    def held_out_prompts(self) -> list[dict[str, str]]:
+        """The held-out conversations as benchmark prompts, in the same order: ``{"text", "category"}`` each."""
+        return [{"text": prompt_text(row["conversations"]), "category": category}
+                for row, category in zip(self.held_out, self.held_out_categories, strict=True)]
+
     def summary(self) -> dict[str, Any]:
+        counts = Counter(self.held_out_categories)
         return {"prompts": self.prompts, "duplicates": self.duplicates, "train": len(self.train),
-                "heldOut": len(self.held_out), "skipped": dict(sorted(self.skipped.items()))}
+                "heldOut": len(self.held_out),
+                "heldOutByCategory": {c: counts[c] for c in TRAFFIC_CATEGORIES if counts[c]},
+                "skipped": dict(sorted(self.skipped.items()))}
 
 
 def captured_dataset(records: Iterable[dict[str, Any]], held_out_fraction: float) -> CapturedDataset:
@@ -139,7 +167,11 @@ def captured_dataset(records: Iterable[dict[str, Any]], held_out_fraction: float
                 continue
             seen.add(key)
             row = {"id": key[:32], "conversations": turns}
-            (dataset.held_out if is_held_out(key, held_out_fraction) else dataset.train).append(row)
+            if is_held_out(key, held_out_fraction):
+                dataset.held_out.append(row)
+                dataset.held_out_categories.append(classify_text(prompt_text(turns), tools=offers_tools(record)))
+            else:
+                dataset.train.append(row)
     return dataset
 
 

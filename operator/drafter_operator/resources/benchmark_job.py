@@ -32,6 +32,10 @@ PROMPTS_DIR = "/etc/drafter/prompts"
 #: Inline or categorized prompts (spec.prompts) as the pod reads them: a file the template carries in an annotation
 #: and the downward API projects, like an engine's files (no object of its own to create or collect).
 INLINE_PROMPTS_FILE = f"{PROMPTS_DIR}/prompts.json"
+#: A claim holding the prompts file (spec.prompts.persistentVolumeClaim), mounted read-only here: a directory of its
+#: own, apart from PROMPTS_DIR, so the claim's files never shadow or mix with a ConfigMap's.
+PROMPTS_CLAIM_VOLUME = "prompts-claim"
+PROMPTS_CLAIM_DIR = "/etc/drafter/prompts-claim"
 #: Labels a GPU node carries (NVIDIA GPU feature discovery); the Job's affinity avoids them.
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 #: A small async client: its CPU is a few percent of one core per 1,000 tokens/s (docs/performance.md). The
@@ -52,6 +56,12 @@ def job_name(benchmark: str, generation: int) -> str:
 def result_config_map_name(benchmark: str) -> str:
     """The ConfigMap that holds the full result (controllers/benchmark/decide.py result_config_map)."""
     return child_name(benchmark, "result", SUBDOMAIN_NAME_MAX)
+
+
+def claim_prompts_file(path: str) -> str:
+    """Where the pod reads spec.prompts.persistentVolumeClaim's file: ``path`` (relative, no '..': the API refuses
+    others) under the claim's mount."""
+    return f"{PROMPTS_CLAIM_DIR}/{path}"
 
 
 def benchmark_labels(benchmark: str) -> dict[str, str]:
@@ -96,7 +106,8 @@ def node_placement(placement=None) -> dict:
 @dataclass(frozen=True)
 class BenchPod:
     """The pod that runs a benchmark: ``image``'s ``drafter-operator bench`` with ``argv`` (its command line after
-    ``bench``); ``prompts_config_map`` (name, key) mounts that key at PROMPTS_DIR/<key>, ``inline_prompts`` (the
+    ``bench``); ``prompts_config_map`` (name, key) mounts that key at PROMPTS_DIR/<key>, ``prompts_claim`` (a
+    PersistentVolumeClaim's name) mounts that claim read-only at PROMPTS_CLAIM_DIR, ``inline_prompts`` (the
     spec's own prompts, as a --prompts-file reads them) rides in the template to INLINE_PROMPTS_FILE; ``resources``, ``policy``
     and ``placement`` are the spec's (api/pod.py ContainerResources and PodPolicy, api/benchmark.py
     BenchmarkPlacement)."""
@@ -108,6 +119,7 @@ class BenchPod:
     resources: ContainerResources | None = None
     policy: PodPolicy | None = None
     placement: BenchmarkPlacement | None = None
+    prompts_claim: str | None = None
 
 
 def benchmark_job(namespace: str, benchmark: str, generation: int, pod: BenchPod, timeout_seconds: int) -> dict:
@@ -130,16 +142,26 @@ def benchmark_job(namespace: str, benchmark: str, generation: int, pod: BenchPod
         **node_placement(placement),
         **pod_policy.pod_fields(policy),
     }
+    volumes: list[dict] = []
+    mounts: list[dict] = []
     if prompts_config_map:
         name, key = prompts_config_map
-        pod_spec["volumes"] = [{"name": PROMPTS_VOLUME, "configMap": {"name": name, "items": [{"key": key, "path": key}]}}]
-        container["volumeMounts"] = [{"name": PROMPTS_VOLUME, "mountPath": PROMPTS_DIR, "readOnly": True}]
+        volumes.append({"name": PROMPTS_VOLUME, "configMap": {"name": name, "items": [{"key": key, "path": key}]}})
+        mounts.append({"name": PROMPTS_VOLUME, "mountPath": PROMPTS_DIR, "readOnly": True})
+    if pod.prompts_claim:
+        # Read-only twice over: the volume (the kubelet mounts it so) and the mount (the container sees it so).
+        volumes.append({"name": PROMPTS_CLAIM_VOLUME,
+                        "persistentVolumeClaim": {"claimName": pod.prompts_claim, "readOnly": True}})
+        mounts.append({"name": PROMPTS_CLAIM_VOLUME, "mountPath": PROMPTS_CLAIM_DIR, "readOnly": True})
     template = pod_policy.template_metadata(labels, policy)
     if pod.inline_prompts is not None:
         files = {INLINE_PROMPTS_FILE: pod.inline_prompts}
         template["annotations"] = {**template.get("annotations", {}), **file_annotations(files)}
         volume, mount = files_volume(files, PROMPTS_VOLUME)
-        pod_spec["volumes"], container["volumeMounts"] = [volume], [mount]
+        volumes.append(volume)
+        mounts.append(mount)
+    if volumes:
+        pod_spec["volumes"], container["volumeMounts"] = volumes, mounts
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(benchmark, generation), "namespace": namespace, "labels": labels},

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drafter_operator import engines
-from drafter_operator.api.benchmark_gate import BenchmarkGate
+from drafter_operator.api.benchmark_gate import BenchmarkGate, Gate
 from drafter_operator.api.serving import DrafterServingSpec
 from drafter_operator.constants import (
     API_GROUP_VERSION,
@@ -24,6 +24,11 @@ from drafter_operator.constants import (
 from drafter_operator.resources.labels import drafter_summary, serving_labels
 from drafter_operator.resources.names import CUSTOM_RESOURCE_NAME_MAX, child_name
 
+
+#: The BenchmarkGate fields that are thresholds, the gate benchmark's spec.gate: those of Gate. Every other field
+#: (baseline, numPrompts, maxTokens, concurrencyLevels, equivalence, prompts, acceptanceByCategory) says how the
+#: gate benchmark measures and goes into the DrafterBenchmark's spec as its own field.
+THRESHOLD_FIELDS = frozenset(Gate.model_fields)
 
 
 def gate_name(serving: str, revision: str) -> str:
@@ -48,8 +53,7 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, measu
     ``attempt``: the serving's last retry request (status.retryRequest), recorded on the gate."""
     revision, pod_ip, port = measured.revision, measured.pod_ip, measured.port
     gate = gate or spec.swap.gate
-    thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                 exclude={"baseline", "num_prompts", "max_tokens", "concurrency_levels", "equivalence"})
+    thresholds = gate.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(THRESHOLD_FIELDS))
     k = engines.draft_tokens_per_step(spec.engine, spec.drafter)
     body_spec = {"endpoint": f"http://{pod_ip}:{port}",
                  "model": spec.target.served_model_name or spec.target.model,
@@ -62,6 +66,10 @@ def gate_benchmark(namespace: str, serving: str, spec: DrafterServingSpec, measu
         body_spec["baseline"] = gate.baseline.to_json()
     if gate.concurrency_levels:
         body_spec["concurrencyLevels"] = list(gate.concurrency_levels)
+    if gate.prompts is not None:
+        body_spec["prompts"] = gate.prompts.to_json()
+    if gate.acceptance_by_category is not None:
+        body_spec["acceptanceByCategory"] = gate.acceptance_by_category
     annotations = {ENGINE_ANNOTATION: spec.engine, DRAFTER_ANNOTATION: drafter_summary(spec)}
     if k:
         annotations[K_ANNOTATION] = str(k)

@@ -23,12 +23,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 
 from drafter_operator import engines
+from drafter_operator.capture import categorize
 
 from drafter_testbed.emulator.cmdline import EngineConfig
 from drafter_testbed.emulator.exporters import Exporter, SglangExporter, VllmExporter
 from drafter_testbed.emulator.families import stops_early, vllm_schedule_dropped
 from drafter_testbed.emulator.hub import EMULATOR_ENV_PREFIX, HubReport
-from drafter_testbed.emulator import categorize, outputs, request_log
+from drafter_testbed.emulator import outputs, request_log
 from drafter_testbed.emulator import tokenizer as tok
 from drafter_testbed.emulator.model import Decoder, Family, Settings
 from drafter_testbed.emulator.profiles import DEFAULT_SHAPE, Profile
@@ -217,8 +218,9 @@ class EmulatedEngine:
                                           fault=self.lossy)
 
     def traffic_category(self, body: object) -> str | None:
-        """A request body's traffic category (emulator/categorize.py) where acceptance depends on it, else None:
-        the classifier reads the whole prompt, which requests need not pay for when nothing uses the answer."""
+        """A request body's traffic category (drafter_operator/capture/categorize.py) where acceptance depends on
+        it, else None: the classifier reads the whole prompt, which requests need not pay for when nothing uses the
+        answer."""
         if not self.settings.category_acceptance or not isinstance(body, dict):
             return None
         return categorize.classify(body)
@@ -233,7 +235,8 @@ class EmulatedEngine:
                        category: str | None = None) -> AsyncIterator[list[str]]:
         """Yield the tokens of each engine step (prefill first) as the step loop produces them: the prompt's
         ``continuation`` (its tokens land in ``continuation.emitted``), or synthetic words without one.
-        ``category``: the request's traffic category (emulator/categorize.py), which its acceptance follows.
+        ``category``: the request's traffic category (drafter_operator/capture/categorize.py), which its
+        acceptance follows.
 
         Closing the generator before the engine finished the request counts it as aborted.
         """

@@ -37,9 +37,9 @@ ENV_DOWNLOAD_SECONDS = "DRAFTER_EMULATOR_DOWNLOAD_SECONDS"
 #: so far) a request's per-token acceptance falls to ENV_LONG_CONTEXT_ACCEPTANCE times its own.
 ENV_TRAINED_LENGTH = "DRAFTER_EMULATOR_TRAINED_LENGTH"
 ENV_LONG_CONTEXT_ACCEPTANCE = "DRAFTER_EMULATOR_LONG_CONTEXT_ACCEPTANCE"
-#: Acceptance by traffic category: each request's category, inferred from its text (emulator/categorize.py),
-#: scales how often its draft tokens are rejected by the profile's ``categories`` factor. Off by default, so
-#: runs calibrated on one acceptance per drafter keep it.
+#: Acceptance by traffic category: each request's category, inferred from its text
+#: (drafter_operator/capture/categorize.py), scales how often its draft tokens are rejected by the profile's
+#: ``categories`` factor. Off by default, so runs calibrated on one acceptance per drafter keep it.
 ENV_CATEGORIES = "DRAFTER_EMULATOR_CATEGORIES"
 #: The node's nvidia.com/gpu.product label (the local process runner sets it from the pod's node).
 ENV_GPU_PRODUCT = "DRAFTER_EMULATOR_GPU_PRODUCT"

@@ -7,7 +7,7 @@ import pydantic
 import pytest
 from hypothesis import given, strategies as st
 
-from drafter_operator.api.benchmark import INLINE_PROMPT_CHARACTERS, PromptsSpec
+from drafter_operator.api.prompts import INLINE_PROMPT_CHARACTERS, PromptsSpec
 from drafter_operator.benchmark_client import prompts as prompt_sets
 from drafter_operator.constants import FILE_ANNOTATION_PREFIX
 from drafter_operator.controllers.benchmark.decide import decide
@@ -77,7 +77,7 @@ def test_more_inline_characters_than_an_annotation_carries_are_refused_with_the_
     PromptsSpec.model_validate({"inline": ["x" * half, "y" * half]})
     with pytest.raises(pydantic.ValidationError, match="put a larger set in a ConfigMap"):
         PromptsSpec.model_validate({"inline": ["x" * half, "y" * (half + 1)]})
-    with pytest.raises(pydantic.ValidationError, match="spec.prompts.inline and spec.prompts.categorized"):
+    with pytest.raises(pydantic.ValidationError, match="prompts.inline and prompts.categorized hold at most"):
         PromptsSpec.model_validate({"categorized": [{"text": "z" * (INLINE_PROMPT_CHARACTERS + 1)}]})
     # At the limit, the worst case (4 bytes a character, a JSON quote pair per prompt) fits the apiserver's 256 KiB.
     worst = PromptsSpec.model_validate({"inline": ["\U0001F600" * 49_001, *["\U0001F600"] * 999]})

@@ -41,7 +41,7 @@ def test_an_unknown_category_names_the_field_and_the_vocabulary():
 
 
 def test_the_prompt_sources_are_alternatives_and_num_prompts_counts_categorized_ones():
-    with pytest.raises(pydantic.ValidationError, match="exactly one of spec.prompts.inline .*spec.prompts.categorized"):
+    with pytest.raises(pydantic.ValidationError, match="exactly one of prompts.inline .*prompts.categorized"):
         DrafterBenchmarkSpec.model_validate({**SERVING, "prompts": {"inline": ["a"], "categorized": [{"text": "b"}]}})
     with pytest.raises(pydantic.ValidationError, match="numPrompts exceeds the number of spec.prompts.categorized"):
         DrafterBenchmarkSpec.model_validate({**SERVING, "numPrompts": 3, "prompts": {"categorized": [{"text": "b"}]}})

@@ -1,4 +1,5 @@
-"""The dataset a retraining reads from a serving's capture: prompts as conversations, de-duplicated, split by hash."""
+"""The dataset a retraining reads from a serving's capture: prompts as conversations, de-duplicated, split by hash;
+the held-out ones also as a benchmark's prompts, each with its traffic category."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from drafter_operator.benchmark_client.prompts import parse_set
+from drafter_operator.capture.categorize import classify_text
 from drafter_operator.capture.dataset import captured_dataset, is_held_out, prompt_conversations, prompt_key, \
-    read_records, Skipped
+    prompt_text, read_records, Skipped
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
 
 
 def vllm_chat(*messages: tuple[str, object], request_id: str = "r") -> dict:
@@ -58,7 +62,9 @@ def test_duplicates_collapse_whitespace_and_the_first_capture_is_kept():
                {"kind": "response", "content": {"text": "ignored"}}]
     dataset = captured_dataset(records, held_out_fraction=0.0)
     assert [row["conversations"][0]["content"] for row in dataset.train] == ["What  is\nKubernetes?", "Something else"]
-    assert dataset.summary() == {"prompts": 3, "duplicates": 1, "train": 2, "heldOut": 0, "skipped": {}}
+    assert dataset.summary() == {"prompts": 3, "duplicates": 1, "train": 2, "heldOut": 0, "heldOutByCategory": {},
+                                 "skipped": {}}
+    assert dataset.held_out_prompts() == []
 
 
 def test_the_split_holds_out_about_its_share_and_a_prompt_keeps_its_side_whatever_else_was_captured():
@@ -105,3 +111,91 @@ def test_the_claim_is_read_oldest_hour_first_across_writers_and_a_torn_last_line
     texts = [r["content"]["messages"][0]["content"] for r in read_records(tmp_path, counts)]
     assert texts == ["early", "early too", "late"]
     assert counts == {"a line that is not a record": 1}
+
+
+# --------------------------------------------------------------------------------- held-out prompts by category
+
+
+def test_a_held_out_prompt_is_its_turns_as_the_engine_reads_them_with_the_category_the_classifier_gives():
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    offered = vllm_chat(("user", "What's the weather in Oslo?"))
+    offered["content"]["tools"] = tools
+    records = [vllm_chat(("system", "You answer in German."), ("user", "Wie spät ist es in Tokio, und ist das nicht "
+                                                                        "sehr früh für einen Anruf bei der Familie?"),
+                         ("assistant", "Früh."), ("user", "Und in Berlin?")),
+               offered,
+               prompt_record({"prompt": ["def f(x):\n    return x\nclass A:\n    pass\nimport os\n",
+                                         "Write a short story about a lighthouse keeper, in a quiet voice."]}),
+               prompt_record({"text": "请用简单的语言解释一下光合作用。"}, "sglang")]
+    dataset = captured_dataset(records, held_out_fraction=0.999999)
+    conversations = [c for r in records for c in prompt_conversations(r)]
+    assert all(is_held_out(prompt_key(c), 0.999999) for c in conversations)  # these five hash to the held-out side
+    assert dataset.held_out_prompts() == [
+        {"text": "You answer in German.\nWie spät ist es in Tokio, und ist das nicht sehr früh für einen Anruf bei der "
+                 "Familie?\nUnd in Berlin?", "category": "nonEnglish"},
+        {"text": "What's the weather in Oslo?", "category": "toolCalls"},  # the request offered tools
+        {"text": "def f(x):\n    return x\nclass A:\n    pass\nimport os\n", "category": "code"},
+        {"text": "Write a short story about a lighthouse keeper, in a quiet voice.", "category": "writing"},
+        {"text": "请用简单的语言解释一下光合作用。", "category": "nonEnglish"}]
+    assert classify_text("What's the weather in Oslo?") == "chat"  # the text alone: it is the tools that decide
+    for entry in dataset.held_out_prompts():
+        assert entry["category"] in {classify_text(entry["text"]), "toolCalls"}
+    assert dataset.summary()["heldOutByCategory"] == {"code": 1, "writing": 1, "toolCalls": 1, "nonEnglish": 2}
+    parsed = parse_set(json.dumps(dataset.held_out_prompts()))
+    assert [(p.text, p.category) for p in parsed] == [(e["text"], e["category"]) for e in dataset.held_out_prompts()]
+
+
+_TEXT = st.text(alphabet="ab 中()=:", min_size=1, max_size=12)
+
+
+@st.composite
+def captured_records(draw) -> dict:
+    """A record of the claim: a vLLM chat (system, user and assistant turns; tools offered or not), a completion
+    (a string or a batch), SGLang's text, a prompt as token ids, a response."""
+    shape = draw(st.sampled_from(["chat", "completion", "sglang", "token ids", "response"]))
+    if shape == "chat":
+        turns = draw(st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), _TEXT), min_size=1,
+                              max_size=4))
+        record = vllm_chat(*turns, request_id=draw(st.text(alphabet="0123456789", min_size=1, max_size=3)))
+        if draw(st.booleans()):
+            record["content"]["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+        return record
+    if shape == "completion":
+        return prompt_record({"prompt": draw(st.one_of(_TEXT, st.lists(_TEXT, min_size=1, max_size=3)))})
+    if shape == "sglang":
+        return prompt_record({"text": draw(_TEXT), "sampling_params": {}}, "sglang")
+    if shape == "token ids":
+        return prompt_record({"input_ids": [1, 2, 3]})
+    return {"engine": "vllm", "requestId": "r", "kind": "response", "content": {"text": draw(_TEXT)}}
+
+
+def _usable(record: dict) -> list[list[dict[str, str]]]:
+    try:
+        return prompt_conversations(record)
+    except Skipped:
+        return []
+
+
+@given(st.lists(captured_records(), max_size=30), st.sampled_from([0.0, 0.25, 0.5, 0.9]))
+def test_the_held_out_prompts_are_the_held_out_rows_one_each_in_order_and_none_is_a_train_prompt(records, fraction):
+    dataset = captured_dataset(records, held_out_fraction=fraction)
+    prompts = dataset.held_out_prompts()
+    assert len(prompts) == len(dataset.held_out) == sum(dataset.summary()["heldOutByCategory"].values())
+    tools: dict[str, bool] = {}  # whether the first capture of each conversation (the one kept) offered tools
+    for record in records:
+        for turns in _usable(record) if record["kind"] == "prompt" else ():
+            tools.setdefault(prompt_key(turns), bool(record["content"].get("tools")))
+    for entry, row in zip(prompts, dataset.held_out):
+        assert set(entry) == {"text", "category"} and entry["category"] in TRAFFIC_CATEGORIES
+        assert entry["text"] == "\n".join(t["content"] for t in row["conversations"])
+        key = prompt_key(row["conversations"])
+        assert entry["category"] == classify_text(entry["text"], tools=tools[key])
+    # The contents carry no newline, so a train conversation with a held-out prompt's text is one whose turns
+    # split that text between other roles (hashed apart): never the same conversation.
+    train = {prompt_text(row["conversations"]): row for row in dataset.train}
+    for entry, row in zip(prompts, dataset.held_out):
+        twin = train.get(entry["text"])
+        assert twin is None or [t["role"] for t in twin["conversations"]] != [t["role"] for t in row["conversations"]]
+    if prompts:
+        assert [(p.text, p.category) for p in parse_set(json.dumps(prompts))] == \
+            [(e["text"], e["category"]) for e in prompts if e["text"].strip()]

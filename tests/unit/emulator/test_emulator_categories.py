@@ -1,4 +1,5 @@
-"""The emulator's acceptance by traffic category: the classifier, the profile's factors, the draws."""
+"""The emulator's acceptance by traffic category: the profile's factors, the draws (the classifier it reads a request's
+category with is the operator's: tests/unit/capture/test_capture_categorize.py)."""
 
 from __future__ import annotations
 
@@ -8,43 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
-from drafter_operator.benchmark_client import prompts as prompt_sets
-from drafter_testbed.emulator import categorize
 from drafter_testbed.emulator.model import Decoder, Settings
 from drafter_testbed.emulator.cmdline import parse_command_line
 from drafter_testbed.emulator.engine import EmulatedEngine
 from drafter_testbed.emulator.profiles import ProfileError, load_profile, parse_profile
 from tests.support.emulator_server import vllm_argv
-
-
-def test_the_classifier_agrees_with_every_tag_of_the_built_in_set():
-    every = prompt_sets.category_set(list(prompt_sets.builtin_set()), None)
-    assert {p.text[:40]: categorize.classify_text(p.text) for p in every} == {p.text[:40]: p.category for p in every}
-
-
-@pytest.mark.parametrize("text, category", [
-    ("Here:\n```python\nprint(1)\n```\nwhy does it print 1?", "code"),
-    ("def f(x):\n    return x\nclass A:\n    pass\nimport os\n", "code"),
-    ("Prove that the sum of the first n odd integers is n^2, by induction.", "math"),
-    ("Write a short story about a lighthouse keeper, in a quiet voice.", "writing"),
-    ("What's a good name for a grey cat?", "chat"),
-    ("Wie spät ist es in Tokio, und ist das nicht sehr früh für einen Anruf bei der Familie?", "nonEnglish"),
-    ("Pourquoi le ciel est-il bleu et la mer aussi ? Je ne comprends pas la différence.", "nonEnglish"),
-    ("Объясни, пожалуйста, как работает двигатель внутреннего сгорания.", "nonEnglish"),
-    ("请用简单的语言解释一下光合作用。", "nonEnglish"),
-    ('{"name": "lookup", "parameters": {"type": "object"}} Call it: {"tool": "lookup", "arguments": {}}', "toolCalls"),
-    ("word " * 2000, "longContext"),
-])
-def test_the_classifier_reads_the_kind_of_traffic_from_the_text(text, category):
-    assert categorize.classify_text(text) == category
-
-
-@given(st.text(max_size=400), st.booleans())
-def test_every_text_gets_one_category_of_the_vocabulary_the_same_each_time(text, tools):
-    category = categorize.classify_text(text, tools=tools)
-    assert category in TRAFFIC_CATEGORIES and category == categorize.classify_text(text, tools=tools)
-    assert not tools or category == "toolCalls"
 
 
 def test_a_request_offering_tools_is_a_tool_call_and_the_engine_classifies_only_when_categories_are_on():
@@ -55,9 +24,6 @@ def test_a_request_offering_tools_is_a_tool_call_and_the_engine_classifies_only_
     assert (on.traffic_category(body), on.traffic_category(tools)) == ("chat", "toolCalls")
     assert on.rejection_factor("toolCalls") == 0.89 and on.rejection_factor(None) == 1.0
     assert off.traffic_category(tools) is None and off.rejection_factor("nonEnglish") == 1.0
-    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "```\nx = 1\n```"}]}]}
-    assert categorize.classify(parts) == "code" and categorize.classify({"prompt": [1, 2, 3]}) == "chat"
-    assert categorize.classify({"text": "请用简单的语言解释一下光合作用。"}) == "nonEnglish"  # SGLang's native /generate
 
 
 def test_the_packaged_profile_orders_the_categories_as_the_published_drafter_does():

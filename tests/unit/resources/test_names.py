@@ -3,6 +3,7 @@ limit, is a valid name of its kind, stays unique, and is today's name whenever t
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import string
 from pathlib import Path
@@ -26,6 +27,8 @@ from drafter_operator.resources.training import evaluate_benchmark_name, hidden_
 from drafter_operator.resources.training_engine import engine_name, generation_engine
 from drafter_operator.resources.training_job import StageCommand, StageRun, spec_config_map, spec_config_map_name, stage_job, stage_job_name
 from drafter_operator.training.stages import job_stages
+
+NOW = dt.datetime(2026, 12, 7, tzinfo=dt.timezone.utc)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SERVING = DrafterServing.model_validate(yaml.safe_load((EXAMPLES / "serving-sglang-kimi-k25-eagle3.yaml").read_text()))
@@ -163,7 +166,7 @@ def test_the_gate_benchmark_of_a_52_character_serving_is_a_valid_drafter_benchma
 
 
 def test_the_evaluate_benchmark_of_a_52_character_training_is_a_valid_drafter_benchmark():
-    manifest = evaluate_benchmark("team", LONGEST, TRAINING.spec, 12345)
+    manifest = evaluate_benchmark("team", LONGEST, TRAINING.spec, 12345, NOW)
     benchmark = DrafterBenchmark.model_validate(manifest)
     assert all(len(v) <= 63 and LABEL_VALUE.match(v) for v in manifest["metadata"]["labels"].values())
     _assert_job_fits(benchmark_job("team", benchmark.name, 10**6, BenchPod("operator:1", []), 600))
@@ -212,7 +215,7 @@ def test_every_child_of_a_training_of_any_valid_name_fits_its_kind(parent, gener
         "hidden_states": TRAINING.spec.hidden_states.model_copy(update={
             "storage": TRAINING.spec.hidden_states.storage.model_copy(update={"claim_name": None, "size": "1Ti"})})})))
     created += generation_engine("team", parent, TRAINING.spec, generation, "lmsysorg/sglang:v0.5.23")
-    created.append(evaluate_benchmark("team", parent, TRAINING.spec, generation))
+    created.append(evaluate_benchmark("team", parent, TRAINING.spec, generation, NOW))
     names = {}
     for obj in created:
         limit, rule = KIND_LIMITS[obj["kind"]]

@@ -104,3 +104,34 @@ def test_content_digest_needs_a_model_and_its_spelling():
     body["spec"]["drafter"] = {"method": "eagle3", "model": "/m", "numSpeculativeTokens": 3, "contentDigest": "sha256:AB"}
     with pytest.raises(ValueError, match="contentDigest"):
         DrafterServing.model_validate(body)
+
+
+@pytest.mark.parametrize("prompts", [
+    {"persistentVolumeClaim": {"claimName": "ft-work", "path": "data/held-out-prompts.json"}},
+    {"categorized": [{"text": "¿Qué hora es? 日本語で", "category": "nonEnglish"}, {"text": "def f():", "category": "code"}]},
+], ids=["claim", "categorized"])
+@pytest.mark.parametrize("by_category", [True, False])
+def test_a_promotion_gates_prompts_and_acceptance_by_category_survive_the_annotation(prompts, by_category):
+    from drafter_operator.api.benchmark_gate import BenchmarkGate
+    from drafter_operator.resources.gate import GatedPod, gate_benchmark
+
+    gate = {**GATE, "numPrompts": 2, "prompts": prompts, "acceptanceByCategory": by_category}
+    written = annotations(gate=BenchmarkGate.model_validate(gate).to_json())
+    raw = written[PROMOTION_ANNOTATION]
+    if "categorized" in prompts:  # UTF-8, not \u escapes: a gate's prompts in another script keep their size
+        assert "¿Qué hora es? 日本語で" in raw and "\\u" not in raw
+    swap = promotion_swap(written, None, promoted_spec(), Desired("r", "r"), frozenset(), action=False)
+    assert swap.request is not None
+    assert swap.request.gate.prompts.to_json() == prompts and swap.request.gate.acceptance_by_category is by_category
+    # the one-shot gate's benchmark measures on those prompts
+    manifest = gate_benchmark("team", "kimi", promoted_spec(), GatedPod("r", "10.1.0.9", 8000), swap.request.gate)
+    assert manifest["spec"]["prompts"] == prompts and manifest["spec"]["acceptanceByCategory"] is by_category
+    assert manifest["spec"]["gate"] == {"minSpeedup": "1.5"}
+
+
+def test_an_ascii_promotion_annotation_is_written_as_before():
+    """ensure_ascii off changes nothing for a gate of ASCII (every gate before prompts could ride in it), so the
+    request key of a promotion written by an earlier operator is the same."""
+    raw = annotations()[PROMOTION_ANNOTATION]
+    assert raw == ('{"by":"ft (generation 1)","contentDigest":"' + DIGEST + '","gate":{"baseline":{"tokensPerSecond":'
+                   '"60"},"minSpeedup":"1.5"},"model":"/models/drafters/kimi-k25-eagle3","strategy":"BlueGreen"}')

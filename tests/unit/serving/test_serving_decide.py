@@ -383,7 +383,7 @@ def promotion_patch_again(world: World):
     from drafter_operator.controllers.training.promotion import promotion_patch
 
     training = yaml.safe_load((REPO / "examples" / "training-kimi-k25-eagle3.yaml").read_text())
-    return promotion_patch(world.body, DrafterTraining.model_validate(training).spec, "kimi-ft", 1, 41.0, DIGEST)
+    return promotion_patch(world.body, DrafterTraining.model_validate(training).spec, "kimi-ft (generation 1)", 41.0, DIGEST)
 
 
 def test_a_promotion_the_gate_refuses_names_its_gate_and_a_manual_change_afterwards_is_not_gated_by_it():

@@ -473,3 +473,83 @@ def test_a_refusal_keeps_its_reason_and_fix_on_every_later_reconcile():
         cluster.apply(cluster.decide())
     again = cluster.condition("Ready")
     assert again["reason"] == first["reason"] == "StorageNotShared" and again["message"] == first["message"]
+
+
+def captured_training(**gate) -> dict:
+    """The example training fed from a serving's capture, with promote.gate extended by ``gate``."""
+    body = training()
+    body["spec"]["data"] = {**body["spec"]["data"], "capture": {"claimName": "kimi-capture", "heldOutFraction": "0.2"}}
+    body["spec"]["data"].pop("dataset")
+    body["spec"]["promote"]["gate"].update(gate)
+    return body
+
+
+def category_rows(**lengths: float) -> list[dict]:
+    return [{"category": c, "prompts": 4, "acceptanceLength": length, "tokensPerSecond": 20 * length}
+            for c, length in lengths.items()]
+
+
+def test_a_capture_fed_training_measures_both_drafters_on_the_held_out_prompts_by_category():
+    cluster = Cluster(captured_training(), sglang_serving())
+    through_export(cluster)
+    cluster.apply(cluster.decide())
+    (benchmark,) = cluster.benchmarks.values()
+    # Evaluate sends the prompts the training held out, read by the benchmark from the capture itself (the
+    # work claim, which held Generate's copy, is gone by now), pinned to what was captured before it started.
+    assert cluster.claim is None
+    assert benchmark["spec"]["prompts"] == {"capture": {"claimName": "kimi-capture", "heldOutFraction": "0.2",
+                                                        "capturedBefore": "2026-12-01T12:00:00Z"}}
+    assert benchmark["spec"]["acceptanceByCategory"] is True
+    finish_benchmark(cluster, tokensPerSecond=41.0, acceptanceByCategory=category_rows(code=3.1, nonEnglish=1.2))
+    cluster.apply(cluster.decide())
+    assert cluster.body["status"]["evaluation"]["byCategory"] == [
+        {"category": "code", "prompts": 4, "currentAcceptanceLength": 3.1, "currentTokensPerSecond": 62.0},
+        {"category": "nonEnglish", "prompts": 4, "currentAcceptanceLength": 1.2, "currentTokensPerSecond": 24.0}]
+    # The gate measures the new drafter on the very same set: Evaluate's prompt settings, copied.
+    (_, patch), = cluster.patches
+    gate = json.loads(patch["metadata"]["annotations"]["drafter.dev/promotion"])["gate"]
+    assert gate["prompts"] == benchmark["spec"]["prompts"] and gate["acceptanceByCategory"] is True
+    revisions = cluster.serving["status"]["revisions"]
+    revisions.append({"name": "new", "good": True, "drafterSpec": dict(cluster.serving["spec"]["drafter"])})
+    cluster.serving["status"]["activeRevision"] = "new"
+    other = {"metadata": {"name": "kimi-k25-sglang-eagle3-gate-old", "labels": {"drafter.dev/revision": "old"}},
+             "status": {"state": "Succeeded", "result": {"acceptanceByCategory": category_rows(code=9.0)}}}
+    new = {"metadata": {"name": "kimi-k25-sglang-eagle3-gate-new", "labels": {"drafter.dev/revision": "new"}},
+           "status": {"state": "Succeeded", "result": {"acceptanceByCategory": category_rows(code=3.0, nonEnglish=2.9,
+                                                                                            math=2.0)}}}
+    cluster.gate_benchmarks = [other, new]
+    cluster.apply(cluster.decide())
+    status = cluster.body["status"]
+    assert status["stage"] == "Succeeded"
+    # Side by side, in the vocabulary's order; the gate of another revision never counts.
+    assert [(r["category"], r.get("currentAcceptanceLength"), r.get("newAcceptanceLength"))
+            for r in status["evaluation"]["byCategory"]] == [
+        ("code", 3.1, 3.0), ("math", None, 2.0), ("nonEnglish", 1.2, 2.9)]
+    assert ("acceptance length by category, current -> new: code 3.10 -> 3.00, math ? -> 2.00, "
+            "nonEnglish 1.20 -> 2.90") in cluster.condition("Ready")["message"]
+
+
+def test_the_gates_own_prompts_win_and_acceptance_by_category_can_be_turned_off():
+    prompts = {"configMap": {"name": "eval-prompts", "key": "prompts.json"}}
+    cluster = Cluster(captured_training(prompts=prompts, acceptanceByCategory=False), sglang_serving())
+    through_export(cluster)
+    cluster.apply(cluster.decide())
+    (benchmark,) = cluster.benchmarks.values()
+    assert benchmark["spec"]["prompts"] == prompts and benchmark["spec"]["acceptanceByCategory"] is False
+    finish_benchmark(cluster, tokensPerSecond=41.0)
+    cluster.apply(cluster.decide())
+    (_, patch), = cluster.patches
+    gate = json.loads(patch["metadata"]["annotations"]["drafter.dev/promotion"])["gate"]
+    assert gate["prompts"] == prompts and gate["acceptanceByCategory"] is False
+    assert "byCategory" not in cluster.body["status"]["evaluation"]
+
+
+def test_a_training_on_a_dataset_or_with_nothing_held_out_keeps_the_built_in_prompts():
+    for body in (training(), captured_training()):
+        if body["spec"]["data"].get("capture"):
+            body["spec"]["data"]["capture"]["heldOutFraction"] = "0"
+        cluster = Cluster(body, sglang_serving())
+        through_export(cluster)
+        cluster.apply(cluster.decide())
+        (benchmark,) = cluster.benchmarks.values()
+        assert "prompts" not in benchmark["spec"] and "acceptanceByCategory" not in benchmark["spec"]

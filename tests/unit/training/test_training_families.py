@@ -104,7 +104,7 @@ def test_a_trained_dflash_drafter_is_promoted_as_dflash_keeping_the_depth_the_se
     vllm = serving("serving-vllm-kimi-k25-eagle3.yaml")  # eagle3 with numSpeculativeTokens 5
     spec = promoting("dflash", vllm["metadata"]["name"])
     assert serving_problems(spec, vllm) == []
-    patch = promotion_patch(vllm, spec, "kimi-dflash", 1, 40.0, "sha256:" + "cd" * 32)
+    patch = promotion_patch(vllm, spec, "kimi-dflash (generation 1)", 40.0, "sha256:" + "cd" * 32)
     drafter = patch["spec"]["drafter"]
     assert drafter["method"] == "dflash" and drafter["model"] == spec.output.path
     assert drafter["numSpeculativeTokens"] == 5  # vLLM's dflash needs k; the serving's own is kept

@@ -97,7 +97,8 @@ def test_the_command_writes_both_sets_and_says_what_it_counted(tmp_path):
     train_rows = [json.loads(line) for line in train.read_text().splitlines()]
     held_rows = [json.loads(line) for line in held.read_text().splitlines()]
     assert summary == {"files": 1, "prompts": 202, "duplicates": 1, "train": len(train_rows),
-                       "heldOut": len(held_rows), "skipped": {"a prompt given as token ids": 1}}
+                       "heldOut": len(held_rows), "heldOutByCategory": {"chat": len(held_rows)},
+                       "skipped": {"a prompt given as token ids": 1}}
     assert len(train_rows) + len(held_rows) == 200 and 25 < len(held_rows) < 75
     assert not {r["id"] for r in train_rows} & {r["id"] for r in held_rows}
     assert not list(train.parent.glob("*.partial"))

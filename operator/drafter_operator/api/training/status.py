@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from drafter_operator.api.common import CONDITIONS_SCHEMA_EXTRA, Condition, StatusModel
+from drafter_operator.traffic_categories import TrafficCategory
 
 
 class TrainingProgress(StatusModel):
@@ -51,6 +52,28 @@ class Artifact(StatusModel):
     """Export's drafter: "sha256:<hex>" over its files' relative paths and bytes (also in drafter-digest.json inside it), so a new export at the same path is told from the old one."""
 
 
+class CategoryComparison(StatusModel):
+    """One traffic category as both drafters served it, on the same prompts: the serving's current drafter (the
+    Evaluate benchmark) and the new one (the gate benchmark of its revision)."""
+
+    category: TrafficCategory
+    """The traffic category."""
+    prompts: int | None = None
+    """Prompts of the measured set in this category (with a capture: held-out captured prompts)."""
+    current_acceptance_length: float | None = None
+    """The current drafter's mean acceptance length on them."""
+    new_acceptance_length: float | None = None
+    """The new drafter's mean acceptance length on them (once its gate measured it)."""
+    current_speedup: float | None = None
+    """The current drafter's speedup on them, with a baseline."""
+    new_speedup: float | None = None
+    """The new drafter's speedup on them, with a baseline."""
+    current_tokens_per_second: float | None = None
+    """The current drafter's single-stream throughput on them."""
+    new_tokens_per_second: float | None = None
+    """The new drafter's single-stream throughput on them."""
+
+
 class EvaluationResult(StatusModel):
     """The new drafter's benchmark."""
 
@@ -72,6 +95,8 @@ class EvaluationResult(StatusModel):
     """The current drafter's speedup against that baseline."""
     revision: str | None = None
     """The serving revision the new drafter's figures come from (its gate benchmark)."""
+    by_category: list[CategoryComparison] | None = None
+    """Both drafters by traffic category, when their benchmarks measured by category (a training on a serving's capture does, on the captured prompts it held out)."""
 
 
 class ShardSize(StatusModel):

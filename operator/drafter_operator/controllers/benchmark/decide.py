@@ -41,7 +41,15 @@ from drafter_operator.resources.labels import drafter_summary
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.kube import object_path
 from drafter_operator.resources import queueing
-from drafter_operator.resources.benchmark_job import INLINE_PROMPTS_FILE, PROMPTS_DIR, BenchPod, benchmark_job, job_name
+from drafter_operator.resources.benchmark_job import (
+    INLINE_PROMPTS_FILE,
+    PROMPTS_CLAIM_DIR,
+    PROMPTS_DIR,
+    BenchPod,
+    benchmark_job,
+    claim_prompts_file,
+    job_name,
+)
 from drafter_operator.constants import DETERMINISTIC_ANNOTATION, DRAFTER_ANNOTATION, ENGINE_ANNOTATION
 
 def decide(state: BenchmarkState) -> Plan:
@@ -184,11 +192,13 @@ def start_run(plan: Plan, state: BenchmarkState, spec, recorded: float | None,
     if recorded is not None:
         argv += ["--baseline-tps", f"{recorded:g}"]
     prompts = spec.prompts.config_map if spec.prompts is not None else None
+    claim = prompts_claim(spec.prompts)
     job = queueing.queued(
         benchmark_job(namespace, name, generation,
                       BenchPod(state.image, argv, (prompts.name, prompts.key) if prompts is not None else None,
                                inline_prompts=spec.prompts.as_file() if spec.prompts is not None else None,
-                               resources=spec.resources, policy=spec.pod, placement=spec.placement),
+                               resources=spec.resources, policy=spec.pod, placement=spec.placement,
+                               prompts_claim=claim),
                       int(parse_duration(spec.timeout))),
         spec.queue_name)
     plan.writes.append(Write("create", "jobs", object_path("batch/v1", "jobs", namespace), job))
@@ -199,6 +209,14 @@ def start_run(plan: Plan, state: BenchmarkState, spec, recorded: float | None,
                    "drafter": drafter, "result": None, "display": None, "completionTime": None, "revision": revision,
                    "numSpeculativeTokens": k},
                   Verdict("False", "Running", running), events=[("Normal", "Started", running)])
+
+
+def prompts_claim(prompts) -> str | None:
+    """The claim the benchmark pod mounts read-only for its prompts: a prompts file's or a capture's."""
+    if prompts is None:
+        return None
+    source = prompts.persistent_volume_claim or prompts.capture
+    return source.claim_name if source is not None else None
 
 
 def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, baseline_url: str | None,
@@ -225,6 +243,14 @@ def bench_argv(spec, url: str, engine: str, metrics: list[str], serving_spec, ba
         argv += ["--baseline-tps", spec.baseline.tokens_per_second]
     if spec.prompts is not None and spec.prompts.config_map is not None:
         argv += ["--prompts-file", f"{PROMPTS_DIR}/{spec.prompts.config_map.key}"]
+    elif spec.prompts is not None and spec.prompts.persistent_volume_claim is not None:  # the claim, mounted read-only
+        argv += ["--prompts-file", claim_prompts_file(spec.prompts.persistent_volume_claim.path)]
+    elif spec.prompts is not None and spec.prompts.capture is not None:  # the capture's claim, mounted read-only
+        captured = spec.prompts.capture
+        argv += ["--captured-prompts", PROMPTS_CLAIM_DIR, "--held-out-fraction", captured.held_out_fraction,
+                 "--captured-per-category", str(captured.per_category)]
+        if captured.captured_before:
+            argv += ["--captured-before", captured.captured_before]
     elif spec.prompts is not None:  # inline or categorized: the pod template carries them (benchmark_job)
         argv += ["--prompts-file", INLINE_PROMPTS_FILE]
     if spec.prompt_length_buckets:

@@ -19,6 +19,8 @@ from drafter_operator.constants import (
     API_GROUP_VERSION,
     BENCHMARK_PLURAL,
     COMPONENT_LABEL,
+    GATE_LABEL,
+    SERVING_LABEL,
     SERVING_PLURAL,
     TRAINING_LABEL,
     TRAINING_PLURAL,
@@ -107,6 +109,10 @@ class TrainingReconciler(OneAtATime):
             if promote.get("name") else None,
             benchmarks=tuple(self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
                                             label_selector=selector)),
+            # The new drafter's figures by category come from the gate that measured its revision.
+            gate_benchmarks=tuple(self.kube.list(object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
+                                                 label_selector=f"{SERVING_LABEL}={promote['name']},{GATE_LABEL}=true"))
+            if promote.get("name") else (),
             progress_log=self._running_log(namespace, jobs, pods),
             servings=tuple(self.kube.list(object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace))),
             workloads=queue_workloads(self.kube, namespace, body),

@@ -49,8 +49,10 @@ from drafter_operator.controllers.training.output import output_conflicts
 from drafter_operator.controllers.training.refusal import refused_plan
 from drafter_operator.controllers.training.promotion import (
     PromotionSeen,
+    category_summary,
     evaluate_benchmark,
     observe_promotion,
+    promoted_by,
     promotion_patch,
     serving_problems,
 )
@@ -214,6 +216,9 @@ def _served_where(spec, evaluation: dict) -> str:
     where = f"the drafter is at {spec.output.path}"
     if spec.promote is not None:
         where += f" and serves in {spec.promote.serving_ref.name} (revision {evaluation.get('revision')})"
+        compared = category_summary(evaluation.get("byCategory") or ())
+        if compared:
+            where += f"; acceptance length by category, current -> new: {compared}"
     return where
 
 
@@ -399,12 +404,12 @@ def _start(plan: Plan, state: TrainingState, spec, decision: StageDecision, left
     start = decision.start
     if start == "Evaluate":
         plan.writes.append(Write("create", BENCHMARK_PLURAL, object_path(API_GROUP_VERSION, BENCHMARK_PLURAL, namespace),
-                                 evaluate_benchmark(namespace, name, spec, generation)))
+                                 evaluate_benchmark(namespace, name, spec, generation, state.now)))
         plan.events.append(("Normal", "StageStarted", f"Evaluate started: benchmarking the current drafter of "
                                                       f"{spec.promote.serving_ref.name}"))
     elif start == "Promote":
-        patch = promotion_patch(state.serving, spec, name, generation,
-                                promotion.evaluation.get("currentTokensPerSecond"), promotion.digest)
+        patch = promotion_patch(state.serving, spec, promoted_by(name, generation),
+                                promotion.evaluation.get("currentTokensPerSecond"), promotion.digest, promotion.measured)
         if patch is not None:
             plan.writes.append(Write("patch", SERVING_PLURAL, object_path(API_GROUP_VERSION, SERVING_PLURAL, namespace,
                                                                           spec.promote.serving_ref.name), patch))

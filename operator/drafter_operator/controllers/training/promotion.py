@@ -12,12 +12,22 @@ serving's spec.swap is never written: later swaps follow it as the user left it.
 the outcome from the serving's revisions (the one with the new model *and* digest), and the serving
 carries the annotation `drafter.dev/promoted-by` naming the training (and the training records the
 revision), and `drafter.dev/trained-length` with the length it trained the drafter at (serving/length.py).
+
+Both benchmarks measure the same prompts: promote.gate.prompts when the gate names some, else, for a drafter
+trained on a serving's capture (spec.data.capture), the captured prompts Generate held out (never trained on),
+each tagged with its traffic category, read by the benchmark from the capture's claim; else the built-in set. With held-out
+captured prompts both also measure by category (unless the gate says acceptanceByCategory: false), and
+status.evaluation.byCategory sets the two drafters side by side: the traffic that drifted is what the new drafter
+must serve better, and a category it serves worse is there to read before the promotion lands.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, field
 from decimal import Decimal
+
+from drafter_operator import timestamps
 from drafter_operator.api import DrafterServing
 from drafter_operator.api.training import DrafterTrainingSpec, training_problems
 from drafter_operator.controllers.promotion_gate import promotion_annotation
@@ -26,19 +36,57 @@ from drafter_operator.constants import (
     API_GROUP_VERSION,
     PROMOTED_BY_ANNOTATION,
     PROMOTION_ANNOTATION,
+    REVISION_LABEL,
     STAGE_LABEL,
     TRAINED_LENGTH_ANNOTATION,
 )
 from drafter_operator.controllers.training.stages import StageJob
 from drafter_operator.controllers.training.state import TrainingState
 from drafter_operator.families import FAMILIES
+from drafter_operator.traffic_categories import TRAFFIC_CATEGORIES
 from drafter_operator.resources.training import evaluate_benchmark_name, training_labels
 
-def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int) -> dict:
-    """The DrafterBenchmark of the serving's current drafter (what the new one must beat)."""
+def held_out_prompts(spec: DrafterTrainingSpec, now: dt.datetime) -> dict | None:
+    """spec.prompts of a DrafterBenchmark that sends the captured prompts this training held out: the benchmark
+    reads the capture's claim itself and keeps the held-out side of the same split (a hash of each prompt, so
+    the side Generate left out), never a copy the operator made. ``capturedBefore`` (``now``) pins the set: the
+    gate that measures the new drafter later sends the same prompts, not those captured since. None without a
+    capture or with nothing held out."""
+    if spec.data.capture is None or Decimal(str(spec.data.capture.held_out_fraction)) == 0:
+        return None
+    return {"capture": {"claimName": spec.data.capture.claim_name,
+                        "heldOutFraction": str(spec.data.capture.held_out_fraction),
+                        "capturedBefore": timestamps.format_seconds(now)}}
+
+
+def measured_prompts(spec: DrafterTrainingSpec, now: dt.datetime) -> dict:
+    """The prompt settings of the Evaluate benchmark, which the promotion gate copies (``prompts``,
+    ``acceptanceByCategory``), so the current and the new drafter are measured on the same set: the gate's own
+    prompts, else the held-out captured ones (by category unless the gate turns that off), else none (the
+    built-in set)."""
+    gate = spec.promote.gate
+    settings: dict = {}
+    if gate is not None and gate.prompts is not None:
+        settings["prompts"] = gate.prompts.to_json()
+    elif (held_out := held_out_prompts(spec, now)) is not None:
+        settings.update(prompts=held_out, acceptanceByCategory=True)
+    if gate is not None and gate.acceptance_by_category is not None:
+        settings["acceptanceByCategory"] = gate.acceptance_by_category
+    return settings
+
+
+#: The Evaluate benchmark's settings the promotion gate copies, so both drafters are measured on the same prompts.
+MEASURED_SETTINGS = ("prompts", "acceptanceByCategory")
+
+
+def evaluate_benchmark(namespace: str, training: str, spec: DrafterTrainingSpec, generation: int,
+                       now: dt.datetime) -> dict:
+    """The DrafterBenchmark of the serving's current drafter (what the new one must beat), on the prompts the
+    gate will measure the new one on."""
     gate = spec.promote.gate
     benchmark: dict = {"servingRef": {"name": spec.promote.serving_ref.name},
-                       "numPrompts": gate.num_prompts if gate else 5, "maxTokens": gate.max_tokens if gate else 512}
+                       "numPrompts": gate.num_prompts if gate else 5, "maxTokens": gate.max_tokens if gate else 512,
+                       **measured_prompts(spec, now)}
     if gate and gate.baseline:
         benchmark["baseline"] = gate.baseline.to_json()
     return {"apiVersion": API_GROUP_VERSION, "kind": "DrafterBenchmark",
@@ -107,19 +155,24 @@ def points_at(serving: dict | None, output_path: str, digest: str | None) -> boo
     return drafter.get("model") == output_path and drafter.get("contentDigest") == digest
 
 
-def promotion_patch(serving: dict, spec: DrafterTrainingSpec, training: str, generation: int,
-                    current_tokens_per_second: float | None, digest: str | None = None) -> dict | None:
+def promoted_by(training: str, generation: int) -> str:
+    """Who a promotion is by, as the serving's annotations record it."""
+    return f"{training} (generation {generation})"
+
+
+def promotion_patch(serving: dict, spec: DrafterTrainingSpec, by: str, current_tokens_per_second: float | None,
+                    digest: str | None = None, measured: dict | None = None) -> dict | None:
     """The merge patch that swaps the new drafter (``digest``: what Export wrote) into the serving
     through a one-shot gate; None once the serving already points at it (a repeated reconcile, or a
-    restarted operator, patches nothing). spec.swap is left as the user set it."""
+    restarted operator, patches nothing). spec.swap is left as the user set it. ``by``: promoted_by's;
+    ``measured``: the Evaluate benchmark's prompt settings, which the gate measures the new drafter with."""
     if points_at(serving, spec.output.path, digest):
         return None
-    gate = spec.promote.gate.to_json() if spec.promote.gate else {}
+    gate = {**(spec.promote.gate.to_json() if spec.promote.gate else {}), **(measured or {})}
     if current_tokens_per_second:
         # Beat the current drafter under the same settings, as well as any threshold of promote.gate.
         floor = Decimal(f"{current_tokens_per_second:.2f}")
         gate["minTokensPerSecond"] = str(max(floor, Decimal(gate.get("minTokensPerSecond") or "0")))
-    by = f"{training} (generation {generation})"
     return {"metadata": {"annotations": {
                 PROMOTED_BY_ANNOTATION: by,
                 PROMOTION_ANNOTATION: promotion_annotation(by, spec.output.path, digest, gate),
@@ -186,6 +239,7 @@ class PromotionSeen:
     stages: dict[str, StageJob]  # "Evaluate" / "Promote" -> its state, once there is one to read
     evaluation: dict
     digest: str | None
+    measured: dict = field(default_factory=dict)  # the Evaluate benchmark's prompt settings (MEASURED_SETTINGS)
 
 
 def observe_promotion(state: TrainingState, spec: DrafterTrainingSpec) -> PromotionSeen:
@@ -202,12 +256,49 @@ def observe_promotion(state: TrainingState, spec: DrafterTrainingSpec) -> Promot
         return PromotionSeen(stages, evaluation, digest)
     evaluate_name = evaluate_benchmark_name(meta["name"], generation)
     benchmark = next((b for b in state.benchmarks if b["metadata"]["name"] == evaluate_name), None)
+    measured = {key: value for key, value in ((benchmark or {}).get("spec") or {}).items() if key in MEASURED_SETTINGS}
     if benchmark is not None:
         outcome = evaluation_outcome(benchmark)
         stages["Evaluate"] = StageJob("Evaluate", outcome.state, outcome.message)
         evaluation.update(outcome.figures or {}, benchmark=evaluate_name)
+    gate = None
     if state.serving is not None and points_at(state.serving, spec.output.path, digest):
         outcome = promotion_outcome(state.serving, spec.output.path, digest)
         stages["Promote"] = StageJob("Promote", outcome.state, outcome.message)
         evaluation.update(outcome.figures or {})
-    return PromotionSeen(stages, evaluation, digest)
+        revision = (outcome.figures or {}).get("revision")
+        gate = next((b for b in state.gate_benchmarks
+                     if (b["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision), None)
+    by_category = category_comparison(benchmark, gate)
+    if by_category:
+        evaluation["byCategory"] = by_category
+    return PromotionSeen(stages, evaluation, digest, measured)
+
+
+#: What status.evaluation.byCategory sets side by side, per drafter: a result row's field -> the row's suffix.
+COMPARED = {"acceptanceLength": "AcceptanceLength", "speedup": "Speedup", "tokensPerSecond": "TokensPerSecond"}
+
+
+def category_comparison(current: dict | None, new: dict | None) -> list[dict]:
+    """status.evaluation.byCategory (pure): per traffic category either benchmark measured, the serving's current
+    drafter's figures (the Evaluate benchmark, ``current``) beside the new drafter's (the gate benchmark of its
+    revision, ``new``), measured on the same prompts; categories in the vocabulary's order."""
+    rows: dict[str, dict] = {}
+    for side, benchmark in (("current", current), ("new", new)):
+        result = ((benchmark or {}).get("status") or {}).get("result") or {}
+        for measured in result.get("acceptanceByCategory") or ():
+            row = rows.setdefault(measured["category"], {"category": measured["category"]})
+            row.setdefault("prompts", measured.get("prompts"))
+            row.update({f"{side}{suffix}": measured[field] for field, suffix in COMPARED.items()
+                        if measured.get(field) is not None})
+    return [{k: v for k, v in rows[c].items() if v is not None} for c in TRAFFIC_CATEGORIES if c in rows]
+
+
+def category_summary(rows) -> str:
+    """status.evaluation.byCategory's acceptance lengths in a line a person reads, e.g. "code 3.10 -> 3.02,
+    nonEnglish 1.21 -> 2.87" (a side that was not measured shows "?")."""
+    def length(value) -> str:
+        return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+    return ", ".join(f"{row['category']} {length(row.get('currentAcceptanceLength'))} -> "
+                     f"{length(row.get('newAcceptanceLength'))}" for row in rows
+                     if row.get("currentAcceptanceLength") is not None or row.get("newAcceptanceLength") is not None)

@@ -21,6 +21,7 @@ class TrainingState:
     render_args: tuple[str, ...] = ()  # extra run-stage options (--cpu on the local cluster)
     serving: dict | None = None  # spec.promote.servingRef, when set and found
     benchmarks: tuple[dict, ...] = ()  # DrafterBenchmarks labelled with this training (Evaluate)
+    gate_benchmarks: tuple[dict, ...] = ()  # the gate DrafterBenchmarks of spec.promote.servingRef's revisions
     progress_log: str | None = None  # the log tail of the running stage pod
     engine: tuple[dict, ...] = ()  # the Deployments and Services of Generate's engine (any generation)
     servings: tuple[dict, ...] = ()  # every DrafterServing of the namespace (what they load: output.py)

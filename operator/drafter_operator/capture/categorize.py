@@ -1,9 +1,11 @@
-"""The traffic category of a request, inferred from what the engine sees: the request itself.
+"""The traffic category of a request, inferred from the request alone.
 
-The emulator's acceptance depends on the kind of traffic the way a real drafter's does (``model.py``,
-docs/emulator-model.md): code and math accepted most, chat and writing less, other languages least for an
-English-trained drafter. An engine is never told a prompt's category, so the emulator infers it from the
-request alone, deterministically, in this order:
+The operator tags captured prompts with a category this way (capture/dataset.py: a retraining's held-out
+prompts, which a benchmark measures by category): an engine is never told a prompt's kind of traffic, so the
+request is all there is to read. The testbed's engine emulator uses the same classifier to pick a request's
+acceptance (docs/emulator-model.md).
+
+Deterministic, first match wins:
 
 1. ``tools`` in the request (function calling) -> toolCalls;
 2. a prompt of at least ``LONG_CONTEXT_CHARS`` characters -> longContext (at that length the context, not
@@ -17,7 +19,8 @@ request alone, deterministically, in this order:
 6. anything else -> chat.
 
 The vocabulary scores count matches per word of the prompt, so a long chat that mentions one function is
-still chat. The categories are ``traffic_categories.py``'s.
+still chat. The categories are ``traffic_categories.py``'s; every tag of the benchmark's built-in prompt set is
+what this gives for its text.
 """
 
 from __future__ import annotations
