@@ -117,6 +117,18 @@ def claim_prompts(draw) -> dict[str, Any]:
 
 
 @st.composite
+def captured_prompts(draw) -> dict[str, Any]:
+    """spec.prompts.capture: a capture's claim, a held-out share above 0, maybe a time bound and a cap."""
+    out: dict[str, Any] = {"claimName": draw(_NAME),
+                           "heldOutFraction": draw(st.sampled_from(["0.1", "0.25", "0.5", "0.0001", "0.9999"]))}
+    if draw(st.booleans()):
+        out["capturedBefore"] = draw(st.sampled_from(["2026-12-07T10:00:00Z", "2027-01-01T00:00:00+02:00"]))
+    if draw(st.booleans()):
+        out["perCategory"] = draw(st.integers(1, 1000))
+    return out
+
+
+@st.composite
 def baselines(draw) -> dict[str, Any]:
     if draw(st.booleans()):
         return {"servingRef": {"name": draw(_NAME)}}
@@ -287,8 +299,12 @@ def benchmark_specs(draw) -> dict[str, Any]:
             spec["prompts"] = {"inline": draw(st.lists(st.text(min_size=1, max_size=40), min_size=num_prompts, max_size=num_prompts + 3))}
         elif draw(st.booleans()):
             spec["prompts"] = {"configMap": {"name": draw(_NAME), "key": draw(st.sampled_from(["prompts", "prompts.txt"]))}}
-        else:
+        elif draw(st.booleans()):
             spec["prompts"] = {"persistentVolumeClaim": draw(claim_prompts())}
+            if draw(st.booleans()):
+                spec["acceptanceByCategory"] = True
+        else:
+            spec["prompts"] = {"capture": draw(captured_prompts())}
             if draw(st.booleans()):
                 spec["acceptanceByCategory"] = True
     spec["maxTokens"] = draw(st.integers(1, 65536))
