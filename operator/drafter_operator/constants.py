@@ -147,6 +147,10 @@ CHECKED_METHODS: tuple[str, ...] = families.methods(checked=True)
 #: the chart's metrics.port defaults to the same).
 OPERATOR_METRICS_PORT = 8080
 
+#: How a benchmark's requests name themselves (the engine's CLIENT_REQUEST_ID_FIELD, then a random suffix), so a
+#: serving's capture leaves them out: a gate's or Evaluate's prompts are not the traffic a drafter retrains on.
+BENCHMARK_REQUEST_ID_PREFIX = "drafter-benchmark-"
+
 #: Prompts of each traffic category a benchmark takes from a serving's held-out captured prompts unless told otherwise
 #: (the first captured): a measurement by category sends each of them once, one at a time.
 CAPTURED_PER_CATEGORY = 8

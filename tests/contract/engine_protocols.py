@@ -3,9 +3,10 @@
 Runs under the engine environment's python (DRAFTER_ENGINE_PYTHON): imports vLLM 0.33.0's and SGLang 0.5.23's
 protocol modules and nothing of drafter_operator. Reads one JSON list on stdin of cases
 {"id", "engine": "vllm"|"sglang", "chat": bool, "request": {...}, "response": {...}} and prints one JSON list of
-{"id", "request": "ok"|<error>, "response": "ok"|<error>, "dumped": <the response as the engine serializes it>}:
-what the engine's own request model accepts, and whether the emulator's answer is one its response model
-builds and writes back with the same fields.
+{"id", "request": "ok"|<error>, "response": "ok"|<error>, "dumped": <the response as the engine serializes it>,
+"clientIds": {"request_id": ..., "rid": ...}}: what the engine's own request model accepts (and the client request
+id it reads from the body, by either engine's field name), and whether the emulator's answer is one its response
+model builds and writes back with the same fields.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def check(case: dict) -> dict:
     request_model, response_model = models(case["engine"], case["chat"])
     out: dict = {"id": case["id"]}
     try:
-        request_model.model_validate(case["request"])
+        parsed = request_model.model_validate(case["request"])
         out["request"] = "ok"
+        out["clientIds"] = {field: getattr(parsed, field, None) for field in ("request_id", "rid")}
     except Exception as exc:  # noqa: BLE001 - reported to the test
         out["request"] = f"{type(exc).__name__}: {exc}"[:600]
     try:

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from drafter_operator.benchmark_client.equivalence import parse_generation, request, resumed_request
+from drafter_operator import engines
 from drafter_operator.benchmark_client.stream import Endpoint
+from drafter_operator.constants import BENCHMARK_REQUEST_ID_PREFIX
 from tests.support.emulator_server import emulator
 from tests.processes import free_port
 
@@ -37,7 +39,8 @@ def argv(engine: str) -> list[str]:
 
 async def exchange(engine: str, chat: bool, resumed: bool = False) -> tuple[dict, dict]:
     async with emulator(argv(engine)) as (url, _engine, session):
-        endpoint = Endpoint("target", url, MODEL, 8, chat=chat)
+        endpoint = Endpoint("target", url, MODEL, 8, chat=chat,
+                            request_id_field=engines.engine(engine).CLIENT_REQUEST_ID_FIELD)
         path, body = resumed_request(endpoint, [11, 12, 13, 14], 8) if resumed else \
             request(endpoint, "Explain speculative decoding.", 8)
         async with session.post(path, json=body) as resp:
@@ -66,6 +69,12 @@ def test_the_output_checks_requests_and_the_emulators_answers_are_what_each_engi
     for result in results:
         assert result["request"] == "ok", result
         assert result["response"] == "ok", result
+        # The benchmark's name for the request is the one the engine takes (so its request log carries it, and a
+        # serving's capture can leave the request out).
+        case = next(c for c in cases if c["id"] == result["id"])
+        field = engines.engine(case["engine"]).CLIENT_REQUEST_ID_FIELD
+        assert result["clientIds"][field] == case["request"][field], result
+        assert case["request"][field].startswith(BENCHMARK_REQUEST_ID_PREFIX)
         dumped = result["dumped"]
         # What the engine's own model writes back still parses to the same generation the emulator served.
         served = parse_generation(answers[result["id"]], result["id"])

@@ -54,8 +54,8 @@ def request(endpoint: Endpoint, prompt: str, max_tokens: int) -> tuple[str, dict
     """(path, JSON body) of one greedy, non-streamed request with token ids and top-2 logprobs.
 
     SGLang refuses ``return_token_ids`` with streaming, so neither side streams."""
-    body: dict = {"model": endpoint.model, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
-                  "stream": False, "return_token_ids": True}
+    body: dict = endpoint.named({"model": endpoint.model, "max_tokens": max_tokens, "temperature": 0,
+                                 "ignore_eos": True, "stream": False, "return_token_ids": True})
     if endpoint.chat:
         body.update(messages=[{"role": "user", "content": prompt}], logprobs=True, top_logprobs=2)
         return CHAT_PATH, body
@@ -65,8 +65,9 @@ def request(endpoint: Endpoint, prompt: str, max_tokens: int) -> tuple[str, dict
 
 def resumed_request(endpoint: Endpoint, prompt_ids: Sequence[int], max_tokens: int) -> tuple[str, dict]:
     """(path, body) going on from a forced prefix: token ids as a completions prompt (no template applied again)."""
-    return COMPLETIONS_PATH, {"model": endpoint.model, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
-                              "stream": False, "return_token_ids": True, "prompt": list(prompt_ids), "logprobs": 2}
+    return COMPLETIONS_PATH, endpoint.named({"model": endpoint.model, "max_tokens": max_tokens, "temperature": 0,
+                                             "ignore_eos": True, "stream": False, "return_token_ids": True,
+                                             "prompt": list(prompt_ids), "logprobs": 2})
 
 
 def _chat_top(logprobs: dict) -> list[tuple[float, ...]]:

@@ -27,6 +27,7 @@ the run's acceptance window.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from drafter_operator.api.benchmark import BenchmarkResult
+from drafter_operator import engines
 from drafter_operator.engines import DEFAULT_ENGINE, crossover
 from drafter_operator.benchmark_client import categories, equivalence, length_buckets
 from drafter_operator.benchmark_client import captured as captured_prompts
@@ -195,17 +197,21 @@ async def run(options: Options, progress: Progress | None = None) -> BenchmarkRe
     metrics_urls = options.metrics_urls or (base_url,)
     # One session for the streams and the few one-off requests (model id, /metrics): stream.py says why aiohttp.
     async with stream_session(max(options.concurrency), options.timeout) as session:
+        # Every request is named as a benchmark's, so a serving that captures its traffic leaves it out (the baseline
+        # is taken to run the target's engine: another engine ignores the field, and captures these requests).
+        id_field = engines.engine(options.engine).CLIENT_REQUEST_ID_FIELD
         target = Endpoint("target", base_url, options.model or await first_model(session, base_url),
-                          options.max_tokens, options.temperature, chat=not options.completions)
+                          options.max_tokens, options.temperature, chat=not options.completions,
+                          request_id_field=id_field)
         baseline = None
         if options.baseline_url:
             baseline_url = options.baseline_url.rstrip("/")
             baseline = Endpoint("baseline", baseline_url, options.model or await first_model(session, baseline_url),
-                                options.max_tokens, options.temperature, chat=not options.completions)
+                                options.max_tokens, options.temperature, chat=not options.completions,
+                                request_id_field=id_field)
         for endpoint in (target, baseline):
             if endpoint is not None:
-                warm = Endpoint(endpoint.name + " warm-up", endpoint.base_url, endpoint.model, WARMUP_TOKENS,
-                                endpoint.temperature, endpoint.chat)
+                warm = dataclasses.replace(endpoint, name=endpoint.name + " warm-up", max_tokens=WARMUP_TOKENS)
                 await stream_one(session, warm, prompts[0], 0)
         before = await scrape.scrape_all(session, metrics_urls, options.engine, target.model)
         levels = [await run_level(session, target, baseline, LevelWork(prompts, options.repetitions, concurrency),

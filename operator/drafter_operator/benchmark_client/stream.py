@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from dataclasses import dataclass
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from drafter_operator.benchmark_client.result import Stream
+from drafter_operator.constants import BENCHMARK_REQUEST_ID_PREFIX
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -50,12 +52,21 @@ class Endpoint:
     max_tokens: int
     temperature: float = 0.0
     chat: bool = True
+    #: The body field the engine names a request by (its CLIENT_REQUEST_ID_FIELD); None: the engine's own id.
+    request_id_field: str | None = None
+
+    def named(self, body: dict) -> dict:
+        """``body`` with a benchmark's request id, so the serving's capture leaves the request out."""
+        if self.request_id_field:
+            body[self.request_id_field] = f"{BENCHMARK_REQUEST_ID_PREFIX}{uuid.uuid4().hex}"
+        return body
 
 
 def request(endpoint: Endpoint, prompt: str) -> tuple[str, dict]:
     """(path, JSON body) of one streamed request."""
-    body: dict = {"model": endpoint.model, "max_tokens": endpoint.max_tokens, "temperature": endpoint.temperature,
-                  "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body: dict = endpoint.named({"model": endpoint.model, "max_tokens": endpoint.max_tokens,
+                                 "temperature": endpoint.temperature, "ignore_eos": True, "stream": True,
+                                 "stream_options": {"include_usage": True}})
     if endpoint.chat:
         body["messages"] = [{"role": "user", "content": prompt}]
         return CHAT_PATH, body

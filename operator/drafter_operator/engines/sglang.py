@@ -101,6 +101,10 @@ LEGACY_SERVER_INFO_PATH = "/get_server_info"
 MODELS_PATH = "/v1/models"
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+#: The OpenAI request body's field a client names its request by (``rid`` of ChatCompletionRequest and
+#: CompletionRequest, srt/entrypoints/openai/protocol.py, passed on as the request's rid by serving_chat.py and
+#: serving_completions.py): the request log's ``rid``.
+CLIENT_REQUEST_ID_FIELD = "rid"
 
 # --------------------------------------------------------------------------------------------------
 # 2. Metric names, as exposed

@@ -108,6 +108,10 @@ METRICS_PATH = "/metrics"
 MODELS_PATH = "/v1/models"
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+#: The OpenAI request body's field a client names its request by (ChatCompletionRequest and CompletionRequest
+#: ``request_id``, entrypoints/openai/{chat_completion,completion}/protocol.py): the request log's body line carries
+#: it, and the response line the same with the endpoint's prefix.
+CLIENT_REQUEST_ID_FIELD = "request_id"
 
 # --------------------------------------------------------------------------------------------------
 # 2. Metric names, as exposed (counters carry their ``_total`` suffix; declare them with these names

@@ -122,6 +122,34 @@ def test_a_sampled_out_request_leaves_nothing_on_the_claim(tmp_path: Path) -> No
     assert captured(car) == [(i, kind) for i in kept for kind in ("prompt", "response")]
 
 
+@given(st.booleans(), st.booleans())
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+def test_a_benchmarks_requests_are_never_captured_whatever_the_rate(tmp_path_factory, sglang: bool, chat: bool) -> None:
+    """What the benchmark client sends (its own body, named for the engine) reaches the claim neither as a prompt
+    nor as a response; a user's request beside it does."""
+    from drafter_operator.benchmark_client.stream import Endpoint, request
+
+    engine = SGLANG if sglang else VLLM
+    tmp_path = tmp_path_factory.mktemp("bench")
+    car = make(tmp_path, engine, rate=1.0)
+    endpoint = Endpoint("target", "http://127.0.0.1:1", "m", 8, chat=chat, request_id_field=engine.CLIENT_REQUEST_ID_FIELD)
+    _, body = request(endpoint, "a gate's prompt")
+    benchmark_id = body[engine.CLIENT_REQUEST_ID_FIELD]
+    assert sampling.is_benchmark(benchmark_id)
+    if sglang:
+        log, handler = sglang_writer(car, f"sglang-bench-{chat}")
+        log.info(sglang_prompt(benchmark_id, "a gate's prompt"))
+        log.info(sglang_prompt("user-1", "a user's prompt"))
+        handler.close()
+    else:
+        log = vllm_writer(car, f"vllm-bench-{chat}")
+        log.info(f"Request {benchmark_id} JSON body: {json.dumps(body)}")
+        log.info(vllm_response(benchmark_id, "answer"))  # named chatcmpl-<id>: the parser strips the prefix
+        log.info(vllm_prompt("user-1", "a user's prompt"))
+    sidecar.poll(car, sidecar.poll(car, {}, NOW), NOW + 5)
+    assert captured(car) == [("user-1", "prompt")]
+
+
 def test_sglang_tail_never_rereads_a_line_nor_keeps_one_torn_across_rotation(tmp_path: Path) -> None:
     car = make(tmp_path, SGLANG)
     log, handler = sglang_writer(car, "sglang-tail")
