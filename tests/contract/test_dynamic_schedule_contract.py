@@ -122,6 +122,9 @@ def test_rendered_schedule_is_accepted_and_survives(vllm_reads, sweep, method, m
 VALIDATOR_SCRIPT = r"""
 import json, sys
 from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("dynamic-schedule-contract")
 out = []
 for raw in json.loads(sys.argv[1]):
     try:

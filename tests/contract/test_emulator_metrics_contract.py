@@ -21,7 +21,8 @@ import pytest
 from drafter_testbed.emulator.exporters import SglangExporter, VllmExporter
 from tests.contract.engine_metrics import families
 
-pytestmark = pytest.mark.contract
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = [pytest.mark.xdist_group("emulator-metrics-contract"), pytest.mark.contract]
 
 HELPER = Path(__file__).resolve().parent / "engine_metrics.py"
 MODEL = "/models/kimi-k2.5"

@@ -23,7 +23,8 @@ from drafter_operator.engines import metrics as m
 from drafter_operator.engines import metrics_verdicts as mv
 from drafter_operator.engines import vllm
 
-pytestmark = pytest.mark.contract
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = [pytest.mark.xdist_group("metrics-contract"), pytest.mark.contract]
 
 K = 5
 # Accepted tokens per draft, per engine core, for the two rounds (before / after the second scrape).

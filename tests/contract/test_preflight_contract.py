@@ -37,7 +37,8 @@ from drafter_testbed import tiny_checkpoints as tiny
 from drafter_operator.preflight.safetensors import read_header
 from tests.support.contract_preflight import PROBE, running_probes
 
-pytestmark = pytest.mark.contract
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = [pytest.mark.xdist_group("preflight-contract"), pytest.mark.contract]
 
 
 @pytest.fixture(scope="module")

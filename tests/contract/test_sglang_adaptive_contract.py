@@ -23,6 +23,9 @@ from hypothesis import strategies as st
 
 from drafter_testbed.emulator import cmdline, sglang_adaptive
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("sglang-adaptive-contract")
+
 HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 600.0  # importing SGLang on a loaded 2-core machine; a limit, not a measurement
 

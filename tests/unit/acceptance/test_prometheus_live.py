@@ -37,6 +37,9 @@ from drafter_operator.acceptance import prometheus_source as ps
 from drafter_testbed.prometheus import binaries, running
 from tests.processes import free_port, listening_process
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("prometheus-live")
+
 SCRAPE_INTERVAL = 1.0
 MODEL = "/models/kimi-k2.5-int4"
 SPEC = '{"method":"eagle3","model":"/models/kimi-k2.5-eagle3","num_speculative_tokens":5}'

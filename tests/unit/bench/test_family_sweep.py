@@ -7,6 +7,9 @@ import pytest
 
 from bench import family_sweep as bench
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("family-sweep")
+
 LEVELS = (1, 8, 32, 64)
 
 

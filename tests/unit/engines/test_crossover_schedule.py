@@ -10,6 +10,9 @@ from bench import crossover_schedule as bench
 from drafter_operator.engines import crossover
 from drafter_operator.engines import dynamic
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("crossover-schedule")
+
 MAX_TOKENS = 128
 
 

@@ -14,6 +14,9 @@ from bench import crossover_schedule as bench
 from drafter_operator.engines import crossover, dynamic, k_bands
 from drafter_testbed.emulator import batching
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("k-bands-demo")
+
 MAX_TOKENS = 256
 LEVELS = tuple(range(1, 65))
 
