@@ -29,7 +29,7 @@ from drafter_operator.api.common import (
     exactly_one_rule,
 )
 from drafter_operator.api.kind import KindModel
-from drafter_operator.api.prompts import PromptsSpec
+from drafter_operator.api.prompts import PromptsSpec, prompt_count_rules
 from drafter_operator.api.traffic import TrafficSpec
 from drafter_operator.traffic_categories import TrafficCategory
 from drafter_operator.constants import API_GROUP_VERSION, BENCHMARK_PLURAL, ApiGroupVersion
@@ -86,26 +86,7 @@ class DrafterBenchmarkSpec(ApiModel):
             check=baseline_not_a_candidate,
             field_path=".baseline.servingRef.name",
         ),
-        Rule(
-            cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
-            message="spec.numPrompts exceeds the number of spec.prompts.inline prompts: add prompts or lower numPrompts",
-            check=lambda s: s.prompts is None or s.prompts.inline is None or len(s.prompts.inline) >= s.num_prompts,
-            field_path=".numPrompts",
-        ),
-        Rule(
-            cel="!has(self.prompts) || !has(self.prompts.categorized) || size(self.prompts.categorized) >= self.numPrompts",
-            message="spec.numPrompts exceeds the number of spec.prompts.categorized prompts: add prompts or lower numPrompts",
-            check=lambda s: s.prompts is None or s.prompts.categorized is None or len(s.prompts.categorized) >= s.num_prompts,
-            field_path=".numPrompts",
-        ),
-        Rule(
-            cel="!has(self.acceptanceByCategory) || !self.acceptanceByCategory || !has(self.prompts) "
-                "|| !has(self.prompts.inline)",
-            message="spec.acceptanceByCategory needs prompts that carry a category, and spec.prompts.inline are plain "
-                    "strings: give them as spec.prompts.categorized ({text, category}), or use the built-in set",
-            check=lambda s: not s.acceptance_by_category or s.prompts is None or s.prompts.inline is None,
-            field_path=".prompts.inline",
-        ),
+        *prompt_count_rules("spec"),
         Rule(
             cel="!has(self.concurrencyLevels) || self.concurrency == 1",
             message="spec.concurrency and spec.concurrencyLevels are alternatives: remove concurrency (or set it to 1) when you sweep concurrencyLevels",

@@ -18,7 +18,7 @@ from drafter_operator.api.common import (
     exactly_one_rule,
     needs_rule,
 )
-from drafter_operator.api.prompts import PromptsSpec
+from drafter_operator.api.prompts import PromptsSpec, prompt_count_rules
 
 
 class EquivalenceSpec(ApiModel):
@@ -136,28 +136,7 @@ class BenchmarkGate(Gate):
                    "a recorded tokensPerSecond)", field_path=".baseline", reason="FieldValueRequired"),
         # The gate benchmark's spec (resources/gate.py gate_benchmark) takes prompts, numPrompts and
         # acceptanceByCategory as they are: the DrafterBenchmark spec's rules on them, said of the gate's fields.
-        Rule(
-            cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
-            message="gate.numPrompts exceeds the number of gate.prompts.inline prompts: add prompts or lower numPrompts",
-            check=lambda g: g.prompts is None or g.prompts.inline is None or len(g.prompts.inline) >= g.num_prompts,
-            field_path=".numPrompts",
-        ),
-        Rule(
-            cel="!has(self.prompts) || !has(self.prompts.categorized) || size(self.prompts.categorized) >= self.numPrompts",
-            message="gate.numPrompts exceeds the number of gate.prompts.categorized prompts: add prompts or lower "
-                    "numPrompts",
-            check=lambda g: g.prompts is None or g.prompts.categorized is None
-            or len(g.prompts.categorized) >= g.num_prompts,
-            field_path=".numPrompts",
-        ),
-        Rule(
-            cel="!has(self.acceptanceByCategory) || !self.acceptanceByCategory || !has(self.prompts) "
-                "|| !has(self.prompts.inline)",
-            message="gate.acceptanceByCategory needs prompts that carry a category, and gate.prompts.inline are plain "
-                    "strings: give them as gate.prompts.categorized ({text, category}), or use the built-in set",
-            check=lambda g: not g.acceptance_by_category or g.prompts is None or g.prompts.inline is None,
-            field_path=".prompts.inline",
-        ),
+        *prompt_count_rules("gate"),
     )
 
     baseline: Baseline | None = None

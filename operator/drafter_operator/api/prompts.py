@@ -167,3 +167,34 @@ class PromptsSpec(ApiModel):
     """A file on a PersistentVolumeClaim holding the prompts, e.g. {claimName: kimi-ft-work, path: data/held-out-prompts.json}: one per line, or a JSON list whose items are strings or {"text": ..., "category": ...} objects, as a ConfigMap key's. For sets larger than a ConfigMap holds (1 MiB), or written by a Job. The benchmark pod mounts the claim read-only."""
     capture: CapturedPromptsSource | None = None
     """The held-out prompts of a serving's capture, each with its traffic category, e.g. {claimName: kimi-capture, heldOutFraction: "0.1"}: what a retraining from that capture never trained on (see CapturedPromptsSource). A DrafterTraining fed from a capture sets it on its Evaluate benchmark and promotion gate by itself."""
+
+
+def prompt_count_rules(owner: str) -> tuple[Rule, ...]:
+    """The rules a model holding ``prompts``, ``numPrompts`` and ``acceptanceByCategory`` keeps on them (a
+    DrafterBenchmark's spec, ``owner`` "spec"; a gate, "gate"): numPrompts within the inline or categorized count,
+    and no measurement by category of plain inline prompts. The messages name the fields under ``owner``."""
+    return (
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.inline) || size(self.prompts.inline) >= self.numPrompts",
+            message=f"{owner}.numPrompts exceeds the number of {owner}.prompts.inline prompts: add prompts or lower "
+                    "numPrompts",
+            check=lambda m: m.prompts is None or m.prompts.inline is None or len(m.prompts.inline) >= m.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.prompts) || !has(self.prompts.categorized) || size(self.prompts.categorized) >= self.numPrompts",
+            message=f"{owner}.numPrompts exceeds the number of {owner}.prompts.categorized prompts: add prompts or "
+                    "lower numPrompts",
+            check=lambda m: m.prompts is None or m.prompts.categorized is None
+            or len(m.prompts.categorized) >= m.num_prompts,
+            field_path=".numPrompts",
+        ),
+        Rule(
+            cel="!has(self.acceptanceByCategory) || !self.acceptanceByCategory || !has(self.prompts) "
+                "|| !has(self.prompts.inline)",
+            message=f"{owner}.acceptanceByCategory needs prompts that carry a category, and {owner}.prompts.inline are "
+                    f"plain strings: give them as {owner}.prompts.categorized ({{text, category}}), or use the built-in set",
+            check=lambda m: not m.acceptance_by_category or m.prompts is None or m.prompts.inline is None,
+            field_path=".prompts.inline",
+        ),
+    )
