@@ -199,10 +199,14 @@ class Kube:
     def patch(self, path: str, body: dict, content_type: str = MERGE_PATCH) -> dict | None:
         return self.request("PATCH", path, body, content_type)
 
-    def delete(self, path: str, propagation: str = "Background") -> bool:
+    def delete(self, path: str, propagation: str = "Background", resource_version: str | None = None) -> bool:
+        """Delete ``path`` (False: already gone). With ``resource_version``, only the object as read at that version:
+        one changed since is kept and the apiserver answers 409 Conflict (DeleteOptions.preconditions)."""
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if resource_version is not None:
+            options["preconditions"] = {"resourceVersion": resource_version}
         try:
-            self.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1",
-                                          "propagationPolicy": propagation})
+            self.request("DELETE", path, options)
             return True
         except ApiError as exc:
             if exc.status == 404:

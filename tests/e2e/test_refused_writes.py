@@ -60,3 +60,22 @@ def test_a_deployment_refused_by_an_admission_policy_is_in_status_and_events(clu
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=yaml.safe_dump_all(objects))
     status = wait_ready(cluster, namespace, "kimi-frozen", timeout=120)  # the retry goes through on its own
     assert condition(status, "Progressing")["reason"] != "WriteRefused"
+
+
+def test_a_delete_for_the_object_as_read_keeps_one_changed_since(cluster, namespace):
+    """Plan.delete_if_unchanged as the real apiserver holds it: the operator's client sends the resourceVersion it read
+    as DeleteOptions.preconditions, and an object written since is kept with 409 Conflict (a stage Job that finished
+    after a lagging list showed it running keeps its completion); the version read now deletes it."""
+    from drafter_operator.kube import ApiError, Kube, object_path
+
+    kube = Kube(cluster.api_client())
+    path = object_path("v1", "configmaps", namespace, "stage-record")
+    read = kube.create(object_path("v1", "configmaps", namespace), {"metadata": {"name": "stage-record"},
+                                                                      "data": {"state": "running"}})
+    written = kube.patch(path, {"data": {"state": "complete"}})
+    with pytest.raises(ApiError) as refused:
+        kube.delete(path, resource_version=read["metadata"]["resourceVersion"])
+    assert refused.value.status == 409 and "Precondition failed" in refused.value.body
+    assert kube.get(path)["data"] == {"state": "complete"}
+    assert kube.delete(path, resource_version=written["metadata"]["resourceVersion"])
+    assert kube.get(path) is None

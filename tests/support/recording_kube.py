@@ -48,8 +48,9 @@ class RecordingKube:
         self.requests.append(("get", path, {}))
         return self.world.service if "/services/" in path else None
 
-    def delete(self, path: str) -> bool:
-        self.requests.append(("delete", path, {}))
+    def delete(self, path: str, resource_version: str | None = None) -> bool:
+        self.requests.append(("delete", path, {} if resource_version is None else
+                              {"preconditions": {"resourceVersion": resource_version}}))
         return True
 
     def _bump(self) -> int:

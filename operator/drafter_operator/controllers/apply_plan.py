@@ -224,9 +224,14 @@ class PlanWriter:
         Events that refusal is worth come back."""
         for path in deletes:
             self.log.info("%s/%s: delete %s", self.namespace, self.name, path)
+            read_at = plan.delete_if_unchanged.get(path)
             try:
-                self.kube.delete(path)
+                self.kube.delete(path, resource_version=read_at)
             except ApiError as exc:
+                if exc.status == 409 and read_at is not None:
+                    self.log.info("%s/%s: kept %s: it changed since the decision read it", self.namespace,
+                                  self.name, path)
+                    continue
                 if exc.status not in self.rules.reported:
                     raise
                 status_now = {**(self.body.get("status") or {}), **plan.record_first, **plan.status}

@@ -66,6 +66,10 @@ class Plan:
     writes: list[Write] = field(default_factory=list)  # in order: a refused one stops those after it
     status: dict = field(default_factory=dict)  # only the fields that changed
     deletes: list[str] = field(default_factory=list)  # object paths; an object already gone is fine
+    # Deletes that hold only for the object as the decision read it: path -> the resourceVersion read. The apiserver
+    # keeps one that changed since (a Job a lagging list showed running that has finished meanwhile: its completion
+    # is the record that its stage is done) and the next decision, on the newer view, decides again.
+    delete_if_unchanged: dict[str, str] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counts: list[Count] = field(default_factory=list)  # counters bumped once everything else is written
     # The next moment the clock alone changes the answer (a startup timeout, a drain ending); None: only

@@ -10,6 +10,9 @@ not 3-5 s: ticks only add reconciles); the operator can die at any request and r
 re-list (an event for every object). A serving `kimi` is Ready for the benchmarks and loads
 `SERVED_DRAFTER`, which no training may overwrite.
 
+The serving's spec.retraining (one scenario in eight) and the real `RetrainingReconciler` beside them come from
+batch_retraining.py, which says what of the serving controller it plays.
+
 Production's hazards come from batch_hazards.py: disruptions (drains, preemptions, evictions) of stage pods,
 Kueue preempting an admitted stage, a hung stage and the Jobs' deadlines, Generate's engine, the administrator's
 allow-list changing under running trainings, intruders taking a child's name first, and Train's checkpoints,
@@ -27,8 +30,10 @@ import json
 import random
 import string
 
+from drafter_operator.constants import RETRAINING_LABEL
 from drafter_operator.controllers import object_loops
 from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
+from drafter_operator.controllers.retraining.apply import RetrainingReconciler
 from drafter_operator.controllers.training.apply import TrainingReconciler
 from drafter_operator.resources.benchmark_job import BENCHMARK_LABEL
 from drafter_operator.resources.labels import REVISION_LABEL, SERVING_LABEL
@@ -39,6 +44,9 @@ from drafter_operator.resources.training_job import STAGE_LABEL
 from drafter_testbed.simulation.apiserver import PVC_PROTECTION, FakeApiserver, OperatorCrash
 from drafter_testbed.simulation.batch_hazards import POLICIES, SIM_DEADLINES, TRAINER, BatchHazards
 from drafter_testbed.simulation.batch_invariants import GENERATION
+from drafter_testbed.simulation.batch_retraining import (RETRAINING_KINDS, RETRAINING_SPLIT, RETRAINING_STAGE_MAX,
+                                                         RetrainingWorld, draw_retraining, draw_retraining_op,
+                                                         with_retraining)
 from drafter_testbed.simulation.clock import Clock
 from drafter_testbed.simulation.cluster import owner_uid
 from drafter_testbed.simulation.fault_operations import FaultOperations
@@ -119,7 +127,7 @@ def draw_config(rng: random.Random, fields: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the world
-class BatchWorld(FaultOperations, BatchHazards):
+class BatchWorld(FaultOperations, BatchHazards, RetrainingWorld):
     def __init__(self, seed: int, setup: dict):
         from drafter_testbed.simulation.batch_invariants import BatchTracks
         self.seed = seed
@@ -141,13 +149,14 @@ class BatchWorld(FaultOperations, BatchHazards):
         self.events = 0
         self.pod_seq = 0
         self.init_hazards()
+        self.init_retraining()
         self.operator = BatchOperator(self)
         self._make_serving()
         self.operator.start()
 
     # ------------------------------------------------------------------ fixtures
     def _make_serving(self) -> None:
-        spec = copy.deepcopy(SEED_SPEC)
+        spec = with_retraining(copy.deepcopy(SEED_SPEC), self.retraining)
         self.api.put("user", f"{SERVINGS}/{SERVING}", {"apiVersion": "drafter.dev/v1alpha1", "kind": "DrafterServing",
                                                        "metadata": {"name": SERVING, "namespace": NS}, "spec": spec})
         serving = self.api.store[f"{SERVINGS}/{SERVING}"]
@@ -183,6 +192,10 @@ class BatchWorld(FaultOperations, BatchHazards):
             self.job_runs(key, new)
         if plural in ("deployments", "services") and actor == "operator":
             self.engine_written(plural, key, old, new)
+        if plural == "drafterservings":
+            self.serving_written(actor, old, new)
+        elif plural == "draftertrainings":
+            self.retraining_created(actor, old, new)
         if plural == "jobs" and QUEUE_LABEL in (((new or old)["metadata"].get("labels")) or {}):
             if old is None:
                 self.kueue_sees(key, new)
@@ -331,7 +344,8 @@ class BatchWorld(FaultOperations, BatchHazards):
             self.train_starts(key, self.api.store[key])
         index = (pod["metadata"].get("annotations") or {}).get(INDEX_ANNOTATION)
         rng = random.Random(f"{self.seed}/{job_uid}" + (f"/{index}" if index else ""))
-        self.clock.after(rng.uniform(30, 2400), self.pod_ends, key, job_uid, rng.random() < (0.88 if index is None else 0.97))
+        longest = RETRAINING_STAGE_MAX if self.of_a_retraining(pod) else 2400
+        self.clock.after(rng.uniform(30, longest), self.pod_ends, key, job_uid, rng.random() < (0.88 if index is None else 0.97))
 
     def pod_ends(self, key: str, job_uid: str, success: bool) -> None:
         pod = self.api.store.get(key)
@@ -517,8 +531,9 @@ class BatchWorld(FaultOperations, BatchHazards):
     def op_serving_ready(self, op: dict) -> None:
         serving = self.api.store[f"{SERVINGS}/{SERVING}"]
         cond = {"type": "Ready", "status": "True" if op["ready"] else "False", "reason": "Sim", "message": "sim"}
+        others = [c for c in serving["status"].get("conditions") or [] if c.get("type") != "Ready"]
         self.api.put("serving-controller", f"{SERVINGS}/{SERVING}",
-                     {**serving, "status": {**serving["status"], "conditions": [cond]}})
+                     {**serving, "status": {**serving["status"], "conditions": [cond] + others}})
 
     def op_api_faults(self, op: dict) -> None:
         super().op_api_faults(op)
@@ -575,7 +590,8 @@ class BatchOperator:
             self.down_periods.append((self.down_since, w.clock.t))
             self.down_since = None
         self.reconcilers = {"t": TrainingReconciler(kube=w.api, image=TRAINER, clock=w.clock.now, tenant_policy=w.tenant_policy),
-                            "b": BenchmarkReconciler(kube=w.api, image="ghcr.io/drafter-dev/operator:sim", clock=w.clock.now)}
+                            "b": BenchmarkReconciler(kube=w.api, image="ghcr.io/drafter-dev/operator:sim", clock=w.clock.now),
+                            "r": RetrainingReconciler(kube=w.api, clock=w.clock.now, count_samples=w.count_samples)}
         self.wake_at: dict[tuple[str, str], float] = {}
         self.loops: dict[tuple[str, str], tuple[float, float]] = {}
         w.api.on_request = w.interleave
@@ -598,8 +614,10 @@ class BatchOperator:
 
     # ------------------------------------------------------------------ watch events
     def on_write(self, plural: str, key: str, old: dict | None, new: dict | None) -> None:
-        if not self.up or plural not in ("draftertrainings", "drafterbenchmarks", "jobs", "pods"):
+        if not self.up or plural not in ("draftertrainings", "drafterbenchmarks", "jobs", "pods", "drafterservings"):
             return
+        if plural == "drafterservings" and not any(((o or {}).get("spec") or {}).get("retraining") for o in (old, new)):
+            return  # kopf delivers it, and the retraining handler does nothing with it
         w = self.world
         if w.watch_loss and w.rng.random() < w.watch_loss:
             return  # this event never arrives
@@ -621,6 +639,14 @@ class BatchOperator:
                 targets.append((kind, meta["name"]))
             if plural == "drafterbenchmarks" and TRAINING_LABEL in labels:
                 targets.append(("t", labels[TRAINING_LABEL]))
+            if plural == "draftertrainings" and RETRAINING_LABEL in labels:
+                targets.append(("r", labels[RETRAINING_LABEL]))  # handlers.retraining_training_event
+        elif plural == "drafterservings":
+            # handlers.retraining_serving_event: a loop every TICK while the serving has spec.retraining
+            wanted = event != "DELETED" and not meta.get("deletionTimestamp") and bool((obj.get("spec") or {}).get("retraining"))
+            self.follow(("r", meta["name"]), TICK if wanted else None)
+            if wanted:
+                targets.append(("r", meta["name"]))
         elif plural in ("jobs", "pods"):
             if BENCHMARK_LABEL in labels:
                 targets.append(("b", labels[BENCHMARK_LABEL]))
@@ -695,6 +721,7 @@ KINDS = [("create_training", 10), ("edit_training", 14), ("delete_training", 6),
 
 def draw(rng: random.Random, kind: str) -> dict:
     op: dict = {"kind": kind}
+    draw_retraining_op(rng, kind, op)
     if kind in ("create_training", "edit_training", "delete_training", "delete_finished_job"):
         op["slot"] = rng.randint(0, 1)
     if kind in ("create_benchmark", "edit_benchmark", "delete_benchmark"):
@@ -736,7 +763,8 @@ def draw(rng: random.Random, kind: str) -> dict:
 
 def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]]:
     """(setup, operations): two trainings and two benchmarks by name (often 52 characters), created
-    first; the operations cover `days` x 6 simulated hours (a training's stages take hours)."""
+    first, and in one scenario in eight the serving's spec.retraining (batch_retraining.draw_retraining); the
+    operations cover `days` x 6 simulated hours (a training's stages take hours)."""
     rng = random.Random(f"batch/{seed}")
     setup = {"trainings": [{"name": serving_name(rng), "config": draw_config(rng, TRAINING_FIELDS)} for _ in range(2)],
              "benchmarks": [{"name": serving_name(rng), "config": draw_config(rng, BENCHMARK_FIELDS)} for _ in range(2)]}
@@ -744,4 +772,10 @@ def generate(seed: int, count: int, days: float = 1.0) -> tuple[dict, list[dict]
         while setup[kind][0]["name"] == setup[kind][1]["name"]:
             setup[kind][1]["name"] = serving_name(rng)
     first = [{"kind": "create_training", "slot": 0}, {"kind": "create_benchmark", "slot": 0}]
-    return setup, timeline(rng, first, KINDS, draw, count, split=300, at_least=days * DAY / 4)
+    kinds, split = KINDS, 300
+    retraining = draw_retraining(seed)
+    if retraining is not None:  # the serving retrains (batch_retraining.py); the others are drawn as before
+        setup["retraining"] = retraining
+        kinds, split = KINDS + RETRAINING_KINDS, RETRAINING_SPLIT
+        first.append(draw(rng, "retrain"))  # someone asks early: every such scenario retrains
+    return setup, timeline(rng, first, kinds, draw, count, split=split, at_least=days * DAY / 4)

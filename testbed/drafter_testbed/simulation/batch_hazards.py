@@ -222,7 +222,11 @@ class BatchHazards:
         """The disrupted pod's container is killed: the pod fails; the Job controller counts it; a deleted pod
         goes once counted; a Train group's other ranks lose their peer."""
         pod = self.api.store.get(key)
-        if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Running":
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        if pod["status"].get("phase") != "Running":
+            if goes and pod["status"].get("phase") in ("Succeeded", "Failed"):
+                self.clock.after(5.0, self.pod_gone, key, uid)  # it ended on its own meanwhile: the kubelet removes it
             return
         self.api.put("kubelet", key, {**pod, "status": {**pod["status"], "phase": "Failed", "containerStatuses": [
             {"name": c["name"], "state": {"terminated": {"exitCode": 137, "reason": "Error", "message": ""}}}

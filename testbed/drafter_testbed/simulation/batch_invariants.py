@@ -7,6 +7,17 @@ not, a stage pod mounting a child the training does not own, a Train pod startin
 checkpoint, a run ending Failed on a disruption it had retries for. The rest look at the store a bounded
 time after a change (completion, deletion, a refusal, the last change of status), allowing for the
 operator's downtime and for the faults of the scenario: liveness beside safety.
+
+The serving's spec.retraining (batch_retraining.py) has its own: at most one unfinished training the serving
+started at any moment, one its refused spec stopped counted as unfinished since it resumes by itself once allowed
+(`retrains-one-at-a-time`); never two trainings for one
+drafter.dev/retrain value, nor one run number twice (`retrains-once-per-request`); no automatic start (drift,
+interval) within spec.retraining.cooldown of the previous start, read from the trainings' creationTimestamps as
+decide reads them (`retrains-after-cooldown`); the operator deletes only a finished training, and only with
+historyLimit newer finished ones kept, and the finished ones beyond historyLimit are gone within HISTORY_BOUND
+(`retraining-history-bounded`); status.retraining.history names only trainings the serving started
+(`retraining-history-real`); a drafter.dev/retrain value no training was started for starts one within
+REQUEST_BOUND of the operator's uptime once none runs (`retrain-request-starts`).
 """
 
 from __future__ import annotations
@@ -15,11 +26,16 @@ import json
 import posixpath
 import re
 
+from drafter_operator import timestamps
+from drafter_operator.api.common import parse_duration
+from drafter_operator.constants import RETRAIN_ANNOTATION, RETRAINING_LABEL, RETRAINING_TRIGGER_ANNOTATION
 from drafter_operator.controllers.conditions import job_finished
+from drafter_operator.controllers.retraining.decide import AUTOMATIC, FINISHED_STAGES
 from drafter_operator.engines import DEFAULT_IMAGES
 from drafter_operator.resources.queueing import QUEUE_LABEL
 from drafter_operator.resources.training_job import STAGE_LABEL
 
+from drafter_testbed.simulation.clock import T0
 from drafter_testbed.simulation.cluster import owner_uid
 
 JOB_STAGE_CONDITIONS = {"Generate": "Generated", "Extract": "Extracted", "Train": "Trained", "Export": "Exported"}
@@ -35,6 +51,10 @@ LIVENESS_BOUND = 3 * 3600.0
 NAME_CONFLICT_BOUND = 600.0  # a NameConflict with no one else's object about is wrong by then
 DEADLINE_SLACK = 300.0  # the Job controller stops a Job past its deadline within this
 RESUME_SAID_BOUND = 300.0  # a resumed Train's status says from which step within this bound
+#: spec.retraining: the finished trainings beyond historyLimit are deleted within this (the loop ticks every minute)
+HISTORY_BOUND = 600.0
+#: spec.retraining: a drafter.dev/retrain value no training runs for starts one within this, once none runs
+REQUEST_BOUND = 600.0
 DISRUPTION_RETRIES = 3  # the API's default spec.limits.disruptionRetries (the simulated specs keep it)
 GENERATION = re.compile(r"-g(\d+)(?:-r\d+)?$")
 #: What each Job stage's output follows from, among what the simulated specs set, and the stages before it:
@@ -60,6 +80,12 @@ def reads(spec: dict, stage: str) -> str:
 
 def _parts(path: str) -> str:
     return path.rstrip("/")
+
+
+def _run_number(name: str) -> int:
+    """A retraining's run number, from its name (<serving>-r<N>)."""
+    found = re.search(r"-r(\d+)$", name)
+    return int(found.group(1)) if found else 0
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -97,6 +123,11 @@ class BatchTracks:
         self.policy_changed_at = 0.0
         self.spec_changed_at: dict[str, float] = {}  # training uid -> when its spec last changed
         self.running_since: dict[str, float] = {}  # stage Job uid -> since when it runs (created or resumed unsuspended)
+        #: spec.retraining: every training the serving started, by name -> (creationTimestamp in seconds, trigger, request)
+        self.retraining_starts: dict[str, tuple[float, str | None, str | None]] = {}
+        self.retraining_ended: set[str] = set()  # trainings seen ended (Succeeded, or Failed but not refused) since they last ran
+        self.request_pending: tuple[str, float] | None = None  # a drafter.dev/retrain value not started yet, since when
+        self.history_over_since: float | None = None  # since when more finished trainings than historyLimit exist
 
     def report(self, invariant: str, message: str) -> None:
         self.found.setdefault(invariant, []).append(f"t={self.world.clock.t:.0f}s: {message}")
@@ -130,6 +161,10 @@ class BatchTracks:
             if actor == "operator" and code == 422 and method == "POST" and "metadata.name" in message:
                 self.report("names-fit", f"the apiserver refused a name the operator chose: {message}")
             return
+        if plural == "draftertrainings" and RETRAINING_LABEL in (((new or old)["metadata"].get("labels")) or {}):
+            self._retraining_written(actor, old, new)
+        elif plural == "drafterservings" and actor == "operator" and new is not None:
+            self._retraining_status(new)
         if plural == "draftertrainings" and new is not None:
             self.specs[(new["metadata"]["uid"], new["metadata"].get("generation") or 1)] = new.get("spec") or {}
             if (old or {}).get("spec") != new.get("spec"):
@@ -432,6 +467,8 @@ class BatchTracks:
         self._liveness(now, down)
         self._within_deadlines(now)
         self._resume_said(now, down)
+        if w.retraining:
+            self._retraining_liveness(now, down)
         for key, obj in list(w.api.store.items()):
             if "/draftertrainings/" not in key and "/drafterbenchmarks/" not in key:
                 continue
@@ -565,6 +602,130 @@ class BatchTracks:
                                                f"{state[3]}) for {now - since:.0f}s, past its stage's deadline")
                 self.live[meta["uid"]] = (state, now)
 
+    # ------------------------------------------------------------------ spec.retraining
+    def retrain_requested(self, value: str) -> None:
+        """A person set drafter.dev/retrain to ``value`` (the world's values are fresh)."""
+        self.request_pending = (value, self.world.clock.t)
+
+    def _serving(self) -> dict:
+        from drafter_testbed.simulation.batch import SERVING, SERVINGS
+        return self.world.api.store[f"{SERVINGS}/{SERVING}"]
+
+    def _retrainings(self) -> list[dict]:
+        """The trainings the serving started, as stored (its label and its uid as their owner)."""
+        serving = self._serving()
+        name, uid = serving["metadata"]["name"], serving["metadata"]["uid"]
+        return [o for k, o in self.world.api.store.items() if "/draftertrainings/" in k
+                and (o["metadata"].get("labels") or {}).get(RETRAINING_LABEL) == name and owner_uid(o) == uid]
+
+    def _unfinished(self, body: dict) -> bool:
+        """Not at a finished stage, or stopped by a refused spec before it ended (it resumes by itself once the spec is
+        allowed): a training ends when it is seen Succeeded, or Failed for another reason than its refused spec."""
+        return (body.get("status") or {}).get("stage") not in FINISHED_STAGES or \
+            (self._refused(body) and body["metadata"]["name"] not in self.retraining_ended)
+
+    @staticmethod
+    def _refused(body: dict) -> bool:
+        """A training stopped by a refused spec (Failed, Ready InvalidSpec): it resumes once the spec is allowed."""
+        ready = next((c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        return ready.get("reason") == "InvalidSpec"
+
+    def _retraining_written(self, actor, old: dict | None, new: dict | None) -> None:
+        """A training the serving started was created, written or deleted."""
+        was_unfinished = old is not None and self._unfinished(old)
+        if new is not None and (new.get("status") or {}).get("stage") in FINISHED_STAGES and not self._refused(new):
+            self.retraining_ended.add(new["metadata"]["name"])
+        elif new is not None and (new.get("status") or {}).get("stage") not in FINISHED_STAGES:
+            self.retraining_ended.discard(new["metadata"]["name"])
+        if old is None and new is not None:
+            self._retraining_started(new)
+        elif new is not None and self._unfinished(new) and not was_unfinished:
+            running = [o["metadata"]["name"] for o in self._retrainings() if self._unfinished(o)]
+            if len(running) > 1:
+                self.report("retrains-one-at-a-time", f"{new['metadata']['name']} runs again (stage "
+                                                      f"{(new.get('status') or {}).get('stage')}) beside "
+                                                      f"{', '.join(n for n in running if n != new['metadata']['name'])}")
+        if old is not None and actor == "operator" and (new is None or (new["metadata"].get("deletionTimestamp")
+                                                        and not old["metadata"].get("deletionTimestamp"))):
+            self._retraining_trimmed(old)
+
+    def _retraining_trimmed(self, old: dict) -> None:
+        """The operator deletes only a finished training, and only one with historyLimit newer finished ones kept."""
+        name = old["metadata"]["name"]
+        if self._unfinished(old):
+            self.report("retraining-history-bounded", f"the operator deleted {name}, which had not finished (stage "
+                                                      f"{(old.get('status') or {}).get('stage')})")
+            return
+        limit = ((self._serving().get("spec") or {}).get("retraining") or {}).get("historyLimit", 3)
+        newer = [o["metadata"]["name"] for o in self._retrainings() if not self._unfinished(o)
+                 and _run_number(o["metadata"]["name"]) > _run_number(name)]
+        if len(newer) < limit:
+            self.report("retraining-history-bounded", f"the operator deleted {name} though only {len(newer)} newer "
+                                                      f"finished training(s) are kept ({', '.join(newer) or 'none'}); "
+                                                      f"historyLimit is {limit}")
+
+    def _retraining_started(self, body: dict) -> None:
+        meta = body["metadata"]
+        name, annotations = meta["name"], meta.get("annotations") or {}
+        created = (timestamps.parse(meta["creationTimestamp"]) - T0).total_seconds()
+        trigger, request = annotations.get(RETRAINING_TRIGGER_ANNOTATION), annotations.get(RETRAIN_ANNOTATION)
+        starts = self.retraining_starts
+        if name in starts:
+            self.report("retrains-once-per-request", f"{name} was created again: its run number was used before")
+        if request and any(r == request for _, _, r in starts.values()):
+            self.report("retrains-once-per-request", f"{name} starts a second training for drafter.dev/retrain={request}")
+        cooldown = parse_duration(((self._serving().get("spec") or {}).get("retraining") or {}).get("cooldown") or "24h")
+        last = max((t for t, _, _ in starts.values()), default=None)
+        if trigger in AUTOMATIC and last is not None and created - last < cooldown:
+            self.report("retrains-after-cooldown", f"{name} ({trigger}) started {created - last:.0f}s after the previous "
+                                                   f"start, within the cooldown of {cooldown:.0f}s")
+        running = [o["metadata"]["name"] for o in self._retrainings() if o["metadata"]["name"] != name and self._unfinished(o)]
+        if running:
+            self.report("retrains-one-at-a-time", f"{name} ({trigger}) was created while {', '.join(running)} had not "
+                                                  "finished")
+        starts[name] = (created, trigger, request)
+        if self.request_pending and self.request_pending[0] == request:
+            self.request_pending = None
+
+    def _retraining_status(self, serving: dict) -> None:
+        """status.retraining.history names only trainings the serving started."""
+        history = ((serving.get("status") or {}).get("retraining") or {}).get("history") or []
+        invented = [h.get("name") for h in history if h.get("name") not in self.retraining_starts]
+        if invented:
+            self.report("retraining-history-real", f"status.retraining.history names {', '.join(map(str, invented))}, "
+                                                   "which the serving never started")
+
+    def _retraining_liveness(self, now: float, down) -> None:
+        """The finished trainings beyond historyLimit go within HISTORY_BOUND; a request no training runs for starts
+        one within REQUEST_BOUND once none is unfinished (allowing for downtime and the scenario's faults)."""
+        retraining = (self._serving().get("spec") or {}).get("retraining")
+        if not retraining:
+            return
+        trainings = self._retrainings()
+        finished = sorted(o["metadata"]["name"] for o in trainings if not self._unfinished(o))
+        limit = retraining.get("historyLimit", 3)
+        if len(finished) > limit:
+            since = max(self.history_over_since if self.history_over_since is not None else now, self.quiet_from)
+            self.history_over_since = since
+            if now - since - down(since) > HISTORY_BOUND:
+                self.report("retraining-history-bounded", f"{len(finished)} finished trainings ({', '.join(finished)}) "
+                                                          f"have been kept {now - since:.0f}s; historyLimit is {limit}")
+                self.history_over_since = now
+        else:
+            self.history_over_since = None
+        if self.request_pending is None:
+            return
+        value, since = self.request_pending
+        if any(self._unfinished(o) for o in trainings):
+            self.request_pending = (value, now)  # one at a time: it waits for the one running
+            return
+        since = max(since, self.quiet_from)
+        if now - since - down(since) > REQUEST_BOUND:
+            self.report("retrain-request-starts", f"drafter.dev/retrain={value} has waited {now - since:.0f}s with no "
+                                                  f"training running, and none started: "
+                                                  f"{(((self._serving().get('status') or {}).get('retraining')) or {}).get('waiting')}")
+            self.request_pending = None
+
     def _intruded(self) -> bool:
         """An object an intruder made under a training's child names is still there."""
         return any(uid in self.world.api.by_uid for uid in self.intruders)
@@ -623,4 +784,10 @@ INVARIANTS = {
     "resume-said": _taker("resume-said"),
     "ends-or-changes": _taker("ends-or-changes"),
     "never-adopt": _taker("never-adopt"),
+    "retrains-one-at-a-time": _taker("retrains-one-at-a-time"),
+    "retrains-once-per-request": _taker("retrains-once-per-request"),
+    "retrains-after-cooldown": _taker("retrains-after-cooldown"),
+    "retraining-history-bounded": _taker("retraining-history-bounded"),
+    "retraining-history-real": _taker("retraining-history-real"),
+    "retrain-request-starts": _taker("retrain-request-starts"),
 }

@@ -133,6 +133,33 @@ def test_one_at_a_time_a_trigger_waits_for_the_running_training_and_says_so():
     assert len(created(later)) == 1 and later.status["retraining"]["waiting"] is None  # the wait is cleared
 
 
+
+def test_a_training_its_refused_spec_stopped_is_unfinished_so_nothing_starts_beside_it_and_history_keeps_it():
+    # Failed with Ready InvalidSpec: the allow-list was tightened under it. It resumes by itself once the list allows
+    # it again, so a second training started now would run beside it then (found by the batch simulation, seed 310).
+    refused = training("kimi-k25-sglang-eagle3-r2", T0 - dt.timedelta(days=2), "Failed")
+    refused["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "InvalidSpec",
+                                        "message": "spec.image is not allowed"}]
+    older = training("kimi-k25-sglang-eagle3-r1", T0 - dt.timedelta(days=9), "Succeeded")
+    plan = run(serving({"historyLimit": 1}, annotations={RETRAIN_ANNOTATION: "x"}), [refused, older])
+    assert not created(plan) and not plan.deletes  # counted as finished, r1 would be trimmed
+    assert plan.status["retraining"]["waiting"] == (
+        "Requested: kimi-k25-sglang-eagle3-r2 is stopped by its refused spec (InvalidSpec) and resumes once it is "
+        "allowed; delete it to start anew")
+    # Failed for any other reason (a stage out of retries) is finished: the request starts the next one.
+    failed = copy.deepcopy(refused)
+    failed["status"]["conditions"][0]["reason"] = "StageFailed"
+    assert len(created(run(serving({}, annotations={RETRAIN_ANNOTATION: "x"}), [failed]))) == 1
+    # And so is a run that had ended before its spec was refused at a resync: a stage failed it, or every stage
+    # succeeded. Nothing of it runs again when the list allows it, so it holds nothing up.
+    for ended in ({"Generated": "True", "Extracted": "False"}, {"Generated": "True", "Extracted": "True"}):
+        after = copy.deepcopy(refused)
+        after["status"]["conditions"] += [{"type": kind, "status": value} for kind, value in ended.items()]
+        assert len(created(run(serving({}, annotations={RETRAIN_ANNOTATION: "x"}), [after]))) == 1, ended
+    pending = copy.deepcopy(refused)
+    pending["status"]["conditions"] += [{"type": "Generated", "status": "True"}, {"type": "Trained", "status": "Unknown"}]
+    assert not created(run(serving({}, annotations={RETRAIN_ANNOTATION: "x"}), [pending]))
+
 def test_the_interval_starts_a_training_once_due_and_says_when_to_look_again_before():
     done = [training("kimi-k25-sglang-eagle3-r1", T0 - dt.timedelta(hours=100), "Succeeded")]
     early = run(serving({"interval": "168h", "onDrift": False}), done)

@@ -47,10 +47,13 @@ def test_an_allow_list_tightened_mid_run_stops_the_stage_job_and_the_engine_and_
     cluster = Cluster(training(promote=None))
     start(cluster)  # Generate runs on the target's engine
     assert cluster.engine and job_creates_names(cluster) == ["kimi-ft-generate-g1"]
+    cluster.jobs["kimi-ft-generate-g1"]["metadata"]["resourceVersion"] = "42"
     cluster.policy = TIGHT
     plan = cluster.decide()
     cluster.apply(plan)
     assert job_paths(plan) == ["kimi-ft-generate-g1"]
+    # Only the Job as read: one that finished since (a lagging list) is kept, its completion the record of the stage.
+    assert plan.delete_if_unchanged == {next(p for p in plan.deletes if "/jobs/" in p): "42"}
     assert sorted(p.rsplit("/", 2)[1] for p in plan.deletes if "/jobs/" not in p) == ["deployments", "services"]
     assert not [p for p in plan.deletes if "persistentvolumeclaims" in p] and cluster.claim is not None
     ready = cluster.condition("Ready")

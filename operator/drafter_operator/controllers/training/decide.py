@@ -46,7 +46,7 @@ from drafter_operator.controllers.training.observe import (
     stale_children,
 )
 from drafter_operator.controllers.training.output import output_conflicts
-from drafter_operator.controllers.training.refusal import refused_plan
+from drafter_operator.controllers.training.refusal import refused_plan, stop_jobs
 from drafter_operator.controllers.training.promotion import (
     PromotionSeen,
     category_summary,
@@ -142,8 +142,8 @@ def _unshareable_claim(plan: Plan, state: TrainingState, spec, seen: JobsSeen, v
     """The run fails where it stands: no stage pod could ever start. Its waiting stage Job goes, and so does a claim
     the operator made (a new generation with a shareable class makes a fresh one, rather than reuse this)."""
     namespace = state.training["metadata"]["namespace"]
-    plan.deletes += [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in seen.current_jobs
-                     if job_finished(j) is None and not j["metadata"].get("deletionTimestamp")]
+    stop_jobs(plan, [j for j in seen.current_jobs if job_finished(j) is None and not j["metadata"].get("deletionTimestamp")],
+              namespace)
     if owns_hidden_states_claim(spec) and owned_by(state.claim, state.training["metadata"].get("uid")) \
             and not state.claim["metadata"].get("deletionTimestamp"):
         plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, state.claim["metadata"]["name"]))

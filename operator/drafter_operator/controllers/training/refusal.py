@@ -20,21 +20,47 @@ from drafter_operator.controllers import conditions
 from drafter_operator.controllers.swap import Verdict
 from drafter_operator.controllers.training.generate import idle_engine_deletes
 from drafter_operator.controllers.training.observe import left_by_earlier
-from drafter_operator.controllers.training.stages import JOB_STAGES
+from drafter_operator.controllers.training.stages import JOB_STAGES, STAGE_CONDITIONS
 from drafter_operator.controllers.plan import Plan
 from drafter_operator.controllers.training.status import set_stage_status
 from drafter_operator.kube import object_path
 
 #: What a refused run's Ready condition adds to the refusal.
 KEPT = "the stages done and the hidden-state claim are kept"
+#: A refused run's Ready reason.
+REFUSED = "InvalidSpec"
 
 
-def running_job_deletes(state, namespace: str) -> list[str]:
+def resumes_once_allowed(status: dict) -> bool:
+    """Stopped by its refused spec before it ended, so it goes on by itself once the spec is allowed again. A run
+    that had ended before the refusal (every stage's condition True, or one False: the stage that failed it) is
+    refused too, at its resync, but nothing of it runs again."""
+    found = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = found.get("Ready") or {}
+    if ready.get("status") != "False" or ready.get("reason") != REFUSED:
+        return False
+    stages = [found.get(condition) or {} for condition in STAGE_CONDITIONS.values()]
+    run_stages = [c for c in stages if c]
+    return not any(c.get("status") == "False" for c in run_stages) and \
+        not (run_stages and all(c.get("status") == "True" for c in run_stages))
+
+
+def running_jobs(state) -> list[dict]:
     """Every unfinished stage Job of this training (any generation), not already being deleted."""
     uid = state.training["metadata"].get("uid")
-    return [object_path("batch/v1", "jobs", namespace, j["metadata"]["name"]) for j in state.jobs
-            if conditions.job_finished(j) is None and not j["metadata"].get("deletionTimestamp")
+    return [j for j in state.jobs if conditions.job_finished(j) is None and not j["metadata"].get("deletionTimestamp")
             and not left_by_earlier(j, uid)]
+
+
+def stop_jobs(plan: Plan, jobs: list[dict], namespace: str) -> Plan:
+    """Delete ``jobs``, each only as read: one that finished since (a lagging Job list) is kept, since its completion
+    is the record that its stage is done, and the next decision sees it."""
+    for job in jobs:
+        path = object_path("batch/v1", "jobs", namespace, job["metadata"]["name"])
+        plan.deletes.append(path)
+        if job["metadata"].get("resourceVersion"):
+            plan.delete_if_unchanged[path] = job["metadata"]["resourceVersion"]
+    return plan
 
 
 def resumes_after(status: dict) -> str:
@@ -48,10 +74,10 @@ def refused_plan(state, invalid: str):
     meta = state.training["metadata"]
     namespace = meta["namespace"]
     status = state.training.get("status") or {}
-    plan = Plan(deletes=running_job_deletes(state, namespace) + idle_engine_deletes(state.engine, namespace, None))
+    plan = stop_jobs(Plan(deletes=idle_engine_deletes(state.engine, namespace, None)), running_jobs(state), namespace)
     message = f"{invalid}; {KEPT}: {resumes_after(status)}"
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-    if ready.get("reason") != "InvalidSpec" or ready.get("message") != message:
-        plan.events.append(("Warning", "InvalidSpec", message))
-    return set_stage_status(plan, state, "Failed", [("Ready", Verdict("False", "InvalidSpec", message))],
+    if ready.get("reason") != REFUSED or ready.get("message") != message:
+        plan.events.append(("Warning", REFUSED, message))
+    return set_stage_status(plan, state, "Failed", [("Ready", Verdict("False", REFUSED, message))],
                    {"jobName": None, "progress": None})
