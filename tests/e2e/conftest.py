@@ -208,3 +208,31 @@ def fast_engines(cluster, namespace, operator, engine_nodes, model_volume):
     and ratios, shorter tests) and start in 2 s, and the session's operator."""
     emulator_settings(cluster, namespace, time_scale="0.1", startup_seconds="2")
     return cluster, namespace, operator
+
+
+#: How many of the session operator's log lines naming the test's namespace a failure report carries.
+FAILURE_LOG_LINES = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed end-to-end test says what the cluster and the session's operator knew of its namespace: the
+    operator's log lines naming it (and whether the process restarted), the namespace's objects and Events. A
+    wait that timed out says only "last: False"; this is what explains it once the run's temp files are gone."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    cluster, namespace, operator = funcargs.get("cluster"), funcargs.get("namespace"), funcargs.get("operator")
+    if cluster is None or not isinstance(namespace, str):
+        return
+    if isinstance(operator, OperatorProcess):
+        lines = operator.log_path.read_text(errors="replace").splitlines() if operator.log_path.exists() else []
+        named = [line for line in lines if namespace in line or line.startswith("[test supervisor]")]
+        report.sections.append((f"session operator's log lines naming {namespace} (restarts: {operator.restarts})",
+                                "\n".join(named[-FAILURE_LOG_LINES:]) or "none"))
+    for what, args in (("objects", ("get", "drafterservings,drafterbenchmarks,deployments,pods", "-o", "wide")),
+                       ("events", ("get", "events", "--sort-by=.lastTimestamp"))):
+        found = cluster.kubectl("-n", namespace, *args, check=False)
+        report.sections.append((f"{namespace}: {what}", (found.stdout + found.stderr)[-6000:]))

@@ -289,10 +289,10 @@ class FakeApiserver(Kube):
             raise status_error(404, "NotFound", f'{GROUPS[p.plural]} "{p.name}" not found')
         wanted_rv = (preconditions or {}).get("resourceVersion")
         if wanted_rv is not None and wanted_rv != old["metadata"]["resourceVersion"]:
-            # The real apiserver's words (the registry's precondition check).
-            message = (f'Operation cannot be fulfilled on {GROUPS[p.plural]} "{p.name}": Precondition failed: '
-                       f'ResourceVersion in precondition: {wanted_rv}, ResourceVersion in object meta: '
-                       f'{old["metadata"]["resourceVersion"]}')
+            # The real apiserver's words (test_refused_writes.py reads them from kube-apiserver 1.35).
+            message = (f'Operation cannot be fulfilled on {KINDS[p.plural]} "{p.name}": the ResourceVersion in the '
+                       f'precondition ({wanted_rv}) does not match the ResourceVersion in record '
+                       f'({old["metadata"]["resourceVersion"]}). The object might have been modified')
             self.listener(actor, p.plural, p.key, old, None, False, ("DELETE", p.key, 409, message, None))
             raise status_error(409, "Conflict", message)
         if old["metadata"].get("finalizers") or (p.plural == "pods" and self.graceful is not None and self.graceful(old)):
