@@ -15,6 +15,9 @@ import pytest
 from drafter_operator.api import DrafterServingSpec
 from drafter_operator.engines import dynamic, vllm
 
+# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("dynamic-schedule-contract")
+
 HERE = Path(__file__).resolve().parent
 MAX_NUM_SEQS = 256  # the scheduler expands the schedule up to --max-num-seqs
 
@@ -123,8 +126,6 @@ VALIDATOR_SCRIPT = r"""
 import json, sys
 from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
 
-# One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
-pytestmark = pytest.mark.xdist_group("dynamic-schedule-contract")
 out = []
 for raw in json.loads(sys.argv[1]):
     try:
