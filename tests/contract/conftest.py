@@ -109,6 +109,8 @@ def clients_python(pytestconfig) -> str:
 
 @pytest.fixture(scope="session")
 def parsers(engine_python: str):
+    """The real vLLM and SGLang argument parsers, one long-lived process each. The modules that use them are in the
+    xdist group "engine-parsers", so under the suite's two workers only one starts them."""
     helpers = {engine: EngineParser(engine_python, engine) for engine in ("vllm", "sglang")}  # start both at once
     try:
         for helper in helpers.values():

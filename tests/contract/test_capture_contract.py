@@ -23,7 +23,9 @@ from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 from tests.support.contract_parsers import parse
 
-pytestmark = pytest.mark.contract
+# The modules using the session-scoped `parsers` (a vLLM and an SGLang parser process, about 100 s to start under
+# CI load) share one worker, so one worker starts them rather than both (tests/contract/conftest.py).
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("engine-parsers")]
 
 HARNESS = Path(__file__).resolve().parent / "capture_logger_harness.py"
 PLAIN = {"vllm": ["vllm", "serve", "/models/m", "--host", "0.0.0.0", "--port", "8000"],

@@ -16,7 +16,7 @@ from drafter_operator.api import DrafterServingSpec
 from drafter_operator.engines import dynamic, vllm
 
 # One worker runs the module, so its module-scoped fixture (the costly part) is built once, not once per worker.
-pytestmark = pytest.mark.xdist_group("dynamic-schedule-contract")
+pytestmark = pytest.mark.xdist_group("engine-parsers")  # and it uses `parsers` (see test_engine_parsers.py)
 
 HERE = Path(__file__).resolve().parent
 MAX_NUM_SEQS = 256  # the scheduler expands the schedule up to --max-num-seqs

@@ -26,7 +26,9 @@ from drafter_testbed.emulator.cmdline import CommandLineError, EngineRefused, pa
 from drafter_operator.engines import ENGINES, flags
 from drafter_operator.engines.extra_args import owned_rule
 
-pytestmark = pytest.mark.contract
+# The modules using the session-scoped `parsers` (a vLLM and an SGLang parser process, about 100 s to start under
+# CI load) share one worker, so one worker starts them rather than both (tests/contract/conftest.py).
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("engine-parsers")]
 
 HARNESS = Path(__file__).resolve().parent / "engine_parsers.py"
 TABLES = Path(flags.__file__).resolve().parent / "flagtables"

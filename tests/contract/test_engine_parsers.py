@@ -36,7 +36,9 @@ from tests.support.kubernetes_env import expand
 from tests.contract.family_checks import VLLM_MODEL_LESS, VLLM_TUNED, check_vllm_family, vllm_default_k
 from tests.support.contract_parsers import METHODS, PORT, check_sglang, parse
 
-pytestmark = pytest.mark.contract
+# The modules using the session-scoped `parsers` (a vLLM and an SGLang parser process, about 100 s to start under
+# CI load) share one worker, so one worker starts them rather than both (tests/contract/conftest.py).
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("engine-parsers")]
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "engine_parsers.py"

@@ -14,7 +14,9 @@ from drafter_operator.engines import sglang as sglang_engine
 from drafter_operator.engines import vllm as vllm_engine
 from tests.support.contract_parsers import METHODS, check_sglang, parse
 
-pytestmark = pytest.mark.contract
+# The modules using the session-scoped `parsers` (a vLLM and an SGLang parser process, about 100 s to start under
+# CI load) share one worker, so one worker starts them rather than both (tests/contract/conftest.py).
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("engine-parsers")]
 
 
 def vllm_full(parsers, config: dict) -> dict:

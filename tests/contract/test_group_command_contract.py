@@ -15,7 +15,9 @@ from drafter_operator.api import DrafterServingSpec
 from drafter_operator.engines import group, sglang, vllm
 from tests.support.kubernetes_env import expand
 
-pytestmark = pytest.mark.contract
+# The modules using the session-scoped `parsers` (a vLLM and an SGLang parser process, about 100 s to start under
+# CI load) share one worker, so one worker starts them rather than both (tests/contract/conftest.py).
+pytestmark = [pytest.mark.contract, pytest.mark.xdist_group("engine-parsers")]
 
 LEADER = "drafter-kimi-0.drafter-kimi.inference"
 GPUS_PER_NODE = 8
