@@ -20,9 +20,9 @@ many prompts captured since the last start (or the serving's creation): the firs
 (`Plan.count_samples_since`), the reconciler reads it from the capture sidecar and decides again with it
 (`RetrainingState.new_samples`). Nothing starts while a training the serving started is unfinished; one its refused
 spec stopped before it ended (Failed, InvalidSpec) is unfinished too, since it resumes once its spec is allowed again
-(deleting it is how to start anew). What a start records is in the training itself (its run number in its name, its trigger and
-request in its annotations, its creation time), so a crash between creating it and writing the status neither loses
-the start nor repeats it.
+(deleting it is how to start anew). What a start records is in the training itself (its run number in its name, its
+trigger and request in its annotations, its creation time), so a crash between creating it and writing the status
+neither loses the start nor repeats it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from drafter_operator.resources.retraining import retraining_training
 REQUESTED, DRIFT, INTERVAL, SCHEDULE = "Requested", "DriftDetected", "Interval", "Schedule"
 #: The triggers that wait for the cooldown and the new samples (a person's request does not).
 AUTOMATIC = (DRIFT, INTERVAL, SCHEDULE)
-#: A training's stages once it will do nothing more (but see `Run.refused`).
+#: A training's stages once it will do nothing more (but see `Run.resumes_once_allowed`).
 FINISHED_STAGES = ("Succeeded", "Failed")
 _RUN_RE = re.compile(r"-r(\d+)$")
 
@@ -87,13 +87,13 @@ class Run:
     request: str | None
     started: dt.datetime
     stage: str
-    refused: bool = False  # Failed, stopped by its refused spec before it ended: it resumes once the spec is allowed
+    resumes_once_allowed: bool = False  # Failed, stopped by its refused spec before it ended
 
     @property
     def finished(self) -> bool:
         """It will do nothing more. A refused run is not: counted as finished, the next would start, and both
         would run once the allow-list opens again."""
-        return self.stage in FINISHED_STAGES and not self.refused
+        return self.stage in FINISHED_STAGES and not self.resumes_once_allowed
 
 
 def owned_runs(trainings: tuple[dict, ...], uid: str | None) -> list[Run]:
@@ -109,7 +109,7 @@ def owned_runs(trainings: tuple[dict, ...], uid: str | None) -> list[Run]:
         runs.append(Run(meta["name"], int(number.group(1)) if number else 0,
                         annotations.get(RETRAINING_TRIGGER_ANNOTATION, ""), annotations.get(RETRAIN_ANNOTATION),
                         timestamps.parse(meta["creationTimestamp"]), status.get("stage") or "Pending",
-                        refused=resumes_once_allowed(status)))
+                        resumes_once_allowed=resumes_once_allowed(status)))
     return sorted(runs, key=lambda run: (run.number, run.started), reverse=True)
 
 
@@ -168,7 +168,7 @@ def decide(state: RetrainingState) -> Plan:
     unfinished = next((run for run in runs if not run.finished), None)
     if trigger is not None and unfinished is not None:
         holds = (f"is stopped by its refused spec ({REFUSED}) and resumes once it is allowed; delete it to "
-                 "start anew" if unfinished.refused else f"is still running ({unfinished.stage})")
+                 "start anew" if unfinished.resumes_once_allowed else f"is still running ({unfinished.stage})")
         waiting, trigger = f"{trigger}: {unfinished.name} {holds}", None
     needed = retraining.min_new_samples
     if trigger in AUTOMATIC and needed is not None:

@@ -142,8 +142,7 @@ def _unshareable_claim(plan: Plan, state: TrainingState, spec, seen: JobsSeen, v
     """The run fails where it stands: no stage pod could ever start. Its waiting stage Job goes, and so does a claim
     the operator made (a new generation with a shareable class makes a fresh one, rather than reuse this)."""
     namespace = state.training["metadata"]["namespace"]
-    stop_jobs(plan, [j for j in seen.current_jobs if job_finished(j) is None and not j["metadata"].get("deletionTimestamp")],
-              namespace)
+    stop_jobs(plan, seen.current_jobs, namespace)
     if owns_hidden_states_claim(spec) and owned_by(state.claim, state.training["metadata"].get("uid")) \
             and not state.claim["metadata"].get("deletionTimestamp"):
         plan.deletes.append(object_path("v1", "persistentvolumeclaims", namespace, state.claim["metadata"]["name"]))

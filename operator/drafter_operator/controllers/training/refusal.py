@@ -45,17 +45,13 @@ def resumes_once_allowed(status: dict) -> bool:
         not (run_stages and all(c.get("status") == "True" for c in run_stages))
 
 
-def running_jobs(state) -> list[dict]:
-    """Every unfinished stage Job of this training (any generation), not already being deleted."""
-    uid = state.training["metadata"].get("uid")
-    return [j for j in state.jobs if conditions.job_finished(j) is None and not j["metadata"].get("deletionTimestamp")
-            and not left_by_earlier(j, uid)]
-
-
-def stop_jobs(plan: Plan, jobs: list[dict], namespace: str) -> Plan:
-    """Delete ``jobs``, each only as read: one that finished since (a lagging Job list) is kept, since its completion
-    is the record that its stage is done, and the next decision sees it."""
+def stop_jobs(plan: Plan, jobs, namespace: str) -> Plan:
+    """Delete the unfinished ``jobs`` not already being deleted, each only as read: one that finished since (a
+    lagging Job list) is kept, since its completion is the record that its stage is done, and the next decision
+    sees it."""
     for job in jobs:
+        if conditions.job_finished(job) is not None or job["metadata"].get("deletionTimestamp"):
+            continue
         path = object_path("batch/v1", "jobs", namespace, job["metadata"]["name"])
         plan.deletes.append(path)
         if job["metadata"].get("resourceVersion"):
@@ -74,7 +70,9 @@ def refused_plan(state, invalid: str):
     meta = state.training["metadata"]
     namespace = meta["namespace"]
     status = state.training.get("status") or {}
-    plan = stop_jobs(Plan(deletes=idle_engine_deletes(state.engine, namespace, None)), running_jobs(state), namespace)
+    # Every generation's stage Jobs of this training (none an earlier same-named training left).
+    ours = [j for j in state.jobs if not left_by_earlier(j, meta.get("uid"))]
+    plan = stop_jobs(Plan(deletes=idle_engine_deletes(state.engine, namespace, None)), ours, namespace)
     message = f"{invalid}; {KEPT}: {resumes_after(status)}"
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     if ready.get("reason") != REFUSED or ready.get("message") != message:
