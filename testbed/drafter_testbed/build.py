@@ -36,6 +36,9 @@ class Step:
     name: str
     outputs: tuple[str, ...]
     run: Callable[[Pins, Path], None]
+    #: What a cold build of the step took here (2 cores, empty Go caches, a `./dev demo` on a new machine:
+    #: docs/testbed.md), for the estimate said when it starts. Module downloads are in it.
+    cold_seconds: int
 
 
 def _go_env(work: Path) -> dict[str, str]:
@@ -61,19 +64,42 @@ def check_go() -> str:
     return out
 
 
+#: Seconds between the plain progress lines a build prints where its output is not a terminal (a log, a CI job,
+#: `./dev demo | tee`): a terminal gets a live status line instead.
+PLAIN_PROGRESS_SECONDS = 30
+
+
+def progress_line(step: str, done: int, total: int, elapsed: float) -> str:
+    """One build command's progress: packages compiled (of how many, when known), time spent and, from the rate so
+    far, what is left."""
+    line = f"{step}: {done}/{total} packages" if total else f"{step}: {done} packages"
+    line += f", {elapsed:.0f}s"
+    if total and done:
+        left = max(0.0, elapsed * (total - done) / done)
+        line += f", about {_duration(left)} left"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(seconds, 1):.0f} s"
+
+
 def _run(step: str, cmd: list[str], cwd: Path, env: dict[str, str], fix: str, progress_total: int = 0) -> None:
     """Run a command, showing the package it is compiling; on failure raise with the log tail."""
     log_lines: list[str] = []
-    started = time.monotonic()
+    started = last_plain = time.monotonic()
     with console.status(f"[bold]{step}[/]: starting") as status:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
             log_lines.append(line)
-            done = len(log_lines)
-            of = f"/{progress_total}" if progress_total else ""
-            status.update(f"[bold]{step}[/]: {done}{of} packages, {time.monotonic() - started:.0f}s  {line[-70:]}")
+            now = time.monotonic()
+            progress = progress_line(step, len(log_lines), progress_total, now - started)
+            status.update(f"[bold]{progress}[/]  {line[-60:]}")
+            if not console.is_terminal and now - last_plain >= PLAIN_PROGRESS_SECONDS:
+                console.print(progress)
+                last_plain = now
         code = proc.wait()
     if code != 0:
         tail = "\n".join(log_lines[-25:])
@@ -326,16 +352,16 @@ def coredns_stamp(pins: Pins) -> str:
 
 
 STEPS = (
-    Step("etcd", ("etcd",), build_etcd),
-    Step("kubernetes", KUBE_COMMANDS, build_kubernetes),
-    Step("kwok", ("kwok",), build_kwok),
-    Step("helm", ("helm", helm_stamp(PINS)), build_helm),
-    Step("prometheus", ("prometheus", "promtool", prometheus_stamp(PINS)), build_prometheus),
-    Step("crane", ("crane", crane_stamp(PINS)), build_crane),
-    Step("actionlint", ("actionlint", actionlint_stamp(PINS)), build_actionlint),
-    Step("helm-docs", ("helm-docs", helm_docs_stamp(PINS)), build_helm_docs),
-    Step("krew", ("kubectl-krew", "validate-krew-manifest", krew_stamp(PINS)), build_krew),
-    Step("coredns", ("coredns", coredns_stamp(PINS)), build_coredns),
+    Step("etcd", ("etcd",), build_etcd, cold_seconds=53),
+    Step("kubernetes", KUBE_COMMANDS, build_kubernetes, cold_seconds=384),
+    Step("kwok", ("kwok",), build_kwok, cold_seconds=94),
+    Step("helm", ("helm", helm_stamp(PINS)), build_helm, cold_seconds=94),
+    Step("prometheus", ("prometheus", "promtool", prometheus_stamp(PINS)), build_prometheus, cold_seconds=170),
+    Step("crane", ("crane", crane_stamp(PINS)), build_crane, cold_seconds=60),
+    Step("actionlint", ("actionlint", actionlint_stamp(PINS)), build_actionlint, cold_seconds=60),
+    Step("helm-docs", ("helm-docs", helm_docs_stamp(PINS)), build_helm_docs, cold_seconds=60),
+    Step("krew", ("kubectl-krew", "validate-krew-manifest", krew_stamp(PINS)), build_krew, cold_seconds=60),
+    Step("coredns", ("coredns", coredns_stamp(PINS)), build_coredns, cold_seconds=75),
 )
 
 
@@ -363,10 +389,13 @@ def ensure_binaries(pins: Pins = PINS, only: tuple[str, ...] = ()) -> Path:
         return out
     check_go()
     out.mkdir(parents=True, exist_ok=True)
-    console.print(f"Building the local cluster toolchain into {toolchain_dir(pins)} "
-                  f"({', '.join(s.name for s in todo)}); a cold build of all of it takes about 7 minutes on 2 cores "
-                  "(measured: 7m21s).")
-    for step in todo:
+    console.print(f"Building {', '.join(s.name for s in todo)} into {toolchain_dir(pins)} from pinned Go modules: "
+                  f"about {_duration(sum(s.cold_seconds for s in todo))} on 2 cores with cold Go caches, once "
+                  "(later runs reuse it).")
+    for number, step in enumerate(todo, 1):
+        left = sum(s.cold_seconds for s in todo[number - 1:])
+        console.print(f"[bold]{step.name}[/] ({number} of {len(todo)}): about {_duration(step.cold_seconds)} cold, "
+                      f"{_duration(left)} with the steps after it")
         step.run(pins, out)
         missing = [o for o in step.outputs if not (out / o).is_file()]
         if missing:

@@ -90,6 +90,9 @@ def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--only", default="", metavar="STEP[,STEP]",
                        help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint, helm-docs, krew), "
                             "e.g. --only crane,helm for images/publish and packaging the chart")
+    build.add_argument("--cluster", action="store_true",
+                       help="only what `cluster up` and the demo run (etcd, kubernetes, kwok, helm, prometheus, "
+                            "coredns), not the tests' tools")
     build.add_argument("--managers", action="store_true",
                        help="also the controller managers the tests start beside the cluster (Kueue, LeaderWorkerSet): "
                             "a cold build of them takes minutes, which a test's timeout would otherwise pay")
@@ -165,10 +168,14 @@ def _restart(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from drafter_testbed.build import BuildError, ensure_binaries
+    from drafter_testbed.build import CLUSTER_STEPS, BuildError, ensure_binaries
 
+    only = tuple(step for step in args.only.split(",") if step)
+    if args.cluster and only:
+        print("error: --cluster and --only each name the steps to build; give one of them", file=sys.stderr)
+        return 2
     try:
-        print(ensure_binaries(only=tuple(step for step in args.only.split(",") if step)))
+        print(ensure_binaries(only=CLUSTER_STEPS if args.cluster else only))
         if args.managers:
             from drafter_testbed import kueue, lws
 

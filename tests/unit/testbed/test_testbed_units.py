@@ -311,3 +311,29 @@ def test_tiny_target_runs_from_the_source_roots_alone(tmp_path):
                            "--conversations", "3"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["tiny-0000", "tiny-0001", "tiny-0002"]
+
+
+@given(total=st.integers(1, 5000), done=st.integers(1, 5000), elapsed=st.floats(1, 3600))
+def test_a_build_progress_line_says_what_is_left_at_the_rate_so_far(total, done, elapsed):
+    done = min(done, total)
+    line = build.progress_line("kubernetes: compile", done, total, elapsed)
+    assert line.startswith(f"kubernetes: compile: {done}/{total} packages, {elapsed:.0f}s")
+    left = elapsed * (total - done) / done
+    expected = f"{left / 60:.0f} min" if left >= 90 else f"{max(left, 1):.0f} s"
+    assert line.endswith(f", about {expected} left")
+
+
+def test_a_build_without_a_known_package_count_says_only_what_it_did():
+    assert build.progress_line("kwok v0.8.0", 140, 0, 41.6) == "kwok v0.8.0: 140 packages, 42s"
+
+
+def test_every_build_step_carries_a_measured_cold_estimate_and_the_cluster_steps_exist():
+    assert all(step.cold_seconds > 0 for step in build.STEPS)
+    assert set(build.CLUSTER_STEPS) <= {step.name for step in build.STEPS}
+
+
+def test_cluster_build_refuses_cluster_and_only_together(capsys):
+    from drafter_operator import cli
+
+    assert cli.main(["cluster", "build", "--cluster", "--only", "helm"]) == 2
+    assert "--cluster and --only" in capsys.readouterr().err
