@@ -98,7 +98,7 @@ def _run(step: str, cmd: list[str], cwd: Path, env: dict[str, str], fix: str, pr
             progress = progress_line(step, len(log_lines), progress_total, now - started)
             status.update(f"[bold]{progress}[/]  {line[-60:]}")
             if not console.is_terminal and now - last_plain >= PLAIN_PROGRESS_SECONDS:
-                console.print(progress)
+                console.print(progress, soft_wrap=True)  # one line per report, however long, in a log
                 last_plain = now
         code = proc.wait()
     if code != 0:
@@ -395,7 +395,7 @@ def ensure_binaries(pins: Pins = PINS, only: tuple[str, ...] = ()) -> Path:
     for number, step in enumerate(todo, 1):
         left = sum(s.cold_seconds for s in todo[number - 1:])
         console.print(f"[bold]{step.name}[/] ({number} of {len(todo)}): about {_duration(step.cold_seconds)} cold, "
-                      f"{_duration(left)} with the steps after it")
+                      f"{_duration(left)} with the steps after it", soft_wrap=True)
         step.run(pins, out)
         missing = [o for o in step.outputs if not (out / o).is_file()]
         if missing:

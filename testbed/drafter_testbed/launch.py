@@ -197,15 +197,19 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
         if mount["name"] not in claims:
             private_map[mount["mountPath"].rstrip("/") or "/"] = str(host_dir)
     resolved_env = container_env(pod, container, pod_ip, lookup)
-    argv = host_argv(container_argv(container, resolved_env), python)
-    emulated = is_emulated(argv)
+    # The executable is the host's (this interpreter, or a host tool), never a path inside the container: not
+    # remapped, or an interpreter under a path the pod mounts over (a cache under /tmp, where the operator's pod
+    # has an emptyDir) would be looked for in the pod's volume.
+    executable, *args = host_argv(container_argv(container, resolved_env), python)
+    emulated = is_emulated([executable, *args])
     if not emulated:
-        argv = [remap(a, path_map) for a in argv]
+        args = [remap(a, path_map) for a in args]
     else:
         # The emulator keeps the model volume's paths, so the model name it serves and labels its metrics with
         # is the one clients send (/models/Kimi-K2.5), as on a real cluster; the files it reads (SGLang's
         # adaptive tier config) live in the pod's own volumes, which map to the pod's directory.
-        argv = [remap(a, private_map) for a in argv]
+        args = [remap(a, private_map) for a in args]
+    argv = [executable, *args]
     env = {k: remap(v, path_map) for k, v in resolved_env.items()}
     if emulated:
         env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))

@@ -36,7 +36,7 @@ from drafter_operator.controllers.serving.observe import benchmarked_serving, ob
 from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
 from drafter_operator.controllers.retraining.apply import RetrainingReconciler
 from drafter_operator.controllers.training.apply import TrainingReconciler
-from drafter_operator.controllers.watched_copies import kept_copy
+from drafter_operator.controllers.watched_copies import Kept, kept, thawed_all
 from drafter_operator.kube import ApiError, Kube, kopf_connection, kopf_timeouts, load_api_client, object_path
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring.in_flight import requests_in_flight
@@ -114,7 +114,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     kopf_timeouts(settings)  # every other request of kopf's is bounded too (kube.py)
     select_own_children(settings)
     workers = WORKERS.read()
-    settings.execution.max_workers = workers  # kopf's pool, for the index handlers
+    # kopf's pool runs sync handlers: only `configure` now. The index handlers are async (a JSON encoding each, on
+    # the event loop): fewer threads, fewer glibc arenas holding freed memory (docs/performance.md).
+    settings.execution.max_workers = workers
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
@@ -130,7 +132,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
                                                  BENCHMARK_PLURAL, TrainingReconciler.kind: TRAINING_PLURAL})
     if "shard" not in memo:  # set by the runner once this process leads a shard (`--shards`); else the whole
         memo.shard = sharding.WHOLE
-    memo.serving_bodies = {}  # (namespace, name) -> the serving's body from its latest watch event
+    memo.serving_bodies = {}  # (namespace, name) -> the serving's body from its latest watch event (Kept)
     # Watch events wake a serving's loop at once; the interval is only a safety net (a lost watch event,
     # a change nobody announces). Each steady reconcile costs no API request, so it could be short, but
     # it would only repeat the same decision.
@@ -194,36 +196,36 @@ _SERVING_OWNS = owner_mine(SERVING_LABEL)
 
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:
     # A snapshot: kopf's body is a live view, and the reconciler reads it from another thread.
-    return {(namespace, labels[SERVING_LABEL]): kept_copy(body)}
+    return {(namespace, labels[SERVING_LABEL]): kept(body)}
 
 
 @kopf.index("apps", "v1", "deployments", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
-def serving_deployments(namespace, labels, body, **_):
+async def serving_deployments(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
 # A replica over several nodes (resources/group.py). Without the LeaderWorkerSet API in the cluster kopf serves
 # nothing here and says so; a serving that needs it finds its create refused, and Progressing says what to install.
 @kopf.index(GROUP_API, GROUP_VERSION, GROUP.plural, labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
-def serving_groups(namespace, labels, body, **_):
+async def serving_groups(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
 @kopf.index("", "v1", "pods", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
-def serving_pods(namespace, labels, body, **_):
+async def serving_pods(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
 @kopf.index("", "v1", "services", labels={SERVING_LABEL: kopf.PRESENT}, when=_SERVING_OWNS)
-def serving_services(namespace, labels, body, **_):
+async def serving_services(namespace, labels, body, **_):
     return _by_serving(namespace, labels, body)
 
 
 @kopf.index(API_GROUP, API_VERSION, BENCHMARK_PLURAL, when=benchmarked_serving_mine)
-def serving_benchmarks(namespace, labels, spec, body, **_):
+async def serving_benchmarks(namespace, labels, spec, body, **_):
     # Gates decide swaps; every finished run of a revision teaches auto thresholds and dynamic schedules.
     serving = benchmarked_serving(labels, spec)
-    return {(namespace, serving): kept_copy(body)} if serving else None
+    return {(namespace, serving): kept(body)} if serving else None
 
 
 @kopf.on.event(API_GROUP, API_VERSION, BENCHMARK_PLURAL, when=benchmarked_serving_mine)
@@ -274,7 +276,16 @@ class ServingIndexes:
 
     def workloads(self, key) -> list[dict]:
         """A serving's revision workloads: its Deployments and LeaderWorkerSets."""
-        return [*self.deployments.get(key, []), *self.groups.get(key, [])]
+        return [*thawed_all(self.deployments.get(key, [])), *thawed_all(self.groups.get(key, []))]
+
+    def pods_of(self, key) -> list[dict]:
+        return thawed_all(self.pods.get(key, []))
+
+    def services_of(self, key) -> list[dict]:
+        return thawed_all(self.services.get(key, []))
+
+    def benchmarks_of(self, key) -> list[dict]:
+        return thawed_all(self.benchmarks.get(key, []))
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SERVING_PLURAL, when=mine)
@@ -284,7 +295,7 @@ async def serving_event(type, body: kopf.Body, namespace, name, meta, memo: kopf
     key = (namespace, name)
     running = object_loops.keeps_running(type, meta)
     if running:
-        memo.serving_bodies[key] = body
+        memo.serving_bodies[key] = kept(body)
     indexes = ServingIndexes.of(kwargs)
     memo.loops.follow((SERVING_PLURAL, *key), running, lambda: _serving_loop(key, memo, indexes))
     if type == "DELETED":
@@ -304,13 +315,15 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
     watch = WatchedByVersion()
     latest: dict = {}
 
-    def body() -> kopf.Body:
-        return memo.serving_bodies[key]
+    def body() -> dict:
+        """A copy of the serving's body from its latest watch event."""
+        latest_body: Kept = memo.serving_bodies[key]
+        return latest_body.thawed()
 
     async def measure_once():
-        snapshot = kept_copy(body())
+        snapshot = body()
         watched = watch.of(snapshot)
-        return await monitor.measure(watched, list(indexes.pods.get(key, [])), now_utc(),
+        return await monitor.measure(watched, indexes.pods_of(key), now_utc(),
                                      incarnation(snapshot, watched))
 
     def publish(measurement) -> None:
@@ -321,11 +334,11 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
 
     async def reconcile_once():
         # Snapshots taken on the event loop, where kopf updates the indexes and the event handler the body.
-        snapshot = kept_copy(body())
-        service = next((s for s in indexes.services.get(key, []) if s["metadata"]["name"] == name), None)
-        observed = observed_from(indexes.workloads(key), indexes.pods.get(key, []), service,
+        snapshot = body()
+        service = next((s for s in indexes.services_of(key) if s["metadata"]["name"] == name), None)
+        observed = observed_from(indexes.workloads(key), indexes.pods_of(key), service,
                                  owner_uid=snapshot["metadata"].get("uid"),
-                                 benchmarks=indexes.benchmarks.get(key, []))
+                                 benchmarks=indexes.benchmarks_of(key))
         await read_drain(observed, snapshot)
         # In this task's context: kopf.event() finds kopf's Event queue through context variables.
         context = contextvars.copy_context()

@@ -54,7 +54,7 @@ WATCHED = {"drafterservings": False, "drafterbenchmarks": False, "deployments": 
 
 
 def json_copy(obj):
-    """A deep copy of JSON data (what kopf's kept_copy gives the reconciler), without copy.deepcopy's cost."""
+    """A deep copy of JSON data (what a thawed watched_copies.Kept gives the reconciler), without its encoding."""
     if type(obj) is dict:
         return {k: json_copy(v) for k, v in obj.items()}
     if type(obj) is list:

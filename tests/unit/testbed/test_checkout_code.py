@@ -55,3 +55,17 @@ def test_a_containers_own_pythonpath_wins(tmp_path):
     container = {"name": "main", "command": ["true"], "env": [{"name": "PYTHONPATH", "value": "/app"}]}
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {"containers": [container]}}
     assert launch.plan(pod, container, "127.10.0.9", tmp_path, 1, lambda *a: {}, {}).env["PYTHONPATH"] == "/app"
+
+
+def test_the_host_interpreter_stays_itself_under_a_path_the_pod_mounts_over(tmp_path):
+    # A cache under /tmp (DRAFTER_CACHE_DIR=/tmp/...) holds the virtualenv, and the operator's pod mounts an
+    # emptyDir at /tmp: the interpreter is the host's and runs from where it is; the container's own /tmp paths
+    # still map into the pod's volume.
+    container = {"name": "operator", "command": ["drafter-operator", "run", "--state=/tmp/state"],
+                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+           "spec": {"containers": [container], "volumes": [{"name": "tmp", "emptyDir": {}}]}}
+    python = "/tmp/cache/venv/bin/python3"
+    plan = launch.plan(pod, container, "127.10.0.9", tmp_path, 16442, lambda *a: {}, {}, python=python)
+    assert plan.argv[0] == python
+    assert plan.argv[-1] == f"--state={tmp_path}/volumes/tmp/state"
