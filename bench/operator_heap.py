@@ -8,7 +8,8 @@ Two commands:
         the malloc arenas' own figures (glibc's mallinfo2: in use, free inside the arenas, mmapped), so
         the heap can be set against the RSS. Each SIGUSR2 calls glibc's malloc_trim(0) (free memory
         handed back to the kernel) and appends the figures before and after it. --figures-only: no
-        tracemalloc, no snapshots, the operator at its normal speed. bench/fleet_scale.py
+        tracemalloc, no snapshots, the operator at its normal speed; each line adds instead the collector's
+        objects by type (count, shallow size), and pymalloc's statistics go to the operator's log. bench/fleet_scale.py
         --heap-snapshots DIR runs the operator this way and signals it after the cold start and after
         the steady window (--heap-trim: and trims after the steady window).
 
@@ -66,6 +67,22 @@ def vm_status() -> dict[str, float | int]:
     return out
 
 
+def census(top: int = 25) -> list[dict]:
+    """The garbage collector's objects by type, the largest total first: count and shallow size (what the objects
+    themselves take, not what they refer to; strings, numbers and bytes are not the collector's and are left out).
+    Cheap enough for --figures-only, where tracemalloc is off."""
+    import gc
+
+    totals: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        entry = totals.setdefault(f"{kind.__module__}.{kind.__qualname__}", [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj)
+    largest = sorted(totals.items(), key=lambda item: -item[1][1])[:top]
+    return [{"type": name, "count": count, "MiB": round(size / 2**20, 2)} for name, (count, size) in largest]
+
+
 def run(directory: Path, operator_args: list[str]) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     figures_only = operator_args[:1] == ["--figures-only"]
@@ -90,6 +107,9 @@ def run(directory: Path, operator_args: list[str]) -> int:
             line.update({"snapshot": path.name, "tracedMiB": round(traced / 2**20, 1),
                          "tracedPeakMiB": round(peak / 2**20, 1),
                          "tracemallocOverheadMiB": round(tracemalloc.get_tracemalloc_memory() / 2**20, 1)})
+        else:
+            line["objectsByType"] = census()
+            sys._debugmallocstats()  # pymalloc's arenas, pools and blocks per size class, into the operator's log
         write({**line, **vm_status(), **malloc_figures(), "dumpSeconds": round(time.monotonic() - started, 2)})
 
     def trim(_signum, _frame) -> None:
