@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import kopf
 
 from drafter_operator import engines
-from drafter_operator.controllers import object_loops, sharding
+from drafter_operator.controllers import kopf_fixes, object_loops, sharding
 from drafter_operator.controllers.serving import loop as serving_loop
 from drafter_operator.controllers.benchmark.apply import BenchmarkReconciler
 from drafter_operator.acceptance.measurement import AcceptanceMonitor, incarnation
@@ -64,6 +64,8 @@ from drafter_operator.settings import (
     RECHECK_SECONDS,
     WORKERS,
 )
+
+kopf_fixes.install()  # before kopf starts any watcher (kopf_fixes.py says what it fixes)
 
 # How often an unfinished DrafterBenchmark (a deadline passes with no event) and DrafterTraining (its
 # progress is read from a pod's log) are reconciled besides their watch events.
