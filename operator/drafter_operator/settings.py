@@ -84,7 +84,7 @@ class Setting(Generic[T]):
 
 WORKERS: Setting[int] = Setting(
     "DRAFTER_WORKERS", 8, count,
-    "kopf's worker count: how many objects are reconciled at once.")
+    "How many objects are reconciled at once (the operator's reconcile thread pool).")
 RECHECK_SECONDS: Setting[float] = Setting(
     "DRAFTER_RECHECK_SECONDS", 20.0, seconds,
     "How often a serving is reconciled with no event (the safety net under the watches).")

@@ -87,10 +87,11 @@ def register_cluster(subparsers: argparse._SubParsersAction) -> None:
     restart.set_defaults(cluster_handler=_restart)
 
     build = verbs.add_parser("build", help="build the pinned toolchain into the cache (no-op when cached)")
-    build.add_argument("--only", default="", metavar="STEP[,STEP]",
+    steps = build.add_mutually_exclusive_group()
+    steps.add_argument("--only", default="", metavar="STEP[,STEP]",
                        help="build only these steps (etcd, kubernetes, kwok, helm, prometheus, crane, actionlint, helm-docs, krew), "
                             "e.g. --only crane,helm for images/publish and packaging the chart")
-    build.add_argument("--cluster", action="store_true",
+    steps.add_argument("--cluster", action="store_true",
                        help="only what `cluster up` and the demo run (etcd, kubernetes, kwok, helm, prometheus, "
                             "coredns), not the tests' tools")
     build.add_argument("--managers", action="store_true",
@@ -170,12 +171,9 @@ def _restart(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from drafter_testbed.build import CLUSTER_STEPS, BuildError, ensure_binaries
 
-    only = tuple(step for step in args.only.split(",") if step)
-    if args.cluster and only:
-        print("error: --cluster and --only each name the steps to build; give one of them", file=sys.stderr)
-        return 2
+    only = CLUSTER_STEPS if args.cluster else tuple(step for step in args.only.split(",") if step)
     try:
-        print(ensure_binaries(only=CLUSTER_STEPS if args.cluster else only))
+        print(ensure_binaries(only=only))
         if args.managers:
             from drafter_testbed import kueue, lws
 

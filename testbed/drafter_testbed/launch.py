@@ -200,16 +200,13 @@ def plan(pod: dict, container: dict, pod_ip: str, pod_dir: Path, apiserver_port:
     # The executable is the host's (this interpreter, or a host tool), never a path inside the container: not
     # remapped, or an interpreter under a path the pod mounts over (a cache under /tmp, where the operator's pod
     # has an emptyDir) would be looked for in the pod's volume.
-    executable, *args = host_argv(container_argv(container, resolved_env), python)
-    emulated = is_emulated([executable, *args])
-    if not emulated:
-        args = [remap(a, path_map) for a in args]
-    else:
-        # The emulator keeps the model volume's paths, so the model name it serves and labels its metrics with
-        # is the one clients send (/models/Kimi-K2.5), as on a real cluster; the files it reads (SGLang's
-        # adaptive tier config) live in the pod's own volumes, which map to the pod's directory.
-        args = [remap(a, private_map) for a in args]
-    argv = [executable, *args]
+    argv = host_argv(container_argv(container, resolved_env), python)
+    emulated = is_emulated(argv)
+    # The emulator keeps the model volume's paths, so the model name it serves and labels its metrics with is the
+    # one clients send (/models/Kimi-K2.5), as on a real cluster; the files it reads (SGLang's adaptive tier config)
+    # live in the pod's own volumes, which map to the pod's directory.
+    mounts = private_map if emulated else path_map
+    argv = [argv[0], *(remap(a, mounts) for a in argv[1:])]
     env = {k: remap(v, path_map) for k, v in resolved_env.items()}
     if emulated:
         env.update(emulator_env(lookup("configmap", pod["metadata"]["namespace"], EMULATOR_CONFIGMAP) or {}, pod_dir))

@@ -36,7 +36,7 @@ from drafter_operator.controllers.serving.observe import benchmarked_serving, ob
 from drafter_operator.controllers.serving.pointer import draining_revisions, revision_engine
 from drafter_operator.controllers.retraining.apply import RetrainingReconciler
 from drafter_operator.controllers.training.apply import TrainingReconciler
-from drafter_operator.controllers.watched_copies import Kept, kept, thawed_all
+from drafter_operator.controllers.watched_copies import kept, thawed_all
 from drafter_operator.kube import ApiError, Kube, kopf_connection, kopf_timeouts, load_api_client, object_path
 from drafter_operator.monitoring import operator_metrics
 from drafter_operator.monitoring.in_flight import requests_in_flight
@@ -116,9 +116,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     kopf_timeouts(settings)  # every other request of kopf's is bounded too (kube.py)
     select_own_children(settings)
     workers = WORKERS.read()
-    # kopf's pool runs sync handlers: only `configure` now. The index handlers are async (a JSON encoding each, on
-    # the event loop): fewer threads, fewer glibc arenas holding freed memory (docs/performance.md).
-    settings.execution.max_workers = workers
     memo.reconcile_pool = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
     kube = Kube(load_api_client())
     operator_metrics.track_api_requests(kube)
@@ -196,6 +193,8 @@ def benchmarked_serving_mine(memo: kopf.Memo, namespace: str | None, labels: kop
 _SERVING_OWNS = owner_mine(SERVING_LABEL)
 
 
+# The index handlers are async: a JSON encoding each, on the event loop, where a sync handler would take a thread of
+# kopf's pool (fewer threads, fewer glibc arenas holding freed memory: docs/performance.md).
 def _by_serving(namespace: str | None, labels: kopf.Labels, body: kopf.Body) -> dict:
     # A snapshot: kopf's body is a live view, and the reconciler reads it from another thread.
     return {(namespace, labels[SERVING_LABEL]): kept(body)}
@@ -319,8 +318,7 @@ async def _serving_loop(key: tuple[str, str], memo: kopf.Memo, indexes: ServingI
 
     def body() -> dict:
         """A copy of the serving's body from its latest watch event."""
-        latest_body: Kept = memo.serving_bodies[key]
-        return latest_body.thawed()
+        return memo.serving_bodies[key].thawed()
 
     async def measure_once():
         snapshot = body()

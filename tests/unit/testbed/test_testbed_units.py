@@ -335,5 +335,7 @@ def test_every_build_step_carries_a_measured_cold_estimate_and_the_cluster_steps
 def test_cluster_build_refuses_cluster_and_only_together(capsys):
     from drafter_operator import cli
 
-    assert cli.main(["cluster", "build", "--cluster", "--only", "helm"]) == 2
-    assert "--cluster and --only" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["cluster", "build", "--cluster", "--only", "helm"])
+    assert refused.value.code == 2
+    assert "--only: not allowed with argument --cluster" in capsys.readouterr().err
