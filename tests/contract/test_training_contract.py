@@ -51,7 +51,7 @@ from drafter_operator.training.specforge import DRAFT_CONFIG, TRAIN_CONFIG
 from tests.processes import free_port, listening_process
 from tests.support.contract_training import (GENERATION_ENDPOINT, PATHS, PipelineRun, TINY_DRAFT_VOCAB, TINY_LAYERS,
                                              check, read_safetensors, report, run_all, tiny, tiny_options, tiny_paths,
-                                             tiny_spec, variants, vllm_accepts)
+                                             tiny_spec, variants, vllm_accepts, vllm_accepts_all)
 
 # One worker runs the module: the fine-tuning tests start from the pipelines' exports (module fixtures),
 # which another worker would have to run again.
@@ -267,7 +267,9 @@ def specforge_run(training_python: str, tiny: Path) -> PipelineRun:
 def test_specforge_end_to_end(training_python: str, tiny: Path, specforge_run: PipelineRun) -> None:
     work = specforge_run.work
     assert list((work / "hidden_states").glob("rows_*/data_*.ckpt"))
-    for name in ("specforge-hf", "specforge-sglang"):
+    names = ("specforge-hf", "specforge-sglang")
+    accepted_by_vllm = vllm_accepts_all(training_python, tiny / "target", [tiny / "drafters" / n for n in names])
+    for name, accepted in zip(names, accepted_by_vllm):
         out = tiny / "drafters" / name
         config = json.loads((out / "config.json").read_text())
         assert config["architectures"] == ["LlamaForCausalLMEagle3"]
@@ -277,7 +279,6 @@ def test_specforge_end_to_end(training_python: str, tiny: Path, specforge_run: P
         assert shapes["d2t"] == (TINY_DRAFT_VOCAB,) and shapes["t2d"] == (4096,)
         assert shapes["lm_head.weight"] == (TINY_DRAFT_VOCAB, 64) and shapes["fc.weight"] == (64, 3 * 64)
         assert ("embed_tokens.weight" in shapes) == (name == "specforge-hf")
-        accepted = vllm_accepts(training_python, tiny / "target", out)
         assert accepted["method"] == "eagle3" and accepted["draft_vocab_size"] == TINY_DRAFT_VOCAB
         # vLLM reads SpecForge's ids as written (SpecForge's convention, one below vLLM's): see docs/training.md.
         assert accepted["layer_ids"] == specforge_layer_ids(TINY_LAYERS)

@@ -73,7 +73,8 @@ def test_the_named_tests_kill_the_mutant(patch: Path, tmp_path: Path):
     probe = subprocess.run([sys.executable, "-c", "import drafter_operator; print(drafter_operator.__file__)"],
                            cwd=REPO, env=env, capture_output=True, text=True)
     assert probe.stdout.startswith(str(tmp_path)), f"the mutant would run the real package: {probe.stdout}"
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *caught_by(patch)],
+    # -x: the first failing test kills the mutant; the rest of the named files would only say so again.
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *caught_by(patch)],
                          cwd=REPO, env=env, capture_output=True, text=True)
     print(f"{patch.name}: {'killed' if run.returncode else 'survived'} by {' '.join(caught_by(patch))}")
     assert run.returncode == 1, f"{patch.name} survived {caught_by(patch)}:\n{run.stdout[-2000:]}"

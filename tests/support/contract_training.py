@@ -322,25 +322,37 @@ def read_safetensors(path: Path) -> dict[str, tuple[tuple[int, ...], bytes]]:
 VLLM_CHECK = r'''
 import contextlib, json, sys
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
-target, drafter = sys.argv[1], sys.argv[2]
+target, drafters = sys.argv[1], sys.argv[2:]
 with contextlib.redirect_stdout(sys.stderr):
     model = ModelConfig(model=target, tokenizer=target, skip_tokenizer_init=True)
-    spec = SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3, target_model_config=model,
-                             target_parallel_config=ParallelConfig(tensor_parallel_size=1))
-hf = spec.draft_model_config.hf_config
-print(json.dumps({"method": spec.method, "k": spec.num_speculative_tokens,
-                  "draft_vocab_size": getattr(hf, "draft_vocab_size", None),
-                  "layer_ids": getattr(hf, "eagle_aux_hidden_state_layer_ids", None)
-                               or (getattr(hf, "eagle_config", None) or {}).get("eagle_aux_hidden_state_layer_ids")}))
+read = []
+for drafter in drafters:
+    with contextlib.redirect_stdout(sys.stderr):
+        spec = SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3, target_model_config=model,
+                                 target_parallel_config=ParallelConfig(tensor_parallel_size=1))
+    hf = spec.draft_model_config.hf_config
+    read.append({"method": spec.method, "k": spec.num_speculative_tokens,
+                 "draft_vocab_size": getattr(hf, "draft_vocab_size", None),
+                 "layer_ids": getattr(hf, "eagle_aux_hidden_state_layer_ids", None)
+                              or (getattr(hf, "eagle_config", None) or {}).get("eagle_aux_hidden_state_layer_ids")})
+print(json.dumps(read))
 '''
 
 
-def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
+def vllm_accepts_all(training_python: str, target: Path, drafters: list[Path]) -> list[dict]:
+    """What vLLM's SpeculativeConfig reads of each EAGLE-3 drafter beside ``target``, in one process: importing
+    vLLM and inspecting the target (a subprocess of vLLM's own) is most of a check's cost."""
     python = os.environ.get("DRAFTER_ENGINE_PYTHON") or training_python
-    proc = subprocess.run([python, "-c", VLLM_CHECK, str(target), str(drafter)], capture_output=True, text=True,
+    proc = subprocess.run([python, "-c", VLLM_CHECK, str(target), *map(str, drafters)], capture_output=True, text=True,
                           env=run_env(python), timeout=CHECK_TIMEOUT)
-    assert proc.returncode == 0, f"vLLM refused {drafter}:\n{proc.stderr[-4000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0, f"vLLM refused one of {[str(d) for d in drafters]}:\n{proc.stderr[-4000:]}"
+    read = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(read) == len(drafters), read
+    return read
+
+
+def vllm_accepts(training_python: str, target: Path, drafter: Path) -> dict:
+    return vllm_accepts_all(training_python, target, [drafter])[0]
 
 
 def report(framework: str, times: dict[str, float], sizes: dict[str, int]) -> None:
