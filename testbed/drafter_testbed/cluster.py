@@ -26,7 +26,7 @@ import yaml
 from rich.console import Console
 
 from drafter_testbed import certs, processes
-from drafter_testbed.build import CLUSTER_STEPS, ensure_binaries
+from drafter_testbed.build import CLUSTER_STEPS, START_STEPS, ensure_binaries, missing_steps
 from drafter_testbed.nodes import (
     KWOK,
     RUNTIME_LABEL,
@@ -50,6 +50,10 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
               "demo-operator",
               # the Prometheus the demo leaves running with the chart's alert rules (drafter_testbed/demo_alerts.py)
               "demo-prometheus")
+#: The components a cluster can start without (`up(join_later=True)`) and the build step each waits for: they join
+#: the running cluster once built (`join_late`). Nothing the cluster's first minutes run needs them: CoreDNS serves
+#: pods that look each other up by name, kwok runs the pretend GPU nodes, which only the scale tests fill.
+LATE_COMPONENTS = {"coredns": "coredns", "kwok": "kwok"}
 
 
 def default_port_base() -> int:
@@ -500,22 +504,31 @@ def _check_ports_free(ports: Ports) -> None:
 
 
 def up(topology: Topology | None = None, port_base: int | None = None, layout: Layout | None = None,
-       audit: bool = False) -> dict:
+       audit: bool = False, join_later: bool = False) -> dict:
     """Bring the local cluster up (or reuse the running one); return its record. `audit`: the apiserver
-    writes every request of AUDITED_USERS to `Layout.audit_log` (off by default: it costs apiserver CPU)."""
+    writes every request of AUDITED_USERS to `Layout.audit_log` (off by default: it costs apiserver CPU).
+    `join_later`: start without the LATE_COMPONENTS not yet built (something else builds them: the demo's
+    background build), recorded as `joining` until `join_late` starts them."""
     layout = layout or Layout()
     with exclusive(layout, "up"):
-        return _up(topology or Topology(), port_base or default_port_base(), layout, audit)
+        return _up(topology or Topology(), port_base or default_port_base(), layout, audit, join_later)
 
 
-def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict:
+def _up(topology: Topology, port_base: int, layout: Layout, audit: bool, join_later: bool) -> dict:
     if is_up(layout):
         record = read_record(layout)
         console.print(f"[yellow]A local cluster is already running[/] (apiserver 127.0.0.1:"
                       f"{record['ports']['apiserver']}, state {layout.root}); reusing it.")
         if audit and not record.get("audit_log"):
             console.print("[yellow]It runs without an audit log[/]: `cluster down`, then `cluster up --audit`.")
-        if "coredns" not in running_components(layout):
+        joined = _join_built(layout, record)
+        if joined:
+            console.print(f"Joined the cluster once built: {', '.join(joined)}.")
+        waiting = record.get("joining") or []
+        if waiting:
+            console.print(f"[yellow]It runs without {', '.join(waiting)}[/], not built yet: each joins at the next "
+                          "`cluster up` after `drafter-operator cluster build --cluster`.")
+        elif "coredns" not in running_components(layout):
             # Started before the cluster had DNS (or CoreDNS died): reused as it is, not restarted under its users.
             console.print("[yellow]It runs without cluster DNS[/] (pods cannot resolve *.svc.cluster.local): "
                           "`cluster down`, then `cluster up` to start CoreDNS.")
@@ -525,11 +538,13 @@ def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict
         console.print(f"Stopping leftovers of an unhealthy local cluster: {', '.join(leftovers)}")
         down(layout=layout)
     started = time.monotonic()
-    bins = ensure_binaries(only=CLUSTER_STEPS)
+    bins = ensure_binaries(only=START_STEPS if join_later else CLUSTER_STEPS)
+    unbuilt = {step.name for step in missing_steps()}
+    late = [name for name, step in LATE_COMPONENTS.items() if step in unbuilt] if join_later else []
     ports = Ports(port_base)
     _check_ports_free(ports)
     try:
-        return _start(layout, topology, ports, bins, port_base, started, audit)
+        return _start(layout, topology, ports, bins, port_base, started, audit, late)
     except BaseException:
         # Never leave half a cluster behind: stop whatever this attempt started, keep state for the logs.
         down(layout=layout)
@@ -537,7 +552,7 @@ def _up(topology: Topology, port_base: int, layout: Layout, audit: bool) -> dict
 
 
 def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_base: int, started: float,
-           audit: bool) -> dict:
+           audit: bool, late: list[str]) -> dict:
     layout.root.mkdir(parents=True, exist_ok=True)
     certs.ensure_pki(layout.pki)
     _write_kubeconfigs(layout, ports)
@@ -561,27 +576,68 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
     identity = cluster_id(layout)
     record = {"ports": ports.all(), "port_base": port_base, "pins": asdict(PINS), "cluster_id": identity,
               "kubeconfig": str(layout.kubeconfig), "topology": asdict(topology), "state_dir": str(layout.root),
-              "audit_log": str(layout.audit_log) if audit else None}
+              "audit_log": str(layout.audit_log) if audit else None, "joining": late}
     layout.record.write_text(json.dumps(record, indent=2))
     network = network_for(port_base)
-    with console.status("starting CoreDNS"):
-        _start_dns(layout, network, start)
-    nodes = topology.nodes(network)
+    if "coredns" not in late:
+        with console.status("starting CoreDNS"):
+            _start_dns(layout, network, start)
+    # kwok's nodes join with kwok: registered without it, they would go NotReady.
+    nodes = [n for n in topology.nodes(network) if n.runtime != KWOK or "kwok" not in late]
     with console.status(f"registering {len(nodes)} nodes, starting controllers, kwok and the process runner"):
         apply_nodes(layout, nodes, identity)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok", "runner"):
-            start(name)
+            if name not in late:
+                start(name)
         _wait("all nodes Ready", lambda: _nodes_ready(layout, [n.name for n in nodes]), 60, layout.logs / "kwok.log")
-        # Waited on here, not before the others start: CoreDNS syncs with the apiserver meanwhile.
-        _wait("coredns", lambda: _component_healthy("coredns", layout, ports), 60, layout.logs / "coredns.log")
+        if "coredns" not in late:
+            # Waited on here, not before the others start: CoreDNS syncs with the apiserver meanwhile.
+            _wait("coredns", lambda: _component_healthy("coredns", layout, ports), 60, layout.logs / "coredns.log")
         _wait("default service account", lambda: kubectl(layout, "get", "serviceaccount", "default").returncode == 0,
               60, layout.logs / "kube-controller-manager.log")
     record["up_seconds"] = round(time.monotonic() - started, 2)
     layout.record.write_text(json.dumps(record, indent=2))
+    joining = f"; {', '.join(late)} join once built" if late else ""
     console.print(f"[green]Local cluster up[/] in {record['up_seconds']}s: {len(nodes)} nodes "
-                  f"({topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime}).\n"
-                  f"  export KUBECONFIG={layout.kubeconfig}")
+                  f"({topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime})"
+                  f"{joining}.\n  export KUBECONFIG={layout.kubeconfig}")
     return record
+
+
+def join_late(layout: Layout | None = None) -> list[str]:
+    """Start the components a cluster started without (`up(join_later=True)`) whose builds have since finished;
+    return their names. A no-op for a cluster that waits on nothing."""
+    layout = layout or Layout()
+    with exclusive(layout, "up"):
+        record = read_record(layout)
+        return _join_built(layout, record) if record and is_up(layout) else []
+
+
+def _join_built(layout: Layout, record: dict) -> list[str]:
+    unbuilt = {step.name for step in missing_steps()}
+    joining = record.get("joining") or []
+    built = [name for name in joining if LATE_COMPONENTS[name] not in unbuilt]
+    if not built:
+        return []
+    ports = Ports(record["port_base"])
+    commands = component_commands(layout, ports, bin_dir(), audit=bool(record.get("audit_log")))
+    env = _component_env()
+
+    def start(name: str) -> None:
+        processes.start(name, commands[name], layout.run, layout.logs, env=env)
+
+    network = network_for(record["port_base"])
+    if "coredns" in built:
+        _start_dns(layout, network, start)
+        _wait("coredns", lambda: _component_healthy("coredns", layout, ports), 60, layout.logs / "coredns.log")
+    if "kwok" in built:
+        nodes = [n for n in Topology(**record["topology"]).nodes(network) if n.runtime == KWOK]
+        apply_nodes(layout, nodes, record["cluster_id"])
+        start("kwok")
+        _wait("kwok's nodes Ready", lambda: _nodes_ready(layout, [n.name for n in nodes]), 60, layout.logs / "kwok.log")
+    record["joining"] = [name for name in joining if name not in built]
+    layout.record.write_text(json.dumps(record, indent=2))
+    return built
 
 
 def _start_dns(layout: Layout, network: LoopbackNetwork, start) -> None:
@@ -678,6 +734,7 @@ def status(layout: Layout | None = None) -> dict:
         "ports": record.get("ports"),
         "cluster_id": record.get("cluster_id"),
         "audit_log": record.get("audit_log"),
+        "joining": record.get("joining") or [],
     }
 
 
@@ -705,6 +762,9 @@ def _add_nodes(like: NodeSpec, count: int, name_prefix: str | None, layout: Layo
     record = read_record(layout)
     if not record or not is_up(layout):
         raise ClusterError("no local cluster is running. Fix: `drafter-operator cluster up` first.")
+    if runtime == KWOK and "kwok" in (record.get("joining") or []):
+        raise ClusterError("kwok has not joined this cluster yet (it is still being built). Fix: wait for the build "
+                           "(`drafter-operator cluster build --only kwok`), then `cluster up` starts it.")
     network = network_for(record["port_base"])
     existing = json.loads(_kubectl_ok(layout, "get", "nodes", "-o", "json"))["items"]
     names = {n["metadata"]["name"] for n in existing}

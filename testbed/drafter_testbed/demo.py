@@ -42,6 +42,7 @@ from drafter_testbed import demo_alerts
 from drafter_testbed import demo_sweeps as sweeps
 from drafter_testbed import demo_training
 from drafter_testbed import harness
+from drafter_testbed import late_build
 from drafter_testbed import processes
 from drafter_testbed.nodes import PROCESS, RUNTIME_LABEL
 from drafter_testbed.volumes import static_claim
@@ -114,6 +115,18 @@ def start_operator(layout: local.Layout) -> float:
     return seconds
 
 
+def start_prometheus(layout: local.Layout):
+    """The demo's Prometheus with the chart's alert rules, announced; scraping the operator once this returns."""
+    prometheus, fors = demo_alerts.start(layout, OPERATOR_RELEASE, OPERATOR_NAMESPACE, NAMESPACE)
+    demo_alerts.announce(console, prometheus, fors)
+    return prometheus
+
+
+def _joined(components: list[str]) -> None:
+    if components:
+        console.print(f"{', '.join(components)} joined the cluster (built in the background).")
+
+
 def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
     deadline = time.monotonic() + timeout
     with console.status("waiting for the engines to load and become Ready"):
@@ -131,7 +144,15 @@ def wait_ready(names: list[str], timeout: float = 240) -> dict[str, dict]:
 
 def main(max_tokens: int = 256, prompts: int = 3) -> int:
     layout = local.Layout()
-    harness.start_local(layout)
+    # A cold machine: the cluster starts without what its first scenes do not run, built meanwhile (late_build.py).
+    late = late_build.LateBuild(layout.logs / "late-build.log", console)
+    building = late.start_build()
+    if building:
+        console.print(f"Building {', '.join(building)} in the background (niced; log {late.log}): the story starts "
+                      "without them and each joins once built.")
+    harness.start_local(layout, join_later=True)
+    for component in local.LATE_COMPONENTS.values():
+        late.when_built(component, lambda: _joined(local.join_late(layout)))
     ensure_engine_nodes(len(SERVINGS) + 1)  # one spare 8-GPU node for a BlueGreen replacement
     harness.install_crds(kubectl)
     kubectl("create", "namespace", NAMESPACE, check=False)
@@ -146,13 +167,12 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     kubectl("-n", NAMESPACE, "delete", "drafterbenchmarks", "--all", "--wait=true", "--timeout=120s")
     kubectl("-n", NAMESPACE, "delete", "deployments,services", "-l", "drafter.dev/serving", "--wait=true",
             "--timeout=120s")
-    # After the clean-up: an earlier run's servings would raise alerts about this story's names.
-    with console.status("starting Prometheus with the chart's alert rules"):
-        prometheus, fors = demo_alerts.start(layout, OPERATOR_RELEASE, OPERATOR_NAMESPACE, NAMESPACE)
-    demo_alerts.announce(console, prometheus, fors)
     timeline = watch.Timeline(started=time.monotonic())
-    alerts = demo_alerts.AlertWatch(prometheus, timeline.started)
+    alerts = demo_alerts.AlertWatch(timeline.started)
     alerts.start()
+    # After the clean-up: an earlier run's servings would raise alerts about this story's names. Before the story
+    # where Prometheus is built; where it is being built, from the moment it is (its alerts on the same clock).
+    late.when_built("prometheus", lambda: alerts.attach(start_prometheus(layout)))
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all([serving_manifest(n, s) for n, s in SERVINGS.items()]))
     for name in SERVINGS:
         timeline.mark(name, "kubectl apply", SERVINGS[name]["drafter"]["method"])
@@ -178,9 +198,14 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     print_report(servings, results, f"After the operator acted: {DEGRADING} serves without speculation")
     console.print(kubectl("-n", NAMESPACE, "get", "drafterservings", "-o", "wide").stdout)
     shown = alerts.changes_since(0)
-    demo_alerts.print_changes(console, shown, "Alerts the chart's rules raised so far (seconds since kubectl apply)")
+    if alerts.prometheus is None:
+        console.print("Prometheus is still being built in the background: the alerts it raises are shown at the end.")
+    else:
+        demo_alerts.print_changes(console, shown, "Alerts the chart's rules raised so far (seconds since kubectl apply)")
     python = demo_training.training_python(console)
     if python:
+        # The training's torchrun pods meet by pod name: the cluster DNS must have joined.
+        late.wait("coredns", "the training's pods find each other by name through the cluster DNS")
         servings = show_trained_promotion(layout, python, max_tokens, prompts, results)
     else:
         console.print("\nNo training environment (`./dev demo` builds it in the background; DRAFTER_TRAINING_PYTHON "
@@ -192,12 +217,15 @@ def main(max_tokens: int = 256, prompts: int = 3) -> int:
     show_family_comparison(swept, max_tokens)
     show_engine_pod_settings()
     show_refused_spelling()
+    late.wait("prometheus", "the alerts of the whole story")
     demo_alerts.print_changes(console, alerts.changes_since(len(shown)),
                               "\nAlerts since then (seconds since kubectl apply)")
     alerts.stop()
+    prometheus = alerts.prometheus
     missed = f" ({alerts.failed_polls} of the demo's polls of it failed)" if alerts.failed_polls else ""
     console.print(f"\nPrometheus keeps running too: {prometheus.url}/alerts (its API: {prometheus.url}/api/v1/alerts)"
                   f"{missed}.")
+    late.finish()  # kwok last: the cluster left running runs everything `cluster up` starts
     console.print(f"\nThe operator keeps running (log: `{OPERATOR_LOGS}`); "
                   f"`eval \"$(drafter-operator cluster env)\"` then `kubectl -n {NAMESPACE} get drafter`. "
                   "`drafter-operator cluster down` stops everything.")

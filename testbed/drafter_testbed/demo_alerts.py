@@ -127,21 +127,28 @@ def changes(known: dict[tuple, dict], active: list[dict]) -> list[tuple[str, dic
 
 
 class AlertWatch(threading.Thread):
-    """Polls Prometheus' active alerts in the background and keeps every change, on the demo's clock."""
+    """Polls Prometheus' active alerts in the background and keeps every change, on the demo's clock. It starts
+    before Prometheus may be there (a cold machine builds it while the story runs: drafter_testbed/late_build.py)
+    and polls from `attach` on."""
 
-    def __init__(self, prometheus: prom.Prometheus, started: float):
+    def __init__(self, started: float):
         super().__init__(daemon=True)
-        self.prometheus, self.started = prometheus, started
+        self.started = started
+        self.prometheus: prom.Prometheus | None = None
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.seen: list[AlertChange] = []
         self.known: dict[tuple, dict] = {}
         self.failed_polls = 0
 
+    def attach(self, prometheus: prom.Prometheus) -> None:
+        self.prometheus = prometheus
+
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
-                self.poll()
+                if self.prometheus is not None:
+                    self.poll()
             except (OSError, ValueError, KeyError):  # a slow or odd answer: the next poll catches up
                 self.failed_polls += 1
             self.stop_event.wait(POLL_SECONDS)

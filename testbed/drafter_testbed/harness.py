@@ -95,13 +95,14 @@ def external(kubeconfig: str, kind: type[Cluster] = Cluster) -> Cluster:
 
 
 def start_local(layout: local.Layout | None = None, kind: type[Cluster] = Cluster,
-                audit: bool = False) -> tuple[Cluster, bool]:
+                audit: bool = False, join_later: bool = False) -> tuple[Cluster, bool]:
     """The embedded local cluster (as ``kind``), and whether this call started it (False: it ran already
     and is reused). Under the cluster's lock: parallel callers (pytest-xdist workers) start one cluster and
-    share it. ``audit``: a cluster this call starts writes the apiserver's audit log (cluster.up)."""
+    share it. ``audit``: a cluster this call starts writes the apiserver's audit log; ``join_later``: it starts
+    without the components still being built elsewhere (both: cluster.up)."""
     layout = layout or local.Layout()
     was_running = local.is_up(layout)
-    local.up(layout=layout, audit=audit)
+    local.up(layout=layout, audit=audit, join_later=join_later)
     return kind(kubeconfig=str(layout.kubeconfig), local=True, bin_dir=bin_dir()), not was_running
 
 

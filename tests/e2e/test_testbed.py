@@ -332,6 +332,74 @@ def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_
     assert local.running_components(layout) == {}
 
 
+def _free_port_base(local) -> int:
+    """A port base no cluster uses, whose loopback addresses differ from the suite's and the default cluster's."""
+    import socket
+
+    def all_free(candidate) -> bool:
+        for port in candidate.all().values():
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    return False
+        return True
+
+    taken = {local.network_for(base).base for base in (local.default_port_base(), local.DEFAULT_PORT_BASE)}
+    return next(base for base in range(21000, 30000, 16)
+                if local.network_for(base).base not in taken and all_free(local.Ports(base)))
+
+
+def test_a_cluster_started_before_coredns_and_kwok_are_built_runs_without_them_until_they_join(
+        local_cluster_only, tmp_path, monkeypatch):
+    """A cold `./dev demo` starts the cluster while CoreDNS and kwok still compile (drafter_testbed/late_build.py):
+    `up(join_later=True)` starts without them and says so, `join_late` starts nothing before they are built and
+    each, with kwok's nodes, once they are. Here a toolchain cache of the test's own lacks their binaries until the
+    test links them in: what a finished background build does."""
+    from drafter_testbed import build
+    from drafter_testbed import cluster as local
+    from drafter_testbed.versions import bin_dir, toolchain_dir
+
+    built, built_toolchain = bin_dir(), toolchain_dir()
+    monkeypatch.setenv("DRAFTER_CACHE_DIR", str(tmp_path / "cache"))
+    bins = bin_dir()
+    bins.mkdir(parents=True)
+    late = {o for step in build.STEPS if step.name in local.LATE_COMPONENTS.values() for o in step.outputs}
+    for entry in built.iterdir():
+        if entry.name not in late:
+            (bins / entry.name).symlink_to(entry)
+    (toolchain_dir() / "kwok-stages").symlink_to(built_toolchain / "kwok-stages")
+    assert {"coredns", "kwok"} <= {s.name for s in build.missing_steps()}
+
+    layout = local.Layout(root=tmp_path / "state")
+    try:
+        record = local.up(port_base=_free_port_base(local), layout=layout, join_later=True)
+        assert record["joining"] == ["coredns", "kwok"]
+        running = local.running_components(layout)
+        assert {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "runner"} <= set(running)
+        assert not {"coredns", "kwok"} & set(running)
+
+        def node_names() -> set[str]:
+            answer = local.kubectl(layout, "get", "nodes", "-o", "json", check=True).stdout
+            return {n["metadata"]["name"] for n in json.loads(answer)["items"]}
+
+        assert not any(name.startswith("gpu-kwok") for name in node_names())  # they would go NotReady unserved
+        assert local.join_late(layout) == []  # not built yet: nothing starts
+        assert local.status(layout)["joining"] == ["coredns", "kwok"]
+        with pytest.raises(local.ClusterError, match="kwok has not joined"):
+            local.add_nodes(1, "kwok", 8, "NVIDIA-B200", layout=layout)
+
+        for name in sorted(late):  # the background build finishes
+            (bins / name).symlink_to(built / name)
+        assert local.join_late(layout) == ["coredns", "kwok"]
+        running = local.running_components(layout)
+        assert {"coredns", "kwok"} <= set(running)
+        assert {"gpu-kwok-0", "gpu-kwok-1"} <= node_names()  # Ready: join_late waited for them
+        assert local.read_record(layout)["joining"] == [] and local.join_late(layout) == []
+    finally:
+        local.down(wipe=True, layout=layout)
+
+
 def _without_changing_parts(answer: dict) -> dict:
     """An answer without what moves between two reads (a node's heartbeat, a lease's renewal)."""
     answer = json.loads(json.dumps(answer))

@@ -4,6 +4,8 @@ configuration as the real promtool reads it."""
 
 from __future__ import annotations
 
+import time
+
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -92,13 +94,33 @@ class Answers:
 def test_the_watch_records_changes_on_the_demos_clock():
     low = alert("DrafterAcceptanceLow", "pending", name="kimi")
     low["annotations"]["runbook_url"] = "https://example.test/runbooks/acceptance-low.md"
-    watch = demo_alerts.AlertWatch(Answers([low], [{**low, "state": "firing"}], []), started=0.0)
+    watch = demo_alerts.AlertWatch(started=0.0)
+    watch.attach(Answers([low], [{**low, "state": "firing"}], []))
     for _ in range(3):
         watch.poll()
     assert [c.state for c in watch.changes_since(0)] == ["pending", "firing", "resolved"]
     assert [c.state for c in watch.changes_since(2)] == ["resolved"]
     assert all(c.runbook_url.endswith("acceptance-low.md") and c.alert == "DrafterAcceptanceLow" and c.at > 0
                for c in watch.changes_since(0))
+
+
+def test_the_watch_polls_only_once_a_prometheus_is_attached():
+    """On a cold machine the watch starts before its Prometheus is built: it waits, then polls the attached one."""
+    low = alert("DrafterAcceptanceLow", "firing", name="kimi")
+    watch = demo_alerts.AlertWatch(started=0.0)
+    watch.start()
+    try:
+        time.sleep(demo_alerts.POLL_SECONDS * 1.5)  # at least one turn of the loop without Prometheus
+        assert watch.changes_since(0) == [] and watch.failed_polls == 0
+        answers = Answers(*([[low]] * 1000))
+        watch.attach(answers)
+        deadline = time.monotonic() + 30
+        while not watch.changes_since(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        watch.stop()
+    assert [(c.state, c.alert) for c in watch.changes_since(0)] == [("firing", "DrafterAcceptanceLow")]
+    assert len(answers.answers) < 1000
 
 
 def test_cluster_down_stops_the_demos_prometheus():
