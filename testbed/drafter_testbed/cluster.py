@@ -597,10 +597,12 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
               60, layout.logs / "kube-controller-manager.log")
     record["up_seconds"] = round(time.monotonic() - started, 2)
     layout.record.write_text(json.dumps(record, indent=2))
+    gpus = f"{topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime}"
+    if "kwok" in late and topology.gpu_runtime == KWOK:
+        gpus += ", to join with kwok"
     joining = f"; {', '.join(late)} join once built" if late else ""
-    console.print(f"[green]Local cluster up[/] in {record['up_seconds']}s: {len(nodes)} nodes "
-                  f"({topology.gpu_nodes} x {topology.gpus_per_node} {topology.gpu_product} via {topology.gpu_runtime})"
-                  f"{joining}.\n  export KUBECONFIG={layout.kubeconfig}")
+    console.print(f"[green]Local cluster up[/] in {record['up_seconds']}s: {len(nodes)} nodes ({gpus}){joining}.\n"
+                  f"  export KUBECONFIG={layout.kubeconfig}")
     return record
 
 

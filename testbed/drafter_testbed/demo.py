@@ -34,6 +34,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from drafter_operator.constants import REVISION_LABEL
 from drafter_testbed import demo_client as bench
 from drafter_testbed import chart
 from drafter_testbed import cluster as local
@@ -249,9 +250,43 @@ def running_drafter(serving: dict) -> dict:
     return record.get("drafterSpec") or serving["spec"]["drafter"]
 
 
+def routed_revisions(service: dict, pods: list[dict]) -> set[str]:
+    """The revisions of the pods a Service sends requests to: those its selector matches that are Ready and not being
+    deleted (what the process runner's proxy, like kube-proxy, routes to). Pure."""
+    selector = service["spec"].get("selector") or {}
+    routed = set()
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+        if ready and not pod["metadata"].get("deletionTimestamp") and all(labels.get(k) == v for k, v in selector.items()):
+            routed.add(labels.get(REVISION_LABEL, ""))
+    return routed
+
+
+def wait_routed(name: str, serving: dict, timeout: float = 120) -> None:
+    """Until the Service sends requests to the active revision's pods alone. Right after the operator acts, the old
+    revision's pod may stay Ready and selected a little longer (more so on a busy machine), and a measurement then
+    would mix its drafter's figures into the new revision's. Twice in a row, a proxy sync apart."""
+    revision = (serving.get("status") or {}).get("activeRevision")
+    deadline, agreed = time.monotonic() + timeout, 0
+    while agreed < 2:
+        service = json.loads(kubectl("-n", NAMESPACE, "get", "service", name, "-o", "json").stdout)
+        pods = json.loads(kubectl("-n", NAMESPACE, "get", "pods", "-o", "json").stdout)["items"]
+        routed = routed_revisions(service, pods)
+        agreed = agreed + 1 if revision and routed == {revision} else 0
+        if agreed < 2:
+            if time.monotonic() > deadline:
+                raise local.ClusterError(f"Service {name} still routes to revisions {sorted(routed)}, not {revision} "
+                                         f"alone, after {timeout:.0f} s: see `kubectl -n {NAMESPACE} get pods -L "
+                                         f"{REVISION_LABEL}`")
+            time.sleep(1.5)
+
+
 def measure(name: str, serving: dict, max_tokens: int, prompts: int) -> bench.RunResult:
     drafter = running_drafter(serving)
     k = drafter.get("numSpeculativeTokens") or drafter.get("numSteps")
+    with console.status(f"waiting until {name}'s Service routes to its active revision alone"):
+        wait_routed(name, serving)
     with console.status(f"measuring {name}: {prompts} prompts x {max_tokens} tokens, one stream"):
         return bench.run(service_url(name, serving), serving["spec"]["engine"], BASE_SPEC["target"]["model"],
                          bench.DEFAULT_PROMPTS[:prompts], max_tokens, num_speculative_tokens=k)

@@ -332,6 +332,33 @@ def test_every_build_step_carries_a_measured_cold_estimate_and_the_cluster_steps
     assert set(build.CLUSTER_STEPS) <= {step.name for step in build.STEPS}
 
 
+def test_the_late_steps_are_cluster_steps_and_the_start_steps_the_rest():
+    assert set(build.LATE_STEPS) < set(build.CLUSTER_STEPS)
+    assert set(build.START_STEPS) | set(build.LATE_STEPS) == set(build.CLUSTER_STEPS)
+    assert not set(build.START_STEPS) & set(build.LATE_STEPS)
+    assert {"kubernetes", "etcd", "helm"} <= set(build.START_STEPS)  # the apiserver, its store, the chart's install
+
+
+def test_named_steps_build_in_the_order_asked_for(tmp_path, monkeypatch):
+    """The demo's background build asks for CoreDNS first (the training scene needs it soonest), whatever order
+    STEPS lists the steps in."""
+    monkeypatch.setenv("DRAFTER_CACHE_DIR", str(tmp_path))
+    built: list[str] = []
+
+    def step(name: str) -> build.Step:
+        def run(pins, out):
+            built.append(name)
+            (out / name).write_text("built")
+        return build.Step(name, (name,), run, cold_seconds=1)
+
+    monkeypatch.setattr(build, "STEPS", (step("kwok"), step("prometheus"), step("coredns"), step("crane")))
+    monkeypatch.setattr(build, "check_go", lambda: "go1.26.8")
+    build.ensure_binaries(only=("coredns", "prometheus", "kwok"))
+    assert built == ["coredns", "prometheus", "kwok"]
+    build.ensure_binaries(only=("crane", "kwok"))  # kwok is built: only crane is left
+    assert built == ["coredns", "prometheus", "kwok", "crane"]
+
+
 def test_cluster_build_refuses_cluster_and_only_together(capsys):
     from drafter_operator import cli
 
