@@ -616,8 +616,8 @@ def join_late(layout: Layout | None = None) -> list[str]:
 
 
 def _join_built(layout: Layout, record: dict) -> list[str]:
-    unbuilt = {step.name for step in missing_steps()}
     joining = record.get("joining") or []
+    unbuilt = {step.name for step in missing_steps()} if joining else set()
     built = [name for name in joining if LATE_COMPONENTS[name] not in unbuilt]
     if not built:
         return []

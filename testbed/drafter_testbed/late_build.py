@@ -64,13 +64,16 @@ class LateBuild(threading.Thread):
         return missing
 
     def when_built(self, step: str, action: Callable[[], None]) -> None:
-        """Run `action` once `step` is built: now, in the caller's thread, when it already is; else in the watcher."""
-        if step not in unbuilt_late_steps():
+        """Run `action` once `step` is built: now, in the caller's thread, when it already is; else in the watcher.
+        Never for a step whose build failed: that is said where a scene waits for it."""
+        with self.lock:  # the watcher takes a step's actions under the same lock: each action runs once
+            built = step not in unbuilt_late_steps()
+            if not built and not self.done[step].is_set():
+                self.waiting[step].append(action)
+                return
+        if built:
             action()
             self.done[step].set()
-            return
-        with self.lock:
-            self.waiting[step].append(action)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
