@@ -411,7 +411,7 @@ def _without_changing_parts(answer: dict) -> dict:
     return answer
 
 
-def test_the_harness_reads_answer_what_kubectl_answers(cluster, namespace):
+def test_the_harness_reads_answer_what_kubectl_answers(cluster, crds, namespace):  # it reads the CRDs too
     """The harness reads plain `get`s over its own connection (drafter_testbed/reads.py): each answer must be
     kubectl's, names resolved as kubectl resolves them (short names, kinds, type.group, the core group first)."""
     _apply(cluster, namespace, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one", "labels": {"a": "b"}}},
