@@ -539,8 +539,8 @@ def _up(topology: Topology, port_base: int, layout: Layout, audit: bool, join_la
         down(layout=layout)
     started = time.monotonic()
     bins = ensure_binaries(only=START_STEPS if join_later else CLUSTER_STEPS)
-    unbuilt = {step.name for step in missing_steps()}
-    late = [name for name, step in LATE_COMPONENTS.items() if step in unbuilt] if join_later else []
+    unbuilt = {step.name for step in missing_steps()} if join_later else set()
+    late = [name for name, step in LATE_COMPONENTS.items() if step in unbuilt]
     ports = Ports(port_base)
     _check_ports_free(ports)
     try:
@@ -560,12 +560,7 @@ def _start(layout: Layout, topology: Topology, ports: Ports, bins: Path, port_ba
     if audit:
         layout.logs.mkdir(parents=True, exist_ok=True)
         layout.audit_policy.write_text(yaml.safe_dump(audit_policy()))
-    commands = component_commands(layout, ports, bins, audit)
-    env = _component_env()
-
-    def start(name: str) -> None:
-        processes.start(name, commands[name], layout.run, layout.logs, env=env)
-
+    start = _starter(layout, ports, bins, audit)
     with console.status("starting etcd"):
         start("etcd")
         _wait("etcd", lambda: _component_healthy("etcd", layout, ports), 30, layout.logs / "etcd.log")
@@ -622,12 +617,7 @@ def _join_built(layout: Layout, record: dict) -> list[str]:
     if not built:
         return []
     ports = Ports(record["port_base"])
-    commands = component_commands(layout, ports, bin_dir(), audit=bool(record.get("audit_log")))
-    env = _component_env()
-
-    def start(name: str) -> None:
-        processes.start(name, commands[name], layout.run, layout.logs, env=env)
-
+    start = _starter(layout, ports, bin_dir(), audit=bool(record.get("audit_log")))
     network = network_for(record["port_base"])
     if "coredns" in built:
         _start_dns(layout, network, start)
@@ -640,6 +630,17 @@ def _join_built(layout: Layout, record: dict) -> list[str]:
     record["joining"] = [name for name in joining if name not in built]
     layout.record.write_text(json.dumps(record, indent=2))
     return built
+
+
+def _starter(layout: Layout, ports: Ports, bins: Path, audit: bool):
+    """Starts a component by name with the command line `up` gives it (at start, or when it joins later)."""
+    commands = component_commands(layout, ports, bins, audit)
+    env = _component_env()
+
+    def start(name: str) -> None:
+        processes.start(name, commands[name], layout.run, layout.logs, env=env)
+
+    return start
 
 
 def _start_dns(layout: Layout, network: LoopbackNetwork, start) -> None:

@@ -306,23 +306,23 @@ def test_kwok_nodes_keep_heartbeating_through_leases(local_cluster_only):
         renewed != first[name] for name, renewed in renew_times().items()), timeout=45)
 
 
+def _free_port_base(local) -> int:
+    """A port base no cluster uses, whose loopback addresses differ from the suite's and the default cluster's (the
+    suite's own cluster may run at any DRAFTER_PORT_BASE)."""
+    from drafter_testbed import processes
+
+    taken = {local.network_for(base).base for base in (local.default_port_base(), local.DEFAULT_PORT_BASE)}
+    return next(base for base in range(21000, 30000, 16) if local.network_for(base).base not in taken
+                and not any(processes.port_in_use(port) for port in local.Ports(base).all().values()))
+
+
 def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_only, tmp_path):
     import socket
 
     from drafter_testbed import cluster as local
 
-    def all_free(candidate: local.Ports) -> bool:
-        for port in candidate.all().values():
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", port))
-                except OSError:
-                    return False
-        return True
-
-    # A base no cluster uses (the suite's own cluster may run at any DRAFTER_PORT_BASE).
     layout = local.Layout(root=tmp_path / "state")
-    ports = next(p for p in (local.Ports(base) for base in range(21000, 30000, 16)) if all_free(p))
+    ports = local.Ports(_free_port_base(local))
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", ports.apiserver))
         blocker.listen()
@@ -330,24 +330,6 @@ def test_cluster_up_names_a_port_that_is_taken_and_starts_nothing(local_cluster_
             local.up(port_base=ports.base, layout=layout)
     assert f"apiserver={ports.apiserver}" in str(error.value) and "--port-base" in str(error.value)
     assert local.running_components(layout) == {}
-
-
-def _free_port_base(local) -> int:
-    """A port base no cluster uses, whose loopback addresses differ from the suite's and the default cluster's."""
-    import socket
-
-    def all_free(candidate) -> bool:
-        for port in candidate.all().values():
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", port))
-                except OSError:
-                    return False
-        return True
-
-    taken = {local.network_for(base).base for base in (local.default_port_base(), local.DEFAULT_PORT_BASE)}
-    return next(base for base in range(21000, 30000, 16)
-                if local.network_for(base).base not in taken and all_free(local.Ports(base)))
 
 
 def test_a_cluster_started_before_coredns_and_kwok_are_built_runs_without_them_until_they_join(
